@@ -1,0 +1,69 @@
+// Completion: a one-shot event a coroutine can co_await, completed by another coroutine or callback
+// on the same executor. Used to park a command until its response arrives (initiator) or a task
+// until its Data-Out arrives (target). Not thread-safe: complete() must run on the waiter's executor.
+#pragma once
+
+#include <memory>
+#include <system_error>
+
+#include "iserkit/common/asio.hpp"
+
+namespace iserkit {
+
+/// One-shot completion with an error code. wait() returns at once if complete() already ran.
+class Completion {
+ public:
+  Completion() = default;
+  Completion(const Completion&) = delete;
+  Completion& operator=(const Completion&) = delete;
+  ~Completion() = default;
+
+  /// Suspends until complete() is called; returns the error code it was given.
+  /// At most one coroutine may wait at a time.
+  Awaitable<std::error_code> wait() {
+    if (!done_) {
+      co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+          [this](auto handler) { waiter_ = std::make_unique<Waiter<decltype(handler)>>(std::move(handler)); },
+          asio::use_awaitable);
+    }
+    co_return ec_;
+  }
+
+  /// Completes the event (once; later calls are ignored) and resumes the waiter, if any, through
+  /// its executor (never inline).
+  void complete(std::error_code ec = {}) {
+    if (done_) return;
+    done_ = true;
+    ec_ = ec;
+    if (waiter_) {
+      auto w = std::move(waiter_);
+      w->resume();
+    }
+  }
+
+  /// True once complete() has run.
+  [[nodiscard]] bool done() const noexcept { return done_; }
+  /// Makes the event reusable; only valid when nobody waits.
+  void reset() noexcept { done_ = false; ec_ = {}; }
+
+ private:
+  struct WaiterBase {
+    virtual ~WaiterBase() = default;
+    virtual void resume() = 0;
+  };
+  template <class Handler>
+  struct Waiter final : WaiterBase {
+    explicit Waiter(Handler h) : handler(std::move(h)) {}
+    void resume() override {
+      auto ex = asio::get_associated_executor(handler);
+      asio::post(ex, std::move(handler));
+    }
+    Handler handler;
+  };
+
+  bool done_ = false;
+  std::error_code ec_;
+  std::unique_ptr<WaiterBase> waiter_;
+};
+
+}  // namespace iserkit

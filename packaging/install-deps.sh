@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that iserkit's build, test suite and demo need.
+# Does nothing (and needs no network) when they are all present already.
+# Usage: packaging/install-deps.sh [--print]   (--print: list the packages and exit)
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config git
+  libboost-dev            # Boost.Asio 1.74 (header-only): sockets, coroutines
+  liburing-dev            # target io_uring backend
+  libisal-dev             # ISA-L: CRC32C header/data digests
+  libexpected-dev         # tl::expected (GCC 12 has no std::expected in C++20)
+  libcxxopts-dev          # command-line options
+  libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev
+  # peers and tools used by the tests and the demo
+  libiscsi-bin            # iscsi-inq, iscsi-ls, iscsi-readcapacity16, iscsi-test-cu
+  tgt                     # tgtd: a peer target for our initiator
+  qemu-utils qemu-block-extra   # qemu-img with the libiscsi block driver
+  libnbd-bin python3-libnbd   # nbdinfo, nbdcopy, nbdfuse; nbdsh
+  fuse3 e2fsprogs util-linux kmod nbd-client
+  python3 coreutils procps iproute2
+)
+
+if [[ ${1:-} == --print ]]; then printf '%s\n' "${packages[@]}"; exit 0; fi
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ $status == "install ok installed" ]] || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then exit 0; fi
+
+echo "install-deps: installing: ${missing[*]}" >&2
+sudo=""
+if ((EUID != 0)); then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
