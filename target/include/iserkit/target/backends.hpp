@@ -1,0 +1,58 @@
+// The concrete block backends (layer 5): MemoryBackend (sparse, in memory) and UringBackend
+// (io_uring over a regular file or block device), plus the helper that opens a file or device and
+// learns its size. See block_backend.hpp for the contract they implement.
+//
+// io_uring and threads: a UringBackend has no ring of its own. Each io_context that calls it gets
+// one ring (an Asio service, created on first use from a coroutine running on that io_context):
+// the ring signals an eventfd that the io_context waits on with posix::stream_descriptor while
+// operations are in flight, and submissions made during one turn of the loop are submitted
+// together by one posted flush. Nothing else is required of the caller: run the io_context as
+// usual; io_context::run() returns when no I/O is in flight. Each io_context must be run by one
+// thread at a time (the target's one-io_context-per-thread model).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+
+#include "iserkit/common/result.hpp"
+#include "iserkit/target/block_backend.hpp"
+
+namespace iserkit::target {
+
+/// Options for an in-memory LUN.
+struct MemoryBackendOptions {
+  std::uint64_t size_bytes = 0;           ///< capacity in bytes; rounded down to a block multiple
+  std::uint32_t block_size_bytes = 512;   ///< 512 or 4096
+  bool read_only = false;
+};
+
+/// A sparse in-memory backend: memory is allocated in 1 MiB chunks on first write, so a large LUN
+/// costs nothing until written; discard frees whole chunks. Thread-safe (one mutex). Completes
+/// every operation synchronously (no suspension). For tests and demos.
+/// Errors: EROFS on writes when read_only.
+std::shared_ptr<BlockBackend> make_memory_backend(const MemoryBackendOptions& options);
+
+/// Options for opening a file or block device.
+struct OpenBackendOptions {
+  std::filesystem::path path;            ///< regular file or block device; must exist
+  bool read_only = false;                ///< open O_RDONLY and refuse writes
+  std::uint32_t block_size_bytes = 512;  ///< logical block size to expose: 512 or 4096
+  bool use_direct_io = true;             ///< also open an O_DIRECT fd for 4096-aligned requests
+};
+
+/// Opens `options.path` and returns an io_uring backend over it. The size comes from fstat (files)
+/// or BLKGETSIZE64 (block devices) and is rounded down to a block multiple; creating or sizing the
+/// file is the caller's job. Discard: fallocate(PUNCH_HOLE|KEEP_SIZE) (files and block devices),
+/// falling back to writing zeroes if the file system refuses; write_zeroes: FALLOC_FL_ZERO_RANGE,
+/// then hole punch, then writing zeroes. If O_DIRECT cannot be opened (tmpfs) only the buffered fd
+/// is used.
+/// Errors: the errno of open/fstat/ioctl; EINVAL for a block size other than 512/4096 or a path
+/// that is neither a regular file nor a block device.
+Result<std::shared_ptr<BlockBackend>> open_uring_backend(const OpenBackendOptions& options);
+
+/// Checks that io_uring can be used in this process (io_uring_queue_init on a small ring).
+/// Returns: success, or the errno from io_uring_queue_init (e.g. ENOSYS, EPERM in sandboxes).
+Result<void> probe_io_uring() noexcept;
+
+}  // namespace iserkit::target

@@ -1,0 +1,71 @@
+// BlockBackend: layer 5 of the target, the storage under a logical unit. A backend moves bytes at
+// byte offsets; it never sees a CDB. The SCSI layer (layer 4) has already checked every range
+// against capabilities().size_bytes, so a backend may assert on out-of-range requests. Every call
+// transfers the full length or fails (short transfers are retried inside the backend), like
+// nbdkit's .pread/.pwrite contract. Implementations: MemoryBackend (memory_backend.hpp) and
+// UringBackend (uring_backend.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/bytes.hpp"
+#include "iserkit/common/result.hpp"
+
+namespace iserkit::target {
+
+/// Force Unit Access as a strong bool: data must be durable (on stable media) before the call
+/// completes successfully (SBC-4 §4.15 "FUA"; here: RWF_DSYNC / fdatasync).
+enum class Fua : bool { no = false, yes = true };
+
+/// What a backend can do and how big it is. Constant for the backend's lifetime.
+struct BackendCapabilities {
+  std::uint64_t size_bytes = 0;              ///< capacity in bytes (a multiple of block_size_bytes)
+  std::uint32_t block_size_bytes = 512;      ///< logical block size: 512 or 4096
+  bool read_only = false;                    ///< writes, discards and write_zeroes are refused
+  bool can_discard = false;                  ///< discard() deallocates (UNMAP supported)
+  bool discard_zeroes = false;               ///< blocks read back as zero after discard() (LBPRZ)
+  bool can_write_zeroes = false;             ///< write_zeroes() is efficient (not a plain write loop)
+  bool thin = false;                         ///< thin provisioned (LBPME): unwritten space costs nothing
+  bool volatile_cache = true;                ///< a write cache exists, so flush() matters (WCE)
+  std::uint32_t optimal_io_bytes = 0;        ///< preferred I/O size in bytes; 0 = not known
+  std::uint32_t max_io_bytes = 0;            ///< largest single request in bytes; 0 = no limit
+};
+
+/// Asynchronous block storage addressed in bytes.
+///
+/// Errors: every operation returns a std::error_code in std::generic_category() (an errno), e.g.
+/// EIO for a media failure, ENOSPC when a thin backend has no space left, EROFS when read-only.
+/// Preconditions (all operations): `offset_bytes` and the length are multiples of
+/// capabilities().block_size_bytes and offset + length <= size_bytes (checked by the SCSI layer;
+/// implementations assert). Buffers must stay valid until the awaitable completes.
+/// Executor and thread: call from a coroutine running on an io_context that one thread runs (the
+/// target's one-io_context-per-thread model). The same backend object may be used from several
+/// io_contexts (threads) at once; implementations are thread-safe.
+class BlockBackend {
+ public:
+  virtual ~BlockBackend() = default;
+
+  /// The backend's size and feature set.
+  [[nodiscard]] virtual const BackendCapabilities& capabilities() const noexcept = 0;
+
+  /// Reads exactly `out.size()` bytes at `offset_bytes` into `out`. Unwritten or discarded space
+  /// reads as zeroes on thin backends.
+  virtual Awaitable<Result<void>> read(std::uint64_t offset_bytes, ByteSpan out) = 0;
+
+  /// Writes all of `data` at `offset_bytes`; with Fua::yes the data is durable before completion.
+  virtual Awaitable<Result<void>> write(std::uint64_t offset_bytes, ConstByteSpan data, Fua fua) = 0;
+
+  /// Makes every completed write durable (SYNCHRONIZE CACHE; fdatasync).
+  virtual Awaitable<Result<void>> flush() = 0;
+
+  /// Deallocates `length_bytes` at `offset_bytes` (UNMAP). Only when capabilities().can_discard;
+  /// otherwise EOPNOTSUPP. After success the range reads as zero iff discard_zeroes.
+  virtual Awaitable<Result<void>> discard(std::uint64_t offset_bytes, std::uint64_t length_bytes) = 0;
+
+  /// Makes `length_bytes` at `offset_bytes` read as zeroes (WRITE SAME with a zero block), by the
+  /// cheapest means (zero range, hole punch, or writing zeroes). Fua as for write().
+  virtual Awaitable<Result<void>> write_zeroes(std::uint64_t offset_bytes, std::uint64_t length_bytes, Fua fua) = 0;
+};
+
+}  // namespace iserkit::target

@@ -1,0 +1,79 @@
+// LogicalUnit: one SCSI logical unit of the target (SAM-5 §4.6.4): a block backend plus the
+// identity and limits the device server reports in INQUIRY (SPC-5 §6.6), the VPD pages (SPC-5 §7.7,
+// SBC-4 §6.6) and MODE SENSE (SPC-5 §7.5). Immutable once built; shared between sessions.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "iserkit/target/block_backend.hpp"
+
+namespace iserkit::target {
+
+/// What INQUIRY and VPD 0x80/0x83 report for a logical unit.
+struct LogicalUnitIdentity {
+  std::string vendor = "ISERKIT";        ///< T10 vendor id, at most 8 ASCII characters
+  std::string product = "VIRTUAL-DISK";  ///< at most 16 ASCII characters
+  std::string revision = "0001";         ///< at most 4 ASCII characters
+  /// Unit serial number (VPD 0x80), printable ASCII. Empty: derived from the NAA identifier.
+  std::string serial;
+  /// 60-bit value for the NAA locally assigned designator (NAA 3, SPC-5 §7.7.6.6.4) in VPD 0x83.
+  /// nullopt: derived from a hash of vendor, product and serial (stable across restarts as long as
+  /// those are). Give each LUN of a target a distinct serial or NAA value.
+  std::optional<std::uint64_t> naa_locally_assigned;
+};
+
+/// Options of a logical unit beyond its backend.
+struct LogicalUnitOptions {
+  LogicalUnitIdentity identity;
+  /// Refuse writes even if the backend allows them (reported as WP in MODE SENSE; writes fail with
+  /// DATA PROTECT / WRITE PROTECTED).
+  bool read_only = false;
+  /// Largest READ/WRITE in bytes (VPD 0xb0 MAXIMUM TRANSFER LENGTH, rounded down to blocks);
+  /// larger commands get INVALID FIELD IN CDB. 0 = no limit.
+  std::uint32_t max_transfer_bytes = 8u << 20;
+  /// Most UNMAP block descriptors in one command (VPD 0xb0).
+  std::uint32_t max_unmap_descriptors = 256;
+  /// Most blocks one UNMAP or WRITE SAME may cover (VPD 0xb0, in logical blocks); 0 = no limit.
+  std::uint32_t max_unmap_blocks = 0x400000;
+};
+
+/// A logical unit: backend + identity + limits. Thread-safe (immutable after construction).
+class LogicalUnit {
+ public:
+  /// Builds a logical unit over `backend` (must not be null).
+  LogicalUnit(std::shared_ptr<BlockBackend> backend, LogicalUnitOptions options);
+
+  /// The backend (for execute; the SCSI layer is the only user).
+  [[nodiscard]] BlockBackend& backend() const noexcept { return *backend_; }
+  [[nodiscard]] const LogicalUnitOptions& options() const noexcept { return options_; }
+  /// Logical block size in bytes.
+  [[nodiscard]] std::uint32_t block_size_bytes() const noexcept { return block_size_; }
+  /// Number of logical blocks (capacity / block size).
+  [[nodiscard]] std::uint64_t block_count() const noexcept { return block_count_; }
+  /// True if writes are refused (option or backend).
+  [[nodiscard]] bool read_only() const noexcept { return read_only_; }
+  /// True if UNMAP / WRITE SAME with UNMAP are offered (backend can discard, LUN writable).
+  [[nodiscard]] bool thin() const noexcept { return thin_; }
+  /// The unit serial number reported in VPD 0x80 (derived if the identity had none).
+  [[nodiscard]] const std::string& serial() const noexcept { return serial_; }
+  /// The 64-bit NAA locally assigned designator value (first nibble 3).
+  [[nodiscard]] std::uint64_t naa() const noexcept { return naa_; }
+  /// Max transfer length in logical blocks (0 = no limit).
+  [[nodiscard]] std::uint32_t max_transfer_blocks() const noexcept { return max_transfer_blocks_; }
+
+ private:
+  std::shared_ptr<BlockBackend> backend_;
+  LogicalUnitOptions options_;
+  std::uint32_t block_size_ = 512;
+  std::uint64_t block_count_ = 0;
+  bool read_only_ = false;
+  bool thin_ = false;
+  std::string serial_;
+  std::uint64_t naa_ = 0;
+  std::uint32_t max_transfer_blocks_ = 0;
+};
+
+}  // namespace iserkit::target
