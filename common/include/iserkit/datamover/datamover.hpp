@@ -1,0 +1,99 @@
+// The Datamover interface (RFC 5047): the only layer that touches sockets or RDMA verbs. It moves
+// whole iSCSI PDUs (Send_Control / control receive) and, on iSER, the data itself (Put_Data as RDMA
+// Write, Get_Data as RDMA Read). The TCP datamover frames PDUs with padding and digests; the iSER
+// datamover (issue 3) prefixes the iSER header and advertises STags from the task's Buffers.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/buffer.hpp"
+#include "iserkit/common/result.hpp"
+#include "iserkit/iscsi/pdu.hpp"
+
+namespace iserkit::datamover {
+
+/// An outgoing PDU: BHS, encoded AHS and a data segment the PDU may or may not own.
+/// The datamover adds padding and digests; set_lengths() is applied by the constructors below.
+struct PduOut {
+  iscsi::Bhs bhs{};
+  std::vector<std::byte> ahs;         ///< encoded AHS (iscsi::encode_ahs), a multiple of 4 bytes
+  std::span<const std::byte> data;    ///< the data segment; must stay valid until send() completes
+  std::vector<std::byte> owned_data;  ///< storage when the PDU owns its data (data points into it)
+  /// For SCSI Command PDUs on iSER: the task's data-in (read) and data-out (write) buffers whose
+  /// STags go in the iSER header (RFC 7145 §9.2). Ignored by the TCP datamover.
+  const SgList* read_buffers = nullptr;
+  const SgList* write_buffers = nullptr;
+};
+
+/// A PDU whose data segment is borrowed from the caller (zero copy). Sets the BHS length fields.
+PduOut make_pdu(const iscsi::PduHeader& header, std::span<const std::byte> data = {},
+                std::vector<std::byte> ahs = {});
+/// A PDU that owns its data segment (text, sense data, rejected BHS). Sets the BHS length fields.
+PduOut make_pdu_owned(const iscsi::PduHeader& header, std::vector<std::byte> data);
+
+/// A received PDU. `data` views where the data segment landed: the span the DataPlacement chose,
+/// or the datamover's scratch buffer, which stays valid until the next receive() call.
+struct PduIn {
+  iscsi::Bhs bhs{};
+  std::vector<std::byte> ahs;  ///< raw AHS area (TotalAHSLength × 4 bytes)
+  std::span<std::byte> data;
+  /// A per-PDU error that left the connection usable: errc::data_digest_error or
+  /// errc::pdu_too_large (the data segment was read and discarded). The receiver answers with a
+  /// Reject (RFC 7143 §11.17) or drops the task; framing is intact.
+  std::error_code pdu_error;
+};
+
+/// Chooses where an incoming data segment goes, so Data-In / Data-Out land straight in the task's
+/// buffer at its BufferOffset (no user-space copy). Called once per PDU with a data segment, after
+/// the BHS (and its digest) is validated and before the data segment is read.
+class DataPlacement {
+ public:
+  virtual ~DataPlacement() = default;
+  /// Returns a span of exactly `length` bytes to receive into, or an empty span to use the
+  /// datamover's scratch buffer. Must not block or suspend.
+  virtual std::span<std::byte> place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept = 0;
+};
+
+/// Which wire a datamover drives.
+enum class Transport { tcp, iser };
+
+/// One iSCSI connection's datamover. Used from one executor (thread); not thread-safe.
+class Datamover {
+ public:
+  virtual ~Datamover() = default;
+
+  /// Send_Control (RFC 5047 §7.2): sends one whole PDU. Several coroutines may send at once: PDUs
+  /// go out whole, in the order send() was called, batched into one gather write where possible.
+  /// Returns the socket error (or errc::connection_closed) when the connection failed; after an
+  /// error every later send fails too.
+  virtual Awaitable<std::error_code> send(PduOut pdu) = 0;
+
+  /// Receives the next PDU: BHS, AHS, header digest (checked), data segment (placed by
+  /// `placement`, may be null), padding and data digest (checked). Only one receive at a time.
+  /// Errors (connection-fatal): errc::connection_closed, errc::header_digest_error, socket errors.
+  /// Recoverable problems with one PDU come back in PduIn::pdu_error instead.
+  virtual Awaitable<Result<PduIn>> receive(DataPlacement* placement) = 0;
+
+  /// Turns CRC32C header/data digests on or off (after login, RFC 7143 §13.1).
+  virtual void set_digests(bool header, bool data) noexcept = 0;
+  /// The largest data segment this side accepts (its declared MaxRecvDataSegmentLength, bytes).
+  /// 8192 until changed (the login-phase limit, RFC 7143 §13.12).
+  virtual void set_max_recv_data_segment_length(std::uint32_t bytes) noexcept = 0;
+
+  /// Closes the connection; pending sends and receives complete with errors.
+  virtual void close() noexcept = 0;
+  /// The peer's address as "ip:port" (IPv6 in brackets), for logs.
+  [[nodiscard]] virtual std::string peer() const = 0;
+  /// The local address as "ip:port", e.g. for TargetAddress in SendTargets.
+  [[nodiscard]] virtual std::string local() const = 0;
+  [[nodiscard]] virtual Transport transport() const noexcept = 0;
+  /// The executor all of this datamover's work runs on.
+  [[nodiscard]] virtual asio::any_io_executor executor() const = 0;
+};
+
+}  // namespace iserkit::datamover

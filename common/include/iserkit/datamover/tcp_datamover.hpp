@@ -1,0 +1,58 @@
+// TcpDatamover: iSCSI over TCP (RFC 7143 §11 framing: BHS, AHS, header digest, data segment,
+// padding, data digest). Data segments are received straight into the placement's span and sent
+// straight from the caller's span with one gather write: no user-space copy of payload.
+#pragma once
+
+#include <deque>
+#include <memory>
+
+#include "iserkit/common/completion.hpp"
+#include "iserkit/datamover/datamover.hpp"
+
+namespace iserkit::datamover {
+
+/// The TCP datamover for one connected socket (either role).
+class TcpDatamover final : public Datamover {
+ public:
+  /// Takes ownership of a connected socket. Sets TCP_NODELAY.
+  explicit TcpDatamover(asio::ip::tcp::socket socket);
+  ~TcpDatamover() override;
+
+  /// Connects to `host`:`port` (name or numeric, IPv4 or IPv6), trying each resolved address.
+  /// Errors: resolver and connect errors, errc::timeout after `timeout`.
+  static Awaitable<Result<std::unique_ptr<TcpDatamover>>> connect(asio::any_io_executor ex, std::string host,
+                                                                  std::uint16_t port,
+                                                                  std::chrono::milliseconds timeout);
+
+  Awaitable<std::error_code> send(PduOut pdu) override;
+  Awaitable<Result<PduIn>> receive(DataPlacement* placement) override;
+  void set_digests(bool header, bool data) noexcept override { header_digest_ = header; data_digest_ = data; }
+  void set_max_recv_data_segment_length(std::uint32_t bytes) noexcept override { max_recv_ = bytes; }
+  void close() noexcept override;
+  [[nodiscard]] std::string peer() const override { return peer_; }
+  [[nodiscard]] std::string local() const override { return local_; }
+  [[nodiscard]] Transport transport() const noexcept override { return Transport::tcp; }
+  [[nodiscard]] asio::any_io_executor executor() const override { return executor_; }
+
+ private:
+  struct Pending {
+    PduOut* pdu;
+    Completion* done;
+    std::error_code* result;
+  };
+  Awaitable<void> write_queued();
+
+  asio::ip::tcp::socket socket_;
+  asio::any_io_executor executor_;
+  std::string peer_;
+  std::string local_;
+  bool header_digest_ = false;
+  bool data_digest_ = false;
+  std::uint32_t max_recv_ = 8192;
+  bool writing_ = false;
+  std::error_code send_error_;
+  std::deque<Pending> queue_;
+  std::vector<std::byte> scratch_;
+};
+
+}  // namespace iserkit::datamover

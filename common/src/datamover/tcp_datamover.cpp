@@ -1,0 +1,211 @@
+// TcpDatamover: RFC 7143 §11 framing over a TCP socket with gather writes and in-place receives.
+#include "iserkit/datamover/tcp_datamover.hpp"
+
+#include <array>
+
+#include "iserkit/common/crc32c.hpp"
+#include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
+
+namespace iserkit::datamover {
+namespace {
+
+constexpr std::array<std::byte, 4> zero_pad{};
+constexpr std::size_t max_batch_pdus = 64;
+
+std::error_code map_error(const boost::system::error_code& ec) {
+  if (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+      ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor)
+    return make_error_code(errc::connection_closed);
+  return ec;  // boost::system::error_code converts to std::error_code
+}
+
+std::string format_endpoint(const asio::ip::tcp::endpoint& ep) {
+  const auto addr = ep.address();
+  return (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" + std::to_string(ep.port());
+}
+
+void finalize(PduOut& pdu) {
+  iscsi::set_lengths(pdu.bhs, static_cast<std::uint8_t>(pdu.ahs.size() / 4),
+                     static_cast<std::uint32_t>(pdu.data.size()));
+}
+
+}  // namespace
+
+PduOut make_pdu(const iscsi::PduHeader& header, std::span<const std::byte> data, std::vector<std::byte> ahs) {
+  PduOut pdu{.bhs = iscsi::encode_bhs(header), .ahs = std::move(ahs), .data = data};
+  finalize(pdu);
+  return pdu;
+}
+
+PduOut make_pdu_owned(const iscsi::PduHeader& header, std::vector<std::byte> data) {
+  PduOut pdu{.bhs = iscsi::encode_bhs(header), .owned_data = std::move(data)};
+  pdu.data = pdu.owned_data;
+  finalize(pdu);
+  return pdu;
+}
+
+TcpDatamover::TcpDatamover(asio::ip::tcp::socket socket)
+    : socket_(std::move(socket)), executor_(socket_.get_executor()) {
+  boost::system::error_code ec;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  if (auto ep = socket_.remote_endpoint(ec); !ec) peer_ = format_endpoint(ep);
+  if (auto ep = socket_.local_endpoint(ec); !ec) local_ = format_endpoint(ep);
+}
+
+TcpDatamover::~TcpDatamover() { close(); }
+
+void TcpDatamover::close() noexcept {
+  boost::system::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+}
+
+Awaitable<Result<std::unique_ptr<TcpDatamover>>> TcpDatamover::connect(asio::any_io_executor ex, std::string host,
+                                                                       std::uint16_t port,
+                                                                       std::chrono::milliseconds timeout) {
+  boost::system::error_code ec;
+  asio::ip::tcp::resolver resolver(ex);
+  auto endpoints = co_await resolver.async_resolve(host, std::to_string(port), use_awaitable_ec(ec));
+  if (ec) co_return fail(std::error_code(ec));
+  struct State {
+    explicit State(asio::any_io_executor e) : socket(e) {}
+    asio::ip::tcp::socket socket;
+    bool timed_out = false;
+  };
+  auto state = std::make_shared<State>(ex);
+  asio::steady_timer timer(ex);
+  timer.expires_after(timeout);
+  timer.async_wait([state](const boost::system::error_code& e) {
+    if (e) return;
+    state->timed_out = true;
+    boost::system::error_code ignored;
+    state->socket.close(ignored);
+  });
+  co_await asio::async_connect(state->socket, endpoints, use_awaitable_ec(ec));
+  timer.cancel();
+  if (state->timed_out) co_return fail(errc::timeout);
+  if (ec) co_return fail(std::error_code(ec));
+  co_return std::make_unique<TcpDatamover>(std::move(state->socket));
+}
+
+Awaitable<std::error_code> TcpDatamover::send(PduOut pdu) {
+  if (send_error_) co_return send_error_;
+  Completion done;
+  std::error_code result;
+  queue_.push_back({&pdu, &done, &result});
+  if (!writing_) {
+    writing_ = true;
+    co_await write_queued();
+    writing_ = false;
+  }
+  co_await done.wait();
+  co_return result;
+}
+
+Awaitable<void> TcpDatamover::write_queued() {
+  std::vector<asio::const_buffer> buffers;
+  std::vector<std::array<std::byte, 4>> digests;
+  std::vector<Pending> batch;
+  while (!queue_.empty()) {
+    batch.clear();
+    buffers.clear();
+    digests.clear();
+    const std::size_t n = std::min(queue_.size(), max_batch_pdus);
+    digests.reserve(2 * n);  // addresses into it must stay stable
+    for (std::size_t i = 0; i < n; ++i) {
+      batch.push_back(queue_.front());
+      queue_.pop_front();
+      PduOut& pdu = *batch.back().pdu;
+      buffers.emplace_back(pdu.bhs.data(), pdu.bhs.size());
+      if (!pdu.ahs.empty()) buffers.emplace_back(pdu.ahs.data(), pdu.ahs.size());
+      if (header_digest_) {
+        auto crc = crc32c_update(crc32c_init, pdu.bhs);
+        crc = crc32c_final(crc32c_update(crc, pdu.ahs));
+        store_digest(digests.emplace_back().data(), crc);
+        buffers.emplace_back(digests.back().data(), 4);
+      }
+      if (!pdu.data.empty()) {
+        const auto pad = iscsi::padding_for(static_cast<std::uint32_t>(pdu.data.size()));
+        buffers.emplace_back(pdu.data.data(), pdu.data.size());
+        if (pad != 0) buffers.emplace_back(zero_pad.data(), pad);
+        if (data_digest_) {
+          auto crc = crc32c_update(crc32c_init, pdu.data);
+          crc = crc32c_final(crc32c_update(crc, std::span(zero_pad).first(pad)));
+          store_digest(digests.emplace_back().data(), crc);
+          buffers.emplace_back(digests.back().data(), 4);
+        }
+      }
+    }
+    boost::system::error_code ec;
+    co_await asio::async_write(socket_, buffers, use_awaitable_ec(ec));
+    const std::error_code result = ec ? map_error(ec) : std::error_code{};
+    if (result) send_error_ = result;
+    for (auto& p : batch) {
+      *p.result = result;
+      p.done->complete(result);
+    }
+    if (send_error_) {
+      for (auto& p : queue_) {
+        *p.result = send_error_;
+        p.done->complete(send_error_);
+      }
+      queue_.clear();
+    }
+  }
+}
+
+Awaitable<Result<PduIn>> TcpDatamover::receive(DataPlacement* placement) {
+  PduIn in;
+  boost::system::error_code ec;
+  co_await asio::async_read(socket_, asio::buffer(in.bhs), use_awaitable_ec(ec));
+  if (ec) co_return fail(map_error(ec));
+  const std::size_t ahs_bytes = std::size_t{iscsi::total_ahs_length_words(in.bhs)} * 4;
+  if (ahs_bytes != 0) {
+    in.ahs.resize(ahs_bytes);
+    co_await asio::async_read(socket_, asio::buffer(in.ahs), use_awaitable_ec(ec));
+    if (ec) co_return fail(map_error(ec));
+  }
+  std::array<std::byte, 4> digest{};
+  if (header_digest_) {
+    co_await asio::async_read(socket_, asio::buffer(digest), use_awaitable_ec(ec));
+    if (ec) co_return fail(map_error(ec));
+    auto crc = crc32c_final(crc32c_update(crc32c_update(crc32c_init, in.bhs), in.ahs));
+    // RFC 7143 §7.8: a header digest error means the PDU boundaries can't be trusted.
+    if (crc != load_digest(digest.data())) co_return fail(errc::header_digest_error);
+  }
+  const std::uint32_t length = iscsi::data_segment_length_bytes(in.bhs);
+  if (length == 0) co_return in;
+  const std::uint32_t pad = iscsi::padding_for(length);
+  const std::size_t trailer = pad + (data_digest_ ? 4u : 0u);
+  if (length > max_recv_) {
+    // Longer than we declared: read and drop it so framing survives, and let the caller Reject.
+    std::size_t left = length + trailer;
+    scratch_.resize(std::min<std::size_t>(left, 1u << 20));
+    while (left > 0) {
+      const std::size_t chunk = std::min(left, scratch_.size());
+      co_await asio::async_read(socket_, asio::buffer(scratch_.data(), chunk), use_awaitable_ec(ec));
+      if (ec) co_return fail(map_error(ec));
+      left -= chunk;
+    }
+    in.pdu_error = make_error_code(errc::pdu_too_large);
+    co_return in;
+  }
+  std::span<std::byte> dest = placement != nullptr ? placement->place(in.bhs, length) : std::span<std::byte>{};
+  if (dest.size() != length) {
+    scratch_.resize(length);
+    dest = scratch_;
+  }
+  std::array<std::byte, 8> tail{};
+  std::array<asio::mutable_buffer, 2> parts{asio::buffer(dest.data(), dest.size()), asio::buffer(tail.data(), trailer)};
+  co_await asio::async_read(socket_, parts, use_awaitable_ec(ec));
+  if (ec) co_return fail(map_error(ec));
+  in.data = dest;
+  if (data_digest_) {
+    auto crc = crc32c_final(crc32c_update(crc32c_update(crc32c_init, dest), std::span(tail).first(pad)));
+    if (crc != load_digest(tail.data() + pad)) in.pdu_error = make_error_code(errc::data_digest_error);
+  }
+  co_return in;
+}
+
+}  // namespace iserkit::datamover
