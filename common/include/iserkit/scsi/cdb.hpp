@@ -214,9 +214,9 @@ struct UnmapCdb {
 /// Decodes the UNMAP CDB. SBC-4 §5.32.1.
 SenseOr<UnmapCdb> parse_unmap(ConstByteSpan cdb) noexcept;
 /// Decodes an UNMAP parameter list (SBC-4 §5.32.2). Errors: PARAMETER LIST LENGTH ERROR when the
-/// list is 1..7 bytes or shorter than its header says (the data lengths must be consistent);
-/// INVALID FIELD IN PARAMETER LIST when the block descriptor data length is not a multiple of 16.
-/// An empty list (0 bytes) gives no descriptors. Range checks are the caller's.
+/// list is 1..7 bytes or shorter than its header's UNMAP DATA LENGTH / BLOCK DESCRIPTOR DATA LENGTH
+/// say. An incomplete last descriptor (descriptor data length not a multiple of 16) is ignored, as
+/// SBC-4 requires. An empty list (0 bytes) gives no descriptors. Range checks are the caller's.
 SenseOr<std::vector<UnmapDescriptor>> parse_unmap_parameter_list(ConstByteSpan list);
 
 /// A decoded INQUIRY CDB.
@@ -239,7 +239,7 @@ struct ReportLunsCdb {
   std::uint32_t allocation_length = 0;  ///< bytes
 };
 /// Decodes REPORT LUNS. Errors: INVALID FIELD IN CDB for SELECT REPORT other than 0, 1, 2, 0x10,
-/// 0x11, 0x12, or an allocation length below 16 (SPC-5 §6.33).
+/// 0x11, 0x12, or an allocation length below 4 (SPC-5 §6.33.1).
 SenseOr<ReportLunsCdb> parse_report_luns(ConstByteSpan cdb) noexcept;
 
 /// A decoded REQUEST SENSE CDB.
