@@ -210,7 +210,7 @@ bool ReadWriteCdb::is_write() const noexcept {
          opcode == Opcode::write16;
 }
 
-SenseOr<ReadWriteCdb> parse_read_write(ConstByteSpan cdb) noexcept {
+SenseOr<ReadWriteCdb> parse_read_write_cdb(ConstByteSpan cdb) noexcept {
   if (cdb.empty()) return tl::unexpected(invalid_opcode());
   const std::byte* p = cdb.data();
   ReadWriteCdb r;
@@ -251,7 +251,7 @@ SenseOr<ReadWriteCdb> parse_read_write(ConstByteSpan cdb) noexcept {
   return r;
 }
 
-SenseOr<SynchronizeCacheCdb> parse_synchronize_cache(ConstByteSpan cdb) noexcept {
+SenseOr<SynchronizeCacheCdb> parse_synchronize_cache_cdb(ConstByteSpan cdb) noexcept {
   if (cdb.empty()) return tl::unexpected(invalid_opcode());
   const std::byte* p = cdb.data();
   SynchronizeCacheCdb s;
@@ -269,7 +269,7 @@ SenseOr<SynchronizeCacheCdb> parse_synchronize_cache(ConstByteSpan cdb) noexcept
   return s;
 }
 
-SenseOr<WriteSameCdb> parse_write_same(ConstByteSpan cdb) noexcept {
+SenseOr<WriteSameCdb> parse_write_same_cdb(ConstByteSpan cdb) noexcept {
   if (cdb.empty()) return tl::unexpected(invalid_opcode());
   const std::byte* p = cdb.data();
   WriteSameCdb w;
@@ -295,7 +295,7 @@ SenseOr<WriteSameCdb> parse_write_same(ConstByteSpan cdb) noexcept {
   return w;
 }
 
-SenseOr<UnmapCdb> parse_unmap(ConstByteSpan cdb) noexcept {
+SenseOr<UnmapCdb> parse_unmap_cdb(ConstByteSpan cdb) noexcept {
   if (cdb.empty() || static_cast<Opcode>(load_u8(cdb.data())) != Opcode::unmap || !long_enough(cdb, 10))
     return tl::unexpected(invalid_opcode());
   UnmapCdb u;
@@ -325,7 +325,7 @@ SenseOr<std::vector<UnmapDescriptor>> parse_unmap_parameter_list(ConstByteSpan l
   return out;
 }
 
-SenseOr<InquiryCdb> parse_inquiry(ConstByteSpan cdb) noexcept {
+SenseOr<InquiryCdb> parse_inquiry_cdb(ConstByteSpan cdb) noexcept {
   if (cdb.size() < 6 || static_cast<Opcode>(load_u8(cdb.data())) != Opcode::inquiry)
     return tl::unexpected(invalid_opcode());
   const std::byte* p = cdb.data();
@@ -341,7 +341,7 @@ SenseOr<InquiryCdb> parse_inquiry(ConstByteSpan cdb) noexcept {
   return q;
 }
 
-SenseOr<std::uint32_t> parse_read_capacity16(ConstByteSpan cdb) noexcept {
+SenseOr<std::uint32_t> parse_read_capacity16_cdb(ConstByteSpan cdb) noexcept {
   if (cdb.size() < 16 || static_cast<Opcode>(load_u8(cdb.data())) != Opcode::service_action_in16)
     return tl::unexpected(invalid_opcode());
   if ((load_u8(cdb.data() + 1) & 0x1f) != static_cast<std::uint8_t>(ServiceActionIn16::read_capacity16))
@@ -349,7 +349,7 @@ SenseOr<std::uint32_t> parse_read_capacity16(ConstByteSpan cdb) noexcept {
   return load_be32(cdb.data() + 10);
 }
 
-SenseOr<ReportLunsCdb> parse_report_luns(ConstByteSpan cdb) noexcept {
+SenseOr<ReportLunsCdb> parse_report_luns_cdb(ConstByteSpan cdb) noexcept {
   if (cdb.size() < 12 || static_cast<Opcode>(load_u8(cdb.data())) != Opcode::report_luns)
     return tl::unexpected(invalid_opcode());
   ReportLunsCdb r;
@@ -364,7 +364,7 @@ SenseOr<ReportLunsCdb> parse_report_luns(ConstByteSpan cdb) noexcept {
   return r;
 }
 
-SenseOr<RequestSenseCdb> parse_request_sense(ConstByteSpan cdb) noexcept {
+SenseOr<RequestSenseCdb> parse_request_sense_cdb(ConstByteSpan cdb) noexcept {
   if (cdb.size() < 6 || static_cast<Opcode>(load_u8(cdb.data())) != Opcode::request_sense)
     return tl::unexpected(invalid_opcode());
   RequestSenseCdb r;
@@ -373,7 +373,7 @@ SenseOr<RequestSenseCdb> parse_request_sense(ConstByteSpan cdb) noexcept {
   return r;
 }
 
-SenseOr<ModeSenseCdb> parse_mode_sense(ConstByteSpan cdb) noexcept {
+SenseOr<ModeSenseCdb> parse_mode_sense_cdb(ConstByteSpan cdb) noexcept {
   if (cdb.empty()) return tl::unexpected(invalid_opcode());
   const std::byte* p = cdb.data();
   ModeSenseCdb m;

@@ -181,7 +181,7 @@ struct ReadWriteCdb {
 /// Decodes READ/WRITE 6/10/12/16. Errors: INVALID COMMAND OPERATION CODE for another opcode or a
 /// CDB shorter than the opcode needs. Does not check protect or the LBA range (the device server
 /// knows whether it supports protection and how large the medium is). SBC-4 §5.15–§5.18, §5.40–§5.43.
-SenseOr<ReadWriteCdb> parse_read_write(ConstByteSpan cdb) noexcept;
+SenseOr<ReadWriteCdb> parse_read_write_cdb(ConstByteSpan cdb) noexcept;
 
 /// A decoded SYNCHRONIZE CACHE (10) or (16).
 struct SynchronizeCacheCdb {
@@ -190,7 +190,7 @@ struct SynchronizeCacheCdb {
   bool immed = false;
 };
 /// Decodes SYNCHRONIZE CACHE (10)/(16). SBC-4 §5.27, §5.28.
-SenseOr<SynchronizeCacheCdb> parse_synchronize_cache(ConstByteSpan cdb) noexcept;
+SenseOr<SynchronizeCacheCdb> parse_synchronize_cache_cdb(ConstByteSpan cdb) noexcept;
 
 /// A decoded WRITE SAME (10) or (16).
 struct WriteSameCdb {
@@ -204,7 +204,7 @@ struct WriteSameCdb {
 };
 /// Decodes WRITE SAME (10)/(16). Errors: INVALID FIELD IN CDB for NDOB in the 10-byte CDB (it has
 /// no such bit) or ANCHOR without UNMAP (SBC-4 §5.50 table 124). SBC-4 §5.49, §5.50.
-SenseOr<WriteSameCdb> parse_write_same(ConstByteSpan cdb) noexcept;
+SenseOr<WriteSameCdb> parse_write_same_cdb(ConstByteSpan cdb) noexcept;
 
 /// A decoded UNMAP CDB.
 struct UnmapCdb {
@@ -212,7 +212,7 @@ struct UnmapCdb {
   std::uint16_t parameter_list_length_bytes = 0;  ///< 0 = nothing to do (not an error)
 };
 /// Decodes the UNMAP CDB. SBC-4 §5.32.1.
-SenseOr<UnmapCdb> parse_unmap(ConstByteSpan cdb) noexcept;
+SenseOr<UnmapCdb> parse_unmap_cdb(ConstByteSpan cdb) noexcept;
 /// Decodes an UNMAP parameter list (SBC-4 §5.32.2). Errors: PARAMETER LIST LENGTH ERROR when the
 /// list is 1..7 bytes or shorter than its header's UNMAP DATA LENGTH / BLOCK DESCRIPTOR DATA LENGTH
 /// say. An incomplete last descriptor (descriptor data length not a multiple of 16) is ignored, as
@@ -227,11 +227,11 @@ struct InquiryCdb {
 };
 /// Decodes INQUIRY. Errors: INVALID FIELD IN CDB when EVPD is 0 and PAGE CODE is not 0, or the
 /// obsolete CMDDT bit is set. SPC-5 §6.6.1.
-SenseOr<InquiryCdb> parse_inquiry(ConstByteSpan cdb) noexcept;
+SenseOr<InquiryCdb> parse_inquiry_cdb(ConstByteSpan cdb) noexcept;
 
 /// Decodes READ CAPACITY (16) (SERVICE ACTION IN (16), action 0x10): the allocation length in
 /// bytes. Errors: INVALID FIELD IN CDB for another service action. SBC-4 §5.21.
-SenseOr<std::uint32_t> parse_read_capacity16(ConstByteSpan cdb) noexcept;
+SenseOr<std::uint32_t> parse_read_capacity16_cdb(ConstByteSpan cdb) noexcept;
 
 /// A decoded REPORT LUNS CDB.
 struct ReportLunsCdb {
@@ -240,7 +240,7 @@ struct ReportLunsCdb {
 };
 /// Decodes REPORT LUNS. Errors: INVALID FIELD IN CDB for SELECT REPORT other than 0, 1, 2, 0x10,
 /// 0x11, 0x12, or an allocation length below 4 (SPC-5 §6.33.1).
-SenseOr<ReportLunsCdb> parse_report_luns(ConstByteSpan cdb) noexcept;
+SenseOr<ReportLunsCdb> parse_report_luns_cdb(ConstByteSpan cdb) noexcept;
 
 /// A decoded REQUEST SENSE CDB.
 struct RequestSenseCdb {
@@ -248,7 +248,7 @@ struct RequestSenseCdb {
   std::uint8_t allocation_length = 0;
 };
 /// Decodes REQUEST SENSE. SPC-5 §6.39.
-SenseOr<RequestSenseCdb> parse_request_sense(ConstByteSpan cdb) noexcept;
+SenseOr<RequestSenseCdb> parse_request_sense_cdb(ConstByteSpan cdb) noexcept;
 
 /// A decoded MODE SENSE (6) or (10) CDB.
 struct ModeSenseCdb {
@@ -261,6 +261,6 @@ struct ModeSenseCdb {
   std::uint16_t allocation_length = 0;  ///< bytes
 };
 /// Decodes MODE SENSE (6)/(10). Page support is the caller's check. SPC-5 §6.13, §6.14.
-SenseOr<ModeSenseCdb> parse_mode_sense(ConstByteSpan cdb) noexcept;
+SenseOr<ModeSenseCdb> parse_mode_sense_cdb(ConstByteSpan cdb) noexcept;
 
 }  // namespace iserkit::scsi

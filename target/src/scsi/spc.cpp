@@ -1,0 +1,373 @@
+// SPC-5 commands of the target's device server: INQUIRY with standard data (SPC-5 §6.6.2) and VPD
+// pages 0x00, 0x80, 0x83 (§7.7) plus SBC-4's 0xb0, 0xb1, 0xb2 (§6.6); REPORT LUNS (§6.33);
+// REQUEST SENSE (§6.39); MODE SENSE (6)/(10) (§6.13, §6.14) with the caching (SBC-4 §6.5.5) and
+// control (SPC-5 §7.5.8) mode pages; REPORT SUPPORTED OPERATION CODES (§6.35).
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "iserkit/scsi/inquiry.hpp"
+#include "scsi/handlers.hpp"
+
+namespace iserkit::target::detail {
+
+using scsi::Opcode;
+
+namespace {
+
+// Version descriptors (SPC-5 §6.6.2, table 150): SAM-5, SPC-5, SBC-4, iSCSI (no version claimed).
+constexpr std::array<std::uint16_t, 4> version_descriptors{0x00a0, 0x05c0, 0x0600, 0x0960};
+
+constexpr std::array<std::uint8_t, 6> supported_vpd_pages{
+    scsi::vpd::supported_pages, scsi::vpd::unit_serial_number, scsi::vpd::device_identification,
+    scsi::vpd::block_limits, scsi::vpd::block_device_characteristics, scsi::vpd::logical_block_provisioning};
+
+std::vector<std::byte> standard_inquiry(const LogicalUnit* unit) {
+  scsi::StandardInquiry d;
+  if (unit == nullptr) {
+    // SPC-5 §6.6.2: no logical unit at this LUN → qualifier 011b, type 1Fh.
+    d.qualifier = scsi::PeripheralQualifier::not_supported;
+    d.type = scsi::PeripheralType::unknown_or_none;
+    d.vendor = "ISERKIT";
+  } else {
+    const auto& id = unit->options().identity;
+    d.vendor = id.vendor;
+    d.product = id.product;
+    d.revision = id.revision;
+  }
+  d.version_descriptors.assign(version_descriptors.begin(), version_descriptors.end());
+  return scsi::encode_standard_inquiry(d);
+}
+
+std::vector<std::byte> vpd_page(const LogicalUnit& unit, std::uint8_t page) {
+  switch (page) {
+    case scsi::vpd::supported_pages:
+      return scsi::encode_vpd_page(page, {reinterpret_cast<const std::byte*>(supported_vpd_pages.data()),
+                                          supported_vpd_pages.size()});
+    case scsi::vpd::unit_serial_number:
+      return scsi::encode_vpd_page(page, as_bytes(unit.serial()));
+    case scsi::vpd::device_identification: {
+      std::vector<scsi::Designator> ds;
+      // NAA locally assigned (SPC-5 §7.7.6.6.4), binary, associated with the logical unit.
+      scsi::Designator naa;
+      naa.type = scsi::DesignatorType::naa;
+      naa.value.resize(8);
+      store_be64(naa.value.data(), unit.naa());
+      ds.push_back(std::move(naa));
+      // T10 vendor ID based (SPC-5 §7.7.6.4): 8-byte vendor + vendor specific (the serial).
+      scsi::Designator t10;
+      t10.type = scsi::DesignatorType::t10_vendor_id;
+      t10.code_set = scsi::CodeSet::ascii;
+      std::string text = unit.options().identity.vendor.substr(0, 8);
+      text.resize(8, ' ');
+      text += unit.serial();
+      const auto bytes = as_bytes(text);
+      t10.value.assign(bytes.begin(), bytes.end());
+      ds.push_back(std::move(t10));
+      const auto payload = scsi::encode_designators(ds);
+      return scsi::encode_vpd_page(page, payload);
+    }
+    case scsi::vpd::block_limits: {
+      scsi::BlockLimits b;
+      const std::uint32_t granularity = std::max<std::uint32_t>(1, 4096 / unit.block_size_bytes());
+      b.wsnz = true;  // WRITE SAME with NUMBER OF LOGICAL BLOCKS 0 is refused (SBC-4 §6.6.4)
+      b.optimal_transfer_length_granularity = static_cast<std::uint16_t>(granularity);
+      b.maximum_transfer_length = unit.max_transfer_blocks();
+      b.optimal_transfer_length = unit.max_transfer_blocks();
+      if (unit.thin()) {
+        b.maximum_unmap_lba_count = unit.options().max_unmap_blocks;
+        b.maximum_unmap_block_descriptor_count = unit.options().max_unmap_descriptors;
+        b.optimal_unmap_granularity = granularity;
+      }
+      b.maximum_write_same_length = unit.options().max_unmap_blocks;
+      return scsi::encode_block_limits(b);
+    }
+    case scsi::vpd::block_device_characteristics:
+      return scsi::encode_block_device_characteristics({.medium_rotation_rate = 1, .nominal_form_factor = 0});
+    case scsi::vpd::logical_block_provisioning: {
+      scsi::LogicalBlockProvisioning l;
+      if (unit.thin()) {
+        l.lbpu = true;
+        l.lbpws = true;
+        l.lbpws10 = true;
+        l.lbprz = unit.backend().capabilities().discard_zeroes ? 1 : 0;
+        l.provisioning_type = scsi::ProvisioningType::thin;
+      }
+      return scsi::encode_logical_block_provisioning(l);
+    }
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
+void plan_inquiry(CommandPlan& plan, ConstByteSpan cdb) noexcept {
+  const auto q = scsi::parse_inquiry_cdb(cdb);
+  if (!q) {
+    plan.error = q.error();
+    return;
+  }
+  if (q->evpd) {
+    if (plan.unit == nullptr) {
+      plan.error = illegal_request(scsi::asc::logical_unit_not_supported);
+      return;
+    }
+    // SPC-5 §6.6.1: an unsupported VPD page → INVALID FIELD IN CDB (PAGE CODE, byte 2).
+    if (std::find(supported_vpd_pages.begin(), supported_vpd_pages.end(), q->page_code) == supported_vpd_pages.end()) {
+      plan.error = scsi::SenseData::invalid_field_in_cdb(2);
+      return;
+    }
+  }
+  plan_data_in(plan, q->allocation_length);
+}
+
+ScsiOutcome execute_inquiry(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out) {
+  const auto q = scsi::parse_inquiry_cdb(cdb);
+  if (!q) return ScsiOutcome::check_condition(q.error());
+  if (!q->evpd) return reply_data(standard_inquiry(plan.unit), out);
+  return reply_data(vpd_page(*plan.unit, q->page_code), out);
+}
+
+void plan_report_luns(CommandPlan& plan, ConstByteSpan cdb) noexcept {
+  const auto r = scsi::parse_report_luns_cdb(cdb);
+  if (!r) {
+    plan.error = r.error();
+    return;
+  }
+  plan_data_in(plan, r->allocation_length);
+}
+
+ScsiOutcome execute_report_luns(const std::vector<scsi::Lun>& luns, ConstByteSpan cdb, ByteSpan out) {
+  const auto r = scsi::parse_report_luns_cdb(cdb);
+  if (!r) return ScsiOutcome::check_condition(r.error());
+  // SPC-5 table 286: 01h/11h list well-known LUNs only (we have none); the others list every LUN.
+  const bool well_known_only = r->select_report == 0x01 || r->select_report == 0x11;
+  const auto data = scsi::encode_report_luns(well_known_only ? std::vector<scsi::Lun>{} : luns);
+  return reply_data(data, out);
+}
+
+void plan_request_sense(CommandPlan& plan, ConstByteSpan cdb) noexcept {
+  const auto r = scsi::parse_request_sense_cdb(cdb);
+  if (!r) {
+    plan.error = r.error();
+    return;
+  }
+  plan_data_in(plan, r->allocation_length);
+}
+
+ScsiOutcome execute_request_sense(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out) {
+  const auto r = scsi::parse_request_sense_cdb(cdb);
+  if (!r) return ScsiOutcome::check_condition(r.error());
+  // No deferred errors or unit attentions are kept (autosense only), so the answer is NO SENSE,
+  // except for a LUN without a logical unit: SPC-5 §6.39.1 returns LOGICAL UNIT NOT SUPPORTED as
+  // parameter data with GOOD status.
+  const scsi::SenseData sense = plan.unit == nullptr
+                                    ? illegal_request(scsi::asc::logical_unit_not_supported)
+                                    : scsi::SenseData::make(scsi::SenseKey::no_sense, scsi::asc::no_additional_sense);
+  std::array<std::byte, scsi::max_sense_size_bytes> buf{};
+  const std::size_t n = scsi::encode_sense(
+      sense, r->descriptor_format ? scsi::SenseFormat::descriptor : scsi::SenseFormat::fixed, buf);
+  return reply_data({buf.data(), n}, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// MODE SENSE
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::uint8_t caching_page = 0x08;
+constexpr std::uint8_t control_page = 0x0a;
+constexpr std::uint8_t all_pages = 0x3f;
+
+void append_caching_page(std::vector<std::byte>& out, const LogicalUnit& unit, scsi::ModePageControl pc) {
+  // SBC-4 §6.5.5, table 245: 20 bytes.
+  std::array<std::byte, 20> page{};
+  store_u8(page.data(), caching_page);
+  store_u8(page.data() + 1, 0x12);
+  const bool changeable = pc == scsi::ModePageControl::changeable;
+  const bool wce = unit.backend().capabilities().volatile_cache;
+  if (!changeable && wce) store_u8(page.data() + 2, 0x04);  // WCE: writes may be cached until flushed
+  out.insert(out.end(), page.begin(), page.end());
+}
+
+void append_control_page(std::vector<std::byte>& out, scsi::ModePageControl pc) {
+  // SPC-5 §7.5.8, table 457: 12 bytes. D_SENSE = 0 (fixed sense), QUEUE ALGORITHM MODIFIER 1
+  // (unrestricted reordering), QERR 00b, BUSY TIMEOUT PERIOD unlimited.
+  std::array<std::byte, 12> page{};
+  store_u8(page.data(), control_page);
+  store_u8(page.data() + 1, 0x0a);
+  if (pc != scsi::ModePageControl::changeable) {
+    store_u8(page.data() + 3, 0x10);
+    store_be16(page.data() + 8, 0xffff);
+  }
+  out.insert(out.end(), page.begin(), page.end());
+}
+
+}  // namespace
+
+void plan_mode_sense(CommandPlan& plan, ConstByteSpan cdb) noexcept {
+  const auto m = scsi::parse_mode_sense_cdb(cdb);
+  if (!m) {
+    plan.error = m.error();
+    return;
+  }
+  if (m->pc == scsi::ModePageControl::saved) {
+    // SPC-5 §6.13: saved values not implemented → SAVING PARAMETERS NOT SUPPORTED.
+    plan.error = illegal_request(scsi::asc::saving_parameters_not_supported);
+    return;
+  }
+  const bool page_ok = m->page_code == caching_page || m->page_code == control_page || m->page_code == all_pages;
+  // Only subpage 0 pages exist; subpage FFh ("all subpages") is fine for them.
+  const bool subpage_ok = m->subpage_code == 0 || m->subpage_code == 0xff;
+  if (!page_ok) {
+    plan.error = scsi::SenseData::invalid_field_in_cdb(2, 5);
+    return;
+  }
+  if (!subpage_ok) {
+    plan.error = scsi::SenseData::invalid_field_in_cdb(3);
+    return;
+  }
+  plan_data_in(plan, m->allocation_length);
+}
+
+ScsiOutcome execute_mode_sense(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out) {
+  const auto m = scsi::parse_mode_sense_cdb(cdb);
+  if (!m) return ScsiOutcome::check_condition(m.error());
+  const LogicalUnit& unit = *plan.unit;
+  const std::size_t header = m->ten ? 8 : 4;
+  std::vector<std::byte> data(header);
+  // DEVICE-SPECIFIC PARAMETER for direct-access devices (SBC-4 §6.5.1): WP bit 7, DPOFUA bit 4.
+  const std::uint8_t device_specific = static_cast<std::uint8_t>((unit.read_only() ? 0x80 : 0) | 0x10);
+  std::size_t descriptor_length = 0;
+  if (!m->dbd) {
+    const bool long_lba = m->ten && m->llbaa;
+    descriptor_length = long_lba ? 16 : 8;
+    std::vector<std::byte> d(descriptor_length);
+    if (long_lba) {
+      // SBC-4 §6.5.2.3: long LBA block descriptor.
+      store_be64(d.data(), unit.block_count());
+      store_be32(d.data() + 12, unit.block_size_bytes());
+    } else {
+      // SBC-4 §6.5.2.2: NUMBER OF LOGICAL BLOCKS saturates at FFFFFFFFh.
+      store_be32(d.data(), static_cast<std::uint32_t>(std::min<std::uint64_t>(unit.block_count(), 0xffffffffu)));
+      store_be24(d.data() + 5, unit.block_size_bytes());
+    }
+    data.insert(data.end(), d.begin(), d.end());
+  }
+  if (m->page_code == caching_page || m->page_code == all_pages) append_caching_page(data, unit, m->pc);
+  if (m->page_code == control_page || m->page_code == all_pages) append_control_page(data, m->pc);
+  if (m->ten) {
+    store_be16(data.data(), static_cast<std::uint16_t>(data.size() - 2));  // MODE DATA LENGTH: n - 1 - 1
+    store_u8(data.data() + 3, device_specific);
+    store_u8(data.data() + 4, m->llbaa && descriptor_length == 16 ? 0x01 : 0);  // LONGLBA
+    store_be16(data.data() + 6, static_cast<std::uint16_t>(descriptor_length));
+  } else {
+    store_u8(data.data(), static_cast<std::uint8_t>(data.size() - 1));  // MODE DATA LENGTH
+    store_u8(data.data() + 2, device_specific);
+    store_u8(data.data() + 3, static_cast<std::uint8_t>(descriptor_length));
+  }
+  return reply_data(data, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// REPORT SUPPORTED OPERATION CODES (MAINTENANCE IN, service action 0Ch)
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::uint8_t report_supported_opcodes_sa = 0x0c;
+
+// One supported command: its CDB USAGE DATA (SPC-5 §6.35.3): byte 0 the opcode, then a mask of the
+// bits the device server looks at.
+struct UsageRow {
+  Opcode opcode;
+  std::uint8_t service_action;  // meaningful when has_service_action
+  bool has_service_action;
+  std::array<std::uint8_t, 16> usage;
+  std::uint8_t length;
+};
+
+constexpr std::array<UsageRow, 20> usage_table{{
+    {Opcode::test_unit_ready, 0, false, {0x00, 0, 0, 0, 0, 0x07}, 6},
+    {Opcode::request_sense, 0, false, {0x03, 0x01, 0, 0, 0xff, 0x07}, 6},
+    {Opcode::read6, 0, false, {0x08, 0x1f, 0xff, 0xff, 0xff, 0x07}, 6},
+    {Opcode::write6, 0, false, {0x0a, 0x1f, 0xff, 0xff, 0xff, 0x07}, 6},
+    {Opcode::inquiry, 0, false, {0x12, 0x01, 0xff, 0xff, 0xff, 0x07}, 6},
+    {Opcode::mode_sense6, 0, false, {0x1a, 0x08, 0xff, 0xff, 0xff, 0x07}, 6},
+    {Opcode::read_capacity10, 0, false, {0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0x07}, 10},
+    {Opcode::read10, 0, false, {0x28, 0x18, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x07}, 10},
+    {Opcode::write10, 0, false, {0x2a, 0x18, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x07}, 10},
+    {Opcode::synchronize_cache10, 0, false, {0x35, 0x02, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x07}, 10},
+    {Opcode::write_same10, 0, false, {0x41, 0x18, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x07}, 10},
+    {Opcode::unmap, 0, false, {0x42, 0x00, 0, 0, 0, 0, 0, 0xff, 0xff, 0x07}, 10},
+    {Opcode::mode_sense10, 0, false, {0x5a, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0x07}, 10},
+    {Opcode::read16, 0, false, {0x88, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 16},
+    {Opcode::write16, 0, false, {0x8a, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 16},
+    {Opcode::synchronize_cache16, 0, false, {0x91, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 16},
+    {Opcode::write_same16, 0, false, {0x93, 0x19, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 16},
+    {Opcode::service_action_in16, 0x10, true, {0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 16},
+    {Opcode::report_luns, 0, false, {0xa0, 0, 0xff, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 12},
+    {Opcode::maintenance_in, 0x0c, true, {0xa3, 0x0c, 0x07, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 12},
+}};
+
+}  // namespace
+
+void plan_maintenance_in(CommandPlan& plan, ConstByteSpan cdb) noexcept {
+  if ((load_u8(cdb.data() + 1) & 0x1f) != report_supported_opcodes_sa) {
+    plan.error = scsi::SenseData::invalid_field_in_cdb(1, 4);
+    return;
+  }
+  const std::uint8_t options = load_u8(cdb.data() + 2) & 0x07;
+  if (options > 3 || (load_u8(cdb.data() + 2) & 0x80) != 0) {  // RCTD (timeouts) not supported
+    plan.error = scsi::SenseData::invalid_field_in_cdb(2);
+    return;
+  }
+  plan_data_in(plan, load_be32(cdb.data() + 6));
+}
+
+ScsiOutcome execute_report_supported_opcodes(ConstByteSpan cdb, ByteSpan out) {
+  const std::uint8_t options = load_u8(cdb.data() + 2) & 0x07;
+  const auto requested = static_cast<Opcode>(load_u8(cdb.data() + 3));
+  const std::uint16_t requested_sa = load_be16(cdb.data() + 4);
+  std::vector<std::byte> data;
+  if (options == 0) {
+    // SPC-5 §6.35.2: all commands, 8-byte command descriptors after a 4-byte length.
+    data.resize(4 + 8 * usage_table.size());
+    std::byte* p = data.data() + 4;
+    for (const auto& row : usage_table) {
+      store_u8(p, static_cast<std::uint8_t>(row.opcode));
+      store_be16(p + 2, row.service_action);
+      store_u8(p + 5, row.has_service_action ? 0x01 : 0);  // SERVACTV
+      store_be16(p + 6, row.length);
+      p += 8;
+    }
+    store_be32(data.data(), static_cast<std::uint32_t>(data.size() - 4));
+    return reply_data(data, out);
+  }
+  // SPC-5 §6.35.3: one command. Options 1: opcode only (INVALID FIELD if it has service actions);
+  // 2: opcode + service action (INVALID FIELD if it has none); 3: either.
+  const UsageRow* found = nullptr;
+  bool opcode_has_sa = false;
+  for (const auto& row : usage_table) {
+    if (row.opcode != requested) continue;
+    opcode_has_sa = row.has_service_action;
+    if (!row.has_service_action || row.service_action == requested_sa) found = &row;
+  }
+  if (options == 1 && opcode_has_sa) return ScsiOutcome::check_condition(scsi::SenseData::invalid_field_in_cdb(3));
+  if (options == 2 && found != nullptr && !opcode_has_sa)
+    return ScsiOutcome::check_condition(scsi::SenseData::invalid_field_in_cdb(2));
+  data.resize(4);
+  if (found == nullptr) {
+    store_u8(data.data() + 1, 0x01);  // SUPPORT 001b: not supported
+    return reply_data(data, out);
+  }
+  store_u8(data.data() + 1, 0x03);  // SUPPORT 011b: supported as the standard says
+  store_be16(data.data() + 2, found->length);
+  data.insert(data.end(), reinterpret_cast<const std::byte*>(found->usage.data()),
+              reinterpret_cast<const std::byte*>(found->usage.data()) + found->length);
+  return reply_data(data, out);
+}
+
+}  // namespace iserkit::target::detail
