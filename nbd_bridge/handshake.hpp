@@ -1,0 +1,63 @@
+// Server side of the NBD fixed-newstyle handshake (option haggling), layer 6: sends the greeting,
+// checks the client flags, answers NBD_OPT_EXPORT_NAME, ABORT, LIST, INFO, GO and STRUCTURED_REPLY,
+// and NBD_REP_ERR_UNSUP for everything else, until the client enters transmission or leaves.
+// Oldstyle negotiation is never offered.
+// Spec: NBD proto.md "Newstyle negotiation", "Fixed newstyle negotiation", "Termination of the
+// session during option haggling", "Option types", "Option reply types", "Size constraints".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/result.hpp"
+#include "nbd_bridge/export.hpp"
+#include "nbd_bridge/protocol.hpp"
+#include "nbd_bridge/request_check.hpp"
+
+namespace iserkit::nbd {
+
+/// The stream every connection runs on: a TCP, Unix-domain or inherited (stdio / systemd) socket.
+using Socket = asio::generic::stream_protocol::socket;
+
+/// Server policy for the handshake.
+struct HandshakeOptions {
+  bool force_read_only = false;              ///< advertise NBD_FLAG_READ_ONLY whatever the export says
+  std::uint32_t max_payload_cap_bytes = 32u << 20;  ///< upper bound on the advertised maximum payload
+  std::size_t max_options = 256;             ///< options accepted before the server gives up (DoS guard)
+  std::size_t max_option_bytes = 64 * 1024;  ///< longer option data ⇒ hard disconnect (DoS guard)
+};
+
+/// What the handshake agreed on; the transmission phase runs with it.
+struct Negotiated {
+  TransmissionParams params;
+  BlockSize block_size;       ///< as advertised (or the defaults when the client did not ask)
+  bool used_export_name = false;  ///< entered transmission through NBD_OPT_EXPORT_NAME (not GO)
+};
+
+/// The transmission flags for `info` (proto.md "Transmission flags"): HAS_FLAGS always; READ_ONLY when
+/// the export or the server says so; SEND_FLUSH/FUA/TRIM/WRITE_ZEROES/CAN_MULTI_CONN from the
+/// capabilities (TRIM and WRITE_ZEROES only when writable); SEND_DF when structured replies were
+/// negotiated (this server always sends READ data in one chunk).
+std::uint16_t transmission_flags_for(const ExportInfo& info, bool force_read_only, bool structured_replies) noexcept;
+
+/// The NBD_INFO_BLOCK_SIZE values for `info`, with the maximum payload capped at `cap_bytes` and the
+/// preferred size kept ≤ the maximum (proto.md "Size constraints").
+BlockSize block_size_for(const ExportInfo& info, std::uint32_t cap_bytes) noexcept;
+
+/// Runs the server side of the handshake on `socket`.
+///
+/// Returns the negotiated parameters once the client has entered the transmission phase
+/// (NBD_OPT_GO acknowledged, or NBD_OPT_EXPORT_NAME answered). Errors — in every case the caller
+/// closes the connection:
+/// - errc::connection_closed: the client sent NBD_OPT_ABORT (answered with NBD_REP_ACK) or closed;
+/// - errc::nbd_protocol_error: bad option magic, unknown client flags, an oversize option, too many
+///   options, or NBD_OPT_EXPORT_NAME for an unknown export (proto.md: the server MUST then terminate);
+/// - any socket error.
+/// Export names accepted: "" (the default export) and info.name.
+/// Executor: runs on the socket's executor; `socket` and `info` must outlive the awaitable.
+Awaitable<Result<Negotiated>> run_server_handshake(Socket& socket, const ExportInfo& info,
+                                                   const HandshakeOptions& options);
+
+}  // namespace iserkit::nbd

@@ -1,0 +1,277 @@
+// The NBD server: listeners (Unix, TCP, inherited fds), stdio mode, and the set of live connections
+// (see server.hpp). Spec: NBD proto.md "Protocol phases" (TCP_NODELAY); sd_listen_fds(3).
+#include "nbd_bridge/server.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <string_view>
+
+#include "iserkit/common/log.hpp"
+
+namespace iserkit::nbd {
+namespace {
+
+using Acceptor = asio::basic_socket_acceptor<asio::generic::stream_protocol>;
+using GenericEndpoint = asio::generic::stream_protocol::endpoint;
+
+std::error_code to_std(const boost::system::error_code& ec) { return {ec.value(), std::system_category()}; }
+
+std::uint16_t port_of(const GenericEndpoint& endpoint) noexcept {
+  const sockaddr* address = endpoint.data();
+  if (address->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(address)->sin_port);
+  if (address->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(address)->sin6_port);
+  return 0;
+}
+
+/// The family and type of a socket fd, or an error if it is not a stream socket.
+Result<int> stream_socket_family(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    return fail(std::error_code(errno == ENOTSOCK ? ENOTSOCK : errno, std::generic_category()));
+  }
+  int type = 0;
+  socklen_t type_length = sizeof type;
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_length) != 0 || type != SOCK_STREAM) {
+    return fail(std::errc::not_a_socket);
+  }
+  return static_cast<int>(address.ss_family);
+}
+
+asio::generic::stream_protocol protocol_for(int family) {
+  return {family, family == AF_UNIX ? 0 : IPPROTO_TCP};
+}
+
+}  // namespace
+
+struct Server::Listener {
+  explicit Listener(Acceptor a) : acceptor(std::move(a)) {}
+  Acceptor acceptor;
+};
+
+struct Server::State {
+  State(asio::io_context& io_context, std::shared_ptr<Export> e, ServerOptions o)
+      : io(io_context), strand(asio::make_strand(io_context)), exported(std::move(e)), options(o) {
+    connection_options.handshake.force_read_only = options.read_only;
+    connection_options.handshake.max_payload_cap_bytes = options.max_payload_bytes;
+    connection_options.max_requests_in_flight = std::max<std::size_t>(options.max_requests_in_flight, 1);
+    connection_options.max_buffered_bytes = options.max_buffered_bytes;
+  }
+  asio::io_context& io;
+  asio::strand<asio::io_context::executor_type> strand;  // listeners live here
+  std::shared_ptr<Export> exported;
+  ServerOptions options;
+  ConnectionOptions connection_options;
+  std::atomic<std::size_t> active{0};
+  std::mutex mutex;  // guards the members below
+  bool stopped = false;
+  std::vector<std::shared_ptr<Listener>> listeners;
+  std::vector<std::weak_ptr<Connection>> connections;
+  std::vector<std::string> unix_paths;
+};
+
+Server::Server(asio::io_context& io, std::shared_ptr<Export> exported, ServerOptions options)
+    : state_(std::make_shared<State>(io, std::move(exported), options)) {}
+
+Server::~Server() {
+  stop();
+  std::lock_guard lock(state_->mutex);
+  for (const std::string& path : state_->unix_paths) ::unlink(path.c_str());
+}
+
+Result<void> Server::add_listener(Acceptor acceptor) {
+  auto listener = std::make_shared<Listener>(std::move(acceptor));
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->stopped) return fail(std::errc::operation_canceled);
+    state_->listeners.push_back(listener);
+  }
+  asio::co_spawn(state_->strand, accept_loop(state_, listener), asio::detached);
+  return {};
+}
+
+Result<void> Server::listen_unix(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return fail(std::errc::file_exists);
+    ::unlink(path.c_str());  // a stale socket from an earlier run
+  }
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) return fail(std::errc::filename_too_long);
+  Acceptor acceptor(state_->strand);
+  boost::system::error_code ec;
+  const GenericEndpoint endpoint{asio::local::stream_protocol::endpoint(path)};
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return fail(to_std(ec));
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->unix_paths.push_back(path);
+  }
+  log::info("nbd: listening on unix:{}", path);
+  return add_listener(std::move(acceptor));
+}
+
+Result<std::uint16_t> Server::listen_tcp(const std::string& host, std::uint16_t port) {
+  std::vector<asio::ip::tcp::endpoint> endpoints;
+  if (host.empty() || host == "*") {
+    endpoints.emplace_back(asio::ip::address_v6::any(), port);
+    endpoints.emplace_back(asio::ip::address_v4::any(), port);
+  } else {
+    std::string_view name = host;
+    if (name.size() >= 2 && name.front() == '[' && name.back() == ']') name = name.substr(1, name.size() - 2);
+    asio::ip::tcp::resolver resolver(state_->io);
+    boost::system::error_code ec;
+    auto results = resolver.resolve(name, std::to_string(port), asio::ip::resolver_base::passive |
+                                                                    asio::ip::resolver_base::numeric_service, ec);
+    if (ec) return fail(to_std(ec));
+    for (const auto& entry : results) endpoints.push_back(entry.endpoint());
+  }
+  std::uint16_t bound_port = port;
+  std::size_t bound = 0;
+  std::error_code first_error;
+  for (auto endpoint : endpoints) {
+    if (bound_port != 0) endpoint.port(bound_port);
+    Acceptor acceptor(state_->strand);
+    boost::system::error_code ec;
+    const GenericEndpoint generic(endpoint);
+    acceptor.open(generic.protocol(), ec);
+    if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    // Keep IPv6 listeners IPv6-only so an IPv4 listener on the same port can coexist.
+    if (!ec && endpoint.address().is_v6()) acceptor.set_option(asio::ip::v6_only(true), ec);
+    if (!ec) acceptor.bind(generic, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      if (!first_error) first_error = to_std(ec);
+      log::debug("nbd: cannot listen on {}: {}", endpoint.address().to_string(), ec.message());
+      continue;
+    }
+    bound_port = port_of(acceptor.local_endpoint(ec));
+    log::info("nbd: listening on tcp:[{}]:{}", endpoint.address().to_string(), bound_port);
+    if (auto added = add_listener(std::move(acceptor)); !added) return fail(added.error());
+    ++bound;
+  }
+  if (bound == 0) return fail(first_error ? first_error : std::make_error_code(std::errc::address_not_available));
+  return bound_port;
+}
+
+Result<void> Server::adopt_listener(int fd) {
+  auto family = stream_socket_family(fd);
+  if (!family) return fail(family.error());
+  Acceptor acceptor(state_->strand);
+  boost::system::error_code ec;
+  acceptor.assign(protocol_for(*family), fd, ec);
+  if (ec) return fail(to_std(ec));
+  log::info("nbd: accepting on inherited fd {}", fd);
+  return add_listener(std::move(acceptor));
+}
+
+Result<void> Server::serve_connected(int fd) {
+  auto family = stream_socket_family(fd);
+  if (!family) return fail(family.error());
+  Socket socket(asio::make_strand(state_->io));
+  boost::system::error_code ec;
+  socket.assign(protocol_for(*family), fd, ec);
+  if (ec) return fail(to_std(ec));
+  start_connection(state_, std::move(socket));
+  return {};
+}
+
+void Server::start_connection(const std::shared_ptr<State>& state, Socket socket) {
+  boost::system::error_code ec;
+  const int family = socket.local_endpoint(ec).protocol().family();
+  if (family == AF_INET || family == AF_INET6) {
+    // proto.md "Protocol phases": both sides SHOULD disable Nagle's algorithm on TCP.
+    const int one = 1;
+    ::setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  if (state->active.load() >= state->options.max_connections) {
+    log::warn("nbd: too many connections; refusing a client: limit={}", state->options.max_connections);
+    return;  // the socket closes as it goes out of scope
+  }
+  auto executor = socket.get_executor();
+  auto connection = Connection::create(std::move(socket), state->exported, state->connection_options);
+  {
+    std::lock_guard lock(state->mutex);
+    std::erase_if(state->connections, [](const std::weak_ptr<Connection>& c) { return c.expired(); });
+    state->connections.push_back(connection);
+    if (state->stopped) connection->request_stop();
+  }
+  ++state->active;
+  asio::co_spawn(executor, connection->run(), [state, connection](std::exception_ptr e) {
+    if (e) log::error("nbd: connection ended with an exception");
+    --state->active;
+  });
+}
+
+Awaitable<void> Server::accept_loop(std::shared_ptr<State> state, std::shared_ptr<Listener> listener) {
+  for (;;) {
+    Socket socket(asio::make_strand(state->io));
+    boost::system::error_code ec;
+    co_await listener->acceptor.async_accept(socket, use_awaitable_ec(ec));
+    if (ec == asio::error::operation_aborted || !listener->acceptor.is_open()) co_return;
+    if (ec) {
+      // EMFILE, ENOBUFS, …: log, back off briefly, keep serving the clients we have.
+      log::warn("nbd: accept: {}", ec.message());
+      asio::steady_timer timer(state->strand, std::chrono::milliseconds(100));
+      co_await timer.async_wait(use_awaitable_ec(ec));
+      continue;
+    }
+    start_connection(state, std::move(socket));
+  }
+}
+
+void Server::stop() {
+  auto state = state_;
+  {
+    std::lock_guard lock(state->mutex);
+    if (state->stopped) return;
+    state->stopped = true;
+    for (auto& weak : state->connections) {
+      if (auto connection = weak.lock()) connection->request_stop();
+    }
+  }
+  asio::post(state->strand, [state] {
+    std::lock_guard lock(state->mutex);
+    for (auto& listener : state->listeners) {
+      boost::system::error_code ignored;
+      listener->acceptor.close(ignored);
+    }
+    state->listeners.clear();
+  });
+}
+
+std::size_t Server::connection_count() const noexcept { return state_->active.load(); }
+
+std::vector<int> Server::systemd_listen_fds(bool unset_environment) {
+  std::vector<int> fds;
+  const char* pid_text = std::getenv("LISTEN_PID");
+  const char* fds_text = std::getenv("LISTEN_FDS");
+  if (pid_text != nullptr && fds_text != nullptr) {
+    char* end = nullptr;
+    const long pid = std::strtol(pid_text, &end, 10);
+    const long count = std::strtol(fds_text, nullptr, 10);
+    // sd_listen_fds(3): the fds are meant for us only when LISTEN_PID is our pid; they start at 3.
+    if (end != pid_text && pid == static_cast<long>(::getpid()) && count > 0 && count < 1024) {
+      for (long i = 0; i < count; ++i) fds.push_back(3 + static_cast<int>(i));
+    }
+  }
+  if (unset_environment) {
+    ::unsetenv("LISTEN_PID");
+    ::unsetenv("LISTEN_FDS");
+    ::unsetenv("LISTEN_FDNAMES");
+  }
+  return fds;
+}
+
+}  // namespace iserkit::nbd

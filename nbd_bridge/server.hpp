@@ -1,0 +1,91 @@
+// The NBD server (layer 6): listens on Unix-domain sockets and TCP (IPv4 and IPv6), adopts
+// inherited listening sockets (systemd socket activation, LISTEN_FDS) or an already-connected socket
+// (stdio mode, like `nbdkit -s`), and runs one Connection per client, all serving the same Export.
+// Spec: NBD proto.md "Protocol phases" (TCP_NODELAY), "Handshake", "Transmission";
+// sd_listen_fds(3) for the LISTEN_PID / LISTEN_FDS convention.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/result.hpp"
+#include "nbd_bridge/export.hpp"
+#include "nbd_bridge/transmission.hpp"
+
+namespace iserkit::nbd {
+
+/// Server-wide policy. Sizes in bytes.
+struct ServerOptions {
+  bool read_only = false;                        ///< force NBD_FLAG_READ_ONLY (writes get NBD_EPERM)
+  std::uint32_t max_payload_bytes = 32u << 20;   ///< cap on the advertised and accepted READ/WRITE length
+  std::size_t max_requests_in_flight = 64;       ///< per connection
+  std::size_t max_buffered_bytes = 64u << 20;    ///< per connection: payload bytes held before reading pauses
+  std::size_t max_connections = 1024;            ///< further clients are accepted and closed at once
+};
+
+/// An NBD server for one Export.
+///
+/// Usage:
+/// ```
+/// asio::io_context io;
+/// nbd::Server server(io, std::make_shared<nbd::MemoryExport>(...), {.read_only = false});
+/// server.listen_unix("/run/x.sock");              // and/or listen_tcp("::", 10809), adopt_listener(3)
+/// io.run();                                         // until server.stop() and the clients are done
+/// ```
+/// Executor and thread: the server and each connection run on strands of `io`, so `io.run()` may be
+/// called from several threads. listen_*(), adopt_listener() and serve_connected() are meant for
+/// start-up (they bind synchronously); stop() is thread-safe. Accept loops and connections keep their
+/// own state alive, so the Server object may go away before `io` does; destroying it stops it.
+class Server {
+ public:
+  Server(asio::io_context& io, std::shared_ptr<Export> exported, ServerOptions options = {});
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+  /// Stops accepting (as stop()) and removes the Unix socket files this server created.
+  ~Server();
+
+  /// Listens on a Unix-domain stream socket at `path`. A stale socket file left at `path` is
+  /// removed first; any other existing file is an error (std::errc::file_exists).
+  /// Returns socket errors from bind/listen.
+  Result<void> listen_unix(const std::string& path);
+
+  /// Listens on TCP `host`:`port` (IPv4 or IPv6 literal or name; "" or "*" means every address,
+  /// IPv6 and IPv4). Port 0 picks a free port. Returns the bound port, or a resolve/bind error.
+  Result<std::uint16_t> listen_tcp(const std::string& host, std::uint16_t port);
+
+  /// Accepts on an inherited listening socket `fd` (systemd socket activation). Takes ownership.
+  /// Returns std::errc::not_a_socket if `fd` is not a socket.
+  Result<void> adopt_listener(int fd);
+
+  /// Serves one already-connected stream socket `fd` (stdio mode, e.g. libnbd's nbd_connect_command
+  /// or `[ CMD ]` in nbdinfo). Takes ownership. Returns std::errc::not_a_socket if `fd` is not a socket.
+  Result<void> serve_connected(int fd);
+
+  /// Stops accepting and asks every connection to finish its in-flight requests and close.
+  /// io.run() returns once they are done (if nothing else keeps `io` busy). Thread-safe.
+  void stop();
+
+  /// Connections currently open. Thread-safe.
+  [[nodiscard]] std::size_t connection_count() const noexcept;
+
+  /// The listening sockets inherited through systemd socket activation: fds 3 … 3+LISTEN_FDS-1 when
+  /// LISTEN_PID is this process; empty otherwise. With `unset_environment`, removes LISTEN_PID,
+  /// LISTEN_FDS and LISTEN_FDNAMES so children do not inherit them. Spec: sd_listen_fds(3).
+  static std::vector<int> systemd_listen_fds(bool unset_environment = true);
+
+ private:
+  struct State;
+  struct Listener;
+  static Awaitable<void> accept_loop(std::shared_ptr<State> state, std::shared_ptr<Listener> listener);
+  static void start_connection(const std::shared_ptr<State>& state, Socket socket);
+  Result<void> add_listener(asio::basic_socket_acceptor<asio::generic::stream_protocol> acceptor);
+
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace iserkit::nbd

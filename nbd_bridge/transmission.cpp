@@ -1,0 +1,373 @@
+// One NBD client connection: handshake, then the transmission phase (see transmission.hpp).
+// Spec: NBD proto.md "Transmission", "Request message", "Simple reply message", "Structured reply
+// chunk message", "Request types", "Terminating the transmission phase".
+#include "nbd_bridge/transmission.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <exception>
+#include <vector>
+
+#include <boost/asio/this_coro.hpp>
+
+#include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
+#include "nbd_bridge/error_map.hpp"
+#include "nbd_bridge/request_check.hpp"
+
+namespace iserkit::nbd {
+namespace {
+
+constexpr std::size_t max_replies_per_write = 64;  // replies gathered into one write (≤ 3 buffers each)
+
+bool is_disconnect(const boost::system::error_code& ec) noexcept {
+  return ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+         ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor;
+}
+
+}  // namespace
+
+std::shared_ptr<Connection> Connection::create(Socket socket, std::shared_ptr<Export> exported,
+                                               ConnectionOptions options) {
+  return std::shared_ptr<Connection>(new Connection(std::move(socket), std::move(exported), std::move(options)));
+}
+
+Connection::Connection(Socket socket, std::shared_ptr<Export> exported, ConnectionOptions options)
+    : socket_(std::move(socket)), export_(std::move(exported)), options_(std::move(options)) {}
+
+Connection::~Connection() = default;
+
+BufferPool& Connection::pool() noexcept {
+  return options_.pool != nullptr ? *options_.pool : HeapBufferPool::shared();
+}
+
+void Connection::request_stop() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    self->stop_requested_ = true;
+    // Shutting down the receive side makes the pending read see EOF, which starts the orderly drain.
+    boost::system::error_code ignored;
+    self->socket_.shutdown(asio::socket_base::shutdown_receive, ignored);
+  });
+}
+
+void Connection::hard_close() noexcept {
+  if (dead_) return;
+  dead_ = true;
+  boost::system::error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+  socket_.close(ignored);
+  // Replies still queued will never be written: retire them so the drain can finish.
+  while (!queue_.empty()) {
+    retire(queue_.front().accounted_bytes);
+    queue_.pop_front();
+  }
+  progress_.complete();
+}
+
+void Connection::retire(std::size_t accounted_bytes) noexcept {
+  assert(in_flight_ > 0 && buffered_bytes_ >= accounted_bytes);
+  --in_flight_;
+  buffered_bytes_ -= accounted_bytes;
+}
+
+Awaitable<void> Connection::wait_progress() {
+  progress_.reset();
+  co_await progress_.wait();
+}
+
+Awaitable<void> Connection::run() {
+  auto self = shared_from_this();
+  const ExportInfo info = export_->info();
+  auto negotiated = co_await run_server_handshake(socket_, info, options_.handshake);
+  if (!negotiated) {
+    if (negotiated.error() != make_error_code(errc::connection_closed)) {
+      log::info("nbd: handshake failed: {}", negotiated.error().message());
+    }
+    hard_close();
+    co_return;
+  }
+  params_ = negotiated->params;
+  log::debug("nbd: transmission: size={} flags=0x{:x} structured={} max_payload={}", params_.size_bytes,
+             params_.transmission_flags, params_.structured_replies, params_.max_payload_bytes);
+
+  co_await receive_loop();
+
+  // proto.md NBD_CMD_DISC: the server MUST handle all outstanding requests before closing.
+  while (in_flight_ > 0 || writing_) co_await wait_progress();
+  if (!dead_) {
+    boost::system::error_code ignored;
+    socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
+  log::debug("nbd: connection closed: requests={} errors={} batches={} max_in_flight={}", stats_.requests,
+             stats_.errors, stats_.reply_batches, stats_.max_in_flight);
+}
+
+Awaitable<std::error_code> Connection::discard_payload(std::size_t bytes) {
+  std::array<std::byte, 16 * 1024> scratch;
+  while (bytes > 0) {
+    const std::size_t n = std::min(bytes, scratch.size());
+    boost::system::error_code ec;
+    co_await asio::async_read(socket_, asio::buffer(scratch.data(), n), use_awaitable_ec(ec));
+    if (ec) co_return make_error_code(errc::connection_closed);
+    bytes -= n;
+  }
+  co_return std::error_code{};
+}
+
+Awaitable<void> Connection::receive_loop() {
+  auto self = shared_from_this();
+  auto executor = co_await asio::this_coro::executor;
+  std::array<std::byte, request_header_size> header_bytes{};
+  while (!dead_ && !stop_requested_) {
+    // Flow control: stop reading while too many requests or too many payload bytes are held.
+    while (!dead_ && (in_flight_ >= options_.max_requests_in_flight || buffered_bytes_ >= options_.max_buffered_bytes)) {
+      co_await wait_progress();
+    }
+    if (dead_) break;
+
+    boost::system::error_code ec;
+    co_await asio::async_read(socket_, asio::buffer(header_bytes), use_awaitable_ec(ec));
+    if (ec) {
+      if (!is_disconnect(ec)) log::info("nbd: read request: {}", ec.message());
+      // EOF without NBD_CMD_DISC: treated like a disconnect; outstanding requests still finish.
+      break;
+    }
+    auto request = decode_request_header(header_bytes);
+    if (!request) {
+      // The stream has lost framing; proto.md lets the server hard-disconnect on such a violation.
+      log::info("nbd: invalid request: bad magic: magic=0x{:08x}", load_be32(header_bytes.data()));
+      hard_close();
+      break;
+    }
+    const auto command = static_cast<Command>(request->type);
+    if (command == Command::disc) {
+      log::debug("nbd: client sent NBD_CMD_DISC");
+      break;
+    }
+    ++stats_.requests;
+
+    const RequestVerdict verdict = check_request(*request, params_);
+    if (!verdict.ok()) {
+      log::info("nbd: invalid request: {}: {}: offset={} length={} flags=0x{:x}", name_of(command), verdict.reason,
+                request->offset_bytes, request->length_bytes, request->flags);
+      if (command == Command::write && request->length_bytes > 0) {
+        // The payload is on the wire whatever we think of the request: consume it to keep framing,
+        // unless it is so large that reading it would be a denial of service.
+        if (request->length_bytes > options_.max_discard_bytes) {
+          log::info("nbd: rejected write payload too large to skip: length={}", request->length_bytes);
+          hard_close();
+          break;
+        }
+        if (co_await discard_payload(request->length_bytes)) break;
+      }
+      ++in_flight_;
+      stats_.max_in_flight = std::max(stats_.max_in_flight, in_flight_);
+      send_error(*request, verdict.error, std::string(verdict.reason), 0);
+      continue;
+    }
+
+    PooledBuffer payload;
+    std::size_t accounted = 0;
+    if (command == Command::read || command == Command::write) accounted = request->length_bytes;
+    if (command == Command::write && request->length_bytes > 0) {
+      bool out_of_memory = false;
+      try {
+        payload = pool().allocate(request->length_bytes);
+      } catch (const std::bad_alloc&) {
+        out_of_memory = true;
+      }
+      if (out_of_memory) {
+        log::warn("nbd: out of memory for a write payload: length={}", request->length_bytes);
+        if (co_await discard_payload(request->length_bytes)) break;
+        ++in_flight_;
+        send_error(*request, NbdError::nomem, "out of memory", 0);
+        continue;
+      }
+      // Zero copy: the payload lands in the buffer the export writes from.
+      co_await asio::async_read(socket_, asio::buffer(payload.data(), payload.size()), use_awaitable_ec(ec));
+      if (ec) {
+        log::info("nbd: short write payload: {}", ec.message());
+        break;
+      }
+    }
+
+    ++in_flight_;
+    buffered_bytes_ += accounted;
+    stats_.max_in_flight = std::max(stats_.max_in_flight, in_flight_);
+    asio::co_spawn(executor, handle_request(*request, std::move(payload), accounted),
+                   [self](std::exception_ptr e) {
+                     // handle_request catches everything; this only guards against a bug.
+                     if (e) {
+                       log::error("nbd: request coroutine threw; closing the connection");
+                       self->hard_close();
+                     }
+                   });
+  }
+}
+
+Awaitable<void> Connection::handle_request(RequestHeader request, PooledBuffer payload, std::size_t accounted_bytes) {
+  auto self = shared_from_this();
+  const auto command = static_cast<Command>(request.type);
+  const bool fua = (request.flags & command_flag::fua) != 0;
+  std::error_code ec;
+  PooledBuffer data;
+  try {
+    switch (command) {
+      case Command::read:
+        if (request.length_bytes > 0) {
+          data = pool().allocate(request.length_bytes);
+          ec = co_await export_->read(request.offset_bytes, data.bytes());
+        }
+        break;
+      case Command::write:
+        ec = co_await export_->write(request.offset_bytes, ConstByteSpan(payload.data(), payload.size()), fua);
+        break;
+      case Command::flush:
+        ec = co_await export_->flush();
+        break;
+      case Command::trim:
+        ec = co_await export_->trim(request.offset_bytes, request.length_bytes, fua);
+        break;
+      case Command::write_zeroes: {
+        const bool may_trim = (request.flags & command_flag::no_hole) == 0;
+        ec = co_await export_->write_zeroes(request.offset_bytes, request.length_bytes, may_trim, fua);
+        break;
+      }
+      case Command::cache:  // advisory only (proto.md NBD_CMD_CACHE); nothing to prefetch
+      default:
+        break;
+    }
+  } catch (const std::bad_alloc&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  } catch (const std::exception& e) {
+    log::error("nbd: export threw: {}: {}", name_of(command), e.what());
+    ec = std::make_error_code(std::errc::io_error);
+  }
+  payload.reset();  // the write payload is no longer needed
+
+  if (ec) {
+    log::debug("nbd: {} failed: offset={} length={}: {}", name_of(command), request.offset_bytes,
+               request.length_bytes, ec.message());
+    send_error(request, to_nbd_error(ec, request.flags), ec.message(), accounted_bytes);
+  } else if (command == Command::read) {
+    send_read_data(request, std::move(data), accounted_bytes);
+  } else {
+    send_ok(request, accounted_bytes);
+  }
+}
+
+void Connection::send_ok(const RequestHeader& request, std::size_t accounted_bytes) {
+  // proto.md "Simple reply message": with structured replies negotiated a simple reply MAY still be
+  // used for requests other than READ when there is no payload.
+  Reply reply;
+  encode_simple_reply(std::span<std::byte, simple_reply_size>(reply.head.data(), simple_reply_size),
+                      {.error = NbdError::ok, .cookie = request.cookie});
+  reply.head_bytes = simple_reply_size;
+  reply.accounted_bytes = accounted_bytes;
+  enqueue(std::move(reply));
+}
+
+void Connection::send_read_data(const RequestHeader& request, PooledBuffer data, std::size_t accounted_bytes) {
+  Reply reply;
+  reply.accounted_bytes = accounted_bytes;
+  if (params_.structured_replies) {
+    if (request.length_bytes == 0) {
+      // OFFSET_DATA needs at least one byte; an empty read is answered with a lone NONE chunk.
+      encode_chunk_header(std::span<std::byte, chunk_header_size>(reply.head.data(), chunk_header_size),
+                          {.flags = reply_flag::done, .type = ChunkType::none, .cookie = request.cookie});
+      reply.head_bytes = chunk_header_size;
+    } else {
+      // The data is complete in memory, so no error can follow: this one chunk is also the last
+      // (proto.md NBD_CMD_READ, structured replies), which also satisfies NBD_CMD_FLAG_DF.
+      encode_offset_data_header(
+          std::span<std::byte, offset_data_header_size>(reply.head.data(), offset_data_header_size), request.cookie,
+          reply_flag::done, request.offset_bytes, request.length_bytes);
+      reply.head_bytes = offset_data_header_size;
+    }
+  } else {
+    encode_simple_reply(std::span<std::byte, simple_reply_size>(reply.head.data(), simple_reply_size),
+                        {.error = NbdError::ok, .cookie = request.cookie});
+    reply.head_bytes = simple_reply_size;
+  }
+  reply.data = std::move(data);
+  enqueue(std::move(reply));
+}
+
+void Connection::send_error(const RequestHeader& request, NbdError error, std::string message,
+                            std::size_t accounted_bytes) {
+  ++stats_.errors;
+  Reply reply;
+  reply.accounted_bytes = accounted_bytes;
+  if (params_.structured_replies) {
+    // proto.md: with structured replies a READ MUST NOT get a simple reply (even for an early
+    // EINVAL), and errors SHOULD be structured so that a message can go with them.
+    if (message.size() > max_string_bytes) message.resize(max_string_bytes);
+    encode_error_chunk_header(
+        std::span<std::byte, error_chunk_fixed_size>(reply.head.data(), error_chunk_fixed_size), request.cookie,
+        reply_flag::done, error, static_cast<std::uint16_t>(message.size()));
+    reply.head_bytes = error_chunk_fixed_size;
+    reply.message = std::move(message);
+  } else {
+    // proto.md "Simple reply message": no payload follows when error is nonzero.
+    encode_simple_reply(std::span<std::byte, simple_reply_size>(reply.head.data(), simple_reply_size),
+                        {.error = error, .cookie = request.cookie});
+    reply.head_bytes = simple_reply_size;
+  }
+  enqueue(std::move(reply));
+}
+
+void Connection::enqueue(Reply reply) {
+  if (dead_) {
+    retire(reply.accounted_bytes);
+    progress_.complete();
+    return;
+  }
+  queue_.push_back(std::move(reply));
+  if (!writing_) {
+    writing_ = true;
+    asio::co_spawn(socket_.get_executor(), write_loop(), [self = shared_from_this()](std::exception_ptr e) {
+      if (e) {
+        log::error("nbd: writer threw; closing the connection");
+        self->writing_ = false;
+        self->hard_close();
+      }
+    });
+  }
+}
+
+Awaitable<void> Connection::write_loop() {
+  auto self = shared_from_this();
+  std::vector<Reply> batch;
+  std::vector<asio::const_buffer> buffers;
+  batch.reserve(max_replies_per_write);
+  buffers.reserve(max_replies_per_write * 3);
+  while (!queue_.empty() && !dead_) {
+    // One gather write carries every reply that is ready (up to a bound): fewer syscalls under load.
+    batch.clear();
+    buffers.clear();
+    while (!queue_.empty() && batch.size() < max_replies_per_write) {
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    for (const Reply& reply : batch) {
+      buffers.push_back(asio::buffer(reply.head.data(), reply.head_bytes));
+      if (!reply.message.empty()) buffers.push_back(asio::buffer(reply.message));
+      if (reply.data) buffers.push_back(asio::buffer(reply.data.data(), reply.data.size()));
+    }
+    boost::system::error_code ec;
+    co_await asio::async_write(socket_, buffers, use_awaitable_ec(ec));
+    ++stats_.reply_batches;
+    for (const Reply& reply : batch) retire(reply.accounted_bytes);
+    batch.clear();  // return READ buffers to the pool now
+    if (ec) {
+      if (!is_disconnect(ec)) log::info("nbd: write reply: {}", ec.message());
+      hard_close();
+    }
+    progress_.complete();
+  }
+  writing_ = false;
+  progress_.complete();
+}
+
+}  // namespace iserkit::nbd

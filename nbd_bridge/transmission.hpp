@@ -1,0 +1,120 @@
+// One NBD client connection (layer 6): runs the handshake, then the transmission phase with many
+// requests in flight. The receive loop reads a request header, reads a WRITE payload straight into a
+// pooled buffer, validates, and spawns the request as its own coroutine; replies leave through a
+// per-connection write queue served by one writer at a time, which batches every reply that is ready
+// into one gather write (header + READ data, no copy).
+//
+// Flow control: at most `max_requests_in_flight` requests (counted from header to reply written) and
+// about `max_buffered_bytes` payload bytes (READ and WRITE data held) per connection; beyond that the
+// receive loop stops reading until replies go out, so a client that does not read its replies
+// cannot make the server buffer without bound.
+//
+// Ending: on NBD_CMD_DISC or EOF the loop stops reading, waits for every in-flight request to finish
+// and its reply to be written (proto.md: the server MUST handle all outstanding requests), then
+// closes. A request with a bad magic (framing lost), a write failure, or an oversize WRITE payload
+// ends the connection at once (hard disconnect); other connections are not affected.
+//
+// THREAD MODEL: everything of one connection runs on the socket's executor, which must be a strand
+// (or a single-threaded io_context); the Export is called from that executor.
+// Spec: NBD proto.md "Transmission", "Ordering of messages and writes", "Request message",
+// "Simple reply message", "Structured reply chunk message", "Terminating the transmission phase".
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/buffer.hpp"
+#include "iserkit/common/completion.hpp"
+#include "nbd_bridge/export.hpp"
+#include "nbd_bridge/handshake.hpp"
+
+namespace iserkit::nbd {
+
+/// Limits and policy of one connection.
+struct ConnectionOptions {
+  HandshakeOptions handshake;
+  std::size_t max_requests_in_flight = 64;   ///< requests between header read and reply written
+  std::size_t max_buffered_bytes = 64u << 20;  ///< READ/WRITE payload bytes held before reading pauses
+  std::size_t max_discard_bytes = 64u << 20;   ///< a rejected WRITE payload up to this is read and dropped;
+                                               ///< a longer one ends the connection (proto.md DoS clause)
+  BufferPool* pool = nullptr;                ///< where payload buffers come from; nullptr = HeapBufferPool::shared()
+};
+
+/// Counters of one connection, for tests and logs.
+struct ConnectionStats {
+  std::uint64_t requests = 0;        ///< requests read (not counting NBD_CMD_DISC)
+  std::uint64_t errors = 0;          ///< error replies sent
+  std::uint64_t reply_batches = 0;   ///< gather writes issued by the writer
+  std::size_t max_in_flight = 0;     ///< the most requests that were in flight at once
+};
+
+/// One client connection. Create with Connection::create() and co_spawn run() on the socket's executor.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  /// Takes ownership of a connected socket. `exported` is shared with other connections.
+  static std::shared_ptr<Connection> create(Socket socket, std::shared_ptr<Export> exported,
+                                            ConnectionOptions options);
+
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+
+  /// Runs the handshake and the transmission phase; completes once the socket is closed and no
+  /// request is in flight. Never throws for protocol or socket errors (they are logged).
+  /// Executor: must be co_spawned on the socket's executor.
+  Awaitable<void> run();
+
+  /// Stops reading new requests; in-flight requests finish and their replies are sent, then the
+  /// connection closes (proto.md "Terminating the transmission phase": the server SHOULD wait for
+  /// in-flight requests). Thread-safe: posts to the connection's executor.
+  void request_stop();
+
+  /// Counters so far. Read on the connection's executor (or after run() completed).
+  [[nodiscard]] const ConnectionStats& stats() const noexcept { return stats_; }
+
+ private:
+  /// One reply waiting in the write queue: a header (simple reply, chunk header, or error chunk
+  /// fixed part), an optional error message, and optional READ data sent straight from its buffer.
+  struct Reply {
+    std::array<std::byte, 32> head{};
+    std::size_t head_bytes = 0;
+    std::string message;
+    PooledBuffer data;
+    std::size_t accounted_bytes = 0;  // payload bytes this request counted against the budget
+  };
+  Connection(Socket socket, std::shared_ptr<Export> exported, ConnectionOptions options);
+
+  Awaitable<void> receive_loop();
+  Awaitable<void> handle_request(RequestHeader request, PooledBuffer payload, std::size_t accounted_bytes);
+  Awaitable<void> write_loop();
+  Awaitable<std::error_code> discard_payload(std::size_t bytes);
+  Awaitable<void> wait_progress();
+
+  void send_ok(const RequestHeader& request, std::size_t accounted_bytes);
+  void send_read_data(const RequestHeader& request, PooledBuffer data, std::size_t accounted_bytes);
+  void send_error(const RequestHeader& request, NbdError error, std::string message, std::size_t accounted_bytes);
+  void enqueue(Reply reply);
+  void retire(std::size_t accounted_bytes) noexcept;
+  void hard_close() noexcept;
+  BufferPool& pool() noexcept;
+
+  Socket socket_;
+  std::shared_ptr<Export> export_;
+  ConnectionOptions options_;
+  TransmissionParams params_;
+  ConnectionStats stats_;
+  std::deque<Reply> queue_;
+  Completion progress_;          // completed whenever a reply is retired or the writer stops
+  std::size_t in_flight_ = 0;    // requests read whose reply has not been written (or dropped)
+  std::size_t buffered_bytes_ = 0;
+  bool writing_ = false;         // a write_loop is running
+  bool dead_ = false;            // hard-closed: replies are dropped
+  bool stop_requested_ = false;
+};
+
+}  // namespace iserkit::nbd
