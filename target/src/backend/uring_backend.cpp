@@ -1,0 +1,199 @@
+// UringBackend: the io_uring block backend (layer 5) over a regular file or block device, and
+// open_uring_backend(), which opens one and learns its size (fstat / BLKGETSIZE64). Reads and
+// writes use an O_DIRECT fd when buffer, offset and length are 4096-aligned and a buffered fd
+// otherwise; FUA is RWF_DSYNC (SBC-4 §4.15); flush is IORING_OP_FSYNC with IORING_FSYNC_DATASYNC;
+// discard is IORING_OP_FALLOCATE(PUNCH_HOLE|KEEP_SIZE); write_zeroes is FALLOC_FL_ZERO_RANGE. Short
+// completions are continued until the full length is done (the backend contract).
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cerrno>
+
+#include "backend/uring_ring.hpp"
+#include "iserkit/target/backends.hpp"
+
+namespace iserkit::target {
+namespace {
+
+using detail::uring_run;
+
+constexpr std::size_t direct_alignment = 4096;
+constexpr std::size_t max_op_bytes = 1u << 30;  // keep each SQE's length well inside 32 bits
+
+std::error_code errno_code(int e) { return {e, std::generic_category()}; }
+
+bool aligned(std::uint64_t value) noexcept { return value % direct_alignment == 0; }
+
+const std::byte* zero_block() noexcept {
+  alignas(direct_alignment) static const std::array<std::byte, 1u << 20> zeroes{};
+  return zeroes.data();
+}
+
+class UringBackend final : public BlockBackend {
+ public:
+  UringBackend(int buffered_fd, int direct_fd, BackendCapabilities caps)
+      : buffered_fd_(buffered_fd), direct_fd_(direct_fd), caps_(caps) {}
+  ~UringBackend() override {
+    ::close(buffered_fd_);
+    if (direct_fd_ >= 0) ::close(direct_fd_);
+  }
+  UringBackend(const UringBackend&) = delete;
+  UringBackend& operator=(const UringBackend&) = delete;
+
+  const BackendCapabilities& capabilities() const noexcept override { return caps_; }
+
+  Awaitable<Result<void>> read(std::uint64_t offset, ByteSpan out) override {
+    check_range(offset, out.size());
+    co_return co_await transfer(false, offset, out.data(), out.size(), 0);
+  }
+
+  Awaitable<Result<void>> write(std::uint64_t offset, ConstByteSpan data, Fua fua) override {
+    check_range(offset, data.size());
+    if (caps_.read_only) co_return fail(errno_code(EROFS));
+    // SBC-4 §4.15: FUA → the data is on stable media before completion: RWF_DSYNC per write.
+    co_return co_await transfer(true, offset, const_cast<std::byte*>(data.data()), data.size(),
+                                fua == Fua::yes ? RWF_DSYNC : 0);
+  }
+
+  Awaitable<Result<void>> flush() override {
+    if (caps_.read_only) co_return Result<void>{};
+    const int fd = buffered_fd_;
+    const int res = co_await uring_run([fd](io_uring_sqe* sqe) { io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC); });
+    if (res < 0) co_return fail(errno_code(-res));
+    co_return Result<void>{};
+  }
+
+  Awaitable<Result<void>> discard(std::uint64_t offset, std::uint64_t length) override {
+    check_range(offset, length);
+    if (caps_.read_only) co_return fail(errno_code(EROFS));
+    const int res = co_await fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length);
+    if (res == 0) co_return Result<void>{};
+    if (res != -EOPNOTSUPP && res != -EINVAL) co_return fail(errno_code(-res));
+    // No hole punching here: discarded blocks must still read as zeroes (discard_zeroes).
+    co_return co_await write_zeroes(offset, length, Fua::no);
+  }
+
+  Awaitable<Result<void>> write_zeroes(std::uint64_t offset, std::uint64_t length, Fua fua) override {
+    check_range(offset, length);
+    if (caps_.read_only) co_return fail(errno_code(EROFS));
+    int res = co_await fallocate(FALLOC_FL_ZERO_RANGE, offset, length);
+    if (res == -EOPNOTSUPP || res == -EINVAL) {
+      res = co_await fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length);
+    }
+    if (res == -EOPNOTSUPP || res == -EINVAL) {
+      // Last resort: write zeroes from a static zero buffer, 1 MiB at a time.
+      std::uint64_t done = 0;
+      while (done < length) {
+        const std::uint64_t n = std::min<std::uint64_t>(length - done, 1u << 20);
+        auto r = co_await transfer(true, offset + done, const_cast<std::byte*>(zero_block()), n, 0);
+        if (!r) co_return r;
+        done += n;
+      }
+      res = 0;
+    }
+    if (res < 0) co_return fail(errno_code(-res));
+    if (fua == Fua::yes) co_return co_await flush();
+    co_return Result<void>{};
+  }
+
+ private:
+  void check_range(std::uint64_t offset, std::uint64_t length) const noexcept {
+    // The SCSI layer checked the range (block_backend.hpp preconditions).
+    assert(offset <= caps_.size_bytes && length <= caps_.size_bytes - offset);
+    (void)offset;
+    (void)length;
+  }
+
+  Awaitable<int> fallocate(int mode, std::uint64_t offset, std::uint64_t length) {
+    const int fd = buffered_fd_;
+    co_return co_await uring_run([=](io_uring_sqe* sqe) {
+      io_uring_prep_fallocate(sqe, fd, mode, static_cast<off_t>(offset), static_cast<off_t>(length));
+    });
+  }
+
+  // Reads or writes all `length` bytes, continuing after short completions.
+  Awaitable<Result<void>> transfer(bool writing, std::uint64_t offset, std::byte* p, std::size_t length, int rw_flags) {
+    while (length > 0) {
+      const std::size_t n = std::min(length, max_op_bytes);
+      const bool direct = direct_fd_ >= 0 && aligned(offset) && aligned(n) &&
+                          aligned(reinterpret_cast<std::uintptr_t>(p));
+      const int fd = direct ? direct_fd_ : buffered_fd_;
+      const int res = co_await uring_run([=](io_uring_sqe* sqe) {
+        if (writing) {
+          io_uring_prep_write(sqe, fd, p, static_cast<unsigned>(n), offset);
+        } else {
+          io_uring_prep_read(sqe, fd, p, static_cast<unsigned>(n), offset);
+        }
+        sqe->rw_flags = rw_flags;
+      });
+      if (res == -EINTR || res == -EAGAIN) continue;
+      if (res < 0) co_return fail(errno_code(-res));
+      if (res == 0) co_return fail(errno_code(EIO));  // end of file inside the LUN: treat as I/O error
+      p += res;
+      offset += static_cast<std::uint64_t>(res);
+      length -= static_cast<std::size_t>(res);
+    }
+    co_return Result<void>{};
+  }
+
+  int buffered_fd_;
+  int direct_fd_;
+  BackendCapabilities caps_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<BlockBackend>> open_uring_backend(const OpenBackendOptions& options) {
+  if (options.block_size_bytes != 512 && options.block_size_bytes != 4096) return fail(errno_code(EINVAL));
+  const int flags = (options.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+  const int fd = ::open(options.path.c_str(), flags);
+  if (fd < 0) return fail(errno_code(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return fail(errno_code(e));
+  }
+  std::uint64_t size = 0;
+  if (S_ISREG(st.st_mode)) {
+    size = static_cast<std::uint64_t>(st.st_size);
+  } else if (S_ISBLK(st.st_mode)) {
+    if (::ioctl(fd, BLKGETSIZE64, &size) != 0) {
+      const int e = errno;
+      ::close(fd);
+      return fail(errno_code(e));
+    }
+  } else {
+    ::close(fd);
+    return fail(errno_code(EINVAL));
+  }
+  // O_DIRECT may be refused (tmpfs: EINVAL); then every request goes through the page cache.
+  const int direct_fd = options.use_direct_io ? ::open(options.path.c_str(), flags | O_DIRECT) : -1;
+  BackendCapabilities caps;
+  caps.block_size_bytes = options.block_size_bytes;
+  caps.size_bytes = size / options.block_size_bytes * options.block_size_bytes;
+  caps.read_only = options.read_only;
+  caps.can_discard = !options.read_only;
+  caps.discard_zeroes = true;  // hole punch reads back zeroes; the fallback writes zeroes
+  caps.can_write_zeroes = true;
+  caps.thin = S_ISREG(st.st_mode);
+  caps.volatile_cache = true;
+  caps.optimal_io_bytes = static_cast<std::uint32_t>(std::max<blksize_t>(st.st_blksize, 4096));
+  return std::shared_ptr<BlockBackend>(std::make_shared<UringBackend>(fd, direct_fd, caps));
+}
+
+Result<void> probe_io_uring() noexcept {
+  io_uring ring;
+  if (int rc = io_uring_queue_init(4, &ring, 0); rc < 0) return fail(errno_code(-rc));
+  io_uring_queue_exit(&ring);
+  return {};
+}
+
+}  // namespace iserkit::target

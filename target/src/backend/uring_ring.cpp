@@ -1,0 +1,121 @@
+// UringService: per-io_context io_uring ring driven from the Asio loop through an eventfd
+// (see uring_ring.hpp). Uses liburing 2.3.
+#include "backend/uring_ring.hpp"
+
+#include "iserkit/common/log.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace iserkit::target::detail {
+namespace {
+constexpr unsigned ring_entries = 256;
+}
+
+UringService::UringService(asio::execution_context& context) : asio::execution_context::service(context) {}
+
+UringService::~UringService() {
+  eventfd_.reset();
+  if (ring_) io_uring_queue_exit(&*ring_);
+}
+
+void UringService::shutdown() {
+  shut_down_ = true;
+  if (eventfd_) {
+    boost::system::error_code ignored;
+    eventfd_->close(ignored);
+  }
+}
+
+Result<void> UringService::ensure(const asio::any_io_executor& executor) {
+  if (ring_) return {};
+  if (init_error_) return fail(init_error_);
+  io_uring ring;
+  std::memset(&ring, 0, sizeof ring);
+  if (int rc = io_uring_queue_init(ring_entries, &ring, 0); rc < 0) {
+    init_error_ = std::error_code(-rc, std::generic_category());
+    return fail(init_error_);
+  }
+  const int efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (efd < 0) {
+    init_error_ = std::error_code(errno, std::generic_category());
+    io_uring_queue_exit(&ring);
+    return fail(init_error_);
+  }
+  if (int rc = io_uring_register_eventfd(&ring, efd); rc < 0) {
+    init_error_ = std::error_code(-rc, std::generic_category());
+    ::close(efd);
+    io_uring_queue_exit(&ring);
+    return fail(init_error_);
+  }
+  ring_.emplace(ring);
+  executor_.emplace(executor);
+  eventfd_.emplace(executor, efd);
+  return {};
+}
+
+io_uring_sqe* UringService::get_sqe() noexcept {
+  io_uring_sqe* sqe = io_uring_get_sqe(&*ring_);
+  if (sqe == nullptr) {
+    // SQ full: hand what is queued to the kernel now, then take an entry again.
+    io_uring_submit(&*ring_);
+    sqe = io_uring_get_sqe(&*ring_);
+  }
+  return sqe;
+}
+
+void UringService::queued(UringOp& op, io_uring_sqe* sqe) {
+  io_uring_sqe_set_data(sqe, &op);
+  ++in_flight_;
+  if (!flush_posted_) {
+    flush_posted_ = true;
+    asio::post(*executor_, [this] { flush(); });
+  }
+}
+
+void UringService::flush() {
+  flush_posted_ = false;
+  if (shut_down_) return;
+  const int rc = io_uring_submit(&*ring_);
+  if (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) {
+    // Transient (EBUSY: completions are backing up): reap what is there and retry next turn. The
+    // SQEs stay in the submission queue meanwhile.
+    reap();
+    flush_posted_ = true;
+    asio::post(*executor_, [this] { flush(); });
+  } else if (rc < 0) {
+    log::error("io_uring: submit failed: errno={}", -rc);
+  }
+  if (!armed_ && in_flight_ > 0) arm();
+}
+
+void UringService::arm() {
+  armed_ = true;
+  eventfd_->async_wait(asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
+    armed_ = false;
+    if (ec || shut_down_) return;
+    std::uint64_t count = 0;
+    [[maybe_unused]] auto n = ::read(eventfd_->native_handle(), &count, sizeof count);
+    reap();
+    if (in_flight_ > 0) arm();
+  });
+}
+
+void UringService::reap() {
+  io_uring_cqe* cqe = nullptr;
+  while (io_uring_peek_cqe(&*ring_, &cqe) == 0 && cqe != nullptr) {
+    auto* op = static_cast<UringOp*>(io_uring_cqe_get_data(cqe));
+    const int res = cqe->res;
+    io_uring_cqe_seen(&*ring_, cqe);
+    --in_flight_;
+    if (op != nullptr) {
+      op->res = res;
+      op->done.complete();  // resumes the coroutine through its executor (never inline)
+    }
+  }
+}
+
+}  // namespace iserkit::target::detail

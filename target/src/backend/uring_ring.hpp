@@ -1,0 +1,82 @@
+// UringService: the io_uring ring of one io_context (an Asio execution_context service, so each
+// io_context — hence each I/O thread in the target's model — has its own ring, with no globals).
+// The ring signals an eventfd (io_uring_register_eventfd) that the io_context waits on through
+// posix::stream_descriptor::async_wait while operations are in flight; SQEs prepared during one
+// turn of the loop are submitted together by a single posted flush; when the SQ is full it is
+// submitted at once and the SQE taken again (as Seastar's get_sqe does). user_data points at a
+// UringOp whose Completion resumes the waiting coroutine. Not thread-safe: one thread runs the
+// io_context.
+#pragma once
+
+#include <liburing.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/completion.hpp"
+#include "iserkit/common/result.hpp"
+
+namespace iserkit::target::detail {
+
+/// One in-flight io_uring operation: `res` is the CQE result (bytes or -errno).
+struct UringOp {
+  Completion done;
+  int res = 0;
+};
+
+class UringService final : public asio::execution_context::service {
+ public:
+  using key_type = UringService;
+  static inline asio::execution_context::id id;
+
+  explicit UringService(asio::execution_context& context);
+  ~UringService() override;
+  UringService(const UringService&) = delete;
+  UringService& operator=(const UringService&) = delete;
+
+  /// Creates the ring and eventfd on first use (bound to `executor`'s io_context).
+  /// Errors: the errno of io_uring_queue_init / eventfd / io_uring_register_eventfd.
+  Result<void> ensure(const asio::any_io_executor& executor);
+
+  /// An SQE to fill; submits the queue first when it is full. nullptr only if the kernel accepts
+  /// nothing (then fail the operation with EBUSY).
+  io_uring_sqe* get_sqe() noexcept;
+
+  /// Registers `op` (whose SQE was just prepared) and schedules the batched submit.
+  void queued(UringOp& op, io_uring_sqe* sqe);
+
+  void shutdown() override;
+
+ private:
+  void flush();
+  void arm();
+  void reap();
+
+  std::optional<io_uring> ring_;
+  std::optional<asio::posix::stream_descriptor> eventfd_;
+  std::optional<asio::any_io_executor> executor_;
+  std::error_code init_error_;
+  std::size_t in_flight_ = 0;
+  bool flush_posted_ = false;
+  bool armed_ = false;
+  bool shut_down_ = false;
+};
+
+/// Runs one io_uring operation on the calling io_context's ring: `prep(sqe)` fills the SQE.
+/// Returns: the CQE result (>= 0) or a negative errno.
+template <class Prep>
+Awaitable<int> uring_run(Prep prep) {
+  auto executor = co_await asio::this_coro::executor;
+  auto& service = asio::use_service<UringService>(asio::query(executor, asio::execution::context));
+  if (auto r = service.ensure(executor); !r) co_return -r.error().value();
+  io_uring_sqe* sqe = service.get_sqe();
+  if (sqe == nullptr) co_return -EBUSY;
+  UringOp op;
+  prep(sqe);
+  service.queued(op, sqe);
+  co_await op.done.wait();
+  co_return op.res;
+}
+
+}  // namespace iserkit::target::detail
