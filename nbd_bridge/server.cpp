@@ -210,7 +210,8 @@ void Server::start_connection(const std::shared_ptr<State>& state, Socket socket
   ++state->active;
   asio::co_spawn(executor, connection->run(), [state, connection](std::exception_ptr e) {
     if (e) log::error("nbd: connection ended with an exception");
-    --state->active;
+    const std::size_t open = --state->active;
+    if (state->options.on_connection_closed) state->options.on_connection_closed(open);
   });
 }
 

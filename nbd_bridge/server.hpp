@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,9 @@ struct ServerOptions {
   std::size_t max_requests_in_flight = 64;       ///< per connection
   std::size_t max_buffered_bytes = 64u << 20;    ///< per connection: payload bytes held before reading pauses
   std::size_t max_connections = 1024;            ///< further clients are accepted and closed at once
+  /// Called on the connection's executor each time a connection ends, with the number still open
+  /// (e.g. to exit after the last client in one-shot or socket-activation mode). May be empty.
+  std::function<void(std::size_t open_connections)> on_connection_closed;
 };
 
 /// An NBD server for one Export.
