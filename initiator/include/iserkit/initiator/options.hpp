@@ -1,0 +1,52 @@
+// Session options for the initiator: identity, the operational keys it offers at login
+// (RFC 7143 §13), timeouts and queue depth. Layer 6 (public API). Every field has a default that
+// works against tgtd, LIO and iserkit-target; set fields with designated initializers.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace iserkit::initiator {
+
+/// Header/data digest choice (RFC 7143 §13.1).
+enum class Digest { none, crc32c };
+
+/// Options for a session (normal or discovery). All lengths are in bytes.
+struct SessionOptions {
+  /// InitiatorName (RFC 7143 §13.6); empty = default_initiator_name().
+  std::string initiator_name;
+  /// InitiatorAlias (RFC 7143 §13.7); empty = not sent.
+  std::string initiator_alias;
+  /// The ISID (RFC 7143 §11.12.5); nullopt = a random ISID of type 2 ("random", 0x80 prefix).
+  std::optional<std::array<std::byte, 6>> isid;
+  Digest header_digest = Digest::none;  ///< offered HeaderDigest (CRC32C also offers None as fallback)
+  Digest data_digest = Digest::none;    ///< offered DataDigest
+  /// Our MaxRecvDataSegmentLength: the largest data segment the target may send us (RFC 7143 §13.12).
+  std::uint32_t max_recv_data_segment_length = 262144;
+  std::uint32_t max_burst_length = 1048576;   ///< offered MaxBurstLength (RFC 7143 §13.13)
+  std::uint32_t first_burst_length = 262144;  ///< offered FirstBurstLength (RFC 7143 §13.14)
+  std::uint32_t max_outstanding_r2t = 8;      ///< offered MaxOutstandingR2T (RFC 7143 §13.17)
+  bool immediate_data = true;                 ///< offered ImmediateData (RFC 7143 §13.11)
+  bool initial_r2t = false;                   ///< offered InitialR2T (RFC 7143 §13.10)
+  /// Start the login in the security stage with AuthMethod=None (true), or go straight to the
+  /// operational stage (false). RFC 7143 §6.3.
+  bool security_stage = true;
+  std::chrono::milliseconds connect_timeout{10000};  ///< TCP connect
+  std::chrono::milliseconds login_timeout{15000};    ///< the whole login phase
+  /// Default per-command timeout; 0 = none. A timed-out command fails with errc::timeout; the task
+  /// is not aborted at the target yet (no task management), its ITT is retired so late data is dropped.
+  std::chrono::milliseconds command_timeout{0};
+  /// Cap on commands in flight in this session (on top of the target's CmdSN window); also the ITT
+  /// table size. 1..65535.
+  std::uint32_t max_commands_in_flight = 128;
+};
+
+/// "iqn.2026-11.org.iserkit:initiator-<hostname>" (RFC 7143 §4.2.7.2 iqn. format), host name
+/// lowercased with characters outside [a-z0-9.-] replaced by '-'.
+std::string default_initiator_name();
+
+}  // namespace iserkit::initiator

@@ -1,0 +1,133 @@
+// The initiator session: login, the CmdSN window, the ITT table and the receive loop that places
+// Data-In straight into the caller's buffer. One TCP connection per session (MaxConnections=1),
+// ErrorRecoveryLevel 0. Implements RFC 7143 §4.2.2.1 (command numbering and window), §6 (login),
+// §11.3–§11.9 (SCSI Command/Response, Data-In/Out, R2T, Async), §11.14–§11.19 (Logout, NOP),
+// §11.17 (Reject). Layer 6 (public API) over layers 2–3 in initiator/src.
+//
+// THREADING: a Session lives on one executor (normally a single-threaded io_context) and every
+// member function must be called — and every returned awaitable awaited — on that executor's thread.
+// No locks; no thread hops per command. Other threads use BlockingClient (client.hpp) or post to
+// executor(). Any number of execute() calls may be in flight at once.
+//
+// BUFFERS: execute() reads from and writes into the caller's spans directly (zero copy): Data-In is
+// received into data_in at its BufferOffset, immediate/unsolicited/R2T data is sent from data_out.
+// Both spans must stay valid until the awaitable completes — including when it completes with an
+// error: by then no PDU references the buffer and no later Data-In can land in it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <system_error>
+
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/buffer.hpp"
+#include "iserkit/common/result.hpp"
+#include "iserkit/initiator/options.hpp"
+#include "iserkit/initiator/url.hpp"
+#include "iserkit/iscsi/negotiation.hpp"
+#include "iserkit/iscsi/pdu.hpp"
+#include "iserkit/scsi/cdb.hpp"
+#include "iserkit/scsi/lun.hpp"
+#include "iserkit/scsi/sense.hpp"
+
+namespace iserkit::initiator {
+
+/// One SCSI command as the session carries it (no iSCSI fields: ITT/CmdSN are the session's).
+struct CommandRequest {
+  scsi::Lun lun;                            ///< the logical unit
+  scsi::Cdb cdb;                            ///< 6..16-byte CDB
+  std::span<std::byte> data_in;             ///< read buffer, bytes (target → initiator); may be empty
+  std::span<const std::byte> data_out;      ///< write buffer, bytes (initiator → target); may be empty
+  iscsi::TaskAttribute attribute = iscsi::TaskAttribute::simple;
+  std::chrono::milliseconds timeout{0};     ///< 0 = SessionOptions::command_timeout
+  /// Registered views of data_in / data_out for iSER (their STags go in the iSER header,
+  /// RFC 7145 §9.2); null over TCP.
+  const SgList* read_buffers = nullptr;
+  const SgList* write_buffers = nullptr;
+};
+
+/// Counters for tests and benchmarks.
+struct SessionStats {
+  std::uint64_t commands_sent = 0;
+  std::uint64_t commands_queued_for_window = 0;  ///< commands that waited for MaxCmdSN to open
+  std::uint32_t max_in_flight_seen = 0;
+  std::uint64_t data_in_bytes_placed = 0;        ///< bytes received straight into caller buffers
+  std::uint64_t data_out_bytes_sent = 0;         ///< immediate + unsolicited + solicited bytes
+  std::uint64_t r2ts_received = 0;
+  std::uint64_t nop_in_answered = 0;
+};
+
+/// A logged-in iSCSI session (normal session type). Create with Session::connect(); share with
+/// std::shared_ptr (the receive loop keeps the session alive until the connection ends).
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  struct Impl;
+
+  /// Connects to url.host:url.port and logs in to url.target (RFC 7143 §6): security stage with
+  /// AuthMethod=None (unless options.security_stage is false), then the operational stage.
+  /// Returns: the session, or
+  ///  - errc::invalid_argument: the URL has no target name;
+  ///  - errc::not_supported: url.transport is iser (the iSER datamover is a later issue) or the URL
+  ///    carries a user name (CHAP is a later issue);
+  ///  - errc::timeout / socket errors: connect or login took too long / failed;
+  ///  - a login_status_category() code: the target answered with a non-zero status class
+  ///    (redirects, class 1, are reported the same way and not followed yet);
+  ///  - errc::negotiation_failed / errc::protocol_error: the target broke RFC 7143 §6.
+  /// Executor: everything runs on `ex`, which must be single-threaded (see THREADING above).
+  static Awaitable<Result<std::shared_ptr<Session>>> connect(asio::any_io_executor ex, const Url& url,
+                                                            SessionOptions options = {});
+
+  /// Sends one SCSI command and waits for its status. Queues while the CmdSN window is closed or
+  /// max_commands_in_flight commands are outstanding (never sends outside the window,
+  /// RFC 7143 §4.2.2.1).
+  /// Parameters: a command with a non-empty data_in is a read (R bit), a non-empty data_out a write
+  /// (W bit); both empty = no data. ExpectedDataTransferLength = the span's size in bytes.
+  /// Returns: the ScsiResult (status is data: CHECK CONDITION is a *successful* return carrying
+  /// sense; residual_bytes/residual_overflow from the U/O bits), or
+  ///  - errc::invalid_argument: both buffers set (bidirectional commands are not supported) or a
+  ///    buffer above 4 GiB - 1;
+  ///  - errc::connection_closed: the connection dropped; the session is failed from then on;
+  ///  - errc::session_closed: the session had already failed or logged out;
+  ///  - errc::timeout: the command timeout elapsed (the session stays usable);
+  ///  - errc::protocol_error: the target sent Data-In outside the buffer, an R2T outside the
+  ///    transfer, or rejected the command (Reject PDU, RFC 7143 §11.17).
+  /// Lifetime: see BUFFERS above. `request` itself need not outlive the call.
+  Awaitable<Result<scsi::ScsiResult>> execute(const CommandRequest& request);
+
+  /// Logs out (close the session, RFC 7143 §11.14) after the commands in flight finish, then closes
+  /// the connection. Commands started afterwards fail with errc::session_closed.
+  /// Returns: success, or the error that ended the exchange (the connection is closed either way).
+  Awaitable<Result<void>> logout();
+
+  /// Closes the connection at once; commands in flight fail with errc::connection_closed.
+  void close() noexcept;
+
+  /// True until the session failed, was closed, or logged out.
+  [[nodiscard]] bool is_open() const noexcept;
+  /// Why the session ended (empty while open).
+  [[nodiscard]] std::error_code error() const noexcept;
+  /// The negotiated operational parameters (lengths in bytes).
+  [[nodiscard]] const iscsi::OperationalParameters& parameters() const noexcept;
+  /// The target this session is logged in to.
+  [[nodiscard]] const std::string& target_name() const noexcept;
+  /// The peer address "ip:port".
+  [[nodiscard]] std::string peer() const;
+  /// The executor the session runs on.
+  [[nodiscard]] asio::any_io_executor executor() const;
+  /// Counters (on the session's thread only).
+  [[nodiscard]] const SessionStats& stats() const noexcept;
+
+  explicit Session(std::unique_ptr<Impl> impl);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace iserkit::initiator

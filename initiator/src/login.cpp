@@ -1,0 +1,147 @@
+// The initiator's login state machine (RFC 7143 §6.3 login phase, §11.12–§11.13, §13 keys).
+#include "login.hpp"
+
+#include "iserkit/common/errors.hpp"
+#include "iserkit/initiator/errors.hpp"
+
+namespace iserkit::initiator {
+
+iscsi::NegotiationPolicy initiator_policy(const SessionOptions& o, bool discovery) {
+  iscsi::NegotiationPolicy p;
+  auto& w = p.wanted;
+  w.initiator_max_recv_data_segment_length = o.max_recv_data_segment_length;
+  w.max_burst_length = o.max_burst_length;
+  w.first_burst_length = std::min(o.first_burst_length, o.max_burst_length);
+  w.max_outstanding_r2t = o.max_outstanding_r2t;
+  w.immediate_data = o.immediate_data;
+  w.initial_r2t = o.initial_r2t;
+  w.error_recovery_level = 0;
+  w.max_connections = 1;
+  w.data_pdu_in_order = true;
+  w.data_sequence_in_order = true;
+  w.default_time2wait = 2;
+  w.default_time2retain = 0;  // ErrorRecoveryLevel 0: nothing to retain
+  w.session_type = discovery ? "Discovery" : "Normal";
+  if (o.header_digest == Digest::crc32c) p.header_digests = {"CRC32C", "None"};
+  if (o.data_digest == Digest::crc32c) p.data_digests = {"CRC32C", "None"};
+  return p;
+}
+
+LoginMachine::LoginMachine(LoginConfig config)
+    : config_(std::move(config)),
+      negotiation_(iscsi::Role::initiator, initiator_policy(config_.options, config_.discovery)) {
+  stage_ = config_.options.security_stage ? iscsi::LoginStage::security_negotiation
+                                          : iscsi::LoginStage::operational_negotiation;
+}
+
+iscsi::TextPairs LoginMachine::operational_offers() {
+  offered_operational_ = true;
+  if (config_.discovery) {
+    // Discovery sessions negotiate only what the text exchange needs (RFC 7143 §13: most keys are
+    // irrelevant there).
+    return negotiation_.offer({"HeaderDigest", "DataDigest", "MaxRecvDataSegmentLength"});
+  }
+  return negotiation_.offer({"HeaderDigest", "DataDigest", "MaxConnections", "InitialR2T", "ImmediateData",
+                             "MaxRecvDataSegmentLength", "MaxBurstLength", "FirstBurstLength",
+                             "DefaultTime2Wait", "DefaultTime2Retain", "MaxOutstandingR2T", "DataPDUInOrder",
+                             "DataSequenceInOrder", "ErrorRecoveryLevel"});
+}
+
+LoginSend LoginMachine::request(iscsi::LoginStage csg, iscsi::TextPairs text, bool transit) {
+  iscsi::LoginRequest r;
+  r.transit = transit;
+  r.csg = csg;
+  // RFC 7143 §11.12.3: NSG is meaningful only with T=1; from security we go to operational, from
+  // operational to full feature phase.
+  r.nsg = transit ? (csg == iscsi::LoginStage::security_negotiation ? iscsi::LoginStage::operational_negotiation
+                                                                   : iscsi::LoginStage::full_feature_phase)
+                  : csg;
+  r.isid = config_.isid;
+  r.tsih = tsih_;
+  r.itt = config_.itt;
+  r.cid = config_.cid;
+  // RFC 7143 §11.12.8: every Login Request of the leading login carries the initial CmdSN.
+  r.cmd_sn = config_.cmd_sn;
+  r.exp_stat_sn = exp_stat_sn_;
+  return {r, std::move(text)};
+}
+
+LoginSend LoginMachine::start() {
+  iscsi::TextPairs text;
+  // RFC 7143 §13.6/§13.4/§13.21: InitiatorName and SessionType in the first request; TargetName
+  // for a Normal session.
+  text.push_back({"InitiatorName", config_.initiator_name});
+  if (!config_.initiator_alias.empty()) text.push_back({"InitiatorAlias", config_.initiator_alias});
+  text.push_back({"SessionType", config_.discovery ? "Discovery" : "Normal"});
+  if (!config_.discovery) text.push_back({"TargetName", config_.target_name});
+  if (stage_ == iscsi::LoginStage::security_negotiation) {
+    text.push_back({"AuthMethod", "None"});
+    return request(stage_, std::move(text), true);
+  }
+  for (auto& p : operational_offers()) text.push_back(std::move(p));
+  return request(stage_, std::move(text), true);
+}
+
+Result<LoginStep> LoginMachine::on_response(const iscsi::LoginResponse& rsp, const iscsi::TextPairs& text) {
+  // RFC 7143 §11.13.5: a non-zero status class ends the login.
+  if (rsp.status_class != 0) return fail(make_login_error(rsp.status_class, rsp.status_detail));
+  // RFC 7143 §11.13: the response echoes ITT and ISID.
+  if (rsp.itt != config_.itt || rsp.isid != config_.isid) return fail(errc::protocol_error);
+  // RFC 7143 §11.13.4: the response's CSG is the request's.
+  if (rsp.csg != stage_) return fail(errc::protocol_error);
+  exp_stat_sn_ = rsp.stat_sn + 1;
+  have_stat_sn_ = true;
+  if (rsp.tsih != 0) tsih_ = rsp.tsih;
+
+  pending_text_.insert(pending_text_.end(), text.begin(), text.end());
+  if (rsp.continue_) {
+    // RFC 7143 §11.13.3: C=1 — more text follows; answer with an empty request (T=0).
+    if (rsp.transit) return fail(errc::protocol_error);  // T and C must not both be set
+    return LoginStep{request(stage_, {}, false)};
+  }
+  iscsi::TextPairs incoming = std::move(pending_text_);
+  pending_text_.clear();
+
+  iscsi::TextPairs answers;
+  if (stage_ == iscsi::LoginStage::security_negotiation) {
+    for (const auto& [key, value] : incoming) {
+      if (key == "AuthMethod") {
+        if (value != "None") return fail(errc::negotiation_failed);  // we offered only None
+      } else if (key == "TargetPortalGroupTag" || key == "TargetAlias") {
+        (void)negotiation_.receive({{key, value}});
+      } else if (key.starts_with("CHAP_")) {
+        return fail(errc::negotiation_failed);
+      }
+    }
+    if (!rsp.transit) return LoginStep{request(stage_, {}, true)};  // target wants another round
+    // RFC 7143 §11.13.3: with T=1 the target moves to NSG; it must be the one we asked for.
+    if (rsp.nsg != iscsi::LoginStage::operational_negotiation) return fail(errc::protocol_error);
+    stage_ = iscsi::LoginStage::operational_negotiation;
+    return LoginStep{request(stage_, operational_offers(), true)};
+  }
+
+  auto r = negotiation_.receive(incoming);
+  if (!r) return fail(r.error());
+  answers = std::move(*r);
+  if (!offered_operational_) {
+    auto offers = operational_offers();
+    answers.insert(answers.end(), offers.begin(), offers.end());
+  }
+  if (rsp.transit) {
+    if (rsp.nsg != iscsi::LoginStage::full_feature_phase) return fail(errc::protocol_error);
+    // RFC 7143 §6.2: the target may not transit while it still has answers of ours pending; keys
+    // it never answered keep their defaults (finish()).
+    negotiation_.finish();
+    LoginDone done;
+    done.parameters = negotiation_.parameters();
+    done.tsih = tsih_;
+    done.exp_stat_sn = exp_stat_sn_;
+    done.exp_cmd_sn = rsp.exp_cmd_sn;
+    done.max_cmd_sn = rsp.max_cmd_sn;
+    if (done.tsih == 0) return fail(errc::protocol_error);  // RFC 7143 §11.13.6: final response has TSIH
+    return LoginStep{std::move(done)};
+  }
+  return LoginStep{request(stage_, std::move(answers), true)};
+}
+
+}  // namespace iserkit::initiator

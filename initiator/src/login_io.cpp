@@ -1,0 +1,95 @@
+// The login exchange over a datamover (RFC 7143 §6.3, §11.12, §11.13) and identity helpers
+// (InitiatorName RFC 7143 §4.2.7.2, ISID §11.12.5).
+#include "login_io.hpp"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <memory>
+#include <random>
+
+#include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
+#include "iserkit/initiator/options.hpp"
+
+namespace iserkit::initiator {
+
+std::array<std::byte, 6> random_isid() {
+  std::random_device rd;
+  std::array<std::byte, 6> isid{};
+  isid[0] = std::byte{0x80};  // T = 10b: random; A reserved
+  const std::uint32_t bc = rd();
+  isid[1] = static_cast<std::byte>(bc >> 16);
+  isid[2] = static_cast<std::byte>(bc >> 8);
+  isid[3] = static_cast<std::byte>(bc);
+  const std::uint32_t d = rd();
+  isid[4] = static_cast<std::byte>(d >> 8);
+  isid[5] = static_cast<std::byte>(d | 1);  // never an all-zero qualifier
+  return isid;
+}
+
+std::string default_initiator_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "localhost");
+  std::string name = "iqn.2026-11.org.iserkit:initiator-";
+  for (const char* p = host; *p != '\0'; ++p) {
+    const auto c = static_cast<unsigned char>(std::tolower(static_cast<unsigned char>(*p)));
+    name += (std::isalnum(c) || c == '.' || c == '-') ? static_cast<char>(c) : '-';
+  }
+  return name;
+}
+
+Awaitable<Result<LoginDone>> perform_login(datamover::Datamover& dm, LoginConfig config,
+                                           std::chrono::milliseconds timeout) {
+  auto ex = co_await asio::this_coro::executor;
+  struct TimerState {
+    bool timed_out = false;
+    bool finished = false;
+  };
+  auto state = std::make_shared<TimerState>();
+  asio::steady_timer timer(ex);
+  timer.expires_after(timeout);
+  timer.async_wait([state, &dm](const boost::system::error_code& e) {
+    if (e || state->finished) return;  // the handler may run after the login ended
+    state->timed_out = true;
+    dm.close();
+  });
+  struct CancelTimer {
+    asio::steady_timer& t;
+    TimerState& s;
+    ~CancelTimer() {
+      s.finished = true;
+      t.cancel();
+    }
+  } cancel{timer, *state};
+  const bool& timed_out_flag = state->timed_out;
+  const bool* timed_out = &timed_out_flag;
+
+  LoginMachine machine(std::move(config));
+  LoginSend next = machine.start();
+  while (true) {
+    if (auto ec = co_await dm.send(datamover::make_pdu_owned(next.request, iscsi::encode_text(next.text)))) {
+      co_return fail(*timed_out ? make_error_code(errc::timeout) : ec);
+    }
+    auto in = co_await dm.receive(nullptr);
+    if (!in) co_return fail(*timed_out ? make_error_code(errc::timeout) : in.error());
+    if (in->pdu_error) co_return fail(errc::protocol_error);
+    // RFC 7143 §6.3: only Login Responses may arrive during the login phase.
+    auto rsp = iscsi::decode_bhs_as<iscsi::LoginResponse>(in->bhs);
+    if (!rsp) co_return fail(errc::protocol_error);
+    auto text = iscsi::decode_text(in->data);
+    if (!text) co_return fail(errc::protocol_error);
+    auto step = machine.on_response(*rsp, *text);
+    if (!step) co_return fail(step.error());
+    if (auto* done = std::get_if<LoginDone>(&*step)) {
+      // RFC 7143 §13.1/§13.12: digests and the new MaxRecvDataSegmentLength apply from the first
+      // full-feature-phase PDU on.
+      dm.set_digests(done->parameters.header_digest_crc32c, done->parameters.data_digest_crc32c);
+      dm.set_max_recv_data_segment_length(done->parameters.initiator_max_recv_data_segment_length);
+      co_return std::move(*done);
+    }
+    next = std::move(std::get<LoginSend>(*step));
+  }
+}
+
+}  // namespace iserkit::initiator

@@ -1,0 +1,102 @@
+// iSCSI URL parsing (libiscsi's iscsi://[user[%password]@]host[:port]/target-iqn/lun form).
+#include "iserkit/initiator/url.hpp"
+
+#include <charconv>
+
+#include "iserkit/common/errors.hpp"
+
+namespace iserkit::initiator {
+namespace {
+
+template <class T>
+bool parse_uint(std::string_view s, T& out, std::uint64_t max) {
+  if (s.empty()) return false;
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size() || v > max) return false;
+  out = static_cast<T>(v);
+  return true;
+}
+
+}  // namespace
+
+Result<Url> parse_url(std::string_view text) {
+  Url url;
+  constexpr std::string_view iscsi = "iscsi://";
+  constexpr std::string_view iser = "iser://";
+  if (text.starts_with(iscsi)) {
+    text.remove_prefix(iscsi.size());
+  } else if (text.starts_with(iser)) {
+    text.remove_prefix(iser.size());
+    url.transport = datamover::Transport::iser;
+  } else {
+    return fail(errc::invalid_argument);
+  }
+  const auto slash = text.find('/');
+  std::string_view authority = text.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? std::string_view{} : text.substr(slash + 1);
+
+  if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = authority.substr(0, at);
+    authority.remove_prefix(at + 1);
+    const auto pct = userinfo.find('%');
+    url.user = std::string(userinfo.substr(0, pct));
+    if (pct != std::string_view::npos) url.password = std::string(userinfo.substr(pct + 1));
+    if (url.user.empty()) return fail(errc::invalid_argument);
+  }
+  std::string_view port_text;
+  if (authority.starts_with('[')) {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) return fail(errc::invalid_argument);
+    url.host = std::string(authority.substr(1, close - 1));
+    const std::string_view rest = authority.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest[0] != ':') return fail(errc::invalid_argument);
+      port_text = rest.substr(1);
+      if (port_text.empty()) return fail(errc::invalid_argument);
+    }
+  } else {
+    const auto colon = authority.find(':');
+    url.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      if (port_text.empty()) return fail(errc::invalid_argument);
+    }
+  }
+  if (url.host.empty()) return fail(errc::invalid_argument);
+  if (!port_text.empty() && (!parse_uint(port_text, url.port, 65535) || url.port == 0))
+    return fail(errc::invalid_argument);
+
+  if (!path.empty()) {
+    const auto next = path.find('/');
+    url.target = std::string(path.substr(0, next));
+    if (url.target.empty()) return fail(errc::invalid_argument);
+    if (next != std::string_view::npos) {
+      std::string_view lun = path.substr(next + 1);
+      if (lun.ends_with('/')) lun.remove_suffix(1);
+      if (lun.find('/') != std::string_view::npos) return fail(errc::invalid_argument);
+      std::uint16_t n = 0;
+      if (!parse_uint(lun, n, 16383)) return fail(errc::invalid_argument);
+      url.lun = n;
+    }
+  }
+  return url;
+}
+
+std::string format_url(const Url& url, bool include_password) {
+  std::string s = url.transport == datamover::Transport::iser ? "iser://" : "iscsi://";
+  if (!url.user.empty()) {
+    s += url.user;
+    if (!url.password.empty()) s += "%" + (include_password ? url.password : std::string("***"));
+    s += "@";
+  }
+  s += url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
+  if (url.port != default_port) s += ":" + std::to_string(url.port);
+  if (!url.target.empty()) {
+    s += "/" + url.target;
+    if (url.lun) s += "/" + std::to_string(*url.lun);
+  }
+  return s;
+}
+
+}  // namespace iserkit::initiator

@@ -1,0 +1,310 @@
+// The `iserkit` command line tool: discover, inquiry, readcap, read, write over the initiator's
+// public API (BlockingClient). Layer 6: exceptions (cxxopts) and blocking calls are allowed here.
+// Exit codes: 0 success, 1 error with "<operation>: <what>: key=value" on stderr.
+// Unaligned --offset/--length are handled by read-modify-write of the edge blocks (write) or
+// partial copies (read); see LunHandle::write_bytes for the concurrency caveat.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <cxxopts.hpp>
+
+#include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
+#include "iserkit/initiator/client.hpp"
+#include "iserkit/initiator/errors.hpp"
+
+namespace ik = iserkit::initiator;
+
+namespace {
+
+constexpr std::size_t chunk_bytes = 4u << 20;
+
+int error(const std::string& operation, const std::string& what, const std::string& kv = {}) {
+  std::cerr << operation << ": " << what << (kv.empty() ? "" : ": " + kv) << "\n";
+  return 1;
+}
+
+std::string describe(std::error_code ec) { return ec.message() + " (" + ec.category().name() + ":" + std::to_string(ec.value()) + ")"; }
+
+std::string hex(std::span<const std::byte> b) {
+  std::string s;
+  char buf[4];
+  for (auto x : b) {
+    std::snprintf(buf, sizeof buf, "%02x", static_cast<unsigned>(x));
+    s += buf;
+  }
+  return s;
+}
+
+const char* designator_type_name(iserkit::scsi::DesignatorType t) {
+  using T = iserkit::scsi::DesignatorType;
+  switch (t) {
+    case T::vendor_specific: return "vendor-specific";
+    case T::t10_vendor_id: return "t10";
+    case T::eui64: return "eui64";
+    case T::naa: return "naa";
+    case T::relative_target_port: return "relative-target-port";
+    case T::target_port_group: return "target-port-group";
+    case T::logical_unit_group: return "logical-unit-group";
+    case T::md5_logical_unit: return "md5";
+    case T::scsi_name_string: return "scsi-name";
+    case T::protocol_specific_port: return "protocol-specific";
+    case T::uuid: return "uuid";
+  }
+  return "unknown";
+}
+
+bool write_all(int fd, const std::byte* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+// Reads up to n bytes (less only at EOF).
+std::size_t read_full(int fd, std::byte* p, std::size_t n, bool& failed) {
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::read(fd, p + got, n - got);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      failed = true;
+      break;
+    }
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
+}
+
+struct Common {
+  ik::SessionOptions options;
+};
+
+iserkit::Result<ik::Url> url_for(const std::string& op, const std::string& text, bool need_target, int& rc) {
+  auto url = ik::parse_url(text);
+  if (!url) {
+    rc = error(op, "bad URL", "url=" + text);
+    return url;
+  }
+  if (need_target && url->target.empty()) {
+    rc = error(op, "URL has no target", "url=" + ik::format_url(*url));
+    return iserkit::fail(iserkit::errc::invalid_argument);
+  }
+  return url;
+}
+
+int cmd_discover(const Common& c, const std::string& text) {
+  int rc = 0;
+  auto url = url_for("discover", text, false, rc);
+  if (!url) return rc;
+  auto targets = ik::BlockingClient::discover(*url, c.options);
+  if (!targets) return error("discover", describe(targets.error()), "portal=" + url->host + ":" + std::to_string(url->port));
+  for (const auto& t : *targets) {
+    std::cout << t.name << "\n";
+    for (const auto& p : t.portals) {
+      const bool v6 = p.host.find(':') != std::string::npos;
+      std::cout << "  portal " << (v6 ? "[" + p.host + "]" : p.host) << ":" << p.port << " tpgt=" << p.portal_group_tag
+                << "\n";
+    }
+  }
+  return 0;
+}
+
+iserkit::Result<std::unique_ptr<ik::BlockingClient>> open_client(const std::string& op, const Common& c,
+                                                                 const std::string& text, int& rc) {
+  auto url = url_for(op, text, true, rc);
+  if (!url) return iserkit::fail(url.error());
+  auto client = ik::BlockingClient::open(*url, c.options);
+  if (!client) rc = error(op, "cannot open LUN: " + describe(client.error()), "url=" + ik::format_url(*url));
+  return client;
+}
+
+int cmd_inquiry(const Common& c, const std::string& text) {
+  int rc = 0;
+  auto client = open_client("inquiry", c, text, rc);
+  if (!client) return rc;
+  auto& cl = **client;
+  auto inq = cl.inquiry();
+  if (!inq) return error("inquiry", describe(inq.error()));
+  std::cout << "vendor: " << inq->vendor << "\nproduct: " << inq->product << "\nrevision: " << inq->revision << "\n";
+  std::cout << "peripheral type: " << static_cast<unsigned>(inq->type) << "\n";
+  if (auto sn = cl.unit_serial_number()) {
+    const auto first = sn->find_first_not_of(' ');
+    std::cout << "serial: " << (first == std::string::npos ? std::string() : sn->substr(first)) << "\n";
+  }
+  if (auto ids = cl.device_identification()) {
+    for (const auto& d : *ids) {
+      std::cout << "designator: " << designator_type_name(d.type) << " ";
+      if (d.code_set == iserkit::scsi::CodeSet::binary)
+        std::cout << hex(d.value);
+      else
+        std::cout << std::string(reinterpret_cast<const char*>(d.value.data()), d.value.size()).c_str();
+      std::cout << "\n";
+    }
+  }
+  const auto& info = cl.info();
+  if (info.block_limits) {
+    const auto& b = *info.block_limits;
+    std::cout << "block limits: max_transfer_length=" << b.maximum_transfer_length
+              << " optimal_transfer_length=" << b.optimal_transfer_length
+              << " max_unmap_lba_count=" << b.maximum_unmap_lba_count
+              << " max_unmap_descriptors=" << b.maximum_unmap_block_descriptor_count
+              << " max_write_same_length=" << b.maximum_write_same_length << "\n";
+  } else {
+    std::cout << "block limits: not reported\n";
+  }
+  if (info.provisioning)
+    std::cout << "provisioning: unmap=" << info.provisioning->lbpu << " write_same_unmap=" << info.provisioning->lbpws
+              << "\n";
+  return 0;
+}
+
+int cmd_readcap(const Common& c, const std::string& text) {
+  int rc = 0;
+  auto client = open_client("readcap", c, text, rc);
+  if (!client) return rc;
+  auto cap = (*client)->read_capacity();
+  if (!cap) return error("readcap", describe(cap.error()));
+  std::cout << "blocks: " << cap->blocks << "\nblock size: " << cap->block_size_bytes << "\nbytes: " << cap->size_bytes()
+            << "\nthin: " << (cap->thin ? "yes" : "no") << "\n";
+  return 0;
+}
+
+int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std::optional<std::uint64_t> length,
+             const std::string& out_path) {
+  int rc = 0;
+  auto client = open_client("read", c, text, rc);
+  if (!client) return rc;
+  auto& cl = **client;
+  const std::uint64_t size = cl.info().capacity.size_bytes();
+  if (offset > size) return error("read", "offset past the end", "offset=" + std::to_string(offset) + " size=" + std::to_string(size));
+  const std::uint64_t len = length.value_or(size - offset);
+  if (len > size - offset)
+    return error("read", "range past the end",
+                 "offset=" + std::to_string(offset) + " length=" + std::to_string(len) + " size=" + std::to_string(size));
+  int fd = STDOUT_FILENO;
+  if (!out_path.empty() && out_path != "-") {
+    fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return error("read", "cannot open output", "file=" + out_path + " errno=" + std::strerror(errno));
+  }
+  auto buffer = iserkit::HeapBufferPool::shared().allocate(chunk_bytes);
+  for (std::uint64_t done = 0; done < len;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, len - done));
+    auto r = cl.read_bytes(offset + done, buffer.bytes().first(n));
+    if (!r) return error("read", describe(r.error()), "offset=" + std::to_string(offset + done) + " length=" + std::to_string(n));
+    if (!write_all(fd, buffer.data(), n)) return error("read", "cannot write output", std::string("errno=") + std::strerror(errno));
+    done += n;
+  }
+  if (fd != STDOUT_FILENO) ::close(fd);
+  return 0;
+}
+
+int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, const std::string& in_path, bool fua) {
+  int rc = 0;
+  auto client = open_client("write", c, text, rc);
+  if (!client) return rc;
+  auto& cl = **client;
+  const std::uint64_t size = cl.info().capacity.size_bytes();
+  int fd = STDIN_FILENO;
+  if (!in_path.empty() && in_path != "-") {
+    fd = ::open(in_path.c_str(), O_RDONLY);
+    if (fd < 0) return error("write", "cannot open input", "file=" + in_path + " errno=" + std::strerror(errno));
+  }
+  auto buffer = iserkit::HeapBufferPool::shared().allocate(chunk_bytes);
+  std::uint64_t pos = offset;
+  while (true) {
+    bool failed = false;
+    const std::size_t n = read_full(fd, buffer.data(), chunk_bytes, failed);
+    if (failed) return error("write", "cannot read input", std::string("errno=") + std::strerror(errno));
+    if (n == 0) break;
+    if (pos > size || n > size - pos)
+      return error("write", "data past the end of the LUN",
+                   "offset=" + std::to_string(pos) + " length=" + std::to_string(n) + " size=" + std::to_string(size));
+    auto r = cl.write_bytes(pos, buffer.bytes().first(n), {.fua = fua});
+    if (!r) return error("write", describe(r.error()), "offset=" + std::to_string(pos) + " length=" + std::to_string(n));
+    pos += n;
+    if (n < chunk_bytes) break;
+  }
+  if (fd != STDIN_FILENO) ::close(fd);
+  if (!fua) {
+    if (auto r = cl.synchronize_cache(); !r) return error("write", "SYNCHRONIZE CACHE failed: " + describe(r.error()));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options opts("iserkit", "iSCSI initiator tool\n\n"
+                        "  iserkit discover iscsi://HOST[:PORT]\n"
+                        "  iserkit inquiry  iscsi://HOST[:PORT]/TARGET/LUN\n"
+                        "  iserkit readcap  URL\n"
+                        "  iserkit read     URL [--offset BYTES] [--length BYTES] [-o FILE]\n"
+                        "  iserkit write    URL [--offset BYTES] [-i FILE] [--fua]\n\n"
+                        "Offsets and lengths are in bytes and may be unaligned (edge blocks are read-modify-written).");
+  opts.add_options()
+    ("h,help", "show help")
+    ("version", "print the version")
+    ("initiator-name", "InitiatorName (default iqn.2026-11.org.iserkit:initiator-<hostname>)", cxxopts::value<std::string>())
+    ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
+    ("header-digest", "None or CRC32C", cxxopts::value<std::string>()->default_value("None"))
+    ("data-digest", "None or CRC32C", cxxopts::value<std::string>()->default_value("None"))
+    ("timeout", "per-command timeout in milliseconds (0 = none)", cxxopts::value<std::uint64_t>()->default_value("0"))
+    ("offset", "byte offset (read/write)", cxxopts::value<std::uint64_t>()->default_value("0"))
+    ("length", "bytes to read (default: to the end)", cxxopts::value<std::uint64_t>())
+    ("o,output", "output file for read (default stdout)", cxxopts::value<std::string>()->default_value("-"))
+    ("i,input", "input file for write (default stdin)", cxxopts::value<std::string>()->default_value("-"))
+    ("fua", "write with FUA (otherwise SYNCHRONIZE CACHE at the end)")
+    ("command", "discover|inquiry|readcap|read|write", cxxopts::value<std::string>())
+    ("url", "iscsi:// URL", cxxopts::value<std::string>());
+  opts.parse_positional({"command", "url"});
+  opts.positional_help("COMMAND URL");
+  try {
+    auto args = opts.parse(argc, argv);
+    if (args.count("help")) {
+      std::cout << opts.help() << "\n";
+      return 0;
+    }
+    if (args.count("version")) {
+      std::cout << "iserkit " << ISERKIT_VERSION << "\n";
+      return 0;
+    }
+    iserkit::log::set_level(args["log-level"].as<std::string>());
+    if (!args.count("command") || !args.count("url")) return error("iserkit", "missing command or URL", "usage=iserkit --help");
+    Common c;
+    if (args.count("initiator-name")) c.options.initiator_name = args["initiator-name"].as<std::string>();
+    auto digest = [](const std::string& v) { return v == "CRC32C" || v == "crc32c" ? ik::Digest::crc32c : ik::Digest::none; };
+    c.options.header_digest = digest(args["header-digest"].as<std::string>());
+    c.options.data_digest = digest(args["data-digest"].as<std::string>());
+    c.options.command_timeout = std::chrono::milliseconds(args["timeout"].as<std::uint64_t>());
+    const auto command = args["command"].as<std::string>();
+    const auto url = args["url"].as<std::string>();
+    if (command == "discover") return cmd_discover(c, url);
+    if (command == "inquiry") return cmd_inquiry(c, url);
+    if (command == "readcap") return cmd_readcap(c, url);
+    if (command == "read") {
+      std::optional<std::uint64_t> length;
+      if (args.count("length")) length = args["length"].as<std::uint64_t>();
+      return cmd_read(c, url, args["offset"].as<std::uint64_t>(), length, args["output"].as<std::string>());
+    }
+    if (command == "write")
+      return cmd_write(c, url, args["offset"].as<std::uint64_t>(), args["input"].as<std::string>(), args.count("fua") > 0);
+    return error("iserkit", "unknown command", "command=" + command);
+  } catch (const cxxopts::exceptions::exception& e) {
+    return error("iserkit", "bad arguments", std::string("reason=") + e.what());
+  }
+}
