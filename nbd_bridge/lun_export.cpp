@@ -1,0 +1,79 @@
+// LunExport: NBD requests → SCSI commands on one LUN (NBD proto.md; SBC-4 §5).
+#include "nbd_bridge/lun_export.hpp"
+
+#include <algorithm>
+
+#include "iserkit/initiator/errors.hpp"
+
+namespace iserkit::nbd {
+namespace {
+
+std::error_code as_errno(const std::error_code& ec) {
+  if (!ec) return {};
+  return {initiator::to_errno(ec), std::generic_category()};
+}
+
+template <class T>
+std::error_code as_errno(const Result<T>& r) {
+  return r ? std::error_code{} : as_errno(r.error());
+}
+
+}  // namespace
+
+LunExport::LunExport(initiator::LunHandle lun, LunExportOptions options)
+    : lun_(std::move(lun)), options_(std::move(options)), block_size_(lun_.info().capacity.block_size_bytes) {}
+
+ExportInfo LunExport::info() const {
+  const auto& i = lun_.info();
+  const std::uint64_t max_transfer = std::uint64_t{i.max_transfer_blocks} * block_size_;
+  const bool can_unmap = i.provisioning && i.provisioning->lbpu;
+  return ExportInfo{
+      .name = options_.name,
+      .description = options_.description,
+      .size_bytes = i.capacity.size_bytes(),
+      .min_block_size_bytes = block_size_,
+      .preferred_block_size_bytes = std::max<std::uint32_t>(block_size_, 4096),
+      .max_block_size_bytes = static_cast<std::uint32_t>(
+          std::clamp<std::uint64_t>(max_transfer, std::max<std::uint32_t>(block_size_, 4096), 32u << 20)),
+      .read_only = options_.read_only,
+      .can_flush = true,
+      .can_fua = true,
+      .can_trim = can_unmap,
+      .can_write_zeroes = true,
+      // Every NBD connection shares this one iSCSI session, so a FLUSH (SYNCHRONIZE CACHE) covers
+      // writes completed on any of them (proto.md NBD_FLAG_CAN_MULTI_CONN).
+      .can_multi_conn = true,
+  };
+}
+
+Awaitable<std::error_code> LunExport::read(std::uint64_t offset_bytes, ByteSpan dest) {
+  auto r = co_await lun_.read({.lba = lba(offset_bytes), .blocks = static_cast<std::uint32_t>(dest.size() / block_size_)},
+                              dest);
+  co_return as_errno(r);
+}
+
+Awaitable<std::error_code> LunExport::write(std::uint64_t offset_bytes, ConstByteSpan src, bool fua) {
+  auto r = co_await lun_.write(
+      {.lba = lba(offset_bytes), .blocks = static_cast<std::uint32_t>(src.size() / block_size_), .fua = fua}, src);
+  co_return as_errno(r);
+}
+
+Awaitable<std::error_code> LunExport::flush() { co_return as_errno(co_await lun_.synchronize_cache()); }
+
+Awaitable<std::error_code> LunExport::trim(std::uint64_t offset_bytes, std::uint64_t length_bytes, bool fua) {
+  const initiator::BlockRange range{.lba = lba(offset_bytes), .blocks = length_bytes / block_size_};
+  if (auto ec = as_errno(co_await lun_.unmap(std::span(&range, 1)))) co_return ec;
+  if (fua) co_return co_await flush();
+  co_return std::error_code{};
+}
+
+Awaitable<std::error_code> LunExport::write_zeroes(std::uint64_t offset_bytes, std::uint64_t length_bytes,
+                                                   bool may_trim, bool fua) {
+  auto r = co_await lun_.write_zeroes(
+      {.lba = lba(offset_bytes), .blocks = length_bytes / block_size_, .may_unmap = may_trim});
+  if (auto ec = as_errno(r)) co_return ec;
+  if (fua) co_return co_await flush();
+  co_return std::error_code{};
+}
+
+}  // namespace iserkit::nbd

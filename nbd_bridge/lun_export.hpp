@@ -1,0 +1,51 @@
+// LunExport: the NBD Export backed by one remote SCSI LUN through the initiator library. Maps NBD
+// READ/WRITE(FUA)/FLUSH/TRIM/WRITE_ZEROES (NBD proto.md "Request types") onto READ/WRITE (10/16),
+// SYNCHRONIZE CACHE, UNMAP and WRITE SAME (SBC-4 §5), and SCSI sense onto errno through the one
+// table in common/scsi/errno_map (via initiator::to_errno).
+#pragma once
+
+#include <memory>
+
+#include "iserkit/initiator/lun.hpp"
+#include "nbd_bridge/export.hpp"
+
+namespace iserkit::nbd {
+
+/// Options for LunExport.
+struct LunExportOptions {
+  std::string name;          ///< export name (NBD_INFO_NAME)
+  std::string description;   ///< NBD_INFO_DESCRIPTION, e.g. the URL without password
+  bool read_only = false;
+};
+
+/// Serves one LUN. Payload moves without copies: READ data lands from Data-In straight in the
+/// server's reply buffer, WRITE data goes from the server's request buffer straight into Data-Out.
+/// Threading: must be called on the session's executor (the bridge runs the NBD server and the
+/// session on one io_context thread).
+class LunExport final : public Export {
+ public:
+  LunExport(initiator::LunHandle lun, LunExportOptions options);
+
+  [[nodiscard]] ExportInfo info() const override;
+  /// READ: offset/length are multiples of the LUN's block size (min_block_size). Errors: errno of
+  /// the SCSI sense or transport failure (EIO, ENOTCONN, ETIMEDOUT…).
+  Awaitable<std::error_code> read(std::uint64_t offset_bytes, ByteSpan dest) override;
+  /// WRITE with FUA mapped to the FUA bit (SBC-4 §5.43).
+  Awaitable<std::error_code> write(std::uint64_t offset_bytes, ConstByteSpan src, bool fua) override;
+  /// SYNCHRONIZE CACHE over the whole LUN.
+  Awaitable<std::error_code> flush() override;
+  /// UNMAP of the range (split at the unit's limits); FUA adds a SYNCHRONIZE CACHE.
+  Awaitable<std::error_code> trim(std::uint64_t offset_bytes, std::uint64_t length_bytes, bool fua) override;
+  /// WRITE SAME of zeroes, with the UNMAP bit when `may_trim`; FUA adds a SYNCHRONIZE CACHE.
+  Awaitable<std::error_code> write_zeroes(std::uint64_t offset_bytes, std::uint64_t length_bytes, bool may_trim,
+                                          bool fua) override;
+
+ private:
+  std::uint64_t lba(std::uint64_t offset_bytes) const noexcept { return offset_bytes / block_size_; }
+
+  initiator::LunHandle lun_;
+  LunExportOptions options_;
+  std::uint32_t block_size_;
+};
+
+}  // namespace iserkit::nbd
