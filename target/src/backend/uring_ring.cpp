@@ -18,16 +18,14 @@ constexpr unsigned ring_entries = 256;
 UringService::UringService(asio::execution_context& context) : asio::execution_context::service(context) {}
 
 UringService::~UringService() {
-  eventfd_.reset();
   if (ring_) io_uring_queue_exit(&*ring_);
 }
 
 void UringService::shutdown() {
+  // Destroy the descriptor here, not in the destructor: services are destroyed newest first, and
+  // the reactor service the descriptor belongs to was created after this one.
   shut_down_ = true;
-  if (eventfd_) {
-    boost::system::error_code ignored;
-    eventfd_->close(ignored);
-  }
+  eventfd_.reset();
 }
 
 Result<void> UringService::ensure(const asio::any_io_executor& executor) {

@@ -67,7 +67,8 @@ class BackendContract : public ::testing::Test {
 
   // A 4096-aligned buffer of n bytes (for O_DIRECT paths), optionally shifted by `shift` bytes.
   std::byte* aligned(std::size_t n, std::size_t shift = 0) {
-    storage_.emplace_back(static_cast<std::byte*>(std::aligned_alloc(4096, n + 4096)), &std::free);
+    const std::size_t size = (n + shift + 4095) / 4096 * 4096;  // aligned_alloc needs a multiple
+    storage_.emplace_back(static_cast<std::byte*>(std::aligned_alloc(4096, size)), &std::free);
     return storage_.back().get() + shift;
   }
   static void pattern(ByteSpan b, unsigned seed) {
