@@ -167,7 +167,9 @@ TextPairs Negotiation::offer(std::initializer_list<std::string_view> keys) {
   TextPairs out;
   for (auto name : keys) {
     const auto* key = find_key(name);
-    if (key == nullptr || seen_.contains(name)) continue;
+    // A declarative key is each side's own statement (RFC 7143 §6.2): the peer having declared
+    // its value (e.g. its MaxRecvDataSegmentLength) must not suppress ours.
+    if (key == nullptr || (seen_.contains(name) && key->kind != KeyKind::declarative)) continue;
     std::string value = key->local(policy_, me_);
     if (key->kind == KeyKind::declarative) {
       if (value.empty()) continue;

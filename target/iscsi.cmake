@@ -1,0 +1,18 @@
+# iSCSI side of the target (layers 2, 3-glue and 6): login state machine, CmdSN window, write data
+# sequencer, connection/session handling, TCP portals (library iserkit_target) and the
+# iserkit-target executable. Included by target/CMakeLists.txt.
+add_library(iserkit_target STATIC
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/config.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/connection.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/login.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/portal.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/target_node.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/write_sequencer.cpp)
+add_library(iserkit::target ALIAS iserkit_target)
+target_include_directories(iserkit_target
+  PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
+  PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+target_link_libraries(iserkit_target PUBLIC iserkit::target_scsi iserkit::common)
+
+add_executable(iserkit-target ${CMAKE_CURRENT_SOURCE_DIR}/main.cpp)
+target_link_libraries(iserkit-target PRIVATE iserkit::target cxxopts::cxxopts)

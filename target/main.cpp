@@ -1,0 +1,135 @@
+// iserkit-target: the bundled iSCSI target (RFC 7143) serving files, block devices and memory LUNs
+// over TCP. Layer 6 front end: flags (cxxopts) → TargetConfig → TargetServer.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <cxxopts.hpp>
+
+#include "iserkit/common/log.hpp"
+#include "iserkit/target/target.hpp"
+
+namespace {
+
+constexpr const char* version = "0.1.0";
+
+int run(int argc, char** argv) {
+  using iserkit::target::TargetConfig;
+  cxxopts::Options options("iserkit-target", "iSCSI target serving files, block devices and memory LUNs");
+  options.add_options()
+      ("lun", "LUN source: a file or block device, or mem:SIZE for a sparse memory LUN (e.g. mem:64M; "
+              "suffixes K, M, G, T are powers of 1024). Repeat for lun0, lun1, ...",
+       cxxopts::value<std::vector<std::string>>())
+      ("iqn", "target name; with --export-dir the base name of the targets",
+       cxxopts::value<std::string>()->default_value("iqn.2026-11.org.iserkit:target"))
+      ("listen", "portal HOST:PORT, [IPV6]:PORT; port 0 picks a free port. Repeatable (default 0.0.0.0:3260)",
+       cxxopts::value<std::vector<std::string>>())
+      ("export-dir", "each subfolder of DIR is a target <iqn>:<name>; its files and block devices, sorted by "
+                     "name, are lun0, lun1, ...",
+       cxxopts::value<std::string>())
+      ("read-only", "refuse writes (WRITE PROTECTED)")
+      ("block-size", "logical block size: 512 or 4096", cxxopts::value<unsigned>()->default_value("512"))
+      ("threads", "I/O threads, each with its own io_context", cxxopts::value<unsigned>()->default_value("1"))
+      ("port-file", "write the first bound port to PATH once listening", cxxopts::value<std::string>())
+      ("log-level", "trace, debug, info, warn, error or off", cxxopts::value<std::string>()->default_value("info"))
+      ("max-recv-data-segment-length", "bytes the target accepts per PDU (declared)",
+       cxxopts::value<std::uint32_t>()->default_value("262144"))
+      ("first-burst-length", "bytes of unsolicited data accepted per command",
+       cxxopts::value<std::uint32_t>()->default_value("262144"))
+      ("max-burst-length", "bytes per Data-In or solicited Data-Out sequence",
+       cxxopts::value<std::uint32_t>()->default_value("4194304"))
+      ("max-outstanding-r2t", "R2Ts outstanding per command", cxxopts::value<std::uint32_t>()->default_value("8"))
+      ("version", "print the version and exit")
+      ("h,help", "print this help and exit");
+  auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::cout << options.help() << "\nExamples:\n"
+              << "  iserkit-target --lun disk.img --listen 0.0.0.0:3260\n"
+              << "  iserkit-target --lun mem:64M --listen 127.0.0.1:0 --port-file /tmp/port\n"
+              << "  iserkit-target --export-dir /srv/volumes --iqn iqn.2026-11.org.example\n";
+    return 0;
+  }
+  if (args.count("version")) {
+    std::cout << "iserkit-target " << version << "\n";
+    return 0;
+  }
+  iserkit::log::set_level(args["log-level"].as<std::string>());
+  spdlog::set_default_logger(spdlog::default_logger());
+
+  TargetConfig config;
+  config.iqn = args["iqn"].as<std::string>();
+  if (args.count("listen")) {
+    for (const auto& l : args["listen"].as<std::vector<std::string>>()) {
+      auto a = iserkit::target::parse_listen_address(l);
+      if (!a) {
+        std::cerr << "iserkit-target: --listen " << l << ": expected HOST:PORT or [IPV6]:PORT\n";
+        return 2;
+      }
+      config.listen.push_back(*a);
+    }
+  }
+  if (args.count("lun")) {
+    for (const auto& l : args["lun"].as<std::vector<std::string>>()) {
+      auto s = iserkit::target::parse_lun_source(l);
+      if (!s) {
+        std::cerr << "iserkit-target: --lun " << l << ": expected a path or mem:SIZE\n";
+        return 2;
+      }
+      if (!s->memory && !std::filesystem::exists(s->path)) {
+        std::cerr << "iserkit-target: --lun " << l << ": no such file or device\n";
+        return 2;
+      }
+      config.luns.push_back(*s);
+    }
+  }
+  if (args.count("export-dir")) config.export_dir = args["export-dir"].as<std::string>();
+  config.read_only = args.count("read-only") > 0;
+  config.block_size_bytes = args["block-size"].as<unsigned>();
+  if (config.block_size_bytes != 512 && config.block_size_bytes != 4096) {
+    std::cerr << "iserkit-target: --block-size must be 512 or 4096\n";
+    return 2;
+  }
+  config.threads = std::max(1u, args["threads"].as<unsigned>());
+  config.max_recv_data_segment_length = args["max-recv-data-segment-length"].as<std::uint32_t>();
+  config.first_burst_length = args["first-burst-length"].as<std::uint32_t>();
+  config.max_burst_length = args["max-burst-length"].as<std::uint32_t>();
+  config.max_outstanding_r2t = std::max<std::uint32_t>(1, args["max-outstanding-r2t"].as<std::uint32_t>());
+  if (config.luns.empty() && !config.export_dir) {
+    std::cerr << "iserkit-target: no LUNs: give --lun FILE|mem:SIZE or --export-dir DIR (see --help)\n";
+    return 2;
+  }
+
+  auto server = iserkit::target::TargetServer::create(config);
+  if (!server) {
+    std::cerr << "iserkit-target: " << server.error().message() << "\n";
+    return 1;
+  }
+  for (const auto& line : (*server)->describe()) iserkit::log::info("target {}", line);
+  for (const auto& a : (*server)->listening()) std::cout << "listening on " << a << "\n";
+  std::cout.flush();
+  if (args.count("port-file")) {
+    const auto path = args["port-file"].as<std::string>();
+    const auto tmp = path + ".tmp";
+    {
+      std::ofstream f(tmp);
+      f << (*server)->ports().front() << "\n";
+    }
+    std::filesystem::rename(tmp, path);  // appears whole, never half-written
+  }
+  (*server)->run(true);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    std::cerr << "iserkit-target: " << e.what() << " (see --help)\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "iserkit-target: " << e.what() << "\n";
+    return 1;
+  }
+}

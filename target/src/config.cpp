@@ -1,0 +1,83 @@
+// Parsers for iserkit-target's flag syntaxes (--listen, --lun, sizes).
+#include "iserkit/target/config.hpp"
+
+#include <cctype>
+#include <charconv>
+
+#include "iserkit/common/errors.hpp"
+
+namespace iserkit::target {
+namespace {
+
+std::optional<std::uint64_t> parse_u64(std::string_view s) {
+  std::uint64_t v = 0;
+  if (s.empty()) return std::nullopt;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+Result<ListenAddress> parse_listen_address(std::string_view text) {
+  ListenAddress out;
+  std::string_view port;
+  if (text.starts_with('[')) {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos) return fail(errc::invalid_argument);
+    out.host = std::string(text.substr(1, close - 1));
+    auto rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest[0] != ':') return fail(errc::invalid_argument);
+      port = rest.substr(1);
+    }
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon != std::string_view::npos && text.find(':') != colon) return fail(errc::invalid_argument);  // bare IPv6
+    out.host = std::string(text.substr(0, colon));
+    if (colon != std::string_view::npos) port = text.substr(colon + 1);
+  }
+  if (out.host.empty()) return fail(errc::invalid_argument);
+  if (!port.empty() || text.ends_with(':')) {
+    auto p = parse_u64(port);
+    if (!p || *p > 65535) return fail(errc::invalid_argument);
+    out.port = static_cast<std::uint16_t>(*p);
+  }
+  return out;
+}
+
+Result<std::uint64_t> parse_size(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  auto n = parse_u64(text.substr(0, digits));
+  if (!n || *n == 0) return fail(errc::invalid_argument);
+  std::string suffix(text.substr(digits));
+  for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (suffix.ends_with("IB")) suffix.resize(suffix.size() - 2);
+  else if (suffix.size() == 2 && suffix.ends_with('B')) suffix.resize(1);
+  int shift = 0;
+  if (suffix.empty() || suffix == "B") shift = 0;
+  else if (suffix == "K") shift = 10;
+  else if (suffix == "M") shift = 20;
+  else if (suffix == "G") shift = 30;
+  else if (suffix == "T") shift = 40;
+  else return fail(errc::invalid_argument);
+  if (*n > (UINT64_MAX >> shift)) return fail(errc::invalid_argument);
+  return *n << shift;
+}
+
+Result<LunSource> parse_lun_source(std::string_view text) {
+  LunSource out;
+  if (text.starts_with("mem:")) {
+    auto size = parse_size(text.substr(4));
+    if (!size) return fail(size.error());
+    out.memory = true;
+    out.size_bytes = *size;
+    return out;
+  }
+  if (text.empty()) return fail(errc::invalid_argument);
+  out.path = std::filesystem::path(std::string(text));
+  return out;
+}
+
+}  // namespace iserkit::target

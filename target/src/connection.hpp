@@ -1,0 +1,117 @@
+// Connection: one iSCSI connection of the target, from login to close (RFC 7143 §6.3 login phase,
+// §3.2.4 full-feature phase, §11 PDUs). At MaxConnections=1 the connection is also its session: it
+// owns the CmdSN window, StatSN, the task table and the negotiated parameters.
+//
+// THREAD MODEL: everything of a connection runs on the io_context it was accepted onto; one
+// thread runs that io_context, so nothing here takes a lock. The receive loop never waits for
+// backend I/O: each SCSI command runs as its own coroutine (co_spawn) on the same io_context.
+// Receive handling is split in two, as SPDK does: the header phase (place(), called by the
+// datamover before the data segment is read) validates the PDU and chooses where the data lands
+// (the task's buffer at BufferOffset, so Data-Out needs no copy); the payload phase runs after
+// the whole PDU arrived. Failures are one of: Reject PDU (recoverable), connection-fatal (close),
+// or a SCSI CHECK CONDITION.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "iserkit/common/asio.hpp"
+#include "iserkit/datamover/datamover.hpp"
+#include "cmd_sn_window.hpp"
+#include "login.hpp"
+#include "target_node.hpp"
+#include "task.hpp"
+
+namespace iserkit::target {
+
+/// One target connection (and its single-connection session).
+class Connection final : public std::enable_shared_from_this<Connection>, private datamover::DataPlacement {
+ public:
+  /// `registry` is shared by every connection; `datamover` is connected.
+  Connection(std::unique_ptr<datamover::Datamover> datamover, std::shared_ptr<const TargetRegistry> registry,
+             TargetLoginOptions options);
+  ~Connection() override;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  /// Runs login and the full-feature phase until the connection closes (logout, error, close()).
+  /// Executor: the datamover's. Keep a shared_ptr to the connection while it runs.
+  Awaitable<void> run();
+
+  /// Closes the socket; run() then returns and running tasks stop. Call on the connection's executor.
+  void close() noexcept;
+
+  /// The peer's address, for logs.
+  [[nodiscard]] std::string peer() const { return datamover_->peer(); }
+
+ private:
+  struct CurrentPdu {
+    bool header_done = false;
+    bool ignored = false;  // CmdSN outside the window: silently ignored (RFC 7143 §4.2.2.1)
+    bool admitted = false;  // a non-immediate command that took a window slot
+    std::optional<iscsi::RejectReason> reject;
+    std::optional<DataOutError> data_out_error;
+    std::shared_ptr<Task> task;
+    std::span<std::byte> placed;  // where the data segment went (empty: scratch)
+  };
+
+  std::span<std::byte> place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept override;
+  std::span<std::byte> command_header(const iscsi::Bhs& bhs, ConstByteSpan ahs, std::uint32_t length);
+  std::span<std::byte> data_out_header(const iscsi::Bhs& bhs, std::uint32_t length) noexcept;
+
+  Awaitable<bool> login();
+  Awaitable<void> full_feature();
+  Awaitable<void> handle(datamover::PduIn& in);
+  Awaitable<void> on_scsi_command(datamover::PduIn& in);
+  Awaitable<void> on_data_out(datamover::PduIn& in);
+  Awaitable<void> on_nop_out(const iscsi::NopOut& h, datamover::PduIn& in);
+  Awaitable<void> on_text(const iscsi::TextRequest& h, datamover::PduIn& in);
+  Awaitable<void> on_logout(const iscsi::LogoutRequest& h);
+  Awaitable<void> on_task_management(iscsi::TaskManagementRequest h);
+  Awaitable<void> send_reject(iscsi::RejectReason reason, const iscsi::Bhs& bhs);
+
+  Awaitable<void> run_task(std::shared_ptr<Task> task);
+  Awaitable<void> run_task_body(Task& task);
+  Awaitable<void> wait_for_data(Task& task);
+  Awaitable<void> send_scsi_response(Task& task, scsi::Status status, const std::optional<scsi::SenseData>& sense,
+                                     Residual residual);
+  Awaitable<void> send_data_in(Task& task, std::uint32_t bytes, scsi::Status status, Residual residual);
+  Awaitable<void> wait_finished(Task& task);
+  void finish_task(Task& task) noexcept;
+  void abort_task(Task& task) noexcept;
+  void fail_task(Task& task, const scsi::SenseData& sense) noexcept;
+
+  SerialNumber take_stat_sn() noexcept {
+    const SerialNumber v = stat_sn_;
+    ++stat_sn_;
+    return v;
+  }
+  template <class H>
+  void stamp(H& header) const noexcept {
+    header.exp_cmd_sn = window_.exp_cmd_sn();
+    header.max_cmd_sn = window_.max_cmd_sn();
+  }
+
+  std::unique_ptr<datamover::Datamover> datamover_;
+  std::shared_ptr<const TargetRegistry> registry_;
+  TargetLoginOptions options_;
+  LoginResult session_;
+  iscsi::OperationalParameters params_;
+  CmdSnWindow window_{SerialNumber(0), 1};
+  SerialNumber stat_sn_;
+  std::uint32_t next_ttt_ = 1;
+  bool closed_ = false;
+  bool logged_out_ = false;
+  CurrentPdu current_;
+  std::unordered_map<std::uint32_t, std::shared_ptr<Task>> tasks_;
+  // Text Request state (RFC 7143 §11.10: C bit on requests, long responses continued by TTT).
+  std::vector<std::byte> text_in_;
+  std::vector<std::byte> text_out_;
+  std::size_t text_out_offset_ = 0;
+  iscsi::Ttt text_ttt_ = iscsi::reserved_ttt;
+};
+
+}  // namespace iserkit::target

@@ -1,0 +1,223 @@
+// The target's login state machine (RFC 7143 §6.3, §11.12, §11.13, §13).
+#include "login.hpp"
+
+#include <algorithm>
+
+#include "iserkit/common/errors.hpp"
+
+namespace iserkit::target {
+namespace {
+
+using iscsi::LoginStage;
+
+constexpr std::size_t max_login_text_bytes = 64 * 1024;  // bound on a C=1 text sequence
+
+iscsi::NegotiationPolicy make_policy(const TargetRegistry& registry, const TargetLoginOptions& o) {
+  iscsi::NegotiationPolicy p;
+  p.wanted.target_max_recv_data_segment_length = o.max_recv_data_segment_length;
+  p.wanted.max_burst_length = o.max_burst_length;
+  p.wanted.first_burst_length = o.first_burst_length;
+  p.wanted.max_outstanding_r2t = o.max_outstanding_r2t;
+  p.wanted.initial_r2t = false;     // Or: the initiator may still insist on Yes
+  p.wanted.immediate_data = true;   // And
+  p.wanted.max_connections = 1;     // Min: one connection per session
+  p.wanted.error_recovery_level = 0;
+  p.wanted.data_pdu_in_order = true;       // Or: we require in-order data
+  p.wanted.data_sequence_in_order = true;  // Or
+  p.wanted.default_time2wait = 0;
+  p.wanted.default_time2retain = 0;  // ERL 0: nothing to retain after a connection drops
+  p.wanted.target_portal_group_tag = registry.portal_group_tag();
+  p.header_digests = {"None", "CRC32C"};
+  p.data_digests = {"None", "CRC32C"};
+  return p;
+}
+
+bool is_security_key(std::string_view k) noexcept {
+  return k == "AuthMethod" || k.starts_with("CHAP_") || k.starts_with("SRP_") || k.starts_with("KRB_") ||
+         k.starts_with("SPKM_");
+}
+
+bool list_contains(std::string_view list, std::string_view item) {
+  while (true) {
+    const auto comma = list.find(',');
+    if (list.substr(0, comma) == item) return true;
+    if (comma == std::string_view::npos) return false;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+}  // namespace
+
+LoginMachine::LoginMachine(const TargetRegistry& registry, TargetLoginOptions options)
+    : registry_(registry), options_(options), negotiation_(iscsi::Role::target, make_policy(registry, options)) {}
+
+iscsi::LoginResponse LoginMachine::base_response() const {
+  iscsi::LoginResponse r;
+  r.version_max = 0x00;
+  r.version_active = 0x00;
+  r.isid = first_.isid;
+  r.tsih = 0;
+  r.itt = itt_;
+  r.csg = stage_;
+  r.exp_cmd_sn = first_.cmd_sn;
+  r.max_cmd_sn = first_.cmd_sn + (options_.cmd_window_depth - 1);
+  return r;
+}
+
+LoginStep LoginMachine::reject(LoginStatus status) {
+  LoginStep step;
+  step.action = LoginAction::send_then_close;
+  step.response = base_response();
+  step.response.stat_sn = stat_sn_;
+  ++stat_sn_;
+  step.response.status_class = static_cast<std::uint8_t>(static_cast<std::uint16_t>(status) >> 8);
+  step.response.status_detail = static_cast<std::uint8_t>(static_cast<std::uint16_t>(status) & 0xff);
+  return step;
+}
+
+LoginStep LoginMachine::on_pdu(const iscsi::Bhs& bhs, ConstByteSpan data, std::error_code pdu_error) {
+  if (iscsi::raw_opcode(bhs) != static_cast<std::uint8_t>(iscsi::Opcode::login_request)) {
+    // RFC 7143 §6.3: a target receiving any PDU except a Login Request before the login phase has
+    // started MUST immediately terminate the connection; once it has started, the target MUST send
+    // a Login Response with "Invalid during login" (0x020b) and then close the connection.
+    if (!started_) return LoginStep{.action = LoginAction::close};
+    itt_ = iscsi::itt_of(bhs);
+    return reject(LoginStatus::invalid_during_login);
+  }
+  auto decoded = iscsi::decode_bhs_as<iscsi::LoginRequest>(bhs);
+  if (!decoded) return LoginStep{.action = LoginAction::close};
+  const iscsi::LoginRequest& req = *decoded;
+  itt_ = req.itt;
+  if (!started_) {
+    started_ = true;
+    first_ = req;
+    // RFC 7143 §11.13.3: StatSN of the first Login Response is the connection's starting StatSN.
+    stat_sn_ = req.exp_stat_sn;
+    stage_ = req.csg;
+    // RFC 7143 §11.12.4: Version-min above the only version we speak (0x00) → unsupported version.
+    if (req.version_min > 0x00) return reject(LoginStatus::unsupported_version);
+    // RFC 7143 §6.3: login starts in the security or the operational stage.
+    if (req.csg != LoginStage::security_negotiation && req.csg != LoginStage::operational_negotiation)
+      return reject(LoginStatus::initiator_error);
+  } else if (req.isid != first_.isid || req.tsih != first_.tsih || req.cid != first_.cid) {
+    // RFC 7143 §11.12.5-§11.12.7: ISID, TSIH and CID stay the same through the login.
+    return reject(LoginStatus::initiator_error);
+  }
+  if (pdu_error) return reject(LoginStatus::initiator_error);  // text above 8192 bytes per PDU (§13.12)
+  if (req.csg != stage_) {
+    // RFC 7143 §6.3: the initiator may only move forward through a stage the target agreed to.
+    return reject(LoginStatus::initiator_error);
+  }
+  // RFC 7143 §11.12.2: the T bit MUST be 0 when the C bit is 1.
+  if (req.transit && req.continue_) return reject(LoginStatus::initiator_error);
+  // RFC 7143 §11.12.3: NSG is a later stage than CSG; 2 is reserved.
+  if (req.transit && (static_cast<int>(req.nsg) <= static_cast<int>(req.csg) ||
+                      static_cast<int>(req.nsg) == 2))
+    return reject(LoginStatus::initiator_error);
+
+  if (pending_text_.size() + data.size() > max_login_text_bytes) return reject(LoginStatus::initiator_error);
+  pending_text_.insert(pending_text_.end(), data.begin(), data.end());
+  if (req.continue_) {
+    // RFC 7143 §6.1: text split with the C bit is acknowledged with an empty Login Response.
+    LoginStep step;
+    step.response = base_response();
+    step.response.stat_sn = stat_sn_;
+    ++stat_sn_;
+    return step;
+  }
+  auto pairs = iscsi::decode_text(pending_text_);
+  pending_text_.clear();
+  if (!pairs) return reject(LoginStatus::initiator_error);
+  return process(req, *pairs);
+}
+
+LoginStep LoginMachine::process(const iscsi::LoginRequest& req, const iscsi::TextPairs& pairs) {
+  const bool first_response = !names_checked_;
+  if (!names_checked_) {
+    names_checked_ = true;
+    // RFC 7143 §13.5.1 / §11.12: InitiatorName MUST be sent in the first Login Request.
+    if (iscsi::find_value(pairs, "InitiatorName") == nullptr) return reject(LoginStatus::missing_parameter);
+    const std::string* type = iscsi::find_value(pairs, "SessionType");
+    result_.discovery = type != nullptr && *type == "Discovery";
+    if (type != nullptr && *type != "Discovery" && *type != "Normal")
+      return reject(LoginStatus::session_type_not_supported);
+    if (!result_.discovery) {
+      // RFC 7143 §13.4: TargetName MUST be sent in the first Login Request of a normal session.
+      const std::string* name = iscsi::find_value(pairs, "TargetName");
+      if (name == nullptr) return reject(LoginStatus::missing_parameter);
+      result_.target = registry_.find(*name);
+      if (!result_.target) return reject(LoginStatus::not_found);
+    }
+    // MaxConnections=1: a non-zero TSIH would add a connection to an existing session, which we
+    // never allow, so no such session exists here (RFC 7143 §11.13.5 status 0x020a).
+    if (first_.tsih != 0) return reject(LoginStatus::session_does_not_exist);
+  }
+
+  iscsi::TextPairs answers;
+  iscsi::TextPairs operational;
+  for (const auto& p : pairs) {
+    if (!is_security_key(p.key)) {
+      operational.push_back(p);
+      continue;
+    }
+    if (stage_ != LoginStage::security_negotiation) {
+      answers.push_back({p.key, std::string(iscsi::value_irrelevant)});
+      continue;
+    }
+    if (p.key == "AuthMethod") {
+      // Only AuthMethod=None is implemented; an initiator that will not accept it cannot log in.
+      if (!list_contains(p.value, "None")) return reject(LoginStatus::authentication_failure);
+      answers.push_back({"AuthMethod", "None"});
+    } else {
+      return reject(LoginStatus::authentication_failure);  // CHAP etc. without AuthMethod=None
+    }
+  }
+  auto negotiated = negotiation_.receive(operational);
+  if (!negotiated) return reject(LoginStatus::initiator_error);
+  answers.insert(answers.end(), negotiated->begin(), negotiated->end());
+
+  if (first_response && !result_.discovery) {
+    // RFC 7143 §13.9: TargetPortalGroupTag MUST be returned in the first Login Response of a
+    // normal session.
+    answers.push_back({"TargetPortalGroupTag", std::to_string(registry_.portal_group_tag())});
+    negotiation_.parameters().target_portal_group_tag = registry_.portal_group_tag();
+    if (!result_.target->alias.empty()) {
+      answers.push_back({"TargetAlias", result_.target->alias});
+      negotiation_.parameters().target_alias = result_.target->alias;
+    }
+  }
+  if (req.csg == LoginStage::operational_negotiation && !declared_mrdsl_) {
+    declared_mrdsl_ = true;
+    // RFC 7143 §13.12: each side declares the data segment size it can receive.
+    auto mine = negotiation_.offer({"MaxRecvDataSegmentLength"});
+    answers.insert(answers.end(), mine.begin(), mine.end());
+  }
+
+  LoginStep step;
+  step.response = base_response();
+  step.response.stat_sn = stat_sn_;
+  ++stat_sn_;
+  step.text = iscsi::encode_text(answers);
+  if (req.transit) {
+    // The target agrees to move to the stage the initiator asked for.
+    step.response.transit = true;
+    step.response.nsg = req.nsg;
+    if (req.nsg == LoginStage::full_feature_phase) {
+      negotiation_.finish();
+      result_.parameters = negotiation_.parameters();
+      result_.isid = first_.isid;
+      result_.cid = first_.cid;
+      // RFC 7143 §11.13.4: the target sets the TSIH in the final Login Response of a new session.
+      result_.tsih = registry_.allocate_tsih();
+      result_.exp_cmd_sn = first_.cmd_sn;
+      result_.stat_sn = stat_sn_;
+      step.response.tsih = result_.tsih;
+      step.action = LoginAction::send_then_full_feature;
+    } else {
+      stage_ = req.nsg;
+    }
+  }
+  return step;
+}
+
+}  // namespace iserkit::target

@@ -1,0 +1,266 @@
+// TargetServer: TCP portals (RFC 7143 §4.2.6), I/O threads, and building target nodes and LUNs
+// from the configuration (SAM-5 §4.6.4 logical units; SPC-5 §7.7.3/§7.7.6 serial and designators).
+#include "iserkit/target/target.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
+#include "iserkit/datamover/tcp_datamover.hpp"
+#include "iserkit/target/backends.hpp"
+#include "connection.hpp"
+
+namespace iserkit::target {
+namespace {
+
+std::string format_endpoint(const asio::ip::tcp::endpoint& ep) {
+  const auto addr = ep.address();
+  return (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" + std::to_string(ep.port());
+}
+
+std::uint32_t fnv1a(std::string_view s) noexcept {
+  std::uint32_t h = 2166136261u;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  return h;
+}
+
+Result<std::shared_ptr<BlockBackend>> open_lun(const LunSource& source, const TargetConfig& config) {
+  if (source.memory) {
+    return make_memory_backend(MemoryBackendOptions{.size_bytes = source.size_bytes,
+                                                    .block_size_bytes = config.block_size_bytes,
+                                                    .read_only = config.read_only});
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(source.path, ec)) return fail(std::make_error_code(std::errc::no_such_file_or_directory));
+  return open_uring_backend(OpenBackendOptions{.path = source.path, .read_only = config.read_only,
+                                               .block_size_bytes = config.block_size_bytes});
+}
+
+Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std::string& alias,
+                                              const std::vector<LunSource>& luns, const TargetConfig& config,
+                                              std::vector<std::string>& lines) {
+  auto node = std::make_shared<TargetNode>();
+  node->name = name;
+  node->alias = alias;
+  node->dispatcher = std::make_shared<ScsiDispatcher>();
+  std::string line = name + ":";
+  for (std::size_t i = 0; i < luns.size(); ++i) {
+    auto backend = open_lun(luns[i], config);
+    if (!backend) {
+      log::error("lun: cannot open {}: {}", luns[i].memory ? "memory" : luns[i].path.string(), backend.error().message());
+      return fail(backend.error());
+    }
+    if ((*backend)->capabilities().size_bytes == 0) {
+      log::error("lun: {} is empty", luns[i].path.string());
+      return fail(errc::invalid_argument);
+    }
+    LogicalUnitOptions options;
+    options.read_only = config.read_only;
+    // A distinct, stable serial per LUN (VPD 0x80), from which the NAA designator derives too.
+    options.identity.serial = fmt::format("{:08x}{:04x}", fnv1a(name), static_cast<unsigned>(i));
+    auto unit = std::make_shared<LogicalUnit>(std::move(*backend), options);
+    if (auto r = node->dispatcher->add_logical_unit(static_cast<std::uint16_t>(i), unit); !r) return fail(r.error());
+    line += fmt::format(" lun{}={}({} bytes)", i, luns[i].memory ? "mem" : luns[i].path.string(),
+                        unit->block_count() * unit->block_size_bytes());
+  }
+  lines.push_back(std::move(line));
+  return node;
+}
+
+}  // namespace
+
+struct TargetServer::Impl {
+  TargetConfig config;
+  std::shared_ptr<TargetRegistry> registry = std::make_shared<TargetRegistry>();
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
+  std::vector<std::unique_ptr<asio::ip::tcp::acceptor>> acceptors;
+  std::vector<std::string> bound;
+  std::vector<std::string> description;
+  std::atomic<std::size_t> next_context{0};
+  std::atomic<bool> stopping{false};
+  std::mutex mutex;  // guards connections
+  std::vector<std::pair<asio::any_io_executor, std::weak_ptr<Connection>>> connections;
+
+  TargetLoginOptions login_options() const {
+    return TargetLoginOptions{.max_recv_data_segment_length = config.max_recv_data_segment_length,
+                              .max_burst_length = config.max_burst_length,
+                              .first_burst_length = config.first_burst_length,
+                              .max_outstanding_r2t = config.max_outstanding_r2t,
+                              .cmd_window_depth = config.cmd_window_depth};
+  }
+
+  Awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor) {
+    while (!stopping) {
+      auto& context = *contexts[next_context++ % contexts.size()];
+      boost::system::error_code ec;
+      asio::ip::tcp::socket socket =
+          co_await acceptor.async_accept(asio::any_io_executor(context.get_executor()), use_awaitable_ec(ec));
+      if (stopping) co_return;
+      if (ec) {
+        log::warn("portal: accept failed: {}", ec.message());
+        asio::steady_timer t(acceptor.get_executor(), std::chrono::milliseconds(100));
+        co_await t.async_wait(use_awaitable_ec(ec));
+        continue;
+      }
+      auto connection = std::make_shared<Connection>(std::make_unique<datamover::TcpDatamover>(std::move(socket)),
+                                                     registry, login_options());
+      log::debug("portal: connection from {}", connection->peer());
+      {
+        std::lock_guard lock(mutex);
+        std::erase_if(connections, [](const auto& c) { return c.second.expired(); });
+        connections.emplace_back(context.get_executor(), connection);
+      }
+      asio::co_spawn(context, connection->run(), [connection](std::exception_ptr e) {
+        if (e) {
+          try {
+            std::rethrow_exception(e);
+          } catch (const std::exception& x) {
+            log::error("connection {}: {}", connection->peer(), x.what());
+          }
+        }
+      });
+    }
+  }
+
+  void stop() {
+    if (stopping.exchange(true)) return;
+    asio::post(*contexts[0], [this] {
+      for (auto& a : acceptors) {
+        boost::system::error_code ignored;
+        a->close(ignored);
+      }
+      std::lock_guard lock(mutex);
+      for (auto& [executor, weak] : connections)
+        asio::post(executor, [weak] {
+          if (auto c = weak.lock()) c->close();
+        });
+      for (auto& g : guards) g.reset();
+    });
+  }
+};
+
+TargetServer::TargetServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TargetServer::~TargetServer() = default;
+
+Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  if (config.block_size_bytes != 512 && config.block_size_bytes != 4096) return fail(errc::invalid_argument);
+  if (config.luns.empty() && !config.export_dir) {
+    log::error("config: no LUNs: give --lun or --export-dir");
+    return fail(errc::invalid_argument);
+  }
+  if (!config.luns.empty()) {
+    auto node = make_node(config.iqn, config.alias, config.luns, config, impl->description);
+    if (!node) return fail(node.error());
+    if (auto r = impl->registry->add(*node); !r) return fail(r.error());
+  }
+  if (config.export_dir) {
+    std::error_code ec;
+    std::vector<std::filesystem::path> dirs;
+    for (const auto& e : std::filesystem::directory_iterator(*config.export_dir, ec))
+      if (e.is_directory()) dirs.push_back(e.path());
+    if (ec) {
+      log::error("config: --export-dir {}: {}", config.export_dir->string(), ec.message());
+      return fail(ec);
+    }
+    std::sort(dirs.begin(), dirs.end());
+    for (const auto& dir : dirs) {
+      std::vector<std::filesystem::path> files;
+      for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+        if (e.is_regular_file() || e.is_block_file()) files.push_back(e.path());
+      std::sort(files.begin(), files.end());
+      std::vector<LunSource> luns;
+      for (auto& f : files) luns.push_back(LunSource{.path = f});
+      if (luns.empty()) {
+        log::warn("config: {} has no files: no target for it", dir.string());
+        continue;
+      }
+      auto node = make_node(config.iqn + ":" + dir.filename().string(), dir.filename().string(), luns, config,
+                            impl->description);
+      if (!node) return fail(node.error());
+      if (auto r = impl->registry->add(*node); !r) return fail(r.error());
+    }
+  }
+  const unsigned threads = std::max(1u, config.threads);
+  for (unsigned i = 0; i < threads; ++i) {
+    impl->contexts.push_back(std::make_unique<asio::io_context>(1));
+    impl->guards.push_back(asio::make_work_guard(*impl->contexts.back()));
+  }
+  std::vector<ListenAddress> listen = config.listen;
+  if (listen.empty()) listen.push_back(ListenAddress{.host = "0.0.0.0", .port = 3260});
+  std::vector<std::string> advertised;
+  for (const auto& l : listen) {
+    boost::system::error_code ec;
+    asio::ip::tcp::resolver resolver(*impl->contexts[0]);
+    auto results = resolver.resolve(l.host, std::to_string(l.port), asio::ip::tcp::resolver::numeric_service, ec);
+    if (ec || results.empty()) {
+      log::error("portal: cannot resolve {}: {}", l.host, ec.message());
+      return fail(std::error_code(ec));
+    }
+    const auto endpoint = results.begin()->endpoint();
+    auto acceptor = std::make_unique<asio::ip::tcp::acceptor>(*impl->contexts[0]);
+    acceptor->open(endpoint.protocol(), ec);
+    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec && endpoint.address().is_v6()) acceptor->set_option(asio::ip::v6_only(true), ec);
+    if (!ec) acceptor->bind(endpoint, ec);
+    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      log::error("portal: cannot listen on {}: {}", format_endpoint(endpoint), ec.message());
+      return fail(std::error_code(ec));
+    }
+    const auto local = acceptor->local_endpoint(ec);
+    impl->bound.push_back(format_endpoint(local));
+    if (!local.address().is_unspecified()) advertised.push_back(format_endpoint(local));
+    impl->acceptors.push_back(std::move(acceptor));
+  }
+  impl->registry->set_portal_addresses(std::move(advertised));
+  return std::unique_ptr<TargetServer>(new TargetServer(std::move(impl)));
+}
+
+std::vector<std::string> TargetServer::listening() const { return impl_->bound; }
+
+std::vector<std::uint16_t> TargetServer::ports() const {
+  std::vector<std::uint16_t> out;
+  for (const auto& a : impl_->acceptors) {
+    boost::system::error_code ec;
+    out.push_back(a->local_endpoint(ec).port());
+  }
+  return out;
+}
+
+std::vector<std::string> TargetServer::describe() const { return impl_->description; }
+
+void TargetServer::stop() { impl_->stop(); }
+
+void TargetServer::run(bool handle_signals) {
+  Impl& impl = *impl_;
+  std::optional<asio::signal_set> signals;
+  if (handle_signals) {
+    signals.emplace(*impl.contexts[0], SIGINT, SIGTERM);
+    signals->async_wait([&impl](const boost::system::error_code& ec, int signo) {
+      if (ec) return;
+      log::info("signal {}: shutting down", signo);
+      impl.stop();
+    });
+  }
+  for (auto& a : impl.acceptors) asio::co_spawn(*impl.contexts[0], impl.accept_loop(*a), asio::detached);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < impl.contexts.size(); ++i)
+    threads.emplace_back([&impl, i] { impl.contexts[i]->run(); });
+  // Wake the signal wait once stopping so context 0 can drain.
+  impl.contexts[0]->run_one();  // start accept loops
+  while (!impl.stopping) impl.contexts[0]->run_one();
+  if (signals) {
+    boost::system::error_code ignored;
+    signals->cancel(ignored);
+  }
+  impl.contexts[0]->run();
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace iserkit::target

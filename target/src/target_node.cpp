@@ -1,0 +1,62 @@
+// TargetRegistry and the SendTargets text answer (RFC 7143 Appendix C, §13.3, §13.8, §13.9).
+#include "target_node.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "iserkit/common/errors.hpp"
+
+namespace iserkit::target {
+
+bool same_iscsi_name(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+Result<void> TargetRegistry::add(std::shared_ptr<TargetNode> node) {
+  if (!node || node->name.empty() || !node->dispatcher) return fail(errc::invalid_argument);
+  if (find(node->name)) return fail(errc::invalid_argument);
+  nodes_.push_back(std::move(node));
+  return {};
+}
+
+std::shared_ptr<TargetNode> TargetRegistry::find(std::string_view name) const {
+  for (const auto& n : nodes_)
+    if (same_iscsi_name(n->name, name)) return n;
+  return nullptr;
+}
+
+std::uint16_t TargetRegistry::allocate_tsih() const noexcept {
+  // RFC 7143 §11.12.6: TSIH 0 is reserved for "new session" in a Login Request.
+  std::uint16_t v = next_tsih_.fetch_add(1, std::memory_order_relaxed);
+  while (v == 0) v = next_tsih_.fetch_add(1, std::memory_order_relaxed);
+  return v;
+}
+
+iscsi::TextPairs send_targets(const TargetRegistry& registry, std::string_view value, bool discovery_session,
+                              const TargetNode* session_target, std::string_view local_address) {
+  iscsi::TextPairs out;
+  const std::string tag = std::to_string(registry.portal_group_tag());
+  auto list = [&](const TargetNode& node) {
+    out.push_back({"TargetName", node.name});
+    if (!local_address.empty()) out.push_back({"TargetAddress", std::string(local_address) + "," + tag});
+    for (const auto& a : registry.portal_addresses())
+      if (a != local_address) out.push_back({"TargetAddress", a + "," + tag});
+  };
+  if (!discovery_session) {
+    // RFC 7143 Appendix C: in a normal session SendTargets reports only the session's target.
+    if (session_target != nullptr &&
+        (value.empty() || value == "All" || same_iscsi_name(value, session_target->name)))
+      list(*session_target);
+    return out;
+  }
+  if (value == "All") {
+    for (const auto& n : registry.nodes()) list(*n);
+  } else if (auto n = registry.find(value)) {
+    list(*n);
+  }
+  return out;
+}
+
+}  // namespace iserkit::target

@@ -1,0 +1,64 @@
+// TargetNode and TargetRegistry: the iSCSI target nodes this process serves (RFC 7143 §4.2.7 iSCSI
+// names, §4.2.6 portal groups) and the SendTargets answer built from them (RFC 7143 Appendix C,
+// §13.3 SendTargets, §13.8 TargetAddress). Sans-I/O.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "iserkit/iscsi/text.hpp"
+#include "iserkit/target/scsi_dispatcher.hpp"
+
+namespace iserkit::target {
+
+/// One iSCSI target node: a name, an alias and the SCSI device server with its LUNs.
+struct TargetNode {
+  std::string name;   ///< iSCSI qualified name (iqn.…), compared case-insensitively per RFC 3722 stringprep
+  std::string alias;  ///< TargetAlias (RFC 7143 §13.6); may be empty
+  std::shared_ptr<ScsiDispatcher> dispatcher;  ///< never null
+};
+
+/// The set of target nodes and the portal group they share. Immutable after setup except for the
+/// TSIH counter, so it can be shared between I/O threads.
+class TargetRegistry {
+ public:
+  /// Adds a node. Errors: errc::invalid_argument for an empty name, a null dispatcher or a duplicate name.
+  Result<void> add(std::shared_ptr<TargetNode> node);
+
+  /// The node named `name` (case-insensitive), or nullptr.
+  [[nodiscard]] std::shared_ptr<TargetNode> find(std::string_view name) const;
+  [[nodiscard]] const std::vector<std::shared_ptr<TargetNode>>& nodes() const noexcept { return nodes_; }
+
+  /// The portal addresses ("ip:port", IPv6 in brackets) advertised besides the connection's own.
+  void set_portal_addresses(std::vector<std::string> addresses) { portal_addresses_ = std::move(addresses); }
+  [[nodiscard]] const std::vector<std::string>& portal_addresses() const noexcept { return portal_addresses_; }
+
+  /// The target portal group tag of every portal (RFC 7143 §13.9).
+  [[nodiscard]] std::uint16_t portal_group_tag() const noexcept { return 1; }
+
+  /// A fresh non-zero TSIH (RFC 7143 §11.12.6). Thread-safe.
+  std::uint16_t allocate_tsih() const noexcept;
+
+ private:
+  std::vector<std::shared_ptr<TargetNode>> nodes_;
+  std::vector<std::string> portal_addresses_;
+  mutable std::atomic<std::uint16_t> next_tsih_{1};
+};
+
+/// Builds the answer to SendTargets=`value` (RFC 7143 Appendix C): "All" lists every node (only
+/// allowed in a discovery session), an iSCSI name lists that node, an empty value lists the
+/// session's own target (`session_target`, normal sessions). In a normal session only the
+/// session's own target is ever listed. Each node gets TargetName followed by TargetAddress
+/// pairs "`address`,tpgt": first `local_address` (the portal the request came in on), then the
+/// registry's other portal addresses.
+iscsi::TextPairs send_targets(const TargetRegistry& registry, std::string_view value, bool discovery_session,
+                              const TargetNode* session_target, std::string_view local_address);
+
+/// Case-insensitive comparison of iSCSI names (RFC 7143 §4.2.7.1: names are case-folded).
+bool same_iscsi_name(std::string_view a, std::string_view b) noexcept;
+
+}  // namespace iserkit::target

@@ -1,0 +1,49 @@
+// Task: the target's state for one SCSI command in the full-feature phase (RFC 7143 §3.2.4, §11.3,
+// SAM-5 §4.8 "task"). Owned by the connection's task table (keyed by ITT) and by the coroutine that
+// runs the command; the data buffer is the one Data-Out lands in and Data-In is sent from.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "iserkit/common/buffer.hpp"
+#include "iserkit/common/completion.hpp"
+#include "iserkit/iscsi/pdu.hpp"
+#include "iserkit/scsi/sense.hpp"
+#include "iserkit/target/scsi_dispatcher.hpp"
+#include "data_in.hpp"
+#include "write_sequencer.hpp"
+
+namespace iserkit::target {
+
+struct Task {
+  iscsi::ScsiCommand command;
+  std::vector<std::byte> long_cdb;  ///< the whole CDB when it is longer than 16 bytes (Extended CDB AHS)
+  CommandPlan plan;
+  PooledBuffer buffer;              ///< Data-Out lands here, Data-In is sent from here
+  std::optional<WriteSequencer> sequencer;  ///< present when the command carries write data (W, EDTL > 0)
+  /// Set when the command is answered with CHECK CONDITION without execute() (plan error,
+  /// EDTL shorter than a write needs); `early_residual` goes with it.
+  std::optional<scsi::SenseData> early_error;
+  Residual early_residual;
+  /// Set by the receive path when the data transfer failed (digest error, bad Data-Out).
+  std::optional<scsi::SenseData> failure;
+  bool data_complete = false;  ///< every byte the command needs has landed (set by the receive path)
+  bool aborted = false;        ///< a task management function aborted it: send nothing more
+  bool in_window = false;      ///< a non-immediate command: release a CmdSN window slot when done
+  bool has_finish_waiter = false;
+  std::uint32_t data_in_pdus = 0;  ///< DataSN of the next Data-In
+  Completion data_event;  ///< wakes the task coroutine when data arrived, it failed or was aborted
+  Completion finished;    ///< completes when the task coroutine is done
+  std::array<std::byte, 2 + scsi::max_sense_size_bytes> sense_segment{};
+
+  [[nodiscard]] ConstByteSpan cdb() const noexcept {
+    if (!long_cdb.empty()) return long_cdb;
+    return command.cdb;
+  }
+  [[nodiscard]] iscsi::Itt itt() const noexcept { return command.itt; }
+};
+
+}  // namespace iserkit::target

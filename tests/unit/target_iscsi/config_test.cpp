@@ -1,0 +1,72 @@
+// Flag parsers and SendTargets (RFC 7143 Appendix C, §13.8).
+#include "iserkit/target/config.hpp"
+#include "target_node.hpp"
+
+#include <gtest/gtest.h>
+
+namespace iserkit::target {
+namespace {
+
+TEST(Config, ParsesListenAddresses) {
+  auto a = parse_listen_address("127.0.0.1:3261");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 3261);
+  auto b = parse_listen_address("[::1]:0");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->host, "::1");
+  EXPECT_EQ(b->port, 0);
+  auto c = parse_listen_address("0.0.0.0");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->port, 3260);
+  EXPECT_FALSE(parse_listen_address("::1:3260"));
+  EXPECT_FALSE(parse_listen_address("[::1:3260"));
+  EXPECT_FALSE(parse_listen_address("host:99999"));
+  EXPECT_FALSE(parse_listen_address(":3260"));
+}
+
+TEST(Config, ParsesSizes) {
+  EXPECT_EQ(parse_size("4096").value(), 4096u);
+  EXPECT_EQ(parse_size("64M").value(), 64u << 20);
+  EXPECT_EQ(parse_size("64MiB").value(), 64u << 20);
+  EXPECT_EQ(parse_size("2g").value(), 2ull << 30);
+  EXPECT_FALSE(parse_size("0"));
+  EXPECT_FALSE(parse_size("12Q"));
+  EXPECT_FALSE(parse_size("M"));
+}
+
+TEST(Config, ParsesLunSources) {
+  auto m = parse_lun_source("mem:1G");
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(m->memory);
+  EXPECT_EQ(m->size_bytes, 1ull << 30);
+  auto f = parse_lun_source("/tmp/disk.img");
+  ASSERT_TRUE(f);
+  EXPECT_FALSE(f->memory);
+  EXPECT_EQ(f->path, "/tmp/disk.img");
+  EXPECT_FALSE(parse_lun_source("mem:x"));
+}
+
+TEST(SendTargets, DiscoveryAllListsEveryTargetWithAddresses) {
+  TargetRegistry r;
+  for (const char* n : {"iqn.2026-11.org.a:one", "iqn.2026-11.org.a:two"}) {
+    auto node = std::make_shared<TargetNode>();
+    node->name = n;
+    node->dispatcher = std::make_shared<ScsiDispatcher>();
+    ASSERT_TRUE(r.add(node));
+  }
+  r.set_portal_addresses({"[::1]:3260"});
+  auto pairs = send_targets(r, "All", true, nullptr, "127.0.0.1:3260");
+  const iscsi::TextPairs expected{{"TargetName", "iqn.2026-11.org.a:one"}, {"TargetAddress", "127.0.0.1:3260,1"},
+                                  {"TargetAddress", "[::1]:3260,1"},      {"TargetName", "iqn.2026-11.org.a:two"},
+                                  {"TargetAddress", "127.0.0.1:3260,1"},  {"TargetAddress", "[::1]:3260,1"}};
+  EXPECT_EQ(pairs, expected);
+  // A normal session only ever sees its own target.
+  auto own = send_targets(r, "All", false, r.find("IQN.2026-11.ORG.A:TWO").get(), "127.0.0.1:3260");
+  ASSERT_EQ(own.size(), 3u);
+  EXPECT_EQ(own[0].value, "iqn.2026-11.org.a:two");
+  EXPECT_TRUE(send_targets(r, "iqn.2026-11.org.a:three", true, nullptr, "127.0.0.1:3260").empty());
+}
+
+}  // namespace
+}  // namespace iserkit::target

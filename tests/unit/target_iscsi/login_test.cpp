@@ -1,0 +1,200 @@
+// LoginMachine transcripts (RFC 7143 §6.3, §11.12, §11.13.5).
+#include "login.hpp"
+
+#include <gtest/gtest.h>
+
+namespace iserkit::target {
+namespace {
+
+using iscsi::LoginStage;
+constexpr const char* target_name = "iqn.2026-11.org.iserkit:unit";
+
+struct LoginFixture : ::testing::Test {
+  LoginFixture() {
+    auto node = std::make_shared<TargetNode>();
+    node->name = target_name;
+    node->alias = "unit";
+    node->dispatcher = std::make_shared<ScsiDispatcher>();
+    EXPECT_TRUE(registry.add(node));
+  }
+
+  static iscsi::Bhs login_bhs(LoginStage csg, LoginStage nsg, bool transit, bool cont = false,
+                              std::uint8_t version_min = 0) {
+    iscsi::LoginRequest r{.transit = transit, .continue_ = cont, .csg = csg, .nsg = nsg, .version_min = version_min,
+                          .isid = {std::byte{0x80}, std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4},
+                                   std::byte{5}},
+                          .itt = iscsi::Itt{7}, .cmd_sn = SerialNumber(100), .exp_stat_sn = SerialNumber(5)};
+    return iscsi::encode_bhs(r);
+  }
+
+  LoginStep send(LoginStage csg, LoginStage nsg, bool transit, const iscsi::TextPairs& pairs) {
+    const auto text = iscsi::encode_text(pairs);
+    return machine.on_pdu(login_bhs(csg, nsg, transit), text);
+  }
+
+  static iscsi::TextPairs text_of(const LoginStep& step) { return iscsi::decode_text(step.text).value(); }
+  static std::uint16_t status(const LoginStep& s) {
+    return static_cast<std::uint16_t>(s.response.status_class << 8 | s.response.status_detail);
+  }
+
+  TargetRegistry registry;
+  LoginMachine machine{registry, TargetLoginOptions{}};
+  const iscsi::TextPairs security{{"InitiatorName", "iqn.2026-11.org.test:init"},
+                                  {"TargetName", target_name},
+                                  {"SessionType", "Normal"},
+                                  {"AuthMethod", "CHAP,None"}};
+};
+
+TEST_F(LoginFixture, LoginRejectsWrongOpcodeBeforeLoginStarted) {
+  iscsi::NopOut nop{.itt = iscsi::Itt{1}};
+  auto step = machine.on_pdu(iscsi::encode_bhs(nop), {});
+  // RFC 7143 §6.3: any PDU other than a Login Request first: the connection is dropped.
+  EXPECT_EQ(step.action, LoginAction::close);
+}
+
+TEST_F(LoginFixture, LoginRejectsWrongOpcode) {
+  auto first = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true, security);
+  ASSERT_EQ(first.action, LoginAction::send);
+  iscsi::ScsiCommand cmd{.itt = iscsi::Itt{9}};
+  auto step = machine.on_pdu(iscsi::encode_bhs(cmd), {});
+  EXPECT_EQ(step.action, LoginAction::send_then_close);
+  EXPECT_EQ(status(step), 0x020b);  // Invalid during login
+  EXPECT_EQ(step.response.itt, iscsi::Itt{9});
+}
+
+TEST_F(LoginFixture, LoginThroughSecurityAndOperationalStages) {
+  auto s1 = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true, security);
+  ASSERT_EQ(s1.action, LoginAction::send);
+  EXPECT_EQ(status(s1), 0);
+  EXPECT_TRUE(s1.response.transit);
+  EXPECT_EQ(s1.response.nsg, LoginStage::operational_negotiation);
+  EXPECT_EQ(s1.response.stat_sn, SerialNumber(5));
+  EXPECT_EQ(s1.response.exp_cmd_sn, SerialNumber(100));
+  auto t1 = text_of(s1);
+  ASSERT_NE(iscsi::find_value(t1, "AuthMethod"), nullptr);
+  EXPECT_EQ(*iscsi::find_value(t1, "AuthMethod"), "None");
+  ASSERT_NE(iscsi::find_value(t1, "TargetPortalGroupTag"), nullptr);
+  EXPECT_EQ(*iscsi::find_value(t1, "TargetPortalGroupTag"), "1");
+  EXPECT_EQ(*iscsi::find_value(t1, "TargetAlias"), "unit");
+  EXPECT_EQ(s1.response.tsih, 0);
+
+  auto s2 = send(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true,
+                 {{"MaxRecvDataSegmentLength", "65536"}, {"InitialR2T", "No"}, {"ImmediateData", "Yes"},
+                  {"MaxBurstLength", "16776192"}, {"FirstBurstLength", "262144"}, {"MaxOutstandingR2T", "4"},
+                  {"ErrorRecoveryLevel", "2"}, {"MaxConnections", "4"}});
+  ASSERT_EQ(s2.action, LoginAction::send_then_full_feature);
+  EXPECT_EQ(s2.response.stat_sn, SerialNumber(6));
+  EXPECT_NE(s2.response.tsih, 0);
+  auto t2 = text_of(s2);
+  // The target declares its own MaxRecvDataSegmentLength even though the initiator declared one.
+  ASSERT_NE(iscsi::find_value(t2, "MaxRecvDataSegmentLength"), nullptr);
+  EXPECT_EQ(*iscsi::find_value(t2, "MaxRecvDataSegmentLength"), "262144");
+  EXPECT_EQ(*iscsi::find_value(t2, "InitialR2T"), "No");
+  EXPECT_EQ(*iscsi::find_value(t2, "ErrorRecoveryLevel"), "0");
+  EXPECT_EQ(*iscsi::find_value(t2, "MaxConnections"), "1");
+  const auto& p = machine.result().parameters;
+  EXPECT_EQ(p.initiator_max_recv_data_segment_length, 65536u);
+  EXPECT_EQ(p.target_max_recv_data_segment_length, 262144u);
+  EXPECT_EQ(p.max_burst_length, 4u << 20);
+  EXPECT_EQ(p.first_burst_length, 262144u);
+  EXPECT_EQ(p.max_outstanding_r2t, 4u);
+  EXPECT_FALSE(p.initial_r2t);
+  EXPECT_EQ(machine.result().tsih, s2.response.tsih);
+  EXPECT_EQ(machine.result().exp_cmd_sn, SerialNumber(100));
+  EXPECT_EQ(machine.result().stat_sn, SerialNumber(7));
+  EXPECT_EQ(machine.result().target->name, target_name);
+}
+
+TEST_F(LoginFixture, LoginNegotiatesDigests) {
+  auto pairs = security;
+  pairs.erase(pairs.begin() + 3);  // no AuthMethod: start in the operational stage
+  pairs.push_back({"HeaderDigest", "CRC32C,None"});
+  pairs.push_back({"DataDigest", "None,CRC32C"});
+  auto s = send(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true, pairs);
+  ASSERT_EQ(s.action, LoginAction::send_then_full_feature);
+  auto t = text_of(s);
+  EXPECT_EQ(*iscsi::find_value(t, "HeaderDigest"), "CRC32C");
+  EXPECT_EQ(*iscsi::find_value(t, "DataDigest"), "None");
+  EXPECT_TRUE(machine.result().parameters.header_digest_crc32c);
+  EXPECT_FALSE(machine.result().parameters.data_digest_crc32c);
+}
+
+TEST_F(LoginFixture, LoginTargetNotFound) {
+  auto pairs = security;
+  pairs[1].value = "iqn.2026-11.org.iserkit:nope";
+  auto s = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true, pairs);
+  EXPECT_EQ(s.action, LoginAction::send_then_close);
+  EXPECT_EQ(status(s), 0x0203);
+}
+
+TEST_F(LoginFixture, LoginMissingInitiatorName) {
+  auto s = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true,
+                {{"TargetName", target_name}, {"AuthMethod", "None"}});
+  EXPECT_EQ(status(s), 0x0207);
+  EXPECT_EQ(s.action, LoginAction::send_then_close);
+}
+
+TEST_F(LoginFixture, LoginMissingTargetNameInNormalSession) {
+  auto s = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true,
+                {{"InitiatorName", "iqn.x:y"}, {"AuthMethod", "None"}});
+  EXPECT_EQ(status(s), 0x0207);
+}
+
+TEST_F(LoginFixture, LoginDiscoveryNeedsNoTargetName) {
+  auto s = send(LoginStage::security_negotiation, LoginStage::full_feature_phase, true,
+                {{"InitiatorName", "iqn.x:y"}, {"SessionType", "Discovery"}, {"AuthMethod", "None"}});
+  EXPECT_EQ(s.action, LoginAction::send_then_full_feature);
+  EXPECT_TRUE(machine.result().discovery);
+}
+
+TEST_F(LoginFixture, LoginUnsupportedVersion) {
+  auto text = iscsi::encode_text(security);
+  auto s = machine.on_pdu(login_bhs(LoginStage::security_negotiation, LoginStage::operational_negotiation, true,
+                                    false, 1),
+                          text);
+  EXPECT_EQ(status(s), 0x0205);
+}
+
+TEST_F(LoginFixture, LoginChapOnlyIsAuthenticationFailure) {
+  auto pairs = security;
+  pairs[3].value = "CHAP";
+  auto s = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true, pairs);
+  EXPECT_EQ(status(s), 0x0201);
+}
+
+TEST_F(LoginFixture, LoginBadStageTransitionIsInitiatorError) {
+  // NSG must be after CSG (RFC 7143 §11.12.3).
+  auto s = send(LoginStage::operational_negotiation, LoginStage::security_negotiation, true, security);
+  EXPECT_EQ(status(s), 0x0200);
+}
+
+TEST_F(LoginFixture, LoginTextAcrossPdusWithCBit) {
+  const auto text = iscsi::encode_text(security);
+  const std::size_t half = text.size() / 2;  // split in the middle of a pair
+  auto s1 = machine.on_pdu(login_bhs(LoginStage::security_negotiation, LoginStage::security_negotiation, false, true),
+                           std::span(text).first(half));
+  EXPECT_EQ(s1.action, LoginAction::send);
+  EXPECT_TRUE(s1.text.empty());
+  EXPECT_FALSE(s1.response.transit);
+  auto s2 = machine.on_pdu(login_bhs(LoginStage::security_negotiation, LoginStage::operational_negotiation, true),
+                           std::span(text).subspan(half));
+  EXPECT_EQ(status(s2), 0);
+  EXPECT_TRUE(s2.response.transit);
+  EXPECT_EQ(*iscsi::find_value(text_of(s2), "AuthMethod"), "None");
+}
+
+TEST_F(LoginFixture, LoginTransitAndContinueIsInitiatorError) {
+  auto s = machine.on_pdu(login_bhs(LoginStage::security_negotiation, LoginStage::operational_negotiation, true, true),
+                          iscsi::encode_text(security));
+  EXPECT_EQ(status(s), 0x0200);
+}
+
+TEST_F(LoginFixture, LoginNonZeroTsihIsSessionDoesNotExist) {
+  iscsi::LoginRequest r{.transit = true, .csg = LoginStage::security_negotiation,
+                        .nsg = LoginStage::operational_negotiation, .tsih = 42, .itt = iscsi::Itt{1}};
+  auto s = machine.on_pdu(iscsi::encode_bhs(r), iscsi::encode_text(security));
+  EXPECT_EQ(status(s), 0x020a);
+}
+
+}  // namespace
+}  // namespace iserkit::target
