@@ -1,0 +1,88 @@
+# Starts an iSCSI target for the initiator interop tests and exports ISERKIT_TEST_PORTAL,
+# ISERKIT_TEST_URL (a LUN of 64 MiB backed by a temp file or memory). Source it; call
+# start_target KIND (tgtd | iserkit-target); stop_target runs from the EXIT trap.
+# Exit 77 (skip) with a reason when the target program is missing or cannot start here.
+
+WORKDIR=$(mktemp -d /tmp/iserkit-initiator-interop.XXXXXX)
+TARGET_PID=""
+IQN="iqn.2026-11.org.iserkit.test:interop-$$"
+
+skip() { echo "SKIP: $*"; exit 77; }
+
+stop_target() {
+  if [ -n "$TARGET_PID" ] && kill -0 "$TARGET_PID" 2>/dev/null; then
+    if [ "${TARGET_KIND:-}" = tgtd ]; then
+      # tgtd ignores SIGTERM while targets exist; delete them first, then stop it.
+      TGT_IPC_SOCKET="$WORKDIR/tgtd.socket" tgtadm --lld iscsi --op delete --mode target --tid 1 --force >/dev/null 2>&1
+    fi
+    kill "$TARGET_PID" 2>/dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$TARGET_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$TARGET_PID" 2>/dev/null
+  fi
+  rm -rf "$WORKDIR"
+}
+trap stop_target EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+start_tgtd() {
+  command -v tgtd >/dev/null || skip "tgtd not installed (Debian package tgt)"
+  command -v tgtadm >/dev/null || skip "tgtadm not installed (Debian package tgt)"
+  export TGT_IPC_SOCKET="$WORKDIR/tgtd.socket"
+  local port
+  for _ in 1 2 3; do
+    port=$(free_port)
+    tgtd -f --iscsi portal=127.0.0.1:$port >"$WORKDIR/tgtd.log" 2>&1 &
+    TARGET_PID=$!
+    disown "$TARGET_PID" 2>/dev/null
+    for _ in $(seq 1 50); do
+      if tgtadm --lld iscsi --op show --mode target >/dev/null 2>&1; then break; fi
+      kill -0 "$TARGET_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$TARGET_PID" 2>/dev/null && break
+  done
+  kill -0 "$TARGET_PID" 2>/dev/null || { cat "$WORKDIR/tgtd.log"; skip "tgtd cannot start as $(id -un): see log above"; }
+  truncate -s 64M "$WORKDIR/lun1.img"
+  tgtadm --lld iscsi --op new --mode target --tid 1 -T "$IQN" || skip "tgtadm cannot create a target"
+  tgtadm --lld iscsi --op new --mode logicalunit --tid 1 --lun 1 -b "$WORKDIR/lun1.img" || skip "tgtadm cannot add a LUN"
+  tgtadm --lld iscsi --op bind --mode target --tid 1 -I ALL || skip "tgtadm cannot bind initiators"
+  export ISERKIT_TEST_PORTAL="127.0.0.1:$port"
+  export ISERKIT_TEST_URL="iscsi://127.0.0.1:$port/$IQN/1"
+  export ISERKIT_TEST_TARGET="$IQN"
+}
+
+start_iserkit_target() {
+  local bin="${ISERKIT_BIN:-}/iserkit-target"
+  [ -x "$bin" ] || skip "iserkit-target not built yet ($bin)"
+  "$bin" --listen 127.0.0.1:0 --lun mem:64M >"$WORKDIR/target.log" 2>&1 &
+  TARGET_PID=$!
+  disown "$TARGET_PID" 2>/dev/null
+  local line=""
+  for _ in $(seq 1 100); do
+    line=$(grep -o 'listening on [0-9.]*:[0-9]*' "$WORKDIR/target.log" | head -1)
+    [ -n "$line" ] && break
+    kill -0 "$TARGET_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$line" ] || { cat "$WORKDIR/target.log"; skip "iserkit-target did not start (no 'listening on' line)"; }
+  export ISERKIT_TEST_PORTAL="${line#listening on }"
+  # The bundled target names its only target itself: learn it by discovery.
+  local name
+  name=$("$ISERKIT_BIN/iserkit" discover "iscsi://$ISERKIT_TEST_PORTAL" | head -1)
+  [ -n "$name" ] || { echo "FAIL: discovery against iserkit-target returned nothing"; exit 1; }
+  export ISERKIT_TEST_TARGET="$name"
+  # Its LUN numbering starts at 0.
+  export ISERKIT_TEST_URL="iscsi://$ISERKIT_TEST_PORTAL/$name/0"
+}
+
+start_target() {
+  export TARGET_KIND="$1"
+  case "$1" in
+    tgtd) start_tgtd ;;
+    iserkit-target) start_iserkit_target ;;
+    *) echo "unknown target kind: $1"; exit 2 ;;
+  esac
+}
