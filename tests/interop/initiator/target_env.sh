@@ -55,7 +55,7 @@ start_tgtd() {
 }
 
 start_iserkit_target() {
-  local bin="${ISERKIT_BIN:-}/iserkit-target"
+  local bin="${ISERKIT_TARGET_BIN:-${ISERKIT_BIN:-}/iserkit-target}"
   [ -x "$bin" ] || skip "iserkit-target not built yet ($bin)"
   "$bin" --listen 127.0.0.1:0 --lun mem:64M >"$WORKDIR/target.log" 2>&1 &
   TARGET_PID=$!
