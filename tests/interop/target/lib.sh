@@ -28,6 +28,7 @@ require() {
 
 # start_target ARGS...: starts iserkit-target listening on 127.0.0.1:0 plus ARGS; sets PORT.
 start_target() {
+  rm -f "$WORK/port"
   "$BIN/iserkit-target" --iqn "$IQN" --listen 127.0.0.1:0 --port-file "$WORK/port" "$@" \
     >"$WORK/target.out" 2>"$WORK/target.err" &
   TARGET_PID=$!

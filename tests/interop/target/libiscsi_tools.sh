@@ -56,4 +56,19 @@ if ip -6 addr show lo 2>/dev/null | grep -q "::1"; then
 else
   echo "note: no ::1 on lo; IPv6 part not run"
 fi
+# --export-dir: each subfolder a target <iqn>:<name>, its files sorted by name are lun0, lun1, ...
+mkdir -p "$WORK/export/alpha" "$WORK/export/beta"
+truncate -s 8M "$WORK/export/alpha/b.img"
+truncate -s 4M "$WORK/export/alpha/a.img"
+truncate -s 2M "$WORK/export/beta/only.img"
+start_target --export-dir "$WORK/export" --block-size 4096
+out=$(iscsi-ls -s "iscsi://127.0.0.1:$PORT") || fail "iscsi-ls on --export-dir"
+grep -q "Target:$IQN:alpha Portal:127.0.0.1:$PORT,1" <<<"$out" || fail "export-dir target alpha: $out"
+grep -q "Target:$IQN:beta Portal:127.0.0.1:$PORT,1" <<<"$out" || fail "export-dir target beta: $out"
+out=$(iscsi-readcapacity16 "$URL:alpha/0") || fail "readcapacity16 alpha/0"
+grep -q "Total size:4194304" <<<"$out" || fail "alpha lun0 is not a.img: $out"
+grep -q "LOGICAL BLOCK LENGTH IN BYTES:4096" <<<"$out" || fail "--block-size 4096: $out"
+out=$(iscsi-readcapacity16 "$URL:alpha/1") || fail "readcapacity16 alpha/1"
+grep -q "Total size:8388608" <<<"$out" || fail "alpha lun1 is not b.img: $out"
+stop_target
 echo PASS

@@ -24,4 +24,13 @@ done
 # The file LUN holds the data on disk.
 cmp -n $((48 << 20)) "$WORK/random.img" "$WORK/disk.img" || fail "file LUN content differs from what was written"
 stop_target
+# --read-only: writes are refused, reads still work.
+start_target --lun "$WORK/disk.img" --read-only
+if qemu-img convert -n -f raw -O raw "$WORK/random.img" "$URL/0" 2>"$WORK/ro.err"; then
+  fail "a write to a --read-only target succeeded"
+fi
+rm -f "$WORK/back.img"
+qemu-img convert -f raw -O raw "$URL/0" "$WORK/back.img" || fail "read from a --read-only target"
+cmp -n $((48 << 20)) "$WORK/random.img" "$WORK/back.img" || fail "read-only target: data differs"
+stop_target
 echo PASS
