@@ -10,12 +10,14 @@ truncate -s 256M "$WORK/disk.img"
 start_target --lun mem:128M --lun "$WORK/disk.img"
 available=$(iscsi-test-cu -l 2>/dev/null)
 status=0
+families_run=0
 for lun in 0 1; do
   for family in "${FAMILIES[@]}"; do
     if ! grep -qx "ALL\.$family" <<<"$available"; then
       echo "note: this iscsi-test-cu has no family $family"
       continue
     fi
+    families_run=$((families_run + 1))
     log="$WORK/cu-$family-$lun.log"
     timeout 500 iscsi-test-cu --dataloss --test="ALL.$family" "$URL/$lun" >"$log" 2>&1 || true
     summary=$(grep -E "^ +tests " "$log" || true)
@@ -39,5 +41,6 @@ for lun in 0 1; do
   done
 done
 stop_target
+[[ $families_run -gt 0 ]] || { echo "FAIL: no test family ran"; exit 1; }
 [[ $status -eq 0 ]] && echo PASS
 exit $status
