@@ -1,6 +1,8 @@
 // The "iserkit" error category and is_fatal().
 #include "iserkit/common/errors.hpp"
 
+#include <string_view>
+
 namespace iserkit {
 namespace {
 
@@ -41,7 +43,13 @@ const std::error_category& iserkit_category() noexcept {
 
 bool is_fatal(std::error_code ec) noexcept {
   if (!ec) return false;
-  if (ec.category() != iserkit_category()) return true;  // socket errors and the like
+  if (ec.category() != iserkit_category()) {
+    // Socket and system-call failures (std's or Boost's "system" category, Asio's own categories)
+    // mean the connection is gone. Anything else (errno values from SCSI sense, a SCSI status
+    // category) describes one command, not the connection.
+    const std::string_view name = ec.category().name();
+    return ec.category() == std::system_category() || name == "system" || name.starts_with("asio.");
+  }
   switch (static_cast<errc>(ec.value())) {
     case errc::header_digest_error:
     case errc::connection_closed:
