@@ -97,7 +97,9 @@ TEST_F(Dispatcher, StandardInquiry) {
   EXPECT_EQ(d->type, scsi::PeripheralType::direct_access_block);
   EXPECT_EQ(d->vendor, "ISERKIT");
   EXPECT_EQ(d->product, "VIRTUAL-DISK");
-  EXPECT_FALSE(d->version_descriptors.empty());
+  EXPECT_EQ(d->version, 0x06);  // SPC-4
+  // SAM-5, SPC-4, SBC-3 (libiscsi checks the VPD 0xb0 length against an SBC-3 claim), iSCSI.
+  EXPECT_EQ(d->version_descriptors, (std::vector<std::uint16_t>{0x00a0, 0x0460, 0x04c0, 0x0960}));
 }
 
 TEST_F(Dispatcher, InquiryAllocationLengthTruncates) {

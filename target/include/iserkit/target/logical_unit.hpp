@@ -37,7 +37,9 @@ struct LogicalUnitOptions {
   /// Most UNMAP block descriptors in one command (VPD 0xb0).
   std::uint32_t max_unmap_descriptors = 256;
   /// Most blocks one UNMAP or WRITE SAME may cover (VPD 0xb0, in logical blocks); 0 = no limit.
-  std::uint32_t max_unmap_blocks = 0x400000;
+  /// 1 Mi blocks (512 MiB at 512-byte blocks): large enough that initiators rarely split, and
+  /// within what conformance tools consider a sane explicit limit (libiscsi: ≤ 2^20).
+  std::uint32_t max_unmap_blocks = 0x100000;
 };
 
 /// A logical unit: backend + identity + limits. Thread-safe (immutable after construction).
