@@ -5,6 +5,7 @@
 #    backing file holds exactly those bytes (the data really crossed the chain);
 #  - nbdsh: 64 concurrent async writes/reads, FUA, FLUSH, TRIM and WRITE_ZEROES read back as zeroes,
 #    a request past the end gets an NBD error and the connection keeps working;
+#  - a bridge with CRC32C header and data digests reads back the same bytes;
 #  - iserkit-nbd and iserkit-target both exit cleanly on SIGTERM.
 set -euo pipefail
 skip() { echo "SKIP: $*" >&2; exit 77; }
@@ -106,6 +107,16 @@ except nbd.Error as e:
 assert h.pread(512, 0) is not None
 print("  64 in flight, FUA, flush, zero, trim: ok")
 PY
+
+echo "== a second bridge with CRC32C header and data digests reads the same bytes"
+"$BIN/iserkit-nbd" "iscsi://127.0.0.1:$port/$iqn/0" --digest crc32c --socket "$tmp/nbd2.sock" >"$tmp/nbd2.log" 2>&1 &
+nbd2_pid=$!; pids+=($nbd2_pid)
+for _ in $(seq 100); do [[ -S $tmp/nbd2.sock ]] && break; sleep 0.1; done
+[[ -S $tmp/nbd2.sock ]] || fail "second iserkit-nbd did not start"
+grep -q "digests=crc32c/crc32c" "$tmp/target.log" || fail "the target did not log a session with digests"
+nbdcopy "nbd+unix:///?socket=$tmp/nbd2.sock" "$tmp/back2.img"
+cmp -s "$tmp/lun.img" "$tmp/back2.img" || fail "read back with digests differs from the target's file"
+kill -TERM $nbd2_pid; wait $nbd2_pid || fail "second iserkit-nbd exited with $?"
 
 echo "== shutdown"
 kill -TERM $nbd_pid; wait $nbd_pid || fail "iserkit-nbd exited with $?"

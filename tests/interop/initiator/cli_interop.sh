@@ -49,6 +49,14 @@ run read "$ISERKIT_TEST_URL" --offset $((odd - 3)) --length 3 -o "$W/before" || 
 run read "$ISERKIT_TEST_URL" --length 3000000 -o "$W/a.again" || fail "re-read exited $?"
 cmp "$W/a.bin" "$W/a.again" || fail "offset-0 data changed after the odd-offset write"
 
+# Header and data digests (CRC32C, RFC 7143 §13.1) on both ends: the same data written and read.
+head -c 2000000 /dev/urandom >"$W/c.bin"
+run --header-digest crc32c --data-digest crc32c write "$ISERKIT_TEST_URL" --offset 8388608 -i "$W/c.bin" ||
+  fail "write with digests exited $?"
+run --header-digest crc32c --data-digest crc32c read "$ISERKIT_TEST_URL" --offset 8388608 --length 2000000 \
+  -o "$W/c.back" || fail "read with digests exited $?"
+cmp "$W/c.bin" "$W/c.back" || fail "data read back with digests differs"
+
 # Errors: exit 1 with "<operation>: <what>: key=value".
 if run read "$ISERKIT_TEST_URL" --offset 67108860 --length 8 >/dev/null 2>"$W/err"; then fail "read past the end succeeded"; fi
 cat "$W/err"
