@@ -138,55 +138,42 @@ TEST(TcpDatamover, DataDigestMismatchIsReportedPerPdu) {
   });
 }
 
-TEST(TcpDatamover, HeaderDigestMismatchIsFatal) {
+// Writes `wire` raw into a connection whose receiving TcpDatamover has header digests on, and
+// returns what one receive() makes of it.
+Result<PduIn> receive_raw_with_header_digest(std::span<const std::byte> wire) {
   asio::io_context io;
   tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   tcp::socket raw_client(io);
   raw_client.connect(acceptor.local_endpoint());
   TcpDatamover server(acceptor.accept());
   server.set_digests(true, false);
-  const auto bhs = iscsi::encode_bhs(iscsi::NopOut{});
+  asio::write(raw_client, asio::buffer(wire.data(), wire.size()));
+  std::optional<Result<PduIn>> got;
+  asio::co_spawn(io, [&]() -> Awaitable<void> { got = co_await server.receive(nullptr); }, asio::detached);
+  io.run_for(std::chrono::seconds(10));
+  if (!got) return fail(errc::timeout);
+  return std::move(*got);
+}
+
+std::array<std::byte, 52> nop_out_with_digest(std::uint32_t itt, std::uint32_t digest_xor) {
+  const auto bhs = iscsi::encode_bhs(iscsi::NopOut{.itt = iscsi::Itt{itt}});
   std::array<std::byte, 52> wire{};
   std::copy(bhs.begin(), bhs.end(), wire.begin());
-  store_digest(&wire[48], crc32c(bhs) ^ 1);  // one bit off
-  asio::write(raw_client, asio::buffer(wire));
-  bool done = false;
-  asio::co_spawn(io, [&]() -> Awaitable<void> {
-    auto in = co_await server.receive(nullptr);
-    EXPECT_FALSE(in);
-    if (!in) {
-      EXPECT_EQ(in.error(), make_error_code(errc::header_digest_error));
-    }
-    EXPECT_TRUE(is_fatal(in ? std::error_code{} : in.error()));
-    done = true;
-  }, asio::detached);
-  io.run_for(std::chrono::seconds(10));
-  EXPECT_TRUE(done);
+  store_digest(&wire[48], crc32c(bhs) ^ digest_xor);
+  return wire;
+}
+
+TEST(TcpDatamover, HeaderDigestMismatchIsFatal) {
+  auto in = receive_raw_with_header_digest(nop_out_with_digest(1, 1));  // one bit off
+  ASSERT_FALSE(in);
+  EXPECT_EQ(in.error(), make_error_code(errc::header_digest_error));
+  EXPECT_TRUE(is_fatal(in.error()));
 }
 
 TEST(TcpDatamover, CorrectHeaderDigestIsAccepted) {
-  asio::io_context io;
-  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  tcp::socket raw_client(io);
-  raw_client.connect(acceptor.local_endpoint());
-  TcpDatamover server(acceptor.accept());
-  server.set_digests(true, false);
-  const auto bhs = iscsi::encode_bhs(iscsi::NopOut{.itt = iscsi::Itt{5}});
-  std::array<std::byte, 52> wire{};
-  std::copy(bhs.begin(), bhs.end(), wire.begin());
-  store_digest(&wire[48], crc32c(bhs));
-  asio::write(raw_client, asio::buffer(wire));
-  bool done = false;
-  asio::co_spawn(io, [&]() -> Awaitable<void> {
-    auto in = co_await server.receive(nullptr);
-    EXPECT_TRUE(in);
-    if (in) {
-      EXPECT_EQ(to_u32(iscsi::itt_of(in->bhs)), 5u);
-    }
-    done = true;
-  }, asio::detached);
-  io.run_for(std::chrono::seconds(10));
-  EXPECT_TRUE(done);
+  auto in = receive_raw_with_header_digest(nop_out_with_digest(5, 0));
+  ASSERT_TRUE(in);
+  EXPECT_EQ(to_u32(iscsi::itt_of(in->bhs)), 5u);
 }
 
 TEST(TcpDatamover, PeerCloseIsConnectionClosed) {
