@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The QEMU lab in one command: installs what is missing (the build's packages and the lab's own:
+# QEMU, busybox-static, rdma-core, tgt, open-iscsi, ...), builds the three programs, boots Debian's
+# kernel under TCG and runs every lab scenario in it (tests/lab/README.md), then prints the results.
+#
+# Usage: scripts/lab.sh [tests/lab/lab.sh options: --only A,B  --list  --out DIR  --timeout SEC  -v]
+# Exit status: 0 nothing failed, 1 a check failed, 2 the VM broke, 77 the lab cannot run here.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+((EUID == 0)) || die "the lab needs root (QEMU exports the host root file system to the VM): sudo $0"
+
+say "installing what is missing"
+"$ISERKIT_SOURCE/packaging/install-deps.sh"
+say "building iserkit-target, iserkit-nbd and iserkit"
+if [[ ! -f $ISERKIT_BUILD/build.ninja ]]; then
+  cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+ninja -C "$ISERKIT_BUILD" -j"$(nproc)" iserkit-target iserkit-nbd iserkit >/dev/null
+say "running the lab (QEMU, TCG: minutes, not seconds)"
+exec "$ISERKIT_SOURCE/tests/lab/lab.sh" --install --bin "$ISERKIT_BUILD/bin" "$@"

@@ -1,0 +1,234 @@
+# iserkit lab guest: what every scenario sources. Runs inside the VM as root (bash).
+#
+# Results: one line per check in /lab/out/results.tsv,
+#   scenario TAB check TAB PASS|FAIL|SKIP TAB seconds TAB reason
+# and the same line on the console. A scenario declares its checks first (`plan a b c`); any it
+# never reaches (an earlier step failed, the feature is missing) are reported as SKIP with the
+# reason given to `give_up`, so the summary always shows every check.
+#
+#   plan CHECK...            the checks this scenario reports, in order
+#   check CHECK CMD...       run CMD (output to the scenario log); PASS if it exits 0, else FAIL
+#                            with its last output line as the reason. Returns CMD's status.
+#   pass|fail|skip CHECK REASON [SECONDS]   record a result directly
+#   give_up REASON           SKIP every planned check not reported yet, then exit
+#   daemon NAME CMD...       start CMD in its own session (log: logs/SCENARIO.NAME.log), PID in $NAME_pid
+#   stop_daemon NAME [SEC]   SIGTERM it, wait up to SEC (default 60) s; returns its exit status
+#   wait_until SEC CMD...    poll CMD every 0.2 s until it succeeds; 1 after SEC seconds
+#   rxe_up                   Soft-RoCE device labrxe0 on dummy netdev labnet0 ($LAB_RDMA_IP)
+#   iser_missing             prints why iSER cannot be tried with our binaries; 1 when it can
+set -u
+scenario=${LAB_SCENARIO:?run by guest/main.sh}
+out=/lab/out
+results=$out/results.tsv
+logdir=$out/logs
+work=/run/lab/$scenario
+pidlist=/run/lab/$scenario.pids
+bb=/lab/busybox
+mkdir -p "$work"
+: >"$pidlist"
+export PATH=$LAB_BIN:$PATH
+# Soft-RoCE needs an address on the netdev it is bound to (rdma_cm cannot resolve routes on lo):
+# a dummy interface with a private address, reachable only inside the VM.
+LAB_RDMA_IP=10.211.0.1
+LAB_RDMA_NETDEV=labnet0
+LAB_RDMA_DEV=labrxe0
+LAB_INITIATOR_IQN=iqn.2026-11.org.iserkit.lab:initiator
+
+planned=()
+declare -A reported=()
+
+nap() { $bb sleep "$1"; }
+mib() { echo $(($1 << 20)); }
+seconds_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+
+record() {  # record CHECK STATUS SECONDS REASON
+  local reason=${4//$'\t'/ }
+  reason=${reason//$'\n'/ }
+  printf '%s\t%s\t%s\t%s\t%s\n' "$scenario" "$1" "$2" "$3" "$reason" >>"$results"
+  printf 'lab: %-4s %s/%s (%ss) %s\n' "$2" "$scenario" "$1" "$3" "$reason" >/dev/console
+  printf '=== %s %s (%ss) %s\n' "$2" "$1" "$3" "$reason"
+  reported[$1]=1
+}
+pass() { record "$1" PASS "${3:-0.0}" "$2"; }
+fail() { record "$1" FAIL "${3:-0.0}" "$2"; }
+skip() { record "$1" SKIP "${3:-0.0}" "$2"; }
+plan() { planned+=("$@"); }
+
+# check CHECK CMD...: the command's output goes to the scenario log; its last line is the reason.
+check() {
+  local name=$1 start rc last
+  shift
+  echo "### $name: $*"
+  start=$EPOCHREALTIME
+  "$@" >"$work/last.out" 2>&1
+  rc=$?
+  cat "$work/last.out"
+  last=$(grep -v '^[[:space:]]*$' "$work/last.out" | tail -n 1)
+  if ((rc == 0)); then
+    pass "$name" "${last:-ok}" "$(seconds_since "$start")"
+  else
+    fail "$name" "exit $rc: ${last:-no output}" "$(seconds_since "$start")"
+  fi
+  return $rc
+}
+
+give_up() {
+  local c
+  echo "$1" >"/run/lab/$scenario.gave-up"
+  for c in "${planned[@]}"; do
+    [[ -n ${reported[$c]:-} ]] || skip "$c" "$1"
+  done
+  exit 0
+}
+# the checks left unreported when the scenario ends some other way
+_lab_exit() {
+  local rc=$? c n
+  for n in "${!_daemons[@]}"; do stop_daemon "$n" 10 >/dev/null 2>&1; done
+  for c in "${planned[@]}"; do
+    [[ -n ${reported[$c]:-} ]] || skip "$c" "not reached (the scenario stopped with status $rc)"
+  done
+}
+trap _lab_exit EXIT
+
+declare -A _daemons=()
+daemon() {
+  local name=$1
+  shift
+  echo "### start $name: $*"
+  setsid "$@" </dev/null >"$logdir/$scenario.$name.log" 2>&1 &
+  _daemons[$name]=$!
+  printf -v "${name//-/_}_pid" '%s' $!
+  echo $! >>"$pidlist"
+}
+stop_daemon() {
+  local name=$1 limit=${2:-60} pid=${_daemons[$1]:-} i rc
+  [[ -n $pid ]] || return 0
+  unset "_daemons[$name]"
+  kill -TERM "$pid" 2>/dev/null
+  for ((i = 0; i < limit * 5; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    nap 0.2
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "$name did not stop within ${limit}s of SIGTERM: killed"
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    return 137
+  fi
+  wait "$pid"
+  rc=$?
+  echo "$name exited with status $rc after SIGTERM"
+  return $rc
+}
+
+# serving WHAT PATH SEC: wait until PATH (a port file or a socket) exists; says what serves where
+serving() {
+  wait_until "$3" test -s "$2" -o -S "$2" || { echo "$1 did not start within $3 s"; return 1; }
+  if [[ -S $2 ]]; then echo "$1 serving on $2"; else echo "$1 listening on port $(cat "$2")"; fi
+}
+
+wait_until() {
+  local limit=$1 i
+  shift
+  for ((i = 0; i < limit * 5; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    nap 0.2
+  done
+  return 1
+}
+
+# sha FILE_OR_DEVICE [BYTES]: SHA-256 of the first BYTES (default: all)
+sha() {
+  if (($# > 1)); then
+    head -c "$2" "$1" | sha256sum | cut -d' ' -f1
+  else
+    sha256sum <"$1" | cut -d' ' -f1
+  fi
+}
+
+rxe_up() {
+  modprobe rdma_rxe && modprobe rdma_ucm || return 1
+  if ! ip link show "$LAB_RDMA_NETDEV" >/dev/null 2>&1; then
+    ip link add "$LAB_RDMA_NETDEV" type dummy &&
+      ip addr add "$LAB_RDMA_IP/24" dev "$LAB_RDMA_NETDEV" &&
+      ip link set "$LAB_RDMA_NETDEV" up || return 1
+  fi
+  [[ -e /sys/class/infiniband/$LAB_RDMA_DEV ]] ||
+    rdma link add "$LAB_RDMA_DEV" type rxe netdev "$LAB_RDMA_NETDEV" || return 1
+  wait_until 20 grep -q ACTIVE "/sys/class/infiniband/$LAB_RDMA_DEV/ports/1/state" || return 1
+  echo "$LAB_RDMA_DEV on $LAB_RDMA_NETDEV ($LAB_RDMA_IP): $(cat "/sys/class/infiniband/$LAB_RDMA_DEV/ports/1/state")"
+}
+
+# Does the build speak iSER? The target's --help names iSER (or a --transport flag) once the iSER
+# datamover is in; until then the scenarios that need it report SKIP with this reason.
+iser_missing() {
+  if ! iserkit-target --help 2>&1 | grep -Eiq '(^|[^a-z])iser([^a-z]|$)|--transport'; then
+    echo "this build has no iSER: iserkit-target --help mentions neither iSER nor --transport"
+    return 0
+  fi
+  return 1
+}
+# initiator_refuses_iser OUTPUT_FILE: did the initiator say iser:// is not supported?
+initiator_refuses_iser() { grep -Eiq 'not supported|not_supported|unsupported' "$1"; }
+
+# ---- open-iscsi without systemd or udev
+iscsid_up() {
+  modprobe sd_mod || return 1   # no udev: the disk driver is not loaded on demand
+  echo "InitiatorName=$LAB_INITIATOR_IQN" >/etc/iscsi/initiatorname.iscsi
+  [[ -n ${_daemons[iscsid]:-} ]] && return 0
+  # own session: iscsid signals its process group when it stops
+  daemon iscsid iscsid -f >/dev/null
+  # iscsiadm -m session: 0 = sessions, 21 = none; anything else = iscsid is not answering yet
+  wait_until 30 bash -c 'iscsiadm -m session >/dev/null 2>&1; rc=$?; ((rc == 0 || rc == 21))' ||
+    { echo "iscsid does not answer iscsiadm"; return 1; }
+  echo "iscsid running (no systemd: started by hand in its own session), sd_mod loaded"
+}
+# scsi_disk_of IQN: the /dev/sdX of the first LUN of the open-iscsi session with target IQN
+scsi_disk_of() {
+  local s d
+  for s in /sys/class/iscsi_session/session*; do
+    [[ $(cat "$s/targetname" 2>/dev/null) == "$1" ]] || continue
+    for d in "$s"/device/target*/*/block/*; do
+      [[ -e $d ]] && { echo "/dev/${d##*/}"; return 0; }
+    done
+  done
+  return 1
+}
+# roundtrip DEVICE MIB: random data written with O_DIRECT, read back with O_DIRECT, SHA-256 compared
+roundtrip() {
+  local dev=$1 n=$2 want got
+  head -c "$(mib "$n")" /dev/urandom >"$work/pattern" || return 1
+  want=$(sha "$work/pattern")
+  dd if="$work/pattern" of="$dev" bs=1M oflag=direct conv=fsync status=none || return 1
+  echo 3 >/proc/sys/vm/drop_caches
+  got=$(dd if="$dev" bs=1M count="$n" iflag=direct status=none | sha256sum | cut -d' ' -f1)
+  rm -f "$work/pattern"
+  [[ $want == "$got" ]] || { echo "read back $got, wrote $want"; return 1; }
+  echo "$n MiB through $dev, sha256 ${want:0:16}… matches"
+}
+# copied_bytes LOG: the N of the last "copied payload bytes: N" line, or nothing
+copied_bytes() { sed -n 's/.*copied payload bytes: *\([0-9][0-9]*\).*/\1/p' "$1" | tail -n 1; }
+# zero_copy_check CHECK NAME LOG: assert the process logged copied payload bytes: 0, or SKIP
+zero_copy_check() {
+  local n
+  n=$(copied_bytes "$3")
+  if [[ -z $n ]]; then
+    skip "$1" "$2 logged no 'copied payload bytes' line at exit (no copy counter in this build)"
+  elif ((n == 0)); then
+    pass "$1" "$2: copied payload bytes: 0"
+  else
+    fail "$1" "$2 copied $n payload bytes (expected 0)"
+  fi
+}
+# fio_verify DEVICE OFFSET SIZE: random 4 KiB writes, 16 in flight, each block read back and checked
+fio_verify() {
+  fio --name=verify --filename="$1" --direct=1 --ioengine=libaio --iodepth=16 --rw=randwrite --bs=4k \
+    --offset="$2" --size="$3" --verify=crc32c --do_verify=1 --output="$work/fio.txt" || {
+    tail -n 5 "$work/fio.txt"
+    return 1
+  }
+  grep -q 'err= 0' "$work/fio.txt" || { grep 'err=' "$work/fio.txt"; return 1; }
+  echo "fio: $3 of random 4 KiB writes at $2, every block verified (crc32c)"
+}
+nbd_detach() { nbd-client -d "$1" && echo "$1 disconnected"; }
+mkfs_ext4() { mkfs.ext4 -q -F "$1" && echo "ext4 on $1 ($(blockdev --getsize64 "$1") bytes)"; }

@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# The iserkit lab, host side: boots Debian's own kernel (linux-image-amd64, 6.1) in QEMU with TCG,
+# the host's root file system shared read-only over virtio-9p under a tmpfs overlay, runs the lab
+# scenarios (tests/lab/scenarios/NN-name.sh) in that one boot, and prints what passed, failed and
+# was skipped, with reasons and times. The guest side is tests/lab/guest/.
+#
+# Usage: tests/lab/lab.sh [options]
+#   --bin DIR        the build's bin directory (default $ISERKIT_BIN, else <source>/build/bin)
+#   --out DIR        results directory (default: a new /var/tmp/iserkit-lab.XXXXXX, kept)
+#   --only A,B       run only these scenarios (names as in --list)
+#   --list           list the scenarios and exit
+#   --install        apt-get install the lab's packages that are missing (scripts/lab.sh does)
+#   --timeout SEC    power the VM off after SEC seconds (default 5400; TCG on a busy host is slow)
+#   --mem MIB        guest memory (default 3072), --cpus N (default 2)
+#   --vm-status      exit status says only whether the VM ran and reported (for ctest's lab_boot)
+#   --report NAME    do not boot: print scenario NAME's results from --out and exit 0 (passed),
+#                    1 (a check failed) or 77 (skipped, or the lab did not run)
+#   -v, --verbose    also print the guest kernel's console messages
+# Environment: ISERKIT_LAB_CACHE (kernel, initramfs; default /var/tmp/iserkit-lab-cache),
+#   ISERKIT_LAB_KERNEL_PKG (default: what linux-image-amd64 depends on), ISERKIT_LAB_QEMU.
+# Exit status: 0 nothing failed; 1 a check failed; 2 usage or the VM broke (timeout, no results);
+#   77 the lab cannot run here (no qemu, no kernel), with the reason.
+set -euo pipefail
+
+lab_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source_dir=$(cd "$lab_dir/../.." && pwd)
+bin_dir=${ISERKIT_BIN:-$source_dir/build/bin}
+out=""
+only=""
+install=0
+vm_status=0
+report=""
+verbose=0
+timeout_s=5400
+mem=3072
+cpus=2
+cache=${ISERKIT_LAB_CACHE:-/var/tmp/iserkit-lab-cache}
+qemu=${ISERKIT_LAB_QEMU:-qemu-system-x86_64}
+busybox=/bin/busybox
+# What the lab installs with --install: QEMU and the initramfs tools, and the peers the scenarios run.
+lab_packages=(qemu-system-x86 busybox-static kmod rdma-core ibverbs-utils rdmacm-utils perftest tgt
+  open-iscsi nbd-client e2fsprogs fio)
+
+note() { echo "lab: $*" >&2; }
+unavailable() { echo "lab: SKIP: the lab cannot run here: $*" >&2; [[ -z $out ]] || echo "$*" >"$out/unavailable"; exit 77; }
+broken() { echo "lab: ERROR: $*" >&2; exit 2; }
+usage() { sed -n '7,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+
+scenario_files() { find "$lab_dir/scenarios" -maxdepth 1 -name '[0-9][0-9]-*.sh' | sort; }
+scenario_name() { local b; b=$(basename "$1" .sh); echo "${b#[0-9][0-9]-}"; }
+
+while (($#)); do
+  case $1 in
+    --bin) bin_dir=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    --install) install=1; shift ;;
+    --timeout) timeout_s=$2; shift 2 ;;
+    --mem) mem=$2; shift 2 ;;
+    --cpus) cpus=$2; shift 2 ;;
+    --vm-status) vm_status=1; shift ;;
+    --report) report=$2; shift 2 ;;
+    --list) for f in $(scenario_files); do printf '%-22s %s\n' "$(scenario_name "$f")" "$(sed -n '2s/^# //p' "$f")"; done; exit 0 ;;
+    -v|--verbose) verbose=1; shift ;;
+    -h|--help) usage 0 ;;
+    *) echo "lab: unknown option $1" >&2; usage 2 ;;
+  esac
+done
+
+# ------------------------------------------------------------------------------------ summary ----
+# results.tsv (written by the guest): scenario TAB check TAB PASS|FAIL|SKIP TAB seconds TAB reason
+# scenarios.tsv: scenario TAB seconds TAB exit status TAB why it gave up (empty: it ran to the end)
+# A scenario FAILs when a check failed, is SKIPped when it gave up before its subject could be tried
+# (iSER missing, ...), and PASSes otherwise; skipped checks of a passing scenario are listed.
+print_tables() {  # print_tables DIR [SCENARIO]
+  awk -F'\t' -v want="${2:-}" '
+    function cut(s) { return length(s) > 100 ? substr(s, 1, 97) "..." : s }
+    function flush() {  # a run of skipped checks with one reason: one row
+      if (run == 0) return
+      label = run == 1 ? rsc "/" rfirst : rsc "/" rfirst " .. " rlast " (" run " checks)"
+      printf "  %-4s %7s  %-46s  %s\n", "SKIP", "-", label, cut(rreason)
+      run = 0
+    }
+    FNR == 1 { file++ }
+    want != "" && $1 != want { next }
+    file == 1 && !header++ { printf "  %-4s %7s  %-46s  %s\n", "", "time", "scenario/check", "reason" }
+    file == 1 {
+      total[$3]++; n[$1]++; if ($3 == "PASS") npass[$1]++
+      if ($3 == "FAIL" && !(($1) in firstfail)) firstfail[$1] = $2 ": " $5
+      if ($3 == "SKIP") { skipped[$1] = skipped[$1] (skipped[$1] == "" ? "" : ", ") $2; skipwhy[$1] = $5 }
+      if ($3 == "SKIP" && run > 0 && rsc == $1 && rreason == $5) { run++; rlast = $2; next }
+      flush()
+      if ($3 == "SKIP") { run = 1; rsc = $1; rfirst = $2; rlast = $2; rreason = $5; next }
+      printf "  %-4s %6.1fs  %-46s  %s\n", $3, $4, $1 "/" $2, cut($5)
+      next
+    }
+    file == 2 { flush(); order[++m] = $1; took[$1] = $2; rc[$1] = $3; gave[$1] = $4 }
+    END {
+      flush()
+      print ""
+      printf "  %-24s %-6s %8s  %s\n", "scenario", "result", "time", "reason"
+      for (i = 1; i <= m; i++) {
+        s = order[i]
+        if (s in firstfail) { st = "FAIL"; why = firstfail[s] }
+        else if (gave[s] != "" || npass[s] == 0) { st = "SKIP"; why = gave[s] != "" ? gave[s] : skipwhy[s] }
+        else {
+          st = "PASS"; why = npass[s] "/" n[s] " checks passed"
+          if (skipped[s] != "") why = why "; skipped: " skipped[s] " (" skipwhy[s] ")"
+        }
+        count[st]++
+        printf "  %-24s %-6s %7.1fs  %s\n", s, st, took[s], cut(why)
+      }
+      printf "  scenarios: %d passed, %d failed, %d skipped; checks: %d passed, %d failed, %d skipped\n",
+        count["PASS"], count["FAIL"], count["SKIP"], total["PASS"], total["FAIL"], total["SKIP"]
+    }' "$1/results.tsv" "$1/scenarios.tsv"
+}
+# scenario_status DIR NAME: PASS, FAIL or SKIP (the rule above)
+scenario_status() {
+  print_tables "$1" "$2" | awk -v s="$2" '$1 == s && ($2 == "PASS" || $2 == "FAIL" || $2 == "SKIP") { st = $2 } END { print st }'
+}
+
+if [[ -n $report ]]; then
+  [[ -n $out ]] || broken "--report needs --out DIR"
+  if [[ -f $out/unavailable ]]; then echo "SKIP: the lab did not run: $(cat "$out/unavailable")"; exit 77; fi
+  [[ -s $out/results.tsv ]] || { echo "SKIP: no lab results in $out (lab_boot did not run or broke)"; exit 77; }
+  grep -q "^$report"$'\t' "$out/scenarios.tsv" 2>/dev/null ||
+    { echo "SKIP: scenario $report did not run (not selected, or the VM stopped before it)"; exit 77; }
+  print_tables "$out" "$report"
+  case $(scenario_status "$out" "$report") in
+    PASS) exit 0 ;;
+    SKIP) echo "SKIP: $report could not be tried here (reason above)"; exit 77 ;;
+    *) echo "--- $out/logs/$report.log (last 40 lines)"; tail -n 40 "$out/logs/$report.log" 2>/dev/null; exit 1 ;;
+  esac
+fi
+
+# ---------------------------------------------------------------------------- requirements ----
+if [[ -z $out ]]; then
+  out=$(mktemp -d /var/tmp/iserkit-lab.XXXXXX)
+else
+  mkdir -p "$out"
+  rm -rf "${out:?}/results.tsv" "$out/scenarios.tsv" "$out/logs" "$out/unavailable" "$out/console.log" "$out/finished" "$out/dmesg.txt"
+fi
+out=$(cd "$out" && pwd)
+mkdir -p "$out/logs"
+
+if ((install)); then
+  missing=()
+  for p in "${lab_packages[@]}"; do
+    [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true) == "install ok installed" ]] || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    note "installing the lab's packages: ${missing[*]}"
+    ((EUID == 0)) || unavailable "installing ${missing[*]} needs root"
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+      { apt-get update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }; } ||
+      unavailable "apt-get install ${missing[*]} failed"
+  fi
+fi
+command -v "$qemu" >/dev/null || unavailable "$qemu is not installed (apt-get install qemu-system-x86, or run scripts/lab.sh)"
+[[ -x $busybox ]] && ! ldd "$busybox" >/dev/null 2>&1 ||
+  unavailable "$busybox is not a static busybox (apt-get install busybox-static)"
+command -v depmod >/dev/null || unavailable "depmod is missing (apt-get install kmod)"
+((EUID == 0)) || unavailable "the lab must run as root (QEMU exports the host root over 9p with the caller's rights)"
+for b in iserkit-target iserkit-nbd iserkit; do
+  [[ -x $bin_dir/$b ]] || broken "$bin_dir/$b is missing: build first (ninja -C build) or pass --bin"
+done
+bin_dir=$(cd "$bin_dir" && pwd)
+
+scenarios=()
+for f in $(scenario_files); do
+  name=$(scenario_name "$f")
+  if [[ -n $only && ",$only," != *",$name,"* ]]; then continue; fi
+  scenarios+=("$(basename "$f")")
+done
+((${#scenarios[@]})) || broken "no scenario selected (--list shows them)"
+
+# ---------------------------------------------------------------------------------- kernel ----
+# Debian's own kernel, fetched with apt-get download into the cache and unpacked once; modules.dep
+# is made with depmod (the package's postinst would do that on a real install).
+mkdir -p "$cache"
+exec 8>"$cache/.lock"
+flock 8
+pkg=${ISERKIT_LAB_KERNEL_PKG:-$(apt-cache depends linux-image-amd64 2>/dev/null | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')}
+[[ -n $pkg ]] || unavailable "apt-cache knows no linux-image-amd64 (set ISERKIT_LAB_KERNEL_PKG)"
+deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" | sort | tail -n 1)
+if [[ -z $deb ]]; then
+  note "downloading $pkg (apt-get download) into $cache"
+  (cd "$cache" && apt-get -q -o APT::Sandbox::User=root download "$pkg" >&2) || unavailable "apt-get download $pkg failed"
+  deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" | sort | tail -n 1)
+fi
+kroot=$cache/$(basename "$deb" .deb)
+if [[ ! -f $kroot/.unpacked ]]; then
+  note "unpacking $(basename "$deb")"
+  rm -rf "$kroot"
+  dpkg-deb -x "$deb" "$kroot"
+  kver=$(basename "$(find "$kroot" -path '*/lib/modules/*' -maxdepth 4 -mindepth 3 -type d -name '[0-9]*' | head -n 1)")
+  [[ -n $kver ]] || broken "$deb has no lib/modules/KVER"
+  [[ -d $kroot/lib/modules ]] || { mkdir -p "$kroot/lib"; ln -s ../usr/lib/modules "$kroot/lib/modules"; }
+  depmod -b "$kroot" "$kver"
+  echo "$kver" >"$kroot/.unpacked"
+fi
+kver=$(cat "$kroot/.unpacked")
+kernel=$kroot/boot/vmlinuz-$kver
+modules=$(cd "$kroot/lib/modules/$kver" && pwd -P)
+
+# ------------------------------------------------------------------------------- initramfs ----
+# busybox, the modules that reach the 9p root (virtio-pci, 9p, overlay; in dependency order) and
+# guest/init. Rebuilt when the kernel, busybox or guest/init change.
+early_modules=(virtio_pci 9pnet_virtio 9p overlay)
+stamp=$({ echo "$kver ${early_modules[*]}"; cat "$lab_dir/guest/init" "$busybox"; } | sha256sum | cut -c1-16)
+initrd=$cache/initrd-$kver-$stamp.cpio.gz
+if [[ ! -s $initrd ]]; then
+  note "building the initramfs $initrd"
+  staging=$(mktemp -d)
+  mkdir -p "$staging"/{bin,dev,proc,sys,ro,rw,newroot,modules}
+  cp "$busybox" "$staging/bin/busybox"
+  cp "$lab_dir/guest/init" "$staging/init"
+  chmod 755 "$staging/init"
+  for m in "${early_modules[@]}"; do
+    modprobe -d "$kroot" -S "$kver" --show-depends "$m" | awk '$1 == "insmod" { print $2 }'
+  done | awk '!seen[$0]++' | while read -r ko; do
+    cp "$ko" "$staging/modules/"
+    basename "$ko" >>"$staging/modules/load-order"
+  done
+  (cd "$staging" && find . | "$busybox" cpio -o -H newc 2>/dev/null | gzip -1) >"$initrd.partial"
+  mv "$initrd.partial" "$initrd"
+  rm -rf "$staging"
+  find "$cache" -maxdepth 1 -name "initrd-$kver-*.cpio.gz" ! -name "$(basename "$initrd")" -delete
+fi
+flock -u 8
+
+# ------------------------------------------------------------------------------------- run ----
+# The guest reads its job from the results share: which scenarios, where the sources and binaries
+# are (the same paths as on the host: it sees the host's root).
+{
+  printf 'LAB_SOURCE=%q\n' "$source_dir"
+  printf 'LAB_BIN=%q\n' "$bin_dir"
+  printf 'LAB_SCENARIOS=%q\n' "${scenarios[*]}"
+  printf 'LAB_KVER=%q\n' "$kver"
+  printf 'LAB_SCENARIO_TIMEOUT=%q\n' "${ISERKIT_LAB_SCENARIO_TIMEOUT:-1800}"
+} >"$out/job.env"
+
+qemu_args=(
+  -machine pc,accel=tcg -cpu max -smp "$cpus" -m "$mem"
+  -nodefaults -no-user-config -nographic -no-reboot
+  -kernel "$kernel" -initrd "$initrd"
+  -append "console=ttyS0 rdinit=/init panic=-1 loglevel=$((verbose ? 7 : 3)) mitigations=off nokaslr"
+  -serial "file:$out/console.log"
+  -fsdev "local,id=fs0,path=/,readonly=on,security_model=none,multidevs=remap"
+  -device virtio-9p-pci,fsdev=fs0,mount_tag=labroot
+  -fsdev "local,id=fs1,path=$modules,readonly=on,security_model=none"
+  -device virtio-9p-pci,fsdev=fs1,mount_tag=labmodules
+  -fsdev "local,id=fs2,path=$out,security_model=none"
+  -device virtio-9p-pci,fsdev=fs2,mount_tag=labout
+)
+note "booting $pkg ($kver) under TCG: ${cpus} vCPUs, ${mem} MiB; scenarios: ${scenarios[*]}"
+note "results in $out"
+start=$SECONDS
+: >"$out/console.log"
+qemu_pid=""
+tail_pid=""
+stop_all() {
+  [[ -z $qemu_pid ]] || kill "$qemu_pid" 2>/dev/null || true
+  [[ -z $tail_pid ]] || kill "$tail_pid" 2>/dev/null || true
+}
+trap stop_all EXIT
+trap 'stop_all; exit 130' INT TERM
+timeout -k 10 "$timeout_s" "$qemu" "${qemu_args[@]}" </dev/null >"$out/qemu.log" 2>&1 &
+qemu_pid=$!
+# the guest's own lines ("lab…"); with -v the kernel's too
+if ((verbose)); then
+  tail -n +1 -F --pid="$qemu_pid" "$out/console.log" 2>/dev/null &
+else
+  tail -n +1 -F --pid="$qemu_pid" "$out/console.log" 2>/dev/null | grep --line-buffered -a '^lab' &
+fi
+tail_pid=$!
+qemu_rc=0
+wait "$qemu_pid" || qemu_rc=$?
+qemu_pid=""
+wait "$tail_pid" 2>/dev/null || true
+tail_pid=""
+elapsed=$((SECONDS - start))
+
+echo
+echo "== iserkit lab: $pkg ($kver), TCG, ${elapsed}s wall clock; logs in $out/logs"
+if [[ -s $out/scenarios.tsv ]]; then print_tables "$out"; fi
+if [[ ! -f $out/finished ]]; then
+  ((qemu_rc == 124)) && note "the VM was stopped after ${timeout_s}s (--timeout)"
+  note "the guest did not finish (qemu exit $qemu_rc); last console lines:"
+  tail -n 30 "$out/console.log" >&2
+  [[ ! -s $out/qemu.log ]] || { note "qemu said:"; cat "$out/qemu.log" >&2; }
+  exit 2
+fi
+((vm_status)) && exit 0
+if grep -q $'\tFAIL\t' "$out/results.tsv"; then exit 1; fi
+exit 0

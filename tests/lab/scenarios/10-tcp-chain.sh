@@ -1,0 +1,58 @@
+#!/bin/bash
+# iSCSI/TCP chain: iserkit-target <- iserkit-nbd <- kernel nbd client; mkfs.ext4, mount, copy, e2fsck
+# Everything on 127.0.0.1 inside the VM. The file system holds a copy of /usr/include/linux and a
+# 64 MiB random file; after unmount, e2fsck -fn must be clean and a remount must give back every
+# file with the same SHA-256. iserkit-nbd and iserkit-target must exit 0 on SIGTERM, and if they
+# log "copied payload bytes: N" at exit, N must be 0.
+source "$LAB_SOURCE/tests/lab/guest/lib.sh"
+plan target bridge nbd-attach mkfs mount-copy e2fsck remount-verify nbd-detach bridge-exit \
+  bridge-zero-copy target-exit target-zero-copy
+
+iqn=iqn.2026-11.org.iserkit.lab:tcp-chain
+tree=/usr/include/linux
+truncate -s 512M "$work/lun.img"
+daemon target iserkit-target --iqn "$iqn" --lun "$work/lun.img" --listen 127.0.0.1:0 --port-file "$work/port"
+target_log=$logdir/$scenario.target.log
+check target serving iserkit-target "$work/port" 120 || give_up "iserkit-target did not start"
+port=$(cat "$work/port")
+
+url=iscsi://127.0.0.1:$port/$iqn/0
+daemon bridge iserkit-nbd "$url" --socket "$work/nbd.sock" --log-level info
+bridge_log=$logdir/$scenario.bridge.log
+check bridge serving iserkit-nbd "$work/nbd.sock" 120 || give_up "iserkit-nbd did not serve $url"
+
+modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
+dev=/dev/nbd0
+attach() {
+  nbd-client -unix "$work/nbd.sock" "$dev" -b 4096 || return 1
+  wait_until 30 test "$(cat /sys/block/nbd0/size)" -gt 0 || { echo "nbd0 has no size"; return 1; }
+  echo "$dev: $(blockdev --getsize64 $dev) bytes through nbd-client -unix"
+}
+check nbd-attach attach || give_up "the kernel nbd client could not attach"
+
+check mkfs mkfs_ext4 "$dev" || give_up "mkfs.ext4 failed"
+mkdir -p /mnt/chain
+copy_in() {
+  mount "$dev" /mnt/chain || return 1
+  mkdir /mnt/chain/tree && cp -a "$tree/." /mnt/chain/tree/ || return 1
+  head -c "$(mib 64)" /dev/urandom >/mnt/chain/random.bin || return 1
+  (cd /mnt/chain && find . -type f ! -name sums -print0 | sort -z | xargs -0 sha256sum >"$work/sums") || return 1
+  umount /mnt/chain || return 1
+  echo "$(wc -l <"$work/sums") files copied ($(du -sh "$tree" | cut -f1) tree + 64 MiB random), unmounted"
+}
+check mount-copy copy_in || give_up "mount and copy failed"
+check e2fsck e2fsck -fn "$dev"
+verify() {
+  echo 3 >/proc/sys/vm/drop_caches
+  mount "$dev" /mnt/chain || return 1
+  (cd /mnt/chain && sha256sum --quiet -c "$work/sums") || { umount /mnt/chain; return 1; }
+  umount /mnt/chain || return 1
+  echo "remounted: all $(wc -l <"$work/sums") files have their SHA-256"
+}
+check remount-verify verify
+check nbd-detach nbd_detach "$dev"
+
+check bridge-exit stop_daemon bridge
+zero_copy_check bridge-zero-copy iserkit-nbd "$bridge_log"
+check target-exit stop_daemon target
+zero_copy_check target-zero-copy iserkit-target "$target_log"
