@@ -162,14 +162,28 @@ rxe_up() {
 # Does the build speak iSER? The target's --help names iSER (or a --transport flag) once the iSER
 # datamover is in; until then the scenarios that need it report SKIP with this reason.
 iser_missing() {
-  if ! iserkit-target --help 2>&1 | grep -Eiq '(^|[^a-z])iser([^a-z]|$)|--transport'; then
-    echo "this build has no iSER: iserkit-target --help mentions neither iSER nor --transport"
+  if ! iserkit-target --help 2>&1 | grep -Eiq '(^|[^a-z])(iser|rdma)([^a-z]|$)|--transport'; then
+    echo "this build has no iSER: iserkit-target --help mentions neither iSER, RDMA nor --transport"
     return 0
   fi
   return 1
 }
 # initiator_refuses_iser OUTPUT_FILE: did the initiator say iser:// is not supported?
 initiator_refuses_iser() { grep -Eiq 'not supported|not_supported|unsupported' "$1"; }
+
+# tgtd_iser_up IQN IMAGE: tgtd with one iSER target IQN, LUN 1 = a fresh 256 MiB file IMAGE.
+# tgtd admits an iSER login (and lists the target in SendTargets) only when both its address ACL
+# and its initiator-name ACL match: bind ALL addresses and $LAB_INITIATOR_IQN.
+tgtd_iser_up() {
+  daemon tgtd tgtd -f >/dev/null
+  wait_until 60 tgtadm --op show --mode sys || { echo "tgtadm cannot reach tgtd"; return 1; }
+  truncate -s 256M "$2" || return 1
+  tgtadm --lld iser --op new --mode target --tid 1 -T "$1" &&
+    tgtadm --lld iser --op new --mode logicalunit --tid 1 --lun 1 -b "$2" &&
+    tgtadm --lld iser --op bind --mode target --tid 1 -I ALL &&
+    tgtadm --lld iser --op bind --mode target --tid 1 -Q "$LAB_INITIATOR_IQN" || return 1
+  echo "tgtd: $1, LUN 1 = 256 MiB file, iSER portal on $LAB_RDMA_IP:3260"
+}
 
 # ---- open-iscsi without systemd or udev
 iscsid_up() {

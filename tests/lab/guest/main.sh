@@ -15,7 +15,7 @@ export LAB_SOURCE LAB_BIN LAB_KVER
 $bb mkdir -p /dev/pts /dev/shm
 $bb mount -t devpts -o mode=620,ptmxmode=666 devpts /dev/pts
 $bb mount -t tmpfs -o mode=1777 shm /dev/shm
-$bb mount -t tmpfs -o mode=0755 run /run
+$bb mount -t tmpfs -o mode=0755,size=85% run /run   # LUN images live here: up to 1 GiB
 $bb mount -t tmpfs -o mode=1777 tmp /tmp   # not the host's /tmp
 $bb mkdir -p /run/lock /run/lab
 [[ -e /dev/fd ]] || $bb ln -s /proc/self/fd /dev/fd
@@ -53,6 +53,7 @@ for file in $LAB_SCENARIOS; do
     printf '%s\tscenario\tFAIL\t%s\t%s\n' "$name" "$took" "exited with status $rc without reporting a result" >>$out/results.tsv
     echo "lab: FAIL $name: exited with status $rc without reporting a result"
   fi
+  rm -rf "/run/lab/$name"   # its LUN images: RAM
   gave_up=""
   [[ ! -s /run/lab/$name.gave-up ]] || gave_up=$(head -n 1 /run/lab/$name.gave-up)
   printf '%s\t%s\t%s\t%s\n' "$name" "$took" "$rc" "$gave_up" >>$out/scenarios.tsv

@@ -49,9 +49,8 @@ write_read() {
   head -c "$(mib 256)" /dev/urandom >"$work/pattern" || return 1
   want=$(sha "$work/pattern")
   cli write "$url" -i "$work/pattern" || return 1
-  cli read "$url" --length "$(mib 256)" -o "$work/back" || return 1
-  got=$(sha "$work/back")
-  rm -f "$work/pattern" "$work/back"
+  rm -f "$work/pattern"
+  got=$(set -o pipefail; cli read "$url" --length "$(mib 256)" | sha256sum | cut -d' ' -f1) || return 1
   [[ $want == "$got" ]] || { echo "read back $got, wrote $want"; return 1; }
   printf '%s\n' "$want" >"$work/pattern.sha"
   echo "256 MiB written and read back over iSER, sha256 ${want:0:16}… matches"

@@ -19,17 +19,7 @@ if initiator_refuses_iser "$work/probe.txt"; then
   give_up "the iserkit CLI in this build has no iSER: $(tail -n 1 "$work/probe.txt")"
 fi
 
-tgtd_up() {
-  daemon tgtd tgtd -f
-  wait_until 60 tgtadm --op show --mode sys || { echo "tgtadm cannot reach tgtd"; return 1; }
-  truncate -s 256M "$work/tgt.img"
-  tgtadm --lld iser --op new --mode target --tid 1 -T "$iqn" &&
-    tgtadm --lld iser --op new --mode logicalunit --tid 1 --lun 1 -b "$work/tgt.img" &&
-    tgtadm --lld iser --op bind --mode target --tid 1 -I ALL &&
-    tgtadm --lld iser --op bind --mode target --tid 1 -Q "$LAB_INITIATOR_IQN" || return 1
-  echo "tgtd: $iqn, LUN 1 = 256 MiB file, iSER portal on $portal"
-}
-check tgtd tgtd_up || give_up "tgtd did not come up"
+check tgtd tgtd_iser_up "$iqn" "$work/tgt.img" || give_up "tgtd did not come up"
 discover() {
   cli discover "iser://$portal" || return 1
   cli discover "iser://$portal" | grep -q "$iqn" || { echo "SendTargets over iSER did not list $iqn"; return 1; }
@@ -42,9 +32,8 @@ write_read() {
   head -c "$(mib 128)" /dev/urandom >"$work/pattern" || return 1
   want=$(sha "$work/pattern")
   cli write "$url" -i "$work/pattern" || return 1
-  cli read "$url" --length "$(mib 128)" -o "$work/back" || return 1
-  got=$(sha "$work/back")
-  rm -f "$work/pattern" "$work/back"
+  rm -f "$work/pattern"
+  got=$(set -o pipefail; cli read "$url" --length "$(mib 128)" | sha256sum | cut -d' ' -f1) || return 1
   [[ $want == "$got" ]] || { echo "read back $got, wrote $want"; return 1; }
   echo "$want" >"$work/pattern.sha"
   echo "128 MiB written to tgtd and read back over iSER, sha256 ${want:0:16}… matches"

@@ -1,0 +1,47 @@
+#!/bin/bash
+# Control: Linux iSER initiator (ib_iser) -> tgtd's iSER target, no iserkit code involved
+# Proves the lab's iSER plumbing (rxe, ib_iser, iscsid without systemd, tgtd's iSER portal and its
+# ACLs) with two known-good peers, so that a failure of iser-kernel-initiator or iser-tgtd points
+# at our code and not at the lab: discovery over iSER, login, transport iser, /dev/sdX, 32 MiB
+# O_DIRECT round trip, logout.
+source "$LAB_SOURCE/tests/lab/guest/lib.sh"
+plan soft-roce tgtd iscsid discovery login transport disk dd-roundtrip logout
+check soft-roce rxe_up || give_up "no Soft-RoCE device"
+command -v tgtd >/dev/null || give_up "tgt is not installed"
+command -v iscsiadm >/dev/null || give_up "open-iscsi is not installed"
+iqn=iqn.2026-11.org.iserkit.lab:control
+portal=$LAB_RDMA_IP:3260
+check tgtd tgtd_iser_up "$iqn" "$work/tgt.img" || give_up "tgtd did not come up"
+modprobe ib_iser || give_up "modprobe ib_iser failed"
+check iscsid iscsid_up || give_up "iscsid did not start"
+discover() {
+  timeout 180 iscsiadm -m discovery -t sendtargets -p "$portal" -I iser || return 1
+  iscsiadm -m node -T "$iqn" -p "$portal" -I iser >/dev/null || { echo "$iqn not among the discovered nodes"; return 1; }
+  echo "SendTargets over iSER found $iqn"
+}
+if ! check discovery discover; then
+  iscsiadm -m node -o new -T "$iqn" -p "$portal,1" -I iser || give_up "cannot create a node record"
+fi
+check login timeout 300 iscsiadm -m node -T "$iqn" -p "$portal" -I iser --login || give_up "login over iSER failed"
+transport() {
+  iscsiadm -m session -P 1 >"$work/session.txt" 2>&1
+  grep -q 'Iface Transport: iser' "$work/session.txt" || { cat "$work/session.txt"; echo "the session is not over iser"; return 1; }
+  echo "session transport: iser ($(grep -m1 'Current Portal' "$work/session.txt" | xargs))"
+}
+check transport transport
+disk=""
+find_disk() {
+  wait_until 60 scsi_disk_of "$iqn" || { echo "no SCSI disk for the session"; return 1; }
+  disk=$(scsi_disk_of "$iqn")
+  echo "$disk: $(blockdev --getsize64 "$disk") bytes from tgtd over iSER"
+}
+check disk find_disk || give_up "the LUN did not appear as a disk"
+check dd-roundtrip roundtrip "$disk" 32
+logout() {
+  timeout 180 iscsiadm -m node -T "$iqn" -p "$portal" -I iser --logout || return 1
+  wait_until 30 bash -c "[[ ! -e /sys/block/${disk#/dev/} ]]" || { echo "$disk still there after logout"; return 1; }
+  echo "logged out, $disk gone"
+}
+check logout logout
+stop_daemon iscsid 20 >/dev/null
+tgtadm --op delete --mode system --force >/dev/null 2>&1
