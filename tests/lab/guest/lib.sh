@@ -159,11 +159,17 @@ rxe_up() {
   echo "$LAB_RDMA_DEV on $LAB_RDMA_NETDEV ($LAB_RDMA_IP): $(cat "/sys/class/infiniband/$LAB_RDMA_DEV/ports/1/state")"
 }
 
-# Does the build speak iSER? The target's --help names iSER (or a --transport flag) once the iSER
+# Does the build speak iSER? The target's --help names iSER, RDMA or a --transport flag once the iSER
 # datamover is in; until then the scenarios that need it report SKIP with this reason.
 iser_missing() {
   if ! iserkit-target --help 2>&1 | grep -Eiq '(^|[^a-z])(iser|rdma)([^a-z]|$)|--transport'; then
     echo "this build has no iSER: iserkit-target --help mentions neither iSER, RDMA nor --transport"
+    return 0
+  fi
+  # iSER is a build option (it needs rdma-core's libraries): a binary without it names the flag
+  # but cannot serve iSER
+  if ! ldd "$(command -v iserkit-target)" 2>/dev/null | grep -q 'librdmacm'; then
+    echo "iserkit-target was built without iSER (not linked with librdmacm: WITH_ISER off?)"
     return 0
   fi
   return 1
@@ -190,6 +196,15 @@ iscsid_up() {
   modprobe sd_mod || return 1   # no udev: the disk driver is not loaded on demand
   echo "InitiatorName=$LAB_INITIATOR_IQN" >/etc/iscsi/initiatorname.iscsi
   [[ -n ${_daemons[iscsid]:-} ]] && return 0
+  # open-iscsi's defaults (15 s login, 5 s NOP-Out) are made for real machines; under TCG on a
+  # busy host a peer can stall longer than that, and a timed-out iSER connect request crashes
+  # tgtd (rdma_create_qp on a cm_id the initiator already dropped). Give every peer a minute.
+  # (The file is the host's, seen through the overlay: the edit stays in the VM.)
+  grep -q '^# iserkit lab' /etc/iscsi/iscsid.conf ||
+    { sed -i -E -e 's/^(node\.conn\[0\]\.timeo\.(login|logout)_timeout) = .*/\1 = 60/' \
+      -e 's/^(node\.conn\[0\]\.timeo\.noop_out_(interval|timeout)) = .*/\1 = 60/' /etc/iscsi/iscsid.conf &&
+      printf '%s\n' '# iserkit lab: slow peers under TCG' 'discovery.sendtargets.timeo.login_timeout = 60' \
+        'discovery.sendtargets.timeo.active_timeout = 60' >>/etc/iscsi/iscsid.conf; } || return 1
   # own session: iscsid signals its process group when it stops
   daemon iscsid iscsid -f >/dev/null
   # iscsiadm -m session: 0 = sessions, 21 = none; anything else = iscsid is not answering yet
