@@ -44,4 +44,5 @@ logout() {
 }
 check logout logout
 stop_daemon iscsid 20 >/dev/null
-tgtadm --op delete --mode system --force >/dev/null 2>&1
+tgtadm --op delete --mode system >/dev/null 2>&1   # how tgtd is told to exit
+stop_daemon tgtd 20 >/dev/null || true
