@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <memory>
 #include <random>
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/initiator/errors.hpp"
 #include "iserkit/initiator/options.hpp"
 
 namespace iserkit::initiator {
@@ -39,8 +41,8 @@ std::string default_initiator_name() {
   return name;
 }
 
-Awaitable<Result<LoginDone>> perform_login(datamover::Datamover& dm, LoginConfig config,
-                                           std::chrono::milliseconds timeout) {
+Awaitable<Result<LoginOutcome>> perform_login(datamover::Datamover& dm, LoginConfig config,
+                                              std::chrono::milliseconds timeout) {
   auto ex = co_await asio::this_coro::executor;
   struct TimerState {
     bool timed_out = false;
@@ -86,10 +88,60 @@ Awaitable<Result<LoginDone>> perform_login(datamover::Datamover& dm, LoginConfig
       // full-feature-phase PDU on.
       dm.set_digests(done->parameters.header_digest_crc32c, done->parameters.data_digest_crc32c);
       dm.set_max_recv_data_segment_length(done->parameters.initiator_max_recv_data_segment_length);
-      co_return std::move(*done);
+      co_return LoginOutcome{std::move(*done)};
     }
+    if (auto* redirect = std::get_if<LoginRedirect>(&*step)) co_return LoginOutcome{std::move(*redirect)};
     next = std::move(std::get<LoginSend>(*step));
   }
+}
+
+Awaitable<Result<LoggedIn>> connect_and_login(std::string host, std::uint16_t port, LoginConfig config,
+                                              std::chrono::milliseconds timeout, unsigned max_redirects,
+                                              Connector connect) {
+  for (unsigned redirects = 0;; ++redirects) {
+    auto dm = co_await connect(host, port);
+    if (!dm) co_return fail(dm.error());
+    auto outcome = co_await perform_login(**dm, config, timeout);
+    if (!outcome) {
+      (*dm)->close();
+      co_return fail(outcome.error());
+    }
+    if (auto* done = std::get_if<LoginDone>(&*outcome))
+      co_return LoggedIn{std::move(*dm), std::move(*done), std::move(host), port};
+    const auto& redirect = std::get<LoginRedirect>(*outcome);
+    // RFC 7143 §11.13.5: after a redirect the target closes the connection; the initiator logs in
+    // again at TargetAddress.
+    (*dm)->close();
+    if (redirects >= max_redirects) co_return fail(make_login_error(1, redirect.permanent ? 0x02 : 0x01));
+    log::info("login: redirected {}: from={}:{} to={}:{}", redirect.permanent ? "permanently" : "temporarily", host,
+              port, redirect.host, redirect.port);
+    host = redirect.host;
+    port = redirect.port;
+  }
+}
+
+Result<SessionOptions> resolve_credentials(const Url& url, SessionOptions options) {
+  auto& chap = options.chap;
+  if (chap.user.empty()) chap.user = url.user;
+  if (chap.secret.empty() && chap.user == url.user) chap.secret = url.password;
+  if (chap.enabled() && chap.secret.empty()) return fail(errc::invalid_argument);
+  if (!chap.enabled() && chap.mutual()) return fail(errc::invalid_argument);
+  if (chap.secret.size() > iscsi::chap_max_secret_bytes || chap.target_secret.size() > iscsi::chap_max_secret_bytes)
+    return fail(errc::invalid_argument);
+  // RFC 7143 §12.1.3: a secret MUST NOT serve to authenticate both the initiator and the target.
+  if (chap.mutual() && chap.secret == chap.target_secret) return fail(errc::invalid_argument);
+  if (chap.enabled() && chap.secret.size() < iscsi::chap_recommended_secret_bytes)
+    log::warn("login: CHAP secret of user {} is shorter than 12 bytes (RFC 7143 §12.1.3)", chap.user);
+  if (chap.enabled() && !options.security_stage) return fail(errc::invalid_argument);
+  return options;
+}
+
+SessionOptions secret_from_environment(SessionOptions options) {
+  if (options.chap.secret.empty())
+    if (const char* v = std::getenv("ISERKIT_CHAP_SECRET"); v != nullptr) options.chap.secret = v;
+  if (options.chap.target_secret.empty())
+    if (const char* v = std::getenv("ISERKIT_CHAP_TARGET_SECRET"); v != nullptr) options.chap.target_secret = v;
+  return options;
 }
 
 }  // namespace iserkit::initiator

@@ -523,13 +523,12 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_execut
                                                              SessionOptions options) {
   if (url.target.empty()) co_return fail(errc::invalid_argument);
   if (url.transport == datamover::Transport::iser) co_return fail(errc::not_supported);  // iSER: later issue
-  if (!url.user.empty()) co_return fail(errc::not_supported);                           // CHAP: later issue
   if (options.max_commands_in_flight == 0 || options.max_commands_in_flight > 65534)
     co_return fail(errc::invalid_argument);
   if (options.initiator_name.empty()) options.initiator_name = default_initiator_name();
-
-  auto dm = co_await datamover::TcpDatamover::connect(ex, url.host, url.port, options.connect_timeout);
-  if (!dm) co_return fail(dm.error());
+  auto resolved = resolve_credentials(url, std::move(options));
+  if (!resolved) co_return fail(resolved.error());
+  options = std::move(*resolved);
 
   LoginConfig config;
   config.initiator_name = options.initiator_name;
@@ -539,12 +538,19 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_execut
   config.itt = iscsi::Itt{0};
   config.cmd_sn = SerialNumber(1);
   config.options = options;
-  auto done = co_await perform_login(**dm, config, options.login_timeout);
-  if (!done) {
-    (*dm)->close();
-    co_return fail(done.error());
-  }
-  auto impl = std::make_unique<Impl>(ex, std::move(*dm), std::move(options));
+  const auto connect_timeout = options.connect_timeout;
+  auto logged_in = co_await connect_and_login(
+      url.host, url.port, config, options.login_timeout, options.max_redirects,
+      [ex, connect_timeout](const std::string& host, std::uint16_t port)
+          -> Awaitable<Result<std::unique_ptr<datamover::Datamover>>> {
+        auto dm = co_await datamover::TcpDatamover::connect(ex, host, port, connect_timeout);
+        if (!dm) co_return fail(dm.error());
+        co_return std::unique_ptr<datamover::Datamover>(std::move(*dm));
+      });
+  if (!logged_in) co_return fail(logged_in.error());
+  auto& dm = logged_in->datamover;
+  auto* done = &logged_in->done;
+  auto impl = std::make_unique<Impl>(ex, std::move(dm), std::move(options));
   impl->params = done->parameters;
   impl->target_name = url.target;
   impl->exp_stat_sn = done->exp_stat_sn;
