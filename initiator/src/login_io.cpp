@@ -16,6 +16,18 @@
 
 namespace iserkit::initiator {
 
+namespace {
+
+// Login text for trace logs: CHAP_R values are left out (they allow offline dictionary attacks on
+// the secret), secrets never reach this text at all.
+std::string describe_text(const iscsi::TextPairs& pairs) {
+  std::string s;
+  for (const auto& [k, v] : pairs) s += (s.empty() ? "" : " ") + k + "=" + (k == "CHAP_R" ? std::string("<hidden>") : v);
+  return s;
+}
+
+}  // namespace
+
 std::array<std::byte, 6> random_isid() {
   std::random_device rd;
   std::array<std::byte, 6> isid{};
@@ -70,6 +82,8 @@ Awaitable<Result<LoginOutcome>> perform_login(datamover::Datamover& dm, LoginCon
   LoginMachine machine(std::move(config));
   LoginSend next = machine.start();
   while (true) {
+    log::trace("login: send: csg={} transit={} {}", static_cast<int>(next.request.csg), next.request.transit,
+               describe_text(next.text));
     if (auto ec = co_await dm.send(datamover::make_pdu_owned(next.request, iscsi::encode_text(next.text)))) {
       co_return fail(*timed_out ? make_error_code(errc::timeout) : ec);
     }
@@ -81,6 +95,8 @@ Awaitable<Result<LoginOutcome>> perform_login(datamover::Datamover& dm, LoginCon
     if (!rsp) co_return fail(errc::protocol_error);
     auto text = iscsi::decode_text(in->data);
     if (!text) co_return fail(errc::protocol_error);
+    log::trace("login: received: status=0x{:02x}{:02x} transit={} {}", rsp->status_class, rsp->status_detail,
+               rsp->transit, describe_text(*text));
     auto step = machine.on_response(*rsp, *text);
     if (!step) co_return fail(step.error());
     if (auto* done = std::get_if<LoginDone>(&*step)) {
@@ -104,6 +120,17 @@ Awaitable<Result<LoggedIn>> connect_and_login(std::string host, std::uint16_t po
     auto outcome = co_await perform_login(**dm, config, timeout);
     if (!outcome) {
       (*dm)->close();
+      auto& chap = config.options.chap;
+      // tgtd 1.0.85 answers CHAP_A=7 (SHA-256) but can only check 20-byte responses, then fails
+      // the login with 0x0200 "initiator error". Retry once offering MD5 alone, which RFC 7143
+      // §12.1.3 makes mandatory for every implementation. A wrong secret (0x0201) is not retried.
+      if (outcome.error() == make_login_error(2, 0) && chap.enabled() &&
+          chap.algorithms != std::vector{iscsi::ChapAlgorithm::md5}) {
+        log::warn("login: target refused our CHAP response with status 0x0200; retrying with CHAP_A=5 (MD5) only");
+        chap.algorithms = {iscsi::ChapAlgorithm::md5};
+        --redirects;  // not a redirect
+        continue;
+      }
       co_return fail(outcome.error());
     }
     if (auto* done = std::get_if<LoginDone>(&*outcome))
