@@ -359,6 +359,7 @@ struct Session::Impl final : datamover::DataPlacement {
         if (t == &ping_task) {
           ping.on_pong();
           ++stats.pings_answered;
+          keepalive_timer.cancel();  // re-plan: the next check is an interval after now, not the timeout
         }
         finish(*t, {});
       }
