@@ -45,6 +45,7 @@ struct Task {
   scsi::Lun lun;                  // for ABORT TASK after a timeout
   SerialNumber cmd_sn;            // RefCmdSN of that ABORT TASK
   std::uint8_t tmf_response = 0;  // task management requests: the response code (RFC 7143 §11.6.1)
+  bool scsi_command = false;      // only SCSI commands get an ABORT TASK when they time out
 };
 
 struct Waiter {
@@ -189,7 +190,7 @@ struct Session::Impl final : datamover::DataPlacement {
       for (Task* t : expired) {
         log::warn("command: timed out: itt=0x{:08x}", iscsi::to_u32(t->itt));
         // RFC 7143 §11.5.1: ABORT TASK tells the target to drop it (RefCmdSN = its CmdSN).
-        if (t->tmf_response == 0 && t != &ping_task)
+        if (t->scsi_command)
           asio::co_spawn(ex, abort_task(self, t->itt, t->cmd_sn, t->lun), asio::detached);
         if (t == receiving) {
           t->timed_out = true;  // finished by the receive loop after the current PDU
@@ -481,6 +482,7 @@ struct Session::Impl final : datamover::DataPlacement {
     cmd.cmd_sn = window.take();
     task.cmd_sn = cmd.cmd_sn;
     task.lun = req.lun;
+    task.scsi_command = true;
     cmd.exp_stat_sn = exp_stat_sn;
     std::copy(req.cdb.bytes.begin(), req.cdb.bytes.end(), cmd.cdb.begin());
     auto pdu = datamover::make_pdu(cmd, req.data_out.first(immediate));
@@ -515,7 +517,6 @@ struct Session::Impl final : datamover::DataPlacement {
     if (task.itt == iscsi::reserved_itt) co_return fail(errc::invalid_argument);
     task.deadline = Clock::now() + (o.timeout.count() > 0 ? o.timeout : options.login_timeout);
     arm_sweeper(self);
-    task.tmf_response = 0xff;  // marks it as a TMF for the sweeper (no ABORT TASK of an ABORT TASK)
     iscsi::TaskManagementRequest req;
     req.immediate = true;  // RFC 7143 §11.5: TMF requests go as immediate commands
     req.function = o.function;
