@@ -12,6 +12,8 @@ packages=(
   libisal-dev             # ISA-L: CRC32C header/data digests
   libexpected-dev         # tl::expected (GCC 12 has no std::expected in C++20)
   libcxxopts-dev          # command-line options
+  libssl-dev              # OpenSSL libcrypto: CHAP digests (MD5, SHA-1, SHA-256, SHA3-256) and RAND_bytes challenges
+  libtomlplusplus-dev     # toml++: iserkit-target --config FILE
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
   # peers and tools used by the tests and the demo

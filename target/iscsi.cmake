@@ -2,7 +2,9 @@
 # sequencer, connection/session handling, TCP portals (library iserkit_target) and the
 # iserkit-target executable. Included by target/CMakeLists.txt.
 add_library(iserkit_target STATIC
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/chap_authenticator.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/config.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/config_file.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/connection.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/portal.cpp
@@ -12,7 +14,9 @@ add_library(iserkit::target ALIAS iserkit_target)
 target_include_directories(iserkit_target
   PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
   PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
-target_link_libraries(iserkit_target PUBLIC iserkit::target_scsi iserkit::common)
+# toml++ (Debian libtomlplusplus-dev): the --config file.
+find_package(tomlplusplus REQUIRED)
+target_link_libraries(iserkit_target PUBLIC iserkit::target_scsi iserkit::common PRIVATE tomlplusplus::tomlplusplus)
 
 add_executable(iserkit-target ${CMAKE_CURRENT_SOURCE_DIR}/main.cpp)
 target_link_libraries(iserkit-target PRIVATE iserkit::target cxxopts::cxxopts)

@@ -1,6 +1,9 @@
 // iserkit-target: the bundled iSCSI target (RFC 7143) serving files, block devices and memory LUNs
-// over TCP. Layer 6 front end: flags (cxxopts) → TargetConfig → TargetServer.
+// over TCP. Layer 6 front end: flags (cxxopts) and the --config TOML file → TargetConfig →
+// TargetServer. CHAP secrets come from files or the environment, never from the command line, and
+// are never printed (RFC 7143 §12.1.3).
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
@@ -39,6 +42,20 @@ int run(int argc, char** argv) {
       ("max-burst-length", "bytes per Data-In or solicited Data-Out sequence",
        cxxopts::value<std::uint32_t>()->default_value("4194304"))
       ("max-outstanding-r2t", "R2Ts outstanding per command", cxxopts::value<std::uint32_t>()->default_value("8"))
+      ("config", "TOML file: portals, targets, LUNs, ACLs, CHAP users and mutual secrets, discovery "
+                 "authentication (see target/README.md); combines with the flags", cxxopts::value<std::string>())
+      ("allow-initiator", "initiator IQN allowed to log in to the --lun/--export-dir targets (repeatable; "
+                          "default: any)", cxxopts::value<std::vector<std::string>>())
+      ("chap-user", "require CHAP for the --lun/--export-dir targets with this CHAP_N; the secret comes from "
+                    "--chap-secret-file or $ISERKIT_TARGET_CHAP_SECRET", cxxopts::value<std::string>())
+      ("chap-secret-file", "file holding the --chap-user secret (first line)", cxxopts::value<std::string>())
+      ("mutual-user", "the target's CHAP_N for mutual CHAP; secret from --mutual-secret-file or "
+                      "$ISERKIT_TARGET_MUTUAL_SECRET", cxxopts::value<std::string>())
+      ("mutual-secret-file", "file holding the --mutual-user secret", cxxopts::value<std::string>())
+      ("discovery-chap-user", "require CHAP for discovery sessions with this CHAP_N; secret from "
+                              "--discovery-chap-secret-file or $ISERKIT_DISCOVERY_CHAP_SECRET",
+       cxxopts::value<std::string>())
+      ("discovery-chap-secret-file", "file holding the --discovery-chap-user secret", cxxopts::value<std::string>())
       ("version", "print the version and exit")
       ("h,help", "print this help and exit");
   auto args = options.parse(argc, argv);
@@ -46,7 +63,9 @@ int run(int argc, char** argv) {
     std::cout << options.help() << "\nExamples:\n"
               << "  iserkit-target --lun disk.img --listen 0.0.0.0:3260\n"
               << "  iserkit-target --lun mem:64M --listen 127.0.0.1:0 --port-file /tmp/port\n"
-              << "  iserkit-target --export-dir /srv/volumes --iqn iqn.2026-11.org.example\n";
+              << "  iserkit-target --export-dir /srv/volumes --iqn iqn.2026-11.org.example\n"
+              << "  ISERKIT_TARGET_CHAP_SECRET=... iserkit-target --lun mem:64M --chap-user alice\n"
+              << "  iserkit-target --config /etc/iserkit/target.toml\n";
     return 0;
   }
   if (args.count("version")) {
@@ -94,10 +113,50 @@ int run(int argc, char** argv) {
   config.first_burst_length = args["first-burst-length"].as<std::uint32_t>();
   config.max_burst_length = args["max-burst-length"].as<std::uint32_t>();
   config.max_outstanding_r2t = std::max<std::uint32_t>(1, args["max-outstanding-r2t"].as<std::uint32_t>());
-  if (config.luns.empty() && !config.export_dir) {
-    std::cerr << "iserkit-target: no LUNs: give --lun FILE|mem:SIZE or --export-dir DIR (see --help)\n";
+  if (args.count("allow-initiator")) config.allowed_initiators = args["allow-initiator"].as<std::vector<std::string>>();
+  std::vector<std::string> warnings;
+  // A credential from a flag: the user name from `user_flag`, the secret from `file_flag` or `env`.
+  auto credential = [&](const char* user_flag, const char* file_flag,
+                        const char* env) -> std::optional<iserkit::target::ChapCredential> {
+    if (!args.count(user_flag)) {
+      if (args.count(file_flag)) throw std::runtime_error(std::string("--") + file_flag + " needs --" + user_flag);
+      return std::nullopt;
+    }
+    iserkit::target::ChapCredential c{.user = args[user_flag].as<std::string>(), .secret = {}};
+    if (args.count(file_flag)) {
+      auto s = iserkit::target::read_secret_file(args[file_flag].as<std::string>(), &warnings);
+      if (!s) throw std::runtime_error(s.error().message);
+      c.secret = std::move(*s);
+    } else if (const char* v = std::getenv(env); v != nullptr && *v != '\0') {
+      c.secret = v;
+    } else {
+      throw std::runtime_error(std::string("--") + user_flag + ": no secret: give --" + file_flag + " or set " + env);
+    }
+    if (c.secret.size() > iserkit::iscsi::chap_max_secret_bytes)
+      throw std::runtime_error(std::string("--") + user_flag + ": the secret is longer than 255 bytes");
+    return c;
+  };
+  if (auto c = credential("chap-user", "chap-secret-file", "ISERKIT_TARGET_CHAP_SECRET")) config.auth.users.push_back(*c);
+  config.auth.mutual = credential("mutual-user", "mutual-secret-file", "ISERKIT_TARGET_MUTUAL_SECRET");
+  if (config.auth.mutual && !config.auth.required()) throw std::runtime_error("--mutual-user needs --chap-user");
+  if (config.auth.mutual && config.auth.users.front().secret == config.auth.mutual->secret)
+    throw std::runtime_error("--chap-user and --mutual-user must not share a secret (RFC 7143 §12.1.3)");
+  if (auto c = credential("discovery-chap-user", "discovery-chap-secret-file", "ISERKIT_DISCOVERY_CHAP_SECRET"))
+    config.discovery_auth.users.push_back(*c);
+  if (args.count("config")) {
+    auto loaded = iserkit::target::load_config_file(args["config"].as<std::string>(), config);
+    if (!loaded) {
+      std::cerr << "iserkit-target: --config: " << loaded.error().message << "\n";
+      return 2;
+    }
+    config = std::move(*loaded);
+  }
+  if (config.luns.empty() && !config.export_dir && config.targets.empty()) {
+    std::cerr << "iserkit-target: no LUNs: give --lun FILE|mem:SIZE, --export-dir DIR or --config FILE (see --help)\n";
     return 2;
   }
+  for (const auto& w : iserkit::target::config_warnings(config)) warnings.push_back(w);
+  for (const auto& w : warnings) iserkit::log::warn("config: {}", w);
 
   auto server = iserkit::target::TargetServer::create(config);
   if (!server) {

@@ -29,6 +29,7 @@ class Category final : public std::error_category {
       case errc::scsi_error: return "SCSI command failed";
       case errc::task_aborted: return "task aborted";
       case errc::nbd_protocol_error: return "NBD protocol error";
+      case errc::authentication_failed: return "authentication failed";
     }
     return "unknown iserkit error";
   }
@@ -58,6 +59,7 @@ bool is_fatal(std::error_code ec) noexcept {
     case errc::session_closed:
     case errc::login_failed:
     case errc::negotiation_failed:
+    case errc::authentication_failed:
       return true;
     default:
       return false;

@@ -68,11 +68,10 @@ Result<std::vector<DiscoveredTarget>> parse_send_targets(const iscsi::TextPairs&
 Awaitable<Result<std::vector<DiscoveredTarget>>> discover(asio::any_io_executor ex, const Url& url,
                                                           SessionOptions options) {
   if (url.transport == datamover::Transport::iser) co_return fail(errc::not_supported);
-  if (!url.user.empty()) co_return fail(errc::not_supported);
   if (options.initiator_name.empty()) options.initiator_name = default_initiator_name();
-  auto dm = co_await datamover::TcpDatamover::connect(ex, url.host, url.port, options.connect_timeout);
-  if (!dm) co_return fail(dm.error());
-  datamover::Datamover& mover = **dm;
+  auto resolved = resolve_credentials(url, std::move(options));
+  if (!resolved) co_return fail(resolved.error());
+  options = std::move(*resolved);
 
   LoginConfig config;
   config.initiator_name = options.initiator_name;
@@ -82,11 +81,18 @@ Awaitable<Result<std::vector<DiscoveredTarget>>> discover(asio::any_io_executor 
   config.itt = iscsi::Itt{0};
   config.cmd_sn = SerialNumber(1);
   config.options = options;
-  auto done = co_await perform_login(mover, config, options.login_timeout);
-  if (!done) {
-    mover.close();
-    co_return fail(done.error());
-  }
+  const auto connect_timeout = options.connect_timeout;
+  auto logged_in = co_await connect_and_login(
+      url.host, url.port, config, options.login_timeout, options.max_redirects,
+      [ex, connect_timeout](const std::string& host, std::uint16_t port)
+          -> Awaitable<Result<std::unique_ptr<datamover::Datamover>>> {
+        auto dm = co_await datamover::TcpDatamover::connect(ex, host, port, connect_timeout);
+        if (!dm) co_return fail(dm.error());
+        co_return std::unique_ptr<datamover::Datamover>(std::move(*dm));
+      });
+  if (!logged_in) co_return fail(logged_in.error());
+  datamover::Datamover& mover = *logged_in->datamover;
+  const LoginDone* done = &logged_in->done;
   SerialNumber cmd_sn = config.cmd_sn;
   SerialNumber exp_stat_sn = done->exp_stat_sn;
 

@@ -2,6 +2,7 @@
 #include "login.hpp"
 
 #include "iserkit/common/errors.hpp"
+#include "iserkit/initiator/discovery.hpp"
 #include "iserkit/initiator/errors.hpp"
 
 namespace iserkit::initiator {
@@ -75,7 +76,10 @@ LoginSend LoginMachine::start() {
   text.push_back({"SessionType", config_.discovery ? "Discovery" : "Normal"});
   if (!config_.discovery) text.push_back({"TargetName", config_.target_name});
   if (stage_ == iscsi::LoginStage::security_negotiation) {
-    text.push_back({"AuthMethod", "None"});
+    const auto& chap = config_.options.chap;
+    // RFC 7143 §12.1.3: with credentials we offer CHAP; None too unless we insist on mutual
+    // authentication (a target answering None would then go unauthenticated).
+    text.push_back({"AuthMethod", !chap.enabled() ? "None" : chap.mutual() ? "CHAP" : "CHAP,None"});
     return request(stage_, std::move(text), true);
   }
   for (auto& p : operational_offers()) text.push_back(std::move(p));
@@ -83,6 +87,14 @@ LoginSend LoginMachine::start() {
 }
 
 Result<LoginStep> LoginMachine::on_response(const iscsi::LoginResponse& rsp, const iscsi::TextPairs& text) {
+  if (rsp.status_class == 1) {
+    // RFC 7143 §11.13.5: class 1 redirects; the response carries TargetAddress (§13.8).
+    const std::string* address = iscsi::find_value(text, "TargetAddress");
+    if (address == nullptr) return fail(make_login_error(rsp.status_class, rsp.status_detail));
+    auto portal = parse_target_address(*address);
+    if (!portal) return fail(make_login_error(rsp.status_class, rsp.status_detail));
+    return LoginStep{LoginRedirect{portal->host, portal->port, rsp.status_detail == 0x02}};
+  }
   // RFC 7143 §11.13.5: a non-zero status class ends the login.
   if (rsp.status_class != 0) return fail(make_login_error(rsp.status_class, rsp.status_detail));
   // RFC 7143 §11.13: the response echoes ITT and ISID.
@@ -102,24 +114,9 @@ Result<LoginStep> LoginMachine::on_response(const iscsi::LoginResponse& rsp, con
   iscsi::TextPairs incoming = std::move(pending_text_);
   pending_text_.clear();
 
-  iscsi::TextPairs answers;
-  if (stage_ == iscsi::LoginStage::security_negotiation) {
-    for (const auto& [key, value] : incoming) {
-      if (key == "AuthMethod") {
-        if (value != "None") return fail(errc::negotiation_failed);  // we offered only None
-      } else if (key == "TargetPortalGroupTag" || key == "TargetAlias") {
-        (void)negotiation_.receive({{key, value}});
-      } else if (key.starts_with("CHAP_")) {
-        return fail(errc::negotiation_failed);
-      }
-    }
-    if (!rsp.transit) return LoginStep{request(stage_, {}, true)};  // target wants another round
-    // RFC 7143 §11.13.3: with T=1 the target moves to NSG; it must be the one we asked for.
-    if (rsp.nsg != iscsi::LoginStage::operational_negotiation) return fail(errc::protocol_error);
-    stage_ = iscsi::LoginStage::operational_negotiation;
-    return LoginStep{request(stage_, operational_offers(), true)};
-  }
+  if (stage_ == iscsi::LoginStage::security_negotiation) return security_response(rsp, incoming);
 
+  iscsi::TextPairs answers;
   auto r = negotiation_.receive(incoming);
   if (!r) return fail(r.error());
   answers = std::move(*r);
@@ -142,6 +139,55 @@ Result<LoginStep> LoginMachine::on_response(const iscsi::LoginResponse& rsp, con
     return LoginStep{std::move(done)};
   }
   return LoginStep{request(stage_, std::move(answers), true)};
+}
+
+Result<LoginStep> LoginMachine::security_response(const iscsi::LoginResponse& rsp, const iscsi::TextPairs& incoming) {
+  const auto& chap = config_.options.chap;
+  iscsi::TextPairs chap_keys;
+  for (const auto& [key, value] : incoming) {
+    if (key == "AuthMethod") {
+      if (auth_ != Auth::offered) return fail(errc::negotiation_failed);  // answered twice
+      if (value == "None") {
+        // We offered None only without mutual CHAP (start()); a target choosing it anyway would
+        // go unauthenticated.
+        if (chap.mutual()) return fail(errc::authentication_failed);
+        auth_ = Auth::none;
+      } else if (value == "CHAP" && chap.enabled()) {
+        auth_ = Auth::chap;
+        chap_.emplace(chap);
+      } else {
+        return fail(errc::negotiation_failed);  // not one we offered (RFC 7143 §6.2 list rule)
+      }
+    } else if (key == "TargetPortalGroupTag" || key == "TargetAlias") {
+      (void)negotiation_.receive({{key, value}});
+    } else if (key.starts_with("CHAP_")) {
+      if (auth_ != Auth::chap) return fail(errc::negotiation_failed);
+      chap_keys.push_back({key, value});
+    }
+  }
+  iscsi::TextPairs answers;
+  if (auth_ == Auth::chap) {
+    if (chap_keys.empty() && !chap_->responded() && !rsp.transit) {
+      answers = chap_->start();  // the round that chose CHAP: propose algorithms
+    } else {
+      auto r = chap_->on_keys(chap_keys);
+      if (!r) return fail(r.error());
+      answers = std::move(*r);
+    }
+  }
+  if (rsp.transit) {
+    // RFC 7143 §12.1.3: the target may leave the security stage only once it authenticated us and,
+    // for mutual CHAP, proved itself; a target that asked for no authentication must have said so.
+    if (chap.mutual() && !(auth_ == Auth::chap && chap_->done())) return fail(errc::authentication_failed);
+    if (auth_ == Auth::chap && !chap_->done()) return fail(errc::authentication_failed);
+    // RFC 7143 §11.13.3: with T=1 the target moves to NSG; it must be the one we asked for.
+    if (rsp.nsg != iscsi::LoginStage::operational_negotiation) return fail(errc::protocol_error);
+    stage_ = iscsi::LoginStage::operational_negotiation;
+    return LoginStep{request(stage_, operational_offers(), true)};
+  }
+  // Ask to leave the stage once nothing of CHAP remains for us to send after this request.
+  const bool transit = auth_ != Auth::chap || chap_->responded();
+  return LoginStep{request(stage_, std::move(answers), transit)};
 }
 
 }  // namespace iserkit::initiator

@@ -1,13 +1,17 @@
 // The initiator's login state machine, sans-I/O (RFC 7143 §6: login phase; §11.12/§11.13: Login
 // Request/Response; §13: operational keys). Input: decoded Login Responses and their text; output:
-// the next Login Request to send, or "done" with the negotiated parameters, or a typed error.
+// the next Login Request to send, "done" with the negotiated parameters, a redirect (RFC 7143
+// §11.13.5 class 1 with TargetAddress), or a typed error. The security stage runs AuthMethod=None or
+// CHAP through ChapClient (RFC 7143 §12.1.3).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 
+#include "chap_client.hpp"
 #include "iserkit/common/result.hpp"
 #include "iserkit/initiator/options.hpp"
 #include "iserkit/iscsi/negotiation.hpp"
@@ -42,7 +46,14 @@ struct LoginDone {
   SerialNumber exp_cmd_sn;
   SerialNumber max_cmd_sn;
 };
-using LoginStep = std::variant<LoginSend, LoginDone>;
+/// The target redirected the login (status 0x0101 temporarily / 0x0102 permanently) to another
+/// portal: reconnect there and start again (RFC 7143 §11.13.5, TargetAddress §13.8).
+struct LoginRedirect {
+  std::string host;          ///< without brackets
+  std::uint16_t port = 3260;
+  bool permanent = false;    ///< 0x0102 "target moved permanently"
+};
+using LoginStep = std::variant<LoginSend, LoginDone, LoginRedirect>;
 
 class LoginMachine {
  public:
@@ -52,15 +63,18 @@ class LoginMachine {
   LoginSend start();
 
   /// Processes one Login Response and its text data segment.
-  /// Errors: login_status_category() for a non-zero status class (RFC 7143 §11.13.5; redirects are
-  /// not followed); errc::negotiation_failed when the answers break §6.2 or the target asks for an
-  /// AuthMethod other than None; errc::protocol_error for a response that does not fit the request
-  /// (wrong ITT/ISID, stage going backwards, transit to a stage we did not ask for).
+  /// Returns LoginRedirect for status class 1 with a TargetAddress.
+  /// Errors: login_status_category() for status classes 2 and 3 (and a redirect without a valid
+  /// TargetAddress); errc::negotiation_failed when the answers break §6.2, the target picks an
+  /// AuthMethod we did not offer or CHAP values are malformed; errc::authentication_failed when
+  /// mutual CHAP fails or the target skips it; errc::protocol_error for a response that does not
+  /// fit the request (wrong ITT/ISID, stage going backwards, transit to a stage we did not ask for).
   Result<LoginStep> on_response(const iscsi::LoginResponse& response, const iscsi::TextPairs& text);
 
  private:
   LoginSend request(iscsi::LoginStage csg, iscsi::TextPairs text, bool transit);
   iscsi::TextPairs operational_offers();
+  Result<LoginStep> security_response(const iscsi::LoginResponse& response, const iscsi::TextPairs& incoming);
 
   LoginConfig config_;
   iscsi::Negotiation negotiation_;
@@ -70,6 +84,8 @@ class LoginMachine {
   SerialNumber exp_stat_sn_{0};
   bool have_stat_sn_ = false;
   iscsi::TextPairs pending_text_;  // text accumulated across C=1 responses
+  enum class Auth { offered, none, chap } auth_ = Auth::offered;
+  std::optional<ChapClient> chap_;
 };
 
 /// The NegotiationPolicy the initiator uses for `options` (ErrorRecoveryLevel=0, MaxConnections=1).

@@ -5,14 +5,28 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <memory>
 #include <random>
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/initiator/errors.hpp"
 #include "iserkit/initiator/options.hpp"
 
 namespace iserkit::initiator {
+
+namespace {
+
+// Login text for trace logs: CHAP_R values are left out (they allow offline dictionary attacks on
+// the secret), secrets never reach this text at all.
+std::string describe_text(const iscsi::TextPairs& pairs) {
+  std::string s;
+  for (const auto& [k, v] : pairs) s += (s.empty() ? "" : " ") + k + "=" + (k == "CHAP_R" ? std::string("<hidden>") : v);
+  return s;
+}
+
+}  // namespace
 
 std::array<std::byte, 6> random_isid() {
   std::random_device rd;
@@ -39,8 +53,8 @@ std::string default_initiator_name() {
   return name;
 }
 
-Awaitable<Result<LoginDone>> perform_login(datamover::Datamover& dm, LoginConfig config,
-                                           std::chrono::milliseconds timeout) {
+Awaitable<Result<LoginOutcome>> perform_login(datamover::Datamover& dm, LoginConfig config,
+                                              std::chrono::milliseconds timeout) {
   auto ex = co_await asio::this_coro::executor;
   struct TimerState {
     bool timed_out = false;
@@ -68,6 +82,8 @@ Awaitable<Result<LoginDone>> perform_login(datamover::Datamover& dm, LoginConfig
   LoginMachine machine(std::move(config));
   LoginSend next = machine.start();
   while (true) {
+    log::trace("login: send: csg={} transit={} {}", static_cast<int>(next.request.csg), next.request.transit,
+               describe_text(next.text));
     if (auto ec = co_await dm.send(datamover::make_pdu_owned(next.request, iscsi::encode_text(next.text)))) {
       co_return fail(*timed_out ? make_error_code(errc::timeout) : ec);
     }
@@ -79,6 +95,8 @@ Awaitable<Result<LoginDone>> perform_login(datamover::Datamover& dm, LoginConfig
     if (!rsp) co_return fail(errc::protocol_error);
     auto text = iscsi::decode_text(in->data);
     if (!text) co_return fail(errc::protocol_error);
+    log::trace("login: received: status=0x{:02x}{:02x} transit={} {}", rsp->status_class, rsp->status_detail,
+               rsp->transit, describe_text(*text));
     auto step = machine.on_response(*rsp, *text);
     if (!step) co_return fail(step.error());
     if (auto* done = std::get_if<LoginDone>(&*step)) {
@@ -86,10 +104,71 @@ Awaitable<Result<LoginDone>> perform_login(datamover::Datamover& dm, LoginConfig
       // full-feature-phase PDU on.
       dm.set_digests(done->parameters.header_digest_crc32c, done->parameters.data_digest_crc32c);
       dm.set_max_recv_data_segment_length(done->parameters.initiator_max_recv_data_segment_length);
-      co_return std::move(*done);
+      co_return LoginOutcome{std::move(*done)};
     }
+    if (auto* redirect = std::get_if<LoginRedirect>(&*step)) co_return LoginOutcome{std::move(*redirect)};
     next = std::move(std::get<LoginSend>(*step));
   }
+}
+
+Awaitable<Result<LoggedIn>> connect_and_login(std::string host, std::uint16_t port, LoginConfig config,
+                                              std::chrono::milliseconds timeout, unsigned max_redirects,
+                                              Connector connect) {
+  for (unsigned redirects = 0;; ++redirects) {
+    auto dm = co_await connect(host, port);
+    if (!dm) co_return fail(dm.error());
+    auto outcome = co_await perform_login(**dm, config, timeout);
+    if (!outcome) {
+      (*dm)->close();
+      auto& chap = config.options.chap;
+      // tgtd 1.0.85 answers CHAP_A=7 (SHA-256) but can only check 20-byte responses, then fails
+      // the login with 0x0200 "initiator error". Retry once offering MD5 alone, which RFC 7143
+      // §12.1.3 makes mandatory for every implementation. A wrong secret (0x0201) is not retried.
+      if (outcome.error() == make_login_error(2, 0) && chap.enabled() &&
+          chap.algorithms != std::vector{iscsi::ChapAlgorithm::md5}) {
+        log::warn("login: target refused our CHAP response with status 0x0200; retrying with CHAP_A=5 (MD5) only");
+        chap.algorithms = {iscsi::ChapAlgorithm::md5};
+        --redirects;  // not a redirect
+        continue;
+      }
+      co_return fail(outcome.error());
+    }
+    if (auto* done = std::get_if<LoginDone>(&*outcome))
+      co_return LoggedIn{std::move(*dm), std::move(*done), std::move(host), port};
+    const auto& redirect = std::get<LoginRedirect>(*outcome);
+    // RFC 7143 §11.13.5: after a redirect the target closes the connection; the initiator logs in
+    // again at TargetAddress.
+    (*dm)->close();
+    if (redirects >= max_redirects) co_return fail(make_login_error(1, redirect.permanent ? 0x02 : 0x01));
+    log::info("login: redirected {}: from={}:{} to={}:{}", redirect.permanent ? "permanently" : "temporarily", host,
+              port, redirect.host, redirect.port);
+    host = redirect.host;
+    port = redirect.port;
+  }
+}
+
+Result<SessionOptions> resolve_credentials(const Url& url, SessionOptions options) {
+  auto& chap = options.chap;
+  if (chap.user.empty()) chap.user = url.user;
+  if (chap.secret.empty() && chap.user == url.user) chap.secret = url.password;
+  if (chap.enabled() && chap.secret.empty()) return fail(errc::invalid_argument);
+  if (!chap.enabled() && chap.mutual()) return fail(errc::invalid_argument);
+  if (chap.secret.size() > iscsi::chap_max_secret_bytes || chap.target_secret.size() > iscsi::chap_max_secret_bytes)
+    return fail(errc::invalid_argument);
+  // RFC 7143 §12.1.3: a secret MUST NOT serve to authenticate both the initiator and the target.
+  if (chap.mutual() && chap.secret == chap.target_secret) return fail(errc::invalid_argument);
+  if (chap.enabled() && chap.secret.size() < iscsi::chap_recommended_secret_bytes)
+    log::warn("login: CHAP secret of user {} is shorter than 12 bytes (RFC 7143 §12.1.3)", chap.user);
+  if (chap.enabled() && !options.security_stage) return fail(errc::invalid_argument);
+  return options;
+}
+
+SessionOptions secret_from_environment(SessionOptions options) {
+  if (options.chap.secret.empty())
+    if (const char* v = std::getenv("ISERKIT_CHAP_SECRET"); v != nullptr) options.chap.secret = v;
+  if (options.chap.target_secret.empty())
+    if (const char* v = std::getenv("ISERKIT_CHAP_TARGET_SECRET"); v != nullptr) options.chap.target_secret = v;
+  return options;
 }
 
 }  // namespace iserkit::initiator

@@ -21,7 +21,9 @@
 #include "iserkit/datamover/tcp_datamover.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "itt_table.hpp"
+#include "async_events.hpp"
 #include "login_io.hpp"
+#include "ping_monitor.hpp"
 
 namespace iserkit::initiator {
 namespace {
@@ -40,6 +42,10 @@ struct Task {
   scsi::ScsiResult result;
   std::deque<iscsi::R2t> r2ts;
   Clock::time_point deadline = Clock::time_point::max();
+  scsi::Lun lun;                  // for ABORT TASK after a timeout
+  SerialNumber cmd_sn;            // RefCmdSN of that ABORT TASK
+  std::uint8_t tmf_response = 0;  // task management requests: the response code (RFC 7143 §11.6.1)
+  bool scsi_command = false;      // only SCSI commands get an ABORT TASK when they time out
 };
 
 struct Waiter {
@@ -50,8 +56,8 @@ struct Waiter {
 
 struct Session::Impl final : datamover::DataPlacement {
   Impl(asio::any_io_executor e, std::unique_ptr<datamover::Datamover> d, SessionOptions o)
-      : ex(std::move(e)), dm(std::move(d)), options(std::move(o)), itts(options.max_commands_in_flight + 1),
-        sweep_timer(ex) {}
+      : ex(std::move(e)), dm(std::move(d)), options(std::move(o)), itts(options.max_commands_in_flight + 4),
+        sweep_timer(ex), ping(options.nop_interval, options.nop_timeout, Clock::now()), keepalive_timer(ex) {}
 
   asio::any_io_executor ex;
   std::unique_ptr<datamover::Datamover> dm;
@@ -73,6 +79,9 @@ struct Session::Impl final : datamover::DataPlacement {
   bool sweeping = false;
   SessionStats stats;
   std::weak_ptr<Session> owner;  // for coroutines spawned from the receive loop
+  PingMonitor ping;              // NOP-Out keepalive decisions (ping_monitor.hpp)
+  Task ping_task;                // the outstanding ping's ITT slot
+  asio::steady_timer keepalive_timer;
 
   // ---- admission into the CmdSN window (RFC 7143 §4.2.2.1) ----
   [[nodiscard]] bool can_admit() const noexcept {
@@ -134,6 +143,7 @@ struct Session::Impl final : datamover::DataPlacement {
       w->admitted.complete(ec);
     }
     sweep_timer.cancel();
+    keepalive_timer.cancel();
   }
 
   void update_window(SerialNumber exp_cmd_sn, SerialNumber max_cmd_sn) {
@@ -179,6 +189,9 @@ struct Session::Impl final : datamover::DataPlacement {
       });
       for (Task* t : expired) {
         log::warn("command: timed out: itt=0x{:08x}", iscsi::to_u32(t->itt));
+        // RFC 7143 §11.5.1: ABORT TASK tells the target to drop it (RefCmdSN = its CmdSN).
+        if (t->scsi_command)
+          asio::co_spawn(ex, abort_task(self, t->itt, t->cmd_sn, t->lun), asio::detached);
         if (t == receiving) {
           t->timed_out = true;  // finished by the receive loop after the current PDU
         } else {
@@ -235,6 +248,7 @@ struct Session::Impl final : datamover::DataPlacement {
         if (placed != nullptr) finish(*placed, error);
         break;
       }
+      ping.on_receive(Clock::now());
       handle(*in, placed);
       if (placed != nullptr && placed->timed_out) finish(*placed, make_error_code(errc::timeout));
     }
@@ -339,7 +353,18 @@ struct Session::Impl final : datamover::DataPlacement {
   void on_pdu(const iscsi::NopIn& n, const datamover::PduIn& in, Task*) {
     update_window(n.exp_cmd_sn, n.max_cmd_sn);
     // RFC 7143 §11.19.1: StatSN is advanced only by a NOP-In that answers our NOP-Out (ITT valid).
-    if (n.itt != iscsi::reserved_itt) update_stat_sn(n.stat_sn);
+    if (n.itt != iscsi::reserved_itt) {
+      update_stat_sn(n.stat_sn);
+      // The answer to our ping (RFC 7143 §11.19.1: the NOP-In echoes the NOP-Out's ITT).
+      if (Task* t = itts.find(n.itt)) {
+        if (t == &ping_task) {
+          ping.on_pong();
+          ++stats.pings_answered;
+          keepalive_timer.cancel();  // re-plan: the next check is an interval after now, not the timeout
+        }
+        finish(*t, {});
+      }
+    }
     // RFC 7143 §11.19.2: a TTT other than 0xffffffff asks for a NOP-Out answer; with 0xffffffff
     // the NOP-In is unsolicited and needs none.
     if (n.ttt == iscsi::reserved_ttt) return;
@@ -379,10 +404,14 @@ struct Session::Impl final : datamover::DataPlacement {
   void on_pdu(const iscsi::AsyncMessage& a, const datamover::PduIn&, Task*) {
     update_stat_sn(a.stat_sn);
     update_window(a.exp_cmd_sn, a.max_cmd_sn);
-    // Full handling (logout requests, renegotiation) is a later issue; at ErrorRecoveryLevel 0 a
-    // dropped connection surfaces as connection_closed anyway.
     log::info("session: async message: event={} parameter1={} parameter2={} parameter3={}",
               static_cast<unsigned>(a.event), a.parameter1, a.parameter2, a.parameter3);
+    const AsyncDecision d = decide_async(a);
+    if (d.kind == AsyncDecision::Kind::fail_session) {
+      fail_session(make_error_code(errc::connection_closed));
+    } else if (d.kind == AsyncDecision::Kind::logout && !logging_out) {
+      asio::co_spawn(ex, logout_on_request(owner.lock(), d.within), asio::detached);
+    }
   }
 
   void on_pdu(const iscsi::LogoutResponse& r, const datamover::PduIn&, Task*) {
@@ -397,6 +426,10 @@ struct Session::Impl final : datamover::DataPlacement {
   void on_pdu(const iscsi::TaskManagementResponse& r, const datamover::PduIn&, Task*) {
     update_stat_sn(r.stat_sn);
     update_window(r.exp_cmd_sn, r.max_cmd_sn);
+    if (Task* t = itts.find(r.itt)) {
+      t->tmf_response = r.response;
+      finish(*t, {});
+    }
   }
   void on_pdu(const iscsi::TextResponse& r, const datamover::PduIn&, Task*) {
     update_stat_sn(r.stat_sn);
@@ -447,6 +480,9 @@ struct Session::Impl final : datamover::DataPlacement {
     // RFC 7143 §4.2.2.1: CmdSN taken and the PDU queued with no suspension in between, so commands
     // leave in CmdSN order, and only while CmdSN ≤ MaxCmdSN (acquire() waited for that).
     cmd.cmd_sn = window.take();
+    task.cmd_sn = cmd.cmd_sn;
+    task.lun = req.lun;
+    task.scsi_command = true;
     cmd.exp_stat_sn = exp_stat_sn;
     std::copy(req.cdb.bytes.begin(), req.cdb.bytes.end(), cmd.cdb.begin());
     auto pdu = datamover::make_pdu(cmd, req.data_out.first(immediate));
@@ -471,6 +507,91 @@ struct Session::Impl final : datamover::DataPlacement {
     admit();
     if (task.error) co_return fail(task.error);
     co_return task.result;
+  }
+
+  // ---- task management (RFC 7143 §11.5/§11.6), keepalive (§11.18/§11.19), async logout (§11.9) ----
+  Awaitable<Result<TaskManagementResult>> task_management(std::shared_ptr<Session> self, TaskManagementOptions o) {
+    if (!open) co_return fail(error ? error : make_error_code(errc::session_closed));
+    Task task;
+    task.itt = itts.insert(&task);
+    if (task.itt == iscsi::reserved_itt) co_return fail(errc::invalid_argument);
+    task.deadline = Clock::now() + (o.timeout.count() > 0 ? o.timeout : options.login_timeout);
+    arm_sweeper(self);
+    iscsi::TaskManagementRequest req;
+    req.immediate = true;  // RFC 7143 §11.5: TMF requests go as immediate commands
+    req.function = o.function;
+    req.lun = o.lun;
+    req.itt = task.itt;
+    req.referenced_task_tag = o.referenced_task_tag;
+    req.cmd_sn = window.next();  // immediate: not advanced
+    req.exp_stat_sn = exp_stat_sn;
+    req.ref_cmd_sn = o.ref_cmd_sn;
+    log::info("session: task management: function={} lun={} referenced_itt=0x{:08x}", static_cast<unsigned>(o.function),
+              o.lun.index().value_or(0xffff), iscsi::to_u32(o.referenced_task_tag));
+    co_await send(datamover::make_pdu(req));
+    while (!task.finished) co_await task.event.wait();
+    if (task.error) co_return fail(task.error);
+    co_return TaskManagementResult{.response = task.tmf_response};
+  }
+
+  Awaitable<void> abort_task(std::shared_ptr<Session> self, iscsi::Itt itt, SerialNumber cmd_sn, scsi::Lun lun) {
+    auto r = co_await task_management(self, TaskManagementOptions{.function = iscsi::TaskManagementFunction::abort_task,
+                                                                  .lun = lun,
+                                                                  .referenced_task_tag = itt,
+                                                                  .ref_cmd_sn = cmd_sn});
+    if (!r) {
+      log::warn("session: ABORT TASK itt=0x{:08x} failed: {}", iscsi::to_u32(itt), r.error().message());
+    } else {
+      log::info("session: ABORT TASK itt=0x{:08x}: response={}", iscsi::to_u32(itt), r->response);
+    }
+  }
+
+  Awaitable<void> keepalive(std::shared_ptr<Session> self) {
+    while (open) {
+      keepalive_timer.expires_at(ping.next_check());
+      boost::system::error_code ec;
+      co_await keepalive_timer.async_wait(use_awaitable_ec(ec));
+      if (!open) break;
+      switch (ping.on_tick(Clock::now())) {
+        case PingMonitor::Action::none: break;
+        case PingMonitor::Action::send_ping: {
+          ping_task.finished = false;
+          ping_task.error = {};
+          ping_task.itt = itts.insert(&ping_task);
+          if (ping_task.itt == iscsi::reserved_itt) break;
+          iscsi::NopOut out;
+          out.immediate = true;
+          out.itt = ping_task.itt;  // RFC 7143 §11.18.1: a valid ITT asks for a NOP-In answer
+          out.ttt = iscsi::reserved_ttt;
+          out.cmd_sn = window.next();
+          out.exp_stat_sn = exp_stat_sn;
+          ping.on_ping_sent(Clock::now());
+          ++stats.pings_sent;
+          co_await send(datamover::make_pdu(out));
+          break;
+        }
+        case PingMonitor::Action::connection_dead:
+          log::warn("session: no NOP-In within {} ms of our ping: connection dead: target={} peer={}",
+                    options.nop_timeout.count(), target_name, dm->peer());
+          itts.erase(ping_task.itt);
+          fail_session(make_error_code(errc::timeout));
+          break;
+      }
+    }
+    (void)self;
+  }
+
+  Awaitable<void> logout_on_request(std::shared_ptr<Session> self, std::chrono::seconds within) {
+    // RFC 7143 §11.9.1 AsyncEvent 1: log out within Parameter3 seconds, or the target drops us.
+    asio::steady_timer deadline(ex);
+    deadline.expires_after(within);
+    deadline.async_wait([weak = std::weak_ptr<Session>(self), this](const boost::system::error_code& e) {
+      if (e || weak.expired()) return;
+      if (open) fail_session(make_error_code(errc::session_closed));
+    });
+    auto r = co_await logout(self);
+    deadline.cancel();
+    if (!r) log::warn("session: logout requested by the target failed: {}", r.error().message());
   }
 
   Awaitable<Result<void>> logout(std::shared_ptr<Session> self) {
@@ -523,13 +644,12 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_execut
                                                              SessionOptions options) {
   if (url.target.empty()) co_return fail(errc::invalid_argument);
   if (url.transport == datamover::Transport::iser) co_return fail(errc::not_supported);  // iSER: later issue
-  if (!url.user.empty()) co_return fail(errc::not_supported);                           // CHAP: later issue
   if (options.max_commands_in_flight == 0 || options.max_commands_in_flight > 65534)
     co_return fail(errc::invalid_argument);
   if (options.initiator_name.empty()) options.initiator_name = default_initiator_name();
-
-  auto dm = co_await datamover::TcpDatamover::connect(ex, url.host, url.port, options.connect_timeout);
-  if (!dm) co_return fail(dm.error());
+  auto resolved = resolve_credentials(url, std::move(options));
+  if (!resolved) co_return fail(resolved.error());
+  options = std::move(*resolved);
 
   LoginConfig config;
   config.initiator_name = options.initiator_name;
@@ -539,12 +659,19 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_execut
   config.itt = iscsi::Itt{0};
   config.cmd_sn = SerialNumber(1);
   config.options = options;
-  auto done = co_await perform_login(**dm, config, options.login_timeout);
-  if (!done) {
-    (*dm)->close();
-    co_return fail(done.error());
-  }
-  auto impl = std::make_unique<Impl>(ex, std::move(*dm), std::move(options));
+  const auto connect_timeout = options.connect_timeout;
+  auto logged_in = co_await connect_and_login(
+      url.host, url.port, config, options.login_timeout, options.max_redirects,
+      [ex, connect_timeout](const std::string& host, std::uint16_t port)
+          -> Awaitable<Result<std::unique_ptr<datamover::Datamover>>> {
+        auto dm = co_await datamover::TcpDatamover::connect(ex, host, port, connect_timeout);
+        if (!dm) co_return fail(dm.error());
+        co_return std::unique_ptr<datamover::Datamover>(std::move(*dm));
+      });
+  if (!logged_in) co_return fail(logged_in.error());
+  auto& dm = logged_in->datamover;
+  auto* done = &logged_in->done;
+  auto impl = std::make_unique<Impl>(ex, std::move(dm), std::move(options));
   impl->params = done->parameters;
   impl->target_name = url.target;
   impl->exp_stat_sn = done->exp_stat_sn;
@@ -564,6 +691,7 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_execut
   auto session = std::make_shared<Session>(std::move(impl));
   session->impl_->owner = session;
   asio::co_spawn(ex, session->impl_->receive_loop(session), asio::detached);
+  if (session->impl_->ping.enabled()) asio::co_spawn(ex, session->impl_->keepalive(session), asio::detached);
   co_return session;
 }
 
@@ -571,6 +699,14 @@ Awaitable<Result<scsi::ScsiResult>> Session::execute(const CommandRequest& reque
   return impl_->execute(shared_from_this(), request);
 }
 Awaitable<Result<void>> Session::logout() { return impl_->logout(shared_from_this()); }
+Awaitable<Result<TaskManagementResult>> Session::task_management(const TaskManagementOptions& options) {
+  return impl_->task_management(shared_from_this(), options);
+}
+Awaitable<Result<TaskManagementResult>> Session::lun_reset(scsi::Lun lun) {
+  return impl_->task_management(shared_from_this(),
+                                TaskManagementOptions{.function = iscsi::TaskManagementFunction::logical_unit_reset,
+                                                      .lun = lun});
+}
 void Session::close() noexcept { impl_->fail_session(make_error_code(errc::connection_closed)); }
 bool Session::is_open() const noexcept { return impl_->open && !impl_->logging_out; }
 std::error_code Session::error() const noexcept { return impl_->error; }

@@ -90,6 +90,27 @@ std::size_t read_full(int fd, std::byte* p, std::size_t n, bool& failed) {
   return got;
 }
 
+// The URL as typed, with any password replaced by "***" (secrets are never printed).
+std::string redact(const std::string& text) {
+  const auto scheme = text.find("://");
+  const auto at = text.find('@', scheme == std::string::npos ? 0 : scheme + 3);
+  if (scheme == std::string::npos || at == std::string::npos) return text;
+  const auto pct = text.find('%', scheme + 3);
+  if (pct == std::string::npos || pct > at) return text;
+  return text.substr(0, pct + 1) + "***" + text.substr(at);
+}
+
+// The first line of `path` (a secret file).
+std::string read_secret(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read secret file " + path);
+  std::string line;
+  std::getline(in, line);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty()) throw std::runtime_error("secret file " + path + " is empty");
+  return line;
+}
+
 struct Common {
   ik::SessionOptions options;
 };
@@ -97,7 +118,7 @@ struct Common {
 iserkit::Result<ik::Url> url_for(const std::string& op, const std::string& text, bool need_target, int& rc) {
   auto url = ik::parse_url(text);
   if (!url) {
-    rc = error(op, "bad URL", "url=" + text);
+    rc = error(op, "bad URL", "url=" + redact(text));
     return url;
   }
   if (need_target && url->target.empty()) {
@@ -255,7 +276,10 @@ int main(int argc, char** argv) {
                         "  iserkit readcap  URL\n"
                         "  iserkit read     URL [--offset BYTES] [--length BYTES] [-o FILE]\n"
                         "  iserkit write    URL [--offset BYTES] [-i FILE] [--fua]\n\n"
-                        "Offsets and lengths are in bytes and may be unaligned (edge blocks are read-modify-written).");
+                        "Offsets and lengths are in bytes and may be unaligned (edge blocks are read-modify-written).\n"
+                        "CHAP: iscsi://USER@HOST/... with the secret in --secret-file or $ISERKIT_CHAP_SECRET (or\n"
+                        "iscsi://USER%SECRET@... where a command line is private); mutual CHAP adds the target's\n"
+                        "secret from --target-secret-file or $ISERKIT_CHAP_TARGET_SECRET.");
   opts.add_options()
     ("h,help", "show help")
     ("version", "print the version")
@@ -269,6 +293,18 @@ int main(int argc, char** argv) {
     ("o,output", "output file for read (default stdout)", cxxopts::value<std::string>()->default_value("-"))
     ("i,input", "input file for write (default stdin)", cxxopts::value<std::string>()->default_value("-"))
     ("fua", "write with FUA (otherwise SYNCHRONIZE CACHE at the end)")
+    ("chap-user", "CHAP user name (CHAP_N); default: the URL's user", cxxopts::value<std::string>())
+    ("secret-file", "file whose first line is our CHAP secret (else $ISERKIT_CHAP_SECRET, else the URL's)",
+     cxxopts::value<std::string>())
+    ("target-user", "mutual CHAP: the name the target must answer with (default: any)", cxxopts::value<std::string>())
+    ("target-secret-file", "mutual CHAP: file with the target's secret (else $ISERKIT_CHAP_TARGET_SECRET)",
+     cxxopts::value<std::string>())
+    ("chap-algorithms", "CHAP_A offered, in order: e.g. SHA-256,SHA3-256,SHA-1,MD5 (MD5 is always offered)",
+     cxxopts::value<std::string>())
+    ("nop-interval", "NOP-Out ping after this many ms of silence from the target (0 = never)",
+     cxxopts::value<std::uint64_t>()->default_value("0"))
+    ("nop-timeout", "ms a ping may stay unanswered before the connection is declared dead",
+     cxxopts::value<std::uint64_t>()->default_value("10000"))
     ("command", "discover|inquiry|readcap|read|write", cxxopts::value<std::string>())
     ("url", "iscsi:// URL", cxxopts::value<std::string>());
   opts.parse_positional({"command", "url"});
@@ -291,6 +327,25 @@ int main(int argc, char** argv) {
     c.options.header_digest = digest(args["header-digest"].as<std::string>());
     c.options.data_digest = digest(args["data-digest"].as<std::string>());
     c.options.command_timeout = std::chrono::milliseconds(args["timeout"].as<std::uint64_t>());
+    c.options.nop_interval = std::chrono::milliseconds(args["nop-interval"].as<std::uint64_t>());
+    c.options.nop_timeout = std::chrono::milliseconds(args["nop-timeout"].as<std::uint64_t>());
+    if (args.count("chap-user")) c.options.chap.user = args["chap-user"].as<std::string>();
+    if (args.count("secret-file")) c.options.chap.secret = read_secret(args["secret-file"].as<std::string>());
+    if (args.count("target-user")) c.options.chap.target_user = args["target-user"].as<std::string>();
+    if (args.count("target-secret-file"))
+      c.options.chap.target_secret = read_secret(args["target-secret-file"].as<std::string>());
+    if (args.count("chap-algorithms")) {
+      c.options.chap.algorithms.clear();
+      std::string list = args["chap-algorithms"].as<std::string>();
+      for (std::size_t pos = 0; pos <= list.size();) {
+        const auto comma = std::min(list.find(',', pos), list.size());
+        auto a = iserkit::iscsi::parse_chap_algorithm(list.substr(pos, comma - pos));
+        if (!a) return error("iserkit", "unknown CHAP algorithm", "value=" + list.substr(pos, comma - pos));
+        c.options.chap.algorithms.push_back(*a);
+        pos = comma + 1;
+      }
+    }
+    c.options = ik::secret_from_environment(std::move(c.options));
     const auto command = args["command"].as<std::string>();
     const auto url = args["url"].as<std::string>();
     if (command == "discover") return cmd_discover(c, url);
@@ -306,5 +361,7 @@ int main(int argc, char** argv) {
     return error("iserkit", "unknown command", "command=" + command);
   } catch (const cxxopts::exceptions::exception& e) {
     return error("iserkit", "bad arguments", std::string("reason=") + e.what());
+  } catch (const std::runtime_error& e) {
+    return error("iserkit", e.what());
   }
 }

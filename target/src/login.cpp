@@ -131,46 +131,89 @@ LoginStep LoginMachine::on_pdu(const iscsi::Bhs& bhs, ConstByteSpan data, std::e
   return process(req, *pairs);
 }
 
+std::optional<LoginStatus> LoginMachine::check_names(const iscsi::TextPairs& pairs) {
+  // RFC 7143 §13.5.1 / §11.12: InitiatorName MUST be sent in the first Login Request.
+  const std::string* initiator = iscsi::find_value(pairs, "InitiatorName");
+  if (initiator == nullptr) return LoginStatus::missing_parameter;
+  const std::string* type = iscsi::find_value(pairs, "SessionType");
+  result_.discovery = type != nullptr && *type == "Discovery";
+  if (type != nullptr && *type != "Discovery" && *type != "Normal") return LoginStatus::session_type_not_supported;
+  if (!result_.discovery) {
+    // RFC 7143 §13.4: TargetName MUST be sent in the first Login Request of a normal session.
+    const std::string* name = iscsi::find_value(pairs, "TargetName");
+    if (name == nullptr) return LoginStatus::missing_parameter;
+    result_.target = registry_.find(*name);
+    if (!result_.target) return LoginStatus::not_found;
+    // RFC 7143 §11.13.5: 0x0202 "the initiator is not allowed access to the given target".
+    if (!result_.target->allows(*initiator)) return LoginStatus::authorization_failure;
+    auth_config_ = &result_.target->auth;
+  } else {
+    auth_config_ = &registry_.discovery_auth();
+  }
+  // A target that requires CHAP cannot be entered by skipping the security stage (RFC 7143 §6.3).
+  if (auth_config_->required() && stage_ != LoginStage::security_negotiation) return LoginStatus::authentication_failure;
+  // MaxConnections=1: a non-zero TSIH would add a connection to an existing session, which we
+  // never allow, so no such session exists here (RFC 7143 §11.13.5 status 0x020a).
+  if (first_.tsih != 0) return LoginStatus::session_does_not_exist;
+  return std::nullopt;
+}
+
+std::optional<LoginStatus> LoginMachine::security(const iscsi::TextPairs& keys, iscsi::TextPairs& answers) {
+  // AuthMethod first, whatever its position among the keys, so CHAP_A may share its PDU.
+  if (const std::string* methods = iscsi::find_value(keys, "AuthMethod")) {
+    if (auth_ != Auth::undecided) return LoginStatus::initiator_error;  // no renegotiation
+    if (auth_config_->required()) {
+      // RFC 7143 §12.1.3/§6.2: the target picks CHAP from the initiator's list or the login fails.
+      if (!list_contains(*methods, "CHAP")) return LoginStatus::authentication_failure;
+      auth_ = Auth::chap;
+      chap_.emplace(*auth_config_);
+      answers.push_back({"AuthMethod", "CHAP"});
+    } else {
+      if (!list_contains(*methods, "None")) return LoginStatus::authentication_failure;
+      auth_ = Auth::none;
+      answers.push_back({"AuthMethod", "None"});
+    }
+  }
+  iscsi::TextPairs chap_keys;
+  for (const auto& p : keys) {
+    if (p.key == "AuthMethod") continue;
+    if (auth_ != Auth::chap || !p.key.starts_with("CHAP_")) return LoginStatus::authentication_failure;
+    chap_keys.push_back(p);
+  }
+  if (auth_ == Auth::chap) {
+    auto r = chap_->on_keys(chap_keys);
+    // Wrong, missing or reflected CHAP values: 0x0201; malformed ones are initiator errors.
+    if (!r) {
+      return r.error() == make_error_code(errc::authentication_failed) ? LoginStatus::authentication_failure
+                                                                       : LoginStatus::initiator_error;
+    }
+    answers.insert(answers.end(), r->begin(), r->end());
+    if (chap_->done()) result_.chap_user = chap_->user();
+  }
+  return std::nullopt;
+}
+
 LoginStep LoginMachine::process(const iscsi::LoginRequest& req, const iscsi::TextPairs& pairs) {
   const bool first_response = !names_checked_;
   if (!names_checked_) {
     names_checked_ = true;
-    // RFC 7143 §13.5.1 / §11.12: InitiatorName MUST be sent in the first Login Request.
-    if (iscsi::find_value(pairs, "InitiatorName") == nullptr) return reject(LoginStatus::missing_parameter);
-    const std::string* type = iscsi::find_value(pairs, "SessionType");
-    result_.discovery = type != nullptr && *type == "Discovery";
-    if (type != nullptr && *type != "Discovery" && *type != "Normal")
-      return reject(LoginStatus::session_type_not_supported);
-    if (!result_.discovery) {
-      // RFC 7143 §13.4: TargetName MUST be sent in the first Login Request of a normal session.
-      const std::string* name = iscsi::find_value(pairs, "TargetName");
-      if (name == nullptr) return reject(LoginStatus::missing_parameter);
-      result_.target = registry_.find(*name);
-      if (!result_.target) return reject(LoginStatus::not_found);
-    }
-    // MaxConnections=1: a non-zero TSIH would add a connection to an existing session, which we
-    // never allow, so no such session exists here (RFC 7143 §11.13.5 status 0x020a).
-    if (first_.tsih != 0) return reject(LoginStatus::session_does_not_exist);
+    if (auto status = check_names(pairs)) return reject(*status);
   }
 
   iscsi::TextPairs answers;
   iscsi::TextPairs operational;
+  iscsi::TextPairs security_keys;
   for (const auto& p : pairs) {
     if (!is_security_key(p.key)) {
       operational.push_back(p);
-      continue;
-    }
-    if (stage_ != LoginStage::security_negotiation) {
+    } else if (stage_ != LoginStage::security_negotiation) {
       answers.push_back({p.key, std::string(iscsi::value_irrelevant)});
-      continue;
-    }
-    if (p.key == "AuthMethod") {
-      // Only AuthMethod=None is implemented; an initiator that will not accept it cannot log in.
-      if (!list_contains(p.value, "None")) return reject(LoginStatus::authentication_failure);
-      answers.push_back({"AuthMethod", "None"});
     } else {
-      return reject(LoginStatus::authentication_failure);  // CHAP etc. without AuthMethod=None
+      security_keys.push_back(p);
     }
+  }
+  if (stage_ == LoginStage::security_negotiation) {
+    if (auto status = security(security_keys, answers)) return reject(*status);
   }
   auto negotiated = negotiation_.receive(operational);
   if (!negotiated) return reject(LoginStatus::initiator_error);
@@ -198,7 +241,15 @@ LoginStep LoginMachine::process(const iscsi::LoginRequest& req, const iscsi::Tex
   step.response.stat_sn = stat_sn_;
   ++stat_sn_;
   step.text = iscsi::encode_text(answers);
-  if (req.transit) {
+  bool transit = req.transit;
+  if (transit && stage_ == LoginStage::security_negotiation && auth_config_->required() &&
+      !(auth_ == Auth::chap && chap_->done())) {
+    // RFC 7143 §6.3: the target answers T=0 while it still needs the CHAP exchange; an initiator
+    // that never chose an AuthMethod cannot leave the security stage of a target requiring CHAP.
+    if (auth_ == Auth::undecided) return reject(LoginStatus::authentication_failure);
+    transit = false;
+  }
+  if (transit) {
     // The target agrees to move to the stage the initiator asked for.
     step.response.transit = true;
     step.response.nsg = req.nsg;

@@ -2,7 +2,9 @@
 // phase and stages, §6.1/§6.2 text and multi-PDU text (C bit), §11.12 Login Request, §11.13 Login
 // Response and status codes §11.13.5, §13 keys). Sans-I/O: it takes the raw BHS and data segment
 // of each PDU received during login and returns the Login Response to send and what to do next.
-// Only AuthMethod=None is supported in the security stage (CHAP arrives with a later issue).
+// Security stage (RFC 7143 §6.3.1, §12.1.3): AuthMethod=None, or CHAP (one-way or mutual, through
+// ChapAuthenticator) when the target node — or, for discovery sessions, the registry's discovery
+// authentication — has CHAP users; per-node ACLs of initiator names (status 0x0202).
 #pragma once
 
 #include <array>
@@ -15,6 +17,7 @@
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/iscsi/negotiation.hpp"
 #include "iserkit/iscsi/pdu.hpp"
+#include "chap_authenticator.hpp"
 #include "target_node.hpp"
 
 namespace iserkit::target {
@@ -73,6 +76,7 @@ struct LoginResult {
   std::uint16_t cid = 0;
   SerialNumber exp_cmd_sn;  ///< ExpCmdSN at the start of the full-feature phase
   SerialNumber stat_sn;     ///< the next StatSN to use on this connection
+  std::string chap_user;    ///< the CHAP_N the initiator authenticated as; empty without CHAP
 };
 
 /// The login state machine of one connection. Not thread-safe.
@@ -91,6 +95,8 @@ class LoginMachine {
  private:
   LoginStep reject(LoginStatus status);
   LoginStep process(const iscsi::LoginRequest& request, const iscsi::TextPairs& pairs);
+  std::optional<LoginStatus> check_names(const iscsi::TextPairs& pairs);
+  std::optional<LoginStatus> security(const iscsi::TextPairs& keys, iscsi::TextPairs& answers);
   iscsi::LoginResponse base_response() const;
 
   const TargetRegistry& registry_;
@@ -104,6 +110,9 @@ class LoginMachine {
   iscsi::Itt itt_{0};                 // ITT of the current request
   std::vector<std::byte> pending_text_;  // text of a C=1 sequence
   bool names_checked_ = false;
+  enum class Auth { undecided, none, chap } auth_ = Auth::undecided;
+  const AuthConfig* auth_config_ = nullptr;  // the node's or the discovery authentication
+  std::optional<ChapAuthenticator> chap_;
   LoginResult result_;
   SerialNumber stat_sn_;
 };

@@ -150,15 +150,29 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   if (config.block_size_bytes != 512 && config.block_size_bytes != 4096) return fail(errc::invalid_argument);
-  if (config.luns.empty() && !config.export_dir) {
-    log::error("config: no LUNs: give --lun or --export-dir");
+  if (config.luns.empty() && !config.export_dir && config.targets.empty()) {
+    log::error("config: no LUNs: give --lun, --export-dir or targets in --config");
     return fail(errc::invalid_argument);
   }
   if (!config.luns.empty()) {
     auto node = make_node(config.iqn, config.alias, config.luns, config, impl->description);
     if (!node) return fail(node.error());
+    (*node)->allowed_initiators = config.allowed_initiators;
+    (*node)->auth = config.auth;
     if (auto r = impl->registry->add(*node); !r) return fail(r.error());
   }
+  // Targets of the configuration file, each with its own ACL and CHAP users.
+  for (const auto& t : config.targets) {
+    auto node = make_node(t.iqn, t.alias, t.luns, config, impl->description);
+    if (!node) return fail(node.error());
+    (*node)->allowed_initiators = t.allowed_initiators;
+    (*node)->auth = t.auth;
+    if (auto r = impl->registry->add(*node); !r) {
+      log::error("config: target {} is defined twice", t.iqn);
+      return fail(r.error());
+    }
+  }
+  impl->registry->set_discovery_auth(config.discovery_auth);
   if (config.export_dir) {
     std::error_code ec;
     std::vector<std::filesystem::path> dirs;
@@ -183,6 +197,8 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
       auto node = make_node(config.iqn + ":" + dir.filename().string(), dir.filename().string(), luns, config,
                             impl->description);
       if (!node) return fail(node.error());
+      (*node)->allowed_initiators = config.allowed_initiators;
+      (*node)->auth = config.auth;
       if (auto r = impl->registry->add(*node); !r) return fail(r.error());
     }
   }

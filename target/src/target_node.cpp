@@ -14,6 +14,12 @@ bool same_iscsi_name(std::string_view a, std::string_view b) noexcept {
          });
 }
 
+bool TargetNode::allows(std::string_view initiator_name) const noexcept {
+  if (allowed_initiators.empty()) return true;
+  return std::any_of(allowed_initiators.begin(), allowed_initiators.end(),
+                     [&](const std::string& n) { return same_iscsi_name(n, initiator_name); });
+}
+
 Result<void> TargetRegistry::add(std::shared_ptr<TargetNode> node) {
   if (!node || node->name.empty() || !node->dispatcher) return fail(errc::invalid_argument);
   if (find(node->name)) return fail(errc::invalid_argument);

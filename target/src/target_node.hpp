@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "iserkit/iscsi/text.hpp"
+#include "iserkit/target/config.hpp"
 #include "iserkit/target/scsi_dispatcher.hpp"
 
 namespace iserkit::target {
@@ -20,6 +21,13 @@ struct TargetNode {
   std::string name;   ///< iSCSI qualified name (iqn.…), compared case-insensitively per RFC 3722 stringprep
   std::string alias;  ///< TargetAlias (RFC 7143 §13.6); may be empty
   std::shared_ptr<ScsiDispatcher> dispatcher;  ///< never null
+  /// Initiator names allowed to log in (case-insensitive); empty = any (RFC 7143 §11.13.5 0x0202).
+  std::vector<std::string> allowed_initiators;
+  /// CHAP required to log in to this node when auth.required() (RFC 7143 §12.1.3).
+  AuthConfig auth;
+
+  /// True when `initiator_name` may log in (the ACL is empty or lists it).
+  [[nodiscard]] bool allows(std::string_view initiator_name) const noexcept;
 };
 
 /// The set of target nodes and the portal group they share. Immutable after setup except for the
@@ -40,12 +48,17 @@ class TargetRegistry {
   /// The target portal group tag of every portal (RFC 7143 §13.9).
   [[nodiscard]] std::uint16_t portal_group_tag() const noexcept { return 1; }
 
+  /// Authentication of discovery sessions (SessionType=Discovery).
+  void set_discovery_auth(AuthConfig auth) { discovery_auth_ = std::move(auth); }
+  [[nodiscard]] const AuthConfig& discovery_auth() const noexcept { return discovery_auth_; }
+
   /// A fresh non-zero TSIH (RFC 7143 §11.12.6). Thread-safe.
   std::uint16_t allocate_tsih() const noexcept;
 
  private:
   std::vector<std::shared_ptr<TargetNode>> nodes_;
   std::vector<std::string> portal_addresses_;
+  AuthConfig discovery_auth_;
   mutable std::atomic<std::uint16_t> next_tsih_{1};
 };
 

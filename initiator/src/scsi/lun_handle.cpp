@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "io_plan.hpp"
+#include "retry_policy.hpp"
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
@@ -26,12 +27,31 @@ std::size_t received(const scsi::ScsiResult& r, std::size_t edtl) {
   return r.residual_bytes >= edtl ? 0 : edtl - r.residual_bytes;
 }
 
+// Sends `req`, again as RetryPolicy says for UNIT ATTENTION, BUSY and TASK SET FULL.
+Awaitable<Result<scsi::ScsiResult>> execute_with_retries(Session& session, const CommandRequest& req) {
+  RetryPolicy policy;
+  while (true) {
+    auto r = co_await session.execute(req);
+    if (!r) co_return r;
+    const auto delay = policy.next(*r);
+    if (!delay) co_return r;
+    log::debug("command: retrying: opcode=0x{:02x} status=0x{:02x} after {} ms", static_cast<unsigned>(req.cdb.bytes[0]),
+               static_cast<unsigned>(r->status), delay->count());
+    if (delay->count() > 0) {
+      asio::steady_timer timer(session.executor());
+      timer.expires_after(*delay);
+      boost::system::error_code ec;
+      co_await timer.async_wait(use_awaitable_ec(ec));
+    }
+  }
+}
+
 }  // namespace
 
 Awaitable<Result<scsi::ScsiResult>> LunHandle::run(const scsi::Cdb& cdb, std::span<std::byte> in,
                                                    std::span<const std::byte> out) {
   CommandRequest req{.lun = info_.lun, .cdb = cdb, .data_in = in, .data_out = out};
-  co_return co_await session_->execute(req);
+  co_return co_await execute_with_retries(*session_, req);
 }
 
 Awaitable<Result<LunHandle>> LunHandle::open(std::shared_ptr<Session> session, scsi::Lun lun) {
@@ -86,7 +106,7 @@ Awaitable<Result<void>> LunHandle::transfer(std::uint64_t lba, std::uint32_t blo
     } else {
       req.data_in = in.subspan(off, len);
     }
-    auto r = co_await session_->execute(req);
+    auto r = co_await execute_with_retries(*session_, req);
     if (!r) co_return fail(r.error());
     if (auto ok = check(*r); !ok) co_return fail(ok.error());
     // SBC-4: GOOD status with fewer bytes than asked would leave stale data in the buffer.

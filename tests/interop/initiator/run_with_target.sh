@@ -5,6 +5,7 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/target_env.sh"
 start_target "${1:?target kind}"
+export ISERKIT_TEST_TARGET_PID="$TARGET_PID"  # for tests that freeze the target (SIGSTOP/SIGCONT)
 shift
 "$@"
 rc=$?

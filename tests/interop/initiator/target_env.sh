@@ -1,6 +1,8 @@
 # Starts an iSCSI target for the initiator interop tests and exports ISERKIT_TEST_PORTAL,
 # ISERKIT_TEST_URL (a LUN of 64 MiB backed by a temp file or memory). Source it; call
 # start_target KIND (tgtd | iserkit-target); stop_target runs from the EXIT trap.
+# CHAP: set ISERKIT_TEST_CHAP_USER/ISERKIT_TEST_CHAP_SECRET (and ISERKIT_TEST_MUTUAL_USER/
+# ISERKIT_TEST_MUTUAL_SECRET for mutual CHAP) before start_target to make the target require it.
 # Exit 77 (skip) with a reason when the target program is missing or cannot start here.
 
 WORKDIR=$(mktemp -d /tmp/iserkit-initiator-interop.XXXXXX)
@@ -49,6 +51,18 @@ start_tgtd() {
   tgtadm --lld iscsi --op new --mode target --tid 1 -T "$IQN" || skip "tgtadm cannot create a target"
   tgtadm --lld iscsi --op new --mode logicalunit --tid 1 --lun 1 -b "$WORKDIR/lun1.img" || skip "tgtadm cannot add a LUN"
   tgtadm --lld iscsi --op bind --mode target --tid 1 -I ALL || skip "tgtadm cannot bind initiators"
+  if [ -n "${ISERKIT_TEST_CHAP_USER:-}" ]; then
+    # tgtd CHAP: an incoming account bound to the target; --outgoing for the mutual one.
+    tgtadm --lld iscsi --op new --mode account --user "$ISERKIT_TEST_CHAP_USER" --password "$ISERKIT_TEST_CHAP_SECRET" ||
+      skip "tgtadm cannot create a CHAP account"
+    tgtadm --lld iscsi --op bind --mode account --tid 1 --user "$ISERKIT_TEST_CHAP_USER" || skip "tgtadm cannot bind the account"
+    if [ -n "${ISERKIT_TEST_MUTUAL_USER:-}" ]; then
+      tgtadm --lld iscsi --op new --mode account --user "$ISERKIT_TEST_MUTUAL_USER" --password "$ISERKIT_TEST_MUTUAL_SECRET" ||
+        skip "tgtadm cannot create the outgoing account"
+      tgtadm --lld iscsi --op bind --mode account --tid 1 --user "$ISERKIT_TEST_MUTUAL_USER" --outgoing ||
+        skip "tgtadm cannot bind the outgoing account"
+    fi
+  fi
   export ISERKIT_TEST_PORTAL="127.0.0.1:$port"
   export ISERKIT_TEST_URL="iscsi://127.0.0.1:$port/$IQN/1"
   export ISERKIT_TEST_TARGET="$IQN"
@@ -57,7 +71,14 @@ start_tgtd() {
 start_iserkit_target() {
   local bin="${ISERKIT_TARGET_BIN:-${ISERKIT_BIN:-}/iserkit-target}"
   [ -x "$bin" ] || skip "iserkit-target not built yet ($bin)"
-  "$bin" --listen 127.0.0.1:0 --lun mem:64M >"$WORKDIR/target.log" 2>&1 &
+  local auth=()
+  if [ -n "${ISERKIT_TEST_CHAP_USER:-}" ]; then
+    auth+=(--chap-user "$ISERKIT_TEST_CHAP_USER")
+    if [ -n "${ISERKIT_TEST_MUTUAL_USER:-}" ]; then auth+=(--mutual-user "$ISERKIT_TEST_MUTUAL_USER"); fi
+  fi
+  # Secrets reach the target through its environment, never its command line.
+  ISERKIT_TARGET_CHAP_SECRET="${ISERKIT_TEST_CHAP_SECRET:-}" ISERKIT_TARGET_MUTUAL_SECRET="${ISERKIT_TEST_MUTUAL_SECRET:-}" \
+    "$bin" --listen 127.0.0.1:0 --lun mem:64M "${auth[@]}" >"$WORKDIR/target.log" 2>&1 &
   TARGET_PID=$!
   disown "$TARGET_PID" 2>/dev/null
   local line=""

@@ -27,6 +27,7 @@ enum class errc {
   scsi_error,                  ///< a SCSI command ended with non-GOOD status (see ScsiResult)
   task_aborted,                ///< the command was aborted before it completed
   nbd_protocol_error,          ///< a malformed NBD request or option (NBD proto.md)
+  authentication_failed,       ///< the peer failed CHAP authentication (RFC 7143 §12.1.3)
 };
 
 /// The category of iserkit::errc.

@@ -1,5 +1,6 @@
-// Session options for the initiator: identity, the operational keys it offers at login
-// (RFC 7143 §13), timeouts and queue depth. Layer 6 (public API). Every field has a default that
+// Session options for the initiator: identity, CHAP credentials (RFC 7143 §12.1.3), the
+// operational keys it offers at login (RFC 7143 §13), timeouts, NOP-Out pings, redirects and queue
+// depth. Layer 6 (public API). Every field has a default that
 // works against tgtd, LIO and iserkit-target; set fields with designated initializers.
 #pragma once
 
@@ -9,11 +10,33 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "iserkit/iscsi/chap.hpp"
 
 namespace iserkit::initiator {
 
 /// Header/data digest choice (RFC 7143 §13.1).
 enum class Digest { none, crc32c };
+
+/// CHAP credentials (RFC 7143 §12.1.3, RFC 1994). Secrets are never logged or formatted.
+struct ChapOptions {
+  /// CHAP_N we send; empty = no authentication (AuthMethod=None). Session::connect() fills it
+  /// from the URL's user when empty.
+  std::string user;
+  /// Our secret (1..255 bytes); from the URL's password when empty. See secret_from_environment().
+  std::string secret;
+  /// Mutual CHAP: a non-empty secret makes the initiator challenge the target, which must answer
+  /// with a CHAP_R computed from it, or the login fails with errc::authentication_failed.
+  std::string target_secret;
+  /// The CHAP_N the target must answer with in mutual CHAP; empty = any name.
+  std::string target_user;
+  /// CHAP_A values offered, in order of preference (RFC 7143 §12.1.3: MD5 must be among them).
+  std::vector<iscsi::ChapAlgorithm> algorithms{std::begin(iscsi::all_chap_algorithms),
+                                               std::end(iscsi::all_chap_algorithms)};
+  [[nodiscard]] bool enabled() const noexcept { return !user.empty(); }
+  [[nodiscard]] bool mutual() const noexcept { return !target_secret.empty(); }
+};
 
 /// Options for a session (normal or discovery). All lengths are in bytes.
 struct SessionOptions {
@@ -35,11 +58,22 @@ struct SessionOptions {
   /// Start the login in the security stage with AuthMethod=None (true), or go straight to the
   /// operational stage (false). RFC 7143 §6.3.
   bool security_stage = true;
+  /// CHAP (one-way, or mutual with target_secret). Requires security_stage.
+  ChapOptions chap;
   std::chrono::milliseconds connect_timeout{10000};  ///< TCP connect
   std::chrono::milliseconds login_timeout{15000};    ///< the whole login phase
-  /// Default per-command timeout; 0 = none. A timed-out command fails with errc::timeout; the task
-  /// is not aborted at the target yet (no task management), its ITT is retired so late data is dropped.
+  /// Default per-command timeout; 0 = none. A timed-out command fails with errc::timeout; its ITT
+  /// is retired so late data is dropped, and an ABORT TASK (RFC 7143 §11.5) tells the target.
   std::chrono::milliseconds command_timeout{0};
+  /// Send a NOP-Out ping (RFC 7143 §11.18) after this long without any PDU from the target;
+  /// 0 = never.
+  std::chrono::milliseconds nop_interval{0};
+  /// A ping unanswered for this long declares the connection dead: the session fails with
+  /// errc::timeout and every command in flight with it.
+  std::chrono::milliseconds nop_timeout{10000};
+  /// Login redirects (status 0x0101/0x0102 with TargetAddress, RFC 7143 §11.13.5) followed at
+  /// most this many times per connect; 0 = report them as login errors.
+  unsigned max_redirects = 4;
   /// Cap on commands in flight in this session (on top of the target's CmdSN window); also the ITT
   /// table size. 1..65535.
   std::uint32_t max_commands_in_flight = 128;
@@ -48,5 +82,10 @@ struct SessionOptions {
 /// "iqn.2026-11.org.iserkit:initiator-<hostname>" (RFC 7143 §4.2.7.2 iqn. format), host name
 /// lowercased with characters outside [a-z0-9.-] replaced by '-'.
 std::string default_initiator_name();
+
+/// The CHAP secrets from the environment, for callers that must not put them on a command line:
+/// ISERKIT_CHAP_SECRET fills chap.secret and ISERKIT_CHAP_TARGET_SECRET chap.target_secret when
+/// they are empty. Returns the options updated.
+SessionOptions secret_from_environment(SessionOptions options);
 
 }  // namespace iserkit::initiator

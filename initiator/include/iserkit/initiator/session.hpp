@@ -59,6 +59,26 @@ struct SessionStats {
   std::uint64_t data_out_bytes_sent = 0;         ///< immediate + unsolicited + solicited bytes
   std::uint64_t r2ts_received = 0;
   std::uint64_t nop_in_answered = 0;
+  std::uint64_t pings_sent = 0;        ///< our NOP-Out keepalive pings
+  std::uint64_t pings_answered = 0;    ///< NOP-In answers to them
+};
+
+/// A task management request (RFC 7143 §11.5).
+struct TaskManagementOptions {
+  iscsi::TaskManagementFunction function = iscsi::TaskManagementFunction::logical_unit_reset;
+  scsi::Lun lun;                                    ///< the logical unit it applies to
+  iscsi::Itt referenced_task_tag = iscsi::reserved_itt;  ///< ABORT TASK: the task's ITT
+  SerialNumber ref_cmd_sn;                          ///< ABORT TASK: the task's CmdSN
+  std::chrono::milliseconds timeout{0};             ///< 0 = SessionOptions::login_timeout
+};
+
+/// The target's answer to a task management request (RFC 7143 §11.6.1 Response field).
+struct TaskManagementResult {
+  /// 0 function complete, 1 task does not exist, 2 LUN does not exist, 3 task still allegiant,
+  /// 4 task allegiance reassignment not supported, 5 function not supported, 6 authorization
+  /// failed, 255 function rejected.
+  std::uint8_t response = 0;
+  [[nodiscard]] bool complete() const noexcept { return response == 0; }
 };
 
 /// A logged-in iSCSI session (normal session type). Create with Session::connect(); share with
@@ -68,14 +88,18 @@ class Session : public std::enable_shared_from_this<Session> {
   struct Impl;
 
   /// Connects to url.host:url.port and logs in to url.target (RFC 7143 §6): security stage with
-  /// AuthMethod=None (unless options.security_stage is false), then the operational stage.
+  /// AuthMethod=None, or CHAP when options.chap or the URL has a user (RFC 7143 §12.1.3; mutual
+  /// with options.chap.target_secret), unless options.security_stage is false; then the
+  /// operational stage. With options.nop_interval a NOP-Out keepalive runs for the session.
   /// Returns: the session, or
   ///  - errc::invalid_argument: the URL has no target name;
-  ///  - errc::not_supported: url.transport is iser (the iSER datamover is a later issue) or the URL
-  ///    carries a user name (CHAP is a later issue);
+  ///  - errc::not_supported: url.transport is iser (the iSER datamover is a later issue);
+  ///  - errc::invalid_argument: CHAP credentials that do not fit (see resolve_credentials);
+  ///  - errc::authentication_failed: mutual CHAP and the target failed to prove its identity;
   ///  - errc::timeout / socket errors: connect or login took too long / failed;
-  ///  - a login_status_category() code: the target answered with a non-zero status class
-  ///    (redirects, class 1, are reported the same way and not followed yet);
+  ///  - a login_status_category() code: the target answered with status class 2 or 3 (0x0201 =
+  ///    our CHAP credentials were refused), or redirected more than options.max_redirects times
+  ///    (redirects, 0x0101/0x0102 with TargetAddress, are followed);
   ///  - errc::negotiation_failed / errc::protocol_error: the target broke RFC 7143 §6.
   /// Executor: everything runs on `ex`, which must be single-threaded (see THREADING above).
   static Awaitable<Result<std::shared_ptr<Session>>> connect(asio::any_io_executor ex, const Url& url,
@@ -97,6 +121,14 @@ class Session : public std::enable_shared_from_this<Session> {
   ///    transfer, or rejected the command (Reject PDU, RFC 7143 §11.17).
   /// Lifetime: see BUFFERS above. `request` itself need not outlive the call.
   Awaitable<Result<scsi::ScsiResult>> execute(const CommandRequest& request);
+
+  /// Sends a task management request and waits for its response (RFC 7143 §11.5, §11.6).
+  /// Commands it ends come back with their own status (TASK ABORTED or CHECK CONDITION).
+  /// Returns: the response code, or errc::session_closed/connection_closed, errc::timeout.
+  /// A timed-out command gets an ABORT TASK from the session by itself.
+  Awaitable<Result<TaskManagementResult>> task_management(const TaskManagementOptions& options);
+  /// LOGICAL UNIT RESET of `lun` (RFC 7143 §11.5.1 function 5, SAM-5 §7.7).
+  Awaitable<Result<TaskManagementResult>> lun_reset(scsi::Lun lun);
 
   /// Logs out (close the session, RFC 7143 §11.14) after the commands in flight finish, then closes
   /// the connection. Commands started afterwards fail with errc::session_closed.

@@ -1,6 +1,8 @@
-// Target configuration (layer 6 front end): what iserkit-target's flags describe — portals, target
-// nodes, LUNs, negotiation limits — and the parsers for the flag syntaxes. Portals are TCP
-// (RFC 7143 §4.2.6 network portals); names follow RFC 7143 §4.2.7 (iqn. format).
+// Target configuration (layer 6 front end): what iserkit-target's flags and its TOML file describe —
+// portals, target nodes, LUNs, ACLs of initiator names, CHAP credentials (RFC 7143 §12.1.3), the
+// discovery session's authentication, negotiation limits — and the parsers for the flag syntaxes
+// and the file. Portals are TCP (RFC 7143 §4.2.6 network portals); names follow RFC 7143 §4.2.7.
+// Secrets live only in ChapCredential::secret; nothing here logs or formats them.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "iserkit/common/result.hpp"
+#include "iserkit/iscsi/chap.hpp"
 
 namespace iserkit::target {
 
@@ -39,6 +42,37 @@ struct LunSource {
 /// Parses a --lun value: "mem:SIZE" or a path. Errors: errc::invalid_argument for a bad size.
 Result<LunSource> parse_lun_source(std::string_view text);
 
+/// A CHAP name and secret (RFC 7143 §12.1.3, CHAP_N and the shared secret).
+struct ChapCredential {
+  std::string user;    ///< CHAP_N
+  std::string secret;  ///< the shared secret, 1..255 bytes; never logged
+};
+
+/// How logins to one target (or to discovery sessions) authenticate.
+struct AuthConfig {
+  /// Initiator credentials the target accepts. Non-empty = AuthMethod=CHAP is required and
+  /// AuthMethod=None refused (login status 0x0201); empty = no authentication.
+  std::vector<ChapCredential> users;
+  /// The target's own credential for mutual CHAP: answered when the initiator sends CHAP_I/CHAP_C.
+  /// Without it an initiator asking for mutual CHAP fails authentication.
+  std::optional<ChapCredential> mutual;
+  /// CHAP_A values accepted; the initiator's order of preference picks among them.
+  std::vector<iscsi::ChapAlgorithm> algorithms{std::begin(iscsi::all_chap_algorithms),
+                                               std::end(iscsi::all_chap_algorithms)};
+  [[nodiscard]] bool required() const noexcept { return !users.empty(); }
+};
+
+/// One target node as the configuration file describes it.
+struct TargetDefinition {
+  std::string iqn;                 ///< the target name (RFC 7143 §4.2.7)
+  std::string alias;               ///< TargetAlias; may be empty
+  std::vector<LunSource> luns;     ///< lun0, lun1, … in order; at least one
+  /// Initiator names (RFC 7143 §13.6 InitiatorName, compared case-insensitively) allowed to log
+  /// in; empty = any. Others get login status 0x0202 (authorization failure).
+  std::vector<std::string> allowed_initiators;
+  AuthConfig auth;
+};
+
 /// Everything iserkit-target needs to start.
 struct TargetConfig {
   std::string iqn = "iqn.2026-11.org.iserkit:target";  ///< target name, or the base name with export_dir
@@ -57,6 +91,42 @@ struct TargetConfig {
   std::uint32_t max_burst_length = 4u << 20;
   std::uint32_t max_outstanding_r2t = 8;  ///< count
   std::uint32_t cmd_window_depth = 128;   ///< commands outstanding per session
+  /// Targets from the configuration file, served besides `luns`/`export_dir` ones.
+  std::vector<TargetDefinition> targets;
+  /// ACL and authentication of the quick-mode targets (`luns`, `export_dir`).
+  std::vector<std::string> allowed_initiators;
+  AuthConfig auth;
+  /// Authentication of discovery sessions (SessionType=Discovery).
+  AuthConfig discovery_auth;
 };
+
+/// An error in the configuration file: where and what, never a secret's value.
+struct ConfigError {
+  std::string message;  ///< "FILE:LINE:COLUMN: what" or "FILE: what"
+};
+
+/// Parses a TOML configuration (toml++) into `base` (the values of the quick flags, which the
+/// file extends: its targets are added, its listen addresses appended, its scalar settings
+/// override). `source` names the text in error messages. The format is documented in
+/// target/README.md. Relative `secret_file` and LUN paths are taken from `base_dir`.
+/// Errors: a ConfigError for a syntax error, an unknown key, a wrong type, a bad size/address, a
+/// target without LUNs or name, a duplicate target, a credential without user or secret, a secret
+/// longer than 255 bytes, or the same secret used for an initiator and a target
+/// (RFC 7143 §12.1.3: a secret MUST NOT serve both directions).
+tl::expected<TargetConfig, ConfigError> parse_config_toml(std::string_view text, std::string_view source,
+                                                          TargetConfig base = {},
+                                                          const std::filesystem::path& base_dir = ".");
+/// Reads `path` and parses it with parse_config_toml() (relative paths resolved from its folder).
+tl::expected<TargetConfig, ConfigError> load_config_file(const std::filesystem::path& path, TargetConfig base = {});
+
+/// Reads a secret from a file: its first line without the line end. Errors: ConfigError for an
+/// unreadable or empty file. A file readable by group or others draws a warning (`warnings`).
+tl::expected<std::string, ConfigError> read_secret_file(const std::filesystem::path& path,
+                                                        std::vector<std::string>* warnings = nullptr);
+
+/// Warnings about a configuration that works but is weak: secrets shorter than 12 bytes
+/// (RFC 7143 §12.1.3: 96 bits without IPsec), the same secret shared by several users. Names
+/// users, never secrets.
+std::vector<std::string> config_warnings(const TargetConfig& config);
 
 }  // namespace iserkit::target

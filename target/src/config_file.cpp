@@ -1,0 +1,274 @@
+// iserkit-target's TOML configuration file (toml++): portals, targets, LUNs, ACLs of initiator
+// names, CHAP credentials and mutual secrets, discovery authentication (RFC 7143 §12.1.3), plus
+// secret files and the weak-configuration warnings. Layer 6 (configuration boundary: toml++'s
+// exceptions are caught here and become ConfigError). Error messages name keys, never values.
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "iserkit/target/config.hpp"
+
+namespace iserkit::target {
+namespace {
+
+using Error = tl::unexpected<ConfigError>;
+
+std::string where(std::string_view source, const toml::node& node) {
+  const auto& b = node.source().begin;
+  if (b.line == 0) return std::string(source);
+  return std::string(source) + ":" + std::to_string(b.line) + ":" + std::to_string(b.column);
+}
+
+Error error_at(std::string_view source, const toml::node& node, const std::string& what) {
+  return Error(ConfigError{where(source, node) + ": " + what});
+}
+
+// Rejects keys outside `allowed` (a misspelt "chap_user" must not silently disable CHAP).
+std::optional<Error> check_keys(std::string_view source, const toml::table& table, const std::set<std::string>& allowed,
+                                std::string_view context) {
+  for (auto&& [key, value] : table) {
+    if (!allowed.contains(std::string(key.str())))
+      return error_at(source, value, "unknown key \"" + std::string(key.str()) + "\" in " + std::string(context));
+  }
+  return std::nullopt;
+}
+
+struct Parser {
+  std::string_view source;
+  std::filesystem::path base_dir;
+
+  std::filesystem::path resolve(const std::string& p) const {
+    std::filesystem::path path(p);
+    return path.is_relative() ? base_dir / path : path;
+  }
+
+  tl::expected<std::vector<std::string>, ConfigError> strings(const toml::node& node, std::string_view key) const {
+    const auto* array = node.as_array();
+    if (array == nullptr) return error_at(source, node, std::string(key) + " must be an array of strings");
+    std::vector<std::string> out;
+    for (const auto& element : *array) {
+      auto v = element.value<std::string>();
+      if (!v || element.type() != toml::node_type::string)
+        return error_at(source, element, std::string(key) + " must be an array of strings");
+      out.push_back(*v);
+    }
+    return out;
+  }
+
+  // { user = "...", secret = "..." | secret_file = "..." | secret_env = "..." }
+  tl::expected<ChapCredential, ConfigError> credential(const toml::node& node, std::string_view key) const {
+    const auto* table = node.as_table();
+    if (table == nullptr) return error_at(source, node, std::string(key) + " must be a table {user, secret}");
+    if (auto e = check_keys(source, *table, {"user", "secret", "secret_file", "secret_env"}, key)) return *e;
+    ChapCredential c;
+    auto user = (*table)["user"].value<std::string>();
+    if (!user || user->empty()) return error_at(source, node, std::string(key) + ": \"user\" (CHAP_N) is missing");
+    c.user = *user;
+    const int sources = int{table->contains("secret")} + int{table->contains("secret_file")} +
+                        int{table->contains("secret_env")};
+    if (sources != 1)
+      return error_at(source, node,
+                      std::string(key) + " user \"" + c.user + "\": give exactly one of secret, secret_file, secret_env");
+    if (auto s = (*table)["secret"].value<std::string>()) {
+      c.secret = *s;
+    } else if (auto f = (*table)["secret_file"].value<std::string>()) {
+      auto secret = read_secret_file(resolve(*f));
+      if (!secret) return error_at(source, node, std::string(key) + " user \"" + c.user + "\": " + secret.error().message);
+      c.secret = std::move(*secret);
+    } else if (auto v = (*table)["secret_env"].value<std::string>()) {
+      const char* value = std::getenv(v->c_str());
+      if (value == nullptr || *value == '\0')
+        return error_at(source, node,
+                        std::string(key) + " user \"" + c.user + "\": environment variable " + *v + " is not set");
+      c.secret = value;
+    } else {
+      return error_at(source, node, std::string(key) + " user \"" + c.user + "\": the secret must be a string");
+    }
+    if (c.secret.empty() || c.secret.size() > iscsi::chap_max_secret_bytes)
+      return error_at(source, node, std::string(key) + " user \"" + c.user + "\": the secret must be 1..255 bytes");
+    return c;
+  }
+
+  // chap_users, mutual, chap_algorithms of a [discovery] or [[targets]] table.
+  std::optional<Error> auth(const toml::table& table, AuthConfig& out, std::string_view context) const {
+    if (const auto* node = table.get("chap_users")) {
+      const auto* array = node->as_array();
+      if (array == nullptr) return error_at(source, *node, std::string(context) + ".chap_users must be an array of tables");
+      for (const auto& element : *array) {
+        auto c = credential(element, std::string(context) + ".chap_users");
+        if (!c) return Error(c.error());
+        out.users.push_back(std::move(*c));
+      }
+    }
+    if (const auto* node = table.get("mutual")) {
+      auto c = credential(*node, std::string(context) + ".mutual");
+      if (!c) return Error(c.error());
+      out.mutual = std::move(*c);
+    }
+    if (const auto* node = table.get("chap_algorithms")) {
+      auto names = strings(*node, "chap_algorithms");
+      if (!names) return Error(names.error());
+      out.algorithms.clear();
+      for (const auto& n : *names) {
+        auto a = iscsi::parse_chap_algorithm(n);
+        if (!a) return error_at(source, *node, "chap_algorithms: unknown algorithm \"" + n + "\" (MD5, SHA-1, SHA-256, SHA3-256)");
+        out.algorithms.push_back(*a);
+      }
+      if (out.algorithms.empty()) return error_at(source, *node, "chap_algorithms is empty");
+    }
+    if (out.mutual && !out.required())
+      return error_at(source, table, std::string(context) + ": mutual needs chap_users (mutual CHAP follows one-way CHAP)");
+    // RFC 7143 §12.1.3: a secret used to authenticate initiators MUST NOT be used to
+    // authenticate targets, and the other way round.
+    if (out.mutual)
+      for (const auto& u : out.users)
+        if (u.secret == out.mutual->secret)
+          return error_at(source, table, std::string(context) + ": user \"" + u.user +
+                                             "\" and the mutual credential share a secret (RFC 7143 §12.1.3 forbids it)");
+    return std::nullopt;
+  }
+
+  tl::expected<TargetDefinition, ConfigError> target(const toml::node& node) const {
+    const auto* table = node.as_table();
+    if (table == nullptr) return error_at(source, node, "targets must be an array of tables ([[targets]])");
+    if (auto e = check_keys(source, *table,
+                            {"iqn", "alias", "luns", "allowed_initiators", "chap_users", "mutual", "chap_algorithms"},
+                            "[[targets]]"))
+      return *e;
+    TargetDefinition t;
+    auto iqn = (*table)["iqn"].value<std::string>();
+    if (!iqn || iqn->empty()) return error_at(source, node, "[[targets]]: \"iqn\" is missing");
+    t.iqn = *iqn;
+    t.alias = (*table)["alias"].value_or(std::string{});
+    const auto* luns = table->get("luns");
+    if (luns == nullptr) return error_at(source, node, "target " + t.iqn + ": \"luns\" is missing");
+    auto lun_texts = strings(*luns, "luns");
+    if (!lun_texts) return tl::unexpected(lun_texts.error());
+    if (lun_texts->empty()) return error_at(source, *luns, "target " + t.iqn + ": \"luns\" is empty");
+    for (const auto& l : *lun_texts) {
+      auto s = parse_lun_source(l);
+      if (!s) return error_at(source, *luns, "target " + t.iqn + ": bad LUN \"" + l + "\" (a path or mem:SIZE)");
+      if (!s->memory) s->path = resolve(s->path.string());
+      t.luns.push_back(std::move(*s));
+    }
+    if (const auto* acl = table->get("allowed_initiators")) {
+      auto names = strings(*acl, "allowed_initiators");
+      if (!names) return tl::unexpected(names.error());
+      t.allowed_initiators = std::move(*names);
+    }
+    if (auto e = auth(*table, t.auth, "target " + t.iqn)) return *e;
+    return t;
+  }
+
+  tl::expected<TargetConfig, ConfigError> parse(const toml::table& root, TargetConfig config) const {
+    if (auto e = check_keys(source, root,
+                            {"listen", "block_size", "read_only", "threads", "discovery", "targets"},
+                            "the top level"))
+      return *e;
+    if (const auto* node = root.get("listen")) {
+      auto list = strings(*node, "listen");
+      if (!list) return tl::unexpected(list.error());
+      for (const auto& l : *list) {
+        auto a = parse_listen_address(l);
+        if (!a) return error_at(source, *node, "listen: bad address \"" + l + "\" (HOST:PORT or [IPV6]:PORT)");
+        config.listen.push_back(*a);
+      }
+    }
+    if (const auto* node = root.get("block_size")) {
+      auto v = node->value<std::int64_t>();
+      if (!v || (*v != 512 && *v != 4096)) return error_at(source, *node, "block_size must be 512 or 4096");
+      config.block_size_bytes = static_cast<std::uint32_t>(*v);
+    }
+    if (const auto* node = root.get("read_only")) {
+      auto v = node->value<bool>();
+      if (!v || node->type() != toml::node_type::boolean) return error_at(source, *node, "read_only must be true or false");
+      config.read_only = *v;
+    }
+    if (const auto* node = root.get("threads")) {
+      auto v = node->value<std::int64_t>();
+      if (!v || *v < 1 || *v > 256) return error_at(source, *node, "threads must be 1..256");
+      config.threads = static_cast<unsigned>(*v);
+    }
+    if (const auto* node = root.get("discovery")) {
+      const auto* table = node->as_table();
+      if (table == nullptr) return error_at(source, *node, "discovery must be a table ([discovery])");
+      if (auto e = check_keys(source, *table, {"chap_users", "mutual", "chap_algorithms"}, "[discovery]")) return *e;
+      if (auto e = auth(*table, config.discovery_auth, "discovery")) return *e;
+    }
+    if (const auto* node = root.get("targets")) {
+      const auto* array = node->as_array();
+      if (array == nullptr) return error_at(source, *node, "targets must be an array of tables ([[targets]])");
+      for (const auto& element : *array) {
+        auto t = target(element);
+        if (!t) return tl::unexpected(t.error());
+        for (const auto& other : config.targets)
+          if (other.iqn == t->iqn) return error_at(source, element, "target " + t->iqn + " is defined twice");
+        config.targets.push_back(std::move(*t));
+      }
+    }
+    return config;
+  }
+};
+
+}  // namespace
+
+tl::expected<TargetConfig, ConfigError> parse_config_toml(std::string_view text, std::string_view source,
+                                                          TargetConfig base, const std::filesystem::path& base_dir) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    // The description names the syntax problem; the offending text itself is not echoed.
+    const auto& b = e.source().begin;
+    return Error(ConfigError{std::string(source) + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) +
+                             ": " + std::string(e.description())});
+  }
+  return Parser{source, base_dir}.parse(root, std::move(base));
+}
+
+tl::expected<TargetConfig, ConfigError> load_config_file(const std::filesystem::path& path, TargetConfig base) {
+  std::ifstream in(path);
+  if (!in) return Error(ConfigError{path.string() + ": cannot read the file"});
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_config_toml(text.str(), path.string(), std::move(base), path.parent_path().empty() ? "." : path.parent_path());
+}
+
+tl::expected<std::string, ConfigError> read_secret_file(const std::filesystem::path& path,
+                                                        std::vector<std::string>* warnings) {
+  std::ifstream in(path);
+  if (!in) return Error(ConfigError{"secret file " + path.string() + ": cannot read it"});
+  std::string line;
+  std::getline(in, line);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty()) return Error(ConfigError{"secret file " + path.string() + ": empty"});
+  struct stat st {};
+  if (warnings != nullptr && ::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
+    warnings->push_back("secret file " + path.string() + " is readable by group or others (chmod 600 it)");
+  return line;
+}
+
+std::vector<std::string> config_warnings(const TargetConfig& config) {
+  std::vector<std::string> out;
+  auto check = [&](const AuthConfig& auth, const std::string& where) {
+    auto weak = [&](const ChapCredential& c, std::string_view role) {
+      // RFC 7143 §12.1.3: secrets under 96 random bits need IPsec.
+      if (c.secret.size() < iscsi::chap_recommended_secret_bytes)
+        out.push_back(where + ": " + std::string(role) + " \"" + c.user + "\" has a secret shorter than 12 bytes "
+                      "(RFC 7143 §12.1.3 recommends at least 96 random bits, 128 preferred)");
+    };
+    for (const auto& u : auth.users) weak(u, "CHAP user");
+    if (auth.mutual) weak(*auth.mutual, "mutual user");
+  };
+  check(config.auth, "quick targets");
+  check(config.discovery_auth, "discovery");
+  for (const auto& t : config.targets) check(t.auth, "target " + t.iqn);
+  return out;
+}
+
+}  // namespace iserkit::target

@@ -1,0 +1,88 @@
+# Shared helpers for the CHAP interop tests: write a TOML configuration with secrets in files,
+# start iserkit-target with --config on a free loopback port, stop it at exit; exit 77 (skip) with
+# a reason when a tool is missing.
+set -euo pipefail
+
+BIN=${ISERKIT_BIN:?ISERKIT_BIN must point at the build bin directory}
+WORK=$(mktemp -d /tmp/iserkit-chap-test.XXXXXX)
+TARGET_PID=""
+SECURE=iqn.2026-11.org.iserkit:secure
+MUTUAL=iqn.2026-11.org.iserkit:mutual
+LOCKED=iqn.2026-11.org.iserkit:locked
+ALICE_SECRET=alice-secret-1234
+TARGET_SECRET=target-secret-5678
+DISCO_SECRET=discovery-secret-42
+
+cleanup() {
+  if [[ -n "$TARGET_PID" ]] && kill -0 "$TARGET_PID" 2>/dev/null; then
+    kill -TERM "$TARGET_PID" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$TARGET_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$TARGET_PID" 2>/dev/null || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+require() {
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "SKIP: $tool not installed" >&2; exit 77; }
+  done
+}
+
+fail() {
+  echo "FAIL: $*" >&2
+  echo "--- target log:" >&2
+  tail -30 "$WORK/target.err" >&2 || true
+  exit 1
+}
+
+# write_config: three targets — one-way CHAP, mutual CHAP, an ACL that admits nobody we use — and
+# CHAP on discovery sessions. Secrets live in files (mode 600) or the environment.
+write_config() {
+  umask 077
+  printf '%s\n' "$ALICE_SECRET" >"$WORK/alice.secret"
+  printf '%s\n' "$TARGET_SECRET" >"$WORK/target.secret"
+  cat >"$WORK/target.toml" <<TOML
+listen = ["127.0.0.1:0"]
+
+[discovery]
+chap_users = [{ user = "disco", secret_env = "ISERKIT_TEST_DISCO_SECRET" }]
+
+[[targets]]
+iqn = "$SECURE"
+luns = ["mem:64M"]
+chap_users = [{ user = "alice", secret_file = "alice.secret" }]
+
+[[targets]]
+iqn = "$MUTUAL"
+luns = ["mem:64M"]
+chap_users = [{ user = "alice", secret_file = "alice.secret" }]
+mutual = { user = "mutualtarget", secret_file = "target.secret" }
+
+[[targets]]
+iqn = "$LOCKED"
+luns = ["mem:16M"]
+allowed_initiators = ["iqn.2026-11.org.example:someone-else"]
+TOML
+}
+
+# start_target ARGS...: iserkit-target --config plus ARGS; sets PORT.
+start_target() {
+  rm -f "$WORK/port"
+  ISERKIT_TEST_DISCO_SECRET="$DISCO_SECRET" "$BIN/iserkit-target" --config "$WORK/target.toml" \
+    --port-file "$WORK/port" "$@" >"$WORK/target.out" 2>"$WORK/target.err" &
+  TARGET_PID=$!
+  for _ in $(seq 100); do
+    [[ -s "$WORK/port" ]] && break
+    kill -0 "$TARGET_PID" 2>/dev/null || { cat "$WORK/target.err" >&2; fail "iserkit-target exited at startup"; }
+    sleep 0.05
+  done
+  PORT=$(cat "$WORK/port")
+}
+
+# check_no_secrets FILE...: no secret appears in the given outputs or the target's log.
+check_no_secrets() {
+  for s in "$ALICE_SECRET" "$TARGET_SECRET" "$DISCO_SECRET" wrong-secret-0000; do
+    if grep -l -- "$s" "$@" "$WORK/target.err" "$WORK/target.out" 2>/dev/null; then fail "a secret appears in the output above"; fi
+  done
+}

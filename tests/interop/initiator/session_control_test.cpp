@@ -1,0 +1,112 @@
+// Interop (run through run_with_target.sh, which sets ISERKIT_TEST_URL and ISERKIT_TEST_TARGET_PID):
+// the session's control paths against a real target — LOGICAL UNIT RESET (RFC 7143 §11.5), NOP-Out
+// keepalive pings answered (§11.18/§11.19), and a target that stops answering (SIGSTOP) declared
+// dead by the ping timeout, failing the session and its commands cleanly (errc::timeout).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdlib>
+
+#include "iserkit/common/errors.hpp"
+#include "iserkit/initiator/errors.hpp"
+#include "iserkit/initiator/lun.hpp"
+#include "iserkit/initiator/session.hpp"
+
+using namespace iserkit;
+using namespace iserkit::initiator;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::optional<Url> test_url() {
+  const char* u = std::getenv("ISERKIT_TEST_URL");
+  if (u == nullptr) return std::nullopt;
+  auto url = parse_url(u);
+  return url ? std::optional<Url>(*url) : std::nullopt;
+}
+
+template <class Body>
+void with_session(SessionOptions options, Body body) {
+  auto url = test_url();
+  if (!url) GTEST_SKIP() << "ISERKIT_TEST_URL not set (run through run_with_target.sh)";
+  asio::io_context io;
+  bool finished = false;
+  asio::co_spawn(
+      io,
+      [&]() -> Awaitable<void> {
+        auto session = co_await Session::connect(io.get_executor(), *url, options);
+        EXPECT_TRUE(session) << (session ? "" : session.error().message());
+        if (!session) co_return;
+        co_await body(**session, scsi::Lun::from_index(url->lun.value_or(0)));
+        if ((*session)->is_open()) (void)co_await (*session)->logout();
+        finished = true;
+      },
+      asio::detached);
+  io.run();
+  EXPECT_TRUE(finished);
+}
+
+Awaitable<void> sleep_for(std::chrono::milliseconds d) {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  t.expires_after(d);
+  boost::system::error_code ec;
+  co_await t.async_wait(use_awaitable_ec(ec));
+}
+
+}  // namespace
+
+TEST(SessionControl, LunResetCompletesAndTheLunStillWorks) {
+  with_session({}, [](Session& s, scsi::Lun lun) -> Awaitable<void> {
+    auto r = co_await s.lun_reset(lun);
+    EXPECT_TRUE(r) << (r ? "" : r.error().message());
+    if (r) {
+      EXPECT_TRUE(r->complete()) << "response=" << int(r->response);
+    }
+    // After the reset the unit may report UNIT ATTENTION once: LunHandle's retry policy absorbs it.
+    auto h = co_await LunHandle::open(s.shared_from_this(), lun);
+    EXPECT_TRUE(h) << (h ? "" : h.error().message());
+    if (h) {
+      auto cap = co_await h->read_capacity();
+      EXPECT_TRUE(cap);
+    }
+  });
+}
+
+TEST(SessionControl, PingsAreAnswered) {
+  SessionOptions o;
+  o.nop_interval = 50ms;
+  o.nop_timeout = 5000ms;
+  with_session(o, [](Session& s, scsi::Lun) -> Awaitable<void> {
+    for (int i = 0; i < 100 && s.stats().pings_answered < 2; ++i) co_await sleep_for(20ms);
+    EXPECT_GE(s.stats().pings_sent, 2u);
+    EXPECT_GE(s.stats().pings_answered, 2u);
+    EXPECT_TRUE(s.is_open());
+  });
+}
+
+TEST(SessionControl, SilentTargetIsDeclaredDead) {
+  const char* pid_text = std::getenv("ISERKIT_TEST_TARGET_PID");
+  if (pid_text == nullptr) GTEST_SKIP() << "ISERKIT_TEST_TARGET_PID not set";
+  const pid_t pid = static_cast<pid_t>(std::atoi(pid_text));
+  SessionOptions o;
+  o.nop_interval = 100ms;
+  o.nop_timeout = 400ms;
+  with_session(o, [pid](Session& s, scsi::Lun lun) -> Awaitable<void> {
+    // Freeze the target (a process our test harness started): the connection stays up but silent.
+    const int stopped = ::kill(pid, SIGSTOP);
+    EXPECT_EQ(stopped, 0);
+    if (stopped != 0) co_return;
+    struct Resume {
+      pid_t pid;
+      ~Resume() { ::kill(pid, SIGCONT); }
+    } resume{pid};
+    CommandRequest req{.lun = lun, .cdb = scsi::test_unit_ready()};
+    auto r = co_await s.execute(req);  // waits until the ping timeout fails the session
+    EXPECT_FALSE(r);
+    if (!r) {
+      EXPECT_EQ(r.error(), make_error_code(errc::timeout)) << r.error().message();
+    }
+    EXPECT_FALSE(s.is_open());
+    EXPECT_EQ(s.error(), make_error_code(errc::timeout));
+  });
+}

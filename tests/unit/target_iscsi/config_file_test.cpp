@@ -1,0 +1,143 @@
+// The --config TOML file (toml++): good files, bad files with clear errors, secrets never echoed.
+#include "iserkit/target/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+namespace iserkit::target {
+namespace {
+
+constexpr const char* good = R"(
+listen = ["127.0.0.1:0", "[::1]:3261"]
+block_size = 4096
+threads = 2
+
+[discovery]
+chap_users = [{ user = "disco", secret = "discovery-secret" }]
+
+[[targets]]
+iqn = "iqn.2026-11.org.example:vol1"
+alias = "vol1"
+luns = ["mem:64M", "mem:1G"]
+allowed_initiators = ["iqn.2026-11.org.example:host1"]
+chap_users = [{ user = "alice", secret = "alice-secret-123" }, { user = "bob", secret_env = "ISERKIT_TEST_BOB" }]
+mutual = { user = "vol1", secret = "target-secret-456" }
+chap_algorithms = ["SHA-256", "MD5"]
+
+[[targets]]
+iqn = "iqn.2026-11.org.example:open"
+luns = ["disk.img"]
+)";
+
+TEST(ConfigFile, ParsesTargetsAclsAndCredentials) {
+  ::setenv("ISERKIT_TEST_BOB", "bob-secret-7890", 1);
+  TargetConfig base;
+  base.listen.push_back({"10.0.0.1", 3260});
+  auto c = parse_config_toml(good, "good.toml", base, "/srv");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->listen.size(), 3u);  // the flags' address plus the file's
+  EXPECT_EQ(c->listen[2].host, "::1");
+  EXPECT_EQ(c->block_size_bytes, 4096u);
+  EXPECT_EQ(c->threads, 2u);
+  ASSERT_EQ(c->discovery_auth.users.size(), 1u);
+  EXPECT_EQ(c->discovery_auth.users[0].user, "disco");
+  ASSERT_EQ(c->targets.size(), 2u);
+  const auto& t = c->targets[0];
+  EXPECT_EQ(t.iqn, "iqn.2026-11.org.example:vol1");
+  EXPECT_EQ(t.alias, "vol1");
+  ASSERT_EQ(t.luns.size(), 2u);
+  EXPECT_TRUE(t.luns[1].memory);
+  EXPECT_EQ(t.luns[1].size_bytes, 1ull << 30);
+  EXPECT_EQ(t.allowed_initiators, std::vector<std::string>{"iqn.2026-11.org.example:host1"});
+  ASSERT_EQ(t.auth.users.size(), 2u);
+  EXPECT_EQ(t.auth.users[1].secret, "bob-secret-7890");
+  ASSERT_TRUE(t.auth.mutual);
+  EXPECT_EQ(t.auth.mutual->user, "vol1");
+  EXPECT_EQ(t.auth.algorithms, (std::vector{iscsi::ChapAlgorithm::sha256, iscsi::ChapAlgorithm::md5}));
+  EXPECT_TRUE(t.auth.required());
+  const auto& open = c->targets[1];
+  EXPECT_FALSE(open.auth.required());
+  EXPECT_EQ(open.luns[0].path, std::filesystem::path("/srv/disk.img"));  // relative to the file
+}
+
+struct Bad {
+  const char* text;
+  const char* expected;  // a piece of the message
+};
+
+class ConfigFileBad : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(ConfigFileBad, FailsWithAClearMessageAndNoSecret) {
+  auto c = parse_config_toml(GetParam().text, "bad.toml");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find(GetParam().expected), std::string::npos) << c.error().message;
+  EXPECT_EQ(c.error().message.find("s3cret-value"), std::string::npos) << c.error().message;
+  EXPECT_EQ(c.error().message.rfind("bad.toml", 0), 0u) << c.error().message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, ConfigFileBad,
+    ::testing::Values(
+        Bad{"listen = [\"127.0.0.1:0\"\n", "bad.toml:"},                                  // syntax
+        Bad{"lissen = [\"127.0.0.1:0\"]\n", "unknown key \"lissen\""},
+        Bad{"block_size = 1000\n", "block_size must be 512 or 4096"},
+        Bad{"listen = [\"127.0.0.1:99999\"]\n", "listen: bad address"},
+        Bad{"[[targets]]\nluns = [\"mem:1M\"]\n", "\"iqn\" is missing"},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\n", "\"luns\" is missing"},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:0\"]\n", "bad LUN"},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\n[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\n",
+            "defined twice"},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_user = [{user=\"a\", secret=\"s3cret-value\"}]\n",
+            "unknown key \"chap_user\""},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{secret=\"s3cret-value\"}]\n",
+            "\"user\" (CHAP_N) is missing"},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\"}]\n",
+            "exactly one of secret"},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_env=\"ISERKIT_UNSET_VAR\"}]\n",
+            "ISERKIT_UNSET_VAR is not set"},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret=\"s3cret-value\"}]\n"
+            "mutual = {user=\"t\", secret=\"s3cret-value\"}\n",
+            "share a secret"},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nmutual = {user=\"t\", secret=\"s3cret-value\"}\n",
+            "mutual needs chap_users"},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret=\"s3cret-value\"}]\n"
+            "chap_algorithms = [\"SHA-512\"]\n",
+            "unknown algorithm"},
+        Bad{"[discovery]\nchap_users = \"x\"\n", "must be an array of tables"},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_file=\"/nonexistent/s\"}]\n",
+            "cannot read it"}));
+
+TEST(ConfigFile, SecretFileAndWarnings) {
+  const auto dir = std::filesystem::temp_directory_path() / ("iserkit-config-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir / "alice.secret") << "short\n";
+  }
+  std::filesystem::permissions(dir / "alice.secret", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  auto c = parse_config_toml(
+      "[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"alice\", secret_file=\"alice.secret\"}]\n",
+      "f.toml", {}, dir);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->targets[0].auth.users[0].secret, "short");  // line end stripped
+  auto w = config_warnings(*c);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("shorter than 12 bytes"), std::string::npos);
+  EXPECT_NE(w[0].find("alice"), std::string::npos);
+  EXPECT_EQ(w[0].find("short\""), std::string::npos);  // names the user, not the secret
+  std::filesystem::permissions(dir / "alice.secret", std::filesystem::perms::group_read, std::filesystem::perm_options::add);
+  std::vector<std::string> file_warnings;
+  ASSERT_TRUE(read_secret_file(dir / "alice.secret", &file_warnings));
+  EXPECT_EQ(file_warnings.size(), 1u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ConfigFile, MissingFileIsAnError) {
+  auto c = load_config_file("/nonexistent/iserkit.toml");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("cannot read"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace iserkit::target
