@@ -153,8 +153,14 @@ Awaitable<void> do_lookup(FuseContext& c, fuse_req_t req, Ino parent, std::strin
     fuse_reply_err(req, p == nullptr || !p->present ? ENOENT : ENOTDIR);
     co_return;
   }
-  const auto failed = co_await refresh(c, *p);
+  // A name already listed is answered at once; an unknown one refreshes a stale listing first
+  // (so a new target or LUN is found without waiting for the cache time of a readdir).
   const Node* n = c.view.tree().lookup(parent, name);
+  std::error_code failed;
+  if (n == nullptr) {
+    failed = co_await refresh(c, *p);
+    n = c.view.tree().lookup(parent, name);
+  }
   if (n == nullptr) {
     // A target we could not list: say why rather than "no such file".
     fuse_reply_err(req, failed && p->kind == NodeKind::target && name != NamespaceTree::info_name ? fuse_errno(failed)
@@ -335,8 +341,11 @@ Awaitable<void> do_create(FuseContext& c, fuse_req_t req, Ino parent, std::strin
     fuse_reply_err(req, p == nullptr || !p->present ? ENOENT : ENOTDIR);
     co_return;
   }
-  (void)co_await refresh(c, *p);
   const Node* n = c.view.tree().lookup(parent, name);
+  if (n == nullptr) {
+    (void)co_await refresh(c, *p);
+    n = c.view.tree().lookup(parent, name);
+  }
   if (n == nullptr || (fi.flags & O_EXCL) != 0) {
     fuse_reply_err(req, n == nullptr ? EACCES : EEXIST);
     co_return;

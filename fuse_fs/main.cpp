@@ -28,7 +28,7 @@ namespace {
 using namespace iserkit;
 
 struct Config {
-  initiator::Url url;
+  std::vector<initiator::Url> urls;
   std::string mountpoint;
   std::vector<std::string> fuse_options;
   bool foreground = false;
@@ -51,15 +51,14 @@ int fail_usage(const std::string& what) {
 int parse(int argc, char** argv, Config& cfg) {
   cxxopts::Options options(
       "iserkit-fuse",
-      "Mount an iSCSI portal's targets and LUNs as a file tree.\n"
-      "Usage: iserkit-fuse iscsi://HOST[:PORT][/TARGET-IQN] MOUNTPOINT [options]\n"
+      "Mount the targets and LUNs of iSCSI portals as a file tree.\n"
+      "Usage: iserkit-fuse iscsi://HOST[:PORT][/TARGET-IQN] [MORE-URLS…] MOUNTPOINT [options]\n"
       "  MOUNTPOINT/<target-iqn>/lun<N>   the LUN's data (its size is the LUN's capacity)\n"
       "  MOUNTPOINT/<target-iqn>/info     JSON: portal, session parameters, LUNs\n"
       "  MOUNTPOINT/.rescan               write anything to rescan now (so does SIGHUP)\n"
       "Unmount with fusermount3 -u MOUNTPOINT, or SIGINT/SIGTERM to iserkit-fuse.");
   options.add_options()
-      ("url", "iSCSI URL of the portal, or of one target", cxxopts::value<std::string>())
-      ("mountpoint", "directory to mount on", cxxopts::value<std::string>())
+      ("args", "iSCSI URLs of portals or targets, then the mount point", cxxopts::value<std::vector<std::string>>())
       ("o", "FUSE mount options, passed through (allow_other, ro, max_read=N, …); repeatable",
        cxxopts::value<std::vector<std::string>>())
       ("f,foreground", "stay in the foreground")
@@ -79,8 +78,8 @@ int parse(int argc, char** argv, Config& cfg) {
       ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
       ("version", "print the version")
       ("h,help", "print this help");
-  options.parse_positional({"url", "mountpoint"});
-  options.positional_help("URL MOUNTPOINT");
+  options.parse_positional({"args"});
+  options.positional_help("URL... MOUNTPOINT");
   try {
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
@@ -91,14 +90,17 @@ int parse(int argc, char** argv, Config& cfg) {
       std::cout << "iserkit-fuse " << ISERKIT_VERSION << "\n";
       return 0;
     }
-    if (!args.count("url") || !args.count("mountpoint")) return fail_usage("want a URL and a mount point");
-    auto url = initiator::parse_url(args["url"].as<std::string>());
-    if (!url) return fail_usage("bad URL: want iscsi://HOST[:PORT][/TARGET-IQN]");
-    if (url->lun) return fail_usage("the URL names a LUN; give the portal or a target (each LUN becomes a file)");
-    cfg.url = *url;
+    const auto positional = args.count("args") ? args["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
+    if (positional.size() < 2) return fail_usage("want a URL and a mount point");
+    for (std::size_t i = 0; i + 1 < positional.size(); ++i) {
+      auto url = initiator::parse_url(positional[i]);
+      if (!url) return fail_usage("bad URL " + positional[i] + ": want iscsi://HOST[:PORT][/TARGET-IQN]");
+      if (url->lun) return fail_usage("the URL names a LUN; give the portal or a target (each LUN becomes a file)");
+      cfg.urls.push_back(*url);
+    }
     char real[PATH_MAX];
-    if (::realpath(args["mountpoint"].as<std::string>().c_str(), real) == nullptr)
-      return fail_usage("mount point " + args["mountpoint"].as<std::string>() + ": " + std::strerror(errno));
+    if (::realpath(positional.back().c_str(), real) == nullptr)
+      return fail_usage("mount point " + positional.back() + ": " + std::strerror(errno));
     cfg.mountpoint = real;
     if (args.count("o")) cfg.fuse_options = args["o"].as<std::vector<std::string>>();
     cfg.debug = args.count("debug") > 0;
@@ -123,7 +125,7 @@ int parse(int argc, char** argv, Config& cfg) {
     so.command_timeout = seconds(timeout);
     so.connect_timeout = std::min(so.connect_timeout, seconds(timeout));
     so.login_timeout = std::min(so.login_timeout, seconds(timeout));
-    cfg.view.url = cfg.url;
+    cfg.view.portals = cfg.urls;
     cfg.view.cache_time = seconds(cache);
     log::set_level(args["log-level"].as<std::string>());
   } catch (const cxxopts::exceptions::exception& e) {
@@ -149,29 +151,38 @@ int main(int argc, char** argv) {
   Config cfg;
   if (int rc = parse(argc, argv, cfg); rc >= 0) return rc;
 
-  // Discovery first, on a private io_context that is gone before the fork below.
-  std::vector<std::string> targets;
-  if (cfg.url.target.empty()) {
-    auto found = initiator::BlockingClient::discover(cfg.url, cfg.view.session);
-    if (!found) {
-      std::cerr << "iserkit-fuse: discovery: " << found.error().message() << ": url=" << initiator::format_url(cfg.url)
-                << "\n";
-      return 1;
-    }
-    for (const auto& t : *found) targets.push_back(t.name);
-  } else {
-    targets.push_back(cfg.url.target);
-  }
-
   asio::io_context io(1);
   fuse_fs::PortalView view(io.get_executor(), cfg.view);
-  view.set_targets(targets);
+  // Discovery first, each on a private io_context that is gone before the fork below. A portal that
+  // does not answer is a warning (its targets appear once it does); none answering is an error.
+  std::size_t targets = 0;
+  int discovered = 0;
+  int tried = 0;
+  for (std::size_t i = 0; i < cfg.urls.size(); ++i) {
+    if (!cfg.urls[i].target.empty()) {
+      ++targets;
+      continue;
+    }
+    ++tried;
+    auto found = initiator::BlockingClient::discover(cfg.urls[i], cfg.view.session);
+    if (!found) {
+      std::cerr << "iserkit-fuse: discovery: " << found.error().message()
+                << ": url=" << initiator::format_url(cfg.urls[i]) << "\n";
+      continue;
+    }
+    ++discovered;
+    std::vector<std::string> names;
+    for (const auto& t : *found) names.push_back(t.name);
+    targets += names.size();
+    view.set_listing(i, names);
+  }
+  if (tried > 0 && discovered == 0 && targets == 0) return 1;
   cfg.mount.uid = ::getuid();
   cfg.mount.gid = ::getgid();
   ::clock_gettime(CLOCK_REALTIME, &cfg.mount.mount_time);
   fuse_fs::FuseContext context(view, cfg.mount);
 
-  std::string options = "fsname=" + initiator::format_url(cfg.url) + ",subtype=iserkit,default_permissions";
+  std::string options = "fsname=" + initiator::format_url(cfg.urls.front()) + ",subtype=iserkit,default_permissions";
   if (cfg.mount.read_only) options += ",ro";
   for (const auto& o : cfg.fuse_options) options += "," + o;
   std::vector<std::string> fuse_argv = {"iserkit-fuse", "-o", options};
@@ -206,10 +217,11 @@ int main(int argc, char** argv) {
     fuse_session_destroy(se);
     return 1;
   }
+  const std::size_t shown = view.tree().list(fuse_fs::root_ino).size() - 1;  // minus .rescan
   auto work = asio::make_work_guard(io);
   std::thread loop([&io] { io.run(); });
-  std::cout << "iserkit-fuse: " << initiator::format_url(cfg.url) << " mounted on " << cfg.mountpoint << " ("
-            << targets.size() << " target" << (targets.size() == 1 ? "" : "s") << ")" << std::endl;
+  std::cout << "iserkit-fuse: " << initiator::format_url(cfg.urls.front()) << (cfg.urls.size() > 1 ? " (and more)" : "")
+            << " mounted on " << cfg.mountpoint << " (" << shown << " targets)" << std::endl;
 
   fuse_loop_config* loop_config = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop_config, cfg.max_threads);

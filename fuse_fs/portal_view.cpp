@@ -10,59 +10,103 @@
 
 namespace iserkit::fuse_fs {
 
-PortalView::PortalView(asio::any_io_executor ex, ViewOptions options) : ex_(std::move(ex)), options_(std::move(options)) {}
+PortalView::PortalView(asio::any_io_executor ex, ViewOptions options)
+    : ex_(std::move(ex)), options_(std::move(options)), listings_(options_.portals.size()) {
+  rebuild_root();
+}
 
-void PortalView::add_target_states() {
+void PortalView::rebuild_root() {
+  // The union of every portal's listing, first portal first; an IQN keeps the first portal that
+  // listed it.
+  std::vector<std::string> names;
+  std::map<std::string, std::size_t, std::less<>> first_portal;
+  for (std::size_t i = 0; i < options_.portals.size(); ++i) {
+    std::vector<std::string> listed;
+    if (!options_.portals[i].target.empty()) {
+      listed.push_back(options_.portals[i].target);
+    } else if (listings_[i]) {
+      listed = *listings_[i];
+    }
+    for (auto& n : listed) {
+      if (first_portal.emplace(n, i).second) names.push_back(std::move(n));
+    }
+  }
+  const auto diff = tree_.set_targets(names);
+  for (const auto& s : diff.skipped) log::warn("fuse: target name cannot be a directory entry, skipped: name={}", s);
+  for (const auto& a : diff.added) log::info("fuse: target listed: {}", a);
   for (const Node* n : tree_.list(root_ino)) {
-    if (n->kind != NodeKind::target || targets_.contains(n->ino)) continue;
-    auto t = std::make_unique<TargetState>();
-    t->iqn = n->name;
-    t->dir = n->ino;
-    targets_.emplace(n->ino, std::move(t));
+    if (n->kind != NodeKind::target) continue;
+    auto& t = targets_[n->ino];
+    if (!t) {
+      t = std::make_unique<TargetState>();
+      t->iqn = n->name;
+      t->dir = n->ino;
+    }
+    if (auto it = first_portal.find(n->name); it != first_portal.end()) {
+      t->portal = options_.portals[it->second];
+      t->portal.target = t->iqn;
+      t->portal.lun.reset();
+    }
   }
   for (auto& [dir, t] : targets_) {
     const Node* n = tree_.get(dir);
     t->present = n != nullptr && n->present;
   }
+  for (const auto& r : diff.removed) {
+    log::info("fuse: target no longer listed: {}", r);
+    if (TargetState* t = target(tree_.target_dir(r)); t != nullptr && t->session && t->session->is_open()) {
+      auto s = t->session;
+      asio::co_spawn(ex_, [s]() -> Awaitable<void> { co_await s->logout(); }, asio::detached);
+    }
+  }
 }
 
-void PortalView::set_targets(const std::vector<std::string>& names) {
-  const auto diff = tree_.set_targets(names);
-  for (const auto& s : diff.skipped) log::warn("fuse: target name cannot be a directory entry, skipped: name={}", s);
-  add_target_states();
+void PortalView::set_listing(std::size_t portal, const std::vector<std::string>& names) {
+  if (portal >= listings_.size()) return;
+  listings_[portal] = names;
+  rebuild_root();
   root_scanned_at_ = Clock::now();
 }
 
+Awaitable<void> PortalView::discover_one(std::size_t i, std::shared_ptr<std::size_t> pending,
+                                         std::shared_ptr<Completion> all_done) {
+  const auto& url = options_.portals[i];
+  auto found = co_await initiator::discover(ex_, url, options_.session);
+  if (!found) {
+    if (!root_error_) root_error_ = found.error();
+    log::warn("fuse: discovery: {}: portal={}", found.error().message(), initiator::format_url(url));
+  } else {  // a portal that fails keeps what it listed before
+    std::vector<std::string> names;
+    for (const auto& t : *found) names.push_back(t.name);
+    listings_[i] = std::move(names);
+  }
+  if (--*pending == 0) all_done->complete();
+}
+
 Awaitable<Result<void>> PortalView::refresh_root(bool force) {
-  if (single_target() || shut_down_) co_return Result<void>{};
+  if (shut_down_) co_return Result<void>{};
   if (root_scan_.running()) {
     co_await root_scan_.wait();
     if (root_error_) co_return fail(root_error_);
     co_return Result<void>{};
   }
-  if (!force && Clock::now() - root_scanned_at_ < options_.cache_time) co_return Result<void>{};
+  bool any = false;
+  for (const auto& p : options_.portals) any = any || p.target.empty();
+  if (!any || (!force && Clock::now() - root_scanned_at_ < options_.cache_time)) co_return Result<void>{};
   root_scan_.start();
-  auto found = co_await initiator::discover(ex_, options_.url, options_.session);
-  if (!found) {
-    root_error_ = found.error();
-    log::warn("fuse: discovery: {}: portal={}:{}", found.error().message(), options_.url.host, options_.url.port);
-  } else {
-    root_error_ = {};
-    std::vector<std::string> names;
-    for (const auto& t : *found) names.push_back(t.name);
-    const auto diff = tree_.set_targets(names);
-    for (const auto& s : diff.skipped) log::warn("fuse: target name cannot be a directory entry, skipped: name={}", s);
-    for (const auto& a : diff.added) log::info("fuse: target appeared: {}", a);
-    add_target_states();
-    for (const auto& r : diff.removed) {
-      log::info("fuse: target disappeared: {}", r);
-      if (TargetState* t = target(tree_.target_dir(r)); t != nullptr && t->session && t->session->is_open()) {
-        auto s = t->session;
-        asio::co_spawn(ex_, [s]() -> Awaitable<void> { co_await s->logout(); }, asio::detached);
-      }
-    }
-    root_scanned_at_ = Clock::now();
+  root_error_ = {};
+  // Every portal at once, so one that does not answer delays the listing by one timeout at most.
+  auto pending = std::make_shared<std::size_t>(0);
+  auto all_done = std::make_shared<Completion>();
+  for (std::size_t i = 0; i < options_.portals.size(); ++i) {
+    if (options_.portals[i].target.empty()) ++*pending;
   }
+  for (std::size_t i = 0; i < options_.portals.size(); ++i) {
+    if (options_.portals[i].target.empty()) asio::co_spawn(ex_, discover_one(i, pending, all_done), asio::detached);
+  }
+  co_await all_done->wait();
+  rebuild_root();
+  root_scanned_at_ = Clock::now();
   root_scan_.finish();
   if (root_error_) co_return fail(root_error_);
   co_return Result<void>{};
@@ -78,9 +122,7 @@ Awaitable<Result<std::shared_ptr<initiator::Session>>> PortalView::session(Targe
   }
   if (t.last_error && Clock::now() - t.failed_at < options_.reconnect_backoff) co_return fail(t.last_error);
   t.connecting.start();
-  initiator::Url url = options_.url;
-  url.target = t.iqn;
-  url.lun.reset();
+  const initiator::Url& url = t.portal;
   const bool again = t.session != nullptr;
   auto s = co_await initiator::Session::connect(ex_, url, options_.session);
   if (s) {
@@ -235,12 +277,9 @@ std::string PortalView::info_json(Ino dir) const {
   if (t == nullptr) return {};
   TargetInfo info;
   info.target = t->iqn;
-  const bool v6 = options_.url.host.find(':') != std::string::npos;
-  info.portal = (v6 ? "[" + options_.url.host + "]" : options_.url.host) + ":" + std::to_string(options_.url.port);
-  initiator::Url url = options_.url;
-  url.target = t->iqn;
-  url.lun.reset();
-  info.url = initiator::format_url(url);
+  const bool v6 = t->portal.host.find(':') != std::string::npos;
+  info.portal = (v6 ? "[" + t->portal.host + "]" : t->portal.host) + ":" + std::to_string(t->portal.port);
+  info.url = initiator::format_url(t->portal);
   if (t->session && t->session->is_open()) {
     info.session_state = "logged-in";
     info.parameters = t->session->parameters();

@@ -1,5 +1,5 @@
-// The FUSE view's model of one portal, on the initiator's loop: the namespace tree, one lazily
-// logged-in Session per target, the LUNs each target offers and their metadata, rescans (discovery
+// The FUSE view's model of the portals it mounts, on the initiator's loop: the namespace tree, one
+// lazily logged-in Session per target, the LUNs each target offers and their metadata, rescans (discovery
 // SendTargets=All, RFC 7143 Appendix C; REPORT LUNS, SPC-5 §6.33) with a cache time, and
 // reconnection after a connection loss. The data path on a LUN (read, write with serialized
 // read-modify-write, flush, unmap/zero) is in lun_io.hpp.
@@ -37,11 +37,13 @@ namespace iserkit::fuse_fs {
 
 using Clock = std::chrono::steady_clock;
 
-/// How the view talks to the portal.
+/// How the view talks to the portals.
 struct ViewOptions {
-  /// The portal (host, port); when url.target is set the view shows only that target and never
-  /// runs discovery.
-  initiator::Url url;
+  /// The portals (host, port), at least one. The root lists the union of their targets; a URL
+  /// that names a target contributes just that target (no discovery). An IQN offered by several
+  /// portals appears once and is logged in to through the first portal that listed it (iSCSI
+  /// names are worldwide unique, RFC 7143 §4.2.7.1).
+  std::vector<initiator::Url> portals;
   /// Options of every session (normal and discovery): timeouts bound connect, login and commands.
   initiator::SessionOptions session;
   /// A listing older than this is refreshed on the next directory read or lookup (0 = always).
@@ -72,6 +74,7 @@ struct TargetState {
   std::string iqn;
   Ino dir = 0;
   bool present = true;
+  initiator::Url portal;  ///< where to log in (host, port; target = iqn)
   std::shared_ptr<initiator::Session> session;
   std::error_code last_error;       ///< why the last login or scan failed (empty after success)
   Clock::time_point failed_at{};    ///< when the last login failed
@@ -82,8 +85,8 @@ struct TargetState {
   std::map<std::uint16_t, std::shared_ptr<LunState>> luns;
 };
 
-/// The portal as the FUSE view shows it. Construct, seed with set_targets(), then call everything
-/// on `ex`'s thread.
+/// The portals as the FUSE view shows them. Construct, seed with set_listing(), then call
+/// everything on `ex`'s thread.
 class PortalView {
  public:
   PortalView(asio::any_io_executor ex, ViewOptions options);
@@ -93,15 +96,14 @@ class PortalView {
   [[nodiscard]] NamespaceTree& tree() noexcept { return tree_; }
   [[nodiscard]] const ViewOptions& options() const noexcept { return options_; }
   [[nodiscard]] asio::any_io_executor executor() const { return ex_; }
-  /// True when the URL named one target (no discovery).
-  [[nodiscard]] bool single_target() const noexcept { return !options_.url.target.empty(); }
+  /// Records what portal `portal` (an index into options().portals) lists — from a discovery done
+  /// before the mount — and rebuilds the root; counts the listing as fresh. Ignored for a URL that
+  /// names a target (it always lists just that one).
+  void set_listing(std::size_t portal, const std::vector<std::string>& names);
 
-  /// Sets the root's targets (from a discovery done before the mount, or the URL's one target)
-  /// and counts the listing as fresh.
-  void set_targets(const std::vector<std::string>& names);
-
-  /// Re-runs SendTargets discovery when the root listing is older than cache_time (or `force`).
-  /// Errors: those of initiator::discover(); the old listing stays in place on error.
+  /// Re-runs SendTargets discovery on every portal URL without a target when the root listing is
+  /// older than cache_time (or `force`). Errors: the first discovery error; a portal that fails
+  /// keeps its previous listing.
   Awaitable<Result<void>> refresh_root(bool force);
   /// Logs in to the target of directory `dir` if needed and re-runs REPORT LUNS when its listing is
   /// older than cache_time (or `force`); LUNs seen for the first time are opened and identified
@@ -135,12 +137,15 @@ class PortalView {
                                                         std::uint16_t index);
   Awaitable<Result<void>> scan_target(TargetState& t);
   void sync_tree(TargetState& t);
-  void add_target_states();
+  void rebuild_root();
+  Awaitable<void> discover_one(std::size_t portal, std::shared_ptr<std::size_t> pending,
+                               std::shared_ptr<Completion> all_done);
 
   asio::any_io_executor ex_;
   ViewOptions options_;
   NamespaceTree tree_;
   std::map<Ino, std::unique_ptr<TargetState>> targets_;  // by directory inode; never erased
+  std::vector<std::optional<std::vector<std::string>>> listings_;  // per portal; nullopt = never listed
   SingleFlight root_scan_;
   std::error_code root_error_;
   Clock::time_point root_scanned_at_{};
