@@ -313,9 +313,13 @@ Awaitable<void> do_open(FuseContext& c, fuse_req_t req, Ino ino, fuse_file_info 
         co_return;
       }
       f->fua = (fi.flags & O_DSYNC) != 0;
-      // O_DIRECT opens bypass the page cache (and so does every open with --direct-io); buffered
-      // opens drop cached pages at open, since other initiators may have written the LUN.
-      fi.direct_io = (c.options.direct_io || (fi.flags & O_DIRECT) != 0) ? 1 : 0;
+      // O_DIRECT opens (and loop devices with --direct-io=on) bypass the page cache through the
+      // kernel's direct_IO path, which keeps async submissions (io_uring, AIO, loop) in flight
+      // together (FUSE_CAP_ASYNC_DIO); FOPEN_DIRECT_IO would make each one synchronous. So
+      // direct_io is set only for --direct-io, which keeps every open — buffered ones too — out
+      // of the page cache. Buffered opens drop cached pages at open (another initiator may have
+      // written the LUN).
+      fi.direct_io = c.options.direct_io ? 1 : 0;
       fi.keep_cache = 0;
       break;
     }

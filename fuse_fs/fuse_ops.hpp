@@ -18,7 +18,7 @@ namespace iserkit::fuse_fs {
 /// What the mount looks like.
 struct MountOptions {
   bool read_only = false;   ///< refuse writes (EROFS); files are mode 0444
-  bool direct_io = false;   ///< open every LUN file with direct_io (no page cache); O_DIRECT opens always are
+  bool direct_io = false;   ///< open every LUN file with FOPEN_DIRECT_IO (no page cache even for buffered opens)
   double attr_timeout_seconds = 1.0;  ///< how long the kernel may cache names and attributes
   uid_t uid = 0;            ///< owner shown for every node (the mounting user)
   gid_t gid = 0;

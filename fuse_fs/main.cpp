@@ -63,7 +63,7 @@ int parse(int argc, char** argv, Config& cfg) {
        cxxopts::value<std::vector<std::string>>())
       ("f,foreground", "stay in the foreground")
       ("d,debug", "print every FUSE request (implies --foreground)")
-      ("r,read-only", "refuse writes (EROFS); mounts with -o ro")
+      ("r,read-only", "refuse writes to LUN files (EROFS); .rescan stays writable (-o ro: nothing is)")
       ("timeout", "seconds a SCSI command, TCP connect or login may take; a target that stops answering gives EIO "
                   "after at most this long",
        cxxopts::value<double>()->default_value("30"))
@@ -183,7 +183,8 @@ int main(int argc, char** argv) {
   fuse_fs::FuseContext context(view, cfg.mount);
 
   std::string options = "fsname=" + initiator::format_url(cfg.urls.front()) + ",subtype=iserkit,default_permissions";
-  if (cfg.mount.read_only) options += ",ro";
+  // --read-only is enforced by the view (EROFS, mode 0444), not with the kernel's "ro", so the
+  // .rescan control file stays writable; -o ro makes the kernel refuse every write as well.
   for (const auto& o : cfg.fuse_options) options += "," + o;
   std::vector<std::string> fuse_argv = {"iserkit-fuse", "-o", options};
   if (cfg.debug) fuse_argv.emplace_back("-d");
