@@ -12,6 +12,7 @@ packages=(
   libisal-dev             # ISA-L: CRC32C header/data digests
   libexpected-dev         # tl::expected (GCC 12 has no std::expected in C++20)
   libcxxopts-dev          # command-line options
+  libfuse3-dev            # iserkit-fuse: the FUSE view (libfuse 3 low-level API)
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
   # peers and tools used by the tests and the demo
@@ -20,6 +21,7 @@ packages=(
   qemu-utils qemu-block-extra   # qemu-img with the libiscsi block driver
   libnbd-bin python3-libnbd   # nbdinfo, nbdcopy, nbdfuse; nbdsh
   fuse3 e2fsprogs util-linux kmod nbd-client
+  fio                     # FUSE view tests: psync/io_uring jobs with crc32c verification
   python3 coreutils procps iproute2
 )
 
