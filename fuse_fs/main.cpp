@@ -193,6 +193,7 @@ int main(int argc, char** argv) {
   fuse_args args = FUSE_ARGS_INIT(static_cast<int>(fuse_ptrs.size()), fuse_ptrs.data());
   const auto& ops = fuse_fs::fuse_operations();
   fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &context);
+  fuse_opt_free_args(&args);
   if (se == nullptr) {
     std::cerr << "iserkit-fuse: bad FUSE options: " << options << "\n";
     return 2;
