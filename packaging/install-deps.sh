@@ -14,6 +14,7 @@ packages=(
   libcxxopts-dev          # command-line options
   libssl-dev              # OpenSSL libcrypto: CHAP digests (MD5, SHA-1, SHA-256, SHA3-256) and RAND_bytes challenges
   libtomlplusplus-dev     # toml++: iserkit-target --config FILE
+  libfuse3-dev            # iserkit-fuse: the FUSE view (libfuse 3 low-level API)
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
   # peers and tools used by the tests and the demo
@@ -22,6 +23,7 @@ packages=(
   qemu-utils qemu-block-extra   # qemu-img with the libiscsi block driver
   libnbd-bin python3-libnbd   # nbdinfo, nbdcopy, nbdfuse; nbdsh
   fuse3 e2fsprogs util-linux kmod nbd-client
+  fio                     # FUSE view tests: psync/io_uring jobs with crc32c verification
   python3 coreutils procps iproute2
 )
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job, end to end, on the embedded default: the bundled target serves a fresh sparse
-# image over iSCSI/TCP on loopback, iserkit-nbd connects to it with the initiator library and
-# serves the LUN over NBD, and the host attaches it as a real block device — with the kernel's nbd
-# client where the kernel has nbd, otherwise through a loop device over nbdfuse's file. Then:
-# mkfs.ext4, mount, copy a real directory tree, unmount, e2fsck, remount, verify every checksum.
+# image over iSCSI/TCP on loopback, the initiator library connects to it, and the host attaches the
+# LUN as a real block device — where the kernel has nbd, through iserkit-nbd and the kernel's nbd
+# client; otherwise through iserkit-fuse (the FUSE view: the LUN is a file) and a loop device over
+# that file. Then: mkfs.ext4, mount, copy a real directory tree, unmount, e2fsck, remount, verify
+# every checksum.
 #
 # Usage: scripts/demo.sh [--size 2G] [--tree DIR] [--keep]      (needs root: mount, losetup)
 set -euo pipefail
@@ -59,28 +60,33 @@ port=$(cat "$work/target.port")
 url="iscsi://127.0.0.1:$port/$iqn/0"
 echo "target: $url"
 
-say "serving the LUN over NBD with iserkit-nbd"
-"$bin/iserkit-nbd" "$url" --socket "$work/nbd.sock" >"$work/nbd.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do [[ -S $work/nbd.sock ]] && break; sleep 0.1; done
-[[ -S $work/nbd.sock ]] || { cat "$work/nbd.log"; die "iserkit-nbd did not start"; }
-nbdinfo "nbd+unix:///?socket=$work/nbd.sock" | sed 's/^/  /'
-
 if [[ -e /dev/nbd0 ]] || modprobe nbd 2>/dev/null; then
   mode=nbd
+  say "serving the LUN over NBD with iserkit-nbd"
+  "$bin/iserkit-nbd" "$url" --socket "$work/nbd.sock" >"$work/nbd.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do [[ -S $work/nbd.sock ]] && break; sleep 0.1; done
+  [[ -S $work/nbd.sock ]] || { cat "$work/nbd.log"; die "iserkit-nbd did not start"; }
+  nbdinfo "nbd+unix:///?socket=$work/nbd.sock" | sed 's/^/  /'
   attached=/dev/nbd0
   say "attaching with the kernel nbd client at $attached"
   nbd-client -unix "$work/nbd.sock" "$attached" -b 4096 >/dev/null
 else
   mode=fuse
-  say "this kernel has no nbd module: attaching through nbdfuse + a loop device"
+  say "this kernel has no nbd module: mounting the FUSE view (iserkit-fuse) + a loop device"
   mkdir -p "$work/fuse"
-  nbdfuse "$work/fuse/volume" --unix "$work/nbd.sock" &
+  "$bin/iserkit-fuse" "iscsi://127.0.0.1:$port" "$work/fuse" --foreground >"$work/fuse.log" 2>&1 &
   pids+=($!)
-  for _ in $(seq 100); do [[ -e $work/fuse/volume ]] && break; sleep 0.1; done
-  [[ -e $work/fuse/volume ]] || die "nbdfuse did not mount"
-  attached=$(losetup --find --show --direct-io=on "$work/fuse/volume" 2>/dev/null ||
-             losetup --find --show "$work/fuse/volume")
+  for _ in $(seq 100); do mountpoint -q "$work/fuse" && break; sleep 0.1; done
+  mountpoint -q "$work/fuse" || { cat "$work/fuse.log"; die "iserkit-fuse did not mount"; }
+  lunfile="$work/fuse/$iqn/lun0"
+  [[ -f $lunfile ]] || { ls -lR "$work/fuse"; die "no LUN file $lunfile"; }
+  ls -l "$work/fuse/$iqn" | sed 's/^/  /'
+  python3 -c 'import json, sys; i = json.load(open(sys.argv[1])); l = i["luns"][0]
+print("  info: %s lun0: %s %s, %d x %d-byte blocks, serial %s" % (i["target"], l["vendor"], l["product"],
+      l["blocks"], l["block_size"], l["serial"]))' "$work/fuse/$iqn/info" 2>/dev/null || true
+  attached=$(losetup --find --show --direct-io=on "$lunfile" 2>/dev/null ||
+             losetup --find --show "$lunfile")
 fi
 echo "block device: $attached ($(blockdev --getsize64 "$attached") bytes)"
 
@@ -112,8 +118,8 @@ rate() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f MiB/s", b / 1048576 / (s 
 write_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
 read_s=$(awk -v a="$t2" -v b="$t3" 'BEGIN { print b - a }')
 say "done: the remote LUN held a real filesystem end to end"
-printf '  path:     iserkit-target (io_uring, %s) <- iSCSI/TCP <- iserkit-nbd <- %s\n' "$size sparse image" \
-  "$([[ $mode == nbd ]] && echo "kernel nbd $attached" || echo "nbdfuse + loop $attached")"
+printf '  path:     iserkit-target (io_uring, %s) <- iSCSI/TCP <- %s\n' "$size sparse image" \
+  "$([[ $mode == nbd ]] && echo "iserkit-nbd <- kernel nbd $attached" || echo "iserkit-fuse <- loop $attached")"
 printf '  copied:   %s files, %s bytes from %s\n' "$files" "$bytes" "$tree"
 printf '  write:    %.2f s (copy + sync + unmount), %s\n' "$write_s" "$(rate "$bytes" "$write_s")"
 printf '  verify:   %.2f s (remount, read back, sha256 of every file), %s\n' "$read_s" "$(rate "$bytes" "$read_s")"

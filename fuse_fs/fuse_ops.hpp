@@ -1,0 +1,41 @@
+// The FUSE low-level operations of the iSCSI namespace view (libfuse 3 low-level API): the table
+// given to fuse_session_new() and the context it runs with. See fuse_ops.cpp for the THREAD MODEL.
+// Layer 6 (front end).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+
+#include <fuse_lowlevel.h>
+
+#include "fuse_fs/portal_view.hpp"
+
+namespace iserkit::fuse_fs {
+
+/// What the mount looks like.
+struct MountOptions {
+  bool read_only = false;   ///< refuse writes (EROFS); files are mode 0444
+  bool direct_io = false;   ///< open every LUN file with FOPEN_DIRECT_IO (no page cache even for buffered opens)
+  double attr_timeout_seconds = 1.0;  ///< how long the kernel may cache names and attributes
+  uid_t uid = 0;            ///< owner shown for every node (the mounting user)
+  gid_t gid = 0;
+  std::timespec mount_time{};  ///< atime/mtime/ctime shown for every node
+};
+
+/// Everything the operations need; the session's userdata. The view is used on its executor only.
+struct FuseContext {
+  FuseContext(PortalView& v, MountOptions o) : view(v), options(o) {}
+  PortalView& view;
+  MountOptions options;
+  /// Requests handed to the loop and not yet replied to (main.cpp waits for 0 before destroying
+  /// the FUSE session).
+  std::atomic<int> in_flight{0};
+};
+
+/// The operations table (static storage).
+const fuse_lowlevel_ops& fuse_operations() noexcept;
+
+}  // namespace iserkit::fuse_fs

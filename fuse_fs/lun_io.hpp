@@ -1,0 +1,60 @@
+// The FUSE view's data path on one LUN file: byte-addressed reads and writes mapped to READ/WRITE
+// (SBC-4 §5.16/§5.18, §5.41/§5.43), fsync to SYNCHRONIZE CACHE (§5.27), hole punching to UNMAP
+// (§5.32) or WRITE SAME with UNMAP (§5.50), zero ranges to WRITE SAME. File semantics of a block
+// device: reads stop at the capacity (short read, then 0 = end of file); writes stop at the
+// capacity (short write) and a write starting at or past it fails with ENOSPC.
+//
+// UNALIGNED I/O: a read covering partial blocks reads the whole covering block range into one pooled
+// buffer and the reply points into it (no copy); a write covering partial blocks is a
+// read-modify-write of its edge blocks (LunHandle::write_bytes). Every write — aligned or not —
+// first takes the LUN's BlockRangeLock on all the blocks it touches, so overlapping writes run one
+// after another in arrival order and no RMW can lose a concurrent write; writes to disjoint blocks
+// run in parallel. Reads take no lock.
+// THREADING: coroutines on the PortalView's loop; `lun` is kept alive by the shared_ptr argument.
+// BUFFERS: write() borrows `data` until the awaitable completes (the FUSE worker waits for it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "fuse_fs/portal_view.hpp"
+#include "iserkit/common/buffer.hpp"
+
+namespace iserkit::fuse_fs {
+
+/// Data read from a LUN: `length` bytes starting `skip` bytes into `buffer`.
+struct ReadData {
+  PooledBuffer buffer;
+  std::size_t skip = 0;
+  std::size_t length = 0;  ///< 0 at or past the end of the LUN
+  [[nodiscard]] const std::byte* data() const noexcept { return buffer.data() + skip; }
+};
+
+/// Reads up to `size` bytes at `offset_bytes`. Errors: the LUN's handle errors (PortalView::handle),
+/// SCSI/transport errors of READ.
+Awaitable<Result<ReadData>> lun_read(PortalView& view, std::shared_ptr<LunState> lun, std::uint64_t offset_bytes,
+                                     std::size_t size);
+
+/// Writes `data` at `offset_bytes` (FUA when `fua`, for O_DSYNC opens; SBC-4 §5.43). Returns the
+/// bytes written (less than data.size() when the write reaches the end of the LUN). Errors:
+/// std::errc::no_space_on_device when offset_bytes ≥ capacity; SCSI/transport errors.
+Awaitable<Result<std::size_t>> lun_write(PortalView& view, std::shared_ptr<LunState> lun, std::uint64_t offset_bytes,
+                                         std::span<const std::byte> data, bool fua);
+
+/// SYNCHRONIZE CACHE of the whole LUN (SBC-4 §5.27).
+Awaitable<Result<void>> lun_flush(PortalView& view, std::shared_ptr<LunState> lun);
+
+/// How lun_deallocate() clears a range.
+enum class ClearMode {
+  punch_hole,  ///< deallocate: UNMAP when unmapped blocks read as zeroes, else WRITE SAME + UNMAP bit
+  zero_range,  ///< write zeroes, keep allocated: WRITE SAME (16) without the UNMAP bit
+};
+/// Makes bytes [offset_bytes, offset_bytes + length_bytes) read as zeroes (clamped to the
+/// capacity); partial edge blocks are zeroed by read-modify-write under the range lock. When the
+/// unit rejects WRITE SAME, zero blocks are written instead. Errors: SCSI/transport errors.
+Awaitable<Result<void>> lun_clear(PortalView& view, std::shared_ptr<LunState> lun, std::uint64_t offset_bytes,
+                                  std::uint64_t length_bytes, ClearMode mode);
+
+}  // namespace iserkit::fuse_fs

@@ -1,0 +1,79 @@
+// What the FUSE view shows about a LUN and a target besides the data: the LUN's extended
+// attributes (user.iscsi.*, from standard INQUIRY SPC-5 §6.6.2, VPD 0x80 §7.7.15, VPD 0x83 §7.7.6,
+// READ CAPACITY (16) SBC-4 §5.20), the per-target "info" file (JSON), and the errno a FUSE reply
+// carries for an initiator error. Pure functions; no I/O.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "iserkit/iscsi/negotiation.hpp"
+#include "iserkit/scsi/inquiry.hpp"
+
+namespace iserkit::fuse_fs {
+
+/// Identification and geometry of one LUN, gathered when the LUN is first opened.
+struct LunMetadata {
+  std::uint16_t index = 0;
+  std::string vendor;    ///< T10 VENDOR IDENTIFICATION (trailing spaces removed)
+  std::string product;   ///< PRODUCT IDENTIFICATION
+  std::string revision;  ///< PRODUCT REVISION LEVEL
+  std::optional<std::string> serial;            ///< VPD 0x80, leading/trailing spaces removed
+  std::vector<scsi::Designator> designators;    ///< VPD 0x83
+  std::uint32_t block_size_bytes = 0;           ///< logical block length in bytes
+  std::uint64_t blocks = 0;                     ///< number of logical blocks
+  bool thin = false;                            ///< LBPME (READ CAPACITY (16))
+  bool unmapped_reads_zero = false;             ///< LBPRZ
+  bool unmap_supported = false;                 ///< VPD 0xb2 LBPU
+  [[nodiscard]] std::uint64_t size_bytes() const noexcept { return blocks * block_size_bytes; }
+};
+
+/// The name of a designator type as `iserkit inquiry` prints it ("naa", "t10", "eui64", …).
+std::string_view designator_type_name(scsi::DesignatorType type) noexcept;
+/// One designator as text: "<type> <value>", the value in lowercase hex for binary code sets and
+/// as is for ASCII/UTF-8 (NULs trimmed) — the same form as `iserkit inquiry`'s "designator:" lines.
+std::string designator_text(const scsi::Designator& d);
+/// The lowercase hex of the first NAA designator associated with the logical unit; nullopt if none.
+std::optional<std::string> naa_hex(const std::vector<scsi::Designator>& designators);
+
+/// The extended attribute names a LUN file has, in listxattr order: user.iscsi.vendor, product,
+/// revision, serial (when VPD 0x80 answered), naa (when VPD 0x83 has one), designators (one
+/// designator_text per line, when any), block_size, blocks, thin.
+std::vector<std::string> xattr_names(const LunMetadata& m);
+/// The value of attribute `name` (decimal numbers, "0"/"1" for thin; no trailing newline except
+/// between designator lines); nullopt when the LUN has no such attribute (ENODATA).
+std::optional<std::string> xattr_value(const LunMetadata& m, std::string_view name);
+
+/// Quotes and escapes `s` as a JSON string (RFC 8259 §7): ", \ and control characters escaped,
+/// bytes ≥ 0x80 passed through (IQNs and INQUIRY strings are ASCII).
+std::string json_string(std::string_view s);
+
+/// The content of a target directory's "info" file.
+struct TargetInfo {
+  std::string target;   ///< IQN
+  std::string portal;   ///< "host:port" the view logs in to
+  std::string url;      ///< iscsi://host:port/iqn
+  /// "logged-in", "not-connected" or "failed: <reason>".
+  std::string session_state;
+  /// Negotiated operational parameters while logged in (RFC 7143 §13).
+  std::optional<iscsi::OperationalParameters> parameters;
+  std::vector<LunMetadata> luns;
+};
+/// Renders `info` as pretty-printed JSON (2-space indent, a trailing newline): keys "target",
+/// "portal", "url", "session" {"state", "parameters" {RFC-spelled key: value}}, "luns"
+/// [{"lun", "file", "size_bytes", "block_size", "blocks", "thin", "vendor", "product", "revision",
+/// "serial", "naa", "designators"}].
+std::string target_info_json(const TargetInfo& info);
+
+/// The errno a FUSE reply carries for an initiator error: the SCSI sense table through
+/// initiator::to_errno() (EIO, ENOSPC, EROFS, EINVAL, …; scsi/errno_map.hpp is the one table), with
+/// the transport failures a vanished or silent target produces — connection closed, session
+/// closed, command timeout, connect refused/unreachable — reported as EIO, as a block device that
+/// disappears does. Never returns 0 for a non-empty code.
+int fuse_errno(std::error_code ec) noexcept;
+
+}  // namespace iserkit::fuse_fs

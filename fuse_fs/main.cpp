@@ -1,0 +1,253 @@
+// iserkit-fuse: mounts what an iSCSI portal offers as a file tree — one directory per target
+// (SendTargets), one regular file per LUN (REPORT LUNS) of the LUN's capacity, xattrs and an "info"
+// file — so ordinary file tools, fio or a loop device can use a LUN without the kernel's nbd.
+// Startup order matters: discovery (so a bad portal fails before anything is mounted), mount,
+// daemonize (fork: no thread may exist yet), then the loop thread and the FUSE worker threads.
+// Shutdown (SIGINT/SIGTERM or fusermount3 -u): leave the FUSE loop, unmount, log every session
+// out, wait for replies still in flight, stop the loop. THREAD MODEL: see fuse_ops.cpp.
+#include <unistd.h>
+
+#include <climits>
+#include <csignal>
+#include <cstdlib>
+#include <future>
+#include <iostream>
+#include <thread>
+
+#include <cxxopts.hpp>
+
+#include "fuse_fs/fuse_ops.hpp"
+#include "fuse_fs/portal_view.hpp"
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/log.hpp"
+#include "iserkit/initiator/client.hpp"
+#include "iserkit/initiator/url.hpp"
+
+namespace {
+
+using namespace iserkit;
+
+struct Config {
+  std::vector<initiator::Url> urls;
+  std::string mountpoint;
+  std::vector<std::string> fuse_options;
+  bool foreground = false;
+  bool debug = false;
+  fuse_fs::MountOptions mount;
+  fuse_fs::ViewOptions view;
+  unsigned max_threads = 64;
+};
+
+std::chrono::milliseconds seconds(double s) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000.0 + 0.5));
+}
+
+int fail_usage(const std::string& what) {
+  std::cerr << "iserkit-fuse: " << what << " (see --help)\n";
+  return 2;
+}
+
+// Reads the command line into `cfg`; returns -1 to go on, else the exit code.
+int parse(int argc, char** argv, Config& cfg) {
+  cxxopts::Options options(
+      "iserkit-fuse",
+      "Mount the targets and LUNs of iSCSI portals as a file tree.\n"
+      "Usage: iserkit-fuse iscsi://HOST[:PORT][/TARGET-IQN] [MORE-URLS…] MOUNTPOINT [options]\n"
+      "  MOUNTPOINT/<target-iqn>/lun<N>   the LUN's data (its size is the LUN's capacity)\n"
+      "  MOUNTPOINT/<target-iqn>/info     JSON: portal, session parameters, LUNs\n"
+      "  MOUNTPOINT/.rescan               write anything to rescan now (so does SIGHUP)\n"
+      "Unmount with fusermount3 -u MOUNTPOINT, or SIGINT/SIGTERM to iserkit-fuse.");
+  options.add_options()
+      ("args", "iSCSI URLs of portals or targets, then the mount point", cxxopts::value<std::vector<std::string>>())
+      ("o", "FUSE mount options, passed through (allow_other, ro, max_read=N, …); repeatable",
+       cxxopts::value<std::vector<std::string>>())
+      ("f,foreground", "stay in the foreground")
+      ("d,debug", "print every FUSE request (implies --foreground)")
+      ("r,read-only", "refuse writes to LUN files (EROFS); .rescan stays writable (-o ro: nothing is)")
+      ("timeout", "seconds a SCSI command, TCP connect or login may take; a target that stops answering gives EIO "
+                  "after at most this long",
+       cxxopts::value<double>()->default_value("30"))
+      ("cache-time", "seconds a directory listing is reused before SendTargets/REPORT LUNS run again (0 = every time)",
+       cxxopts::value<double>()->default_value("5"))
+      ("attr-timeout", "seconds the kernel may cache names and attributes", cxxopts::value<double>()->default_value("1"))
+      ("direct-io", "bypass the page cache for every LUN file (O_DIRECT opens always do)")
+      ("max-threads", "most FUSE worker threads (each write in flight holds one)",
+       cxxopts::value<unsigned>()->default_value("64"))
+      ("initiator-name", "InitiatorName to log in with", cxxopts::value<std::string>())
+      ("digest", "header and data digests to offer: none or crc32c", cxxopts::value<std::string>()->default_value("none"))
+      ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
+      ("version", "print the version")
+      ("h,help", "print this help");
+  options.parse_positional({"args"});
+  options.positional_help("URL... MOUNTPOINT");
+  try {
+    auto args = options.parse(argc, argv);
+    if (args.count("help")) {
+      std::cout << options.help() << "\n";
+      return 0;
+    }
+    if (args.count("version")) {
+      std::cout << "iserkit-fuse " << ISERKIT_VERSION << "\n";
+      return 0;
+    }
+    const auto positional = args.count("args") ? args["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
+    if (positional.size() < 2) return fail_usage("want a URL and a mount point");
+    for (std::size_t i = 0; i + 1 < positional.size(); ++i) {
+      auto url = initiator::parse_url(positional[i]);
+      if (!url) return fail_usage("bad URL " + positional[i] + ": want iscsi://HOST[:PORT][/TARGET-IQN]");
+      if (url->lun) return fail_usage("the URL names a LUN; give the portal or a target (each LUN becomes a file)");
+      cfg.urls.push_back(*url);
+    }
+    char real[PATH_MAX];
+    if (::realpath(positional.back().c_str(), real) == nullptr)
+      return fail_usage("mount point " + positional.back() + ": " + std::strerror(errno));
+    cfg.mountpoint = real;
+    if (args.count("o")) cfg.fuse_options = args["o"].as<std::vector<std::string>>();
+    cfg.debug = args.count("debug") > 0;
+    cfg.foreground = cfg.debug || args.count("foreground") > 0;
+    cfg.mount.read_only = args.count("read-only") > 0;
+    for (const auto& o : cfg.fuse_options) {
+      if (o == "ro") cfg.mount.read_only = true;
+    }
+    cfg.mount.direct_io = args.count("direct-io") > 0;
+    cfg.mount.attr_timeout_seconds = args["attr-timeout"].as<double>();
+    cfg.max_threads = std::max(1u, args["max-threads"].as<unsigned>());
+    const double timeout = args["timeout"].as<double>();
+    const double cache = args["cache-time"].as<double>();
+    if (timeout <= 0 || cache < 0 || cfg.mount.attr_timeout_seconds < 0)
+      return fail_usage("--timeout must be > 0, --cache-time and --attr-timeout ≥ 0");
+    auto& so = cfg.view.session;
+    if (args.count("initiator-name")) so.initiator_name = args["initiator-name"].as<std::string>();
+    const auto digest = args["digest"].as<std::string>();
+    if (digest != "none" && digest != "crc32c") return fail_usage("--digest wants none or crc32c");
+    so.header_digest = so.data_digest = digest == "crc32c" ? initiator::Digest::crc32c : initiator::Digest::none;
+    // One bound for everything that waits on the target (see README "Timeouts").
+    so.command_timeout = seconds(timeout);
+    so.connect_timeout = std::min(so.connect_timeout, seconds(timeout));
+    so.login_timeout = std::min(so.login_timeout, seconds(timeout));
+    cfg.view.portals = cfg.urls;
+    cfg.view.cache_time = seconds(cache);
+    log::set_level(args["log-level"].as<std::string>());
+  } catch (const cxxopts::exceptions::exception& e) {
+    return fail_usage(e.what());
+  }
+  return -1;
+}
+
+// Waits for SIGHUP and rescans, until cancelled.
+iserkit::Awaitable<void> rescan_on_hangup(asio::signal_set& signals, fuse_fs::PortalView& view) {
+  for (;;) {
+    boost::system::error_code ec;
+    co_await signals.async_wait(use_awaitable_ec(ec));
+    if (ec) co_return;
+    log::info("fuse: SIGHUP: rescanning");
+    if (auto r = co_await view.rescan_all(); !r) log::warn("fuse: rescan: {}", r.error().message());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  if (int rc = parse(argc, argv, cfg); rc >= 0) return rc;
+
+  asio::io_context io(1);
+  fuse_fs::PortalView view(io.get_executor(), cfg.view);
+  // Discovery first, each on a private io_context that is gone before the fork below. A portal that
+  // does not answer is a warning (its targets appear once it does); none answering is an error.
+  std::size_t targets = 0;
+  int discovered = 0;
+  int tried = 0;
+  for (std::size_t i = 0; i < cfg.urls.size(); ++i) {
+    if (!cfg.urls[i].target.empty()) {
+      ++targets;
+      continue;
+    }
+    ++tried;
+    auto found = initiator::BlockingClient::discover(cfg.urls[i], cfg.view.session);
+    if (!found) {
+      std::cerr << "iserkit-fuse: discovery: " << found.error().message()
+                << ": url=" << initiator::format_url(cfg.urls[i]) << "\n";
+      continue;
+    }
+    ++discovered;
+    std::vector<std::string> names;
+    for (const auto& t : *found) names.push_back(t.name);
+    targets += names.size();
+    view.set_listing(i, names);
+  }
+  if (tried > 0 && discovered == 0 && targets == 0) return 1;
+  cfg.mount.uid = ::getuid();
+  cfg.mount.gid = ::getgid();
+  ::clock_gettime(CLOCK_REALTIME, &cfg.mount.mount_time);
+  fuse_fs::FuseContext context(view, cfg.mount);
+
+  std::string options = "fsname=" + initiator::format_url(cfg.urls.front()) + ",subtype=iserkit,default_permissions";
+  // --read-only is enforced by the view (EROFS, mode 0444), not with the kernel's "ro", so the
+  // .rescan control file stays writable; -o ro makes the kernel refuse every write as well.
+  for (const auto& o : cfg.fuse_options) options += "," + o;
+  std::vector<std::string> fuse_argv = {"iserkit-fuse", "-o", options};
+  if (cfg.debug) fuse_argv.emplace_back("-d");
+  std::vector<char*> fuse_ptrs;
+  for (auto& a : fuse_argv) fuse_ptrs.push_back(a.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(fuse_ptrs.size()), fuse_ptrs.data());
+  const auto& ops = fuse_fs::fuse_operations();
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &context);
+  fuse_opt_free_args(&args);
+  if (se == nullptr) {
+    std::cerr << "iserkit-fuse: bad FUSE options: " << options << "\n";
+    return 2;
+  }
+  if (fuse_session_mount(se, cfg.mountpoint.c_str()) != 0) {
+    std::cerr << "iserkit-fuse: mount failed: mountpoint=" << cfg.mountpoint << "\n";
+    fuse_session_destroy(se);
+    return 1;
+  }
+  if (!cfg.foreground) {
+    io.notify_fork(asio::execution_context::fork_prepare);
+    fuse_daemonize(0);  // the parent exits here
+    io.notify_fork(asio::execution_context::fork_child);
+  }
+
+  // SIGHUP rescans (registered before fuse_set_signal_handlers, which then leaves it alone);
+  // SIGINT/SIGTERM end the FUSE loop.
+  asio::signal_set hangup(io, SIGHUP);
+  asio::co_spawn(io, rescan_on_hangup(hangup, view), asio::detached);
+  if (fuse_set_signal_handlers(se) != 0) {
+    std::cerr << "iserkit-fuse: cannot install signal handlers\n";
+    fuse_session_unmount(se);
+    fuse_session_destroy(se);
+    return 1;
+  }
+  const std::size_t shown = view.tree().list(fuse_fs::root_ino).size() - 1;  // minus .rescan
+  auto work = asio::make_work_guard(io);
+  std::thread loop([&io] { io.run(); });
+  std::cout << "iserkit-fuse: " << initiator::format_url(cfg.urls.front()) << (cfg.urls.size() > 1 ? " (and more)" : "")
+            << " mounted on " << cfg.mountpoint << " (" << shown << " targets)" << std::endl;
+
+  fuse_loop_config* loop_config = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(loop_config, cfg.max_threads);
+  fuse_loop_cfg_set_idle_threads(loop_config, std::min(cfg.max_threads, 16u));
+  const int rc = fuse_session_loop_mt(se, loop_config);
+  fuse_loop_cfg_destroy(loop_config);
+  log::info("fuse: loop ended: rc={}", rc);
+
+  fuse_remove_signal_handlers(se);
+  fuse_session_unmount(se);
+  std::promise<void> logged_out;
+  asio::co_spawn(io, view.shutdown(), [&](std::exception_ptr) { logged_out.set_value(); });
+  logged_out.get_future().wait();
+  // Replies still running on the loop (requests the kernel gave up on at unmount) finish quickly
+  // now that every session is closed; the FUSE session must outlive them.
+  const auto deadline = std::chrono::steady_clock::now() + cfg.view.session.command_timeout + std::chrono::seconds(5);
+  while (context.in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  asio::post(io, [&] { hangup.cancel(); });
+  work.reset();
+  io.stop();
+  loop.join();
+  fuse_session_destroy(se);
+  // rc > 0 is the signal that ended the loop: a requested, clean unmount.
+  return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,155 @@
+// The FUSE view's model of the portals it mounts, on the initiator's loop: the namespace tree, one
+// lazily logged-in Session per target, the LUNs each target offers and their metadata, rescans (discovery
+// SendTargets=All, RFC 7143 Appendix C; REPORT LUNS, SPC-5 §6.33) with a cache time, and
+// reconnection after a connection loss. The data path on a LUN (read, write with serialized
+// read-modify-write, flush, unmap/zero) is in lun_io.hpp.
+//
+// THREADING: everything here runs on one single-threaded executor (the loop), never from a FUSE
+// worker thread; fuse_ops.cpp posts to it. No locks.
+// SESSIONS: created lazily — a target's session logs in the first time its directory is listed or
+// looked into, or one of its files is opened; a session that failed (target killed, connection
+// reset, command timeout that closed it) is replaced by a new login on the next use, at most one
+// attempt per target at a time and none for `reconnect_backoff` after a failed attempt (callers get
+// the failure at once meanwhile). Connect, login and every SCSI command are bounded by the session
+// options' timeouts, which main.cpp sets from --timeout.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "fuse_fs/loop_sync.hpp"
+#include "fuse_fs/lun_metadata.hpp"
+#include "fuse_fs/namespace_tree.hpp"
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/result.hpp"
+#include "iserkit/initiator/lun.hpp"
+#include "iserkit/initiator/options.hpp"
+#include "iserkit/initiator/session.hpp"
+#include "iserkit/initiator/url.hpp"
+
+namespace iserkit::fuse_fs {
+
+using Clock = std::chrono::steady_clock;
+
+/// How the view talks to the portals.
+struct ViewOptions {
+  /// The portals (host, port), at least one. The root lists the union of their targets; a URL
+  /// that names a target contributes just that target (no discovery). An IQN offered by several
+  /// portals appears once and is logged in to through the first portal that listed it (iSCSI
+  /// names are worldwide unique, RFC 7143 §4.2.7.1).
+  std::vector<initiator::Url> portals;
+  /// Options of every session (normal and discovery): timeouts bound connect, login and commands.
+  initiator::SessionOptions session;
+  /// A listing older than this is refreshed on the next directory read or lookup (0 = always).
+  std::chrono::milliseconds cache_time{5000};
+  /// After a failed login, fail at once for this long instead of trying again.
+  std::chrono::milliseconds reconnect_backoff{1000};
+};
+
+struct TargetState;
+
+/// One LUN of a target: its metadata, a handle on the current session, and the write range lock.
+/// Shared (std::shared_ptr) by the target and every open file of it; loop thread only.
+struct LunState {
+  TargetState* target = nullptr;  ///< owner; lives as long as the PortalView
+  std::uint16_t index = 0;
+  LunMetadata metadata;
+  /// The handle on the target's current session; replaced after a reconnect.
+  std::optional<initiator::LunHandle> handle;
+  std::error_code last_error;  ///< why the last (re)open failed
+  SingleFlight reopening;
+  /// Writes hold the logical blocks they touch (whole range) so partial-block read-modify-write
+  /// never interleaves with another write of the same block.
+  BlockRangeLock writes;
+};
+
+/// One target directory.
+struct TargetState {
+  std::string iqn;
+  Ino dir = 0;
+  bool present = true;
+  initiator::Url portal;  ///< where to log in (host, port; target = iqn)
+  std::shared_ptr<initiator::Session> session;
+  std::error_code last_error;       ///< why the last login or scan failed (empty after success)
+  Clock::time_point failed_at{};    ///< when the last login failed
+  SingleFlight connecting;
+  SingleFlight scanning;
+  bool scanned = false;             ///< REPORT LUNS answered at least once
+  Clock::time_point scanned_at{};
+  std::map<std::uint16_t, std::shared_ptr<LunState>> luns;
+};
+
+/// The portals as the FUSE view shows them. Construct, seed with set_listing(), then call
+/// everything on `ex`'s thread.
+class PortalView {
+ public:
+  PortalView(asio::any_io_executor ex, ViewOptions options);
+  PortalView(const PortalView&) = delete;
+  PortalView& operator=(const PortalView&) = delete;
+
+  [[nodiscard]] NamespaceTree& tree() noexcept { return tree_; }
+  [[nodiscard]] const ViewOptions& options() const noexcept { return options_; }
+  [[nodiscard]] asio::any_io_executor executor() const { return ex_; }
+  /// Records what portal `portal` (an index into options().portals) lists — from a discovery done
+  /// before the mount — and rebuilds the root; counts the listing as fresh. Ignored for a URL that
+  /// names a target (it always lists just that one).
+  void set_listing(std::size_t portal, const std::vector<std::string>& names);
+
+  /// Re-runs SendTargets discovery on every portal URL without a target when the root listing is
+  /// older than cache_time (or `force`). Errors: the first discovery error; a portal that fails
+  /// keeps its previous listing.
+  Awaitable<Result<void>> refresh_root(bool force);
+  /// Logs in to the target of directory `dir` if needed and re-runs REPORT LUNS when its listing is
+  /// older than cache_time (or `force`); LUNs seen for the first time are opened and identified
+  /// (INQUIRY, VPD 0x80/0x83/0xb0/0xb2, READ CAPACITY). Errors: ENOENT-worthy errc::invalid_argument
+  /// for an unknown directory; login/REPORT LUNS errors — but only when the target was never
+  /// listed; after a failed refresh of a listed target the old listing stays and this succeeds.
+  Awaitable<Result<void>> refresh_target(Ino dir, bool force);
+  /// Forces refresh_root() and then refresh_target() of every present target that was listed
+  /// before (".rescan" and SIGHUP). Returns the first error.
+  Awaitable<Result<void>> rescan_all();
+
+  /// The target of directory `dir`; nullptr when `dir` is not a target directory.
+  [[nodiscard]] TargetState* target(Ino dir) const;
+  /// The LUN behind file `ino`; nullptr when `ino` is not a present LUN file.
+  [[nodiscard]] std::shared_ptr<LunState> lun(Ino ino) const;
+  /// The "info" JSON of target directory `dir` (empty when `dir` is not one).
+  [[nodiscard]] std::string info_json(Ino dir) const;
+
+  /// A handle on the LUN's current session, logging in again and re-opening the LUN when the
+  /// session ended. Returned by value (it shares the session) so a reconnect meanwhile cannot pull
+  /// it from under the caller. Errors: login/open errors, or the last one during the backoff.
+  Awaitable<Result<initiator::LunHandle>> handle(LunState& lun);
+
+  /// Logs every open session out (commands in flight finish first; each bounded by the login
+  /// timeout). Later calls fail with errc::session_closed.
+  Awaitable<void> shutdown();
+
+ private:
+  Awaitable<Result<std::shared_ptr<initiator::Session>>> session(TargetState& t);
+  Awaitable<Result<std::shared_ptr<LunState>>> open_lun(TargetState& t, std::shared_ptr<initiator::Session> s,
+                                                        std::uint16_t index);
+  Awaitable<Result<void>> scan_target(TargetState& t);
+  void sync_tree(TargetState& t);
+  void rebuild_root();
+  Awaitable<void> discover_one(std::size_t portal, std::shared_ptr<std::size_t> pending,
+                               std::shared_ptr<Completion> all_done);
+
+  asio::any_io_executor ex_;
+  ViewOptions options_;
+  NamespaceTree tree_;
+  std::map<Ino, std::unique_ptr<TargetState>> targets_;  // by directory inode; never erased
+  std::vector<std::optional<std::vector<std::string>>> listings_;  // per portal; nullopt = never listed
+  SingleFlight root_scan_;
+  std::error_code root_error_;
+  Clock::time_point root_scanned_at_{};
+  bool shut_down_ = false;
+};
+
+}  // namespace iserkit::fuse_fs

@@ -1,0 +1,174 @@
+// LUN xattrs (names, values), designator text (the form `iserkit inquiry` prints), the target
+// "info" JSON, and the errno a FUSE reply carries for SCSI and transport errors.
+#include "fuse_fs/lun_metadata.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+
+#include "iserkit/common/errors.hpp"
+#include "iserkit/initiator/errors.hpp"
+
+namespace iserkit::fuse_fs {
+namespace {
+
+scsi::Designator binary(scsi::DesignatorType type, std::vector<std::uint8_t> v,
+                        scsi::Association a = scsi::Association::logical_unit) {
+  scsi::Designator d;
+  d.type = type;
+  d.code_set = scsi::CodeSet::binary;
+  d.association = a;
+  for (auto b : v) d.value.push_back(static_cast<std::byte>(b));
+  return d;
+}
+
+scsi::Designator ascii(scsi::DesignatorType type, std::string s) {
+  scsi::Designator d;
+  d.type = type;
+  d.code_set = scsi::CodeSet::ascii;
+  for (char c : s) d.value.push_back(static_cast<std::byte>(c));
+  return d;
+}
+
+LunMetadata sample() {
+  LunMetadata m;
+  m.index = 3;
+  m.vendor = "ISERKIT";
+  m.product = "VIRTUAL-DISK";
+  m.revision = "0001";
+  m.serial = "abc123";
+  m.designators = {binary(scsi::DesignatorType::naa, {0x60, 0x01, 0x40, 0x5f, 0xaa, 0xbb, 0xcc, 0xdd}),
+                   ascii(scsi::DesignatorType::t10_vendor_id, std::string("ISERKIT abc123\0\0", 16))};
+  m.block_size_bytes = 4096;
+  m.blocks = 262144;
+  m.thin = true;
+  return m;
+}
+
+TEST(LunXattrs, NamesInOrder) {
+  EXPECT_EQ(xattr_names(sample()),
+            (std::vector<std::string>{"user.iscsi.vendor", "user.iscsi.product", "user.iscsi.revision",
+                                      "user.iscsi.serial", "user.iscsi.naa", "user.iscsi.designators",
+                                      "user.iscsi.block_size", "user.iscsi.blocks", "user.iscsi.thin"}));
+}
+
+TEST(LunXattrs, Values) {
+  const auto m = sample();
+  EXPECT_EQ(xattr_value(m, "user.iscsi.vendor"), "ISERKIT");
+  EXPECT_EQ(xattr_value(m, "user.iscsi.product"), "VIRTUAL-DISK");
+  EXPECT_EQ(xattr_value(m, "user.iscsi.revision"), "0001");
+  EXPECT_EQ(xattr_value(m, "user.iscsi.serial"), "abc123");
+  EXPECT_EQ(xattr_value(m, "user.iscsi.naa"), "6001405faabbccdd");
+  EXPECT_EQ(xattr_value(m, "user.iscsi.designators"), "naa 6001405faabbccdd\nt10 ISERKIT abc123");
+  EXPECT_EQ(xattr_value(m, "user.iscsi.block_size"), "4096");
+  EXPECT_EQ(xattr_value(m, "user.iscsi.blocks"), "262144");
+  EXPECT_EQ(xattr_value(m, "user.iscsi.thin"), "1");
+  EXPECT_EQ(xattr_value(m, "user.iscsi.nonsense"), std::nullopt);
+  EXPECT_EQ(xattr_value(m, "trusted.iscsi.vendor"), std::nullopt);
+  EXPECT_EQ(xattr_value(m, "user.iscsi."), std::nullopt);
+}
+
+TEST(LunXattrs, MissingVpdMeansNoAttribute) {
+  auto m = sample();
+  m.serial.reset();
+  m.designators.clear();
+  m.thin = false;
+  const auto names = xattr_names(m);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "user.iscsi.serial"), 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "user.iscsi.naa"), 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "user.iscsi.designators"), 0);
+  EXPECT_EQ(xattr_value(m, "user.iscsi.serial"), std::nullopt);
+  EXPECT_EQ(xattr_value(m, "user.iscsi.naa"), std::nullopt);
+  EXPECT_EQ(xattr_value(m, "user.iscsi.thin"), "0");
+}
+
+TEST(LunXattrs, NaaOnlyFromTheLogicalUnit) {
+  // A target-port NAA is not the LUN's identity.
+  std::vector<scsi::Designator> ds = {
+      binary(scsi::DesignatorType::naa, {0x50, 0x01}, scsi::Association::target_port),
+      binary(scsi::DesignatorType::eui64, {1, 2, 3, 4, 5, 6, 7, 8}),
+  };
+  EXPECT_EQ(naa_hex(ds), std::nullopt);
+  ds.push_back(binary(scsi::DesignatorType::naa, {0x6a, 0xff}));
+  EXPECT_EQ(naa_hex(ds), "6aff");
+  EXPECT_EQ(designator_text(ds[1]), "eui64 0102030405060708");
+}
+
+TEST(JsonString, Escapes) {
+  EXPECT_EQ(json_string("plain"), "\"plain\"");
+  EXPECT_EQ(json_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(json_string("x\ny\t\x01"), "\"x\\ny\\t\\u0001\"");
+}
+
+TEST(TargetInfoJson, CarriesTargetSessionAndLuns) {
+  TargetInfo info;
+  info.target = "iqn.2026-11.org.x:a";
+  info.portal = "127.0.0.1:3260";
+  info.url = "iscsi://127.0.0.1:3260/iqn.2026-11.org.x:a";
+  info.session_state = "logged-in";
+  iscsi::OperationalParameters p;
+  p.max_burst_length = 1048576;
+  p.header_digest_crc32c = true;
+  p.initiator_name = "iqn.2026-11.org.iserkit:initiator-test";
+  info.parameters = p;
+  info.luns = {sample()};
+  const auto j = target_info_json(info);
+  EXPECT_NE(j.find("\"target\": \"iqn.2026-11.org.x:a\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"portal\": \"127.0.0.1:3260\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"state\": \"logged-in\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"MaxBurstLength\": 1048576"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"HeaderDigest\": \"CRC32C\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"InitiatorName\": \"iqn.2026-11.org.iserkit:initiator-test\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"lun\": 3, \"file\": \"lun3\", \"size_bytes\": 1073741824"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"naa\": \"6001405faabbccdd\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"designators\": [\"naa 6001405faabbccdd\", \"t10 ISERKIT abc123\"]"), std::string::npos) << j;
+  EXPECT_EQ(j.back(), '\n');
+}
+
+TEST(TargetInfoJson, NotConnectedHasNoParametersAndNullSerial) {
+  TargetInfo info;
+  info.target = "t";
+  info.session_state = "failed: Connection refused";
+  auto m = sample();
+  m.serial.reset();
+  m.designators.clear();
+  info.luns = {m};
+  const auto j = target_info_json(info);
+  EXPECT_EQ(j.find("parameters"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"serial\": null, \"naa\": null"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"designators\": []"), std::string::npos) << j;
+  info.luns.clear();
+  EXPECT_NE(target_info_json(info).find("\"luns\": []"), std::string::npos);
+}
+
+std::error_code scsi_error(scsi::SenseKey key, scsi::AscPair pair) {
+  scsi::ScsiResult r;
+  r.status = scsi::Status::check_condition;
+  r.sense = scsi::SenseData::make(key, pair);
+  return initiator::make_scsi_error(r);
+}
+
+TEST(FuseErrno, SenseGoesThroughTheSharedTable) {
+  EXPECT_EQ(fuse_errno(scsi_error(scsi::SenseKey::data_protect, scsi::asc::write_protected)), EROFS);
+  EXPECT_EQ(fuse_errno(scsi_error(scsi::SenseKey::data_protect, scsi::asc::space_allocation_failed_write_protect)),
+            ENOSPC);
+  EXPECT_EQ(fuse_errno(scsi_error(scsi::SenseKey::illegal_request, scsi::asc::invalid_field_in_cdb)), EINVAL);
+  EXPECT_EQ(fuse_errno(scsi_error(scsi::SenseKey::medium_error, scsi::asc::unrecovered_read_error)), EIO);
+  // Whatever the table says, the FUSE reply says the same.
+  const auto ec = scsi_error(scsi::SenseKey::illegal_request, scsi::asc::lba_out_of_range);
+  EXPECT_EQ(fuse_errno(ec), initiator::to_errno(ec));
+}
+
+TEST(FuseErrno, VanishedTargetIsEio) {
+  EXPECT_EQ(fuse_errno(make_error_code(errc::connection_closed)), EIO);
+  EXPECT_EQ(fuse_errno(make_error_code(errc::session_closed)), EIO);
+  EXPECT_EQ(fuse_errno(make_error_code(errc::timeout)), EIO);
+  EXPECT_EQ(fuse_errno(std::make_error_code(std::errc::connection_refused)), EIO);
+  EXPECT_EQ(fuse_errno(std::make_error_code(std::errc::connection_reset)), EIO);
+  EXPECT_EQ(fuse_errno(std::error_code{}), EIO);  // never "success" for a failure
+  EXPECT_EQ(fuse_errno(std::make_error_code(std::errc::no_space_on_device)), ENOSPC);
+  EXPECT_EQ(fuse_errno(make_error_code(errc::not_supported)), EOPNOTSUPP);
+}
+
+}  // namespace
+}  // namespace iserkit::fuse_fs
