@@ -147,6 +147,7 @@ std::vector<std::byte> encode_block_limits(const BlockLimits& b) {
   std::vector<std::byte> payload(block_limits_page_size_bytes - 4);
   std::byte* p = payload.data() - 4;  // so offsets below match SBC-4 table 262 byte numbers
   store_u8(p + 4, b.wsnz ? 0x01 : 0);
+  store_u8(p + 5, b.maximum_compare_and_write_length);
   store_be16(p + 6, b.optimal_transfer_length_granularity);
   store_be32(p + 8, b.maximum_transfer_length);
   store_be32(p + 12, b.optimal_transfer_length);
@@ -166,6 +167,7 @@ Result<BlockLimits> parse_block_limits(ConstByteSpan data) {
   const std::byte* p = data.data();
   BlockLimits b;
   b.wsnz = (load_u8(p + 4) & 0x01) != 0;
+  b.maximum_compare_and_write_length = load_u8(p + 5);
   b.optimal_transfer_length_granularity = load_be16(p + 6);
   b.maximum_transfer_length = load_be32(p + 8);
   b.optimal_transfer_length = load_be32(p + 12);

@@ -94,6 +94,7 @@ Result<std::vector<Designator>> parse_device_identification(ConstByteSpan data);
 /// reported.
 struct BlockLimits {
   bool wsnz = false;                              ///< WRITE SAME with zero blocks is not supported
+  std::uint8_t maximum_compare_and_write_length = 0;  ///< logical blocks; 0 = COMPARE AND WRITE not supported
   std::uint16_t optimal_transfer_length_granularity = 0;
   std::uint32_t maximum_transfer_length = 0;
   std::uint32_t optimal_transfer_length = 0;
