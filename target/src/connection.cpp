@@ -183,6 +183,9 @@ std::span<std::byte> Connection::command_header(const iscsi::Bhs& bhs, ConstByte
   if (plan.rejected()) {
     task->early = plan.early_outcome();
     task->early_residual = residual_for(edtl, 0);
+  } else if (auto bad_length = check_data_out_length(plan, edtl)) {
+    task->early = ScsiOutcome::check_condition(*bad_length);
+    task->early_residual = residual_for(edtl, plan.transfer_length_bytes);
   } else if (plan.direction == DataDirection::to_target && !cmd.write) {
     // RFC 7143 §11.3: data to the target needs the W bit.
     task->early = ScsiOutcome::check_condition(

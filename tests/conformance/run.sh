@@ -18,6 +18,7 @@
 #   --families iscsi-test-cu families (ALL.<Family>); default: every family iscsi-test-cu -l lists
 #   --timeout  seconds per family run (default 120); a family that times out fails its unfinished tests
 # A fresh target (and LUN file) is started for every family, so one hang or crash sinks only it.
+# ALL.ReadOnly runs against a write-protected LUN (its tests skip on a writable one).
 # MultipathIO gets a second URL to the same LUN (a second session, iscsi-test-cu's multipath mode).
 # Exit: 0 all failures expected; 1 an unexpected failure or a broken run; 77 a tool is missing.
 set -uo pipefail
@@ -112,15 +113,15 @@ make_lun() {
   echo "$path"
 }
 
-# start_target KIND: fresh target with one LUN of KIND; sets URL (the LUN's iSCSI URL).
+# start_target KIND [ro]: fresh target with one LUN of KIND (write-protected with "ro"); sets URL.
 start_target() {
-  local kind=$1 lun port
+  local kind=$1 ro=${2:-} lun port
   lun=$(make_lun "$kind") || return 1
   if [[ "$TARGET" == iserkit ]]; then
     local src=${lun:-mem:$LUN_SIZE}
     rm -f "$WORK/port"
     "$BIN_DIR/iserkit-target" --iqn "$IQN" --listen 127.0.0.1:0 --port-file "$WORK/port" --lun "$src" \
-      --log-level warn >"$WORK/target.out" 2>>"$WORK/target.err" &
+      --log-level warn ${ro:+--read-only} >"$WORK/target.out" 2>>"$WORK/target.err" &
     TARGET_PID=$!
     for _ in $(seq 200); do
       [[ -s "$WORK/port" ]] && break
@@ -148,6 +149,9 @@ start_target() {
       tgtadm --lld iscsi --op bind --mode target --tid 1 -I ALL || return 1
     if [[ "$kind" != full ]]; then
       tgtadm --lld iscsi --op update --mode logicalunit --tid 1 --lun 1 --params thin_provisioning=1 || return 1
+    fi
+    if [[ -n "$ro" ]]; then
+      tgtadm --lld iscsi --op update --mode logicalunit --tid 1 --lun 1 --params readonly=1 || return 1
     fi
     URL="iscsi://127.0.0.1:$port/$IQN/1"
   fi
@@ -215,7 +219,10 @@ for kind in "${KIND_LIST[@]}"; do
     fi
     log="$LOGS/$TARGET-$kind-$family.log"
     t0=$(date +%s)
-    if ! start_target "$kind"; then
+    # ALL.ReadOnly checks a write-protected LU: it gets one (the others a writable one).
+    ro=""
+    [[ "$family" == ReadOnly ]] && ro=ro
+    if ! start_target "$kind" $ro; then
       echo "FAIL: $TARGET did not start for $family ($kind)"; status=1; stop_target; continue
     fi
     urls=("$URL")

@@ -43,7 +43,7 @@ bool is_media_write(Opcode op) noexcept {
   switch (op) {
     case Opcode::write6: case Opcode::write10: case Opcode::write12: case Opcode::write16:
     case Opcode::write_and_verify10: case Opcode::write_and_verify12: case Opcode::write_and_verify16:
-    case Opcode::compare_and_write: case Opcode::orwrite16:
+    case Opcode::compare_and_write: case Opcode::orwrite16: case Opcode::write_atomic16:
     case Opcode::write_same10: case Opcode::write_same16:
       return true;
     default:
@@ -64,6 +64,13 @@ bool shorten_transfer(CommandPlan& plan, std::uint32_t edtl_bytes) noexcept {
   plan.transfer_length_bytes = edtl_bytes;
   if (edtl_bytes == 0) plan.direction = DataDirection::none;
   return true;
+}
+
+std::optional<scsi::SenseData> check_data_out_length(const CommandPlan& plan, std::uint32_t edtl_bytes) noexcept {
+  if (!plan.exact_data_out || plan.rejected() || edtl_bytes <= plan.transfer_length_bytes) return std::nullopt;
+  // The CDB's length field disagrees with the data the initiator sends.
+  const std::uint16_t field = plan.opcode == Opcode::compare_and_write ? 13 : plan.opcode == Opcode::write_same10 ? 7 : 10;
+  return scsi::SenseData::invalid_field_in_cdb(field);
 }
 
 ScsiDispatcher::ScsiDispatcher() : state_(std::make_unique<State>()) {}
@@ -246,11 +253,13 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
           break;
         case Opcode::verify10: case Opcode::verify12: case Opcode::verify16:
         case Opcode::write_and_verify10: case Opcode::write_and_verify12: case Opcode::write_and_verify16:
-        case Opcode::compare_and_write: case Opcode::orwrite16:
+        case Opcode::compare_and_write: case Opcode::orwrite16: case Opcode::write_atomic16:
         case Opcode::prefetch10: case Opcode::prefetch16:
           detail::plan_block_command(p, cdb);
           break;
         case Opcode::start_stop_unit: detail::plan_start_stop_unit(p, cdb); break;
+        case Opcode::read_defect_data10:
+        case Opcode::read_defect_data12: detail::plan_read_defect_data(p, cdb); break;
         case Opcode::read_capacity10: detail::plan_read_capacity10(p); break;
         case Opcode::service_action_in16: detail::plan_service_action_in16(p, cdb); break;
         case Opcode::synchronize_cache10:
@@ -304,6 +313,7 @@ Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, Con
       co_return co_await detail::execute_read(plan, buffer);
     case Opcode::write6: case Opcode::write10: case Opcode::write12: case Opcode::write16:
     case Opcode::write_and_verify10: case Opcode::write_and_verify12: case Opcode::write_and_verify16:
+    case Opcode::write_atomic16:
       co_return co_await detail::execute_write(plan, buffer);
     case Opcode::verify10: case Opcode::verify12: case Opcode::verify16:
       co_return co_await detail::execute_verify(plan, buffer);
@@ -312,6 +322,8 @@ Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, Con
     case Opcode::prefetch10:
     case Opcode::prefetch16:
     case Opcode::start_stop_unit: co_return ScsiOutcome::good();
+    case Opcode::read_defect_data10:
+    case Opcode::read_defect_data12: co_return detail::execute_read_defect_data(cdb, buffer);
     case Opcode::read_capacity10: co_return detail::execute_read_capacity10(plan, buffer);
     case Opcode::service_action_in16:
       if ((load_u8(cdb.data() + 1) & 0x1f) == static_cast<std::uint8_t>(scsi::ServiceActionIn16::get_lba_status))

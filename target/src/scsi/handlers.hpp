@@ -82,9 +82,12 @@ Awaitable<ScsiOutcome> execute_unmap(const CommandPlan& plan, ConstByteSpan para
 Awaitable<ScsiOutcome> execute_write_same(const CommandPlan& plan, ConstByteSpan block);
 
 // --- SBC-4 (sbc_compare.cpp) ---
-/// VERIFY, WRITE AND VERIFY, COMPARE AND WRITE, ORWRITE, PRE-FETCH.
+/// VERIFY, WRITE AND VERIFY, COMPARE AND WRITE, ORWRITE, WRITE ATOMIC, PRE-FETCH.
 void plan_block_command(CommandPlan& plan, ConstByteSpan cdb) noexcept;
 void plan_start_stop_unit(CommandPlan& plan, ConstByteSpan cdb) noexcept;
+/// READ DEFECT DATA (10)/(12): an empty defect list (virtual media have no defects).
+void plan_read_defect_data(CommandPlan& plan, ConstByteSpan cdb) noexcept;
+ScsiOutcome execute_read_defect_data(ConstByteSpan cdb, ByteSpan out);
 Awaitable<ScsiOutcome> execute_verify(const CommandPlan& plan, ConstByteSpan data);
 Awaitable<ScsiOutcome> execute_compare_and_write(const CommandPlan& plan, ConstByteSpan data);
 Awaitable<ScsiOutcome> execute_orwrite(const CommandPlan& plan, ConstByteSpan data);

@@ -167,15 +167,16 @@ void plan_write_same(CommandPlan& plan, ConstByteSpan cdb) noexcept {
     plan.error = scsi::SenseData::invalid_field_in_cdb(1, 4);
     return;
   }
-  // WSNZ = 1 in the block limits page: NUMBER OF LOGICAL BLOCKS 0 is refused (SBC-4 §5.50).
+  // SBC-4 §5.50 (WSNZ = 0): NUMBER OF LOGICAL BLOCKS 0 means "through the last LBA"; more than
+  // MAXIMUM WRITE SAME LENGTH blocks → INVALID FIELD IN CDB (checked only for an in-range request).
   const std::uint16_t blocks_field = w->opcode == Opcode::write_same10 ? 7 : 10;
-  if (w->blocks == 0 || (unit.options().max_unmap_blocks != 0 && w->blocks > unit.options().max_unmap_blocks)) {
-    if (w->blocks == 0 || in_range(unit, w->lba, w->blocks)) {
-      plan.error = scsi::SenseData::invalid_field_in_cdb(blocks_field);
-      return;
-    }
+  std::uint64_t blocks = w->blocks;
+  if (blocks == 0 && w->lba < unit.block_count()) blocks = unit.block_count() - w->lba;
+  if (unit.options().max_unmap_blocks != 0 && blocks > unit.options().max_unmap_blocks && in_range(unit, w->lba, blocks)) {
+    plan.error = scsi::SenseData::invalid_field_in_cdb(blocks_field);
+    return;
   }
-  if (!in_range(unit, w->lba, w->blocks)) {
+  if (!in_range(unit, w->lba, blocks)) {
     plan.error = lba_out_of_range();
     return;
   }
@@ -184,9 +185,10 @@ void plan_write_same(CommandPlan& plan, ConstByteSpan cdb) noexcept {
     return;
   }
   plan.lba = w->lba;
-  plan.blocks = w->blocks;
+  plan.blocks = blocks;
   plan.unmap = w->unmap;
   plan.ndob = w->ndob;
+  plan.exact_data_out = true;
   if (!w->ndob) {
     plan.direction = DataDirection::to_target;
     plan.transfer_length_bytes = unit.block_size_bytes();
@@ -272,12 +274,13 @@ Awaitable<ScsiOutcome> execute_write_same(const CommandPlan& plan, ConstByteSpan
   const std::uint64_t offset = plan.lba * bs;
   const std::uint64_t length = plan.blocks * bs;
   BlockBackend& backend = unit.backend();
+  // SBC-4 §4.7.3.5 / §5.50: with UNMAP = 1 on a thin LU the blocks are unmapped (the Data-Out
+  // block is not written; libiscsi and LIO treat the request so); they then read back as zeroes
+  // (LBPRZ = 1), so only when the backend's discard zeroes.
+  if (plan.unmap && unit.thin() && backend.capabilities().discard_zeroes) {
+    co_return outcome_of(co_await backend.discard(offset, length), true);
+  }
   if (plan.ndob || all_zero(block)) {
-    // SBC-4 §5.50: with UNMAP = 1 the device server may deallocate; it must then read back as the
-    // data given (zeroes), so only when the backend's discard zeroes.
-    if (plan.unmap && unit.thin() && backend.capabilities().discard_zeroes) {
-      co_return outcome_of(co_await backend.discard(offset, length), true);
-    }
     co_return outcome_of(co_await backend.write_zeroes(offset, length, Fua::no), true);
   }
   // Replicate the block into a buffer of up to 1 MiB and write it repeatedly.

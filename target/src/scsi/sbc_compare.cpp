@@ -1,6 +1,8 @@
 // SBC-4 commands beyond plain READ/WRITE: VERIFY (10)/(12)/(16) (§5.34-§5.36), WRITE AND VERIFY
 // (10)/(12)/(16) (§5.45-§5.47), COMPARE AND WRITE (§5.3), ORWRITE (16) (§5.10), PRE-FETCH
-// (10)/(16) (§5.11, §5.12), START STOP UNIT (§5.25) and GET LBA STATUS (§5.8). Ranges are checked
+// (10)/(16) (§5.11, §5.12), WRITE ATOMIC (16) (§5.48), START STOP UNIT (§5.25) and GET LBA
+// STATUS (§5.8), READ DEFECT DATA (10)/(12) (§5.19, §5.20). WRITE ATOMIC is a write under the LU's range lock: atomic against every other
+// write and COMPARE AND WRITE (SBC-4 §4.29); reads are not held off. Ranges are checked
 // in the plan phase; miscompares are found in execute, after the Data-Out arrived. COMPARE AND
 // WRITE runs under the LU's range lock (taken by the dispatcher), so no other write to its blocks
 // can come between its read and its write.
@@ -68,6 +70,11 @@ void plan_block_command(CommandPlan& plan, ConstByteSpan cdb) noexcept {
     plan.error = scsi::SenseData::invalid_field_in_cdb(13);
     return;
   }
+  if (b->opcode == Opcode::write_atomic16 && b->atomic_boundary != 0) {
+    // SBC-4 §5.48: MAXIMUM ATOMIC BOUNDARY SIZE is 0, so ATOMIC BOUNDARY must be 0.
+    plan.error = scsi::SenseData::invalid_field_in_cdb(10);
+    return;
+  }
   if (!in_range(unit, b->lba, b->blocks)) {
     plan.error = lba_out_of_range();
     return;
@@ -87,6 +94,7 @@ void plan_block_command(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   plan.blocks = b->blocks;
   plan.fua = b->fua;
   plan.bytchk = b->bytchk;
+  plan.exact_data_out = b->opcode == Opcode::compare_and_write;
   if (b->blocks == 0) return;  // SBC-4: zero blocks is not an error; nothing moves
   if (writes) {
     plan.direction = DataDirection::to_target;
@@ -111,6 +119,22 @@ void plan_start_stop_unit(CommandPlan& plan, ConstByteSpan cdb) noexcept {
     plan.error = scsi::SenseData::invalid_field_in_cdb(4, 7);
   }
   // The medium is not removable (RMB = 0): LOEJ and START need no action, the unit is always ready.
+}
+
+void plan_read_defect_data(CommandPlan& plan, ConstByteSpan cdb) noexcept {
+  // SBC-4 §5.19 (10): ALLOCATION LENGTH bytes 7-8; §5.20 (12): bytes 6-9.
+  const bool twelve = plan.opcode == Opcode::read_defect_data12;
+  plan_data_in(plan, twelve ? load_be32(cdb.data() + 6) : load_be16(cdb.data() + 7));
+}
+
+ScsiOutcome execute_read_defect_data(ConstByteSpan cdb, ByteSpan out) {
+  const bool twelve = static_cast<Opcode>(load_u8(cdb.data())) == Opcode::read_defect_data12;
+  // The header echoes the requested DEFECT LIST FORMAT; PLISTV/GLISTV 0 and DEFECT LIST LENGTH 0:
+  // a virtual medium has no defect lists (SBC-4 §5.19.2 table 97, §5.20.2 table 100).
+  const std::uint8_t format = load_u8(cdb.data() + (twelve ? 1 : 2)) & 0x07;
+  std::array<std::byte, 8> header{};
+  store_u8(header.data() + 1, format);
+  return reply_data(ConstByteSpan(header.data(), twelve ? 8 : 4), out);
 }
 
 Awaitable<ScsiOutcome> execute_verify(const CommandPlan& plan, ConstByteSpan data) {

@@ -77,7 +77,7 @@ std::vector<std::byte> vpd_page(const LogicalUnit& unit, std::uint8_t page) {
     case scsi::vpd::block_limits: {
       scsi::BlockLimits b;
       const std::uint32_t granularity = std::max<std::uint32_t>(1, 4096 / unit.block_size_bytes());
-      b.wsnz = true;  // WRITE SAME with NUMBER OF LOGICAL BLOCKS 0 is refused (SBC-4 §6.6.4)
+      b.wsnz = false;  // WRITE SAME with NUMBER OF LOGICAL BLOCKS 0 writes to the end (SBC-4 §5.50)
       b.maximum_compare_and_write_length = 255;  // COMPARE AND WRITE (SBC-4 §5.3), blocks
       b.optimal_transfer_length_granularity = static_cast<std::uint16_t>(granularity);
       b.maximum_transfer_length = unit.max_transfer_blocks();
@@ -88,6 +88,8 @@ std::vector<std::byte> vpd_page(const LogicalUnit& unit, std::uint8_t page) {
         b.optimal_unmap_granularity = granularity;
       }
       b.maximum_write_same_length = unit.options().max_unmap_blocks;
+      // WRITE ATOMIC (16): any aligned length up to the transfer limit (SBC-4 §4.29, §5.48).
+      b.maximum_atomic_transfer_length = unit.max_transfer_blocks();
       return scsi::encode_block_limits(b);
     }
     case scsi::vpd::block_device_characteristics:

@@ -51,6 +51,7 @@ enum class Opcode : std::uint8_t {
   read12 = 0xa8,                   ///< SBC-4 §5.17
   write12 = 0xaa,                  ///< SBC-4 §5.42
   write_and_verify12 = 0xae,       ///< SBC-4 §5.46
+  read_defect_data12 = 0xb7,       ///< SBC-4 §5.20
   verify12 = 0xaf,                 ///< SBC-4 §5.35
 };
 

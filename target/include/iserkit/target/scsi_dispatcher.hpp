@@ -131,7 +131,17 @@ struct CommandPlan {
   bool software_write_protect = false;  ///< SWP of the control mode page when planned
   /// A WRITE-type command whose transfer may be cut to whole blocks (RFC 7143 §11.4.5.1 overflow).
   bool shortenable = false;
+  /// A command whose Data-Out must be exactly `transfer_length_bytes` (COMPARE AND WRITE, WRITE
+  /// SAME): check it with check_data_out_length().
+  bool exact_data_out = false;
 };
+
+/// For a plan with `exact_data_out`: an EDTL above the length the CDB implies is an error
+/// (SBC-4 §5.3.1, §5.50: the Data-Out of COMPARE AND WRITE is exactly 2 × NUMBER OF LOGICAL
+/// BLOCKS blocks, of WRITE SAME exactly one block). Returns the CHECK CONDITION (ILLEGAL REQUEST,
+/// INVALID FIELD IN CDB) to answer with, or nullopt when the length is acceptable. An EDTL below
+/// is left to shorten_transfer() (which refuses such plans).
+std::optional<scsi::SenseData> check_data_out_length(const CommandPlan& plan, std::uint32_t edtl_bytes) noexcept;
 
 /// Cuts a to_target plan to `edtl_bytes` when the command allows it (plain WRITE-type commands and
 /// whole blocks): the command then writes only the first edtl_bytes / block size blocks.
