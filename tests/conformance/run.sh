@@ -74,10 +74,12 @@ stop_target() {
   [[ -n "$TARGET_PID" ]] || return 0
   if kill -0 "$TARGET_PID" 2>/dev/null; then
     if [[ "$TARGET" == tgtd ]]; then
-      # tgtd ignores SIGTERM while targets exist: delete ours first.
-      tgtadm --lld iscsi --op delete --mode target --tid 1 --force >/dev/null 2>&1
+      # tgtd does not exit on SIGTERM: delete our target, then ask it to shut down.
+      timeout 5 tgtadm --lld iscsi --op delete --mode target --tid 1 --force >/dev/null 2>&1
+      timeout 5 tgtadm --op delete --mode system >/dev/null 2>&1
+    else
+      kill -TERM "$TARGET_PID" 2>/dev/null
     fi
-    kill -TERM "$TARGET_PID" 2>/dev/null
     for _ in $(seq 50); do kill -0 "$TARGET_PID" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$TARGET_PID" 2>/dev/null
   fi
