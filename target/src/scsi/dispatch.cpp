@@ -189,7 +189,6 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
     return p;
   }
   if (unit_state != nullptr) {
-    const std::string port = state_->port_name(nexus);
     std::lock_guard g(unit_state->mutex);
     p.software_write_protect = unit_state->software_write_protect;
     p.write_protected = p.unit->read_only() || unit_state->software_write_protect;
@@ -220,8 +219,10 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
       p.conflict = true;
       return p;
     }
+    // Lock order: a unit's mutex, then the nexus table's (port_name); never the other way round.
     const auto* info = detail::find_command(raw_opcode, detail::service_action_of(raw_opcode, load_u8(cdb.data() + 1)));
-    if (info != nullptr && unit_state->persistent.conflicts(port, info->access)) {
+    if (info != nullptr && unit_state->persistent.has_reservation() &&
+        unit_state->persistent.conflicts(state_->port_name(nexus), info->access)) {
       p.conflict = true;
       return p;
     }
