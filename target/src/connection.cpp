@@ -35,12 +35,18 @@ void Connection::close() noexcept {
 
 Awaitable<void> Connection::run() {
   auto self = shared_from_this();
-  if (co_await login()) co_await full_feature();
+  if (co_await login()) {
+    open_nexus();
+    co_await full_feature();
+  }
   close();
   // Let running tasks see the close and drop their references.
   std::vector<std::shared_ptr<Task>> left;
   for (auto& [itt, t] : tasks_) left.push_back(t);
   for (auto& t : left) co_await wait_finished(*t);
+  // SAM-5 §6.3.4: the session is gone: I_T nexus loss (releases its RESERVE(6) reservation).
+  if (nexus_open_) session_.target->dispatcher->close_nexus(nexus_);
+  nexus_open_ = false;
   log::debug("connection {}: closed", datamover_->peer());
 }
 
@@ -81,6 +87,16 @@ Awaitable<bool> Connection::login() {
             params_.target_max_recv_data_segment_length, params_.first_burst_length, params_.max_burst_length,
             params_.max_outstanding_r2t);
   co_return true;
+}
+
+void Connection::open_nexus() {
+  if (session_.discovery || !session_.target) return;
+  // SPC-5 §7.6.4.6 / RFC 7143 §4.2.7: the iSCSI initiator port name is
+  // "<InitiatorName>,i,0x<ISID in 12 hex digits>".
+  std::string port = params_.initiator_name + ",i,0x";
+  for (std::byte b : session_.isid) port += fmt::format("{:02x}", static_cast<unsigned>(b));
+  nexus_ = session_.target->dispatcher->open_nexus(std::move(port));
+  nexus_open_ = true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -162,20 +178,33 @@ std::span<std::byte> Connection::command_header(const iscsi::Bhs& bhs, ConstByte
       return {};
     }
   }
-  task->plan = session_.target->dispatcher->plan(cmd.lun, task->cdb());
-  const CommandPlan& plan = task->plan;
-  if (plan.error) {
-    task->early_error = plan.error;
+  task->plan = session_.target->dispatcher->plan(nexus_, cmd.lun, task->cdb());
+  CommandPlan& plan = task->plan;
+  if (plan.rejected()) {
+    task->early = plan.early_outcome();
     task->early_residual = residual_for(edtl, 0);
-  } else if (plan.direction == DataDirection::to_target && (!cmd.write || edtl < plan.transfer_length_bytes)) {
-    // scsi_dispatcher.hpp: a write whose EDTL is shorter than the CDB asks for is answered with
-    // INVALID FIELD IN INFORMATION UNIT and an overflow residual, without execute().
-    task->early_error = scsi::SenseData::make(scsi::SenseKey::illegal_request, scsi::asc::invalid_field_in_information_unit);
+  } else if (auto bad_length = check_data_out_length(plan, edtl)) {
+    task->early = ScsiOutcome::check_condition(*bad_length);
     task->early_residual = residual_for(edtl, plan.transfer_length_bytes);
+  } else if (plan.direction == DataDirection::to_target && !cmd.write) {
+    // RFC 7143 §11.3: data to the target needs the W bit.
+    task->early = ScsiOutcome::check_condition(
+        scsi::SenseData::make(scsi::SenseKey::illegal_request, scsi::asc::invalid_field_in_information_unit));
+    task->early_residual = residual_for(edtl, plan.transfer_length_bytes);
+  } else if (plan.direction == DataDirection::to_target) {
+    task->wanted_out_bytes = plan.transfer_length_bytes;
+    // RFC 7143 §11.4.5.1: with EDTL below what the CDB asks for, a WRITE runs on the whole blocks
+    // the initiator sends and reports the rest as overflow; anything else fails with INVALID
+    // FIELD IN INFORMATION UNIT and the overflow residual (scsi_dispatcher.hpp).
+    if (edtl < plan.transfer_length_bytes && !shorten_transfer(plan, edtl)) {
+      task->early = ScsiOutcome::check_condition(
+          scsi::SenseData::make(scsi::SenseKey::illegal_request, scsi::asc::invalid_field_in_information_unit));
+      task->early_residual = residual_for(edtl, plan.transfer_length_bytes);
+    }
   }
   const bool unsolicited_follows = !cmd.final && !params_.initial_r2t;
   std::uint32_t capacity = 0;
-  if (!task->early_error) {
+  if (!task->early) {
     if (plan.direction == DataDirection::from_target) {
       capacity = plan.transfer_length_bytes;
     } else if (plan.direction == DataDirection::to_target) {
@@ -184,7 +213,7 @@ std::span<std::byte> Connection::command_header(const iscsi::Bhs& bhs, ConstByte
   }
   if (capacity > 0) task->buffer = HeapBufferPool::shared().allocate(capacity);
   if (cmd.write && edtl > 0) {
-    const bool solicit = !task->early_error && plan.direction == DataDirection::to_target;
+    const bool solicit = !task->early && plan.direction == DataDirection::to_target;
     task->sequencer.emplace(WriteSequencerParams{
         .needed_bytes = solicit ? plan.transfer_length_bytes : 0,
         .expected_data_transfer_length = edtl,
@@ -505,6 +534,13 @@ Awaitable<void> Connection::on_task_management(iscsi::TaskManagementRequest h) {
   }
   for (auto& t : victims) abort_task(*t);
   for (auto& t : victims) co_await wait_finished(*t);
+  // SAM-5 §7.7, §7.10: resets also change device state (unit attentions, RESERVE(6) released).
+  if (response == 0 && nexus_open_) {
+    auto& dispatcher = *session_.target->dispatcher;
+    if (fn == F::logical_unit_reset) dispatcher.task_management(nexus_, h.lun, TaskManagement::logical_unit_reset);
+    if (fn == F::target_warm_reset) dispatcher.task_management(nexus_, h.lun, TaskManagement::target_warm_reset);
+    if (fn == F::target_cold_reset) dispatcher.task_management(nexus_, h.lun, TaskManagement::target_cold_reset);
+  }
   if (closed_) co_return;
   iscsi::TaskManagementResponse r{.response = response, .itt = h.itt, .stat_sn = take_stat_sn()};
   stamp(r);
@@ -583,21 +619,21 @@ Awaitable<void> Connection::run_task_body(Task& task) {
     co_await send_scsi_response(task, scsi::Status::check_condition, task.failure, residual_for(edtl, 0));
     co_return;
   }
-  if (task.early_error) {
-    co_await send_scsi_response(task, scsi::Status::check_condition, task.early_error, task.early_residual);
+  if (task.early) {
+    co_await send_scsi_response(task, task.early->status, task.early->sense, task.early_residual);
     co_return;
   }
   switch (plan.direction) {
     case DataDirection::to_target: {
       auto data = task.buffer.bytes().first(plan.transfer_length_bytes);
-      const ScsiOutcome outcome = co_await dispatcher.execute(task.command.lun, task.cdb(), plan, data);
+      const ScsiOutcome outcome = co_await dispatcher.execute(nexus_, task.command.lun, task.cdb(), plan, data);
       if (task.aborted || closed_) co_return;
-      co_await send_scsi_response(task, outcome.status, outcome.sense, residual_for(edtl, plan.transfer_length_bytes));
+      co_await send_scsi_response(task, outcome.status, outcome.sense, residual_for(edtl, task.wanted_out_bytes));
       co_return;
     }
     case DataDirection::from_target: {
       auto data = task.buffer.bytes().first(plan.transfer_length_bytes);
-      const ScsiOutcome outcome = co_await dispatcher.execute(task.command.lun, task.cdb(), plan, data);
+      const ScsiOutcome outcome = co_await dispatcher.execute(nexus_, task.command.lun, task.cdb(), plan, data);
       if (task.aborted || closed_) co_return;
       const std::uint32_t produced = std::min(outcome.data_length_bytes, plan.transfer_length_bytes);
       if (outcome.status == scsi::Status::good && !outcome.sense) {
@@ -614,9 +650,10 @@ Awaitable<void> Connection::run_task_body(Task& task) {
       co_return;
     }
     case DataDirection::none: {
-      const ScsiOutcome outcome = co_await dispatcher.execute(task.command.lun, task.cdb(), plan, {});
+      const ScsiOutcome outcome = co_await dispatcher.execute(nexus_, task.command.lun, task.cdb(), plan, {});
       if (task.aborted || closed_) co_return;
-      co_await send_scsi_response(task, outcome.status, outcome.sense, residual_for(edtl, 0));
+      // A WRITE cut to zero blocks by an EDTL of 0 still reports its overflow (RFC 7143 §11.4.5.1).
+      co_await send_scsi_response(task, outcome.status, outcome.sense, residual_for(edtl, task.wanted_out_bytes));
       co_return;
     }
   }

@@ -63,6 +63,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   std::span<std::byte> data_out_header(const iscsi::Bhs& bhs, std::uint32_t length) noexcept;
 
   Awaitable<bool> login();
+  void open_nexus();
   Awaitable<void> full_feature();
   Awaitable<void> handle(datamover::PduIn& in);
   Awaitable<void> on_scsi_command(datamover::PduIn& in);
@@ -106,6 +107,8 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   bool closed_ = false;
   bool logged_out_ = false;
   CurrentPdu current_;
+  NexusId nexus_;           // this session's I_T nexus at the device server (normal sessions)
+  bool nexus_open_ = false;
   std::unordered_map<std::uint32_t, std::shared_ptr<Task>> tasks_;
   // Text Request state (RFC 7143 §11.10: C bit on requests, long responses continued by TTT).
   std::vector<std::byte> text_in_;

@@ -24,10 +24,13 @@ struct Task {
   CommandPlan plan;
   PooledBuffer buffer;              ///< Data-Out lands here, Data-In is sent from here
   std::optional<WriteSequencer> sequencer;  ///< present when the command carries write data (W, EDTL > 0)
-  /// Set when the command is answered with CHECK CONDITION without execute() (plan error,
-  /// EDTL shorter than a write needs); `early_residual` goes with it.
-  std::optional<scsi::SenseData> early_error;
+  /// Set when the command is answered without execute() (UNIT ATTENTION, RESERVATION CONFLICT,
+  /// a plan error, EDTL shorter than a write can use); `early_residual` goes with it.
+  std::optional<ScsiOutcome> early;
   Residual early_residual;
+  /// Bytes a to_target command asked for in its CDB before shorten_transfer() cut it to the EDTL
+  /// (RFC 7143 §11.4.5.1 overflow residual); 0 for other commands.
+  std::uint32_t wanted_out_bytes = 0;
   /// Set by the receive path when the data transfer failed (digest error, bad Data-Out).
   std::optional<scsi::SenseData> failure;
   bool data_complete = false;  ///< every byte the command needs has landed (set by the receive path)

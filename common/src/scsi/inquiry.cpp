@@ -147,6 +147,7 @@ std::vector<std::byte> encode_block_limits(const BlockLimits& b) {
   std::vector<std::byte> payload(block_limits_page_size_bytes - 4);
   std::byte* p = payload.data() - 4;  // so offsets below match SBC-4 table 262 byte numbers
   store_u8(p + 4, b.wsnz ? 0x01 : 0);
+  store_u8(p + 5, b.maximum_compare_and_write_length);
   store_be16(p + 6, b.optimal_transfer_length_granularity);
   store_be32(p + 8, b.maximum_transfer_length);
   store_be32(p + 12, b.optimal_transfer_length);
@@ -156,6 +157,12 @@ std::vector<std::byte> encode_block_limits(const BlockLimits& b) {
   store_be32(p + 28, b.optimal_unmap_granularity);
   store_be32(p + 32, (b.ugavalid ? 0x80000000u : 0) | (b.unmap_granularity_alignment & 0x7fffffffu));
   store_be64(p + 36, b.maximum_write_same_length);
+  // SBC-4 table 262, bytes 44-63: atomic write limits.
+  store_be32(p + 44, b.maximum_atomic_transfer_length);
+  store_be32(p + 48, b.atomic_alignment);
+  store_be32(p + 52, b.atomic_transfer_length_granularity);
+  store_be32(p + 56, b.maximum_atomic_transfer_length_with_atomic_boundary);
+  store_be32(p + 60, b.maximum_atomic_boundary_size);
   return encode_vpd_page(vpd::block_limits, payload);
 }
 
@@ -166,6 +173,7 @@ Result<BlockLimits> parse_block_limits(ConstByteSpan data) {
   const std::byte* p = data.data();
   BlockLimits b;
   b.wsnz = (load_u8(p + 4) & 0x01) != 0;
+  b.maximum_compare_and_write_length = load_u8(p + 5);
   b.optimal_transfer_length_granularity = load_be16(p + 6);
   b.maximum_transfer_length = load_be32(p + 8);
   b.optimal_transfer_length = load_be32(p + 12);
@@ -177,6 +185,11 @@ Result<BlockLimits> parse_block_limits(ConstByteSpan data) {
   b.ugavalid = (uga & 0x80000000u) != 0;
   b.unmap_granularity_alignment = uga & 0x7fffffffu;
   b.maximum_write_same_length = load_be64(p + 36);
+  b.maximum_atomic_transfer_length = load_be32(p + 44);
+  b.atomic_alignment = load_be32(p + 48);
+  b.atomic_transfer_length_granularity = load_be32(p + 52);
+  b.maximum_atomic_transfer_length_with_atomic_boundary = load_be32(p + 56);
+  b.maximum_atomic_boundary_size = load_be32(p + 60);
   return b;
 }
 

@@ -68,6 +68,17 @@ class MemoryBackend final : public BlockBackend {
     co_return zero(offset, length);
   }
 
+  // SBC-4 §4.7.2: a chunk never written (or freed by discard) is unmapped; runs of chunks in the
+  // same state form one extent.
+  Awaitable<Result<AllocationExtent>> allocation(std::uint64_t offset, std::uint64_t max_length) override {
+    std::lock_guard g(mutex_);
+    std::uint64_t index = offset / chunk_size;
+    const bool allocated = index < chunks_.size() && chunks_[index] != nullptr;
+    std::uint64_t end = (index + 1) * chunk_size;
+    while (end - offset < max_length && ++index < chunks_.size() && (chunks_[index] != nullptr) == allocated) end += chunk_size;
+    co_return AllocationExtent{.allocated = allocated, .length_bytes = std::min(end - offset, max_length)};
+  }
+
  private:
   void check_range(std::uint64_t offset, std::uint64_t length) const noexcept {
     // The SCSI layer checked the range (block_backend.hpp preconditions).

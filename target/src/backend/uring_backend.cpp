@@ -103,6 +103,25 @@ class UringBackend final : public BlockBackend {
     co_return Result<void>{};
   }
 
+  // Holes of a sparse file (SEEK_DATA/SEEK_HOLE, lseek(2)): cheap metadata queries, done inline.
+  // A file system without hole support reports everything as data. Block devices: all allocated.
+  Awaitable<Result<AllocationExtent>> allocation(std::uint64_t offset, std::uint64_t max_length) override {
+    const auto o = static_cast<off_t>(offset);
+    const off_t data = ::lseek(buffered_fd_, o, SEEK_DATA);
+    if (data < 0) {
+      if (errno == ENXIO) co_return AllocationExtent{.allocated = false, .length_bytes = max_length};  // hole to EOF
+      co_return AllocationExtent{.allocated = true, .length_bytes = max_length};  // no SEEK_DATA: treat as data
+    }
+    if (data > o) {
+      co_return AllocationExtent{.allocated = false,
+                                 .length_bytes = std::min<std::uint64_t>(static_cast<std::uint64_t>(data) - offset, max_length)};
+    }
+    const off_t hole = ::lseek(buffered_fd_, o, SEEK_HOLE);
+    if (hole <= o) co_return AllocationExtent{.allocated = true, .length_bytes = max_length};
+    co_return AllocationExtent{.allocated = true,
+                               .length_bytes = std::min<std::uint64_t>(static_cast<std::uint64_t>(hole) - offset, max_length)};
+  }
+
  private:
   void check_range(std::uint64_t offset, std::uint64_t length) const noexcept {
     // The SCSI layer checked the range (block_backend.hpp preconditions).

@@ -1,12 +1,16 @@
-// ScsiDispatcher: the device server's opcode switch (SAM-5 §5, SPC-5 §4.2.5 opcode table): routes
-// each CDB to its SPC-5 or SBC-4 handler in two phases (plan, execute), answers INVALID COMMAND
-// OPERATION CODE for anything unknown and LOGICAL UNIT NOT SUPPORTED for commands to an
-// unconfigured LUN (SPC-5 §4.6.5: INQUIRY, REPORT LUNS and REQUEST SENSE still work there).
+// ScsiDispatcher: the device server's command routing (SAM-5 §5, SPC-5 §4.2.5 opcode table): unit
+// attention reporting (SAM-5 §5.14), reservation conflicts (SPC-5 §5.14.1, SPC-2 §5.5.1), then
+// each CDB to its SPC-5 or SBC-4 handler in two phases (plan, execute); INVALID COMMAND OPERATION
+// CODE for anything unknown and LOGICAL UNIT NOT SUPPORTED for commands to an unconfigured LUN
+// (SPC-5 §4.6.5: INQUIRY, REPORT LUNS and REQUEST SENSE still work there). Also the nexus and task
+// management entry points that change per-LU state.
 #include <algorithm>
 #include <cassert>
 #include <cstring>
 
 #include "iserkit/common/errors.hpp"
+#include "scsi/command_table.hpp"
+#include "scsi/device_state.hpp"
 #include "scsi/handlers.hpp"
 
 namespace iserkit::target {
@@ -35,29 +39,141 @@ ScsiOutcome reply_data(ConstByteSpan data, ByteSpan out) noexcept {
   return ScsiOutcome::good(static_cast<std::uint32_t>(n));
 }
 
+bool is_media_write(Opcode op) noexcept {
+  switch (op) {
+    case Opcode::write6: case Opcode::write10: case Opcode::write12: case Opcode::write16:
+    case Opcode::write_and_verify10: case Opcode::write_and_verify12: case Opcode::write_and_verify16:
+    case Opcode::compare_and_write: case Opcode::orwrite16: case Opcode::write_atomic16:
+    case Opcode::write_same10: case Opcode::write_same16:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace detail
 
+bool shorten_transfer(CommandPlan& plan, std::uint32_t edtl_bytes) noexcept {
+  if (edtl_bytes >= plan.transfer_length_bytes) return true;
+  if (!plan.shortenable || plan.unit == nullptr) return false;
+  const std::uint32_t bs = plan.unit->block_size_bytes();
+  // RFC 7143 §11.4.5.1: the target may run the command on the data the initiator sends, reporting
+  // the rest as overflow. Only whole blocks can be written.
+  if (edtl_bytes % bs != 0) return false;
+  plan.blocks = edtl_bytes / bs;
+  plan.transfer_length_bytes = edtl_bytes;
+  if (edtl_bytes == 0) plan.direction = DataDirection::none;
+  return true;
+}
+
+std::optional<scsi::SenseData> check_data_out_length(const CommandPlan& plan, std::uint32_t edtl_bytes) noexcept {
+  if (!plan.exact_data_out || plan.rejected() || edtl_bytes <= plan.transfer_length_bytes) return std::nullopt;
+  // The CDB's length field disagrees with the data the initiator sends.
+  const std::uint16_t field = plan.opcode == Opcode::compare_and_write ? 13 : plan.opcode == Opcode::write_same10 ? 7 : 10;
+  return scsi::SenseData::invalid_field_in_cdb(field);
+}
+
+ScsiDispatcher::ScsiDispatcher() : state_(std::make_unique<State>()) {}
+ScsiDispatcher::~ScsiDispatcher() = default;
+
 Result<void> ScsiDispatcher::add_logical_unit(std::uint16_t lun_index, std::shared_ptr<LogicalUnit> lu) {
-  if (!lu || lun_index > 16383 || units_.contains(lun_index)) return fail(errc::invalid_argument);
-  units_.emplace(lun_index, std::move(lu));
+  if (!lu || lun_index > 16383) return fail(errc::invalid_argument);
+  std::vector<detail::UnitState*> existing;
+  {
+    std::unique_lock lock(state_->units_mutex);
+    if (state_->units.contains(lun_index)) return fail(errc::invalid_argument);
+    auto unit = std::make_unique<detail::UnitState>();
+    unit->unit = std::move(lu);
+    state_->units.emplace(lun_index, std::move(unit));
+    for (auto& [index, u] : state_->units) existing.push_back(u.get());
+  }
+  // SPC-5 §6.33 / SAM-5 §5.14: the LUN inventory changed: every nexus hears of it on every LU.
+  const auto ids = state_->all_nexuses();
+  for (auto* u : existing) {
+    std::lock_guard g(u->mutex);
+    for (auto id : ids) u->add_unit_attention(id, scsi::asc::reported_luns_data_has_changed);
+  }
   return {};
 }
 
 std::vector<scsi::Lun> ScsiDispatcher::luns() const {
+  std::shared_lock lock(state_->units_mutex);
   std::vector<scsi::Lun> out;
-  out.reserve(units_.size());
-  for (const auto& [index, lu] : units_) out.push_back(scsi::Lun::from_index(index));
+  out.reserve(state_->units.size());
+  for (const auto& [index, lu] : state_->units) out.push_back(scsi::Lun::from_index(index));
   return out;
 }
 
 const LogicalUnit* ScsiDispatcher::find(scsi::Lun lun) const noexcept {
-  const auto index = lun.index();
-  if (!index) return nullptr;
-  const auto it = units_.find(*index);
-  return it == units_.end() ? nullptr : it->second.get();
+  auto* u = state_->unit(lun);
+  return u == nullptr ? nullptr : u->unit.get();
 }
 
-CommandPlan ScsiDispatcher::plan(scsi::Lun lun, ConstByteSpan cdb) const noexcept {
+NexusId ScsiDispatcher::open_nexus(std::string initiator_port_name) {
+  std::uint64_t id = 0;
+  {
+    std::lock_guard g(state_->nexus_mutex);
+    id = state_->next_nexus++;
+    state_->nexuses.emplace(id, std::move(initiator_port_name));
+  }
+  // SAM-5 §5.14 / §6.3.1: a new I_T nexus first hears POWER ON, RESET, OR BUS DEVICE RESET OCCURRED.
+  for (auto* u : state_->all_units()) {
+    std::lock_guard g(u->mutex);
+    u->unit_attentions[id] = {scsi::asc::power_on_reset_or_bus_device_reset};
+  }
+  return NexusId{id};
+}
+
+void ScsiDispatcher::close_nexus(NexusId nexus) noexcept {
+  {
+    std::lock_guard g(state_->nexus_mutex);
+    if (state_->nexuses.erase(nexus.value) == 0) return;
+  }
+  for (auto* u : state_->all_units()) {
+    std::lock_guard g(u->mutex);
+    u->unit_attentions.erase(nexus.value);
+    // SPC-2 §5.5.1: an I_T nexus loss releases the RESERVE(6) reservation the nexus held.
+    if (u->reserve6_holder == nexus.value) u->reserve6_holder.reset();
+  }
+}
+
+void ScsiDispatcher::task_management(NexusId nexus, scsi::Lun lun, TaskManagement function) noexcept {
+  (void)nexus;
+  std::vector<detail::UnitState*> targets;
+  scsi::AscPair ua = scsi::asc::bus_device_reset_function_occurred;
+  if (function == TaskManagement::logical_unit_reset) {
+    if (auto* u = state_->unit(lun)) targets.push_back(u);
+  } else {
+    targets = state_->all_units();
+    ua = function == TaskManagement::target_cold_reset ? scsi::asc::power_on_occurred
+                                                       : scsi::asc::power_on_reset_or_bus_device_reset;
+  }
+  const auto ids = state_->all_nexuses();
+  for (auto* u : targets) {
+    std::lock_guard g(u->mutex);
+    // SAM-5 §6.3.3 (hard reset / logical unit reset): RESERVE(6) reservations are released,
+    // persistent reservations stay; every I_T nexus gets a unit attention.
+    u->reserve6_holder.reset();
+    for (auto id : ids) u->add_unit_attention(id, ua);
+  }
+}
+
+namespace {
+
+// SPC-2 §5.5.1 (RESERVE(6) reservations): commands another nexus may still send.
+bool allowed_under_reserve6(Opcode op) noexcept {
+  switch (op) {
+    case Opcode::inquiry: case Opcode::report_luns: case Opcode::request_sense: case Opcode::release6:
+    case Opcode::maintenance_in:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb) const noexcept {
   CommandPlan p;
   if (cdb.empty()) {
     p.error = detail::invalid_opcode();
@@ -65,11 +181,51 @@ CommandPlan ScsiDispatcher::plan(scsi::Lun lun, ConstByteSpan cdb) const noexcep
   }
   const auto raw_opcode = static_cast<std::uint8_t>(cdb[0]);
   p.opcode = static_cast<Opcode>(raw_opcode);
-  p.unit = find(lun);
+  detail::UnitState* unit_state = state_->unit(lun);
+  p.unit = unit_state == nullptr ? nullptr : unit_state->unit.get();
   const std::size_t need = scsi::cdb_length_for(raw_opcode);
   if (need == 0 || cdb.size() < need) {
     p.error = detail::invalid_opcode();
     return p;
+  }
+  if (unit_state != nullptr) {
+    std::lock_guard g(unit_state->mutex);
+    p.software_write_protect = unit_state->software_write_protect;
+    p.write_protected = p.unit->read_only() || unit_state->software_write_protect;
+    auto ua = unit_state->unit_attentions.find(nexus.value);
+    if (ua != unit_state->unit_attentions.end()) {
+      auto& queue = ua->second;
+      if (p.opcode == Opcode::report_luns) {
+        // SPC-5 §6.33: REPORT LUNS clears REPORTED LUNS DATA HAS CHANGED for its nexus.
+        std::erase(queue, scsi::asc::reported_luns_data_has_changed);
+      }
+      // SAM-5 §5.14: INQUIRY, REPORT LUNS and REQUEST SENSE neither report nor clear a unit
+      // attention; any other command is terminated with it, and it is cleared.
+      const bool exempt = p.opcode == Opcode::inquiry || p.opcode == Opcode::report_luns || p.opcode == Opcode::request_sense;
+      if (!exempt && !queue.empty()) {
+        p.error = scsi::SenseData::make(scsi::SenseKey::unit_attention, queue.front());
+        queue.pop_front();
+        return p;
+      }
+    }
+    // SPC-2 §5.5.1: while another nexus holds a RESERVE(6) reservation, everything but a few
+    // commands conflicts.
+    if (unit_state->reserve6_holder && *unit_state->reserve6_holder != nexus.value && !allowed_under_reserve6(p.opcode)) {
+      p.conflict = true;
+      return p;
+    }
+    // SPC-5 §5.14.3: RESERVE(6)/RELEASE(6) conflict with a persistent reservation.
+    if ((p.opcode == Opcode::reserve6 || p.opcode == Opcode::release6) && unit_state->persistent.has_reservation()) {
+      p.conflict = true;
+      return p;
+    }
+    // Lock order: a unit's mutex, then the nexus table's (port_name); never the other way round.
+    const auto* info = detail::find_command(raw_opcode, detail::service_action_of(raw_opcode, load_u8(cdb.data() + 1)));
+    if (info != nullptr && unit_state->persistent.has_reservation() &&
+        unit_state->persistent.conflicts(state_->port_name(nexus), info->access)) {
+      p.conflict = true;
+      return p;
+    }
   }
   switch (p.opcode) {
     // SPC-5 §4.6.5: these three answer even when no logical unit exists at the LUN.
@@ -82,14 +238,29 @@ CommandPlan ScsiDispatcher::plan(scsi::Lun lun, ConstByteSpan cdb) const noexcep
         return p;
       }
       switch (p.opcode) {
-        case Opcode::test_unit_ready: break;
+        case Opcode::test_unit_ready:
+        case Opcode::reserve6:
+        case Opcode::release6: break;
         case Opcode::mode_sense6:
         case Opcode::mode_sense10: detail::plan_mode_sense(p, cdb); break;
+        case Opcode::mode_select6:
+        case Opcode::mode_select10: detail::plan_mode_select(p, cdb); break;
         case Opcode::maintenance_in: detail::plan_maintenance_in(p, cdb); break;
+        case Opcode::persistent_reserve_in: detail::plan_persistent_reserve_in(p, cdb); break;
+        case Opcode::persistent_reserve_out: detail::plan_persistent_reserve_out(p, cdb); break;
         case Opcode::read6: case Opcode::read10: case Opcode::read12: case Opcode::read16:
         case Opcode::write6: case Opcode::write10: case Opcode::write12: case Opcode::write16:
           detail::plan_read_write(p, cdb);
           break;
+        case Opcode::verify10: case Opcode::verify12: case Opcode::verify16:
+        case Opcode::write_and_verify10: case Opcode::write_and_verify12: case Opcode::write_and_verify16:
+        case Opcode::compare_and_write: case Opcode::orwrite16: case Opcode::write_atomic16:
+        case Opcode::prefetch10: case Opcode::prefetch16:
+          detail::plan_block_command(p, cdb);
+          break;
+        case Opcode::start_stop_unit: detail::plan_start_stop_unit(p, cdb); break;
+        case Opcode::read_defect_data10:
+        case Opcode::read_defect_data12: detail::plan_read_defect_data(p, cdb); break;
         case Opcode::read_capacity10: detail::plan_read_capacity10(p); break;
         case Opcode::service_action_in16: detail::plan_service_action_in16(p, cdb); break;
         case Opcode::synchronize_cache10:
@@ -100,7 +271,7 @@ CommandPlan ScsiDispatcher::plan(scsi::Lun lun, ConstByteSpan cdb) const noexcep
         default: p.error = detail::invalid_opcode(); break;
       }
   }
-  if (p.error) {
+  if (p.rejected()) {
     p.direction = DataDirection::none;
     p.transfer_length_bytes = 0;
   } else if (p.transfer_length_bytes == 0) {
@@ -109,37 +280,145 @@ CommandPlan ScsiDispatcher::plan(scsi::Lun lun, ConstByteSpan cdb) const noexcep
   return p;
 }
 
-Awaitable<ScsiOutcome> ScsiDispatcher::execute(scsi::Lun lun, ConstByteSpan cdb, const CommandPlan& plan,
+Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb, const CommandPlan& plan,
                                                ByteSpan data) const {
-  (void)lun;
-  if (plan.error) co_return ScsiOutcome::check_condition(*plan.error);  // misuse: report the planned error
+  if (plan.rejected()) co_return plan.early_outcome();  // misuse: report the planned answer
   if (data.size() < plan.transfer_length_bytes) {
     // The transport gave fewer bytes than planned: never read or write past the buffer.
     co_return ScsiOutcome::check_condition(detail::illegal_request(scsi::asc::invalid_field_in_information_unit));
   }
-  assert(plan.unit == find(lun));
+  detail::UnitState* unit_state = state_->unit(lun);
+  assert(plan.unit == (unit_state == nullptr ? nullptr : unit_state->unit.get()));
   const ByteSpan buffer = data.first(plan.transfer_length_bytes);
+  // SBC-4 §5.3: COMPARE AND WRITE is atomic; every other write to an overlapping range waits.
+  std::optional<detail::RangeGuard> guard;
+  if (unit_state != nullptr && detail::is_media_write(plan.opcode) && plan.blocks != 0) {
+    guard.emplace(co_await detail::lock_range(unit_state->ranges, plan.lba, plan.blocks));
+  }
   switch (plan.opcode) {
     case Opcode::inquiry: co_return detail::execute_inquiry(plan, cdb, buffer);
     case Opcode::report_luns: co_return detail::execute_report_luns(luns(), cdb, buffer);
-    case Opcode::request_sense: co_return detail::execute_request_sense(plan, cdb, buffer);
+    case Opcode::request_sense: co_return detail::execute_request_sense(plan, unit_state, nexus.value, cdb, buffer);
     case Opcode::test_unit_ready: co_return ScsiOutcome::good();
     case Opcode::mode_sense6:
     case Opcode::mode_sense10: co_return detail::execute_mode_sense(plan, cdb, buffer);
-    case Opcode::maintenance_in: co_return detail::execute_report_supported_opcodes(cdb, buffer);
+    case Opcode::mode_select6:
+    case Opcode::mode_select10: co_return detail::execute_mode_select(plan, *unit_state, *state_, nexus.value, cdb, buffer);
+    case Opcode::maintenance_in: co_return detail::execute_report_supported_opcodes(plan, cdb, buffer);
+    case Opcode::reserve6:
+    case Opcode::release6: co_return detail::execute_reserve_release6(plan, *unit_state, nexus.value);
+    case Opcode::persistent_reserve_in: co_return detail::execute_persistent_reserve_in(*unit_state, cdb, buffer);
+    case Opcode::persistent_reserve_out:
+      co_return detail::execute_persistent_reserve_out(*unit_state, *state_, state_->port_name(nexus), cdb, buffer);
     case Opcode::read6: case Opcode::read10: case Opcode::read12: case Opcode::read16:
       co_return co_await detail::execute_read(plan, buffer);
     case Opcode::write6: case Opcode::write10: case Opcode::write12: case Opcode::write16:
+    case Opcode::write_and_verify10: case Opcode::write_and_verify12: case Opcode::write_and_verify16:
+    case Opcode::write_atomic16:
       co_return co_await detail::execute_write(plan, buffer);
+    case Opcode::verify10: case Opcode::verify12: case Opcode::verify16:
+      co_return co_await detail::execute_verify(plan, buffer);
+    case Opcode::compare_and_write: co_return co_await detail::execute_compare_and_write(plan, buffer);
+    case Opcode::orwrite16: co_return co_await detail::execute_orwrite(plan, buffer);
+    case Opcode::prefetch10:
+    case Opcode::prefetch16:
+    case Opcode::start_stop_unit: co_return ScsiOutcome::good();
+    case Opcode::read_defect_data10:
+    case Opcode::read_defect_data12: co_return detail::execute_read_defect_data(cdb, buffer);
     case Opcode::read_capacity10: co_return detail::execute_read_capacity10(plan, buffer);
-    case Opcode::service_action_in16: co_return detail::execute_read_capacity16(plan, buffer);
+    case Opcode::service_action_in16:
+      if ((load_u8(cdb.data() + 1) & 0x1f) == static_cast<std::uint8_t>(scsi::ServiceActionIn16::get_lba_status))
+        co_return co_await detail::execute_get_lba_status(plan, cdb, buffer);
+      co_return detail::execute_read_capacity16(plan, buffer);
     case Opcode::synchronize_cache10:
     case Opcode::synchronize_cache16: co_return co_await detail::execute_synchronize_cache(plan);
-    case Opcode::unmap: co_return co_await detail::execute_unmap(plan, buffer);
+    case Opcode::unmap: {
+      // UNMAP descriptors may be anywhere: hold the whole medium against COMPARE AND WRITE.
+      auto all = co_await detail::lock_range(unit_state->ranges, 0, plan.unit->block_count());
+      co_return co_await detail::execute_unmap(plan, buffer);
+    }
     case Opcode::write_same10:
     case Opcode::write_same16: co_return co_await detail::execute_write_same(plan, buffer);
     default: co_return ScsiOutcome::check_condition(detail::invalid_opcode());
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// State
+// ---------------------------------------------------------------------------------------------
+
+detail::UnitState* ScsiDispatcher::State::unit(scsi::Lun lun) const noexcept {
+  const auto index = lun.index();
+  if (!index) return nullptr;
+  std::shared_lock lock(units_mutex);
+  const auto it = units.find(*index);
+  return it == units.end() ? nullptr : it->second.get();
+}
+
+std::vector<detail::UnitState*> ScsiDispatcher::State::all_units() const {
+  std::shared_lock lock(units_mutex);
+  std::vector<detail::UnitState*> out;
+  for (const auto& [index, u] : units) out.push_back(u.get());
+  return out;
+}
+
+std::string ScsiDispatcher::State::port_name(NexusId nexus) const {
+  std::lock_guard g(nexus_mutex);
+  const auto it = nexuses.find(nexus.value);
+  return it == nexuses.end() ? std::string() : it->second;
+}
+
+std::vector<std::uint64_t> ScsiDispatcher::State::nexuses_named(const std::string& port) const {
+  std::lock_guard g(nexus_mutex);
+  std::vector<std::uint64_t> out;
+  for (const auto& [id, name] : nexuses)
+    if (name == port) out.push_back(id);
+  return out;
+}
+
+std::vector<std::uint64_t> ScsiDispatcher::State::all_nexuses() const {
+  std::lock_guard g(nexus_mutex);
+  std::vector<std::uint64_t> out;
+  for (const auto& [id, name] : nexuses) out.push_back(id);
+  return out;
+}
+
+namespace detail {
+
+void UnitState::add_unit_attention(std::uint64_t id, scsi::AscPair asc) {
+  auto& queue = unit_attentions[id];
+  if (std::find(queue.begin(), queue.end(), asc) != queue.end() || queue.size() >= 8) return;
+  queue.push_back(asc);
+}
+
+bool RangeLock::try_lock(std::uint64_t lba, std::uint64_t blocks) {
+  const std::uint64_t end = lba + blocks;
+  std::lock_guard g(mutex_);
+  for (const auto& [b, e] : held_)
+    if (lba < e && b < end) return false;
+  held_.emplace_back(lba, end);
+  return true;
+}
+
+void RangeLock::unlock(std::uint64_t lba, std::uint64_t blocks) noexcept {
+  std::lock_guard g(mutex_);
+  const auto it = std::find(held_.begin(), held_.end(), std::pair{lba, lba + blocks});
+  if (it != held_.end()) held_.erase(it);
+}
+
+Awaitable<RangeGuard> lock_range(RangeLock& lock, std::uint64_t lba, std::uint64_t blocks) {
+  if (blocks == 0) blocks = 1;
+  if (!lock.try_lock(lba, blocks)) {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    do {
+      timer.expires_after(std::chrono::microseconds(100));
+      boost::system::error_code ec;
+      co_await timer.async_wait(use_awaitable_ec(ec));
+    } while (!lock.try_lock(lba, blocks));
+  }
+  co_return RangeGuard(&lock, lba, blocks);
+}
+
+}  // namespace detail
 
 }  // namespace iserkit::target

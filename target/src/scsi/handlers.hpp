@@ -1,7 +1,10 @@
 // Internal to the target's SCSI layer: the per-command planning and execution functions that
 // dispatch.cpp's opcode switch calls. spc.cpp holds the SPC-5 commands (INQUIRY, REPORT LUNS,
-// REQUEST SENSE, MODE SENSE, REPORT SUPPORTED OPERATION CODES), sbc.cpp the SBC-4 ones (READ,
-// WRITE, READ CAPACITY, SYNCHRONIZE CACHE, UNMAP, WRITE SAME).
+// REQUEST SENSE, MODE SENSE, REPORT SUPPORTED OPERATION CODES), spc_state.cpp those that read or
+// change shared LU state (MODE SELECT, RESERVE/RELEASE (6), PERSISTENT RESERVE IN/OUT), sbc.cpp
+// the SBC-4 basics (READ, WRITE, READ CAPACITY, SYNCHRONIZE CACHE, UNMAP, WRITE SAME) and
+// sbc_compare.cpp the rest (VERIFY, WRITE AND VERIFY, COMPARE AND WRITE, ORWRITE, PRE-FETCH,
+// START STOP UNIT, GET LBA STATUS).
 #pragma once
 
 #include <vector>
@@ -11,6 +14,8 @@
 #include "iserkit/target/scsi_dispatcher.hpp"
 
 namespace iserkit::target::detail {
+
+struct UnitState;
 
 /// Shorthands for the sense data the handlers produce.
 scsi::SenseData illegal_request(scsi::AscPair pair) noexcept;
@@ -25,17 +30,41 @@ void plan_data_in(CommandPlan& plan, std::uint32_t allocation_length) noexcept;
 /// the number of bytes copied.
 ScsiOutcome reply_data(ConstByteSpan data, ByteSpan out) noexcept;
 
+/// True for commands that write the medium (they take the LU's range lock).
+bool is_media_write(scsi::Opcode op) noexcept;
+
+/// SBC-4 §4.5: [lba, lba + blocks) lies inside the medium; an LBA at or past the end is out of
+/// range even with zero blocks.
+bool in_range(const LogicalUnit& unit, std::uint64_t lba, std::uint64_t blocks) noexcept;
+
+/// Backend error → sense (MEDIUM ERROR, DATA PROTECT for ENOSPC/EROFS).
+scsi::SenseData from_backend_error(std::error_code ec, bool writing) noexcept;
+ScsiOutcome outcome_of(const Result<void>& r, bool writing) noexcept;
+
 // --- SPC-5 ---
 void plan_inquiry(CommandPlan& plan, ConstByteSpan cdb) noexcept;
 ScsiOutcome execute_inquiry(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out);
 void plan_report_luns(CommandPlan& plan, ConstByteSpan cdb) noexcept;
 ScsiOutcome execute_report_luns(const std::vector<scsi::Lun>& luns, ConstByteSpan cdb, ByteSpan out);
 void plan_request_sense(CommandPlan& plan, ConstByteSpan cdb) noexcept;
-ScsiOutcome execute_request_sense(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out);
+/// REQUEST SENSE reports (and clears) the oldest pending unit attention of `nexus` (SAM-5 §5.14).
+ScsiOutcome execute_request_sense(const CommandPlan& plan, UnitState* unit, std::uint64_t nexus, ConstByteSpan cdb,
+                                  ByteSpan out);
 void plan_mode_sense(CommandPlan& plan, ConstByteSpan cdb) noexcept;
 ScsiOutcome execute_mode_sense(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out);
 void plan_maintenance_in(CommandPlan& plan, ConstByteSpan cdb) noexcept;
-ScsiOutcome execute_report_supported_opcodes(ConstByteSpan cdb, ByteSpan out);
+ScsiOutcome execute_report_supported_opcodes(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out);
+
+// --- SPC-5, shared LU state (spc_state.cpp) ---
+void plan_mode_select(CommandPlan& plan, ConstByteSpan cdb) noexcept;
+ScsiOutcome execute_mode_select(const CommandPlan& plan, UnitState& unit, const ScsiDispatcher::State& state,
+                                std::uint64_t nexus, ConstByteSpan cdb, ConstByteSpan parameters);
+ScsiOutcome execute_reserve_release6(const CommandPlan& plan, UnitState& unit, std::uint64_t nexus);
+void plan_persistent_reserve_in(CommandPlan& plan, ConstByteSpan cdb) noexcept;
+ScsiOutcome execute_persistent_reserve_in(UnitState& unit, ConstByteSpan cdb, ByteSpan out);
+void plan_persistent_reserve_out(CommandPlan& plan, ConstByteSpan cdb) noexcept;
+ScsiOutcome execute_persistent_reserve_out(UnitState& unit, const ScsiDispatcher::State& state, const std::string& port,
+                                           ConstByteSpan cdb, ConstByteSpan parameters);
 
 // --- SBC-4 ---
 void plan_read_write(CommandPlan& plan, ConstByteSpan cdb) noexcept;
@@ -51,5 +80,17 @@ Awaitable<ScsiOutcome> execute_write(const CommandPlan& plan, ConstByteSpan data
 Awaitable<ScsiOutcome> execute_synchronize_cache(const CommandPlan& plan);
 Awaitable<ScsiOutcome> execute_unmap(const CommandPlan& plan, ConstByteSpan parameter_list);
 Awaitable<ScsiOutcome> execute_write_same(const CommandPlan& plan, ConstByteSpan block);
+
+// --- SBC-4 (sbc_compare.cpp) ---
+/// VERIFY, WRITE AND VERIFY, COMPARE AND WRITE, ORWRITE, WRITE ATOMIC, PRE-FETCH.
+void plan_block_command(CommandPlan& plan, ConstByteSpan cdb) noexcept;
+void plan_start_stop_unit(CommandPlan& plan, ConstByteSpan cdb) noexcept;
+/// READ DEFECT DATA (10)/(12): an empty defect list (virtual media have no defects).
+void plan_read_defect_data(CommandPlan& plan, ConstByteSpan cdb) noexcept;
+ScsiOutcome execute_read_defect_data(ConstByteSpan cdb, ByteSpan out);
+Awaitable<ScsiOutcome> execute_verify(const CommandPlan& plan, ConstByteSpan data);
+Awaitable<ScsiOutcome> execute_compare_and_write(const CommandPlan& plan, ConstByteSpan data);
+Awaitable<ScsiOutcome> execute_orwrite(const CommandPlan& plan, ConstByteSpan data);
+Awaitable<ScsiOutcome> execute_get_lba_status(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out);
 
 }  // namespace iserkit::target::detail

@@ -7,14 +7,13 @@
 #include <cstring>
 #include <vector>
 
+#include "iserkit/scsi/block_cdb.hpp"
 #include "iserkit/scsi/inquiry.hpp"
 #include "scsi/handlers.hpp"
 
 namespace iserkit::target::detail {
 
 using scsi::Opcode;
-
-namespace {
 
 // SBC-4 §4.5: the range [lba, lba + blocks) must lie inside the medium; an LBA at or past the end
 // is out of range even with zero blocks (libiscsi's *_0blocks tests check this).
@@ -35,6 +34,8 @@ ScsiOutcome outcome_of(const Result<void>& r, bool writing) noexcept {
   if (r) return ScsiOutcome::good();
   return ScsiOutcome::check_condition(from_backend_error(r.error(), writing));
 }
+
+namespace {
 
 bool all_zero(ConstByteSpan data) noexcept {
   return std::all_of(data.begin(), data.end(), [](std::byte b) { return b == std::byte{0}; });
@@ -68,13 +69,14 @@ void plan_read_write(CommandPlan& plan, ConstByteSpan cdb) noexcept {
     plan.error = scsi::SenseData::invalid_field_in_cdb(field);
     return;
   }
-  if (rw->is_write() && unit.read_only()) {
+  if (rw->is_write() && plan.write_protected) {
     plan.error = write_protected();
     return;
   }
   plan.lba = rw->lba;
   plan.blocks = rw->blocks;
   plan.fua = rw->fua;
+  plan.shortenable = rw->is_write();
   plan.direction = rw->is_write() ? DataDirection::to_target : DataDirection::from_target;
   plan.transfer_length_bytes = static_cast<std::uint32_t>(bytes);
 }
@@ -82,6 +84,25 @@ void plan_read_write(CommandPlan& plan, ConstByteSpan cdb) noexcept {
 void plan_read_capacity10(CommandPlan& plan) noexcept { plan_data_in(plan, scsi::read_capacity10_size_bytes); }
 
 void plan_service_action_in16(CommandPlan& plan, ConstByteSpan cdb) noexcept {
+  if ((load_u8(cdb.data() + 1) & 0x1f) == static_cast<std::uint8_t>(scsi::ServiceActionIn16::get_lba_status)) {
+    const auto g = scsi::parse_get_lba_status_cdb(cdb);
+    if (!g) {
+      plan.error = g.error();
+      return;
+    }
+    // SBC-4 §5.8: GET LBA STATUS exists with logical block provisioning management only.
+    if (!plan.unit->thin()) {
+      plan.error = scsi::SenseData::invalid_field_in_cdb(1, 4);
+      return;
+    }
+    if (g->lba >= plan.unit->block_count()) {
+      plan.error = lba_out_of_range();
+      return;
+    }
+    plan.lba = g->lba;
+    plan_data_in(plan, g->allocation_length);
+    return;
+  }
   const auto allocation = scsi::parse_read_capacity16_cdb(cdb);
   if (!allocation) {
     plan.error = allocation.error();
@@ -114,7 +135,7 @@ void plan_unmap(CommandPlan& plan, ConstByteSpan cdb) noexcept {
     plan.error = u.error();
     return;
   }
-  if (plan.unit->read_only()) {
+  if (plan.write_protected) {
     plan.error = write_protected();
     return;
   }
@@ -146,26 +167,28 @@ void plan_write_same(CommandPlan& plan, ConstByteSpan cdb) noexcept {
     plan.error = scsi::SenseData::invalid_field_in_cdb(1, 4);
     return;
   }
-  // WSNZ = 1 in the block limits page: NUMBER OF LOGICAL BLOCKS 0 is refused (SBC-4 §5.50).
+  // SBC-4 §5.50 (WSNZ = 0): NUMBER OF LOGICAL BLOCKS 0 means "through the last LBA"; more than
+  // MAXIMUM WRITE SAME LENGTH blocks → INVALID FIELD IN CDB (checked only for an in-range request).
   const std::uint16_t blocks_field = w->opcode == Opcode::write_same10 ? 7 : 10;
-  if (w->blocks == 0 || (unit.options().max_unmap_blocks != 0 && w->blocks > unit.options().max_unmap_blocks)) {
-    if (w->blocks == 0 || in_range(unit, w->lba, w->blocks)) {
-      plan.error = scsi::SenseData::invalid_field_in_cdb(blocks_field);
-      return;
-    }
+  std::uint64_t blocks = w->blocks;
+  if (blocks == 0 && w->lba < unit.block_count()) blocks = unit.block_count() - w->lba;
+  if (unit.options().max_unmap_blocks != 0 && blocks > unit.options().max_unmap_blocks && in_range(unit, w->lba, blocks)) {
+    plan.error = scsi::SenseData::invalid_field_in_cdb(blocks_field);
+    return;
   }
-  if (!in_range(unit, w->lba, w->blocks)) {
+  if (!in_range(unit, w->lba, blocks)) {
     plan.error = lba_out_of_range();
     return;
   }
-  if (unit.read_only()) {
+  if (plan.write_protected) {
     plan.error = write_protected();
     return;
   }
   plan.lba = w->lba;
-  plan.blocks = w->blocks;
+  plan.blocks = blocks;
   plan.unmap = w->unmap;
   plan.ndob = w->ndob;
+  plan.exact_data_out = true;
   if (!w->ndob) {
     plan.direction = DataDirection::to_target;
     plan.transfer_length_bytes = unit.block_size_bytes();
@@ -190,6 +213,9 @@ ScsiOutcome execute_read_capacity16(const CommandPlan& plan, ByteSpan out) noexc
   d.last_lba = unit.block_count() == 0 ? 0 : unit.block_count() - 1;
   d.block_length_bytes = unit.block_size_bytes();
   d.lbpme = unit.thin();
+  // Physical blocks of 4 KiB (the page and file system block size behind every backend): 512-byte
+  // LUNs report 8 logical blocks per physical block (SBC-4 §5.21.2).
+  for (std::uint32_t n = 4096 / unit.block_size_bytes(); n > 1; n >>= 1) ++d.logical_blocks_per_physical_block_exponent;
   d.lbprz = unit.thin() && unit.backend().capabilities().discard_zeroes;
   scsi::encode_read_capacity16(d, data);
   return reply_data(data, out);
@@ -248,12 +274,13 @@ Awaitable<ScsiOutcome> execute_write_same(const CommandPlan& plan, ConstByteSpan
   const std::uint64_t offset = plan.lba * bs;
   const std::uint64_t length = plan.blocks * bs;
   BlockBackend& backend = unit.backend();
+  // SBC-4 §4.7.3.5 / §5.50: with UNMAP = 1 on a thin LU the blocks are unmapped (the Data-Out
+  // block is not written; libiscsi and LIO treat the request so); they then read back as zeroes
+  // (LBPRZ = 1), so only when the backend's discard zeroes.
+  if (plan.unmap && unit.thin() && backend.capabilities().discard_zeroes) {
+    co_return outcome_of(co_await backend.discard(offset, length), true);
+  }
   if (plan.ndob || all_zero(block)) {
-    // SBC-4 §5.50: with UNMAP = 1 the device server may deallocate; it must then read back as the
-    // data given (zeroes), so only when the backend's discard zeroes.
-    if (plan.unmap && unit.thin() && backend.capabilities().discard_zeroes) {
-      co_return outcome_of(co_await backend.discard(offset, length), true);
-    }
     co_return outcome_of(co_await backend.write_zeroes(offset, length, Fua::no), true);
   }
   // Replicate the block into a buffer of up to 1 MiB and write it repeatedly.

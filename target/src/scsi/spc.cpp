@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "iserkit/scsi/inquiry.hpp"
+#include "scsi/command_table.hpp"
+#include "scsi/device_state.hpp"
 #include "scsi/handlers.hpp"
 
 namespace iserkit::target::detail {
@@ -75,7 +77,8 @@ std::vector<std::byte> vpd_page(const LogicalUnit& unit, std::uint8_t page) {
     case scsi::vpd::block_limits: {
       scsi::BlockLimits b;
       const std::uint32_t granularity = std::max<std::uint32_t>(1, 4096 / unit.block_size_bytes());
-      b.wsnz = true;  // WRITE SAME with NUMBER OF LOGICAL BLOCKS 0 is refused (SBC-4 §6.6.4)
+      b.wsnz = false;  // WRITE SAME with NUMBER OF LOGICAL BLOCKS 0 writes to the end (SBC-4 §5.50)
+      b.maximum_compare_and_write_length = 255;  // COMPARE AND WRITE (SBC-4 §5.3), blocks
       b.optimal_transfer_length_granularity = static_cast<std::uint16_t>(granularity);
       b.maximum_transfer_length = unit.max_transfer_blocks();
       b.optimal_transfer_length = unit.max_transfer_blocks();
@@ -85,6 +88,8 @@ std::vector<std::byte> vpd_page(const LogicalUnit& unit, std::uint8_t page) {
         b.optimal_unmap_granularity = granularity;
       }
       b.maximum_write_same_length = unit.options().max_unmap_blocks;
+      // WRITE ATOMIC (16): any aligned length up to the transfer limit (SBC-4 §4.29, §5.48).
+      b.maximum_atomic_transfer_length = unit.max_transfer_blocks();
       return scsi::encode_block_limits(b);
     }
     case scsi::vpd::block_device_characteristics:
@@ -161,15 +166,24 @@ void plan_request_sense(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   plan_data_in(plan, r->allocation_length);
 }
 
-ScsiOutcome execute_request_sense(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out) {
+ScsiOutcome execute_request_sense(const CommandPlan& plan, UnitState* unit, std::uint64_t nexus, ConstByteSpan cdb,
+                                  ByteSpan out) {
   const auto r = scsi::parse_request_sense_cdb(cdb);
   if (!r) return ScsiOutcome::check_condition(r.error());
-  // No deferred errors or unit attentions are kept (autosense only), so the answer is NO SENSE,
-  // except for a LUN without a logical unit: SPC-5 §6.39.1 returns LOGICAL UNIT NOT SUPPORTED as
-  // parameter data with GOOD status.
-  const scsi::SenseData sense = plan.unit == nullptr
-                                    ? illegal_request(scsi::asc::logical_unit_not_supported)
-                                    : scsi::SenseData::make(scsi::SenseKey::no_sense, scsi::asc::no_additional_sense);
+  // SAM-5 §5.14 / SPC-5 §6.39: a pending unit attention is returned as the parameter data (and
+  // cleared); otherwise NO SENSE (no deferred errors are kept: autosense only), except for a LUN
+  // without a logical unit: LOGICAL UNIT NOT SUPPORTED as parameter data with GOOD status.
+  scsi::SenseData sense = plan.unit == nullptr
+                              ? illegal_request(scsi::asc::logical_unit_not_supported)
+                              : scsi::SenseData::make(scsi::SenseKey::no_sense, scsi::asc::no_additional_sense);
+  if (unit != nullptr) {
+    std::lock_guard g(unit->mutex);
+    auto it = unit->unit_attentions.find(nexus);
+    if (it != unit->unit_attentions.end() && !it->second.empty()) {
+      sense = scsi::SenseData::make(scsi::SenseKey::unit_attention, it->second.front());
+      it->second.pop_front();
+    }
+  }
   std::array<std::byte, scsi::max_sense_size_bytes> buf{};
   const std::size_t n = scsi::encode_sense(
       sense, r->descriptor_format ? scsi::SenseFormat::descriptor : scsi::SenseFormat::fixed, buf);
@@ -197,7 +211,7 @@ void append_caching_page(std::vector<std::byte>& out, const LogicalUnit& unit, s
   out.insert(out.end(), page.begin(), page.end());
 }
 
-void append_control_page(std::vector<std::byte>& out, scsi::ModePageControl pc) {
+void append_control_page(std::vector<std::byte>& out, scsi::ModePageControl pc, bool swp) {
   // SPC-5 §7.5.8, table 457: 12 bytes. D_SENSE = 0 (fixed sense), QUEUE ALGORITHM MODIFIER 1
   // (unrestricted reordering), QERR 00b, BUSY TIMEOUT PERIOD unlimited.
   std::array<std::byte, 12> page{};
@@ -205,7 +219,10 @@ void append_control_page(std::vector<std::byte>& out, scsi::ModePageControl pc) 
   store_u8(page.data() + 1, 0x0a);
   if (pc != scsi::ModePageControl::changeable) {
     store_u8(page.data() + 3, 0x10);
+    if (swp && pc == scsi::ModePageControl::current) store_u8(page.data() + 4, 0x08);  // SWP
     store_be16(page.data() + 8, 0xffff);
+  } else {
+    store_u8(page.data() + 4, 0x08);  // SWP is changeable (MODE SELECT, spc_state.cpp)
   }
   out.insert(out.end(), page.begin(), page.end());
 }
@@ -244,7 +261,7 @@ ScsiOutcome execute_mode_sense(const CommandPlan& plan, ConstByteSpan cdb, ByteS
   const std::size_t header = m->ten ? 8 : 4;
   std::vector<std::byte> data(header);
   // DEVICE-SPECIFIC PARAMETER for direct-access devices (SBC-4 §6.5.1): WP bit 7, DPOFUA bit 4.
-  const std::uint8_t device_specific = static_cast<std::uint8_t>((unit.read_only() ? 0x80 : 0) | 0x10);
+  const std::uint8_t device_specific = static_cast<std::uint8_t>((plan.write_protected ? 0x80 : 0) | 0x10);
   std::size_t descriptor_length = 0;
   if (!m->dbd) {
     const bool long_lba = m->ten && m->llbaa;
@@ -262,7 +279,7 @@ ScsiOutcome execute_mode_sense(const CommandPlan& plan, ConstByteSpan cdb, ByteS
     data.insert(data.end(), d.begin(), d.end());
   }
   if (m->page_code == caching_page || m->page_code == all_pages) append_caching_page(data, unit, m->pc);
-  if (m->page_code == control_page || m->page_code == all_pages) append_control_page(data, m->pc);
+  if (m->page_code == control_page || m->page_code == all_pages) append_control_page(data, m->pc, plan.software_write_protect);
   if (m->ten) {
     store_be16(data.data(), static_cast<std::uint16_t>(data.size() - 2));  // MODE DATA LENGTH: n - 1 - 1
     store_u8(data.data() + 3, device_specific);
@@ -277,45 +294,23 @@ ScsiOutcome execute_mode_sense(const CommandPlan& plan, ConstByteSpan cdb, ByteS
 }
 
 // ---------------------------------------------------------------------------------------------
-// REPORT SUPPORTED OPERATION CODES (MAINTENANCE IN, service action 0Ch)
+// REPORT SUPPORTED OPERATION CODES (MAINTENANCE IN, service action 0Ch), from command_table.cpp
 // ---------------------------------------------------------------------------------------------
 
 namespace {
 
 constexpr std::uint8_t report_supported_opcodes_sa = 0x0c;
 
-// One supported command: its CDB USAGE DATA (SPC-5 §6.35.3): byte 0 the opcode, then a mask of the
-// bits the device server looks at.
-struct UsageRow {
-  Opcode opcode;
-  std::uint8_t service_action;  // meaningful when has_service_action
-  bool has_service_action;
-  std::array<std::uint8_t, 16> usage;
-  std::uint8_t length;
-};
+bool available(const CommandInfo& c, const LogicalUnit& unit) noexcept {
+  return c.availability == Availability::always || unit.thin();
+}
 
-constexpr std::array<UsageRow, 20> usage_table{{
-    {Opcode::test_unit_ready, 0, false, {0x00, 0, 0, 0, 0, 0x07}, 6},
-    {Opcode::request_sense, 0, false, {0x03, 0x01, 0, 0, 0xff, 0x07}, 6},
-    {Opcode::read6, 0, false, {0x08, 0x1f, 0xff, 0xff, 0xff, 0x07}, 6},
-    {Opcode::write6, 0, false, {0x0a, 0x1f, 0xff, 0xff, 0xff, 0x07}, 6},
-    {Opcode::inquiry, 0, false, {0x12, 0x01, 0xff, 0xff, 0xff, 0x07}, 6},
-    {Opcode::mode_sense6, 0, false, {0x1a, 0x08, 0xff, 0xff, 0xff, 0x07}, 6},
-    {Opcode::read_capacity10, 0, false, {0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0x07}, 10},
-    {Opcode::read10, 0, false, {0x28, 0x18, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x07}, 10},
-    {Opcode::write10, 0, false, {0x2a, 0x18, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x07}, 10},
-    {Opcode::synchronize_cache10, 0, false, {0x35, 0x02, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x07}, 10},
-    {Opcode::write_same10, 0, false, {0x41, 0x18, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x07}, 10},
-    {Opcode::unmap, 0, false, {0x42, 0x00, 0, 0, 0, 0, 0, 0xff, 0xff, 0x07}, 10},
-    {Opcode::mode_sense10, 0, false, {0x5a, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0x07}, 10},
-    {Opcode::read16, 0, false, {0x88, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 16},
-    {Opcode::write16, 0, false, {0x8a, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 16},
-    {Opcode::synchronize_cache16, 0, false, {0x91, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 16},
-    {Opcode::write_same16, 0, false, {0x93, 0x19, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 16},
-    {Opcode::service_action_in16, 0x10, true, {0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 16},
-    {Opcode::report_luns, 0, false, {0xa0, 0, 0xff, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 12},
-    {Opcode::maintenance_in, 0x0c, true, {0xa3, 0x0c, 0x07, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, 12},
-}};
+// SPC-5 §6.35.4: the command timeouts descriptor (12 bytes). No timeouts are known: 0 = unknown.
+void append_timeouts_descriptor(std::vector<std::byte>& data) {
+  std::array<std::byte, 12> t{};
+  store_be16(t.data(), 0x0a);  // DESCRIPTOR LENGTH
+  data.insert(data.end(), t.begin(), t.end());
+}
 
 }  // namespace
 
@@ -324,54 +319,57 @@ void plan_maintenance_in(CommandPlan& plan, ConstByteSpan cdb) noexcept {
     plan.error = scsi::SenseData::invalid_field_in_cdb(1, 4);
     return;
   }
+  // SPC-5 §6.35.1, table 262: REPORTING OPTIONS 000b..011b; RCTD (bit 7) asks for timeouts.
   const std::uint8_t options = load_u8(cdb.data() + 2) & 0x07;
-  if (options > 3 || (load_u8(cdb.data() + 2) & 0x80) != 0) {  // RCTD (timeouts) not supported
-    plan.error = scsi::SenseData::invalid_field_in_cdb(2);
+  if (options > 3) {
+    plan.error = scsi::SenseData::invalid_field_in_cdb(2, 2);
     return;
   }
   plan_data_in(plan, load_be32(cdb.data() + 6));
 }
 
-ScsiOutcome execute_report_supported_opcodes(ConstByteSpan cdb, ByteSpan out) {
+ScsiOutcome execute_report_supported_opcodes(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out) {
+  const LogicalUnit& unit = *plan.unit;
   const std::uint8_t options = load_u8(cdb.data() + 2) & 0x07;
-  const auto requested = static_cast<Opcode>(load_u8(cdb.data() + 3));
+  const bool rctd = (load_u8(cdb.data() + 2) & 0x80) != 0;
+  const std::uint8_t requested = load_u8(cdb.data() + 3);
   const std::uint16_t requested_sa = load_be16(cdb.data() + 4);
   std::vector<std::byte> data;
   if (options == 0) {
-    // SPC-5 §6.35.2: all commands, 8-byte command descriptors after a 4-byte length.
-    data.resize(4 + 8 * usage_table.size());
-    std::byte* p = data.data() + 4;
-    for (const auto& row : usage_table) {
-      store_u8(p, static_cast<std::uint8_t>(row.opcode));
-      store_be16(p + 2, row.service_action);
-      store_u8(p + 5, row.has_service_action ? 0x01 : 0);  // SERVACTV
-      store_be16(p + 6, row.length);
-      p += 8;
+    // SPC-5 §6.35.2: all commands: a 4-byte length, then 8-byte command descriptors (20 with
+    // CTDP set and a timeouts descriptor when RCTD is 1).
+    data.resize(4);
+    for (const auto& c : command_table()) {
+      if (!available(c, unit)) continue;
+      std::array<std::byte, 8> d{};
+      store_u8(d.data(), static_cast<std::uint8_t>(c.opcode));
+      store_be16(d.data() + 2, c.has_service_action ? c.service_action : 0);
+      store_u8(d.data() + 5, static_cast<std::uint8_t>((c.has_service_action ? 0x01 : 0) | (rctd ? 0x02 : 0)));  // SERVACTV, CTDP
+      store_be16(d.data() + 6, c.cdb_length);
+      data.insert(data.end(), d.begin(), d.end());
+      if (rctd) append_timeouts_descriptor(data);
     }
     store_be32(data.data(), static_cast<std::uint32_t>(data.size() - 4));
     return reply_data(data, out);
   }
-  // SPC-5 §6.35.3: one command. Options 1: opcode only (INVALID FIELD if it has service actions);
-  // 2: opcode + service action (INVALID FIELD if it has none); 3: either.
-  const UsageRow* found = nullptr;
-  bool opcode_has_sa = false;
-  for (const auto& row : usage_table) {
-    if (row.opcode != requested) continue;
-    opcode_has_sa = row.has_service_action;
-    if (!row.has_service_action || row.service_action == requested_sa) found = &row;
-  }
-  if (options == 1 && opcode_has_sa) return ScsiOutcome::check_condition(scsi::SenseData::invalid_field_in_cdb(3));
-  if (options == 2 && found != nullptr && !opcode_has_sa)
-    return ScsiOutcome::check_condition(scsi::SenseData::invalid_field_in_cdb(2));
+  // SPC-5 §6.35.3: one command. 001b: by opcode (INVALID FIELD IN CDB if it has service actions);
+  // 010b: by opcode and service action (INVALID FIELD IN CDB if it has none); 011b: either.
+  const bool has_sa = opcode_has_service_actions(requested);
+  if (options == 1 && has_sa) return ScsiOutcome::check_condition(scsi::SenseData::invalid_field_in_cdb(2, 2));
+  if (options == 2 && !has_sa && find_command(requested, 0) != nullptr)
+    return ScsiOutcome::check_condition(scsi::SenseData::invalid_field_in_cdb(2, 2));
+  const CommandInfo* found = find_command(requested, has_sa ? requested_sa : 0);
+  if (found != nullptr && !available(*found, unit)) found = nullptr;
   data.resize(4);
   if (found == nullptr) {
     store_u8(data.data() + 1, 0x01);  // SUPPORT 001b: not supported
     return reply_data(data, out);
   }
-  store_u8(data.data() + 1, 0x03);  // SUPPORT 011b: supported as the standard says
-  store_be16(data.data() + 2, found->length);
+  store_u8(data.data() + 1, static_cast<std::uint8_t>((rctd ? 0x80 : 0) | 0x03));  // CTDP; SUPPORT 011b
+  store_be16(data.data() + 2, found->cdb_length);
   data.insert(data.end(), reinterpret_cast<const std::byte*>(found->usage.data()),
-              reinterpret_cast<const std::byte*>(found->usage.data()) + found->length);
+              reinterpret_cast<const std::byte*>(found->usage.data()) + found->cdb_length);
+  if (rctd) append_timeouts_descriptor(data);
   return reply_data(data, out);
 }
 

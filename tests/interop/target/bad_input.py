@@ -173,6 +173,24 @@ def write10(c, lba, payload):
     assert rbhs[0] & 0x3F == 0x21 and rbhs[3] == 0, "WRITE failed"
 
 
+def clear_unit_attention(c):
+    """TEST UNIT READY until GOOD. A new I_T nexus first hears POWER ON, RESET, OR BUS DEVICE RESET
+    OCCURRED (SAM-5 §5.14: UNIT ATTENTION, ASC/ASCQ 29h/00h); returns the unit attentions seen."""
+    seen = []
+    for _ in range(10):
+        itt, bhs = scsi_bhs(c, bytes(6), 0)
+        c.send(bhs)
+        rbhs, data = c.recv()
+        assert rbhs is not None and rbhs[0] & 0x3F == 0x21, "no SCSI Response to TEST UNIT READY"
+        if rbhs[3] == 0:
+            return seen
+        assert rbhs[3] == 0x02 and len(data) >= 2 + 14, f"TEST UNIT READY status {rbhs[3]:#x}"
+        sense = data[2:]
+        assert sense[2] & 0x0F == 0x06, f"sense key {sense[2] & 0x0f:#x}, expected UNIT ATTENTION"
+        seen.append((sense[12], sense[13]))
+    raise AssertionError("unit attentions do not clear")
+
+
 def check(name, fn):
     fn()
     print(f"ok: {name}")
@@ -180,6 +198,7 @@ def check(name, fn):
 
 def main():
     good = login()
+    assert clear_unit_attention(good) == [(0x29, 0x00)], "a new nexus must first hear POWER ON/RESET"
     pattern = bytes(range(256)) * 16  # 4096 bytes
     write10(good, 8, pattern)
     assert read10(good, 8, 8) == pattern
@@ -210,6 +229,7 @@ def main():
         assert c.closed()
 
     bad = login()
+    clear_unit_attention(bad)
 
     def unknown_opcode():
         bhs = bytes([0x1C, 0x80]) + b"\0" * 14 + struct.pack(">I", 77) + b"\0" * 28
@@ -287,6 +307,7 @@ def main():
     bad.s.sendall(b"\x01" + b"\xff" * 47)
     bad.s.close()
     again = login()
+    clear_unit_attention(again)
     assert read10(again, 8, 8) == pattern
     assert read10(good, 8, 8) == pattern
     print("PASS")

@@ -156,6 +156,35 @@ TYPED_TEST(BackendContract, WriteZeroes) {
   EXPECT_EQ(std::memcmp(r + 5120, w + 5120, 3072), 0);
 }
 
+TYPED_TEST(BackendContract, AllocationMapShowsHolesAndData) {
+  // A fresh LUN is one hole; after writing 1 MiB at 4 MiB that range is data and the rest holes
+  // (memory: 1 MiB chunks; sparse file: SEEK_DATA/SEEK_HOLE). A file system without hole support
+  // would report data everywhere: then only the written range is checked.
+  auto* b = this->backend_.get();
+  auto first = test::run(this->ctx_, b->allocation(0, lun_size));
+  ASSERT_TRUE(first);
+  ASSERT_GT(first->length_bytes, 0u);
+  const bool holes = !first->allocated;
+  if (holes) {
+    EXPECT_EQ(first->length_bytes, lun_size);
+  }
+  auto* buf = this->aligned(1u << 20);
+  this->pattern({buf, 1u << 20}, 3);
+  ASSERT_TRUE(this->write(4u << 20, {buf, 1u << 20}));
+  auto at = test::run(this->ctx_, b->allocation(4u << 20, lun_size - (4u << 20)));
+  ASSERT_TRUE(at);
+  EXPECT_TRUE(at->allocated);
+  if (!holes) return;
+  EXPECT_EQ(at->length_bytes, 1u << 20);
+  auto before = test::run(this->ctx_, b->allocation(1u << 20, lun_size - (1u << 20)));
+  ASSERT_TRUE(before);
+  EXPECT_FALSE(before->allocated);
+  EXPECT_EQ(before->length_bytes, 3u << 20);
+  // The length never exceeds what was asked.
+  auto capped = test::run(this->ctx_, b->allocation(4u << 20, 4096));
+  EXPECT_EQ(capped->length_bytes, 4096u);
+}
+
 TYPED_TEST(BackendContract, ReadOnlyRefusesWrites) {
   auto ro = this->factory_.make(true);
   ASSERT_TRUE(ro);

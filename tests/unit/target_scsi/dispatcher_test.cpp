@@ -146,10 +146,12 @@ TEST_F(Dispatcher, VpdPages) {
   r = run(scsi::inquiry({.evpd = true, .page_code = 0xb0}));
   const auto bl = scsi::parse_block_limits(r.data_in);
   ASSERT_TRUE(bl);
-  EXPECT_EQ(bl->maximum_transfer_length, (8u << 20) / 512);
+  EXPECT_EQ(bl->maximum_transfer_length, (32u << 20) / 512);
+  EXPECT_EQ(bl->maximum_compare_and_write_length, 255);
+  EXPECT_EQ(bl->maximum_atomic_transfer_length, bl->maximum_transfer_length);
   EXPECT_EQ(bl->maximum_unmap_block_descriptor_count, 256u);
   EXPECT_GT(bl->maximum_unmap_lba_count, 0u);
-  EXPECT_TRUE(bl->wsnz);
+  EXPECT_FALSE(bl->wsnz);  // WRITE SAME with 0 blocks writes to the end
   r = run(scsi::inquiry({.evpd = true, .page_code = 0xb1}));
   EXPECT_EQ(scsi::parse_block_device_characteristics(r.data_in)->medium_rotation_rate, 1);
   r = run(scsi::inquiry({.evpd = true, .page_code = 0xb2}));
@@ -302,7 +304,8 @@ TEST_F(Dispatcher, OutOfRangeLbaNeverReachesBackend) {
 }
 
 TEST_F(Dispatcher, UnknownOpcodes) {
-  for (std::uint8_t op : {0x2f /* VERIFY(10): not implemented */, 0xc0 /* vendor */, 0x7f /* variable */, 0x89}) {
+  for (std::uint8_t op : {0x04 /* FORMAT UNIT: not implemented */, 0xc0 /* vendor */, 0x7f /* variable */,
+                          0x48 /* SANITIZE */, 0x83 /* EXTENDED COPY */}) {
     std::vector<std::byte> cdb(16);
     cdb[0] = std::byte{op};
     const auto p = dispatcher_.plan(Lun::from_index(0), cdb);
@@ -398,9 +401,13 @@ TEST_F(Dispatcher, WriteSame) {
   EXPECT_EQ(backends_[0]->zero_writes, 1);
   const auto z = run(scsi::read16({.lba = 20, .blocks = 3}));
   EXPECT_TRUE(std::all_of(z.data_in.begin(), z.data_in.end(), [](std::byte b) { return b == std::byte{0}; }));
-  // NUMBER OF LOGICAL BLOCKS 0 is refused (WSNZ).
-  expect_sense(run(scsi::write_same16({.lba = 0, .blocks = 0}), block), scsi::SenseKey::illegal_request,
-               scsi::asc::invalid_field_in_cdb);
+  // NUMBER OF LOGICAL BLOCKS 0 (WSNZ = 0): from the LBA through the last block (SBC-4 §5.50).
+  const std::uint64_t last = (16u << 20) / 512 - 1;
+  r = run(scsi::write_same16({.lba = last - 1, .blocks = 0}), block);
+  ASSERT_EQ(r.outcome.status, scsi::Status::good);
+  EXPECT_EQ(r.plan.blocks, 2u);
+  const auto tail = run(scsi::read16({.lba = last - 1, .blocks = 2}));
+  EXPECT_TRUE(std::equal(block.begin(), block.end(), tail.data_in.begin() + 512));
 }
 
 TEST_F(Dispatcher, ReportSupportedOpcodesOneCommand) {

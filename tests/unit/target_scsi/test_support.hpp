@@ -52,6 +52,9 @@ class CountingBackend final : public BlockBackend {
     ++zero_writes;
     co_return co_await inner_->write_zeroes(o, n, f);
   }
+  Awaitable<Result<AllocationExtent>> allocation(std::uint64_t o, std::uint64_t n) override {
+    co_return co_await inner_->allocation(o, n);
+  }
   [[nodiscard]] int total() const noexcept { return reads + writes + flushes + discards + zero_writes; }
 
   int reads = 0, writes = 0, fua_writes = 0, flushes = 0, discards = 0, zero_writes = 0;

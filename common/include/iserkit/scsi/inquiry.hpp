@@ -94,6 +94,7 @@ Result<std::vector<Designator>> parse_device_identification(ConstByteSpan data);
 /// reported.
 struct BlockLimits {
   bool wsnz = false;                              ///< WRITE SAME with zero blocks is not supported
+  std::uint8_t maximum_compare_and_write_length = 0;  ///< logical blocks; 0 = COMPARE AND WRITE not supported
   std::uint16_t optimal_transfer_length_granularity = 0;
   std::uint32_t maximum_transfer_length = 0;
   std::uint32_t optimal_transfer_length = 0;
@@ -104,6 +105,11 @@ struct BlockLimits {
   bool ugavalid = false;
   std::uint32_t unmap_granularity_alignment = 0;
   std::uint64_t maximum_write_same_length = 0;
+  std::uint32_t maximum_atomic_transfer_length = 0;       ///< blocks; 0 = WRITE ATOMIC not supported
+  std::uint32_t atomic_alignment = 0;                     ///< blocks; 0 = any
+  std::uint32_t atomic_transfer_length_granularity = 0;   ///< blocks; 0 = any
+  std::uint32_t maximum_atomic_transfer_length_with_atomic_boundary = 0;
+  std::uint32_t maximum_atomic_boundary_size = 0;
   friend bool operator==(const BlockLimits&, const BlockLimits&) = default;
 };
 /// Size in bytes of the 0xb0 page (header + 0x3c).

@@ -15,6 +15,8 @@ enum class Opcode : std::uint8_t {
   write6 = 0x0a,                   ///< SBC-4 §5.40
   inquiry = 0x12,                  ///< SPC-5 §6.6
   mode_select6 = 0x15,             ///< SPC-5 §6.11
+  reserve6 = 0x16,                 ///< SPC-2 §7.21 (obsolete in SPC-5, still used)
+  release6 = 0x17,                 ///< SPC-2 §7.19
   mode_sense6 = 0x1a,              ///< SPC-5 §6.13
   start_stop_unit = 0x1b,          ///< SBC-4 §5.25
   prevent_allow_medium_removal = 0x1e,  ///< SPC-5 §6.16 (SBC-4)
@@ -23,9 +25,12 @@ enum class Opcode : std::uint8_t {
   write10 = 0x2a,                  ///< SBC-4 §5.41
   write_and_verify10 = 0x2e,       ///< SBC-4 §5.45
   verify10 = 0x2f,                 ///< SBC-4 §5.34
+  prefetch10 = 0x34,               ///< SBC-4 §5.11
   synchronize_cache10 = 0x35,      ///< SBC-4 §5.27
+  read_defect_data10 = 0x37,       ///< SBC-4 §5.19
   write_same10 = 0x41,             ///< SBC-4 §5.49
   unmap = 0x42,                    ///< SBC-4 §5.32
+  sanitize = 0x48,                 ///< SBC-4 §5.24
   mode_select10 = 0x55,            ///< SPC-5 §6.12
   mode_sense10 = 0x5a,             ///< SPC-5 §6.14
   persistent_reserve_in = 0x5e,    ///< SPC-5 §6.17
@@ -33,15 +38,21 @@ enum class Opcode : std::uint8_t {
   read16 = 0x88,                   ///< SBC-4 §5.18
   compare_and_write = 0x89,        ///< SBC-4 §5.3
   write16 = 0x8a,                  ///< SBC-4 §5.43
+  orwrite16 = 0x8b,                ///< SBC-4 §5.10
   write_and_verify16 = 0x8e,       ///< SBC-4 §5.47
   verify16 = 0x8f,                 ///< SBC-4 §5.36
+  prefetch16 = 0x90,               ///< SBC-4 §5.12
   synchronize_cache16 = 0x91,      ///< SBC-4 §5.28
   write_same16 = 0x93,             ///< SBC-4 §5.50
+  write_atomic16 = 0x9c,           ///< SBC-4 §5.48
   service_action_in16 = 0x9e,      ///< SPC-5 / SBC-4: READ CAPACITY (16) is service action 0x10
   report_luns = 0xa0,              ///< SPC-5 §6.33
   maintenance_in = 0xa3,           ///< SPC-5: REPORT SUPPORTED OPERATION CODES etc.
   read12 = 0xa8,                   ///< SBC-4 §5.17
   write12 = 0xaa,                  ///< SBC-4 §5.42
+  write_and_verify12 = 0xae,       ///< SBC-4 §5.46
+  read_defect_data12 = 0xb7,       ///< SBC-4 §5.20
+  verify12 = 0xaf,                 ///< SBC-4 §5.35
 };
 
 /// Service actions of SERVICE ACTION IN (16) (SBC-4 §5.21, §5.22).
@@ -111,6 +122,17 @@ inline constexpr AscPair saving_parameters_not_supported{0x39, 0x00};
 inline constexpr AscPair command_sequence_error{0x2c, 0x00};
 inline constexpr AscPair invalid_field_in_information_unit{0x0e, 0x03};  ///< e.g. Data-Out longer/shorter than the CDB says
 inline constexpr AscPair logical_block_address_out_of_range = lba_out_of_range;
+inline constexpr AscPair invalid_release_of_persistent_reservation{0x26, 0x04};
+inline constexpr AscPair power_on_occurred{0x29, 0x01};
+inline constexpr AscPair scsi_bus_reset_occurred{0x29, 0x02};
+inline constexpr AscPair bus_device_reset_function_occurred{0x29, 0x03};
+inline constexpr AscPair i_t_nexus_loss_occurred{0x29, 0x07};
+inline constexpr AscPair mode_parameters_changed{0x2a, 0x01};
+inline constexpr AscPair reservations_preempted{0x2a, 0x03};
+inline constexpr AscPair reservations_released{0x2a, 0x04};
+inline constexpr AscPair registrations_preempted{0x2a, 0x05};
+inline constexpr AscPair reported_luns_data_has_changed{0x3f, 0x0e};
+inline constexpr AscPair medium_removal_prevented{0x53, 0x02};
 }  // namespace asc
 
 /// Peripheral device types (SPC-5 §6.6.2, table 149) that iserkit reports or recognises.

@@ -32,6 +32,12 @@ struct BackendCapabilities {
   std::uint32_t max_io_bytes = 0;            ///< largest single request in bytes; 0 = no limit
 };
 
+/// One run of a backend's allocation map (thin provisioning: SBC-4 §4.7.2, GET LBA STATUS §5.8).
+struct AllocationExtent {
+  bool allocated = true;          ///< false: a hole (unmapped; reads as zeroes)
+  std::uint64_t length_bytes = 0; ///< bytes from the queried offset that share this state (> 0)
+};
+
 /// Asynchronous block storage addressed in bytes.
 ///
 /// Errors: every operation returns a std::error_code in std::generic_category() (an errno), e.g.
@@ -66,6 +72,15 @@ class BlockBackend {
   /// Makes `length_bytes` at `offset_bytes` read as zeroes (WRITE SAME with a zero block), by the
   /// cheapest means (zero range, hole punch, or writing zeroes). Fua as for write().
   virtual Awaitable<Result<void>> write_zeroes(std::uint64_t offset_bytes, std::uint64_t length_bytes, Fua fua) = 0;
+
+  /// The allocation state at `offset_bytes` and how far it extends, at most `max_length_bytes`
+  /// (> 0): holes of a sparse file (SEEK_DATA/SEEK_HOLE), unallocated chunks of a memory LUN. The
+  /// length may end anywhere (file system blocks); callers round. Default: all allocated.
+  /// Errors: the errno of the query.
+  virtual Awaitable<Result<AllocationExtent>> allocation(std::uint64_t offset_bytes, std::uint64_t max_length_bytes) {
+    (void)offset_bytes;
+    co_return AllocationExtent{.allocated = true, .length_bytes = max_length_bytes};
+  }
 };
 
 }  // namespace iserkit::target

@@ -33,7 +33,9 @@ struct LogicalUnitOptions {
   bool read_only = false;
   /// Largest READ/WRITE in bytes (VPD 0xb0 MAXIMUM TRANSFER LENGTH, rounded down to blocks);
   /// larger commands get INVALID FIELD IN CDB. 0 = no limit.
-  std::uint32_t max_transfer_bytes = 8u << 20;
+  /// 32 MiB: 65536 blocks of 512 bytes in one command, as conformance tools send (libiscsi's
+  /// WRITE SAME tests write 64 Ki blocks with one WRITE (16)).
+  std::uint32_t max_transfer_bytes = 32u << 20;
   /// Most UNMAP block descriptors in one command (VPD 0xb0).
   std::uint32_t max_unmap_descriptors = 256;
   /// Most blocks one UNMAP or WRITE SAME may cover (VPD 0xb0, in logical blocks); 0 = no limit.

@@ -1,20 +1,29 @@
 // The target's SCSI layer (layer 4): the device server of one target node. It owns the node's LUN
-// map and runs commands in two phases so the transport can reject a command before moving data and
-// can place Data-Out directly into the buffer the command will use:
+// map, the per-logical-unit state shared by all I_T nexuses (unit attention queues, RESERVE(6) and
+// persistent reservations, software write protect, the COMPARE AND WRITE range lock) and runs
+// commands in two phases so the transport can reject a command before moving data and can place
+// Data-Out directly into the buffer the command will use:
 //
-//   1. plan(lun, cdb): parse and validate (opcode known, fields, LBA range, write protection).
-//      Cheap, no I/O, no allocation that outlives the call. Says which way data flows and exactly
-//      how many bytes the command wants to move, or gives the sense for an immediate CHECK CONDITION.
-//   2. execute(lun, cdb, plan, data): run it (backend I/O), fill the data-in buffer, give the status.
+//   1. plan(nexus, lun, cdb): unit attention (SAM-5 §5.14), reservation conflict (SPC-5 §5.14.1),
+//      then parse and validate (opcode known, fields, LBA range, write protection). No I/O, no
+//      allocation that outlives the call. Says which way data flows and exactly how many bytes the
+//      command wants to move, or gives the status for an immediate answer.
+//   2. execute(nexus, lun, cdb, plan, data): run it (backend I/O), fill the data-in buffer, give
+//      the status.
 //
-// Implements SPC-5 (INQUIRY §6.6 + VPD §7.7, REPORT LUNS §6.33, TEST UNIT READY §6.47, REQUEST
-// SENSE §6.39, MODE SENSE §6.13/§6.14 with the caching and control pages §7.5) and SBC-4 (READ/WRITE
-// 6/10/12/16, READ CAPACITY 10/16, SYNCHRONIZE CACHE 10/16, UNMAP, WRITE SAME 10/16, VPD 0xb0-0xb2).
+// The transport names each I_T nexus (SAM-5 §4.7) once with open_nexus() and ends it with
+// close_nexus() (I_T nexus loss); task management functions that change device state go through
+// task_management(). Implements SPC-5 (INQUIRY + VPD, REPORT LUNS, TEST UNIT READY, REQUEST
+// SENSE, MODE SENSE/SELECT, REPORT SUPPORTED OPERATION CODES, PERSISTENT RESERVE IN/OUT,
+// RESERVE/RELEASE (6)) and SBC-4 (READ/WRITE 6/10/12/16, VERIFY and WRITE AND VERIFY 10/12/16,
+// COMPARE AND WRITE, ORWRITE (16), PRE-FETCH 10/16, READ CAPACITY 10/16, GET LBA STATUS,
+// SYNCHRONIZE CACHE 10/16, UNMAP, WRITE SAME 10/16, START STOP UNIT, VPD 0xb0-0xb2).
 // Anything else: CHECK CONDITION, ILLEGAL REQUEST, INVALID COMMAND OPERATION CODE.
-// Free of iSCSI types: no ITT, CmdSN, EDTL or PDU here.
+// Free of iSCSI types: no ITT, CmdSN, EDTL or PDU here; a nexus is an opaque id plus a name.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,40 +46,24 @@ enum class DataDirection : std::uint8_t {
   from_target,  ///< Data-In: the target returns data (READ, INQUIRY, ...)
 };
 
-/// The result of phase 1 for one command.
-///
-/// How the transport uses it:
-/// - `error` set: answer CHECK CONDITION with that sense at once; do not call execute(); do not ask
-///   for Data-Out (no R2T) and discard any immediate/unsolicited data the command carried.
-/// - otherwise allocate a buffer of exactly `transfer_length_bytes` bytes (when not 0), receive the
-///   Data-Out into it for to_target, then call execute() with it.
-/// - `direction` is none exactly when `transfer_length_bytes` is 0.
-/// - Residuals are the transport's (RFC 7143 §11.4.5): compare the initiator's Expected Data
-///   Transfer Length (EDTL) with `transfer_length_bytes` for to_target, and with the outcome's
-///   `data_length_bytes` for from_target. When EDTL < transfer_length_bytes for a to_target
-///   command, answer CHECK CONDITION ILLEGAL REQUEST / INVALID FIELD IN INFORMATION UNIT
-///   (`scsi::asc::invalid_field_in_information_unit`) with an overflow residual and do not call
-///   execute(); for from_target still call execute() with a full-size buffer and send only
-///   min(EDTL, data_length_bytes) bytes (overflow residual = data_length_bytes - EDTL).
-struct CommandPlan {
-  DataDirection direction = DataDirection::none;
-  /// Exact number of bytes the command moves: READ/WRITE blocks × block size, INQUIRY/REPORT LUNS/
-  /// MODE SENSE the allocation length, UNMAP the parameter list length, WRITE SAME one block.
-  std::uint32_t transfer_length_bytes = 0;
-  /// Set: the command failed validation; answer CHECK CONDITION with this sense, skip execute().
-  std::optional<scsi::SenseData> error;
-
-  // --- Everything below is private to the SCSI layer: read by execute(), not by the transport. ---
-  scsi::Opcode opcode = scsi::Opcode::test_unit_ready;  ///< byte 0 of the CDB
-  const LogicalUnit* unit = nullptr;  ///< the addressed logical unit; nullptr = no LU at this LUN
-  std::uint64_t lba = 0;              ///< first logical block (media commands)
-  std::uint64_t blocks = 0;           ///< logical blocks (media commands, after 0 → "to the end")
-  bool fua = false;                   ///< FUA bit of a WRITE
-  bool unmap = false;                 ///< WRITE SAME UNMAP bit
-  bool ndob = false;                  ///< WRITE SAME (16) NDOB bit
+/// Identifies one I_T nexus to the device server (SAM-5 §4.7). Opaque: obtained from
+/// ScsiDispatcher::open_nexus(). The value 0 is the anonymous nexus used by the overloads without
+/// a nexus: it never gets unit attentions and its initiator port name is empty.
+struct NexusId {
+  std::uint64_t value = 0;
+  friend constexpr bool operator==(NexusId, NexusId) noexcept = default;
 };
 
-/// The result of phase 2: SCSI status, sense and how much data-in was produced.
+/// Task management functions with device-server side effects (SAM-5 §7). Aborting tasks is the
+/// transport's job; these establish unit attentions and drop RESERVE(6) reservations.
+enum class TaskManagement : std::uint8_t {
+  logical_unit_reset,  ///< SAM-5 §7.7: UA BUS DEVICE RESET FUNCTION OCCURRED for every nexus of the LU
+  target_warm_reset,   ///< SAM-5 §7.10 (iSCSI TARGET WARM RESET): every LU, UA POWER ON, RESET, OR BUS DEVICE RESET
+  target_cold_reset,   ///< iSCSI TARGET COLD RESET: as warm, UA POWER ON OCCURRED
+};
+
+/// The result of phase 2 (or of an immediate answer): SCSI status, sense and how much data-in was
+/// produced.
 struct ScsiOutcome {
   scsi::Status status = scsi::Status::good;
   /// Sense data with CHECK CONDITION. The transport encodes it with scsi::encode_sense in
@@ -85,20 +78,92 @@ struct ScsiOutcome {
   static ScsiOutcome good(std::uint32_t data_length_bytes = 0) noexcept { return {scsi::Status::good, std::nullopt, data_length_bytes}; }
   /// CHECK CONDITION with `sense`.
   static ScsiOutcome check_condition(const scsi::SenseData& sense) noexcept { return {scsi::Status::check_condition, sense, 0}; }
+  /// RESERVATION CONFLICT (SPC-5 §5.14.1), no sense.
+  static ScsiOutcome reservation_conflict() noexcept { return {scsi::Status::reservation_conflict, std::nullopt, 0}; }
 };
 
-/// The device server of one target node: its LUN map and the command handlers.
+/// The result of phase 1 for one command.
 ///
-/// Thread-safety: build the LUN map (add_logical_unit) before sharing; after that plan() and
-/// execute() may be called concurrently from any number of threads (each session on its own
-/// io_context thread). No per-I_T-nexus state is kept: no unit attentions are reported, and
-/// REQUEST SENSE returns NO SENSE (autosense is always used).
+/// How the transport uses it:
+/// - `rejected()`: answer at once with `early_outcome()` (CHECK CONDITION with `error`, or
+///   RESERVATION CONFLICT); do not call execute(); do not ask for Data-Out (no R2T) and discard any
+///   immediate/unsolicited data the command carried.
+/// - otherwise allocate a buffer of exactly `transfer_length_bytes` bytes (when not 0), receive the
+///   Data-Out into it for to_target, then call execute() with it.
+/// - `direction` is none exactly when `transfer_length_bytes` is 0.
+/// - Residuals are the transport's (RFC 7143 §11.4.5): compare the initiator's Expected Data
+///   Transfer Length (EDTL) with `transfer_length_bytes` for to_target, and with the outcome's
+///   `data_length_bytes` for from_target. When EDTL < transfer_length_bytes for a to_target
+///   command, call shorten_transfer(plan, EDTL): if it returns true the command runs on the EDTL
+///   bytes that arrive (a WRITE of fewer blocks; the response carries the overflow residual); if
+///   false answer CHECK CONDITION ILLEGAL REQUEST / INVALID FIELD IN INFORMATION UNIT with the
+///   overflow residual and do not call execute(). For from_target still call execute() with a
+///   full-size buffer and send only min(EDTL, data_length_bytes) bytes (overflow residual =
+///   data_length_bytes - EDTL).
+struct CommandPlan {
+  DataDirection direction = DataDirection::none;
+  /// Exact number of bytes the command moves: READ/WRITE blocks × block size, INQUIRY/REPORT LUNS/
+  /// MODE SENSE the allocation length, UNMAP the parameter list length, WRITE SAME one block,
+  /// COMPARE AND WRITE twice the blocks.
+  std::uint32_t transfer_length_bytes = 0;
+  /// Set: the command failed validation; answer CHECK CONDITION with this sense, skip execute().
+  std::optional<scsi::SenseData> error;
+  /// Set: the command conflicts with a reservation; answer RESERVATION CONFLICT, skip execute().
+  bool conflict = false;
+
+  /// True when the command is answered without execute().
+  [[nodiscard]] bool rejected() const noexcept { return error.has_value() || conflict; }
+  /// The immediate answer of a rejected plan.
+  [[nodiscard]] ScsiOutcome early_outcome() const noexcept {
+    return conflict ? ScsiOutcome::reservation_conflict() : ScsiOutcome::check_condition(*error);
+  }
+
+  // --- Everything below is private to the SCSI layer: read by execute(), not by the transport. ---
+  scsi::Opcode opcode = scsi::Opcode::test_unit_ready;  ///< byte 0 of the CDB
+  const LogicalUnit* unit = nullptr;  ///< the addressed logical unit; nullptr = no LU at this LUN
+  std::uint64_t lba = 0;              ///< first logical block (media commands)
+  std::uint64_t blocks = 0;           ///< logical blocks (media commands, after 0 → "to the end")
+  bool fua = false;                   ///< FUA bit of a WRITE
+  bool unmap = false;                 ///< WRITE SAME UNMAP bit
+  bool ndob = false;                  ///< WRITE SAME (16) NDOB bit
+  std::uint8_t bytchk = 0;            ///< VERIFY / WRITE AND VERIFY BYTCHK
+  bool write_protected = false;       ///< the LU refused writes when planned (read-only or SWP)
+  bool software_write_protect = false;  ///< SWP of the control mode page when planned
+  /// A WRITE-type command whose transfer may be cut to whole blocks (RFC 7143 §11.4.5.1 overflow).
+  bool shortenable = false;
+  /// A command whose Data-Out must be exactly `transfer_length_bytes` (COMPARE AND WRITE, WRITE
+  /// SAME): check it with check_data_out_length().
+  bool exact_data_out = false;
+};
+
+/// For a plan with `exact_data_out`: an EDTL above the length the CDB implies is an error
+/// (SBC-4 §5.3.1, §5.50: the Data-Out of COMPARE AND WRITE is exactly 2 × NUMBER OF LOGICAL
+/// BLOCKS blocks, of WRITE SAME exactly one block). Returns the CHECK CONDITION (ILLEGAL REQUEST,
+/// INVALID FIELD IN CDB) to answer with, or nullopt when the length is acceptable. An EDTL below
+/// is left to shorten_transfer() (which refuses such plans).
+std::optional<scsi::SenseData> check_data_out_length(const CommandPlan& plan, std::uint32_t edtl_bytes) noexcept;
+
+/// Cuts a to_target plan to `edtl_bytes` when the command allows it (plain WRITE-type commands and
+/// whole blocks): the command then writes only the first edtl_bytes / block size blocks.
+/// Returns: true if the plan was shortened (or needed no change), false if the command must fail.
+bool shorten_transfer(CommandPlan& plan, std::uint32_t edtl_bytes) noexcept;
+
+/// The device server of one target node: its LUN map, per-LU state and the command handlers.
+///
+/// Thread-safety: plan(), execute(), open_nexus(), close_nexus(), task_management() and
+/// add_logical_unit() may be called concurrently from any number of threads (each session on its
+/// own io_context thread); per-LU state is guarded by a mutex per LU, held only for short,
+/// non-suspending sections.
 class ScsiDispatcher {
  public:
-  ScsiDispatcher() = default;
+  ScsiDispatcher();
+  ~ScsiDispatcher();
+  ScsiDispatcher(const ScsiDispatcher&) = delete;
+  ScsiDispatcher& operator=(const ScsiDispatcher&) = delete;
 
   /// Adds logical unit `lu` at LUN index `lun_index` (0..16383; peripheral addressing below 256,
-  /// flat space addressing above, see scsi::Lun::from_index).
+  /// flat space addressing above, see scsi::Lun::from_index). Every open nexus gets the unit
+  /// attention REPORTED LUNS DATA HAS CHANGED (SPC-5 §6.33), cleared by its next REPORT LUNS.
   /// Errors: errc::invalid_argument if the index is taken, above 16383, or lu is null.
   Result<void> add_logical_unit(std::uint16_t lun_index, std::shared_ptr<LogicalUnit> lu);
 
@@ -108,31 +173,58 @@ class ScsiDispatcher {
   /// The logical unit at `lun`, or nullptr.
   [[nodiscard]] const LogicalUnit* find(scsi::Lun lun) const noexcept;
 
-  /// Phase 1: parses and validates `cdb` for `lun`.
+  /// Starts an I_T nexus (SAM-5 §4.7) named by its initiator port name (SPC-5 §7.6.4.6; for iSCSI
+  /// "<InitiatorName>,i,0x<ISID>"). Every logical unit gets the unit attention POWER ON, RESET, OR
+  /// BUS DEVICE RESET OCCURRED for it (SAM-5 §5.14). Returns the id to pass to plan()/execute().
+  NexusId open_nexus(std::string initiator_port_name);
+
+  /// Ends an I_T nexus (I_T nexus loss, SAM-5 §6.3.4): drops its unit attentions and releases a
+  /// RESERVE(6) reservation it holds (SPC-2 §5.5.1). Persistent reservations and registrations
+  /// stay (SPC-5 §5.14.6). Unknown ids are ignored.
+  void close_nexus(NexusId nexus) noexcept;
+
+  /// The device-server side of a task management function from `nexus` for `lun` (ignored for the
+  /// target-wide ones). See TaskManagement.
+  void task_management(NexusId nexus, scsi::Lun lun, TaskManagement function) noexcept;
+
+  /// Phase 1: checks `cdb` for `lun` from `nexus`: unit attention first (reported and cleared for
+  /// every command but INQUIRY, REPORT LUNS and REQUEST SENSE, SAM-5 §5.14), then reservation
+  /// conflicts, then the CDB itself.
   /// Parameters: `cdb`: the CDB as received (6..16 bytes or more; trailing bytes beyond the
   /// opcode's CDB length are ignored). `lun`: may name no logical unit: INQUIRY then reports
   /// peripheral qualifier 011b / type 0x1f, REPORT LUNS and REQUEST SENSE work, and anything else
   /// fails with LOGICAL UNIT NOT SUPPORTED (SPC-5 §4.6.5 / SAM-5 §5.9).
-  /// Returns: the plan; `error` is set for INVALID COMMAND OPERATION CODE, INVALID FIELD IN CDB,
-  /// LBA OUT OF RANGE, WRITE PROTECTED, LOGICAL UNIT NOT SUPPORTED. Never touches the backend.
-  [[nodiscard]] CommandPlan plan(scsi::Lun lun, ConstByteSpan cdb) const noexcept;
+  /// Returns: the plan; `error` is set for UNIT ATTENTION, INVALID COMMAND OPERATION CODE, INVALID
+  /// FIELD IN CDB, LBA OUT OF RANGE, WRITE PROTECTED, LOGICAL UNIT NOT SUPPORTED; `conflict` for a
+  /// reservation conflict. Never touches the backend.
+  [[nodiscard]] CommandPlan plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb) const noexcept;
+  /// plan() for the anonymous nexus.
+  [[nodiscard]] CommandPlan plan(scsi::Lun lun, ConstByteSpan cdb) const noexcept { return plan(NexusId{}, lun, cdb); }
 
-  /// Phase 2: runs a command whose plan has no error.
-  /// Parameters: `lun`, `cdb`: the same as given to plan(). `plan`: the value plan() returned.
-  /// `data`: exactly plan.transfer_length_bytes bytes (empty when 0): for to_target the received
-  /// Data-Out (read only); for from_target the buffer to fill (its content on entry is ignored).
+  /// Phase 2: runs a command whose plan was not rejected.
+  /// Parameters: `nexus`, `lun`, `cdb`: the same as given to plan(). `plan`: the value plan()
+  /// returned (possibly shortened). `data`: exactly plan.transfer_length_bytes bytes (empty when
+  /// 0): for to_target the received Data-Out (read only); for from_target the buffer to fill.
   /// Returns: the outcome. Backend failures become CHECK CONDITION (MEDIUM ERROR / UNRECOVERED READ
   /// ERROR for reads, MEDIUM ERROR / WRITE ERROR for writes, DATA PROTECT / SPACE ALLOCATION FAILED
-  /// for ENOSPC, HARDWARE ERROR / INTERNAL TARGET FAILURE otherwise). Parameter list errors
-  /// (UNMAP) are found here, after the data arrived.
+  /// for ENOSPC). Parameter list errors (UNMAP, PERSISTENT RESERVE OUT, MODE SELECT) and
+  /// MISCOMPARE (VERIFY, COMPARE AND WRITE) are found here, after the data arrived. COMPARE AND
+  /// WRITE is atomic against every other write to its range on the LU (a per-LU range lock).
   /// Preconditions and lifetime: `cdb` and `data` stay valid until the awaitable completes; the
   /// dispatcher outlives the call.
   /// Executor and thread: co_await it from a coroutine on the session's io_context; backend I/O
   /// (io_uring) is driven by that io_context (see backends.hpp). Never throws except bad_alloc.
-  Awaitable<ScsiOutcome> execute(scsi::Lun lun, ConstByteSpan cdb, const CommandPlan& plan, ByteSpan data) const;
+  Awaitable<ScsiOutcome> execute(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb, const CommandPlan& plan,
+                                 ByteSpan data) const;
+  /// execute() for the anonymous nexus.
+  Awaitable<ScsiOutcome> execute(scsi::Lun lun, ConstByteSpan cdb, const CommandPlan& plan, ByteSpan data) const {
+    return execute(NexusId{}, lun, cdb, plan, data);
+  }
+
+  struct State;  ///< internal: LUN map, nexus names and per-LU state (scsi/device_state.hpp)
 
  private:
-  std::map<std::uint16_t, std::shared_ptr<LogicalUnit>> units_;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace iserkit::target

@@ -1,0 +1,98 @@
+// Internal state of the device server (ScsiDispatcher::State): the LUN map, the names of the open
+// I_T nexuses, and per logical unit the state shared by all nexuses: unit attention queues
+// (SAM-5 §5.14, one queue per I_T_L nexus), the RESERVE(6) holder (SPC-2 §5.5.1), persistent
+// reservations (SPC-5 §5.14), software write protect (SPC-5 §7.5.8 SWP) and the range lock that
+// makes COMPARE AND WRITE atomic against other writes (SBC-4 §5.3).
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "iserkit/common/asio.hpp"
+#include "iserkit/target/scsi_dispatcher.hpp"
+#include "scsi/persistent_reservations.hpp"
+
+namespace iserkit::target::detail {
+
+/// Exclusive locks on LBA ranges of one logical unit. Writers that overlap take turns; disjoint
+/// ranges proceed in parallel. Thread-safe.
+class RangeLock {
+ public:
+  /// Takes [lba, lba + blocks) if no held range overlaps it. Returns true on success.
+  bool try_lock(std::uint64_t lba, std::uint64_t blocks);
+  /// Releases a range taken by try_lock().
+  void unlock(std::uint64_t lba, std::uint64_t blocks) noexcept;
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> held_;  // [begin, end)
+};
+
+/// A held range; releases it when destroyed.
+class RangeGuard {
+ public:
+  RangeGuard() = default;
+  RangeGuard(RangeLock* lock, std::uint64_t lba, std::uint64_t blocks) noexcept : lock_(lock), lba_(lba), blocks_(blocks) {}
+  RangeGuard(RangeGuard&& o) noexcept : lock_(std::exchange(o.lock_, nullptr)), lba_(o.lba_), blocks_(o.blocks_) {}
+  RangeGuard& operator=(RangeGuard&&) = delete;
+  ~RangeGuard() {
+    if (lock_ != nullptr) lock_->unlock(lba_, blocks_);
+  }
+
+ private:
+  RangeLock* lock_ = nullptr;
+  std::uint64_t lba_ = 0;
+  std::uint64_t blocks_ = 0;
+};
+
+/// Waits until [lba, lba + blocks) can be taken, then holds it. Polls every 100 µs on the
+/// caller's executor while another writer holds an overlapping range (contention is rare: only
+/// overlapping writes in flight at once).
+Awaitable<RangeGuard> lock_range(RangeLock& lock, std::uint64_t lba, std::uint64_t blocks);
+
+/// Per logical unit state shared by every I_T nexus. Everything but `unit` and `ranges` is guarded
+/// by `mutex`.
+struct UnitState {
+  std::shared_ptr<LogicalUnit> unit;
+  std::mutex mutex;
+  std::map<std::uint64_t, std::deque<scsi::AscPair>> unit_attentions;  ///< by nexus id, oldest first
+  std::optional<std::uint64_t> reserve6_holder;                       ///< nexus id
+  PersistentReservations persistent;
+  bool software_write_protect = false;  ///< SWP of the control mode page (MODE SELECT)
+  RangeLock ranges;
+
+  /// Queues `asc` for nexus `id` (at most 8 distinct entries; a duplicate is not queued again).
+  void add_unit_attention(std::uint64_t id, scsi::AscPair asc);
+};
+
+}  // namespace iserkit::target::detail
+
+namespace iserkit::target {
+
+struct ScsiDispatcher::State {
+  mutable std::shared_mutex units_mutex;  // guards the map; UnitState objects never move or go away
+  std::map<std::uint16_t, std::unique_ptr<detail::UnitState>> units;
+  mutable std::mutex nexus_mutex;
+  std::map<std::uint64_t, std::string> nexuses;  // open nexus id → initiator port name
+  std::uint64_t next_nexus = 1;
+
+  /// The state of the LU at `lun`, or nullptr.
+  detail::UnitState* unit(scsi::Lun lun) const noexcept;
+  /// Every LU's state.
+  std::vector<detail::UnitState*> all_units() const;
+  /// The initiator port name of `nexus` ("" for the anonymous or an unknown nexus).
+  std::string port_name(NexusId nexus) const;
+  /// The ids of the open nexuses named `port`.
+  std::vector<std::uint64_t> nexuses_named(const std::string& port) const;
+  /// Ids of every open nexus.
+  std::vector<std::uint64_t> all_nexuses() const;
+};
+
+}  // namespace iserkit::target
