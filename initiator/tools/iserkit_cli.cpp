@@ -269,8 +269,10 @@ int main(int argc, char** argv) {
     ("o,output", "output file for read (default stdout)", cxxopts::value<std::string>()->default_value("-"))
     ("i,input", "input file for write (default stdin)", cxxopts::value<std::string>()->default_value("-"))
     ("fua", "write with FUA (otherwise SYNCHRONIZE CACHE at the end)")
+    ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
+     cxxopts::value<std::string>()->default_value("url"))
     ("command", "discover|inquiry|readcap|read|write", cxxopts::value<std::string>())
-    ("url", "iscsi:// URL", cxxopts::value<std::string>());
+    ("url", "iscsi:// or iser:// URL", cxxopts::value<std::string>());
   opts.parse_positional({"command", "url"});
   opts.positional_help("COMMAND URL");
   try {
@@ -291,6 +293,9 @@ int main(int argc, char** argv) {
     c.options.header_digest = digest(args["header-digest"].as<std::string>());
     c.options.data_digest = digest(args["data-digest"].as<std::string>());
     c.options.command_timeout = std::chrono::milliseconds(args["timeout"].as<std::uint64_t>());
+    const auto transport = ik::parse_transport_policy(args["transport"].as<std::string>());
+    if (!transport) return error("iserkit", "bad --transport", "want=url|tcp|iser|auto");
+    c.options.transport = *transport;
     const auto command = args["command"].as<std::string>();
     const auto url = args["url"].as<std::string>();
     if (command == "discover") return cmd_discover(c, url);

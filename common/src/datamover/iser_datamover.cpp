@@ -782,8 +782,11 @@ Awaitable<Result<std::unique_ptr<Datamover>>> IserListener::accept(asio::any_io_
     }
     const auto type = ev->event;
     rdma_cm_id* id = ev->id;
-    const std::uint8_t their_responder = ev->param.conn.responder_resources;
-    const std::uint8_t their_initiator = ev->param.conn.initiator_depth;
+    // Seen from the passive side (ib_cm swaps the REQ fields): initiator_depth is how many RDMA
+    // Reads we may have outstanding (the initiator's responder resources), responder_resources how
+    // many the initiator may send us (its initiator depth).
+    const std::uint8_t our_read_depth = ev->param.conn.initiator_depth;
+    const std::uint8_t their_read_depth = ev->param.conn.responder_resources;
     std::optional<iser::CmRequest> request;
     if (ev->param.conn.private_data != nullptr)
       request = iser::decode_cm_request(ConstByteSpan(static_cast<const std::byte*>(ev->param.conn.private_data),
@@ -822,9 +825,9 @@ Awaitable<Result<std::unique_ptr<Datamover>>> IserListener::accept(asio::any_io_
     param.private_data_len = static_cast<std::uint8_t>(rep.size());
     // Our RDMA Reads (Get_Data) are limited by what the initiator can answer, and by the device.
     param.initiator_depth =
-        static_cast<std::uint8_t>(std::min<int>(their_responder, c->device().attr.max_qp_init_rd_atom));
+        static_cast<std::uint8_t>(std::min<int>(our_read_depth, c->device().attr.max_qp_init_rd_atom));
     param.responder_resources =
-        static_cast<std::uint8_t>(std::min<int>(their_initiator, c->device().attr.max_qp_rd_atom));
+        static_cast<std::uint8_t>(std::min<int>(their_read_depth, c->device().attr.max_qp_rd_atom));
     param.retry_count = 7;
     param.rnr_retry_count = 7;
     if (rdma_accept(id, &param) != 0) {

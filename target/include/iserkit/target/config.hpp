@@ -57,6 +57,9 @@ struct TargetConfig {
   std::uint32_t max_burst_length = 4u << 20;
   std::uint32_t max_outstanding_r2t = 8;  ///< count
   std::uint32_t cmd_window_depth = 128;   ///< commands outstanding per session
+  /// Also serve iSER (RFC 7145) on every listen address (an RDMA CM listener on the same address
+  /// and port) when iserkit was built with iSER and the host has an RDMA device.
+  bool iser = true;
 };
 
 }  // namespace iserkit::target
