@@ -500,11 +500,13 @@ Awaitable<std::error_code> IserConnection::rdma(bool write, RemoteBuffer remote,
   const std::size_t total = local.bytes.size();
   const auto pieces = static_cast<std::uint32_t>((total + max_rdma_piece - 1) / max_rdma_piece);
   Op op;
-  op.remaining = 0;
+  op.remaining = 1;  // a token held while posting: completions cannot finish the Op early
+  pending_.insert(&op);
+  std::uint32_t posted = 0;
   std::size_t done = 0;
-  while (done < total) {
+  while (done < total && !failed_) {
     // Post in batches that fit the send queue.
-    const std::uint32_t batch = std::min<std::uint32_t>(pieces - op.remaining, std::max<std::uint32_t>(1, options_.send_depth / 2));
+    const std::uint32_t batch = std::min(pieces - posted, std::max<std::uint32_t>(1, options_.send_depth / 2));
     if (!co_await acquire_sq(batch)) break;
     for (std::uint32_t i = 0; i < batch && done < total; ++i) {
       const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(total - done, max_rdma_piece));
@@ -528,12 +530,15 @@ Awaitable<std::error_code> IserConnection::rdma(bool write, RemoteBuffer remote,
         break;
       }
       ++op.remaining;
-      pending_.insert(&op);
+      ++posted;
       done += n;
     }
-    if (failed_) break;
   }
-  if (op.remaining == 0) co_return failed_ ? error_ : std::error_code{};
+  if (failed_ && !op.ec) op.ec = error_;
+  if (--op.remaining == 0) {  // nothing in flight any more (or nothing was posted)
+    pending_.erase(&op);
+    co_return op.ec;
+  }
   co_return co_await op.done.wait();
 }
 
