@@ -652,6 +652,9 @@ std::string Session::peer() const { return impl_->dm->peer(); }
 asio::any_io_executor Session::executor() const { return impl_->ex; }
 const SessionStats& Session::stats() const noexcept { return impl_->stats; }
 datamover::Transport Session::transport() const noexcept { return impl_->dm->transport(); }
+std::uint32_t Session::max_transfer_bytes() const noexcept {
+  return impl_->rdma_data ? impl_->options.iser_max_transfer_bytes : 0;
+}
 BufferPool& Session::buffer_pool() const noexcept { return impl_->dm->buffer_pool(); }
 
 }  // namespace iserkit::initiator

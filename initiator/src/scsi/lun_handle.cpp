@@ -81,6 +81,11 @@ Awaitable<Result<LunHandle>> LunHandle::open(std::shared_ptr<Session> session, s
     }
   }
   h.info_.max_transfer_blocks = max_transfer_blocks(h.info_.block_limits, h.info_.capacity.block_size_bytes);
+  if (const std::uint32_t cap = h.session_->max_transfer_bytes(); cap != 0) {
+    // iSER: SessionOptions::iser_max_transfer_bytes (tgt's RDMA buffers hold 512 KiB per command).
+    h.info_.max_transfer_blocks =
+        std::min(h.info_.max_transfer_blocks, std::max<std::uint32_t>(1, cap / h.info_.capacity.block_size_bytes));
+  }
   co_return h;
 }
 

@@ -57,6 +57,10 @@ struct SessionOptions {
   /// On iSER: our InitiatorRecvDataSegmentLength (RFC 7145 §6.5), the data part of each posted
   /// receive buffer. Responses carry at most sense data and text, so 8192 (the default) suffices.
   std::uint32_t iser_recv_data_segment_length = 8192;
+  /// On iSER: the most bytes one READ/WRITE command moves (LunHandle splits larger transfers);
+  /// 0 = only the target's Block Limits VPD and 8 MiB. 512 KiB by default, like Linux ib_iser
+  /// (ISER_DEF_MAX_SECTORS), because tgtd's iSER refuses commands above its 512 KiB RDMA buffers.
+  std::uint32_t iser_max_transfer_bytes = 512 * 1024;
 };
 
 /// Parses a --transport value: "url", "tcp", "iser" or "auto"; nullopt for anything else.

@@ -135,6 +135,9 @@ class Session : public std::enable_shared_from_this<Session> {
   [[nodiscard]] const SessionStats& stats() const noexcept;
   /// The wire this session runs on.
   [[nodiscard]] datamover::Transport transport() const noexcept;
+  /// The largest transfer one command should carry, bytes, imposed by the transport (on iSER:
+  /// SessionOptions::iser_max_transfer_bytes); 0 = no transport limit.
+  [[nodiscard]] std::uint32_t max_transfer_bytes() const noexcept;
   /// Where to lease data buffers for execute() so they need no copy: registered memory of the
   /// connection's RDMA device on iSER, HeapBufferPool::shared() on TCP. Thread-safe; outlives the
   /// session.
