@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "iserkit/common/asio.hpp"
+#include "iserkit/common/buffer.hpp"
 #include "iserkit/common/bytes.hpp"
 
 namespace iserkit::nbd {
@@ -53,6 +54,11 @@ class Export {
   /// The export's size, block sizes, capabilities, name and description. Must not change while
   /// connections are open.
   [[nodiscard]] virtual ExportInfo info() const = 0;
+
+  /// Where the server should lease READ/WRITE payload buffers so the export can use them without
+  /// a copy (e.g. the iSCSI session's registered memory on iSER). nullptr = HeapBufferPool::shared().
+  /// The pool must outlive every connection of the server.
+  [[nodiscard]] virtual BufferPool* buffer_pool() const noexcept { return nullptr; }
 
   /// Reads `dest.size()` bytes at `offset_bytes` into `dest`. Short reads are errors.
   virtual Awaitable<std::error_code> read(std::uint64_t offset_bytes, ByteSpan dest) = 0;

@@ -27,6 +27,9 @@ class LunExport final : public Export {
   LunExport(initiator::LunHandle lun, LunExportOptions options);
 
   [[nodiscard]] ExportInfo info() const override;
+  /// The session's pool (registered memory on iSER): request buffers then go to the target as
+  /// STags without a copy.
+  [[nodiscard]] BufferPool* buffer_pool() const noexcept override { return &lun_.session()->buffer_pool(); }
   /// READ: offset/length are multiples of the LUN's block size (min_block_size). Errors: errno of
   /// the SCSI sense or transport failure (EIO, ENOTCONN, ETIMEDOUT…).
   Awaitable<std::error_code> read(std::uint64_t offset_bytes, ByteSpan dest) override;

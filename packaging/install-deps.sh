@@ -17,6 +17,8 @@ packages=(
   libfuse3-dev            # iserkit-fuse: the FUSE view (libfuse 3 low-level API)
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
+  libibverbs-dev librdmacm-dev   # iSER datamover (RFC 7145): verbs + RDMA CM (WITH_ISER turns on when found)
+  rdma-core               # the userspace verbs providers (rxe, mlx5, …) and udev rules iSER runs on
   # peers and tools used by the tests and the demo
   libiscsi-bin            # iscsi-inq, iscsi-ls, iscsi-readcapacity16, iscsi-test-cu
   tgt                     # tgtd: a peer target for our initiator

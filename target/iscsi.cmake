@@ -6,6 +6,7 @@ add_library(iserkit_target STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/config.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/config_file.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/connection.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/connection_iser.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/portal.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/target_node.cpp

@@ -1,7 +1,8 @@
 // iserkit-target: the bundled iSCSI target (RFC 7143) serving files, block devices and memory LUNs
-// over TCP. Layer 6 front end: flags (cxxopts) and the --config TOML file → TargetConfig →
-// TargetServer. CHAP secrets come from files or the environment, never from the command line, and
-// are never printed (RFC 7143 §12.1.3).
+// over TCP and, where the host has an RDMA device, iSER (RFC 7145) on the same portals. Layer 6
+// front end: flags (cxxopts) and the --config TOML file → TargetConfig → TargetServer. CHAP secrets
+// come from files or the environment, never from the command line, and are never printed
+// (RFC 7143 §12.1.3).
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -9,6 +10,7 @@
 
 #include <cxxopts.hpp>
 
+#include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/target/target.hpp"
 
@@ -56,6 +58,8 @@ int run(int argc, char** argv) {
                               "--discovery-chap-secret-file or $ISERKIT_DISCOVERY_CHAP_SECRET",
        cxxopts::value<std::string>())
       ("discovery-chap-secret-file", "file holding the --discovery-chap-user secret", cxxopts::value<std::string>())
+      ("no-iser", "serve iSCSI/TCP only (by default each portal also listens for iSER when an RDMA device exists)")
+      ("stats-file", "at exit, write counters (copied_payload_bytes=N) to PATH", cxxopts::value<std::string>())
       ("version", "print the version and exit")
       ("h,help", "print this help and exit");
   auto args = options.parse(argc, argv);
@@ -151,6 +155,7 @@ int run(int argc, char** argv) {
     }
     config = std::move(*loaded);
   }
+  config.iser = args.count("no-iser") == 0;
   if (config.luns.empty() && !config.export_dir && config.targets.empty()) {
     std::cerr << "iserkit-target: no LUNs: give --lun FILE|mem:SIZE, --export-dir DIR or --config FILE (see --help)\n";
     return 2;
@@ -176,6 +181,11 @@ int run(int argc, char** argv) {
     std::filesystem::rename(tmp, path);  // appears whole, never half-written
   }
   (*server)->run(true);
+  // Payload bytes our code copied in user space (copy_counter.hpp): 0 on the TCP and iSER data
+  // paths unless an initiator sends immediate data over iSER (copied out of the receive buffer).
+  std::cerr << "iserkit-target: copied payload bytes: " << iserkit::copied_payload_bytes() << "\n";
+  if (args.count("stats-file")) std::ofstream(args["stats-file"].as<std::string>())
+      << "copied_payload_bytes=" << iserkit::copied_payload_bytes() << "\n";
   return 0;
 }
 

@@ -7,7 +7,7 @@
 
 namespace iserkit::initiator {
 
-iscsi::NegotiationPolicy initiator_policy(const SessionOptions& o, bool discovery) {
+iscsi::NegotiationPolicy initiator_policy(const SessionOptions& o, bool discovery, bool rdma) {
   iscsi::NegotiationPolicy p;
   auto& w = p.wanted;
   w.initiator_max_recv_data_segment_length = o.max_recv_data_segment_length;
@@ -25,18 +25,37 @@ iscsi::NegotiationPolicy initiator_policy(const SessionOptions& o, bool discover
   w.session_type = discovery ? "Discovery" : "Normal";
   if (o.header_digest == Digest::crc32c) p.header_digests = {"CRC32C", "None"};
   if (o.data_digest == Digest::crc32c) p.data_digests = {"CRC32C", "None"};
+  if (rdma) {
+    w.rdma_extensions = true;
+    w.initiator_recv_data_segment_length = o.iser_recv_data_segment_length;
+    // Immediate data would be copied into a send descriptor, unsolicited Data-Out needs the
+    // target's receive buffers: with neither, the target RDMA-reads all write data in place.
+    w.immediate_data = false;
+    w.initial_r2t = true;
+    p.header_digests = {"None"};
+    p.data_digests = {"None"};
+  }
   return p;
 }
 
 LoginMachine::LoginMachine(LoginConfig config)
     : config_(std::move(config)),
-      negotiation_(iscsi::Role::initiator, initiator_policy(config_.options, config_.discovery)) {
+      negotiation_(iscsi::Role::initiator, initiator_policy(config_.options, config_.discovery, config_.rdma)) {
   stage_ = config_.options.security_stage ? iscsi::LoginStage::security_negotiation
                                           : iscsi::LoginStage::operational_negotiation;
 }
 
 iscsi::TextPairs LoginMachine::operational_offers() {
   offered_operational_ = true;
+  if (config_.rdma) {
+    // RFC 7145 §6: RDMAExtensions and the iSER receive length replace digests and
+    // MaxRecvDataSegmentLength (as LIO's isert and open-iscsi do).
+    if (config_.discovery) return negotiation_.offer({"RDMAExtensions", "InitiatorRecvDataSegmentLength"});
+    return negotiation_.offer({"RDMAExtensions", "InitiatorRecvDataSegmentLength", "MaxConnections", "InitialR2T",
+                               "ImmediateData", "MaxBurstLength", "FirstBurstLength", "DefaultTime2Wait",
+                               "DefaultTime2Retain", "MaxOutstandingR2T", "DataPDUInOrder", "DataSequenceInOrder",
+                               "ErrorRecoveryLevel"});
+  }
   if (config_.discovery) {
     // Discovery sessions negotiate only what the text exchange needs (RFC 7143 §13: most keys are
     // irrelevant there).
@@ -129,6 +148,9 @@ Result<LoginStep> LoginMachine::on_response(const iscsi::LoginResponse& rsp, con
     // RFC 7143 §6.2: the target may not transit while it still has answers of ours pending; keys
     // it never answered keep their defaults (finish()).
     negotiation_.finish();
+    // RFC 7145 §5.1: on an RDMA connection the target must agree to the iSER extensions
+    // (open-iscsi aborts the login too).
+    if (config_.rdma && !negotiation_.parameters().rdma_extensions) return fail(errc::negotiation_failed);
     LoginDone done;
     done.parameters = negotiation_.parameters();
     done.tsih = tsih_;

@@ -31,6 +31,10 @@ struct LoginConfig {
   SerialNumber cmd_sn{1};              ///< CmdSN of the leading login (and of the first command)
   std::uint16_t cid = 0;
   SessionOptions options;              ///< offered keys and whether to use the security stage
+  /// iSER connection (RFC 7145 §6): offer RDMAExtensions=Yes and InitiatorRecvDataSegmentLength
+  /// instead of MaxRecvDataSegmentLength and digests; InitialR2T=Yes and ImmediateData=No so every
+  /// byte of write data is fetched by the target's RDMA Read (zero copy on our side).
+  bool rdma = false;
 };
 
 /// The next request to send.
@@ -89,6 +93,6 @@ class LoginMachine {
 };
 
 /// The NegotiationPolicy the initiator uses for `options` (ErrorRecoveryLevel=0, MaxConnections=1).
-iscsi::NegotiationPolicy initiator_policy(const SessionOptions& options, bool discovery);
+iscsi::NegotiationPolicy initiator_policy(const SessionOptions& options, bool discovery, bool rdma = false);
 
 }  // namespace iserkit::initiator

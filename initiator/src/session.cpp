@@ -18,8 +18,10 @@
 #include "iserkit/common/completion.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/datamover/iser_datamover.hpp"
 #include "iserkit/datamover/tcp_datamover.hpp"
 #include "iserkit/initiator/errors.hpp"
+#include "iser_buffers.hpp"
 #include "itt_table.hpp"
 #include "async_events.hpp"
 #include "login_io.hpp"
@@ -61,6 +63,7 @@ struct Session::Impl final : datamover::DataPlacement {
 
   asio::any_io_executor ex;
   std::unique_ptr<datamover::Datamover> dm;
+  bool rdma_data = dm->capabilities().rdma_data;  // iSER: the target moves data by RDMA
   SessionOptions options;
   iscsi::OperationalParameters params;
   std::string target_name;
@@ -125,7 +128,11 @@ struct Session::Impl final : datamover::DataPlacement {
     if (!open) return;
     open = false;
     error = ec;
-    log::warn("session: failed: target={} peer={} error={}", target_name, dm->peer(), ec.message());
+    if (logging_out) {
+      log::debug("session: closed after logout: target={} peer={}", target_name, dm->peer());
+    } else {
+      log::warn("session: failed: target={} peer={} error={}", target_name, dm->peer(), ec.message());
+    }
     dm->close();
     std::vector<Task*> tasks;
     itts.for_each([&](Task* t) { tasks.push_back(t); });
@@ -449,6 +456,8 @@ struct Session::Impl final : datamover::DataPlacement {
     if (!req.data_in.empty() && !req.data_out.empty()) co_return fail(errc::invalid_argument);
     if (req.data_in.size() > 0xffffffffu || req.data_out.size() > 0xffffffffu) co_return fail(errc::invalid_argument);
     if (auto ec = co_await acquire()) co_return fail(ec);
+    RdmaBuffers rdma;  // iSER: registered views of the caller's buffers (STags, RFC 7145 §9.2)
+    if (rdma_data) rdma.prepare(dm->buffer_pool(), req);
 
     Task task;
     task.data_in = req.data_in;
@@ -505,7 +514,13 @@ struct Session::Impl final : datamover::DataPlacement {
     }
     --commands_in_flight;
     admit();
+    if (rdma_data && task.error == make_error_code(errc::timeout)) {
+      // iSER: the target may still RDMA into the buffer we are about to give back; only closing
+      // the connection (QP to error) makes that impossible.
+      fail_session(make_error_code(errc::connection_closed));
+    }
     if (task.error) co_return fail(task.error);
+    if (rdma_data) rdma.finish(task.result);
     co_return task.result;
   }
 
@@ -640,16 +655,73 @@ struct Session::Impl final : datamover::DataPlacement {
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
+std::optional<TransportPolicy> parse_transport_policy(std::string_view text) noexcept {
+  if (text == "url") return TransportPolicy::from_url;
+  if (text == "tcp") return TransportPolicy::tcp;
+  if (text == "iser") return TransportPolicy::iser;
+  if (text == "auto") return TransportPolicy::automatic;
+  return std::nullopt;
+}
+
+std::vector<datamover::Transport> select_transports(const Url& url, TransportPolicy policy) {
+  using datamover::Transport;
+  switch (policy) {
+    case TransportPolicy::tcp: return {Transport::tcp};
+    case TransportPolicy::iser: return {Transport::iser};
+    case TransportPolicy::automatic:
+      if (datamover::iser_built()) return {Transport::iser, Transport::tcp};
+      return {Transport::tcp};
+    case TransportPolicy::from_url: break;
+  }
+  return {url.transport};
+}
+
+namespace {
+
+Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio::any_io_executor ex,
+                                                                           datamover::Transport transport,
+                                                                           const Url& url,
+                                                                           const SessionOptions& options) {
+  if (transport == datamover::Transport::iser) {
+    // Receive buffers: a response per command in flight, plus 4 unexpected PDUs (NOP-In, Async;
+    // Linux reserves as many) and 4 answers to immediate PDUs (NOP-Out, Logout).
+    const datamover::IserOptions iser{.recv_data_segment_length = options.iser_recv_data_segment_length,
+                                      .receive_depth = options.max_commands_in_flight + 8,
+                                      .send_depth = options.max_commands_in_flight + 8,
+                                      .timeout = options.connect_timeout};
+    co_return co_await datamover::iser_connect(ex, url.host, url.port, iser);
+  }
+  auto dm = co_await datamover::TcpDatamover::connect(ex, url.host, url.port, options.connect_timeout);
+  if (!dm) co_return fail(dm.error());
+  co_return std::unique_ptr<datamover::Datamover>(std::move(*dm));
+}
+
+}  // namespace
+
 Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_executor ex, const Url& url,
                                                              SessionOptions options) {
   if (url.target.empty()) co_return fail(errc::invalid_argument);
-  if (url.transport == datamover::Transport::iser) co_return fail(errc::not_supported);  // iSER: later issue
   if (options.max_commands_in_flight == 0 || options.max_commands_in_flight > 65534)
     co_return fail(errc::invalid_argument);
   if (options.initiator_name.empty()) options.initiator_name = default_initiator_name();
   auto resolved = resolve_credentials(url, std::move(options));
   if (!resolved) co_return fail(resolved.error());
   options = std::move(*resolved);
+  const auto transports = select_transports(url, options.transport);
+  std::error_code last;
+  for (std::size_t i = 0; i < transports.size(); ++i) {
+    auto session = co_await connect_one(ex, url, options, transports[i]);
+    if (session) co_return session;
+    last = session.error();
+    if (i + 1 < transports.size())
+      log::info("session: iSER to {}:{} failed ({}): trying TCP", url.host, url.port, last.message());
+  }
+  co_return fail(last);
+}
+
+Awaitable<Result<std::shared_ptr<Session>>> Session::connect_one(asio::any_io_executor ex, const Url& url,
+                                                                 SessionOptions options,
+                                                                 datamover::Transport transport) {
 
   LoginConfig config;
   config.initiator_name = options.initiator_name;
@@ -659,14 +731,18 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_execut
   config.itt = iscsi::Itt{0};
   config.cmd_sn = SerialNumber(1);
   config.options = options;
-  const auto connect_timeout = options.connect_timeout;
+  config.rdma = transport == datamover::Transport::iser;
+  // Redirects (RFC 7143 §11.13.5) reconnect over the same transport to the TargetAddress given.
+  // The connector captures by reference only: `url` and `options` outlive the awaited login, and
+  // GCC 12 mishandles non-trivial by-value captures of coroutine lambdas (double destruction).
   auto logged_in = co_await connect_and_login(
       url.host, url.port, config, options.login_timeout, options.max_redirects,
-      [ex, connect_timeout](const std::string& host, std::uint16_t port)
+      [ex, transport, &url, &options](const std::string& host, std::uint16_t port)
           -> Awaitable<Result<std::unique_ptr<datamover::Datamover>>> {
-        auto dm = co_await datamover::TcpDatamover::connect(ex, host, port, connect_timeout);
-        if (!dm) co_return fail(dm.error());
-        co_return std::unique_ptr<datamover::Datamover>(std::move(*dm));
+        Url to = url;
+        to.host = host;
+        to.port = port;
+        co_return co_await connect_datamover(ex, transport, to, options);
       });
   if (!logged_in) co_return fail(logged_in.error());
   auto& dm = logged_in->datamover;
@@ -715,5 +791,10 @@ const std::string& Session::target_name() const noexcept { return impl_->target_
 std::string Session::peer() const { return impl_->dm->peer(); }
 asio::any_io_executor Session::executor() const { return impl_->ex; }
 const SessionStats& Session::stats() const noexcept { return impl_->stats; }
+datamover::Transport Session::transport() const noexcept { return impl_->dm->transport(); }
+std::uint32_t Session::max_transfer_bytes() const noexcept {
+  return impl_->rdma_data ? impl_->options.iser_max_transfer_bytes : 0;
+}
+BufferPool& Session::buffer_pool() const noexcept { return impl_->dm->buffer_pool(); }
 
 }  // namespace iserkit::initiator

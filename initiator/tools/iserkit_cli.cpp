@@ -305,8 +305,10 @@ int main(int argc, char** argv) {
      cxxopts::value<std::uint64_t>()->default_value("0"))
     ("nop-timeout", "ms a ping may stay unanswered before the connection is declared dead",
      cxxopts::value<std::uint64_t>()->default_value("10000"))
+    ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
+     cxxopts::value<std::string>()->default_value("url"))
     ("command", "discover|inquiry|readcap|read|write", cxxopts::value<std::string>())
-    ("url", "iscsi:// URL", cxxopts::value<std::string>());
+    ("url", "iscsi:// or iser:// URL", cxxopts::value<std::string>());
   opts.parse_positional({"command", "url"});
   opts.positional_help("COMMAND URL");
   try {
@@ -346,6 +348,9 @@ int main(int argc, char** argv) {
       }
     }
     c.options = ik::secret_from_environment(std::move(c.options));
+    const auto transport = ik::parse_transport_policy(args["transport"].as<std::string>());
+    if (!transport) return error("iserkit", "bad --transport", "want=url|tcp|iser|auto");
+    c.options.transport = *transport;
     const auto command = args["command"].as<std::string>();
     const auto url = args["url"].as<std::string>();
     if (command == "discover") return cmd_discover(c, url);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 
@@ -22,7 +23,10 @@ bool is_opcode(const iscsi::Bhs& bhs, Opcode op) noexcept { return iscsi::raw_op
 
 Connection::Connection(std::unique_ptr<datamover::Datamover> datamover, std::shared_ptr<const TargetRegistry> registry,
                        TargetLoginOptions options)
-    : datamover_(std::move(datamover)), registry_(std::move(registry)), options_(options) {}
+    : datamover_(std::move(datamover)), registry_(std::move(registry)), options_(options) {
+  rdma_ = datamover_->capabilities().rdma_data;
+  options_.rdma = rdma_;
+}
 
 Connection::~Connection() = default;
 
@@ -80,6 +84,7 @@ Awaitable<bool> Connection::login() {
   // first PDU after the final Login Response.
   datamover_->set_digests(params_.header_digest_crc32c, params_.data_digest_crc32c);
   datamover_->set_max_recv_data_segment_length(params_.target_max_recv_data_segment_length);
+  datamover_->set_unexpected_pdu_limit(params_.max_outstanding_unexpected_pdus);
   log::info("login {}: {} session tsih={} initiator={} target={} digests={}/{} mrdsl={}/{} burst={}/{} r2t={}",
             datamover_->peer(), session_.discovery ? "discovery" : "normal", session_.tsih, params_.initiator_name,
             session_.target ? session_.target->name : "-", params_.header_digest_crc32c ? "crc32c" : "none",
@@ -211,7 +216,10 @@ std::span<std::byte> Connection::command_header(const iscsi::Bhs& bhs, ConstByte
       capacity = std::max(plan.transfer_length_bytes, std::min(edtl, params_.first_burst_length));
     }
   }
-  if (capacity > 0) task->buffer = HeapBufferPool::shared().allocate(capacity);
+  // The datamover's pool: registered memory on iSER, so RDMA Read/Write and the io_uring backend
+  // both work on this one buffer.
+  if (capacity > 0) task->buffer = datamover_->buffer_pool().allocate(capacity);
+  task->immediate_bytes = length;
   if (cmd.write && edtl > 0) {
     const bool solicit = !task->early && plan.direction == DataDirection::to_target;
     task->sequencer.emplace(WriteSequencerParams{
@@ -316,7 +324,7 @@ Awaitable<void> Connection::on_scsi_command(datamover::PduIn& in) {
     current_.header_done = true;
     const auto dest = command_header(in.bhs, in.ahs, static_cast<std::uint32_t>(in.data.size()));
     // A long CDB (AHS) kept the placement out of the datamover: copy the immediate data now.
-    if (!dest.empty() && dest.data() != in.data.data()) std::copy(in.data.begin(), in.data.end(), dest.begin());
+    if (!dest.empty() && dest.data() != in.data.data()) copy_payload(dest.data(), in.data.data(), in.data.size());
   }
   if (current_.ignored) co_return;
   if (in.pdu_error) {
@@ -352,6 +360,8 @@ Awaitable<void> Connection::on_scsi_command(datamover::PduIn& in) {
     co_return;
   }
   if (!current_.task) co_return;
+  current_.task->remote_read = in.remote_read;  // iSER: the initiator's STags (RFC 7145 §9.2)
+  current_.task->remote_write = in.remote_write;
   asio::co_spawn(datamover_->executor(), run_task(current_.task), asio::detached);
 }
 
@@ -589,6 +599,10 @@ Awaitable<void> Connection::run_task(std::shared_ptr<Task> task) {
 }
 
 Awaitable<void> Connection::wait_for_data(Task& task) {
+  if (rdma_) {
+    co_await fetch_write_data(task);  // iSER: an RDMA Read instead of R2T + Data-Out
+    co_return;
+  }
   while (!task.data_complete && !task.failure && !task.aborted && !closed_) {
     if (task.sequencer) {
       while (auto r2t = task.sequencer->next_r2t(iscsi::Ttt{next_ttt_})) {
@@ -660,6 +674,10 @@ Awaitable<void> Connection::run_task_body(Task& task) {
 }
 
 Awaitable<void> Connection::send_data_in(Task& task, std::uint32_t bytes, scsi::Status status, Residual residual) {
+  if (rdma_) {
+    co_await put_read_data(task, bytes, status, residual);  // iSER: an RDMA Write instead of Data-In
+    co_return;
+  }
   // RFC 7143 §13.12: no Data-In data segment above the initiator's MaxRecvDataSegmentLength.
   DataInSegmenter segmenter(bytes, params_.initiator_max_recv_data_segment_length, params_.max_burst_length);
   while (auto s = segmenter.next()) {

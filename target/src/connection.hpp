@@ -77,6 +77,9 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   Awaitable<void> run_task(std::shared_ptr<Task> task);
   Awaitable<void> run_task_body(Task& task);
   Awaitable<void> wait_for_data(Task& task);
+  // iSER (RFC 7145 §7.3): the data moves by RDMA; see connection_iser.cpp.
+  Awaitable<void> fetch_write_data(Task& task);
+  Awaitable<void> put_read_data(Task& task, std::uint32_t bytes, scsi::Status status, Residual residual);
   Awaitable<void> send_scsi_response(Task& task, scsi::Status status, const std::optional<scsi::SenseData>& sense,
                                      Residual residual);
   Awaitable<void> send_data_in(Task& task, std::uint32_t bytes, scsi::Status status, Residual residual);
@@ -106,6 +109,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   std::uint32_t next_ttt_ = 1;
   bool closed_ = false;
   bool logged_out_ = false;
+  bool rdma_ = false;  // iSER: no Data-In/R2T/Data-Out; put_data/get_data instead
   CurrentPdu current_;
   NexusId nexus_;           // this session's I_T nexus at the device server (normal sessions)
   bool nexus_open_ = false;

@@ -29,6 +29,17 @@ iscsi::NegotiationPolicy make_policy(const TargetRegistry& registry, const Targe
   p.wanted.target_portal_group_tag = registry.portal_group_tag();
   p.header_digests = {"None", "CRC32C"};
   p.data_digests = {"None", "CRC32C"};
+  if (o.rdma) {
+    p.wanted.rdma_extensions = true;
+    p.wanted.target_recv_data_segment_length = o.rdma_recv_data_segment_length;
+    p.wanted.max_outstanding_unexpected_pdus = o.max_outstanding_unexpected_pdus;
+    // Unsolicited Data-Out would need a posted receive per PDU; like tgt's iSER, ask for R2T-less
+    // RDMA Reads instead (InitialR2T is Or: Yes wins). Immediate data stays allowed.
+    p.wanted.initial_r2t = true;
+    // RFC 7145 §6.1: digests are irrelevant on iSER.
+    p.header_digests = {"None"};
+    p.data_digests = {"None"};
+  }
   return p;
 }
 
@@ -231,8 +242,10 @@ LoginStep LoginMachine::process(const iscsi::LoginRequest& req, const iscsi::Tex
   }
   if (req.csg == LoginStage::operational_negotiation && !declared_mrdsl_) {
     declared_mrdsl_ = true;
-    // RFC 7143 §13.12: each side declares the data segment size it can receive.
-    auto mine = negotiation_.offer({"MaxRecvDataSegmentLength"});
+    // RFC 7143 §13.12: each side declares the data segment size it can receive; on iSER that is
+    // TargetRecvDataSegmentLength (RFC 7145 §6.2, §6.4).
+    auto mine = options_.rdma ? negotiation_.offer({"TargetRecvDataSegmentLength"})
+                              : negotiation_.offer({"MaxRecvDataSegmentLength"});
     answers.insert(answers.end(), mine.begin(), mine.end());
   }
 
@@ -255,6 +268,10 @@ LoginStep LoginMachine::process(const iscsi::LoginRequest& req, const iscsi::Tex
     step.response.nsg = req.nsg;
     if (req.nsg == LoginStage::full_feature_phase) {
       negotiation_.finish();
+      // RFC 7145 §5.1: an iSER connection carries iSER only; an initiator that did not agree to
+      // RDMAExtensions=Yes cannot go to the full-feature phase here (open-iscsi offers it).
+      if (options_.rdma && !result_.discovery && !negotiation_.parameters().rdma_extensions)
+        return reject(LoginStatus::missing_parameter);
       result_.parameters = negotiation_.parameters();
       result_.isid = first_.isid;
       result_.cid = first_.cid;

@@ -49,6 +49,11 @@ struct TargetLoginOptions {
   std::uint32_t first_burst_length = 262144;
   std::uint32_t max_outstanding_r2t = 8;  ///< count
   std::uint32_t cmd_window_depth = 128;   ///< commands: ExpCmdSN..MaxCmdSN window size
+  /// The connection is iSER (RFC 7145): RDMAExtensions=Yes is required, TargetRecvDataSegmentLength
+  /// is declared instead of MaxRecvDataSegmentLength, InitialR2T is Yes and digests are None.
+  bool rdma = false;
+  std::uint32_t rdma_recv_data_segment_length = 8192;  ///< TargetRecvDataSegmentLength we declare
+  std::uint32_t max_outstanding_unexpected_pdus = 0;   ///< our answer to that key (0 = no limit)
 };
 
 /// What the connection does after a login PDU.

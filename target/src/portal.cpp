@@ -1,4 +1,6 @@
-// TargetServer: TCP portals (RFC 7143 §4.2.6), I/O threads, and building target nodes and LUNs
+// TargetServer: TCP portals (RFC 7143 §4.2.6) and, beside each, an iSER portal on the same address
+// and port (RFC 7145 §5: an RDMA CM listener; the connection then runs the same login and
+// full-feature code over the iSER datamover), I/O threads, and building target nodes and LUNs
 // from the configuration (SAM-5 §4.6.4 logical units; SPC-5 §7.7.3/§7.7.6 serial and designators).
 #include "iserkit/target/target.hpp"
 
@@ -9,6 +11,7 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/datamover/iser_datamover.hpp"
 #include "iserkit/datamover/tcp_datamover.hpp"
 #include "iserkit/target/backends.hpp"
 #include "connection.hpp"
@@ -78,6 +81,7 @@ struct TargetServer::Impl {
   std::vector<std::unique_ptr<asio::io_context>> contexts;
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
   std::vector<std::unique_ptr<asio::ip::tcp::acceptor>> acceptors;
+  std::vector<std::unique_ptr<datamover::IserListener>> iser_listeners;
   std::vector<std::string> bound;
   std::vector<std::string> description;
   std::atomic<std::size_t> next_context{0};
@@ -86,11 +90,14 @@ struct TargetServer::Impl {
   std::vector<std::pair<asio::any_io_executor, std::weak_ptr<Connection>>> connections;
 
   TargetLoginOptions login_options() const {
+    // .rdma is set by the connection from its datamover's capabilities.
     return TargetLoginOptions{.max_recv_data_segment_length = config.max_recv_data_segment_length,
                               .max_burst_length = config.max_burst_length,
                               .first_burst_length = config.first_burst_length,
                               .max_outstanding_r2t = config.max_outstanding_r2t,
-                              .cmd_window_depth = config.cmd_window_depth};
+                              .cmd_window_depth = config.cmd_window_depth,
+                              .rdma_recv_data_segment_length = iser_recv_data_segment_length,
+                              .max_outstanding_unexpected_pdus = config.cmd_window_depth + iser_extra_receives};
   }
 
   Awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor) {
@@ -106,25 +113,80 @@ struct TargetServer::Impl {
         co_await t.async_wait(use_awaitable_ec(ec));
         continue;
       }
-      auto connection = std::make_shared<Connection>(std::make_unique<datamover::TcpDatamover>(std::move(socket)),
-                                                     registry, login_options());
-      log::debug("portal: connection from {}", connection->peer());
-      {
-        std::lock_guard lock(mutex);
-        std::erase_if(connections, [](const auto& c) { return c.second.expired(); });
-        connections.emplace_back(context.get_executor(), connection);
-      }
-      asio::co_spawn(context, connection->run(), [connection](std::exception_ptr e) {
-        if (e) {
-          try {
-            std::rethrow_exception(e);
-          } catch (const std::exception& x) {
-            log::error("connection {}: {}", connection->peer(), x.what());
-          }
-        }
-      });
+      start_connection(context, std::make_unique<datamover::TcpDatamover>(std::move(socket)));
     }
   }
+
+  // The iSER portal: same as accept_loop, over an RDMA CM listener.
+  Awaitable<void> iser_accept_loop(datamover::IserListener& listener) {
+    while (!stopping) {
+      auto& context = *contexts[next_context++ % contexts.size()];
+      auto dm = co_await listener.accept(asio::any_io_executor(context.get_executor()));
+      if (stopping) co_return;
+      if (!dm) {
+        log::warn("portal: iSER accept failed: {}: iSER portal closed", dm.error().message());
+        co_return;
+      }
+      start_connection(context, std::move(*dm));
+    }
+  }
+
+  void start_connection(asio::io_context& context, std::unique_ptr<datamover::Datamover> dm) {
+    auto connection = std::make_shared<Connection>(std::move(dm), registry, login_options());
+    log::debug("portal: connection from {}", connection->peer());
+    {
+      std::lock_guard lock(mutex);
+      std::erase_if(connections, [](const auto& c) { return c.second.expired(); });
+      connections.emplace_back(context.get_executor(), connection);
+    }
+    asio::co_spawn(context, connection->run(), [connection](std::exception_ptr e) {
+      if (e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+          log::error("connection {}: {}", connection->peer(), x.what());
+        }
+      }
+    });
+  }
+
+  /// Opens an iSER listener beside each bound TCP portal. Without iSER in the build or without an
+  /// RDMA device it logs once and the target serves TCP only.
+  void open_iser_portals(const std::vector<ListenAddress>& listen) {
+    if (!config.iser) return;
+    if (!datamover::iser_built()) {
+      log::info("portal: built without iSER (WITH_ISER=OFF): serving iSCSI/TCP only");
+      return;
+    }
+    if (!datamover::rdma_device_present()) {
+      log::info("portal: no RDMA device: serving iSCSI/TCP only");
+      return;
+    }
+    const datamover::IserOptions options{
+        .recv_data_segment_length = iser_recv_data_segment_length,
+        .receive_depth = config.cmd_window_depth + iser_extra_receives,
+        .send_depth = 2 * config.cmd_window_depth + iser_extra_receives};
+    for (std::size_t i = 0; i < listen.size() && i < acceptors.size(); ++i) {
+      boost::system::error_code ec;
+      const auto port = acceptors[i]->local_endpoint(ec).port();
+      auto l = datamover::IserListener::listen(asio::any_io_executor(contexts[0]->get_executor()), listen[i].host,
+                                               port, options);
+      if (!l) {
+        log::warn("portal: no iSER on {}:{}: {}", listen[i].host, port, l.error().message());
+        continue;
+      }
+      log::info("portal: iSER listening on {}", bound[i]);
+      iser_bound.push_back(bound[i]);
+      iser_listeners.push_back(std::move(*l));
+    }
+  }
+
+  // TargetRecvDataSegmentLength declared on iSER (RFC 7145 §6.4): control PDUs only, data goes by
+  // RDMA; immediate data up to this size still arrives in the receive buffer.
+  static constexpr std::uint32_t iser_recv_data_segment_length = 8192;
+  // Receives beyond the CmdSN window: immediate commands (NOP-Out, TMF, Logout) and NOP-Out echoes.
+  static constexpr std::uint32_t iser_extra_receives = 16;
+  std::vector<std::string> iser_bound;
 
   void stop() {
     if (stopping.exchange(true)) return;
@@ -133,6 +195,7 @@ struct TargetServer::Impl {
         boost::system::error_code ignored;
         a->close(ignored);
       }
+      for (auto& l : iser_listeners) l->close();
       std::lock_guard lock(mutex);
       for (auto& [executor, weak] : connections)
         asio::post(executor, [weak] {
@@ -235,6 +298,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
     impl->acceptors.push_back(std::move(acceptor));
   }
   impl->registry->set_portal_addresses(std::move(advertised));
+  impl->open_iser_portals(listen);
   return std::unique_ptr<TargetServer>(new TargetServer(std::move(impl)));
 }
 
@@ -265,6 +329,8 @@ void TargetServer::run(bool handle_signals) {
     });
   }
   for (auto& a : impl.acceptors) asio::co_spawn(*impl.contexts[0], impl.accept_loop(*a), asio::detached);
+  for (auto& l : impl.iser_listeners)
+    asio::co_spawn(*impl.contexts[0], impl.iser_accept_loop(*l), asio::detached);
   std::vector<std::thread> threads;
   for (std::size_t i = 1; i < impl.contexts.size(); ++i)
     threads.emplace_back([&impl, i] { impl.contexts[i]->run(); });

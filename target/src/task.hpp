@@ -10,6 +10,7 @@
 
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/completion.hpp"
+#include "iserkit/datamover/datamover.hpp"
 #include "iserkit/iscsi/pdu.hpp"
 #include "iserkit/scsi/sense.hpp"
 #include "iserkit/target/scsi_dispatcher.hpp"
@@ -38,6 +39,10 @@ struct Task {
   bool in_window = false;      ///< a non-immediate command: release a CmdSN window slot when done
   bool has_finish_waiter = false;
   std::uint32_t data_in_pdus = 0;  ///< DataSN of the next Data-In
+  std::uint32_t immediate_bytes = 0;  ///< immediate data that came with the command
+  /// iSER (RFC 7145 §9.2): the initiator's read and write buffers from the command's iSER header.
+  std::optional<datamover::RemoteBuffer> remote_read;
+  std::optional<datamover::RemoteBuffer> remote_write;
   Completion data_event;  ///< wakes the task coroutine when data arrived, it failed or was aborted
   Completion finished;    ///< completes when the task coroutine is done
   std::array<std::byte, 2 + scsi::max_sense_size_bytes> sense_segment{};

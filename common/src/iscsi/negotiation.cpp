@@ -109,13 +109,19 @@ const std::vector<KeyDefinition> table = {
   {"RDMAExtensions", KeyKind::boolean_and, KeyUse::leading_only, 0, 0,
    [](P& p, std::string_view v, Role) { p.rdma_extensions = yes(v); },
    [](const Policy& q, Role) { return yes_no(q.wanted.rdma_extensions); }},
+  // RFC 7145 §6.4, §6.5: each length describes one side's receive buffers, so only that side's
+  // declaration counts (tgt answers these keys as if negotiated; LIO declares both).
   {"InitiatorRecvDataSegmentLength", KeyKind::declarative, KeyUse::all, 512, 16777215,
-   [](P& p, std::string_view v, Role) { p.initiator_recv_data_segment_length = num(v); },
+   [](P& p, std::string_view v, Role from) {
+     if (from == Role::initiator) p.initiator_recv_data_segment_length = num(v);
+   },
    [](const Policy& q, Role) { return std::to_string(q.wanted.initiator_recv_data_segment_length); }},
   {"TargetRecvDataSegmentLength", KeyKind::declarative, KeyUse::all, 512, 16777215,
-   [](P& p, std::string_view v, Role) { p.target_recv_data_segment_length = num(v); },
+   [](P& p, std::string_view v, Role from) {
+     if (from == Role::target) p.target_recv_data_segment_length = num(v);
+   },
    [](const Policy& q, Role) { return std::to_string(q.wanted.target_recv_data_segment_length); }},
-  {"MaxOutstandingUnexpectedPDUs", KeyKind::numeric_min, KeyUse::leading_only, 0, 0xffffffff,
+  {"MaxOutstandingUnexpectedPDUs", KeyKind::numeric_min_or_zero, KeyUse::leading_only, 0, 0xffffffff,
    [](P& p, std::string_view v, Role) { p.max_outstanding_unexpected_pdus = num(v); },
    [](const Policy& q, Role) { return std::to_string(q.wanted.max_outstanding_unexpected_pdus); }},
   {"SessionType", KeyKind::declarative, KeyUse::leading_only, 0, 0,
@@ -139,7 +145,15 @@ const std::vector<KeyDefinition> table = {
 };
 // clang-format on
 
-bool numeric(KeyKind k) noexcept { return k == KeyKind::numeric_min || k == KeyKind::numeric_max; }
+bool numeric(KeyKind k) noexcept {
+  return k == KeyKind::numeric_min || k == KeyKind::numeric_max || k == KeyKind::numeric_min_or_zero;
+}
+
+std::uint32_t min_or_zero(std::uint32_t a, std::uint32_t b) noexcept {
+  if (a == 0) return b;
+  if (b == 0) return a;
+  return std::min(a, b);
+}
 bool boolean(KeyKind k) noexcept { return k == KeyKind::boolean_and || k == KeyKind::boolean_or; }
 
 bool valid_value(const KeyDefinition& key, std::string_view v) {
@@ -196,6 +210,7 @@ std::string Negotiation::respond(const KeyDefinition& key, std::string_view offe
     case KeyKind::boolean_or: return yes_no(yes(offered) || yes(local));
     case KeyKind::numeric_min: return std::to_string(std::min(num(offered), num(local)));
     case KeyKind::numeric_max: return std::to_string(std::max(num(offered), num(local)));
+    case KeyKind::numeric_min_or_zero: return std::to_string(min_or_zero(num(offered), num(local)));
     case KeyKind::declarative: break;
   }
   return {};
@@ -217,6 +232,7 @@ Result<void> Negotiation::handle_answer(const KeyDefinition& key, const std::str
     case KeyKind::boolean_or: ok = !yes(offered) || yes(answer); break;   // Yes offered → must stay Yes
     case KeyKind::numeric_min: ok = num(answer) <= num(offered); break;
     case KeyKind::numeric_max: ok = num(answer) >= num(offered); break;
+    case KeyKind::numeric_min_or_zero: ok = num(offered) == 0 || (num(answer) != 0 && num(answer) <= num(offered)); break;
     case KeyKind::declarative: break;
   }
   if (!ok) return fail(errc::negotiation_failed);
@@ -269,6 +285,16 @@ void Negotiation::finish() {
   outstanding_.clear();
   // RFC 7143 §13.14: FirstBurstLength must not exceed MaxBurstLength.
   params_.first_burst_length = std::min(params_.first_burst_length, params_.max_burst_length);
+  if (params_.rdma_extensions) {
+    // RFC 7145 §6.2: with RDMAExtensions=Yes MaxRecvDataSegmentLength is not used; the control-PDU
+    // limits are InitiatorRecvDataSegmentLength and TargetRecvDataSegmentLength (§6.4, §6.5).
+    params_.initiator_max_recv_data_segment_length = params_.initiator_recv_data_segment_length;
+    params_.target_max_recv_data_segment_length = params_.target_recv_data_segment_length;
+    // RFC 7145 §6.1: HeaderDigest and DataDigest are irrelevant on iSER (the RDMA transport has its
+    // own CRCs); whatever was answered, none is used.
+    params_.header_digest_crc32c = false;
+    params_.data_digest_crc32c = false;
+  }
 }
 
 }  // namespace iserkit::iscsi

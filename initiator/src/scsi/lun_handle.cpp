@@ -6,6 +6,7 @@
 #include "io_plan.hpp"
 #include "retry_policy.hpp"
 #include "iserkit/common/buffer.hpp"
+#include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/initiator/errors.hpp"
@@ -51,7 +52,24 @@ Awaitable<Result<scsi::ScsiResult>> execute_with_retries(Session& session, const
 Awaitable<Result<scsi::ScsiResult>> LunHandle::run(const scsi::Cdb& cdb, std::span<std::byte> in,
                                                    std::span<const std::byte> out) {
   CommandRequest req{.lun = info_.lun, .cdb = cdb, .data_in = in, .data_out = out};
-  co_return co_await execute_with_retries(*session_, req);
+  if (session_->transport() != datamover::Transport::iser || (in.empty() && out.empty())) {
+    co_return co_await execute_with_retries(*session_, req);
+  }
+  // iSER: control data (INQUIRY/VPD, READ CAPACITY, REPORT LUNS, UNMAP lists) is not payload;
+  // stage it in registered memory here so the session's payload bounce (counted) is not used.
+  BufferPool& pool = session_->buffer_pool();
+  PooledBuffer staging;
+  if (!in.empty() && !pool.registration(in)) {
+    staging = pool.allocate(in.size());
+    req.data_in = staging.bytes();
+  } else if (!out.empty() && !pool.registration(out)) {
+    staging = pool.allocate(out.size());
+    std::memcpy(staging.data(), out.data(), out.size());
+    req.data_out = staging.bytes();
+  }
+  auto r = co_await execute_with_retries(*session_, req);
+  if (r && staging && !in.empty()) std::memcpy(in.data(), staging.data(), received(*r, in.size()));
+  co_return r;
 }
 
 Awaitable<Result<LunHandle>> LunHandle::open(std::shared_ptr<Session> session, scsi::Lun lun) {
@@ -83,6 +101,11 @@ Awaitable<Result<LunHandle>> LunHandle::open(std::shared_ptr<Session> session, s
     }
   }
   h.info_.max_transfer_blocks = max_transfer_blocks(h.info_.block_limits, h.info_.capacity.block_size_bytes);
+  if (const std::uint32_t cap = h.session_->max_transfer_bytes(); cap != 0) {
+    // iSER: SessionOptions::iser_max_transfer_bytes (tgt's RDMA buffers hold 512 KiB per command).
+    h.info_.max_transfer_blocks =
+        std::min(h.info_.max_transfer_blocks, std::max<std::uint32_t>(1, cap / h.info_.capacity.block_size_bytes));
+  }
   co_return h;
 }
 
@@ -135,9 +158,9 @@ Awaitable<Result<void>> LunHandle::read_bytes(std::uint64_t offset_bytes, std::s
   const BytePlan p = plan_bytes(offset_bytes, buffer.size(), bs);
   std::size_t pos = 0;
   if (p.head_bytes != 0) {
-    auto bounce = HeapBufferPool::shared().allocate(bs);
+    auto bounce = session_->buffer_pool().allocate(bs);
     if (auto r = co_await read({.lba = p.first_lba, .blocks = 1}, bounce.bytes()); !r) co_return r;
-    std::memcpy(buffer.data(), bounce.data() + p.head_offset, p.head_bytes);
+    copy_payload(buffer.data(), bounce.data() + p.head_offset, p.head_bytes);  // counted bounce copy
     pos += p.head_bytes;
   }
   if (p.middle_blocks != 0) {
@@ -149,9 +172,9 @@ Awaitable<Result<void>> LunHandle::read_bytes(std::uint64_t offset_bytes, std::s
     pos += len;
   }
   if (p.tail_bytes != 0) {
-    auto bounce = HeapBufferPool::shared().allocate(bs);
+    auto bounce = session_->buffer_pool().allocate(bs);
     if (auto r = co_await read({.lba = p.tail_lba, .blocks = 1}, bounce.bytes()); !r) co_return r;
-    std::memcpy(buffer.data() + pos, bounce.data(), p.tail_bytes);
+    copy_payload(buffer.data() + pos, bounce.data(), p.tail_bytes);
   }
   co_return Result<void>{};
 }
@@ -164,9 +187,9 @@ Awaitable<Result<void>> LunHandle::write_bytes(std::uint64_t offset_bytes, std::
   const BytePlan p = plan_bytes(offset_bytes, data.size(), bs);
   std::size_t pos = 0;
   if (p.head_bytes != 0) {  // read-modify-write of the head block
-    auto bounce = HeapBufferPool::shared().allocate(bs);
+    auto bounce = session_->buffer_pool().allocate(bs);
     if (auto r = co_await read({.lba = p.first_lba, .blocks = 1}, bounce.bytes()); !r) co_return r;
-    std::memcpy(bounce.data() + p.head_offset, data.data(), p.head_bytes);
+    copy_payload(bounce.data() + p.head_offset, data.data(), p.head_bytes);
     if (auto r = co_await write({.lba = p.first_lba, .blocks = 1, .fua = options.fua}, bounce.bytes()); !r)
       co_return r;
     pos += p.head_bytes;
@@ -181,9 +204,9 @@ Awaitable<Result<void>> LunHandle::write_bytes(std::uint64_t offset_bytes, std::
     pos += len;
   }
   if (p.tail_bytes != 0) {  // read-modify-write of the tail block
-    auto bounce = HeapBufferPool::shared().allocate(bs);
+    auto bounce = session_->buffer_pool().allocate(bs);
     if (auto r = co_await read({.lba = p.tail_lba, .blocks = 1}, bounce.bytes()); !r) co_return r;
-    std::memcpy(bounce.data(), data.data() + pos, p.tail_bytes);
+    copy_payload(bounce.data(), data.data() + pos, p.tail_bytes);
     if (auto r = co_await write({.lba = p.tail_lba, .blocks = 1, .fua = options.fua}, bounce.bytes()); !r) co_return r;
   }
   co_return Result<void>{};
@@ -251,7 +274,7 @@ Awaitable<Result<void>> LunHandle::write_zeroes(WriteZeroesOptions o) {
   if (info_.block_limits && info_.block_limits->maximum_write_same_length != 0)
     max_blocks = info_.block_limits->maximum_write_same_length;
   max_blocks = std::min<std::uint64_t>(max_blocks, 0xffffffff);
-  auto zero = HeapBufferPool::shared().allocate(bs);
+  auto zero = session_->buffer_pool().allocate(bs);
   std::memset(zero.data(), 0, bs);
   std::uint64_t lba = o.lba;
   std::uint64_t left = o.blocks;
@@ -347,12 +370,14 @@ Awaitable<Result<void>> LunHandle::test_unit_ready() {
 Awaitable<Result<std::vector<scsi::Lun>>> report_luns(Session& session) {
   std::uint32_t length = 4096;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::vector<std::byte> buf(length);
-    CommandRequest req{.lun = scsi::Lun{}, .cdb = scsi::report_luns({.allocation_length = length}), .data_in = buf};
+    // From the session's pool: registered on iSER, so no payload bounce is needed.
+    auto pooled = session.buffer_pool().allocate(length);
+    CommandRequest req{.lun = scsi::Lun{}, .cdb = scsi::report_luns({.allocation_length = length}),
+                       .data_in = pooled.bytes()};
     auto r = co_await session.execute(req);
     if (!r) co_return fail(r.error());
     if (auto ok = check(*r); !ok) co_return fail(ok.error());
-    buf.resize(received(*r, buf.size()));
+    std::vector<std::byte> buf(pooled.bytes().begin(), pooled.bytes().begin() + static_cast<std::ptrdiff_t>(received(*r, length)));
     auto full = scsi::report_luns_full_size(buf);
     if (!full) co_return fail(full.error());
     if (*full <= buf.size() || attempt == 1) co_return scsi::parse_report_luns(buf);

@@ -6,7 +6,9 @@
 #  - nbdsh: 64 concurrent async writes/reads, FUA, FLUSH, TRIM and WRITE_ZEROES read back as zeroes,
 #    a request past the end gets an NBD error and the connection keeps working;
 #  - a bridge with CRC32C header and data digests reads back the same bytes;
-#  - iserkit-nbd and iserkit-target both exit cleanly on SIGTERM.
+#  - iserkit-nbd and iserkit-target both exit cleanly on SIGTERM;
+#  - zero copies: both report copied_payload_bytes=0 (common/copy_counter.hpp) — over TCP the only
+#    copies of payload are the kernel's socket copies.
 set -euo pipefail
 skip() { echo "SKIP: $*" >&2; exit 77; }
 for tool in nbdinfo nbdcopy nbdsh sha256sum; do command -v $tool >/dev/null || skip "$tool is not installed"; done
@@ -23,13 +25,14 @@ size=$((64 << 20))
 truncate -s $size "$tmp/lun.img"
 iqn=iqn.2026-11.org.iserkit:chain
 "$BIN/iserkit-target" --iqn $iqn --lun "$tmp/lun.img" --listen 127.0.0.1:0 --port-file "$tmp/port" \
-  >"$tmp/target.log" 2>&1 &
+  --stats-file "$tmp/target.stats" >"$tmp/target.log" 2>&1 &
 target_pid=$!; pids+=($target_pid)
 for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
 [[ -s $tmp/port ]] || fail "target did not start"
 port=$(cat "$tmp/port")
 
-"$BIN/iserkit-nbd" "iscsi://127.0.0.1:$port/$iqn/0" --socket "$tmp/nbd.sock" >"$tmp/nbd.log" 2>&1 &
+"$BIN/iserkit-nbd" "iscsi://127.0.0.1:$port/$iqn/0" --socket "$tmp/nbd.sock" --stats-file "$tmp/nbd.stats" \
+  >"$tmp/nbd.log" 2>&1 &
 nbd_pid=$!; pids+=($nbd_pid)
 for _ in $(seq 100); do [[ -S $tmp/nbd.sock ]] && break; sleep 0.1; done
 [[ -S $tmp/nbd.sock ]] || fail "iserkit-nbd did not start"
@@ -122,4 +125,11 @@ echo "== shutdown"
 kill -TERM $nbd_pid; wait $nbd_pid || fail "iserkit-nbd exited with $?"
 kill -TERM $target_pid; wait $target_pid || fail "iserkit-target exited with $?"
 pids=()
+
+echo "== zero copies in user space"
+for f in nbd target; do
+  [[ -s $tmp/$f.stats ]] || fail "iserkit-$f wrote no --stats-file"
+  echo "  iserkit-$f: $(cat "$tmp/$f.stats")"
+  grep -qx 'copied_payload_bytes=0' "$tmp/$f.stats" || fail "iserkit-$f copied payload: $(cat "$tmp/$f.stats")"
+done
 echo "PASS"

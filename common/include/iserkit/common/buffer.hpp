@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -67,6 +68,14 @@ class BufferPool {
   virtual ~BufferPool() = default;
   /// Leases `bytes` bytes, aligned to 4096 bytes (suitable for O_DIRECT). Throws std::bad_alloc.
   virtual PooledBuffer allocate(std::size_t bytes) = 0;
+
+  /// When `bytes` lies wholly inside memory this pool registered, the Buffer for it (its lkey and
+  /// rkey); nullopt otherwise (always, for unregistered pools). Lets a caller holding a plain span
+  /// that came from this pool (e.g. the NBD bridge's request buffer) advertise it without copying.
+  [[nodiscard]] virtual std::optional<Buffer> registration(std::span<const std::byte> bytes) const noexcept {
+    (void)bytes;
+    return std::nullopt;
+  }
 
  protected:
   friend class PooledBuffer;

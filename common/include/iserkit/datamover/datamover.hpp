@@ -1,10 +1,16 @@
 // The Datamover interface (RFC 5047): the only layer that touches sockets or RDMA verbs. It moves
 // whole iSCSI PDUs (Send_Control / control receive) and, on iSER, the data itself (Put_Data as RDMA
-// Write, Get_Data as RDMA Read). The TCP datamover frames PDUs with padding and digests; the iSER
-// datamover (issue 3) prefixes the iSER header and advertises STags from the task's Buffers.
+// Write, Get_Data as RDMA Read, RFC 5047 §7.3/§7.4). The TCP datamover frames PDUs with padding and
+// digests; the iSER datamover prefixes the iSER header (RFC 7145 §9.2), advertises the STags of the
+// task's registered Buffers, and moves Data-In/solicited Data-Out by RDMA.
+//
+// Which one a connection has is asked through capabilities(): when rdma_data is set the target
+// never sends Data-In or R2T and never expects Data-Out; it calls put_data()/get_data() with the
+// STags that came in the command's iSER header (PduIn::remote_read/remote_write).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <system_error>
@@ -36,12 +42,26 @@ PduOut make_pdu(const iscsi::PduHeader& header, std::span<const std::byte> data 
 /// A PDU that owns its data segment (text, sense data, rejected BHS). Sets the BHS length fields.
 PduOut make_pdu_owned(const iscsi::PduHeader& header, std::vector<std::byte> data);
 
+/// A buffer of the peer's that this side may RDMA-read or RDMA-write: its STag (rkey) and the
+/// peer's virtual address of its first byte (RFC 7145 §9.2, ZBVA not used). Only ever received.
+struct RemoteBuffer {
+  std::uint32_t stag = 0;
+  std::uint64_t address = 0;
+  friend bool operator==(const RemoteBuffer&, const RemoteBuffer&) = default;
+};
+
 /// A received PDU. `data` views where the data segment landed: the span the DataPlacement chose,
 /// or the datamover's scratch buffer, which stays valid until the next receive() call.
 struct PduIn {
   iscsi::Bhs bhs{};
   std::vector<std::byte> ahs;  ///< raw AHS area (TotalAHSLength × 4 bytes)
   std::span<std::byte> data;
+  /// iSER only, SCSI Command PDUs: the initiator's read buffer (Read STag and Base Offset, RSV set)
+  /// — byte 0 of the read data goes to `address` — and its write buffer (Write STag/Base Offset,
+  /// WSV set), whose `address` holds the first byte after the immediate and unsolicited data
+  /// (RFC 7145 §9.2; Linux iser_prepare_write_cmd).
+  std::optional<RemoteBuffer> remote_read;
+  std::optional<RemoteBuffer> remote_write;
   /// A per-PDU error that left the connection usable: errc::data_digest_error or
   /// errc::pdu_too_large (the data segment was read and discarded). The receiver answers with a
   /// Reject (RFC 7143 §11.17) or drops the task; framing is intact.
@@ -61,6 +81,15 @@ class DataPlacement {
 
 /// Which wire a datamover drives.
 enum class Transport { tcp, iser };
+
+/// What a datamover can do beyond Send_Control.
+struct Capabilities {
+  /// Put_Data/Get_Data move the payload by RDMA (iSER): no Data-In, R2T or solicited Data-Out PDUs
+  /// on the wire (RFC 7145 §7.3); buffers must come from buffer_pool() (registered memory).
+  bool rdma_data = false;
+  /// CRC32C digests can be used (TCP only; RFC 7145 §6.1 makes them irrelevant on iSER).
+  bool digests = true;
+};
 
 /// One iSCSI connection's datamover. Used from one executor (thread); not thread-safe.
 class Datamover {
@@ -94,6 +123,30 @@ class Datamover {
   [[nodiscard]] virtual Transport transport() const noexcept = 0;
   /// The executor all of this datamover's work runs on.
   [[nodiscard]] virtual asio::any_io_executor executor() const = 0;
+
+  /// What this datamover can do (TCP: no RDMA data, digests available).
+  [[nodiscard]] virtual Capabilities capabilities() const noexcept { return {}; }
+
+  /// Where data-path buffers for this connection come from: registered memory of the connection's
+  /// protection domain on iSER (so put_data/get_data and STags work on them without registering per
+  /// command), HeapBufferPool::shared() on TCP. Thread-safe; outlives the datamover.
+  [[nodiscard]] virtual BufferPool& buffer_pool() noexcept;
+
+  /// Put_Data (RFC 5047 §7.3; RFC 7145 §7.3.5): target side, RDMA-writes `source` (registered:
+  /// its lkey is used) to the initiator's buffer `dest` at `dest_offset` bytes from its start.
+  /// Completes when the write is done (the caller may reuse `source` and then send the SCSI
+  /// Response, which the RC QP orders after the write). Errors: errc::not_supported (TCP),
+  /// errc::connection_closed or a work-completion error (connection-fatal).
+  virtual Awaitable<std::error_code> put_data(RemoteBuffer dest, std::uint64_t dest_offset, Buffer source);
+
+  /// Get_Data (RFC 5047 §7.4; RFC 7145 §7.3.4): target side, RDMA-reads `dest.bytes.size()` bytes
+  /// from the initiator's buffer `source` at `source_offset` bytes into `dest` (registered).
+  /// Completes when the data is in `dest`. Errors as put_data().
+  virtual Awaitable<std::error_code> get_data(RemoteBuffer source, std::uint64_t source_offset, Buffer dest);
+
+  /// The number of unexpected PDUs (see iserkit/iser/credits.hpp) the peer accepts outstanding, as
+  /// negotiated (MaxOutstandingUnexpectedPDUs); 0 = no limit. Ignored by TCP.
+  virtual void set_unexpected_pdu_limit(std::uint32_t pdus) noexcept { (void)pdus; }
 };
 
 }  // namespace iserkit::datamover

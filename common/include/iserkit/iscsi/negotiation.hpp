@@ -37,10 +37,16 @@ struct OperationalParameters {
   std::uint32_t initiator_max_recv_data_segment_length = 8192;
   /// MaxRecvDataSegmentLength declared by the target: the most the initiator may send in one PDU.
   std::uint32_t target_max_recv_data_segment_length = 8192;
-  bool rdma_extensions = false;                           ///< RFC 7145 §6.3
-  std::uint32_t initiator_recv_data_segment_length = 8192;  ///< RFC 7145 §6.5
-  std::uint32_t target_recv_data_segment_length = 8192;     ///< RFC 7145 §6.4
-  std::uint32_t max_outstanding_unexpected_pdus = 0;        ///< RFC 7145 §6.6; 0 = no limit
+  bool rdma_extensions = false;                           ///< RDMAExtensions, RFC 7145 §6.3
+  /// InitiatorRecvDataSegmentLength (RFC 7145 §6.5): the largest control-type PDU data segment the
+  /// initiator receives. Only the initiator's own declaration counts.
+  std::uint32_t initiator_recv_data_segment_length = 8192;
+  /// TargetRecvDataSegmentLength (RFC 7145 §6.4): the largest control-type PDU data segment the
+  /// target receives. Only the target's own declaration counts.
+  std::uint32_t target_recv_data_segment_length = 8192;
+  /// MaxOutstandingUnexpectedPDUs (RFC 5046 §6.7, implemented by tgt and illumos, not by Linux):
+  /// unexpected control-type PDUs a side may have outstanding; 0 = no limit.
+  std::uint32_t max_outstanding_unexpected_pdus = 0;
   std::uint32_t protocol_level = 0;                         ///< iSCSIProtocolLevel, RFC 7143 §13.24
   std::string session_type = "Normal";                      ///< "Normal" or "Discovery"
   std::string initiator_name;
@@ -77,6 +83,7 @@ enum class KeyKind {
   boolean_or,       ///< Yes/No, result = Or
   numeric_min,      ///< result = smaller of the two
   numeric_max,      ///< result = larger of the two
+  numeric_min_or_zero,  ///< result = smaller of the two, where 0 means "no limit" (tgt's min_or_zero)
   declarative,      ///< each side states its own value; no response
 };
 
@@ -122,6 +129,9 @@ class Negotiation {
 
   /// Resolves offers that got no answer (RFC 7143 §6.2.1: an And offer of No or an Or offer of Yes
   /// needs none; for others the default stays) and enforces FirstBurstLength ≤ MaxBurstLength.
+  /// With RDMAExtensions=Yes (RFC 7145 §6.2, §6.1): MaxRecvDataSegmentLength is not used — the
+  /// per-role limits become InitiatorRecvDataSegmentLength / TargetRecvDataSegmentLength whatever
+  /// MaxRecvDataSegmentLength was declared — and digests are off (iSER has none).
   void finish();
 
   /// True when every offer of ours has been answered.

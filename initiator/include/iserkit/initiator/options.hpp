@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "iserkit/iscsi/chap.hpp"
@@ -36,6 +37,14 @@ struct ChapOptions {
                                                std::end(iscsi::all_chap_algorithms)};
   [[nodiscard]] bool enabled() const noexcept { return !user.empty(); }
   [[nodiscard]] bool mutual() const noexcept { return !target_secret.empty(); }
+};
+
+/// How Session::connect picks the wire (select_transports() in session.hpp).
+enum class TransportPolicy {
+  from_url,  ///< iscsi:// → TCP, iser:// → iSER (RFC 7145), no fallback
+  tcp,       ///< TCP whatever the URL says
+  iser,      ///< iSER whatever the URL says
+  automatic, ///< try iSER, fall back to TCP when the RDMA connection or the iSER login fails
 };
 
 /// Options for a session (normal or discovery). All lengths are in bytes.
@@ -77,7 +86,19 @@ struct SessionOptions {
   /// Cap on commands in flight in this session (on top of the target's CmdSN window); also the ITT
   /// table size. 1..65535.
   std::uint32_t max_commands_in_flight = 128;
+  /// Transport choice; see TransportPolicy.
+  TransportPolicy transport = TransportPolicy::from_url;
+  /// On iSER: our InitiatorRecvDataSegmentLength (RFC 7145 §6.5), the data part of each posted
+  /// receive buffer. Responses carry at most sense data and text, so 8192 (the default) suffices.
+  std::uint32_t iser_recv_data_segment_length = 8192;
+  /// On iSER: the most bytes one READ/WRITE command moves (LunHandle splits larger transfers);
+  /// 0 = only the target's Block Limits VPD and 8 MiB. 512 KiB by default, like Linux ib_iser
+  /// (ISER_DEF_MAX_SECTORS), because tgtd's iSER refuses commands above its 512 KiB RDMA buffers.
+  std::uint32_t iser_max_transfer_bytes = 512 * 1024;
 };
+
+/// Parses a --transport value: "url", "tcp", "iser" or "auto"; nullopt for anything else.
+std::optional<TransportPolicy> parse_transport_policy(std::string_view text) noexcept;
 
 /// "iqn.2026-11.org.iserkit:initiator-<hostname>" (RFC 7143 §4.2.7.2 iqn. format), host name
 /// lowercased with characters outside [a-z0-9.-] replaced by '-'.

@@ -1,6 +1,7 @@
 // The initiator session: login, the CmdSN window, the ITT table and the receive loop that places
-// Data-In straight into the caller's buffer. One TCP connection per session (MaxConnections=1),
-// ErrorRecoveryLevel 0. Implements RFC 7143 §4.2.2.1 (command numbering and window), §6 (login),
+// Data-In straight into the caller's buffer. One connection per session (MaxConnections=1),
+// ErrorRecoveryLevel 0, over TCP or iSER (RFC 7145: the target moves the data by RDMA; see
+// select_transports() and buffer_pool()). Implements RFC 7143 §4.2.2.1 (command numbering and window), §6 (login),
 // §11.3–§11.9 (SCSI Command/Response, Data-In/Out, R2T, Async), §11.14–§11.19 (Logout, NOP),
 // §11.17 (Reject). Layer 6 (public API) over layers 2–3 in initiator/src.
 //
@@ -13,6 +14,10 @@
 // received into data_in at its BufferOffset, immediate/unsolicited/R2T data is sent from data_out.
 // Both spans must stay valid until the awaitable completes — including when it completes with an
 // error: by then no PDU references the buffer and no later Data-In can land in it.
+// On iSER the spans are advertised to the target as STags: zero copy when they lie in memory from
+// buffer_pool() (registered once); any other span goes through a registered bounce buffer (one
+// counted copy). A command that times out on iSER closes the connection, so the target can no
+// longer RDMA into a buffer the caller got back.
 #pragma once
 
 #include <chrono>
@@ -22,6 +27,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/buffer.hpp"
@@ -81,6 +87,10 @@ struct TaskManagementResult {
   [[nodiscard]] bool complete() const noexcept { return response == 0; }
 };
 
+/// The transports Session::connect tries, in order: from_url → the URL's (iscsi:// TCP, iser://
+/// iSER); tcp/iser → that one; automatic → iSER (when this build has it) then TCP.
+std::vector<datamover::Transport> select_transports(const Url& url, TransportPolicy policy);
+
 /// A logged-in iSCSI session (normal session type). Create with Session::connect(); share with
 /// std::shared_ptr (the receive loop keeps the session alive until the connection ends).
 class Session : public std::enable_shared_from_this<Session> {
@@ -90,10 +100,13 @@ class Session : public std::enable_shared_from_this<Session> {
   /// Connects to url.host:url.port and logs in to url.target (RFC 7143 §6): security stage with
   /// AuthMethod=None, or CHAP when options.chap or the URL has a user (RFC 7143 §12.1.3; mutual
   /// with options.chap.target_secret), unless options.security_stage is false; then the
-  /// operational stage. With options.nop_interval a NOP-Out keepalive runs for the session.
+  /// operational stage. With options.nop_interval a NOP-Out keepalive runs for the session. The
+  /// transport follows options.transport and url.transport (select_transports()); on iSER the
+  /// login runs over RDMA SENDs with RDMAExtensions=Yes (RFC 7145 §5, §6).
   /// Returns: the session, or
   ///  - errc::invalid_argument: the URL has no target name;
-  ///  - errc::not_supported: url.transport is iser (the iSER datamover is a later issue);
+  ///  - errc::not_supported: iSER asked for but not built (WITH_ISER=OFF);
+  ///  - std::errc::no_such_device: iSER asked for but no RDMA device reaches the host;
   ///  - errc::invalid_argument: CHAP credentials that do not fit (see resolve_credentials);
   ///  - errc::authentication_failed: mutual CHAP and the target failed to prove its identity;
   ///  - errc::timeout / socket errors: connect or login took too long / failed;
@@ -152,6 +165,15 @@ class Session : public std::enable_shared_from_this<Session> {
   [[nodiscard]] asio::any_io_executor executor() const;
   /// Counters (on the session's thread only).
   [[nodiscard]] const SessionStats& stats() const noexcept;
+  /// The wire this session runs on.
+  [[nodiscard]] datamover::Transport transport() const noexcept;
+  /// The largest transfer one command should carry, bytes, imposed by the transport (on iSER:
+  /// SessionOptions::iser_max_transfer_bytes); 0 = no transport limit.
+  [[nodiscard]] std::uint32_t max_transfer_bytes() const noexcept;
+  /// Where to lease data buffers for execute() so they need no copy: registered memory of the
+  /// connection's RDMA device on iSER, HeapBufferPool::shared() on TCP. Thread-safe; outlives the
+  /// session.
+  [[nodiscard]] BufferPool& buffer_pool() const noexcept;
 
   explicit Session(std::unique_ptr<Impl> impl);
   ~Session();
@@ -159,6 +181,9 @@ class Session : public std::enable_shared_from_this<Session> {
   Session& operator=(const Session&) = delete;
 
  private:
+  static Awaitable<Result<std::shared_ptr<Session>>> connect_one(asio::any_io_executor ex, const Url& url,
+                                                                SessionOptions options,
+                                                                datamover::Transport transport);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -98,6 +98,9 @@ struct TargetConfig {
   AuthConfig auth;
   /// Authentication of discovery sessions (SessionType=Discovery).
   AuthConfig discovery_auth;
+  /// Also serve iSER (RFC 7145) on every listen address (an RDMA CM listener on the same address
+  /// and port) when iserkit was built with iSER and the host has an RDMA device.
+  bool iser = true;
 };
 
 /// An error in the configuration file: where and what, never a secret's value.

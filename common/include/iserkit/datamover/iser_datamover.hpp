@@ -1,0 +1,94 @@
+// The iSER datamover (RFC 7145): iSCSI over an RDMA reliable connection set up with librdmacm,
+// for both ends. Control-type PDUs travel as RDMA SENDs, each prefixed with the 28-byte iSER
+// header; the target moves read data with RDMA Write into the initiator's Read STag and fetches
+// write data with RDMA Read from its Write STag (put_data/get_data), so no Data-In, R2T or
+// solicited Data-Out PDU ever crosses the wire. The login phase runs over the same SENDs
+// ("iSER-assisted" login, as Linux ib_iser and isert do; no Hello exchange on IB/RoCE).
+//
+// Buffers: buffer_pool() hands out chunks of large slabs registered once per protection domain
+// (RegisteredBufferPool); receive and send descriptors are registered once per connection. No
+// ibv_reg_mr happens per command. Receive buffers are sized from the declared
+// (Initiator|Target)RecvDataSegmentLength and their number from the command window.
+//
+// Events: the CM event channel and the CQ completion channel are file descriptors watched by the
+// Asio loop (posix::stream_descriptor::async_wait); nothing blocks and no extra thread runs.
+// Teardown: close() disconnects; the QP flushes every posted work request, each waiter gets
+// errc::connection_closed; DISCONNECTED and DEVICE_REMOVAL events close the connection too.
+//
+// Without WITH_ISER (no rdma-core at build time) the functions below exist and fail with
+// errc::not_supported, so front ends need no #ifdef.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/result.hpp"
+#include "iserkit/datamover/datamover.hpp"
+
+namespace iserkit::datamover {
+
+/// True when this build has the iSER datamover (CMake WITH_ISER).
+[[nodiscard]] bool iser_built() noexcept;
+
+/// True when iSER is built and the host has at least one RDMA device (ibv_get_device_list).
+[[nodiscard]] bool rdma_device_present() noexcept;
+
+/// Sizing of one iSER connection. Lengths in bytes, depths in work requests.
+struct IserOptions {
+  /// This side's declared (Initiator|Target)RecvDataSegmentLength (RFC 7145 §6.4/§6.5): the data
+  /// part of every posted receive buffer; also the login-phase minimum of 8192 (RFC 7143 §13.12).
+  std::uint32_t recv_data_segment_length = 8192;
+  /// Receive buffers posted: commands in flight + unexpected PDUs from the peer + a margin for
+  /// immediate PDUs (iser::receive_depth). The initiator uses its command limit, the target its
+  /// CmdSN window.
+  std::uint32_t receive_depth = 160;
+  /// SEND descriptors (registered send slots) and RDMA operations that may be in flight.
+  std::uint32_t send_depth = 160;
+  /// Connect/accept time limit (address and route resolution, connection establishment).
+  std::chrono::milliseconds timeout{10000};
+};
+
+/// Initiator: resolves `host`:`port` (the iSCSI portal; RDMA CM maps it to the IB/RoCE service
+/// 3260 + TCP port space), resolves the route, creates the QP and connects with the iSER CM REQ
+/// private data (ZBVA not supported, Send with Invalidate not supported). The datamover runs on
+/// `ex`, which must be single-threaded.
+/// Errors: errc::not_supported (no iSER in this build), errc::timeout, errc::connection_closed
+/// (rejected or unreachable), std::errc::no_such_device (no RDMA device for that address).
+Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor ex, std::string host,
+                                                           std::uint16_t port, IserOptions options = {});
+
+/// Target: an RDMA CM listener on an iSCSI portal address. Accepted connections get their own CM
+/// event channel and CQ, watched by the executor passed to accept().
+class IserListener {
+ public:
+  struct Impl;
+  /// Binds and listens on `host`:`port` ("0.0.0.0"/"::" for every address; port 0 picks one).
+  /// Runs its event channel on `ex` (single-threaded). Errors: errc::not_supported (no iSER
+  /// built), std::errc::no_such_device (no RDMA device), bind/listen errno.
+  static Result<std::unique_ptr<IserListener>> listen(asio::any_io_executor ex, const std::string& host,
+                                                      std::uint16_t port, IserOptions options = {});
+  ~IserListener();
+  IserListener(const IserListener&) = delete;
+  IserListener& operator=(const IserListener&) = delete;
+
+  /// Waits for the next connection request, accepts it (CM REP private data: ZBVA not used, Send
+  /// with Invalidate not used) and returns its datamover, which runs on `connection_executor`.
+  /// A request that cannot be served (QP creation fails) is rejected and the wait goes on.
+  /// Errors: errc::connection_closed once close() was called.
+  Awaitable<Result<std::unique_ptr<Datamover>>> accept(asio::any_io_executor connection_executor);
+
+  /// Stops listening; a pending accept() completes with errc::connection_closed. Call on the
+  /// listener's executor.
+  void close() noexcept;
+  /// The bound port.
+  [[nodiscard]] std::uint16_t port() const noexcept;
+
+ private:
+  explicit IserListener(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace iserkit::datamover

@@ -1,0 +1,19 @@
+// Default behaviour of the Datamover interface for transports without RDMA (RFC 5047 §7: only the
+// iSER datamover implements Put_Data/Get_Data as RDMA operations).
+#include "iserkit/datamover/datamover.hpp"
+
+#include "iserkit/common/errors.hpp"
+
+namespace iserkit::datamover {
+
+BufferPool& Datamover::buffer_pool() noexcept { return HeapBufferPool::shared(); }
+
+Awaitable<std::error_code> Datamover::put_data(RemoteBuffer, std::uint64_t, Buffer) {
+  co_return make_error_code(errc::not_supported);
+}
+
+Awaitable<std::error_code> Datamover::get_data(RemoteBuffer, std::uint64_t, Buffer) {
+  co_return make_error_code(errc::not_supported);
+}
+
+}  // namespace iserkit::datamover

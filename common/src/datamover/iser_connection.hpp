@@ -1,0 +1,137 @@
+// IserConnection: the state of one iSER RDMA connection (either role) behind IserDatamover —
+// its CM id and event channel, CQ and completion channel, QP, registered receive and send
+// descriptors, waiters and the unexpected-PDU credits (RFC 7145 §7, §8). Private to
+// common/src/datamover; see iser_datamover.cpp for the thread model.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "iser_verbs.hpp"
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/completion.hpp"
+#include "iserkit/datamover/iser_datamover.hpp"
+#include "iserkit/iser/credits.hpp"
+
+namespace iserkit::datamover::rdma {
+
+std::error_code errno_error(int e);
+std::string format_address(const sockaddr* sa);
+bool set_nonblocking(int fd) noexcept;
+const char* event_name(rdma_cm_event_type t) noexcept;
+
+/// A CM event, copied out before it is acknowledged.
+struct CmEvent {
+  rdma_cm_event_type type{};
+  int status = 0;
+  rdma_cm_id* id = nullptr;
+  std::vector<std::byte> private_data;
+  std::uint8_t responder_resources = 0;
+  std::uint8_t initiator_depth = 0;
+};
+
+/// One posted work request (SEND, or the pieces of one RDMA Read/Write) a coroutine waits for.
+struct Op {
+  Completion done;
+  std::error_code ec;
+  std::uint32_t remaining = 1;  ///< completions still to come
+};
+
+class IserConnection {
+ public:
+  IserConnection(asio::any_io_executor ex, bool initiator, IserOptions options);
+  ~IserConnection();
+  IserConnection(const IserConnection&) = delete;
+  IserConnection& operator=(const IserConnection&) = delete;
+
+  /// Creates this connection's CM event channel (non-blocking, watched by the executor).
+  std::error_code open_channel();
+  [[nodiscard]] rdma_event_channel* channel() const noexcept { return channel_.get(); }
+  void adopt_id(rdma_cm_id* id) noexcept { id_.reset(id); }
+  /// Device, completion channel, CQ, QP and the registered descriptors; posts every receive.
+  std::error_code create_resources();
+  /// Starts the completion and CM event loops (they keep `self` alive until shutdown()).
+  void start(std::shared_ptr<IserConnection> self);
+  void describe();
+  void set_established() noexcept { established_ = true; }
+
+  /// The next CM event on this connection's channel, or errc::timeout at `deadline`.
+  Awaitable<Result<CmEvent>> next_cm_event(std::chrono::steady_clock::time_point deadline);
+
+  Awaitable<std::error_code> send(PduOut pdu);
+  Awaitable<Result<PduIn>> receive(DataPlacement* placement);
+  /// RDMA Write (`write`) of `local` to remote+offset, or RDMA Read into `local` from remote+offset.
+  Awaitable<std::error_code> rdma(bool write, RemoteBuffer remote, std::uint64_t offset, Buffer local);
+
+  /// Fails the connection: disconnects (flushing every work request) and wakes all waiters.
+  void abort_connection(std::error_code ec) noexcept;
+  /// abort_connection() plus: stop the event loops and complete whatever is still pending. Called once the
+  /// datamover is destroyed.
+  void shutdown() noexcept;
+
+  void set_max_recv(std::uint32_t bytes) noexcept {
+    max_recv_ = std::min<std::uint32_t>(bytes, options_.recv_data_segment_length);
+  }
+  void set_unexpected_limit(std::uint32_t pdus) noexcept { credits_.set_limit(pdus); }
+  [[nodiscard]] BufferPool& pool() const noexcept;
+  [[nodiscard]] const Device& device() const noexcept { return *device_; }
+  [[nodiscard]] const std::string& peer() const noexcept { return peer_; }
+  [[nodiscard]] const std::string& local() const noexcept { return local_; }
+  [[nodiscard]] asio::any_io_executor executor() const { return ex_; }
+
+ private:
+  struct Ready {
+    std::uint32_t slot;
+    std::uint32_t length;
+  };
+  std::error_code post_receive(std::uint32_t slot) noexcept;
+  Awaitable<void> poll_loop(std::shared_ptr<IserConnection> self);
+  Awaitable<void> cm_loop(std::shared_ptr<IserConnection> self);
+  void drain();
+  void on_completion(const ibv_wc& wc);
+  Awaitable<bool> acquire_sq(std::uint32_t entries);
+  std::optional<Buffer> lookup(ConstByteSpan bytes) const noexcept;
+  static void wake(Completion*& waiter) noexcept;
+  static void wake_one(std::deque<Completion*>& waiters) noexcept;
+
+  asio::any_io_executor ex_;
+  bool initiator_;
+  IserOptions options_;
+  EventChannel channel_;
+  CmId id_;
+  Device* device_ = nullptr;
+  CompChannel comp_;
+  Cq cq_;
+  RegisteredRegion recv_region_;
+  RegisteredRegion send_region_;
+  std::size_t recv_slot_size_ = 0;
+  std::size_t send_slot_size_ = 0;
+  std::optional<asio::posix::stream_descriptor> cm_fd_;
+  std::optional<asio::posix::stream_descriptor> comp_fd_;
+  std::string peer_ = "?";
+  std::string local_ = "?";
+  std::uint32_t max_recv_ = 8192;
+  bool established_ = false;
+  bool failed_ = false;
+  bool stopped_ = false;
+  std::error_code error_;
+
+  std::deque<Ready> ready_;            // received PDUs not yet handed out
+  std::optional<std::uint32_t> repost_;  // the slot of the PDU handed out last
+  Completion* receive_waiter_ = nullptr;
+  std::vector<std::uint32_t> free_send_slots_;
+  std::uint32_t sq_in_use_ = 0;
+  std::deque<Completion*> sq_waiters_;
+  std::deque<Completion*> slot_waiters_;
+  std::deque<Completion*> credit_waiters_;
+  std::unordered_set<Op*> pending_;
+  iser::UnexpectedPduCredits credits_;
+};
+
+}  // namespace iserkit::datamover::rdma

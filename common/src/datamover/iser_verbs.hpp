@@ -1,0 +1,113 @@
+// RAII wrappers over rdma-core (libibverbs, librdmacm) for the iSER datamover, the per-device
+// resources (protection domain, registered buffer pools) and RegisteredBufferPool: slabs of
+// memory registered once per protection domain, handed out in power-of-two chunks so that the I/O
+// path never calls ibv_reg_mr (RFC 7145 §3.2: STag = rkey of a registered region).
+// Private to common/src/datamover; only built with WITH_ISER.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "iserkit/common/buffer.hpp"
+
+namespace iserkit::datamover::rdma {
+
+/// Deleters for unique_ptr ownership of verbs objects.
+struct EventChannelDeleter { void operator()(rdma_event_channel* c) const noexcept { rdma_destroy_event_channel(c); } };
+struct CmIdDeleter { void operator()(rdma_cm_id* id) const noexcept { rdma_destroy_id(id); } };
+struct CompChannelDeleter { void operator()(ibv_comp_channel* c) const noexcept { ibv_destroy_comp_channel(c); } };
+struct CqDeleter { void operator()(ibv_cq* cq) const noexcept { ibv_destroy_cq(cq); } };
+struct MrDeleter { void operator()(ibv_mr* mr) const noexcept { ibv_dereg_mr(mr); } };
+using EventChannel = std::unique_ptr<rdma_event_channel, EventChannelDeleter>;
+using CmId = std::unique_ptr<rdma_cm_id, CmIdDeleter>;
+using CompChannel = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>;
+using Cq = std::unique_ptr<ibv_cq, CqDeleter>;
+using Mr = std::unique_ptr<ibv_mr, MrDeleter>;
+
+/// Page-aligned memory registered as one region (receive rings, send slots, pool slabs).
+class RegisteredRegion {
+ public:
+  RegisteredRegion() = default;
+  /// Allocates `bytes` (rounded up to 4096) and registers them with `access` on `pd`.
+  /// Returns an empty region (operator bool false) when allocation or registration fails.
+  RegisteredRegion(ibv_pd* pd, std::size_t bytes, int access);
+  RegisteredRegion(RegisteredRegion&&) noexcept = default;
+  RegisteredRegion& operator=(RegisteredRegion&&) noexcept = default;
+  ~RegisteredRegion();
+  explicit operator bool() const noexcept { return mr_ != nullptr; }
+  [[nodiscard]] std::byte* data() const noexcept { return memory_.get(); }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::uint32_t lkey() const noexcept { return mr_ ? mr_->lkey : 0; }
+  [[nodiscard]] std::uint32_t rkey() const noexcept { return mr_ ? mr_->rkey : 0; }
+  [[nodiscard]] bool contains(const std::byte* p, std::size_t n) const noexcept {
+    return p >= data() && n <= size_ && p - data() <= static_cast<std::ptrdiff_t>(size_ - n);
+  }
+
+ private:
+  struct FreeDeleter { void operator()(std::byte* p) const noexcept; };
+  Mr mr_;  // declared before memory_: deregistered before the memory is freed
+  std::unique_ptr<std::byte, FreeDeleter> memory_;
+  std::size_t size_ = 0;
+};
+
+/// A BufferPool of registered memory: power-of-two chunks (4 KiB … 16 MiB) carved from 64 MiB slabs,
+/// each slab registered once; bigger requests get a region of their own, registered once and kept
+/// for reuse. Chunks return to free lists, never to the allocator, so after warm-up allocate()
+/// neither allocates nor registers. Thread-safe.
+class RegisteredBufferPool final : public BufferPool {
+ public:
+  /// `access`: IBV_ACCESS_* flags of every region (LOCAL_WRITE, plus REMOTE_READ|REMOTE_WRITE for
+  /// an initiator whose buffers the target reads and writes).
+  RegisteredBufferPool(ibv_pd* pd, int access) : pd_(pd), access_(access) {}
+  RegisteredBufferPool(const RegisteredBufferPool&) = delete;
+  RegisteredBufferPool& operator=(const RegisteredBufferPool&) = delete;
+  ~RegisteredBufferPool() override = default;
+
+  /// Leases `bytes` bytes of registered memory (lkey and rkey set). Throws std::bad_alloc when
+  /// memory cannot be allocated or registered.
+  PooledBuffer allocate(std::size_t bytes) override;
+  [[nodiscard]] std::optional<Buffer> registration(std::span<const std::byte> bytes) const noexcept override;
+  /// Memory registrations made so far (slabs + large regions): constant in steady state.
+  [[nodiscard]] std::size_t registrations() const noexcept;
+
+  static constexpr std::size_t slab_bytes = std::size_t{64} << 20;
+
+ private:
+  void release(const Buffer& buffer, std::size_t capacity) noexcept override;
+  const RegisteredRegion* find(const std::byte* p, std::size_t n) const noexcept;
+
+  static constexpr int min_shift = 12;
+  static constexpr int max_shift = 24;
+  ibv_pd* pd_;
+  int access_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<RegisteredRegion>> regions_;  // slabs and large regions
+  RegisteredRegion* current_slab_ = nullptr;
+  std::size_t slab_used_ = 0;
+  std::vector<std::byte*> free_[max_shift - min_shift + 1];
+  std::vector<std::pair<std::size_t, std::byte*>> free_large_;  // (capacity, address)
+};
+
+/// Per-device resources shared by every connection on that device: the protection domain and
+/// the two registered pools (local-only for targets, remote-accessible for initiators). Lives
+/// until process exit (librdmacm keeps the device contexts open that long, too).
+struct Device {
+  ibv_context* context = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_device_attr attr{};
+  std::unique_ptr<RegisteredBufferPool> local_pool;   ///< IBV_ACCESS_LOCAL_WRITE
+  std::unique_ptr<RegisteredBufferPool> remote_pool;  ///< + REMOTE_READ | REMOTE_WRITE
+  ~Device();
+};
+
+/// The Device for a verbs context (created on first use). Thread-safe. nullptr when the protection
+/// domain cannot be allocated.
+Device* device_for(ibv_context* context);
+
+}  // namespace iserkit::datamover::rdma

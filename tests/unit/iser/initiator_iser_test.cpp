@@ -1,0 +1,175 @@
+// The initiator's iSER pieces without a device: transport selection (iser://, --transport), the
+// iSER login offers (RFC 7145 §6), and the STag buffers (zero copy from registered memory, a counted
+// bounce otherwise).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "iser_buffers.hpp"
+#include "iserkit/common/copy_counter.hpp"
+#include "iserkit/common/errors.hpp"
+#include "iserkit/datamover/iser_datamover.hpp"
+#include "iserkit/initiator/session.hpp"
+#include "login.hpp"
+
+namespace iserkit::initiator {
+namespace {
+
+using datamover::Transport;
+
+TEST(IserTransport, SelectionFollowsUrlAndPolicy) {
+  Url tcp_url = *parse_url("iscsi://h/iqn.x:y/0");
+  Url iser_url = *parse_url("iser://h/iqn.x:y/0");
+  EXPECT_EQ(iser_url.transport, Transport::iser);
+  EXPECT_EQ(select_transports(tcp_url, TransportPolicy::from_url), std::vector{Transport::tcp});
+  EXPECT_EQ(select_transports(iser_url, TransportPolicy::from_url), std::vector{Transport::iser});
+  EXPECT_EQ(select_transports(iser_url, TransportPolicy::tcp), std::vector{Transport::tcp});
+  EXPECT_EQ(select_transports(tcp_url, TransportPolicy::iser), std::vector{Transport::iser});
+  const auto automatic = select_transports(tcp_url, TransportPolicy::automatic);
+  if (datamover::iser_built()) {
+    EXPECT_EQ(automatic, (std::vector{Transport::iser, Transport::tcp}));  // iSER first, then TCP
+  } else {
+    EXPECT_EQ(automatic, std::vector{Transport::tcp});
+  }
+}
+
+TEST(IserTransport, ParsePolicy) {
+  EXPECT_EQ(parse_transport_policy("auto"), TransportPolicy::automatic);
+  EXPECT_EQ(parse_transport_policy("iser"), TransportPolicy::iser);
+  EXPECT_EQ(parse_transport_policy("tcp"), TransportPolicy::tcp);
+  EXPECT_EQ(parse_transport_policy("url"), TransportPolicy::from_url);
+  EXPECT_FALSE(parse_transport_policy("rdma"));
+}
+
+const std::string* value(const iscsi::TextPairs& p, std::string_view k) { return iscsi::find_value(p, k); }
+
+LoginConfig iser_config() {
+  LoginConfig c;
+  c.initiator_name = "iqn.2026-11.org.iserkit:test";
+  c.target_name = "iqn.2026-11.org.example:vol1";
+  c.isid = {std::byte{0x80}, std::byte{1}, std::byte{2}, std::byte{3}, std::byte{0}, std::byte{1}};
+  c.itt = iscsi::Itt{7};
+  c.cmd_sn = SerialNumber(1);
+  c.options.security_stage = false;
+  c.options.iser_recv_data_segment_length = 8192;
+  c.rdma = true;
+  return c;
+}
+
+iscsi::LoginResponse final_response(const LoginConfig& c) {
+  iscsi::LoginResponse r;
+  r.transit = true;
+  r.csg = iscsi::LoginStage::operational_negotiation;
+  r.nsg = iscsi::LoginStage::full_feature_phase;
+  r.isid = c.isid;
+  r.itt = c.itt;
+  r.tsih = 3;
+  r.stat_sn = SerialNumber(1);
+  r.exp_cmd_sn = SerialNumber(1);
+  r.max_cmd_sn = SerialNumber(64);
+  return r;
+}
+
+TEST(IserLogin, OffersRdmaExtensionsInsteadOfDigestsAndMaxRecvDataSegmentLength) {
+  LoginMachine m(iser_config());
+  auto first = m.start();
+  EXPECT_EQ(*value(first.text, "RDMAExtensions"), "Yes");
+  EXPECT_EQ(*value(first.text, "InitiatorRecvDataSegmentLength"), "8192");
+  // Zero copy on our side: all write data is RDMA-read by the target.
+  EXPECT_EQ(*value(first.text, "ImmediateData"), "No");
+  EXPECT_EQ(*value(first.text, "InitialR2T"), "Yes");
+  EXPECT_EQ(value(first.text, "MaxRecvDataSegmentLength"), nullptr);  // RFC 7145 §6.2: not used
+  EXPECT_EQ(value(first.text, "HeaderDigest"), nullptr);              // RFC 7145 §6.1
+  EXPECT_EQ(value(first.text, "DataDigest"), nullptr);
+}
+
+TEST(IserLogin, TargetAgreesAndLimitsComeFromTheRdmaKeys) {
+  const auto c = iser_config();
+  LoginMachine m(c);
+  m.start();
+  auto step = m.on_response(final_response(c), {{"RDMAExtensions", "Yes"},
+                                                {"TargetRecvDataSegmentLength", "4096"},
+                                                {"ImmediateData", "No"},
+                                                {"InitialR2T", "Yes"},
+                                                {"MaxRecvDataSegmentLength", "262144"}});
+  ASSERT_TRUE(step);
+  const auto& done = std::get<LoginDone>(*step);
+  EXPECT_TRUE(done.parameters.rdma_extensions);
+  EXPECT_EQ(done.parameters.max_send_segment(iscsi::Role::initiator), 4096u);  // TRDSL, not MRDSL
+  EXPECT_EQ(done.parameters.max_recv_segment(iscsi::Role::initiator), 8192u);
+  EXPECT_FALSE(done.parameters.immediate_data);
+}
+
+TEST(IserLogin, TargetWithoutRdmaExtensionsFailsTheLogin) {
+  const auto c = iser_config();
+  LoginMachine m(c);
+  m.start();
+  auto step = m.on_response(final_response(c), {{"RDMAExtensions", "No"}});
+  ASSERT_FALSE(step);
+  EXPECT_EQ(step.error(), make_error_code(errc::negotiation_failed));
+}
+
+/// A pool whose "registered" memory is one arena: what RegisteredBufferPool looks like to callers.
+class ArenaPool final : public BufferPool {
+ public:
+  ArenaPool() : arena_(1 << 20) {}
+  PooledBuffer allocate(std::size_t bytes) override {
+    std::byte* p = arena_.data() + used_;
+    used_ += (bytes + 4095) & ~std::size_t{4095};
+    return PooledBuffer(this, Buffer{.bytes = {p, bytes}, .lkey = 11, .rkey = 22}, bytes);
+  }
+  std::optional<Buffer> registration(std::span<const std::byte> b) const noexcept override {
+    if (b.data() < arena_.data() || b.data() + b.size() > arena_.data() + arena_.size()) return std::nullopt;
+    return Buffer{.bytes = {const_cast<std::byte*>(b.data()), b.size()}, .lkey = 11, .rkey = 22};
+  }
+
+ private:
+  void release(const Buffer&, std::size_t) noexcept override {}
+  std::vector<std::byte> arena_;
+  std::size_t used_ = 0;
+};
+
+TEST(IserBuffers, RegisteredMemoryIsAdvertisedWithoutCopy) {
+  ArenaPool pool;
+  auto lease = pool.allocate(8192);
+  const auto before = copied_payload_bytes();
+  CommandRequest req{.data_in = lease.bytes().subspan(4096, 4096)};
+  RdmaBuffers rdma;
+  rdma.prepare(pool, req);
+  ASSERT_NE(req.read_buffers, nullptr);
+  EXPECT_EQ(req.read_buffers->front().rkey, 22u);
+  EXPECT_EQ(req.read_buffers->front().bytes.data(), lease.data() + 4096);  // the caller's own bytes
+  EXPECT_EQ(req.data_in.data(), lease.data() + 4096);
+  rdma.finish({});
+  EXPECT_EQ(copied_payload_bytes(), before);
+}
+
+TEST(IserBuffers, PlainMemoryGoesThroughACountedBounce) {
+  ArenaPool pool;
+  std::vector<std::byte> plain(1000, std::byte{7});
+  const auto before = copied_payload_bytes();
+  {
+    CommandRequest req{.data_out = plain};
+    RdmaBuffers rdma;
+    rdma.prepare(pool, req);
+    ASSERT_NE(req.write_buffers, nullptr);
+    EXPECT_NE(req.data_out.data(), plain.data());
+    EXPECT_EQ(req.data_out[999], std::byte{7});
+    EXPECT_EQ(copied_payload_bytes() - before, 1000u);
+  }
+  std::vector<std::byte> sink(1000);
+  CommandRequest req{.data_in = sink};
+  RdmaBuffers rdma;
+  rdma.prepare(pool, req);
+  ASSERT_NE(req.read_buffers, nullptr);
+  std::fill(req.data_in.begin(), req.data_in.end(), std::byte{9});  // "the target's RDMA Write"
+  scsi::ScsiResult result;
+  result.residual_bytes = 200;  // underflow: only 800 bytes came
+  rdma.finish(result);
+  EXPECT_EQ(sink[799], std::byte{9});
+  EXPECT_EQ(sink[800], std::byte{0});
+  EXPECT_EQ(copied_payload_bytes() - before, 1800u);
+}
+
+}  // namespace
+}  // namespace iserkit::initiator
