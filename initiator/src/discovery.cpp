@@ -7,6 +7,7 @@
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/datamover/tcp_datamover.hpp"
+#include "iserkit/initiator/session.hpp"
 #include "login_io.hpp"
 
 namespace iserkit::initiator {
@@ -67,7 +68,6 @@ Result<std::vector<DiscoveredTarget>> parse_send_targets(const iscsi::TextPairs&
 
 Awaitable<Result<std::vector<DiscoveredTarget>>> discover(asio::any_io_executor ex, const Url& url,
                                                           SessionOptions options) {
-  if (url.transport == datamover::Transport::iser) co_return fail(errc::not_supported);
   if (options.initiator_name.empty()) options.initiator_name = default_initiator_name();
   auto resolved = resolve_credentials(url, std::move(options));
   if (!resolved) co_return fail(resolved.error());
@@ -81,15 +81,27 @@ Awaitable<Result<std::vector<DiscoveredTarget>>> discover(asio::any_io_executor 
   config.itt = iscsi::Itt{0};
   config.cmd_sn = SerialNumber(1);
   config.options = options;
-  const auto connect_timeout = options.connect_timeout;
-  auto logged_in = co_await connect_and_login(
-      url.host, url.port, config, options.login_timeout, options.max_redirects,
-      [ex, connect_timeout](const std::string& host, std::uint16_t port)
-          -> Awaitable<Result<std::unique_ptr<datamover::Datamover>>> {
-        auto dm = co_await datamover::TcpDatamover::connect(ex, host, port, connect_timeout);
-        if (!dm) co_return fail(dm.error());
-        co_return std::unique_ptr<datamover::Datamover>(std::move(*dm));
-      });
+  // The transports to try, as for a normal session (iser:// discovers over iSER, the way the
+  // Linux iSER initiator does; --transport auto falls back to TCP).
+  Result<LoggedIn> logged_in = fail(errc::not_supported);
+  const auto transports = select_transports(url, options.transport);
+  for (std::size_t i = 0; i < transports.size(); ++i) {
+    const auto transport = transports[i];
+    config.rdma = transport == datamover::Transport::iser;
+    // Captures by reference: `url` and `options` outlive the awaited login (see session.cpp).
+    logged_in = co_await connect_and_login(
+        url.host, url.port, config, options.login_timeout, options.max_redirects,
+        [ex, transport, &url, &options](const std::string& host, std::uint16_t port)
+            -> Awaitable<Result<std::unique_ptr<datamover::Datamover>>> {
+          Url to = url;
+          to.host = host;
+          to.port = port;
+          co_return co_await connect_datamover(ex, transport, to, options);
+        });
+    if (logged_in) break;
+    if (i + 1 < transports.size())
+      log::info("discovery: iSER to {}:{} failed ({}): trying TCP", url.host, url.port, logged_in.error().message());
+  }
   if (!logged_in) co_return fail(logged_in.error());
   datamover::Datamover& mover = *logged_in->datamover;
   const LoginDone* done = &logged_in->done;

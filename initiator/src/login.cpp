@@ -149,8 +149,11 @@ Result<LoginStep> LoginMachine::on_response(const iscsi::LoginResponse& rsp, con
     // it never answered keep their defaults (finish()).
     negotiation_.finish();
     // RFC 7145 §5.1: on an RDMA connection the target must agree to the iSER extensions
-    // (open-iscsi aborts the login too).
-    if (config_.rdma && !negotiation_.parameters().rdma_extensions) return fail(errc::negotiation_failed);
+    // (open-iscsi aborts the login too). A discovery session moves no SCSI data, so the
+    // extensions do not matter there: tgtd, for one, leaves RDMAExtensions unanswered in
+    // discovery sessions while the text exchange runs over iSER framing all the same.
+    if (config_.rdma && !config_.discovery && !negotiation_.parameters().rdma_extensions)
+      return fail(errc::negotiation_failed);
     LoginDone done;
     done.parameters = negotiation_.parameters();
     done.tsih = tsih_;

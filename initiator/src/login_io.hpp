@@ -29,6 +29,15 @@ Awaitable<Result<LoginOutcome>> perform_login(datamover::Datamover& dm, LoginCon
 using Connector = std::function<Awaitable<Result<std::unique_ptr<datamover::Datamover>>>(const std::string& host,
                                                                                         std::uint16_t port)>;
 
+/// Opens a datamover for `transport` to url.host:url.port with the session's sizing
+/// (TcpDatamover, or IserDatamover with receive/send depths from max_commands_in_flight).
+/// Errors: connect errors, errc::timeout, errc::not_supported (iSER not built),
+/// std::errc::no_such_device (no RDMA device).
+Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio::any_io_executor ex,
+                                                                           datamover::Transport transport,
+                                                                           const Url& url,
+                                                                           const SessionOptions& options);
+
 /// A logged-in connection.
 struct LoggedIn {
   std::unique_ptr<datamover::Datamover> datamover;

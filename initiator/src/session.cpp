@@ -678,6 +678,8 @@ std::vector<datamover::Transport> select_transports(const Url& url, TransportPol
 
 namespace {
 
+}  // namespace
+
 Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio::any_io_executor ex,
                                                                            datamover::Transport transport,
                                                                            const Url& url,
@@ -696,7 +698,6 @@ Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio:
   co_return std::unique_ptr<datamover::Datamover>(std::move(*dm));
 }
 
-}  // namespace
 
 Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_executor ex, const Url& url,
                                                              SessionOptions options) {

@@ -109,6 +109,19 @@ TEST(IserLogin, TargetWithoutRdmaExtensionsFailsTheLogin) {
   EXPECT_EQ(step.error(), make_error_code(errc::negotiation_failed));
 }
 
+TEST(IserLogin, DiscoverySessionNeedsNoRdmaExtensionsAnswer) {
+  auto c = iser_config();
+  c.discovery = true;
+  LoginMachine m(c);
+  auto first = m.start();
+  EXPECT_EQ(*value(first.text, "SessionType"), "Discovery");
+  // The target answers nothing for RDMAExtensions (as tgtd does in discovery): the text exchange
+  // still runs, since no SCSI data will move.
+  auto step = m.on_response(final_response(c), {{"TargetRecvDataSegmentLength", "8192"}});
+  ASSERT_TRUE(step);
+  EXPECT_TRUE(std::holds_alternative<LoginDone>(*step));
+}
+
 /// A pool whose "registered" memory is one arena: what RegisteredBufferPool looks like to callers.
 class ArenaPool final : public BufferPool {
  public:

@@ -30,7 +30,8 @@ struct DiscoveredTarget {
   friend bool operator==(const DiscoveredTarget&, const DiscoveredTarget&) = default;
 };
 
-/// Runs SendTargets=All against url.host:url.port (url.target and url.lun are ignored).
+/// Runs SendTargets=All against url.host:url.port (url.target and url.lun are ignored), over the
+/// transport Session::connect() would pick (iser:// discovers over iSER, RFC 7145 §5).
 /// Returns: the targets in the order the target listed them, or the errors of Session::connect()
 /// (connect, login status, negotiation), errc::protocol_error for a malformed Text Response.
 /// Executor: runs on `ex` (single-threaded); nothing is shared with other sessions.
