@@ -27,44 +27,12 @@ std::string designators_text(const std::vector<scsi::Designator>& ds) {
   std::string s;
   for (const auto& d : ds) {
     if (!s.empty()) s += '\n';
-    s += designator_text(d);
+    s += scsi::designator_text(d);
   }
   return s;
 }
 
 }  // namespace
-
-std::string_view designator_type_name(scsi::DesignatorType t) noexcept {
-  using T = scsi::DesignatorType;
-  switch (t) {
-    case T::vendor_specific: return "vendor-specific";
-    case T::t10_vendor_id: return "t10";
-    case T::eui64: return "eui64";
-    case T::naa: return "naa";
-    case T::relative_target_port: return "relative-target-port";
-    case T::target_port_group: return "target-port-group";
-    case T::logical_unit_group: return "logical-unit-group";
-    case T::md5_logical_unit: return "md5";
-    case T::scsi_name_string: return "scsi-name";
-    case T::protocol_specific_port: return "protocol-specific";
-    case T::uuid: return "uuid";
-  }
-  return "unknown";
-}
-
-std::string designator_text(const scsi::Designator& d) {
-  std::string s(designator_type_name(d.type));
-  s += ' ';
-  if (d.code_set == scsi::CodeSet::binary) {
-    s += hex(d.value);
-  } else {
-    std::string text(reinterpret_cast<const char*>(d.value.data()), d.value.size());
-    text.erase(text.find_last_not_of('\0') + 1);  // SPC-5 §7.7.6.1: ASCII values may be NUL padded
-    if (auto nul = text.find('\0'); nul != std::string::npos) text.resize(nul);
-    s += text;
-  }
-  return s;
-}
 
 std::optional<std::string> naa_hex(const std::vector<scsi::Designator>& ds) {
   for (const auto& d : ds) {

@@ -32,11 +32,6 @@ struct LunMetadata {
   [[nodiscard]] std::uint64_t size_bytes() const noexcept { return blocks * block_size_bytes; }
 };
 
-/// The name of a designator type as `iserkit inquiry` prints it ("naa", "t10", "eui64", …).
-std::string_view designator_type_name(scsi::DesignatorType type) noexcept;
-/// One designator as text: "<type> <value>", the value in lowercase hex for binary code sets and
-/// as is for ASCII/UTF-8 (NULs trimmed) — the same form as `iserkit inquiry`'s "designator:" lines.
-std::string designator_text(const scsi::Designator& d);
 /// The lowercase hex of the first NAA designator associated with the logical unit; nullopt if none.
 std::optional<std::string> naa_hex(const std::vector<scsi::Designator>& designators);
 

@@ -33,34 +33,6 @@ int error(const std::string& operation, const std::string& what, const std::stri
 
 std::string describe(std::error_code ec) { return ec.message() + " (" + ec.category().name() + ":" + std::to_string(ec.value()) + ")"; }
 
-std::string hex(std::span<const std::byte> b) {
-  std::string s;
-  char buf[4];
-  for (auto x : b) {
-    std::snprintf(buf, sizeof buf, "%02x", static_cast<unsigned>(x));
-    s += buf;
-  }
-  return s;
-}
-
-const char* designator_type_name(iserkit::scsi::DesignatorType t) {
-  using T = iserkit::scsi::DesignatorType;
-  switch (t) {
-    case T::vendor_specific: return "vendor-specific";
-    case T::t10_vendor_id: return "t10";
-    case T::eui64: return "eui64";
-    case T::naa: return "naa";
-    case T::relative_target_port: return "relative-target-port";
-    case T::target_port_group: return "target-port-group";
-    case T::logical_unit_group: return "logical-unit-group";
-    case T::md5_logical_unit: return "md5";
-    case T::scsi_name_string: return "scsi-name";
-    case T::protocol_specific_port: return "protocol-specific";
-    case T::uuid: return "uuid";
-  }
-  return "unknown";
-}
-
 bool write_all(int fd, const std::byte* p, std::size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(fd, p, n);
@@ -169,12 +141,7 @@ int cmd_inquiry(const Common& c, const std::string& text) {
   }
   if (auto ids = cl.device_identification()) {
     for (const auto& d : *ids) {
-      std::cout << "designator: " << designator_type_name(d.type) << " ";
-      if (d.code_set == iserkit::scsi::CodeSet::binary)
-        std::cout << hex(d.value);
-      else
-        std::cout << std::string(reinterpret_cast<const char*>(d.value.data()), d.value.size()).c_str();
-      std::cout << "\n";
+      std::cout << "designator: " << iserkit::scsi::designator_text(d) << "\n";
     }
   }
   const auto& info = cl.info();

@@ -300,4 +300,40 @@ Result<std::uint32_t> report_luns_full_size(ConstByteSpan data) noexcept {
   return load_be32(data.data()) + 8;
 }
 
+std::string_view designator_type_name(DesignatorType t) noexcept {
+  using T = DesignatorType;
+  switch (t) {
+    case T::vendor_specific: return "vendor-specific";
+    case T::t10_vendor_id: return "t10";
+    case T::eui64: return "eui64";
+    case T::naa: return "naa";
+    case T::relative_target_port: return "relative-target-port";
+    case T::target_port_group: return "target-port-group";
+    case T::logical_unit_group: return "logical-unit-group";
+    case T::md5_logical_unit: return "md5";
+    case T::scsi_name_string: return "scsi-name";
+    case T::protocol_specific_port: return "protocol-specific";
+    case T::uuid: return "uuid";
+  }
+  return "unknown";
+}
+
+std::string designator_text(const Designator& d) {
+  std::string s(designator_type_name(d.type));
+  s += ' ';
+  if (d.code_set == CodeSet::binary) {
+    static constexpr char digits[] = "0123456789abcdef";
+    for (auto b : d.value) {
+      s += digits[static_cast<unsigned>(b) >> 4];
+      s += digits[static_cast<unsigned>(b) & 0xf];
+    }
+  } else {
+    std::string text(reinterpret_cast<const char*>(d.value.data()), d.value.size());
+    text.erase(text.find_last_not_of('\0') + 1);  // SPC-5 §7.7.6.1: ASCII values may be NUL padded
+    if (auto nul = text.find('\0'); nul != std::string::npos) text.resize(nul);
+    s += text;
+  }
+  return s;
+}
+
 }  // namespace iserkit::scsi

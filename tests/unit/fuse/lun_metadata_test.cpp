@@ -91,7 +91,7 @@ TEST(LunXattrs, NaaOnlyFromTheLogicalUnit) {
   EXPECT_EQ(naa_hex(ds), std::nullopt);
   ds.push_back(binary(scsi::DesignatorType::naa, {0x6a, 0xff}));
   EXPECT_EQ(naa_hex(ds), "6aff");
-  EXPECT_EQ(designator_text(ds[1]), "eui64 0102030405060708");
+  EXPECT_EQ(scsi::designator_text(ds[1]), "eui64 0102030405060708");
 }
 
 TEST(JsonString, Escapes) {

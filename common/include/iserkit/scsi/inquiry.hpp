@@ -89,6 +89,12 @@ struct Designator {
 std::vector<std::byte> encode_designators(const std::vector<Designator>& designators);
 /// Parses VPD 0x83 (whole page with header). SPC-5 §7.7.6.
 Result<std::vector<Designator>> parse_device_identification(ConstByteSpan data);
+/// A short name for a designator type ("naa", "t10", "eui64", "scsi-name", …; SPC-5 table 592).
+std::string_view designator_type_name(DesignatorType type) noexcept;
+/// One designator as text: "<type> <value>", the value in lowercase hex for the binary code set and
+/// as is for ASCII/UTF-8 with NUL padding trimmed (SPC-5 §7.7.6.1). The form `iserkit inquiry`
+/// prints and the FUSE view's xattrs carry.
+std::string designator_text(const Designator& designator);
 
 /// VPD 0xb0 Block Limits (SBC-4 §6.6.4, table 262). All lengths are in logical blocks; 0 = no limit
 /// reported.
