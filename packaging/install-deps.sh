@@ -22,10 +22,12 @@ packages=(
   # peers and tools used by the tests and the demo
   libiscsi-bin            # iscsi-inq, iscsi-ls, iscsi-readcapacity16, iscsi-test-cu
   tgt                     # tgtd: a peer target for our initiator
-  qemu-utils qemu-block-extra   # qemu-img with the libiscsi block driver
+  qemu-utils qemu-block-extra   # qemu-img and qemu-nbd with the libiscsi block driver (a peer bridge in the benchmarks)
   libnbd-bin python3-libnbd   # nbdinfo, nbdcopy, nbdfuse; nbdsh
   fuse3 e2fsprogs util-linux kmod nbd-client
-  fio                     # FUSE view tests: psync/io_uring jobs with crc32c verification
+  fio                     # FUSE view tests: psync/io_uring jobs with crc32c verification; benchmarks (nbd, io_uring engines)
+  nbdkit                  # benchmarks: the NBD ceiling (memory plugin, no iSCSI) for scripts/bench.sh
+  iperf3                  # benchmarks: raw loopback TCP throughput ceiling for scripts/bench.sh
   python3 coreutils procps iproute2
 )
 

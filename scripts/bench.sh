@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The benchmark suite of issue 6: installs what is missing (tgt, qemu-nbd, fio, libiscsi-bin,
+# nbdkit, iperf3, ...), builds iserkit-target and iserkit-nbd (RelWithDebInfo, into build/), then
+# runs tests/bench/bench.py: every system on loopback, the same workloads against each, pinned and
+# unpinned, and writes docs/benchmarks.md (regenerated each time; never edit it by hand).
+#
+# Usage: scripts/bench.sh [--quick] [--output PATH] [--json PATH] [--keep]
+#        --quick: under 3 minutes (256 MiB file, 3 reps x 1 s, 4 workloads); default: the full run
+#        (1 GiB file, 3 reps x 4 s, 6 workloads), under 20 minutes.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+say "installing what is missing"
+"$ISERKIT_SOURCE/packaging/install-deps.sh"
+
+say "building iserkit-target and iserkit-nbd (RelWithDebInfo)"
+cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C "$ISERKIT_BUILD" -j"$(nproc)" iserkit-target iserkit-nbd
+
+say "benchmarking"
+# /usr/bin/python3: the pyenv python that may come first on PATH lacks Debian's modules.
+exec /usr/bin/python3 "$ISERKIT_SOURCE/tests/bench/bench.py" --bin "$ISERKIT_BUILD/bin" "$@"

@@ -1,0 +1,812 @@
+#!/usr/bin/python3
+# The benchmark orchestrator of issue 6: starts iserkit-target, tgtd, iserkit-nbd, qemu-nbd and the
+# ceilings (fio io_uring on the backing file, nbdkit memory, iperf3) on loopback, runs the same
+# workloads against each in one run (interleaved, >= 3 repetitions, pinned to CPU 0 and unpinned),
+# stops exactly the processes it started, and writes docs/benchmarks.md.
+# Python 3 standard library only; run it with /usr/bin/python3. Usage: see --help and
+# tests/bench/README.md.
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ISERKIT_IQN = "iqn.2026-11.org.iserkit:target"
+TGT_IQN = "iqn.2026-11.org.iserkit.bench:tgtd"
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MIB = 1 << 20
+GIB = 1 << 30
+
+# Workloads: fio rw mode, request size in bytes, queue depth.
+WORKLOADS = {
+    "rr4k-qd1": ("4 KiB random read QD1", "randread", 4096, 1),
+    "rw4k-qd1": ("4 KiB random write QD1", "randwrite", 4096, 1),
+    "rr4k-qd32": ("4 KiB random read QD32", "randread", 4096, 32),
+    "rw4k-qd32": ("4 KiB random write QD32", "randwrite", 4096, 32),
+    "sr1m-qd8": ("1 MiB sequential read QD8", "read", MIB, 8),
+    "sw1m-qd8": ("1 MiB sequential write QD8", "write", MIB, 8),
+}
+# iscsi-perf reads only: the workloads it can run (-r random, -b 512-byte blocks per request).
+ISCSI_PERF_WORKLOADS = ("rr4k-qd32", "sr1m-qd8")
+
+# Per mode: file size, seconds per run, repetitions, workloads, combos, modes.
+PROFILES = {
+    "full": dict(size=GIB, runtime=4, reps=3, modes=("pinned", "unpinned"),
+                 workloads=("sw1m-qd8", "rw4k-qd32", "rw4k-qd1", "rr4k-qd1", "rr4k-qd32", "sr1m-qd8")),
+    "quick": dict(size=256 * MIB, runtime=1, reps=3, modes=("pinned", "unpinned"),
+                  workloads=("rw4k-qd32", "rr4k-qd1", "rr4k-qd32", "sr1m-qd8")),
+    "smoke": dict(size=64 * MIB, runtime=1, reps=1, modes=("pinned",),
+                  workloads=("rr4k-qd1", "sr1m-qd8")),
+}
+
+# fio-through-NBD combos: name -> (bridge, target). "file" and "nbdkit" are the ceilings.
+COMBOS = {
+    "iserkit-nbd>iserkit-target": ("iserkit-nbd", "iserkit-target"),
+    "iserkit-nbd>tgtd": ("iserkit-nbd", "tgtd"),
+    "qemu-nbd>tgtd": ("qemu-nbd", "tgtd"),
+    "qemu-nbd>iserkit-target": ("qemu-nbd", "iserkit-target"),
+    "nbdkit-memory": ("nbdkit", None),
+    "file-io_uring": (None, None),
+}
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+class Failed(Exception):
+    """A system or a run failed; its cells say so and the run continues."""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    """utime + stime of every thread of PID (/proc/PID/stat fields 14 and 15), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def wait_until(pred, seconds, proc=None):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        if proc is not None and proc.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return pred()
+
+
+def unix_socket_ready(path):
+    if not os.path.exists(path):
+        return False
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(path)
+            return True
+        except OSError:
+            return False
+
+
+class Daemon:
+    """One long-running process this run started: its argv, log and PID."""
+
+    def __init__(self, name, proc, argv, stop_hook=None):
+        self.name, self.proc, self.argv, self.stop_hook = name, proc, argv, stop_hook
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.alive() and self.stop_hook:
+            try:
+                self.stop_hook()
+            except Exception:  # noqa: BLE001 - stopping must go on
+                pass
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(3)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+class Bench:
+    def __init__(self, args, profile):
+        self.args, self.p = args, profile
+        self.bin = args.bin
+        self.rundir = tempfile.mkdtemp(prefix="iserkit-bench.", dir=args.workdir)
+        self.logdir = os.path.join(self.rundir, "logs")
+        os.mkdir(self.logdir)
+        self.backing = os.path.join(self.rundir, "backing.img")
+        self.daemons = []           # every daemon started, for the final cleanup
+        self.systems = {}           # name -> Daemon, for the current mode
+        self.urls = {}              # target name -> iscsi:// URL
+        self.commands = {}          # system -> command line shown in the report
+        self.results = []           # dicts, one per run
+        self.failures = []          # (mode, system, reason)
+        self.pin = False
+        self.mode = ""
+
+    # ---- process plumbing -------------------------------------------------------------------
+    def logfile(self, name):
+        return open(os.path.join(self.logdir, f"{self.mode}-{name}.log"), "ab")
+
+    def argv(self, argv):
+        return (["taskset", "-c", "0"] if self.pin else []) + argv
+
+    def show(self, system, argv, env=None):
+        text = " ".join(shlex.quote(a) for a in argv).replace(self.rundir, "$RUN")
+        if env:
+            text = " ".join(f"{k}={v}" for k, v in env.items()).replace(self.rundir, "$RUN") + " " + text
+        self.commands.setdefault(system, text)
+
+    def spawn(self, name, argv, env=None, stop_hook=None):
+        full = self.argv(argv)
+        self.show(name, argv, env)
+        with self.logfile(name) as out:
+            proc = subprocess.Popen(full, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=dict(os.environ, **(env or {})))
+        d = Daemon(name, proc, full, stop_hook)
+        self.daemons.append(d)
+        return d
+
+    def run_tool(self, name, argv, timeout, env=None, show_as=None):
+        """Runs a short-lived tool (pinned like the rest); returns its stdout; stderr to the log."""
+        if show_as:
+            self.show(show_as, argv)
+        with self.logfile(name) as err:
+            err.write(("$ " + " ".join(argv) + "\n").encode())
+            err.flush()
+            r = subprocess.run(self.argv(argv), stdout=subprocess.PIPE, stderr=err, timeout=timeout,
+                               stdin=subprocess.DEVNULL, env=dict(os.environ, **(env or {})))
+            err.write(r.stdout[-4000:])
+        if r.returncode != 0:
+            raise Failed(f"{argv[0]} exited {r.returncode}")
+        return r.stdout.decode(errors="replace")
+
+    # ---- systems ----------------------------------------------------------------------------
+    def make_backing(self):
+        log(f"backing file: {self.p['size'] // MIB} MiB of random data in {self.backing}")
+        with open("/dev/urandom", "rb") as src, open(self.backing, "wb") as dst:
+            left = self.p["size"]
+            while left:
+                chunk = src.read(min(left, 8 * MIB))
+                dst.write(chunk)
+                left -= len(chunk)
+            dst.flush()
+            os.fsync(dst.fileno())
+
+    def start_iserkit_target(self):
+        port_file = os.path.join(self.rundir, f"{self.mode}-target.port")
+        d = self.spawn("iserkit-target", [os.path.join(self.bin, "iserkit-target"), "--lun", self.backing,
+                                          "--listen", "127.0.0.1:0", "--port-file", port_file,
+                                          "--log-level", "warn", "--no-iser"])
+        if not wait_until(lambda: os.path.exists(port_file) and os.path.getsize(port_file) > 0, 20, d.proc):
+            raise Failed("no port file")
+        port = int(open(port_file).read().strip())
+        self.urls["iserkit-target"] = f"iscsi://127.0.0.1:{port}/{ISERKIT_IQN}/0"
+        return d
+
+    def start_tgtd(self):
+        sock = os.path.join(self.rundir, f"{self.mode}-tgtd.sock")
+        env = {"TGT_IPC_SOCKET": sock}
+
+        def tgtadm(*a, check=True):
+            r = subprocess.run(["tgtadm", "--lld", "iscsi", *a], env=dict(os.environ, **env),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=20)
+            if check and r.returncode != 0:
+                raise Failed("tgtadm " + " ".join(a) + f" exited {r.returncode}")
+            return r.returncode == 0
+
+        def delete_target():  # tgtd ignores SIGTERM while a target exists
+            tgtadm("--op", "delete", "--mode", "target", "--tid", "1", "--force", check=False)
+
+        for _ in range(3):
+            port = free_port()
+            d = self.spawn("tgtd", ["tgtd", "-f", "--iscsi", f"portal=127.0.0.1:{port}"], env=env,
+                           stop_hook=delete_target)
+            if wait_until(lambda: tgtadm("--op", "show", "--mode", "target", check=False), 10, d.proc):
+                break
+            d.stop()
+        else:
+            raise Failed("tgtd did not start")
+        tgtadm("--op", "new", "--mode", "target", "--tid", "1", "-T", TGT_IQN)
+        lun = ["--op", "new", "--mode", "logicalunit", "--tid", "1", "--lun", "1", "-b", self.backing,
+               "--bsoflags", "direct"]
+        tgtadm(*lun)
+        tgtadm("--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL")
+        self.commands.setdefault("tgtd", self.commands.get("tgtd", ""))
+        self.commands["tgtadm"] = ("tgtadm --lld iscsi --op new --mode target --tid 1 -T " + TGT_IQN + "; tgtadm --lld iscsi "
+                                   + " ".join(lun[:-2]).replace(self.rundir, "$RUN")
+                                   + " --bsoflags direct; tgtadm --lld iscsi --op bind --mode target --tid 1 -I ALL")
+        self.urls["tgtd"] = f"iscsi://127.0.0.1:{port}/{TGT_IQN}/1"
+        return d
+
+    def start_bridge(self, bridge, target):
+        sock = os.path.join(self.rundir, f"{self.mode}-{bridge}-{target}.sock")
+        url = self.urls[target]
+        if bridge == "iserkit-nbd":
+            d = self.spawn(f"{bridge}>{target}", [os.path.join(self.bin, "iserkit-nbd"), url, "--socket", sock,
+                                                 "--log-level", "warn"])
+            self.commands.setdefault("iserkit-nbd", self.commands[f"{bridge}>{target}"])
+        else:
+            m = re.match(r"iscsi://([^/]+)/([^/]+)/(\d+)$", url)
+            opts = f"driver=iscsi,transport=tcp,portal={m[1]},target={m[2]},lun={m[3]}"
+            d = self.spawn(f"{bridge}>{target}", ["qemu-nbd", "-t", "-k", sock, "--cache=none",
+                                                 "--aio=io_uring", "--image-opts", opts])
+            self.commands.setdefault("qemu-nbd", self.commands[f"{bridge}>{target}"])
+        if not wait_until(lambda: unix_socket_ready(sock), 20, d.proc):
+            raise Failed("no NBD socket")
+        return d, sock
+
+    def start_nbdkit(self):
+        sock = os.path.join(self.rundir, f"{self.mode}-nbdkit.sock")
+        pidfile = os.path.join(self.rundir, f"{self.mode}-nbdkit.pid")
+        d = self.spawn("nbdkit-memory", ["nbdkit", "-U", sock, "-P", pidfile, "-f", "memory",
+                                         str(self.p["size"])])
+        if not wait_until(lambda: unix_socket_ready(sock), 20, d.proc):
+            raise Failed("no NBD socket")
+        return d, sock
+
+    def start_all(self):
+        """Starts every system for the current mode; a system that fails is recorded, not fatal."""
+        self.systems, self.sockets = {}, {}
+
+        def attempt(name, fn):
+            try:
+                out = fn()
+                d, sock = out if isinstance(out, tuple) else (out, None)
+                self.systems[name] = d
+                if sock:
+                    self.sockets[name] = sock
+            except (Failed, OSError, subprocess.SubprocessError) as e:
+                self.failures.append((self.mode, name, str(e)))
+                log(f"  {name}: FAILED to start ({e}); its cells say so (logs in {self.logdir})")
+
+        attempt("iserkit-target", self.start_iserkit_target)
+        attempt("tgtd", self.start_tgtd)
+        for combo, (bridge, target) in COMBOS.items():
+            if combo in self.p["combos"] and bridge in ("iserkit-nbd", "qemu-nbd"):
+                if target in self.systems:
+                    attempt(combo, lambda b=bridge, t=target: self.start_bridge(b, t))
+        if "nbdkit-memory" in self.p["combos"]:
+            attempt("nbdkit-memory", self.start_nbdkit)
+
+    def stop_all(self):
+        # Bridges first (they hold sessions on the targets), then the targets.
+        for d in reversed(self.daemons):
+            d.stop()
+        self.daemons = []
+
+    # ---- one measured run -------------------------------------------------------------------
+    def cpu_snapshot(self, names):
+        snap = {}
+        for n in names:
+            d = self.systems.get(n)
+            if d is None or not d.alive():
+                raise Failed(f"{n} is not running")
+            snap[n] = cpu_seconds(d.pid)
+        return snap
+
+    def fio(self, combo, wl):
+        _, rw, bs, qd = WORKLOADS[wl]
+        bridge, target = COMBOS[combo]
+        if combo == "file-io_uring":
+            io = ["--ioengine=io_uring", "--direct=1", f"--filename={self.backing}"]
+            daemons = {}
+        else:
+            sock = self.sockets.get(combo)
+            if sock is None:
+                raise Failed(f"{combo} did not start")
+            io = ["--ioengine=nbd", f"--uri=nbd+unix:///?socket={sock}"]
+            daemons = {"bridge": combo, "target": target} if target else {"server": combo}
+        argv = ["fio", "--name=b", *io, f"--rw={rw}", f"--bs={bs}", f"--iodepth={qd}",
+                f"--size={self.p['size']}", f"--runtime={self.p['runtime']}", "--time_based",
+                "--norandommap", "--randrepeat=0", "--output-format=json"]
+        shown = "fio-nbd" if combo != "file-io_uring" else "fio-file"
+        before = self.cpu_snapshot(daemons.values())
+        out = self.run_tool(f"fio-{combo}", argv, timeout=self.p["runtime"] + 60, show_as=shown)
+        after = self.cpu_snapshot(daemons.values())
+        j = json.loads(out[out.index("{"):])  # fio nbd prints "connected to NBD server" first
+        job = j["jobs"][0]
+        side = job["write"] if "write" in rw else job["read"]
+        moved = job["read"]["io_bytes"] + job["write"]["io_bytes"]
+        res = dict(iops=side["iops"], mibs=side["bw_bytes"] / MIB, bytes=moved)
+        pct = side.get("clat_ns", {}).get("percentile", {})
+        if qd == 1 and pct:
+            res["p50_us"] = pct["50.000000"] / 1000
+            res["p99_us"] = pct["99.000000"] / 1000
+        if moved > 0:
+            for role, n in daemons.items():
+                res[f"cpu_{role}"] = (after[n] - before[n]) / (moved / GIB)
+        return res
+
+    def iscsi_perf(self, target, wl):
+        _, rw, bs, qd = WORKLOADS[wl]
+        url = self.urls.get(target)
+        if url is None or target not in self.systems:
+            raise Failed(f"{target} did not start")
+        argv = ["iscsi-perf", "-m", str(qd), "-b", str(bs // 512)] + (["-r"] if rw.startswith("rand") else []) + [url]
+        self.show("iscsi-perf", argv)
+        before = self.cpu_snapshot([target])
+        with self.logfile(f"iscsi-perf-{target}") as err:
+            proc = subprocess.Popen(self.argv(argv), stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
+            try:
+                time.sleep(self.p["runtime"])
+                proc.send_signal(signal.SIGINT)
+                out, _ = proc.communicate(timeout=20)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            err.write(out[-2000:])
+        after = self.cpu_snapshot([target])
+        text = out.decode(errors="replace")
+        avgs = re.findall(r"iops average (\d+)", text)
+        if not avgs:
+            raise Failed("iscsi-perf printed no 'iops average'")
+        iops = int(avgs[-1])
+        moved = iops * bs * self.p["runtime"]  # iscsi-perf prints rates only: bytes = rate * time
+        res = dict(iops=iops, mibs=iops * bs / MIB, bytes=moved)
+        if moved:
+            res["cpu_target"] = (after[target] - before[target]) / (moved / GIB)
+        return res
+
+    def iperf(self):
+        port = free_port()
+        d = self.spawn("iperf3-server", ["iperf3", "-s", "-1", "-p", str(port)])
+        try:
+            # No probe connection: the one-off server (-1) would take it as its test.
+            logf = os.path.join(self.logdir, f"{self.mode}-iperf3-server.log")
+            wait_until(lambda: f"listening on {port}" in open(logf, errors="replace").read(), 10, d.proc)
+            argv = ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(self.p["runtime"]), "-J"]
+            out = self.run_tool("iperf3-client", argv, timeout=self.p["runtime"] + 30, show_as="iperf3")
+            j = json.loads(out)
+            return dict(mibs=j["end"]["sum_received"]["bits_per_second"] / 8 / MIB)
+        finally:
+            d.stop()
+            self.daemons.remove(d)
+
+    def record(self, kind, system, wl, rep, fn):
+        row = dict(mode=self.mode, kind=kind, system=system, workload=wl, rep=rep)
+        try:
+            row.update(fn())
+        except (Failed, OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
+            row["error"] = str(e)
+            log(f"    {kind} {system} {wl} rep {rep}: FAILED: {e}")
+        self.results.append(row)
+
+    # ---- the plan ---------------------------------------------------------------------------
+    def run_mode(self, mode):
+        self.mode, self.pin = mode, mode == "pinned"
+        log(f"== {mode}: starting systems")
+        self.start_all()
+        try:
+            reps, fio_combos = self.p["reps"], [c for c in COMBOS if c in self.p["combos"]]
+            for wl in self.p["workloads"]:
+                log(f"  {mode}: {WORKLOADS[wl][0]}")
+                for rep in range(reps):
+                    # Interleaved: every system once per repetition, the starting system rotating.
+                    cells = [("fio", c) for c in fio_combos]
+                    if wl in ISCSI_PERF_WORKLOADS:
+                        cells += [("iscsi-perf", t) for t in ("iserkit-target", "tgtd")]
+                    k = rep % len(cells)
+                    for kind, system in cells[k:] + cells[:k]:
+                        if kind == "fio":
+                            self.record(kind, system, wl, rep, lambda s=system: self.fio(s, wl))
+                        else:
+                            self.record(kind, system, wl, rep, lambda s=system: self.iscsi_perf(s, wl))
+            if "iperf3" in self.p["combos"]:
+                for rep in range(reps):
+                    self.record("iperf3", "loopback-tcp", "tcp", rep, self.iperf)
+        finally:
+            self.stop_all()
+
+
+# ---- report ---------------------------------------------------------------------------------
+def sh(argv):
+    try:
+        return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=20,
+                              cwd=SOURCE).stdout.decode(errors="replace").strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def machine_info():
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = "unknown"
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / (1 << 20):.1f} GiB"
+    debian = open("/etc/debian_version").read().strip() if os.path.exists("/etc/debian_version") else "?"
+    return [("CPU", cpu), ("nproc", str(os.cpu_count())), ("memory", mem),
+            ("kernel", platform.release()), ("Debian", debian)]
+
+
+def versions():
+    def first(argv):
+        return sh(argv).splitlines()[0] if sh(argv) else "unknown"
+    dpkg = lambda p: sh(["dpkg-query", "-W", "-f=${Version}", p])  # noqa: E731
+    return [("tgtd (tgt)", first(["tgtd", "--version"]) + f" (package {dpkg('tgt')})"),
+            ("qemu-nbd", first(["qemu-nbd", "--version"])),
+            ("fio", first(["fio", "--version"])),
+            ("nbdkit", first(["nbdkit", "--version"])),
+            ("libiscsi (iscsi-perf)", dpkg("libiscsi7")),
+            ("iperf3", first(["iperf3", "--version"]))]
+
+
+class Table:
+    """Medians (min–max) per (mode, system, workload, metric) from the raw rows."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def values(self, mode, kind, system, wl, metric):
+        return [r[metric] for r in self.rows if r["mode"] == mode and r["kind"] == kind
+                and r["system"] == system and r["workload"] == wl and metric in r]
+
+    def failed(self, mode, kind, system, wl):
+        rs = [r for r in self.rows if r["mode"] == mode and r["kind"] == kind and r["system"] == system
+              and r["workload"] == wl]
+        return not rs or any("error" in r for r in rs)
+
+    def median(self, mode, kind, system, wl, metric):
+        if self.failed(mode, kind, system, wl):
+            return None
+        v = self.values(mode, kind, system, wl, metric)
+        return statistics.median(v) if v else None
+
+    def cell(self, mode, kind, system, wl, metric):
+        if self.failed(mode, kind, system, wl):
+            return "failed (see log)"
+        v = self.values(mode, kind, system, wl, metric)
+        if not v:
+            return "–"
+        fmt = fmt_value(metric)
+        if len(v) == 1:
+            return fmt(v[0])
+        return f"{fmt(statistics.median(v))} ({fmt(min(v))}–{fmt(max(v))})"
+
+
+def fmt_value(metric):
+    if metric == "iops":
+        return lambda x: f"{x / 1000:.1f}K" if x >= 1000 else f"{x:.0f}"
+    if metric == "mibs":
+        return lambda x: f"{x:.0f}" if x >= 100 else f"{x:.1f}"
+    if metric.endswith("_us"):
+        return lambda x: f"{x:.0f}"
+    return lambda x: f"{x:.2f}"
+
+
+METRICS = [("iops", "IOPS ↑"), ("mibs", "MiB/s ↑"), ("p50_us", "p50 latency µs ↓"), ("p99_us", "p99 latency µs ↓")]
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}×" if a is not None and b not in (None, 0) else "–"
+
+
+def compare_table(t, mode, workloads, left, right, cpu_roles, title_left, title_right):
+    """Rows: workload × metric; columns: left, right, left/right. left/right are (kind, system)."""
+    out = [f"| workload | metric | {title_left} | {title_right} | {title_left.split()[0]} / {title_right.split()[0]} |",
+           "|---|---|---|---|---|"]
+    for wl in workloads:
+        metrics = [(m, n) for m, n in METRICS if t.values(mode, *left, wl, m) or t.values(mode, *right, wl, m)
+                   or m in ("iops", "mibs")]
+        metrics += [(f"cpu_{role}", f"CPU s/GiB {label} ↓") for role, label in cpu_roles]
+        for m, name in metrics:
+            a, b = t.median(mode, *left, wl, m), t.median(mode, *right, wl, m)
+            out.append(f"| {WORKLOADS[wl][0]} | {name} | {t.cell(mode, *left, wl, m)} | {t.cell(mode, *right, wl, m)} "
+                       f"| {ratio(a, b)} |")
+    return out
+
+
+def report(bench, t, elapsed, profile_name):
+    p = bench.p
+    wls = list(p["workloads"])
+    head = sh(["git", "rev-parse", "--short=12", "HEAD"])
+    dirty = sh(["git", "status", "--porcelain", "--", ".", ":!docs/benchmarks.md"])
+    build_type = "unknown"
+    cache = os.path.join(os.path.dirname(bench.bin), "CMakeCache.txt")
+    if os.path.exists(cache):
+        m = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", open(cache).read(), re.M)
+        build_type = m[1] if m else build_type
+    L = ["# Benchmarks: iserkit against its peers",
+         "",
+         "Generated by `scripts/bench.sh` (tests/bench/bench.py); do not edit by hand — rerun the command.",
+         "",
+         f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+         f"- commit: {head}{' (working tree dirty)' if dirty else ' (clean tree)'}, build type {build_type}",
+         f"- profile: {profile_name}: backing file {p['size'] // MIB} MiB of random data in /var/tmp, "
+         f"{p['reps']} repetitions × {p['runtime']} s per cell, interleaved (every system once per "
+         f"repetition, starting system rotating); elapsed {elapsed:.0f} s",
+         "- machine: " + ", ".join(f"{k} {v}" for k, v in machine_info()),
+         "- peers: " + "; ".join(f"{k} {v}" for k, v in versions()),
+         "",
+         "Each cell: median (min–max) over the repetitions. Ratios are iserkit / peer of the medians: "
+         "for IOPS and MiB/s (↑) above 1 means iserkit is faster; for latency and CPU seconds per GiB "
+         "moved (↓) below 1 means iserkit is better. CPU s/GiB is utime+stime of the daemon's process "
+         "(all threads, /proc/PID/stat) across the run, divided by the GiB the client moved. "
+         "**Pinned** means every process of every system (targets, bridges, fio, iscsi-perf) ran on CPU 0 "
+         "(`taskset -c 0`): on this 2-vCPU machine the placement of client and server alone moves 4 KiB "
+         "figures by up to 3×, so **the pinned tables are the ones to compare**. The machine is shared "
+         "(other builds run at the same time): absolute figures are noisy, ratios within one run less so.",
+         ""]
+    L += goals(t, wls)
+    for mode in p["modes"]:
+        L += [f"## {mode.capitalize()}" + (" (the tables to compare)" if mode == "pinned" else ""), ""]
+        L += tables(t, mode, wls)
+    L += ["## Commands", "", "Exactly what each system ran (`$RUN` is the run's temp dir in /var/tmp; "
+          "pinned runs prefix every command with `taskset -c 0`; ports are chosen by the kernel).", ""]
+    for k, v in bench.commands.items():
+        if v:
+            L.append(f"- {k}: `{v}`")
+    L += ["", "qemu-nbd: `--cache=none` (cache.direct=on, writeback on: no FUA per write, like iserkit-nbd) and "
+          "`--aio=io_uring`; with the iscsi driver neither touches a local file, so they only fix the block layer "
+          "mode. tgtd's LUN is `--bsoflags direct` (O_DIRECT), as iserkit-target's io_uring backend "
+          "uses O_DIRECT for aligned I/O.", ""]
+    if bench.failures:
+        L += ["## Failures", ""] + [f"- {m}: {s}: {r}" for m, s, r in bench.failures] + [""]
+    perf = os.path.join(SOURCE, "docs", "performance.md")
+    L += ["## Analysis", ""]
+    if os.path.exists(perf):
+        L += ["The hand-written analysis, docs/performance.md, included verbatim:", "",
+              open(perf).read().rstrip(), ""]
+    else:
+        L += ["docs/performance.md (the hand-written analysis: what was profiled and fixed, why a goal is "
+              "not met) does not exist yet.", ""]
+    return "\n".join(L) + "\n"
+
+
+def tables(t, mode, wls):
+    L = ["### Targets: iserkit-target vs tgtd", "",
+         "Same backing file, O_DIRECT on both. Driven by libiscsi's iscsi-perf (reads only) and by fio's nbd "
+         "engine through the same bridge, iserkit-nbd, in front of each (Debian's fio has no libiscsi engine).", ""]
+    ip = [w for w in wls if w in ISCSI_PERF_WORKLOADS]
+    if ip:
+        L += ["iscsi-perf:", ""]
+        L += compare_table(t, mode, ip, ("iscsi-perf", "iserkit-target"), ("iscsi-perf", "tgtd"),
+                           [("target", "target")], "iserkit-target", "tgtd") + [""]
+    L += ["fio → iserkit-nbd → target:", ""]
+    L += compare_table(t, mode, wls, ("fio", "iserkit-nbd>iserkit-target"), ("fio", "iserkit-nbd>tgtd"),
+                       [("target", "target")], "iserkit-target", "tgtd") + [""]
+    L += ["### Bridges: iserkit-nbd vs qemu-nbd", "", "fio's nbd engine → bridge → the same target.", "",
+          "In front of tgtd:", ""]
+    L += compare_table(t, mode, wls, ("fio", "iserkit-nbd>tgtd"), ("fio", "qemu-nbd>tgtd"),
+                       [("bridge", "bridge")], "iserkit-nbd", "qemu-nbd") + [""]
+    L += ["In front of iserkit-target:", ""]
+    L += compare_table(t, mode, wls, ("fio", "iserkit-nbd>iserkit-target"), ("fio", "qemu-nbd>iserkit-target"),
+                       [("bridge", "bridge")], "iserkit-nbd", "qemu-nbd") + [""]
+    L += ["### Whole chain: iserkit-nbd + iserkit-target vs qemu-nbd + tgtd", ""]
+    L += compare_table(t, mode, wls, ("fio", "iserkit-nbd>iserkit-target"), ("fio", "qemu-nbd>tgtd"),
+                       [("bridge", "bridge"), ("target", "target")], "iserkit", "qemu-nbd+tgtd") + [""]
+    L += ["### Ceilings on the same machine", "",
+          "fio io_uring O_DIRECT on the backing file (no network, no iSCSI); nbdkit's memory plugin through fio's "
+          "nbd engine (NBD with no iSCSI and no disk); raw loopback TCP with iperf3 (one stream).", "",
+          "| workload | metric | file io_uring | nbdkit memory |", "|---|---|---|---|"]
+    for wl in wls:
+        for m, name in METRICS + [("cpu_server", "CPU s/GiB nbdkit ↓")]:
+            a, b = t.cell(mode, "fio", "file-io_uring", wl, m), t.cell(mode, "fio", "nbdkit-memory", wl, m)
+            if a != "–" or b != "–":
+                L.append(f"| {WORKLOADS[wl][0]} | {name} | {a} | {b} |")
+    L += ["", f"Loopback TCP (iperf3, one stream): {t.cell(mode, 'iperf3', 'loopback-tcp', 'tcp', 'mibs')} MiB/s", ""]
+    return L
+
+
+def goals(t, wls):
+    mode = "pinned"
+    L = ["## Goals (issue 6), from the pinned run", "",
+         "| goal | measured (iserkit / peer, medians) | verdict |", "|---|---|---|"]
+
+    def row(goal, pairs, need, lower_better=False):
+        rs = [(label, a / b) for label, a, b in pairs if a is not None and b not in (None, 0)]
+        if not rs:
+            L.append(f"| {goal} | no data | NOT MEASURED |")
+            return
+        ok = all((r < need) if lower_better else (r >= need) for _, r in rs)
+        L.append(f"| {goal} | " + "; ".join(f"{lab} {r:.2f}×" for lab, r in rs) + f" | {'MET' if ok else 'NOT MET'} |")
+
+    med = t.median
+    if "rr4k-qd32" in wls:
+        row("iserkit-target ≥ 1.5× tgtd IOPS, 4 KiB random read QD32",
+            [("iscsi-perf", med(mode, "iscsi-perf", "iserkit-target", "rr4k-qd32", "iops"),
+              med(mode, "iscsi-perf", "tgtd", "rr4k-qd32", "iops")),
+             ("fio via iserkit-nbd", med(mode, "fio", "iserkit-nbd>iserkit-target", "rr4k-qd32", "iops"),
+              med(mode, "fio", "iserkit-nbd>tgtd", "rr4k-qd32", "iops"))], 1.5)
+    if "rw4k-qd32" in wls:
+        row("iserkit-target ≥ 1.5× tgtd IOPS, 4 KiB random write QD32",
+            [("fio via iserkit-nbd", med(mode, "fio", "iserkit-nbd>iserkit-target", "rw4k-qd32", "iops"),
+              med(mode, "fio", "iserkit-nbd>tgtd", "rw4k-qd32", "iops"))], 1.5)
+    tp = []
+    if "sr1m-qd8" in wls:
+        tp.append(("read, iscsi-perf", med(mode, "iscsi-perf", "iserkit-target", "sr1m-qd8", "mibs"),
+                   med(mode, "iscsi-perf", "tgtd", "sr1m-qd8", "mibs")))
+    for wl, lab in (("sr1m-qd8", "read"), ("sw1m-qd8", "write")):
+        if wl in wls:
+            tp.append((f"{lab}, fio via iserkit-nbd", med(mode, "fio", "iserkit-nbd>iserkit-target", wl, "mibs"),
+                       med(mode, "fio", "iserkit-nbd>tgtd", wl, "mibs")))
+    if tp:
+        row("iserkit-target ≥ 1.2× tgtd throughput, 1 MiB QD8", tp, 1.2)
+    row("iserkit-nbd ≥ 1.5× qemu-nbd on every workload (IOPS, both in front of tgtd)",
+        [(WORKLOADS[w][0], med(mode, "fio", "iserkit-nbd>tgtd", w, "iops"), med(mode, "fio", "qemu-nbd>tgtd", w, "iops"))
+         for w in wls], 1.5)
+    row("iserkit-nbd ≥ 1.5× qemu-nbd on every workload (IOPS, both in front of iserkit-target)",
+        [(WORKLOADS[w][0], med(mode, "fio", "iserkit-nbd>iserkit-target", w, "iops"),
+          med(mode, "fio", "qemu-nbd>iserkit-target", w, "iops")) for w in wls], 1.5)
+    cpu_t = [(f"{WORKLOADS[w][0]} (fio)", med(mode, "fio", "iserkit-nbd>iserkit-target", w, "cpu_target"),
+              med(mode, "fio", "iserkit-nbd>tgtd", w, "cpu_target")) for w in wls]
+    cpu_t += [(f"{WORKLOADS[w][0]} (iscsi-perf)", med(mode, "iscsi-perf", "iserkit-target", w, "cpu_target"),
+               med(mode, "iscsi-perf", "tgtd", w, "cpu_target")) for w in wls if w in ISCSI_PERF_WORKLOADS]
+    row("CPU s/GiB: iserkit-target below tgtd (ratio < 1)", cpu_t, 1.0, lower_better=True)
+    row("CPU s/GiB: iserkit-nbd below qemu-nbd (ratio < 1, in front of tgtd)",
+        [(WORKLOADS[w][0], med(mode, "fio", "iserkit-nbd>tgtd", w, "cpu_bridge"),
+          med(mode, "fio", "qemu-nbd>tgtd", w, "cpu_bridge")) for w in wls], 1.0, lower_better=True)
+    return L + [""]
+
+
+def pinned_summary(t, wls):
+    """A compact pinned table for stdout: one row per workload, IOPS medians of every system."""
+    cols = [("fio", "iserkit-nbd>iserkit-target", "chain iserkit"), ("fio", "qemu-nbd>tgtd", "chain qemu+tgtd"),
+            ("fio", "iserkit-nbd>tgtd", "iserkit-nbd>tgtd"), ("fio", "qemu-nbd>iserkit-target", "qemu>iserkit-t"),
+            ("iscsi-perf", "iserkit-target", "perf iserkit-t"), ("iscsi-perf", "tgtd", "perf tgtd"),
+            ("fio", "nbdkit-memory", "nbdkit mem"), ("fio", "file-io_uring", "file")]
+    w = 16
+    lines = ["pinned medians (IOPS; MiB/s for 1 MiB):", "workload".ljust(28) + "".join(c[2].rjust(w) for c in cols)]
+    for wl in wls:
+        metric = "mibs" if WORKLOADS[wl][2] == MIB else "iops"
+        cells = []
+        for kind, system, _ in cols:
+            if not [r for r in t.rows if r["mode"] == "pinned" and r["kind"] == kind and r["system"] == system
+                    and r["workload"] == wl]:
+                cells.append("")
+                continue
+            v = t.median("pinned", kind, system, wl, metric)
+            cells.append("failed" if v is None else fmt_value(metric)(v))
+        lines.append(WORKLOADS[wl][0].ljust(28) + "".join(c.rjust(w) for c in cells))
+    v = t.median("pinned", "iperf3", "loopback-tcp", "tcp", "mibs")
+    if v is not None:
+        lines.append(f"loopback TCP (iperf3): {v:.0f} MiB/s")
+    return "\n".join(lines)
+
+
+def smoke_check(bench, t):
+    """--smoke: every expected row present, no failure, no zero value. Returns a list of problems."""
+    problems = []
+    for wl in bench.p["workloads"]:
+        cells = [("fio", c) for c in bench.p["combos"] if c in COMBOS]
+        cells += [("iscsi-perf", s) for s in ("iserkit-target", "tgtd") if wl in ISCSI_PERF_WORKLOADS]
+        for kind, system in cells:
+            rs = [r for r in t.rows if r["kind"] == kind and r["system"] == system and r["workload"] == wl]
+            if not rs:
+                problems.append(f"missing row {kind} {system} {wl}")
+            for r in rs:
+                if "error" in r:
+                    problems.append(f"{kind} {system} {wl}: {r['error']}")
+                    continue
+                for k, v in r.items():
+                    if k in ("iops", "mibs", "bytes") or k.startswith("cpu_") or k.endswith("_us"):
+                        if not v > 0:
+                            problems.append(f"{kind} {system} {wl}: {k} = {v}")
+                expected = ["iops", "mibs"] + (["p50_us", "p99_us"] if WORKLOADS[wl][3] == 1 and kind == "fio" else [])
+                expected += {"file-io_uring": [], "nbdkit-memory": ["cpu_server"]}.get(
+                    system, ["cpu_target"] if kind == "iscsi-perf" else ["cpu_bridge", "cpu_target"])
+                problems += [f"{kind} {system} {wl}: no {k}" for k in expected if k not in r]
+    if "iperf3" in bench.p["combos"] and not t.values("pinned", "iperf3", "loopback-tcp", "tcp", "mibs"):
+        problems.append("no iperf3 result")
+    return problems
+
+
+def missing_peers(bin_dir):
+    need = ["tgtd", "tgtadm", "qemu-nbd", "fio", "iscsi-perf", "nbdkit", "iperf3", "taskset"]
+    miss = [n for n in need if shutil.which(n) is None]
+    miss += [p for p in ("iserkit-target", "iserkit-nbd") if not os.access(os.path.join(bin_dir, p), os.X_OK)]
+    if shutil.which("fio") and "nbd" not in sh(["fio", "--enghelp"]):
+        miss.append("fio nbd engine")
+    if not any(os.path.exists(p) for p in ("/usr/lib/x86_64-linux-gnu/qemu/block-iscsi.so",
+                                             "/usr/lib/aarch64-linux-gnu/qemu/block-iscsi.so")):
+        miss.append("qemu iscsi block driver (qemu-block-extra)")
+    return miss
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__ or "iserkit benchmarks (issue 6)")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="under 3 minutes: 256 MiB, 3 reps x 1 s, 4 workloads")
+    g.add_argument("--smoke", action="store_true", help="harness check: 1 rep x 1 s, pinned, 2 workloads; "
+                   "exit 1 if a row is missing or a value is zero, 77 if a peer is missing")
+    ap.add_argument("--output", default=os.path.join(SOURCE, "docs", "benchmarks.md"), help="report path")
+    ap.add_argument("--json", help="also write the raw per-run results here")
+    ap.add_argument("--bin", default=os.environ.get("ISERKIT_BIN", os.path.join(SOURCE, "build", "bin")),
+                    help="directory holding iserkit-target and iserkit-nbd (default build/bin or $ISERKIT_BIN)")
+    ap.add_argument("--workdir", default="/var/tmp", help="where the run dir and backing file go (not tmpfs)")
+    ap.add_argument("--runtime", type=int, help="seconds per run (overrides the profile)")
+    ap.add_argument("--reps", type=int, help="repetitions per cell (overrides the profile)")
+    ap.add_argument("--keep", action="store_true", help="keep the run dir (logs) even when nothing failed")
+    args = ap.parse_args()
+    name = "smoke" if args.smoke else "quick" if args.quick else "full"
+    profile = dict(PROFILES[name])
+    profile["combos"] = list(COMBOS) + ["iperf3"]
+    if args.runtime:
+        profile["runtime"] = args.runtime
+    if args.reps:
+        profile["reps"] = args.reps
+    args.bin = os.path.abspath(args.bin)
+
+    miss = missing_peers(args.bin)
+    if miss:
+        print("SKIP: missing: " + ", ".join(miss) + " (packaging/install-deps.sh installs the peers; "
+              "build iserkit-target and iserkit-nbd)")
+        return 77 if args.smoke else 1
+
+    # SIGTERM/SIGHUP end the run like Ctrl-C: the finally below stops what was started.
+    def on_signal(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+
+    start = time.monotonic()
+    bench = Bench(args, profile)
+    ok = False
+    try:
+        bench.make_backing()
+        for mode in profile["modes"]:
+            bench.run_mode(mode)
+        ok = True
+    finally:
+        bench.stop_all()
+        if os.path.exists(bench.backing):
+            os.unlink(bench.backing)
+        failed = bool(bench.failures) or any("error" in r for r in bench.results)
+        if ok and not failed and not args.keep:
+            shutil.rmtree(bench.rundir, ignore_errors=True)
+        else:
+            log(f"logs kept in {bench.logdir}")
+    elapsed = time.monotonic() - start
+    t = Table(bench.results)
+    text = report(bench, t, elapsed, name)
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    with open(args.output, "w") as f:
+        f.write(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(bench.results, f, indent=1)
+    log(pinned_summary(t, profile["workloads"]))
+    log("\n".join(goals(t, profile["workloads"])))
+    log(f"report: {args.output}; elapsed {elapsed:.0f} s ({elapsed / 60:.1f} min)")
+    if args.smoke:
+        problems = smoke_check(bench, t)
+        for p in problems:
+            print("FAIL: " + p)
+        return 1 if problems else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
