@@ -5,8 +5,8 @@
 # unpinned, and writes docs/benchmarks.md (regenerated each time; never edit it by hand).
 #
 # Usage: scripts/bench.sh [--quick] [--output PATH] [--json PATH] [--keep]
-#        --quick: under 3 minutes (256 MiB file, 3 reps x 1 s, 4 workloads); default: the full run
-#        (1 GiB file, 3 reps x 4 s, 6 workloads), under 20 minutes.
+#        --quick: under 3 minutes (256 MiB file, 3 reps x 1 s, 3 workloads; unpinned: the two chains only); default: the full run
+#        (1 GiB file, 3 reps x 4 s, 6 workloads; unpinned: targets and the tgtd bridges), under 20 minutes.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
