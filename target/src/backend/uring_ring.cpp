@@ -36,7 +36,16 @@ Result<void> UringService::ensure(const asio::any_io_executor& executor) {
   if (init_error_) return fail(init_error_);
   io_uring ring;
   std::memset(&ring, 0, sizeof ring);
-  if (int rc = io_uring_queue_init(ring_entries, &ring, 0); rc < 0) {
+  // COOP_TASKRUN: completions run as task work at our next system call instead of interrupting
+  // the thread (an IPI or a forced kernel entry per completion); the loop makes a system call
+  // every few microseconds and a sleeping thread is still woken. SINGLE_ISSUER: only this
+  // io_context's thread submits. Kernels before 5.19/6.0 refuse the flags: then plain.
+  int rc = io_uring_queue_init(ring_entries, &ring, IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER);
+  if (rc == -EINVAL) {
+    std::memset(&ring, 0, sizeof ring);
+    rc = io_uring_queue_init(ring_entries, &ring, 0);
+  }
+  if (rc < 0) {
     init_error_ = std::error_code(-rc, std::generic_category());
     return fail(init_error_);
   }
