@@ -680,25 +680,48 @@ Awaitable<void> Connection::send_data_in(Task& task, std::uint32_t bytes, scsi::
   }
   // RFC 7143 §13.12: no Data-In data segment above the initiator's MaxRecvDataSegmentLength.
   DataInSegmenter segmenter(bytes, params_.initiator_max_recv_data_segment_length, params_.max_burst_length);
-  while (auto s = segmenter.next()) {
+  std::optional<DataInSegment> s = segmenter.next();
+  // Every PDU but the last is handed to the datamover at once (each send in its own coroutine,
+  // started in order), so a multi-PDU read goes out in as few gather writes as the datamover
+  // can make instead of one write per PDU, each waiting for the previous one.
+  std::size_t spawned = 0;
+  std::size_t spawned_done = 0;
+  Completion all_spawned_done;
+  while (s && !s->last) {
     iscsi::DataIn d{.final = s->final, .lun = task.command.lun, .itt = task.itt(), .ttt = iscsi::reserved_ttt,
                     .data_sn = task.data_in_pdus++, .buffer_offset = s->buffer_offset};
-    if (s->last) {
-      // RFC 7143 §11.7.4: status goes in the last Data-In (S bit, with F) when it is GOOD and there
-      // is no sense data; the residual travels with it.
-      finish_task(task);
-      d.status_present = true;
-      d.status = static_cast<std::uint8_t>(status);
-      d.residual_underflow = residual.underflow;
-      d.residual_overflow = residual.overflow;
-      d.residual_count = residual.count;
-      d.stat_sn = take_stat_sn();
-    }
     stamp(d);
-    const auto ec = co_await datamover_->send(
-        datamover::make_pdu(d, std::span<const std::byte>(task.buffer.bytes().subspan(s->buffer_offset, s->length))));
-    if (ec) co_return;
+    ++spawned;
+    asio::co_spawn(
+        datamover_->executor(),
+        datamover_->send(
+            datamover::make_pdu(d, std::span<const std::byte>(task.buffer.bytes().subspan(s->buffer_offset, s->length)))),
+        [&spawned, &spawned_done, &all_spawned_done](std::exception_ptr, std::error_code) {
+          if (++spawned_done == spawned) all_spawned_done.complete();
+        });
+    s = segmenter.next();
   }
+  // co_spawn starts each send after one post; one post of our own puts the last PDU behind them.
+  if (spawned > 0) co_await asio::post(datamover_->executor(), asio::use_awaitable);
+  if (s) {
+    iscsi::DataIn d{.final = s->final, .lun = task.command.lun, .itt = task.itt(), .ttt = iscsi::reserved_ttt,
+                    .data_sn = task.data_in_pdus++, .buffer_offset = s->buffer_offset};
+    // RFC 7143 §11.7.4: status goes in the last Data-In (S bit, with F) when it is GOOD and there
+    // is no sense data; the residual travels with it.
+    finish_task(task);
+    d.status_present = true;
+    d.status = static_cast<std::uint8_t>(status);
+    d.residual_underflow = residual.underflow;
+    d.residual_overflow = residual.overflow;
+    d.residual_count = residual.count;
+    d.stat_sn = take_stat_sn();
+    stamp(d);
+    co_await datamover_->send(
+        datamover::make_pdu(d, std::span<const std::byte>(task.buffer.bytes().subspan(s->buffer_offset, s->length))));
+  }
+  // The spawned sends borrow the task buffer: wait for them (they fail fast once the connection
+  // failed, so this does not hang).
+  if (spawned_done < spawned) co_await all_spawned_done.wait();
 }
 
 Awaitable<void> Connection::send_scsi_response(Task& task, scsi::Status status,

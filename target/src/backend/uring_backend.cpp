@@ -1,7 +1,8 @@
 // UringBackend: the io_uring block backend (layer 5) over a regular file or block device, and
 // open_uring_backend(), which opens one and learns its size (fstat / BLKGETSIZE64). Reads and
-// writes use an O_DIRECT fd when buffer, offset and length are 4096-aligned and a buffered fd
-// otherwise; FUA is RWF_DSYNC (SBC-4 §4.15); flush is IORING_OP_FSYNC with IORING_FSYNC_DATASYNC;
+// writes use an O_DIRECT fd when buffer, offset and length meet the file's direct I/O alignment
+// (statx STATX_DIOALIGN; 512 on a disk with 512-byte logical blocks; 4096 when unknown) and a
+// buffered fd otherwise; FUA is RWF_DSYNC (SBC-4 §4.15); flush is IORING_OP_FSYNC with IORING_FSYNC_DATASYNC;
 // discard is IORING_OP_FALLOCATE(PUNCH_HOLE|KEEP_SIZE); write_zeroes is FALLOC_FL_ZERO_RANGE. Short
 // completions are continued until the full length is done (the backend contract).
 #include <fcntl.h>
@@ -24,12 +25,36 @@ namespace {
 
 using detail::uring_run;
 
-constexpr std::size_t direct_alignment = 4096;
+constexpr std::size_t direct_alignment = 4096;  // the fallback when the kernel does not say
 constexpr std::size_t max_op_bytes = 1u << 30;  // keep each SQE's length well inside 32 bits
 
 std::error_code errno_code(int e) { return {e, std::generic_category()}; }
 
-bool aligned(std::uint64_t value) noexcept { return value % direct_alignment == 0; }
+/// What O_DIRECT requires of a request: offset and length multiples of `offset_align`, the buffer
+/// address a multiple of `memory_align` (bytes; powers of two).
+struct DirectAlignment {
+  std::uint32_t offset_align = direct_alignment;
+  std::uint32_t memory_align = direct_alignment;
+};
+
+/// statx(2) STATX_DIOALIGN (Linux 6.1) for files and block devices; a block device on an older
+/// kernel uses its logical block size (BLKSSZGET) for both; otherwise 4096, which every device takes.
+/// With 512-byte logical blocks this lets 512-aligned SCSI requests bypass the page cache too.
+DirectAlignment direct_alignment_of(int fd, bool block_device) noexcept {
+  DirectAlignment a;
+  struct statx stx {};
+  if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 && (stx.stx_mask & STATX_DIOALIGN) != 0 &&
+      stx.stx_dio_offset_align != 0 && stx.stx_dio_mem_align != 0) {
+    a.offset_align = std::max<std::uint32_t>(stx.stx_dio_offset_align, 512);
+    a.memory_align = std::max<std::uint32_t>(stx.stx_dio_mem_align, 512);
+    return a;
+  }
+  int logical = 0;
+  if (block_device && ::ioctl(fd, BLKSSZGET, &logical) == 0 && logical >= 512) {
+    a.offset_align = a.memory_align = static_cast<std::uint32_t>(logical);
+  }
+  return a;
+}
 
 const std::byte* zero_block() noexcept {
   alignas(direct_alignment) static const std::array<std::byte, 1u << 20> zeroes{};
@@ -38,8 +63,8 @@ const std::byte* zero_block() noexcept {
 
 class UringBackend final : public BlockBackend {
  public:
-  UringBackend(int buffered_fd, int direct_fd, BackendCapabilities caps)
-      : buffered_fd_(buffered_fd), direct_fd_(direct_fd), caps_(caps) {}
+  UringBackend(int buffered_fd, int direct_fd, DirectAlignment alignment, BackendCapabilities caps)
+      : buffered_fd_(buffered_fd), direct_fd_(direct_fd), alignment_(alignment), caps_(caps) {}
   ~UringBackend() override {
     ::close(buffered_fd_);
     if (direct_fd_ >= 0) ::close(direct_fd_);
@@ -141,8 +166,9 @@ class UringBackend final : public BlockBackend {
   Awaitable<Result<void>> transfer(bool writing, std::uint64_t offset, std::byte* p, std::size_t length, int rw_flags) {
     while (length > 0) {
       const std::size_t n = std::min(length, max_op_bytes);
-      const bool direct = direct_fd_ >= 0 && aligned(offset) && aligned(n) &&
-                          aligned(reinterpret_cast<std::uintptr_t>(p));
+      const bool direct = direct_fd_ >= 0 && offset % alignment_.offset_align == 0 &&
+                          n % alignment_.offset_align == 0 &&
+                          reinterpret_cast<std::uintptr_t>(p) % alignment_.memory_align == 0;
       const int fd = direct ? direct_fd_ : buffered_fd_;
       const int res = co_await uring_run([=](io_uring_sqe* sqe) {
         if (writing) {
@@ -164,6 +190,7 @@ class UringBackend final : public BlockBackend {
 
   int buffered_fd_;
   int direct_fd_;
+  DirectAlignment alignment_;
   BackendCapabilities caps_;
 };
 
@@ -195,6 +222,7 @@ Result<std::shared_ptr<BlockBackend>> open_uring_backend(const OpenBackendOption
   }
   // O_DIRECT may be refused (tmpfs: EINVAL); then every request goes through the page cache.
   const int direct_fd = options.use_direct_io ? ::open(options.path.c_str(), flags | O_DIRECT) : -1;
+  const DirectAlignment alignment = direct_fd >= 0 ? direct_alignment_of(direct_fd, S_ISBLK(st.st_mode)) : DirectAlignment{};
   BackendCapabilities caps;
   caps.block_size_bytes = options.block_size_bytes;
   caps.size_bytes = size / options.block_size_bytes * options.block_size_bytes;
@@ -205,7 +233,7 @@ Result<std::shared_ptr<BlockBackend>> open_uring_backend(const OpenBackendOption
   caps.thin = S_ISREG(st.st_mode);
   caps.volatile_cache = true;
   caps.optimal_io_bytes = static_cast<std::uint32_t>(std::max<blksize_t>(st.st_blksize, 4096));
-  return std::shared_ptr<BlockBackend>(std::make_shared<UringBackend>(fd, direct_fd, caps));
+  return std::shared_ptr<BlockBackend>(std::make_shared<UringBackend>(fd, direct_fd, alignment, caps));
 }
 
 Result<void> probe_io_uring() noexcept {

@@ -2,7 +2,8 @@
 // io_context — hence each I/O thread in the target's model — has its own ring, with no globals).
 // The ring signals an eventfd (io_uring_register_eventfd) that the io_context waits on through
 // posix::stream_descriptor::async_wait while operations are in flight; SQEs prepared during one
-// turn of the loop are submitted together by a single posted flush; when the SQ is full it is
+// turn of the loop are submitted together by a single posted flush, which waits a few more passes
+// of the ready queue while they keep bringing new SQEs (a pipelined burst); when the SQ is full it is
 // submitted at once and the SQE taken again (as Seastar's get_sqe does). user_data points at a
 // UringOp whose Completion resumes the waiting coroutine. Not thread-safe: one thread runs the
 // io_context.
@@ -58,6 +59,8 @@ class UringService final : public asio::execution_context::service {
   std::optional<asio::any_io_executor> executor_;
   std::error_code init_error_;
   std::size_t in_flight_ = 0;
+  std::size_t queued_since_check_ = 0;  // SQEs prepared since flush() last looked
+  unsigned deferrals_ = 0;              // passes the pending submission has waited so far
   bool flush_posted_ = false;
   bool armed_ = false;
   bool shut_down_ = false;

@@ -38,7 +38,7 @@ struct OpenBackendOptions {
   std::filesystem::path path;            ///< regular file or block device; must exist
   bool read_only = false;                ///< open O_RDONLY and refuse writes
   std::uint32_t block_size_bytes = 512;  ///< logical block size to expose: 512 or 4096
-  bool use_direct_io = true;             ///< also open an O_DIRECT fd for 4096-aligned requests
+  bool use_direct_io = true;             ///< also open an O_DIRECT fd, used for requests meeting its alignment
 };
 
 /// Opens `options.path` and returns an io_uring backend over it. The size comes from fstat (files)
