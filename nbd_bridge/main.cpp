@@ -74,7 +74,7 @@ Awaitable<int> run(asio::io_context& io, Config cfg) {
       *lun, nbd::LunExportOptions{.name = cfg.name.empty() ? cfg.url.target + "/" + std::to_string(lun_index) : cfg.name,
                                   .description = initiator::format_url(cfg.url),
                                   .read_only = cfg.read_only});
-  nbd::Server server(io, exported, {.read_only = cfg.read_only});
+  nbd::Server server(io, exported, {.read_only = cfg.read_only, .single_threaded = true});
   bool listening = false;
   for (int fd : nbd::Server::systemd_listen_fds()) {
     if (auto r = server.adopt_listener(fd); !r) {

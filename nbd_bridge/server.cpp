@@ -81,6 +81,12 @@ struct Server::State {
   std::vector<std::string> unix_paths;
 };
 
+// Each connection gets its own strand, or the io_context's executor when one thread runs it.
+asio::any_io_executor Server::connection_executor(State& state) {
+  if (state.options.single_threaded) return state.io.get_executor();
+  return asio::make_strand(state.io);
+}
+
 Server::Server(asio::io_context& io, std::shared_ptr<Export> exported, ServerOptions options)
     : state_(std::make_shared<State>(io, std::move(exported), options)) {}
 
@@ -180,7 +186,7 @@ Result<void> Server::adopt_listener(int fd) {
 Result<void> Server::serve_connected(int fd) {
   auto family = stream_socket_family(fd);
   if (!family) return fail(family.error());
-  Socket socket(asio::make_strand(state_->io));
+  Socket socket(connection_executor(*state_));
   boost::system::error_code ec;
   socket.assign(protocol_for(*family), fd, ec);
   if (ec) return fail(to_std(ec));
@@ -218,7 +224,7 @@ void Server::start_connection(const std::shared_ptr<State>& state, Socket socket
 
 Awaitable<void> Server::accept_loop(std::shared_ptr<State> state, std::shared_ptr<Listener> listener) {
   for (;;) {
-    Socket socket(asio::make_strand(state->io));
+    Socket socket(connection_executor(*state));
     boost::system::error_code ec;
     co_await listener->acceptor.async_accept(socket, use_awaitable_ec(ec));
     if (ec == asio::error::operation_aborted || !listener->acceptor.is_open()) co_return;

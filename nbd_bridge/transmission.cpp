@@ -185,7 +185,8 @@ Awaitable<void> Connection::receive_loop() {
         continue;
       }
       // Zero copy: the payload lands in the buffer the export writes from.
-      co_await asio::async_read(socket_, asio::buffer(payload.data(), payload.size()), use_awaitable_ec(ec));
+      co_await asio::async_read(socket_, asio::buffer(payload.data(), payload.size()), transfer_all_uncapped(),
+                                use_awaitable_ec(ec));
       if (ec) {
         log::info("nbd: short write payload: {}", ec.message());
         break;
@@ -356,7 +357,7 @@ Awaitable<void> Connection::write_loop() {
       if (reply.data) buffers.push_back(asio::buffer(reply.data.data(), reply.data.size()));
     }
     boost::system::error_code ec;
-    co_await asio::async_write(socket_, buffers, use_awaitable_ec(ec));
+    co_await asio::async_write(socket_, buffers, transfer_all_uncapped(), use_awaitable_ec(ec));
     ++stats_.reply_batches;
     for (const Reply& reply : batch) retire(reply.accounted_bytes);
     batch.clear();  // return READ buffers to the pool now

@@ -42,7 +42,7 @@ struct Task {
   bool timed_out = false;
   std::error_code error;
   scsi::ScsiResult result;
-  std::deque<iscsi::R2t> r2ts;
+  std::vector<iscsi::R2t> r2ts;  // FIFO, at most MaxOutstandingR2T long; a vector allocates only when used
   Clock::time_point deadline = Clock::time_point::max();
   scsi::Lun lun;                  // for ABORT TASK after a timeout
   SerialNumber cmd_sn;            // RefCmdSN of that ABORT TASK
@@ -508,7 +508,7 @@ struct Session::Impl final : datamover::DataPlacement {
       task.event.reset();
       while (!task.finished && !task.r2ts.empty()) {
         const iscsi::R2t r2t = task.r2ts.front();
-        task.r2ts.pop_front();
+        task.r2ts.erase(task.r2ts.begin());
         co_await send_sequence(task, r2t.ttt, r2t.buffer_offset, r2t.desired_data_transfer_length, req.lun);
       }
     }

@@ -138,7 +138,7 @@ Awaitable<void> TcpDatamover::write_queued() {
       }
     }
     boost::system::error_code ec;
-    co_await asio::async_write(socket_, buffers, use_awaitable_ec(ec));
+    co_await asio::async_write(socket_, buffers, transfer_all_uncapped(), use_awaitable_ec(ec));
     const std::error_code result = ec ? map_error(ec) : std::error_code{};
     if (result) send_error_ = result;
     for (auto& p : batch) {
@@ -158,8 +158,14 @@ Awaitable<void> TcpDatamover::write_queued() {
 Awaitable<Result<PduIn>> TcpDatamover::receive(DataPlacement* placement) {
   PduIn in;
   boost::system::error_code ec;
-  co_await asio::async_read(socket_, asio::buffer(in.bhs), use_awaitable_ec(ec));
-  if (ec) co_return fail(map_error(ec));
+  if (staged_bytes_ < staged_.size()) {
+    // Only the rest of this BHS: reading further could pull payload into the staging area.
+    co_await asio::async_read(socket_, asio::buffer(staged_.data() + staged_bytes_, staged_.size() - staged_bytes_),
+                              use_awaitable_ec(ec));
+    if (ec) co_return fail(map_error(ec));
+  }
+  std::copy(staged_.begin(), staged_.end(), in.bhs.begin());
+  staged_bytes_ = 0;
   const std::size_t ahs_bytes = std::size_t{iscsi::total_ahs_length_words(in.bhs)} * 4;
   if (ahs_bytes != 0) {
     in.ahs.resize(ahs_bytes);
@@ -197,9 +203,13 @@ Awaitable<Result<PduIn>> TcpDatamover::receive(DataPlacement* placement) {
     dest = scratch_;
   }
   std::array<std::byte, 8> tail{};
-  std::array<asio::mutable_buffer, 2> parts{asio::buffer(dest.data(), dest.size()), asio::buffer(tail.data(), trailer)};
-  co_await asio::async_read(socket_, parts, use_awaitable_ec(ec));
+  // The segment, its padding and digest, and, if already there, the next PDU's BHS (see staged_).
+  const std::size_t needed = std::size_t{length} + trailer;
+  std::array<asio::mutable_buffer, 3> parts{asio::buffer(dest.data(), dest.size()), asio::buffer(tail.data(), trailer),
+                                            asio::buffer(staged_)};
+  const std::size_t got = co_await asio::async_read(socket_, parts, transfer_at_least_uncapped(needed), use_awaitable_ec(ec));
   if (ec) co_return fail(map_error(ec));
+  staged_bytes_ = got - needed;
   in.data = dest;
   if (data_digest_) {
     auto crc = crc32c_final(crc32c_update(crc32c_update(crc32c_init, dest), std::span(tail).first(pad)));

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <numeric>
 
 #include "iserkit/common/crc32c.hpp"
@@ -186,6 +187,91 @@ TEST(TcpDatamover, PeerCloseIsConnectionClosed) {
       EXPECT_EQ(in.error(), make_error_code(errc::connection_closed));
     }
   });
+}
+
+// The receive lookahead (one BHS read together with the previous data segment) must keep framing
+// and zero copy whatever the segmentation: a stream of PDUs with and without data, odd lengths and
+// both digests, delivered by a raw socket in chunks of 1 to 5000 bytes, arrives whole, in order,
+// and every data segment lands in the placed buffer (never in the datamover's scratch).
+TEST(TcpDatamover, LookaheadKeepsFramingAndPlacementUnderAnySegmentation) {
+  for (const bool digests : {false, true}) {
+    asio::io_context io;
+    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    tcp::socket raw(io);
+    raw.connect(acceptor.local_endpoint());
+    TcpDatamover server(acceptor.accept());
+    server.set_digests(digests, digests);
+    server.set_max_recv_data_segment_length(1 << 20);
+
+    // Encode the PDUs with a second datamover into a byte string first.
+    std::vector<std::byte> wire;
+    constexpr int n = 60;
+    std::vector<std::vector<std::byte>> payloads;
+    {
+      tcp::acceptor a2(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+      tcp::socket sink(io);
+      sink.connect(a2.local_endpoint());
+      TcpDatamover encoder(a2.accept());
+      encoder.set_digests(digests, digests);
+      for (int i = 0; i < n; ++i) payloads.push_back(pattern(i % 3 == 0 ? 0 : static_cast<std::size_t>(1 + i * 211)));
+      bool sent = false;
+      asio::co_spawn(io, [&]() -> Awaitable<void> {
+        for (int i = 0; i < n; ++i) {
+          const auto& d = payloads[static_cast<std::size_t>(i)];
+          EXPECT_FALSE(co_await encoder.send(make_pdu(iscsi::DataOut{.final = true, .itt = iscsi::Itt{static_cast<std::uint32_t>(i)}}, d)));
+        }
+        sent = true;
+      }, asio::detached);
+      io.run_for(std::chrono::seconds(5));
+      io.restart();
+      ASSERT_TRUE(sent);
+      encoder.close();
+      boost::system::error_code ec;
+      std::array<std::byte, 65536> chunk{};
+      for (;;) {
+        const std::size_t got = sink.read_some(asio::buffer(chunk), ec);
+        if (ec) break;
+        wire.insert(wire.end(), chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(got));
+      }
+    }
+
+    // Trickle it in uneven chunks while the receiver runs.
+    std::size_t at = 0;
+    std::size_t step = 1;
+    std::function<void()> trickle = [&] {
+      if (at >= wire.size()) return;
+      step = step * 7 % 5000 + 1;
+      const std::size_t len = std::min(step, wire.size() - at);
+      asio::write(raw, asio::buffer(wire.data() + at, len));
+      at += len;
+      asio::post(io, trickle);
+    };
+    asio::post(io, trickle);
+
+    std::vector<std::byte> landing(1 << 16);
+    IntoBuffer placement;
+    placement.target = landing;
+    int received = 0;
+    asio::co_spawn(io, [&]() -> Awaitable<void> {
+      for (int i = 0; i < n; ++i) {
+        auto in = co_await server.receive(&placement);
+        EXPECT_TRUE(in);
+        if (!in) co_return;
+        EXPECT_FALSE(in->pdu_error);
+        EXPECT_EQ(to_u32(iscsi::itt_of(in->bhs)), static_cast<std::uint32_t>(i));
+        const auto& want = payloads[static_cast<std::size_t>(i)];
+        EXPECT_EQ(in->data.size(), want.size());
+        if (!want.empty()) {
+          EXPECT_EQ(in->data.data(), landing.data()) << "PDU " << i << " was not placed";
+        }
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), in->data.begin(), in->data.end())) << "PDU " << i;
+        ++received;
+      }
+    }, asio::detached);
+    io.run_for(std::chrono::seconds(10));
+    EXPECT_EQ(received, n) << "digests=" << digests;
+    EXPECT_EQ(at, wire.size());
+  }
 }
 
 }  // namespace

@@ -21,4 +21,20 @@ using Awaitable = boost::asio::awaitable<T>;
 inline auto use_awaitable_ec(boost::system::error_code& ec) {
   return boost::asio::redirect_error(boost::asio::use_awaitable, ec);
 }
+
+/// A completion condition for asio::async_read / async_write: done once `minimum` bytes moved (or
+/// on error). Unlike asio::transfer_all / transfer_at_least, it does not cap each read_some /
+/// write_some at Asio's default_max_transfer_size (64 KiB), so a 1 MiB gather write or read is one
+/// sendmsg / recvmsg when the socket buffer allows, not sixteen.
+struct TransferAtLeast {
+  std::size_t minimum;
+  static constexpr std::size_t max_per_call = std::size_t{1} << 30;
+  std::size_t operator()(const boost::system::error_code& ec, std::size_t transferred) const noexcept {
+    return (ec || transferred >= minimum) ? 0 : max_per_call;
+  }
+};
+/// transfer_all without the 64 KiB per-call cap (see TransferAtLeast): stops when the buffers are full.
+inline TransferAtLeast transfer_all_uncapped() noexcept { return {static_cast<std::size_t>(-1)}; }
+/// transfer_at_least(n) without the 64 KiB per-call cap (see TransferAtLeast).
+inline TransferAtLeast transfer_at_least_uncapped(std::size_t n) noexcept { return {n}; }
 }  // namespace iserkit

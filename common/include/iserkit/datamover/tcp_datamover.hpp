@@ -3,6 +3,7 @@
 // straight from the caller's span with one gather write: no user-space copy of payload.
 #pragma once
 
+#include <array>
 #include <deque>
 #include <memory>
 
@@ -53,6 +54,11 @@ class TcpDatamover final : public Datamover {
   std::error_code send_error_;
   std::deque<Pending> queue_;
   std::vector<std::byte> scratch_;
+  // Lookahead (zero copy): the read of a data segment also asks for up to one BHS of the next PDU,
+  // so a stream of PDUs with data costs one recvmsg each instead of two. It never holds more than
+  // one BHS, so no payload byte is ever read into it (and copied out of it).
+  std::array<std::byte, iscsi::bhs_size> staged_{};
+  std::size_t staged_bytes_ = 0;
 };
 
 }  // namespace iserkit::datamover
