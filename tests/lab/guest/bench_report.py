@@ -55,8 +55,12 @@ def median(values):
     return statistics.median(values) if values else None
 
 
-def ratio(a, b):
-    return f"{a / b:.2f}×" if a and b else "–"
+def ratio(a, b, a_values=(), b_values=()):
+    """a / b of two medians; marked ≈ when the two systems' min–max ranges overlap (within noise)"""
+    if not (a and b):
+        return "–"
+    overlap = a_values and b_values and max(min(a_values), min(b_values)) <= min(max(a_values), max(b_values))
+    return f"{a / b:.2f}×" + (" ≈" if overlap else "")
 
 
 def main():
@@ -102,7 +106,7 @@ def main():
     p("> targets, over a dummy netdev. Nothing is offloaded, so what iSER gains on an RDMA NIC (the NIC")
     p("> moves the data, the CPUs do not) cannot show here, and rxe may well be slower than plain TCP.")
     if accel == "TCG":
-        p("> The VM also runs under **TCG** (QEMU's CPU emulator; this host has no usable KVM): absolute")
+        p("> The VM also runs under **TCG** (QEMU's CPU emulator, used when KVM is not): absolute")
         p("> figures are one to two orders of magnitude below what the same programs do natively. Only the")
         p("> ratios between systems measured in this one run mean something, and only for software paths.")
     else:
@@ -135,7 +139,8 @@ def main():
     p("## Throughput")
     p()
     p("4 KiB workloads in IOPS, sequential workloads in MiB/s. iSER/TCP = `iserkit-iser` ÷ `iserkit-tcp`;")
-    p("iserkit/tgtd = `iserkit-iser` ÷ `tgtd-iser` (both over iSER, both behind iserkit-nbd).")
+    p("iserkit/tgtd = `iserkit-iser` ÷ `tgtd-iser` (both over iSER, both behind iserkit-nbd); ratios of")
+    p("medians, ≈ when the two systems' min–max ranges overlap (not distinguishable from noise in this run).")
     p()
     p("| workload | " + " | ".join(f"`{n}`" for n in names) + " | iSER/TCP | iserkit/tgtd |")
     p("|---|" + "---:|" * (len(names) + 2))
@@ -143,12 +148,10 @@ def main():
     for wl, title, key in WORKLOADS:
         unit = "IOPS" if key == "iops" else "MiB/s"
         cells = [spread(values(wl, n, key), na=not_applicable.get((wl, n))) for n in names]
-        a = median(values(wl, "iserkit-iser", key))
-        t = median(values(wl, "iserkit-tcp", key))
-        g = median(values(wl, "tgtd-iser", key))
-        q = median(values(wl, "qemu-tgtd", key))
-        p(f"| {title} ({unit}) | " + " | ".join(cells) + f" | {ratio(a, t)} | {ratio(a, g)} |")
-        summary.append((title, ratio(a, t), ratio(a, g), ratio(a, q)))
+        av, tv, gv, qv = (values(wl, n, key) for n in ("iserkit-iser", "iserkit-tcp", "tgtd-iser", "qemu-tgtd"))
+        a, t, g, q = (median(v) for v in (av, tv, gv, qv))
+        p(f"| {title} ({unit}) | " + " | ".join(cells) + f" | {ratio(a, t, av, tv)} | {ratio(a, g, av, gv)} |")
+        summary.append((title, ratio(a, t, av, tv), ratio(a, g, av, gv), ratio(a, q, av, qv)))
     p()
     if not_applicable:
         limits = sorted({f"`{n}` {int(m) // 1024} KiB" for (_, n), m in not_applicable.items()})
@@ -202,7 +205,8 @@ def main():
     for title, at, ag, aq in summary:
         p(f"| {title} | {at} | {ag} | {aq} |")
     p()
-    p("Above 1 means `iserkit-iser` moved more. Under Soft-RoCE an iSER/TCP ratio below 1 says rxe's")
+    p("Above 1 means `iserkit-iser` moved more; ≈ marks a ratio whose two systems' min–max ranges overlap,")
+    p("i.e. a difference this run cannot tell from noise. Under Soft-RoCE an iSER/TCP ratio below 1 says rxe's")
     p("software RDMA costs more CPU than the kernel's TCP stack here, not that iSER is slow on hardware.")
     p()
 
