@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The QEMU lab in one command: installs what is missing (the build's packages and the lab's own:
 # QEMU, busybox-static, rdma-core, tgt, open-iscsi, ...), builds the three programs, boots Debian's
-# kernel under TCG and runs every lab scenario in it (tests/lab/README.md), then prints the results.
+# kernel (TCG, or KVM when usable) and runs every lab scenario in it (tests/lab/README.md), then
+# prints the results. The opt-in benchmark: scripts/lab.sh --only bench-iser (docs/benchmarks-iser.md).
 #
-# Usage: scripts/lab.sh [tests/lab/lab.sh options: --only A,B  --list  --out DIR  --timeout SEC  -v]
+# Usage: scripts/lab.sh [tests/lab/lab.sh options: --only A,B  --list  --out DIR  --accel A  -v]
 # Exit status: 0 nothing failed, 1 a check failed, 2 the VM broke, 77 the lab cannot run here.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -16,5 +17,5 @@ if [[ ! -f $ISERKIT_BUILD/build.ninja ]]; then
   cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 ninja -C "$ISERKIT_BUILD" -j"$(nproc)" iserkit-target iserkit-nbd iserkit >/dev/null
-say "running the lab (QEMU, TCG: minutes, not seconds)"
+say "running the lab (QEMU; under TCG: minutes, not seconds)"
 exec "$ISERKIT_SOURCE/tests/lab/lab.sh" --install --bin "$ISERKIT_BUILD/bin" "$@"

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# The iserkit lab, host side: boots Debian's own kernel (linux-image-amd64, 6.1) in QEMU with TCG,
-# the host's root file system shared read-only over virtio-9p under a tmpfs overlay, runs the lab
-# scenarios (tests/lab/scenarios/NN-name.sh) in that one boot, and prints what passed, failed and
+# The iserkit lab, host side: boots Debian's own kernel (linux-image-amd64, 6.1) in QEMU (KVM when
+# /dev/kvm works, else TCG), the host's root file system shared read-only over virtio-9p under a
+# tmpfs overlay, runs the lab scenarios (tests/lab/scenarios/NN-name.sh) in that one boot, and prints what passed, failed and
 # was skipped, with reasons and times. The guest side is tests/lab/guest/.
 #
 # Usage: tests/lab/lab.sh [options]
 #   --bin DIR        the build's bin directory (default $ISERKIT_BIN, else <source>/build/bin)
 #   --out DIR        results directory (default: a new /var/tmp/iserkit-lab.XXXXXX, kept)
-#   --only A,B       run only these scenarios (names as in --list)
+#   --only A,B       run only these scenarios (names as in --list); the opt-in ones (benchmarks,
+#                    marked "(opt-in)" in --list) run only when named here
 #   --list           list the scenarios and exit
+#   --accel A        kvm, tcg or auto (default: $ISERKIT_LAB_ACCEL, else auto = KVM when usable)
 #   --install        apt-get install the lab's packages that are missing (scripts/lab.sh does)
 #   --timeout SEC    power the VM off after SEC seconds (default 5400; TCG on a busy host is slow)
 #   --mem MIB        guest memory (default 3072), --cpus N (default 2)
@@ -17,7 +19,10 @@
 #                    1 (a check failed) or 77 (skipped, or the lab did not run)
 #   -v, --verbose    also print the guest kernel's console messages
 # Environment: ISERKIT_LAB_CACHE (kernel, initramfs; default /var/tmp/iserkit-lab-cache),
-#   ISERKIT_LAB_KERNEL_PKG (default: what linux-image-amd64 depends on), ISERKIT_LAB_QEMU.
+#   ISERKIT_LAB_KERNEL_PKG (default: what linux-image-amd64 depends on), ISERKIT_LAB_QEMU,
+#   ISERKIT_LAB_BENCH_* (passed to the guest: the benchmark scenarios' knobs, see tests/lab/README.md).
+# Files a scenario leaves in the results directory's docs/ (generated benchmark pages) are copied to
+#   the source tree's docs/ when the run ends.
 # Exit status: 0 nothing failed; 1 a check failed; 2 usage or the VM broke (timeout, no results);
 #   77 the lab cannot run here (no qemu, no kernel), with the reason.
 set -euo pipefail
@@ -34,6 +39,7 @@ verbose=0
 timeout_s=5400
 mem=3072
 cpus=2
+accel=${ISERKIT_LAB_ACCEL:-auto}
 cache=${ISERKIT_LAB_CACHE:-/var/tmp/iserkit-lab-cache}
 qemu=${ISERKIT_LAB_QEMU:-qemu-system-x86_64}
 busybox=/bin/busybox
@@ -44,10 +50,12 @@ lab_packages=(qemu-system-x86 busybox-static kmod rdma-core ibverbs-utils rdmacm
 note() { echo "lab: $*" >&2; }
 unavailable() { echo "lab: SKIP: the lab cannot run here: $*" >&2; [[ -z $out ]] || echo "$*" >"$out/unavailable"; exit 77; }
 broken() { echo "lab: ERROR: $*" >&2; exit 2; }
-usage() { sed -n '7,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '7,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 scenario_files() { find "$lab_dir/scenarios" -maxdepth 1 -name '[0-9][0-9]-*.sh' | sort; }
 scenario_name() { local b; b=$(basename "$1" .sh); echo "${b#[0-9][0-9]-}"; }
+# opt-in scenarios (a "# lab: opt-in" line in the file: the benchmarks) run only when --only names them
+scenario_opt_in() { grep -q '^# lab: opt-in' "$1"; }
 
 while (($#)); do
   case $1 in
@@ -58,9 +66,14 @@ while (($#)); do
     --timeout) timeout_s=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
     --cpus) cpus=$2; shift 2 ;;
+    --accel) accel=$2; shift 2 ;;
     --vm-status) vm_status=1; shift ;;
     --report) report=$2; shift 2 ;;
-    --list) for f in $(scenario_files); do printf '%-22s %s\n' "$(scenario_name "$f")" "$(sed -n '2s/^# //p' "$f")"; done; exit 0 ;;
+    --list)
+      for f in $(scenario_files); do
+        printf '%-22s %s%s\n' "$(scenario_name "$f")" "$(scenario_opt_in "$f" && echo '(opt-in) ')" "$(sed -n '2s/^# //p' "$f")"
+      done
+      exit 0 ;;
     -v|--verbose) verbose=1; shift ;;
     -h|--help) usage 0 ;;
     *) echo "lab: unknown option $1" >&2; usage 2 ;;
@@ -138,7 +151,7 @@ if [[ -z $out ]]; then
   out=$(mktemp -d /var/tmp/iserkit-lab.XXXXXX)
 else
   mkdir -p "$out"
-  rm -rf "${out:?}/results.tsv" "$out/scenarios.tsv" "$out/logs" "$out/unavailable" "$out/console.log" "$out/finished" "$out/dmesg.txt"
+  rm -rf "${out:?}/results.tsv" "$out/scenarios.tsv" "$out/logs" "$out/docs" "$out/unavailable" "$out/console.log" "$out/finished" "$out/dmesg.txt"
 fi
 out=$(cd "$out" && pwd)
 mkdir -p "$out/logs"
@@ -171,6 +184,7 @@ scenarios=()
 for f in $(scenario_files); do
   name=$(scenario_name "$f")
   if [[ -n $only && ",$only," != *",$name,"* ]]; then continue; fi
+  if [[ -z $only ]] && scenario_opt_in "$f"; then continue; fi
   scenarios+=("$(basename "$f")")
 done
 for want in ${only//,/ }; do
@@ -233,6 +247,24 @@ if [[ ! -s $initrd ]]; then
 fi
 flock -u 8
 
+# ----------------------------------------------------------------------------- accelerator ----
+# KVM when the CPU has hardware virtualisation (vmx/svm), /dev/kvm opens and QEMU starts a KVM
+# machine; TCG otherwise. The CPU flag matters: on a Firecracker VM whose CPUs show no vmx, /dev/kvm
+# exists and QEMU starts, but the guest kernel hangs in its decompressor. The guest is told which
+# accelerator ran (LAB_ACCEL): timings differ by an order of magnitude.
+kvm_usable() {
+  grep -Eqw 'vmx|svm' /proc/cpuinfo || return 1
+  [[ -r /dev/kvm && -w /dev/kvm ]] || return 1
+  echo quit | timeout 20 "$qemu" -machine none,accel=kvm -nodefaults -no-user-config -display none \
+    -monitor stdio >/dev/null 2>&1
+}
+case $accel in
+  auto) if kvm_usable; then accel=kvm; else accel=tcg; fi ;;
+  kvm) [[ -r /dev/kvm && -w /dev/kvm ]] || broken "--accel kvm: /dev/kvm is missing or not accessible" ;;
+  tcg) ;;
+  *) broken "--accel must be kvm, tcg or auto" ;;
+esac
+
 # ------------------------------------------------------------------------------------- run ----
 # The guest reads its job from the results share: which scenarios, where the sources and binaries
 # are (the same paths as on the host: it sees the host's root).
@@ -242,10 +274,19 @@ flock -u 8
   printf 'LAB_SCENARIOS=%q\n' "${scenarios[*]}"
   printf 'LAB_KVER=%q\n' "$kver"
   printf 'LAB_SCENARIO_TIMEOUT=%q\n' "${ISERKIT_LAB_SCENARIO_TIMEOUT:-1800}"
+  # what generated reports (benchmarks) name as their origin
+  printf 'LAB_ACCEL=%q\n' "$accel"
+  printf 'LAB_CPUS=%q\n' "$cpus"
+  printf 'LAB_MEM=%q\n' "$mem"
+  printf 'LAB_KERNEL_PKG=%q\n' "$pkg"
+  printf 'LAB_COMMIT=%q\n' "$(git -C "$source_dir" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(
+    [[ -z $(git -C "$source_dir" status --porcelain --untracked-files=no 2>/dev/null) ]] || echo ' (with uncommitted changes)')"
+  printf 'LAB_HOST_CPU=%q\n' "$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) CPUs"
+  while IFS='=' read -r k v; do printf '%s=%q\n' "$k" "$v"; done < <(env | grep '^ISERKIT_LAB_BENCH_[A-Z0-9_]*=' || true)
 } >"$out/job.env"
 
 qemu_args=(
-  -machine pc,accel=tcg -cpu max -smp "$cpus" -m "$mem"
+  -machine "pc,accel=$accel" -cpu max -smp "$cpus" -m "$mem"
   -nodefaults -no-user-config -nographic -no-reboot
   -kernel "$kernel" -initrd "$initrd"
   -append "console=ttyS0 rdinit=/init panic=-1 loglevel=$((verbose ? 7 : 3)) mitigations=off nokaslr"
@@ -257,7 +298,7 @@ qemu_args=(
   -fsdev "local,id=fs2,path=$out,security_model=none"
   -device virtio-9p-pci,fsdev=fs2,mount_tag=labout
 )
-note "booting $pkg ($kver) under TCG: ${cpus} vCPUs, ${mem} MiB; scenarios: ${scenarios[*]}"
+note "booting $pkg ($kver) under ${accel^^}: ${cpus} vCPUs, ${mem} MiB; scenarios: ${scenarios[*]}"
 note "results in $out"
 start=$SECONDS
 : >"$out/console.log"
@@ -286,7 +327,7 @@ tail_pid=""
 elapsed=$((SECONDS - start))
 
 echo
-echo "== iserkit lab: $pkg ($kver), TCG, ${elapsed}s wall clock; logs in $out/logs"
+echo "== iserkit lab: $pkg ($kver), ${accel^^}, ${elapsed}s wall clock; logs in $out/logs"
 if [[ -s $out/scenarios.tsv ]]; then print_tables "$out"; fi
 if [[ ! -f $out/finished ]]; then
   ((qemu_rc == 124)) && note "the VM was stopped after ${timeout_s}s (--timeout)"
@@ -294,6 +335,13 @@ if [[ ! -f $out/finished ]]; then
   tail -n 30 "$out/console.log" >&2
   [[ ! -s $out/qemu.log ]] || { note "qemu said:"; cat "$out/qemu.log" >&2; }
   exit 2
+fi
+# generated pages (benchmarks) the scenarios left in docs/: into the source tree's docs/
+if [[ -d $out/docs ]]; then
+  for page in "$out"/docs/*.md; do
+    [[ -f $page ]] || continue
+    cp "$page" "$source_dir/docs/" && note "wrote docs/$(basename "$page") (generated by the lab)"
+  done
 fi
 ((vm_status)) && exit 0
 if grep -q $'\tFAIL\t' "$out/results.tsv"; then exit 1; fi
