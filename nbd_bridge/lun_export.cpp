@@ -25,7 +25,6 @@ LunExport::LunExport(initiator::LunHandle lun, LunExportOptions options)
 
 ExportInfo LunExport::info() const {
   const auto& i = lun_.info();
-  const std::uint64_t max_transfer = std::uint64_t{i.max_transfer_blocks} * block_size_;
   const bool can_unmap = i.provisioning && i.provisioning->lbpu;
   return ExportInfo{
       .name = options_.name,
@@ -33,8 +32,9 @@ ExportInfo LunExport::info() const {
       .size_bytes = i.capacity.size_bytes(),
       .min_block_size_bytes = block_size_,
       .preferred_block_size_bytes = std::max<std::uint32_t>(block_size_, 4096),
-      .max_block_size_bytes = static_cast<std::uint32_t>(
-          std::clamp<std::uint64_t>(max_transfer, std::max<std::uint32_t>(block_size_, 4096), 32u << 20)),
+      // LunHandle splits a request larger than one command may carry (MAXIMUM TRANSFER LENGTH, the
+      // 512 KiB iSER cap), so clients may send up to 32 MiB whatever the LUN's limit is.
+      .max_block_size_bytes = std::max<std::uint32_t>(32u << 20, block_size_),
       .read_only = options_.read_only,
       .can_flush = true,
       .can_fua = true,

@@ -47,6 +47,8 @@ assert info["export-size"] == int(sys.argv[2]), info
 assert info["block_size_minimum"] == 512, info
 assert info["can_flush"] and info["can_fua"] and info["can_zero"], info
 assert not info["is_read_only"], info
+# LunHandle splits what one SCSI command can't carry, so the bridge takes the NBD 32 MiB maximum.
+assert info["block_size_maximum"] == 32 << 20, info
 print("  size", info["export-size"], "block sizes", info["block_size_minimum"], info["block_size_preferred"],
       info["block_size_maximum"])
 PY
@@ -100,6 +102,10 @@ if h.can_trim():
     h.pwrite(b"\x22" * (1 << 20), 4 << 20)
     h.trim(1 << 20, 4 << 20)
     assert h.pread(1 << 20, 4 << 20) == bytes(1 << 20)
+# 24 MiB in one NBD request: more than one SCSI command carries (8 MiB), split by LunHandle.
+big = os.urandom(24 << 20)
+h.pwrite(big, 8 << 20)
+assert h.pread(24 << 20, 8 << 20) == big
 # A request past the end gets an error and the connection keeps working.
 h.set_strict_mode(0)
 try:
