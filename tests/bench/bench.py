@@ -482,7 +482,13 @@ class Table:
     def failed(self, mode, kind, system, wl):
         rs = [r for r in self.rows if r["mode"] == mode and r["kind"] == kind and r["system"] == system
               and r["workload"] == wl]
-        return not rs or any("error" in r for r in rs)
+        return not rs or all("error" in r for r in rs)
+
+    def errors(self, mode, kind, system, wl):
+        """(failed repetitions, all repetitions) of one cell."""
+        rs = [r for r in self.rows if r["mode"] == mode and r["kind"] == kind and r["system"] == system
+              and r["workload"] == wl]
+        return sum("error" in r for r in rs), len(rs)
 
     def median(self, mode, kind, system, wl, metric):
         if self.failed(mode, kind, system, wl):
@@ -499,9 +505,12 @@ class Table:
         if not v:
             return "–"
         fmt = fmt_value(metric)
+        bad, n = self.errors(mode, kind, system, wl)
+        # A repetition that failed is left out of the median, and the cell says so.
+        note = f" [{bad}/{n} failed, see log]" if bad else ""
         if len(v) == 1:
-            return fmt(v[0])
-        return f"{fmt(statistics.median(v))} ({fmt(min(v))}–{fmt(max(v))})"
+            return fmt(v[0]) + note
+        return f"{fmt(statistics.median(v))} ({fmt(min(v))}–{fmt(max(v))})" + note
 
 
 def fmt_value(metric):
