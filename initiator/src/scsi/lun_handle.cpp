@@ -6,6 +6,7 @@
 #include "io_plan.hpp"
 #include "retry_policy.hpp"
 #include "iserkit/common/buffer.hpp"
+#include "iserkit/common/completion.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
@@ -109,6 +110,25 @@ Awaitable<Result<LunHandle>> LunHandle::open(std::shared_ptr<Session> session, s
   co_return h;
 }
 
+namespace {
+
+// One READ/WRITE of a transfer: `req` carries the CDB and the chunk's slice of the caller's buffer.
+Awaitable<Result<void>> transfer_chunk(std::shared_ptr<Session> session, CommandRequest req, bool write,
+                                       std::uint64_t lba, std::uint32_t blocks) {
+  auto r = co_await execute_with_retries(*session, req);
+  if (!r) co_return fail(r.error());
+  if (auto ok = check(*r); !ok) co_return fail(ok.error());
+  // SBC-4: GOOD status with fewer bytes than asked would leave stale data in the buffer.
+  if (r->residual_bytes != 0 && !r->residual_overflow) {
+    log::warn("{}: short transfer: lba={} blocks={} residual={}", write ? "write" : "read", lba, blocks,
+              r->residual_bytes);
+    co_return fail(errc::protocol_error);
+  }
+  co_return Result<void>{};
+}
+
+}  // namespace
+
 Awaitable<Result<void>> LunHandle::transfer(std::uint64_t lba, std::uint32_t blocks, bool write, bool fua,
                                             std::span<std::byte> in, std::span<const std::byte> out,
                                             std::chrono::milliseconds timeout) {
@@ -117,8 +137,7 @@ Awaitable<Result<void>> LunHandle::transfer(std::uint64_t lba, std::uint32_t blo
   if (bs == 0 || size != std::uint64_t{blocks} * bs) co_return fail(errc::invalid_argument);
   if (lba > info_.capacity.blocks || blocks > info_.capacity.blocks - lba) co_return fail(errc::invalid_argument);
   const std::uint32_t step = info_.max_transfer_blocks;
-  for (std::uint32_t done = 0; done < blocks;) {
-    const std::uint32_t n = std::min(step, blocks - done);
+  auto request = [&](std::uint32_t done, std::uint32_t n) {
     const std::size_t off = std::size_t{done} * bs;
     const std::size_t len = std::size_t{n} * bs;
     CommandRequest req{.lun = info_.lun,
@@ -129,17 +148,35 @@ Awaitable<Result<void>> LunHandle::transfer(std::uint64_t lba, std::uint32_t blo
     } else {
       req.data_in = in.subspan(off, len);
     }
-    auto r = co_await execute_with_retries(*session_, req);
-    if (!r) co_return fail(r.error());
-    if (auto ok = check(*r); !ok) co_return fail(ok.error());
-    // SBC-4: GOOD status with fewer bytes than asked would leave stale data in the buffer.
-    if (r->residual_bytes != 0 && !r->residual_overflow) {
-      log::warn("{}: short transfer: lba={} blocks={} residual={}", write ? "write" : "read", lba + done, n,
-                r->residual_bytes);
-      co_return fail(errc::protocol_error);
-    }
+    return req;
+  };
+  if (blocks <= step) co_return co_await transfer_chunk(session_, request(0, blocks), write, lba, blocks);
+
+  // Larger than one command carries: every chunk is issued at once, as its own coroutine (the
+  // session's CmdSN window and command limit pace them), and this waits for ALL of them before
+  // returning, failed or not, so no command still refers to the caller's buffer afterwards. The
+  // first error is the one reported; other chunks may have completed (as with any failed write).
+  struct Join {
+    std::size_t pending = 0;
+    std::error_code error;
+    Completion done;
+  } join;
+  auto executor = co_await asio::this_coro::executor;
+  for (std::uint32_t done = 0; done < blocks;) {
+    const std::uint32_t n = std::min(step, blocks - done);
+    ++join.pending;
+    asio::co_spawn(executor, transfer_chunk(session_, request(done, n), write, lba + done, n),
+                   [&join](std::exception_ptr e, Result<void> r) {
+                     if (!join.error) {
+                       if (e) join.error = std::make_error_code(std::errc::not_enough_memory);
+                       else if (!r) join.error = r.error();
+                     }
+                     if (--join.pending == 0) join.done.complete();
+                   });
     done += n;
   }
+  co_await join.done.wait();
+  if (join.error) co_return fail(join.error);
   co_return Result<void>{};
 }
 

@@ -134,6 +134,40 @@ TEST(InitiatorInterop, SixtyFourCommandsInFlightWithChecksums) {
   });
 }
 
+// One LunHandle::write/read larger than a command may carry (the 8 MiB default cap, or the target's
+// MAXIMUM TRANSFER LENGTH if smaller) is split into commands that are all in flight together and
+// all finished before the call returns: 40 MiB out and back, checksummed, with at least two
+// commands seen in flight at once, and again with the session limited to 2 commands in flight
+// (the split must queue behind the limit, not fail).
+TEST(InitiatorInterop, LargeTransferSplitsIntoConcurrentCommands) {
+  for (const std::uint32_t limit : {128u, 2u}) {
+    SessionOptions options;
+    options.max_commands_in_flight = limit;
+    with_lun(options, [limit](Session& session, LunHandle& lun) -> Awaitable<void> {
+      const std::uint32_t bs = lun.info().capacity.block_size_bytes;
+      const std::size_t size = 40u << 20;
+      EXPECT_LE(size, lun.info().capacity.size_bytes());
+      if (size > lun.info().capacity.size_bytes()) co_return;
+      EXPECT_LT(std::size_t{lun.info().max_transfer_blocks} * bs, size) << "the transfer would not be split";
+      std::vector<std::byte> data(size);
+      std::mt19937_64 rng(limit);
+      for (std::size_t i = 0; i < data.size(); i += 8) {
+        const auto v = rng();
+        std::memcpy(&data[i], &v, 8);
+      }
+      const auto blocks = static_cast<std::uint32_t>(size / bs);
+      auto w = co_await lun.write({.lba = 0, .blocks = blocks}, data);
+      EXPECT_TRUE(w) << (w ? "" : w.error().message());
+      std::vector<std::byte> back(size);
+      auto r = co_await lun.read({.lba = 0, .blocks = blocks}, back);
+      EXPECT_TRUE(r) << (r ? "" : r.error().message());
+      EXPECT_TRUE(data == back) << "read back differs (limit " << limit << ")";
+      EXPECT_GE(session.stats().max_in_flight_seen, 2u) << "the chunks went one at a time";
+      EXPECT_LE(session.stats().max_in_flight_seen, limit);
+    });
+  }
+}
+
 TEST(InitiatorInterop, ClosedCmdSnWindowQueuesCommands) {
   // More commands than the target's window (tgtd opens 128): the session must queue the rest until
   // MaxCmdSN advances, never sending outside the window (the target would drop such commands and

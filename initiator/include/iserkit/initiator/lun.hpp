@@ -6,7 +6,8 @@
 // UNITS: the block-level calls take `lba` and `blocks` (logical blocks of info().block_size_bytes);
 // the byte-level helpers (read_bytes/write_bytes) take `offset_bytes` and a byte span.
 // SPLITTING: transfers larger than the target's MAXIMUM TRANSFER LENGTH (VPD 0xb0) — or 8 MiB when
-// it reports none — are split into several commands, issued back to back; UNMAP lists are split at
+// it reports none — are split into several commands, all issued at once (the session's CmdSN
+// window paces them) and all awaited before the call returns; UNMAP lists are split at
 // MAXIMUM UNMAP LBA COUNT / BLOCK DESCRIPTOR COUNT. RETRIES (src/scsi/retry_policy.hpp): a
 // command ending in UNIT ATTENTION is sent once more (SAM-5 §5.14: it was not processed); BUSY and
 // TASK SET FULL are retried with a doubling back-off from 10 ms to 1 s, six times. ERRORS: SCSI failures come back as
