@@ -139,16 +139,29 @@ TEST(TcpDatamover, DataDigestMismatchIsReportedPerPdu) {
   });
 }
 
+// A raw socket connected on 127.0.0.1 to a TcpDatamover: for feeding or draining exact bytes.
+struct RawConnection {
+  tcp::acceptor acceptor;
+  tcp::socket raw;
+  TcpDatamover dm;
+  explicit RawConnection(asio::io_context& io)
+      : acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)), raw(io), dm(connect(acceptor, raw)) {}
+
+ private:
+  static tcp::socket connect(tcp::acceptor& a, tcp::socket& s) {
+    s.connect(a.local_endpoint());
+    return a.accept();
+  }
+};
+
 // Writes `wire` raw into a connection whose receiving TcpDatamover has header digests on, and
 // returns what one receive() makes of it.
 Result<PduIn> receive_raw_with_header_digest(std::span<const std::byte> wire) {
   asio::io_context io;
-  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  tcp::socket raw_client(io);
-  raw_client.connect(acceptor.local_endpoint());
-  TcpDatamover server(acceptor.accept());
+  RawConnection c(io);
+  TcpDatamover& server = c.dm;
   server.set_digests(true, false);
-  asio::write(raw_client, asio::buffer(wire.data(), wire.size()));
+  asio::write(c.raw, asio::buffer(wire.data(), wire.size()));
   std::optional<Result<PduIn>> got;
   asio::co_spawn(io, [&]() -> Awaitable<void> { got = co_await server.receive(nullptr); }, asio::detached);
   io.run_for(std::chrono::seconds(10));
@@ -196,10 +209,9 @@ TEST(TcpDatamover, PeerCloseIsConnectionClosed) {
 TEST(TcpDatamover, LookaheadKeepsFramingAndPlacementUnderAnySegmentation) {
   for (const bool digests : {false, true}) {
     asio::io_context io;
-    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-    tcp::socket raw(io);
-    raw.connect(acceptor.local_endpoint());
-    TcpDatamover server(acceptor.accept());
+    RawConnection receiving(io);
+    tcp::socket& raw = receiving.raw;
+    TcpDatamover& server = receiving.dm;
     server.set_digests(digests, digests);
     server.set_max_recv_data_segment_length(1 << 20);
 
@@ -208,10 +220,9 @@ TEST(TcpDatamover, LookaheadKeepsFramingAndPlacementUnderAnySegmentation) {
     constexpr int n = 60;
     std::vector<std::vector<std::byte>> payloads;
     {
-      tcp::acceptor a2(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-      tcp::socket sink(io);
-      sink.connect(a2.local_endpoint());
-      TcpDatamover encoder(a2.accept());
+      RawConnection encoding(io);
+      tcp::socket& sink = encoding.raw;
+      TcpDatamover& encoder = encoding.dm;
       encoder.set_digests(digests, digests);
       for (int i = 0; i < n; ++i) payloads.push_back(pattern(i % 3 == 0 ? 0 : static_cast<std::size_t>(1 + i * 211)));
       bool sent = false;
