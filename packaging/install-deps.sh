@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   # build
   build-essential cmake ninja-build pkg-config git
+  ccache                  # compiler cache: rebuilds of unchanged sources are cache hits (CMake uses it when found)
   libboost-dev            # Boost.Asio 1.74 (header-only): sockets, coroutines
   liburing-dev            # target io_uring backend
   libisal-dev             # ISA-L: CRC32C header/data digests

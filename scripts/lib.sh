@@ -1,6 +1,8 @@
 # Shared helpers for scripts/*.sh: build the project and find its binaries. Source, don't run.
 ISERKIT_SOURCE=${ISERKIT_SOURCE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 ISERKIT_BUILD=${ISERKIT_BUILD:-$ISERKIT_SOURCE/build}
+# ccache hashes paths relative to the source tree, so every clone of the project shares one cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ISERKIT_SOURCE} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 
 say() { printf '\033[1m== %s\033[0m\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
