@@ -8,6 +8,8 @@
 #include <fstream>
 #include <iostream>
 
+#include <sys/resource.h>
+
 #include <cxxopts.hpp>
 
 #include "iserkit/common/copy_counter.hpp"
@@ -17,6 +19,28 @@
 namespace {
 
 constexpr const char* version = "0.1.0";
+
+// Raises the soft RLIMIT_NOFILE to the hard limit: the connection caps (target/README.md "Limits")
+// are computed from it, minus --fd-reserve.
+void raise_descriptor_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == r.rlim_max) return;
+  r.rlim_cur = r.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &r) != 0) iserkit::log::warn("limits: cannot raise RLIMIT_NOFILE to {}", r.rlim_max);
+}
+
+std::chrono::milliseconds seconds_option(const cxxopts::ParseResult& args, const char* name, bool zero_ok) {
+  const double v = args[name].as<double>();
+  if (!(v >= 0) || v > 86400 || (!zero_ok && v == 0))
+    throw std::runtime_error(std::string("--") + name + ": seconds, " + (zero_ok ? "0" : "above 0") + "..86400");
+  return std::chrono::milliseconds(static_cast<std::int64_t>(v * 1000));
+}
+
+std::uint64_t size_option(const cxxopts::ParseResult& args, const char* name) {
+  auto v = iserkit::target::parse_size(args[name].as<std::string>());
+  if (!v) throw std::runtime_error(std::string("--") + name + ": expected a size such as 64M");
+  return *v;
+}
 
 int run(int argc, char** argv) {
   using iserkit::target::TargetConfig;
@@ -58,6 +82,21 @@ int run(int argc, char** argv) {
                               "--discovery-chap-secret-file or $ISERKIT_DISCOVERY_CHAP_SECRET",
        cxxopts::value<std::string>())
       ("discovery-chap-secret-file", "file holding the --discovery-chap-user secret", cxxopts::value<std::string>())
+      ("login-timeout", "seconds a connection may take to complete its login", cxxopts::value<double>()->default_value("15"))
+      ("idle-interval", "seconds without a PDU before a NOP-In ping (0 = never)",
+       cxxopts::value<double>()->default_value("15"))
+      ("ping-timeout", "seconds to wait for an answer to a NOP-In ping before closing",
+       cxxopts::value<double>()->default_value("30"))
+      ("max-logging-in", "connections in the login phase at once (the oldest is closed for a new one)",
+       cxxopts::value<std::uint32_t>()->default_value("64"))
+      ("fd-reserve", "file descriptors kept free: connections are capped at RLIMIT_NOFILE minus this",
+       cxxopts::value<std::uint32_t>()->default_value("64"))
+      ("max-immediate-commands", "immediate SCSI commands outstanding per connection",
+       cxxopts::value<std::uint32_t>()->default_value("16"))
+      ("connection-payload-budget", "payload bytes held for one connection's commands",
+       cxxopts::value<std::string>()->default_value("64M"))
+      ("global-payload-budget", "payload bytes held for all commands", cxxopts::value<std::string>()->default_value("512M"))
+      ("pool-idle-cap", "idle task-buffer memory kept for reuse", cxxopts::value<std::string>()->default_value("64M"))
       ("no-iser", "serve iSCSI/TCP only (by default each portal also listens for iSER when an RDMA device exists)")
       ("stats-file", "at exit, write counters (copied_payload_bytes=N) to PATH", cxxopts::value<std::string>())
       ("version", "print the version and exit")
@@ -117,6 +156,15 @@ int run(int argc, char** argv) {
   config.first_burst_length = args["first-burst-length"].as<std::uint32_t>();
   config.max_burst_length = args["max-burst-length"].as<std::uint32_t>();
   config.max_outstanding_r2t = std::max<std::uint32_t>(1, args["max-outstanding-r2t"].as<std::uint32_t>());
+  config.limits.login_timeout = seconds_option(args, "login-timeout", false);
+  config.limits.idle_interval = seconds_option(args, "idle-interval", true);
+  config.limits.ping_timeout = seconds_option(args, "ping-timeout", false);
+  config.limits.max_logging_in = std::max<std::uint32_t>(1, args["max-logging-in"].as<std::uint32_t>());
+  config.limits.fd_reserve = std::max<std::uint32_t>(16, args["fd-reserve"].as<std::uint32_t>());
+  config.limits.max_immediate_commands = std::max<std::uint32_t>(1, args["max-immediate-commands"].as<std::uint32_t>());
+  config.limits.connection_payload_bytes = size_option(args, "connection-payload-budget");
+  config.limits.global_payload_bytes = size_option(args, "global-payload-budget");
+  config.limits.pool_idle_bytes = size_option(args, "pool-idle-cap");
   if (args.count("allow-initiator")) config.allowed_initiators = args["allow-initiator"].as<std::vector<std::string>>();
   std::vector<std::string> warnings;
   // A credential from a flag: the user name from `user_flag`, the secret from `file_flag` or `env`.
@@ -163,6 +211,7 @@ int run(int argc, char** argv) {
   for (const auto& w : iserkit::target::config_warnings(config)) warnings.push_back(w);
   for (const auto& w : warnings) iserkit::log::warn("config: {}", w);
 
+  raise_descriptor_limit();
   auto server = iserkit::target::TargetServer::create(config);
   if (!server) {
     std::cerr << "iserkit-target: " << server.error().message() << "\n";

@@ -165,9 +165,62 @@ struct Parser {
     return t;
   }
 
+  // [limits]: timeouts in seconds (integer or float), counts, sizes as bytes or "64M" strings.
+  std::optional<tl::unexpected<ConfigError>> limits(const toml::node& node, ConnectionLimits& out) const {
+    const auto* table = node.as_table();
+    if (table == nullptr) return error_at(source, node, "limits must be a table ([limits])");
+    if (auto e = check_keys(source, *table,
+                            {"login_timeout", "idle_interval", "ping_timeout", "max_logging_in", "fd_reserve",
+                             "max_immediate_commands", "connection_payload_budget", "global_payload_budget",
+                             "pool_idle_cap"},
+                            "[limits]"))
+      return *e;
+    auto seconds = [&](const char* key, std::chrono::milliseconds& value, bool zero_ok) -> std::optional<tl::unexpected<ConfigError>> {
+      const auto* n = table->get(key);
+      if (n == nullptr) return std::nullopt;
+      auto v = n->value<double>();
+      if (!v || !(*v >= 0) || *v > 86400 || (!zero_ok && *v == 0))
+        return error_at(source, *n, std::string("limits.") + key + " must be seconds, " + (zero_ok ? "0" : "above 0") +
+                                        "..86400");
+      value = std::chrono::milliseconds(static_cast<std::int64_t>(*v * 1000));
+      return std::nullopt;
+    };
+    auto count = [&](const char* key, std::uint32_t& value, std::int64_t min) -> std::optional<tl::unexpected<ConfigError>> {
+      const auto* n = table->get(key);
+      if (n == nullptr) return std::nullopt;
+      auto v = n->value<std::int64_t>();
+      if (!v || *v < min || *v > 1000000 || n->type() != toml::node_type::integer)
+        return error_at(source, *n, std::string("limits.") + key + " must be an integer " + std::to_string(min) + "..1000000");
+      value = static_cast<std::uint32_t>(*v);
+      return std::nullopt;
+    };
+    auto size = [&](const char* key, std::uint64_t& value) -> std::optional<tl::unexpected<ConfigError>> {
+      const auto* n = table->get(key);
+      if (n == nullptr) return std::nullopt;
+      std::optional<std::uint64_t> bytes;
+      if (auto i = n->value<std::int64_t>(); i && n->type() == toml::node_type::integer && *i > 0) bytes = *i;
+      if (auto t = n->value<std::string>()) {
+        if (auto parsed = parse_size(*t)) bytes = *parsed;
+      }
+      if (!bytes) return error_at(source, *n, std::string("limits.") + key + " must be a size (bytes, or \"64M\")");
+      value = *bytes;
+      return std::nullopt;
+    };
+    if (auto e = seconds("login_timeout", out.login_timeout, false)) return e;
+    if (auto e = seconds("idle_interval", out.idle_interval, true)) return e;
+    if (auto e = seconds("ping_timeout", out.ping_timeout, false)) return e;
+    if (auto e = count("max_logging_in", out.max_logging_in, 1)) return e;
+    if (auto e = count("fd_reserve", out.fd_reserve, 16)) return e;
+    if (auto e = count("max_immediate_commands", out.max_immediate_commands, 1)) return e;
+    if (auto e = size("connection_payload_budget", out.connection_payload_bytes)) return e;
+    if (auto e = size("global_payload_budget", out.global_payload_bytes)) return e;
+    if (auto e = size("pool_idle_cap", out.pool_idle_bytes)) return e;
+    return std::nullopt;
+  }
+
   tl::expected<TargetConfig, ConfigError> parse(const toml::table& root, TargetConfig config) const {
     if (auto e = check_keys(source, root,
-                            {"listen", "block_size", "read_only", "threads", "discovery", "targets"},
+                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "limits"},
                             "the top level"))
       return *e;
     if (const auto* node = root.get("listen")) {
@@ -193,6 +246,9 @@ struct Parser {
       auto v = node->value<std::int64_t>();
       if (!v || *v < 1 || *v > 256) return error_at(source, *node, "threads must be 1..256");
       config.threads = static_cast<unsigned>(*v);
+    }
+    if (const auto* node = root.get("limits")) {
+      if (auto e = limits(*node, config.limits)) return *e;
     }
     if (const auto* node = root.get("discovery")) {
       const auto* table = node->as_table();

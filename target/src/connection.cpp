@@ -22,8 +22,16 @@ bool is_opcode(const iscsi::Bhs& bhs, Opcode op) noexcept { return iscsi::raw_op
 }  // namespace
 
 Connection::Connection(std::unique_ptr<datamover::Datamover> datamover, std::shared_ptr<const TargetRegistry> registry,
-                       TargetLoginOptions options)
-    : datamover_(std::move(datamover)), registry_(std::move(registry)), options_(options) {
+                       TargetLoginOptions options, ConnectionLimits limits, ConnectionHooks hooks,
+                       std::shared_ptr<SharedPayloadBudget> global_budget)
+    : datamover_(std::move(datamover)),
+      registry_(std::move(registry)),
+      options_(options),
+      limits_(limits),
+      hooks_(std::move(hooks)),
+      timer_(datamover_->executor()),
+      budget_(limits.connection_payload_bytes),
+      global_budget_(std::move(global_budget)) {
   rdma_ = datamover_->capabilities().rdma_data;
   options_.rdma = rdma_;
 }
@@ -33,14 +41,20 @@ Connection::~Connection() = default;
 void Connection::close() noexcept {
   if (closed_) return;
   closed_ = true;
+  timer_.cancel();
   datamover_->close();
-  for (auto& [itt, task] : tasks_) task->data_event.complete(make_error_code(errc::connection_closed));
+  for (auto& [itt, task] : tasks_) {
+    task->data_event.complete(make_error_code(errc::connection_closed));
+    task->budget_event.complete(make_error_code(errc::connection_closed));
+  }
 }
 
 Awaitable<void> Connection::run() {
   auto self = shared_from_this();
   if (co_await login()) {
+    if (hooks_.logged_in) hooks_.logged_in();
     open_nexus();
+    if (limits_.idle_interval.count() > 0) asio::co_spawn(datamover_->executor(), watch_idle(), asio::detached);
     co_await full_feature();
   }
   close();
@@ -52,6 +66,46 @@ Awaitable<void> Connection::run() {
   if (nexus_open_) session_.target->dispatcher->close_nexus(nexus_);
   nexus_open_ = false;
   log::debug("connection {}: closed", datamover_->peer());
+  if (hooks_.closed) hooks_.closed();
+}
+
+// Full-feature phase idle watch: after idle_interval without a PDU, a NOP-In ping (RFC 7143
+// §11.19: ITT 0xffffffff, a TTT of ours, StatSN not advanced); nothing within ping_timeout → close.
+Awaitable<void> Connection::watch_idle() {
+  auto self = shared_from_this();
+  std::uint64_t seen = received_pdus_;
+  boost::system::error_code ec;
+  while (!closed_ && !logged_out_) {
+    timer_.expires_after(limits_.idle_interval);
+    co_await timer_.async_wait(use_awaitable_ec(ec));
+    if (closed_ || logged_out_) co_return;
+    if (received_pdus_ != seen) {
+      seen = received_pdus_;
+      continue;
+    }
+    const iscsi::Ttt ttt{next_ttt_};
+    if (++next_ttt_ == iscsi::to_u32(iscsi::reserved_ttt)) next_ttt_ = 1;
+    // RFC 7143 §11.19.2: StatSN is the next StatSN, not advanced when ITT is 0xffffffff.
+    iscsi::NopIn ping{.lun = {}, .itt = iscsi::reserved_itt, .ttt = ttt, .stat_sn = stat_sn_};
+    stamp(ping);
+    // Sent on its own: a peer that stopped reading must not stall the watch.
+    asio::co_spawn(
+        datamover_->executor(),
+        [](std::shared_ptr<Connection> c, datamover::PduOut pdu) -> Awaitable<void> {
+          co_await c->datamover_->send(std::move(pdu));
+        }(self, datamover::make_pdu(ping)),
+        asio::detached);
+    timer_.expires_after(limits_.ping_timeout);
+    co_await timer_.async_wait(use_awaitable_ec(ec));
+    if (closed_ || logged_out_) co_return;
+    if (received_pdus_ == seen) {
+      log::info("connection {}: no answer to a NOP-In ping within {} ms: closing", datamover_->peer(),
+                limits_.ping_timeout.count());
+      close();
+      co_return;
+    }
+    seen = received_pdus_;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -60,6 +114,18 @@ Awaitable<void> Connection::run() {
 
 Awaitable<bool> Connection::login() {
   LoginMachine machine(*registry_, options_);
+  // RFC 7143 §13.12 (8192 bytes per login PDU): a longer one is refused without reading its data
+  // segment (the machine answers Initiator Error and the connection closes).
+  datamover_->set_drain_oversize(false);
+  // The login timeout: a connection still logging in then is closed.
+  timer_.expires_after(limits_.login_timeout);
+  timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (auto c = weak.lock()) {
+      log::info("login {}: not complete within {} ms: closing", c->datamover_->peer(), c->limits_.login_timeout.count());
+      c->close();
+    }
+  });
   while (true) {
     auto in = co_await datamover_->receive(nullptr);
     if (!in) co_return false;
@@ -76,6 +142,8 @@ Awaitable<bool> Connection::login() {
     if (ec || step.action == LoginAction::send_then_close) co_return false;
     if (step.action == LoginAction::send_then_full_feature) break;
   }
+  timer_.cancel();
+  datamover_->set_drain_oversize(true);
   session_ = machine.result();
   params_ = session_.parameters;
   window_ = CmdSnWindow(session_.exp_cmd_sn, options_.cmd_window_depth);
@@ -112,6 +180,7 @@ Awaitable<void> Connection::full_feature() {
   while (!closed_ && !logged_out_) {
     current_ = CurrentPdu{};
     auto in = co_await datamover_->receive(this);
+    ++received_pdus_;
     if (!in) {
       if (in.error() != make_error_code(errc::connection_closed))
         log::info("connection {}: receive failed: {}", datamover_->peer(), in.error().message());
@@ -153,6 +222,12 @@ std::span<std::byte> Connection::command_header(const iscsi::Bhs& bhs, ConstByte
     return {};
   }
   current_.admitted = !cmd.immediate;
+  if (cmd.immediate && immediate_outstanding_ >= limits_.max_immediate_commands) {
+    // Immediate commands bypass the CmdSN window (RFC 7143 §3.2.2.1), so they are bounded here:
+    // RFC 7143 §11.17.1 reason 0x06, "Immediate command reject - too many immediate commands".
+    current_.reject = iscsi::RejectReason::immediate_command_reject;
+    return {};
+  }
   if (tasks_.contains(iscsi::to_u32(cmd.itt)) || cmd.itt == iscsi::reserved_itt) {
     // RFC 7143 §11.17.1: an ITT already in use by a running task.
     current_.reject = iscsi::RejectReason::task_in_progress;
@@ -208,17 +283,24 @@ std::span<std::byte> Connection::command_header(const iscsi::Bhs& bhs, ConstByte
     }
   }
   const bool unsolicited_follows = !cmd.final && !params_.initial_r2t;
+  // Reads take their buffer when they can run (run_task_body), under the payload budget; writes
+  // ask for it now, so the data can land in place when the budget allows.
   std::uint32_t capacity = 0;
-  if (!task->early) {
-    if (plan.direction == DataDirection::from_target) {
-      capacity = plan.transfer_length_bytes;
-    } else if (plan.direction == DataDirection::to_target) {
-      capacity = std::max(plan.transfer_length_bytes, std::min(edtl, params_.first_burst_length));
+  if (!task->early && plan.direction == DataDirection::to_target)
+    capacity = std::max(plan.transfer_length_bytes, std::min(edtl, params_.first_burst_length));
+  if (capacity > 0) {
+    request_budget(task, capacity);
+    // The datamover's pool: registered memory on iSER, so RDMA Read/Write and the io_uring backend
+    // both work on this one buffer.
+    if (task->budget == Task::Budget::granted) {
+      task->buffer = datamover_->buffer_pool().allocate(capacity);
+    } else if (length > 0 || unsolicited_follows) {
+      // Unsolicited data comes whether or not the budget allows: at most FirstBurstLength of it
+      // per command waits in a buffer of its own (obtain_write_buffer() moves it).
+      task->staging = true;
+      task->buffer = datamover_->buffer_pool().allocate(std::min(edtl, params_.first_burst_length));
     }
   }
-  // The datamover's pool: registered memory on iSER, so RDMA Read/Write and the io_uring backend
-  // both work on this one buffer.
-  if (capacity > 0) task->buffer = datamover_->buffer_pool().allocate(capacity);
   task->immediate_bytes = length;
   if (cmd.write && edtl > 0) {
     const bool solicit = !task->early && plan.direction == DataDirection::to_target;
@@ -236,6 +318,10 @@ std::span<std::byte> Connection::command_header(const iscsi::Bhs& bhs, ConstByte
     task->data_complete = true;
   }
   tasks_.emplace(iscsi::to_u32(cmd.itt), task);
+  if (cmd.immediate) {
+    task->counted_immediate = true;
+    ++immediate_outstanding_;
+  }
   current_.task = task;
   if (length > 0 && length <= task->buffer.size()) return task->buffer.bytes().first(length);
   return {};
@@ -336,9 +422,8 @@ Awaitable<void> Connection::on_scsi_command(datamover::PduIn& in) {
         window_.release();
       }
     } else if (current_.task) {
-      tasks_.erase(iscsi::to_u32(current_.task->itt()));
       if (current_.task->in_window) window_.release();
-      current_.task.reset();
+      drop_unstarted_task();
     } else if (current_.admitted) {
       window_.release();
     }
@@ -351,10 +436,7 @@ Awaitable<void> Connection::on_scsi_command(datamover::PduIn& in) {
     co_return;
   }
   if (current_.reject) {
-    if (current_.task) {
-      tasks_.erase(iscsi::to_u32(current_.task->itt()));
-      current_.task.reset();
-    }
+    if (current_.task) drop_unstarted_task();
     if (current_.admitted) window_.release();
     co_await send_reject(*current_.reject, in.bhs);
     co_return;
@@ -402,6 +484,18 @@ Awaitable<void> Connection::on_data_out(datamover::PduIn& in) {
     task.data_complete = task.sequencer->complete();
     task.data_event.complete();
   }
+}
+
+void Connection::drop_unstarted_task() noexcept {
+  Task& task = *current_.task;
+  tasks_.erase(iscsi::to_u32(task.itt()));
+  if (task.counted_immediate) {
+    task.counted_immediate = false;
+    --immediate_outstanding_;
+  }
+  task.buffer.reset();
+  release_budget(task);
+  current_.task.reset();
 }
 
 void Connection::fail_task(Task& task, const scsi::SenseData& sense) noexcept {
@@ -565,6 +659,106 @@ Awaitable<void> Connection::on_task_management(iscsi::TaskManagementRequest h) {
 void Connection::abort_task(Task& task) noexcept {
   task.aborted = true;
   task.data_event.complete(make_error_code(errc::task_aborted));
+  task.budget_event.complete(make_error_code(errc::task_aborted));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Payload budgets
+// ---------------------------------------------------------------------------------------------
+
+void Connection::request_budget(const std::shared_ptr<Task>& task, std::uint64_t bytes) {
+  task->budget_bytes = bytes;
+  task->budget_id = next_budget_id_++;
+  if (budget_.request(task->budget_id, bytes)) {
+    request_global_budget(task);
+    return;
+  }
+  task->budget = Task::Budget::waiting_connection;
+  budget_waiters_.emplace(task->budget_id, task);
+}
+
+void Connection::request_global_budget(const std::shared_ptr<Task>& task) {
+  if (!global_budget_) {
+    budget_granted(*task);
+    return;
+  }
+  task->budget = Task::Budget::waiting_global;
+  task->global_budget_id = global_budget_->next_id();
+  // Runs on the releasing connection's thread: hand the grant over to ours.
+  auto on_grant = [self = shared_from_this(), task] {
+    asio::post(self->datamover_->executor(), [self, task] {
+      if (task->budget == Task::Budget::waiting_global) {
+        self->budget_granted(*task);
+      } else if (task->budget == Task::Budget::abandoned) {
+        task->budget = Task::Budget::none;  // the task ended while the grant was on its way
+        self->global_budget_->release(task->budget_bytes);
+      }
+    });
+  };
+  if (global_budget_->request(task->global_budget_id, task->budget_bytes, std::move(on_grant))) budget_granted(*task);
+}
+
+void Connection::budget_granted(Task& task) noexcept {
+  task.budget = Task::Budget::granted;
+  task.budget_event.complete();
+}
+
+void Connection::wake_budget_waiters(const std::vector<std::uint64_t>& ids) {
+  for (auto id : ids) {
+    auto it = budget_waiters_.find(id);
+    if (it == budget_waiters_.end()) continue;
+    auto task = std::move(it->second);
+    budget_waiters_.erase(it);
+    request_global_budget(task);
+  }
+}
+
+Awaitable<bool> Connection::wait_budget(Task& task) {
+  if (task.budget != Task::Budget::granted) co_await task.budget_event.wait();
+  co_return task.budget == Task::Budget::granted && !task.aborted && !closed_;
+}
+
+Awaitable<bool> Connection::obtain_write_buffer(Task& task) {
+  // Unsolicited Data-Out still arriving lands in the staging buffer: let it end before moving it.
+  while (task.staging && task.sequencer && !task.sequencer->unsolicited_done() && !task.failure && !task.aborted &&
+         !closed_) {
+    co_await task.data_event.wait();
+    task.data_event.reset();
+  }
+  if (task.failure || task.aborted || closed_) co_return false;
+  if (!co_await wait_budget(task)) co_return false;
+  PooledBuffer full = datamover_->buffer_pool().allocate(task.budget_bytes);
+  // Only when the budget was short at arrival: the unsolicited bytes move once (counted).
+  if (task.staging) copy_payload(full.data(), task.buffer.data(), task.buffer.size());
+  task.staging = false;
+  task.buffer = std::move(full);
+  co_return true;
+}
+
+void Connection::release_budget(Task& task) {
+  std::vector<std::uint64_t> granted;
+  switch (task.budget) {
+    case Task::Budget::none:
+    case Task::Budget::abandoned:
+      return;
+    case Task::Budget::waiting_connection:
+      budget_.cancel(task.budget_id, granted);
+      budget_waiters_.erase(task.budget_id);
+      task.budget = Task::Budget::none;
+      break;
+    case Task::Budget::waiting_global:
+      // Held at the connection level already. A grant already on its way is given back when it
+      // arrives (abandoned).
+      task.budget = global_budget_->cancel(task.global_budget_id) ? Task::Budget::none : Task::Budget::abandoned;
+      granted = budget_.release(task.budget_bytes);
+      break;
+    case Task::Budget::granted:
+      if (global_budget_) global_budget_->release(task.budget_bytes);
+      granted = budget_.release(task.budget_bytes);
+      task.budget = Task::Budget::none;
+      break;
+  }
+  wake_budget_waiters(granted);
 }
 
 Awaitable<void> Connection::wait_finished(Task& task) {
@@ -585,6 +779,10 @@ Awaitable<void> Connection::wait_finished(Task& task) {
 void Connection::finish_task(Task& task) noexcept {
   auto it = tasks_.find(iscsi::to_u32(task.itt()));
   if (it != tasks_.end() && it->second.get() == &task) tasks_.erase(it);
+  if (task.counted_immediate) {
+    task.counted_immediate = false;
+    --immediate_outstanding_;
+  }
   if (task.in_window) {
     task.in_window = false;
     window_.release();
@@ -595,10 +793,15 @@ Awaitable<void> Connection::run_task(std::shared_ptr<Task> task) {
   auto self = shared_from_this();
   co_await run_task_body(*task);
   finish_task(*task);
+  task->buffer.reset();
+  release_budget(*task);
   task->finished.complete();
 }
 
 Awaitable<void> Connection::wait_for_data(Task& task) {
+  if ((task.budget == Task::Budget::waiting_connection || task.budget == Task::Budget::waiting_global) &&
+      !co_await obtain_write_buffer(task))
+    co_return;
   if (rdma_) {
     co_await fetch_write_data(task);  // iSER: an RDMA Read instead of R2T + Data-Out
     co_return;
@@ -646,6 +849,13 @@ Awaitable<void> Connection::run_task_body(Task& task) {
       co_return;
     }
     case DataDirection::from_target: {
+      // The read buffer is taken now that the command can run, under the payload budget: an
+      // initiator that stops reading its socket holds at most its connection's budget.
+      if (plan.transfer_length_bytes > 0) {
+        request_budget(task.shared_from_this(), plan.transfer_length_bytes);
+        if (!co_await wait_budget(task)) co_return;
+        task.buffer = datamover_->buffer_pool().allocate(plan.transfer_length_bytes);
+      }
       auto data = task.buffer.bytes().first(plan.transfer_length_bytes);
       const ScsiOutcome outcome = co_await dispatcher.execute(nexus_, task.command.lun, task.cdb(), plan, data);
       if (task.aborted || closed_) co_return;

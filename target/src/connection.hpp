@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -20,19 +21,32 @@
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/datamover/datamover.hpp"
+#include "iserkit/target/config.hpp"
 #include "cmd_sn_window.hpp"
 #include "login.hpp"
+#include "payload_budget.hpp"
 #include "target_node.hpp"
 #include "task.hpp"
 
 namespace iserkit::target {
 
+/// What the portal learns from a connection (its admission bookkeeping). Called on the
+/// connection's executor; either may be empty.
+struct ConnectionHooks {
+  std::function<void()> logged_in;  ///< the login succeeded (full-feature phase starts)
+  std::function<void()> closed;     ///< run() is about to return
+};
+
 /// One target connection (and its single-connection session).
 class Connection final : public std::enable_shared_from_this<Connection>, private datamover::DataPlacement {
  public:
   /// `registry` is shared by every connection; `datamover` is connected.
+  /// `limits`: timeouts and per-connection bounds (login timeout, idle NOP-In ping, immediate
+  /// commands, payload budget); `hooks` tell the portal about login and close; `global_budget`
+  /// (null: none) is the payload budget shared by all connections.
   Connection(std::unique_ptr<datamover::Datamover> datamover, std::shared_ptr<const TargetRegistry> registry,
-             TargetLoginOptions options);
+             TargetLoginOptions options, ConnectionLimits limits = {}, ConnectionHooks hooks = {},
+             std::shared_ptr<SharedPayloadBudget> global_budget = nullptr);
   ~Connection() override;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -63,6 +77,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   std::span<std::byte> data_out_header(const iscsi::Bhs& bhs, std::uint32_t length) noexcept;
 
   Awaitable<bool> login();
+  Awaitable<void> watch_idle();
   void open_nexus();
   Awaitable<void> full_feature();
   Awaitable<void> handle(datamover::PduIn& in);
@@ -87,6 +102,15 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   void finish_task(Task& task) noexcept;
   void abort_task(Task& task) noexcept;
   void fail_task(Task& task, const scsi::SenseData& sense) noexcept;
+  void drop_unstarted_task() noexcept;
+  // Payload budgets (payload_budget.hpp): the connection's, then the target's, in request order.
+  void request_budget(const std::shared_ptr<Task>& task, std::uint64_t bytes);
+  void request_global_budget(const std::shared_ptr<Task>& task);
+  void budget_granted(Task& task) noexcept;
+  void wake_budget_waiters(const std::vector<std::uint64_t>& ids);
+  Awaitable<bool> wait_budget(Task& task);
+  Awaitable<bool> obtain_write_buffer(Task& task);
+  void release_budget(Task& task);
 
   SerialNumber take_stat_sn() noexcept {
     const SerialNumber v = stat_sn_;
@@ -102,6 +126,15 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   std::unique_ptr<datamover::Datamover> datamover_;
   std::shared_ptr<const TargetRegistry> registry_;
   TargetLoginOptions options_;
+  ConnectionLimits limits_;
+  ConnectionHooks hooks_;
+  asio::steady_timer timer_;  // login timeout, then the idle watch
+  std::uint64_t received_pdus_ = 0;  // full-feature PDUs received (the idle watch compares it)
+  PayloadBudget budget_;
+  std::shared_ptr<SharedPayloadBudget> global_budget_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<Task>> budget_waiters_;  // by Task::budget_id
+  std::uint64_t next_budget_id_ = 1;
+  std::uint32_t immediate_outstanding_ = 0;  // immediate SCSI commands not yet finished
   LoginResult session_;
   iscsi::OperationalParameters params_;
   CmdSnWindow window_{SerialNumber(0), 1};

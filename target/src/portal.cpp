@@ -9,11 +9,14 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/datamover/iser_datamover.hpp"
 #include "iserkit/datamover/tcp_datamover.hpp"
 #include "iserkit/target/backends.hpp"
+#include "admission.hpp"
 #include "connection.hpp"
 
 namespace iserkit::target {
@@ -22,6 +25,14 @@ namespace {
 std::string format_endpoint(const asio::ip::tcp::endpoint& ep) {
   const auto addr = ep.address();
   return (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" + std::to_string(ep.port());
+}
+
+// Connections that may be open at once: RLIMIT_NOFILE (soft) minus the reserve, at least 1.
+std::uint64_t max_open_connections(const ConnectionLimits& limits) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return std::uint64_t{1} << 20;
+  const std::uint64_t reserve = limits.fd_reserve;
+  return r.rlim_cur > reserve + 1 ? r.rlim_cur - reserve : 1;
 }
 
 std::uint32_t fnv1a(std::string_view s) noexcept {
@@ -87,7 +98,14 @@ struct TargetServer::Impl {
   std::atomic<std::size_t> next_context{0};
   std::atomic<bool> stopping{false};
   std::mutex mutex;  // guards connections
-  std::vector<std::pair<asio::any_io_executor, std::weak_ptr<Connection>>> connections;
+  struct Open {
+    asio::any_io_executor executor;
+    std::weak_ptr<Connection> connection;
+  };
+  std::unordered_map<std::uint64_t, Open> connections;  // by admission id
+  std::uint64_t next_id = 1;                            // under mutex
+  std::unique_ptr<ConnectionAdmission> admission;
+  std::shared_ptr<SharedPayloadBudget> global_budget;
 
   TargetLoginOptions login_options() const {
     // .rdma is set by the connection from its datamover's capabilities.
@@ -132,12 +150,45 @@ struct TargetServer::Impl {
   }
 
   void start_connection(asio::io_context& context, std::unique_ptr<datamover::Datamover> dm) {
-    auto connection = std::make_shared<Connection>(std::move(dm), registry, login_options());
+    std::uint64_t id = 0;
+    {
+      std::lock_guard lock(mutex);
+      id = next_id++;
+    }
+    const AdmissionDecision decision = admission->on_accept(id);
+    if (!decision.admit) {
+      // Every descriptor the reserve leaves is a session's: refuse at once (the reserve keeps the
+      // target's own files, io_uring and listeners working).
+      log::warn("portal: {} refused: {} connections open, descriptor reserve {} reached", dm->peer(),
+                admission->open(), config.limits.fd_reserve);
+      dm->close();
+      return;
+    }
+    if (decision.evict) {
+      std::lock_guard lock(mutex);
+      if (auto it = connections.find(*decision.evict); it != connections.end()) {
+        log::info("portal: closing the oldest connection still logging in to make room for {}", dm->peer());
+        asio::post(it->second.executor, [weak = it->second.connection] {
+          if (auto c = weak.lock()) c->close();
+        });
+      }
+    }
+    ConnectionHooks hooks{
+        .logged_in = [this, id] { admission->on_logged_in(id); },
+        .closed =
+            [this, id] {
+              admission->on_closed(id);
+              std::lock_guard lock(mutex);
+              connections.erase(id);
+            },
+    };
+    auto connection =
+        std::make_shared<Connection>(std::move(dm), registry, login_options(), config.limits, std::move(hooks),
+                                     global_budget);
     log::debug("portal: connection from {}", connection->peer());
     {
       std::lock_guard lock(mutex);
-      std::erase_if(connections, [](const auto& c) { return c.second.expired(); });
-      connections.emplace_back(context.get_executor(), connection);
+      connections.emplace(id, Open{context.get_executor(), connection});
     }
     asio::co_spawn(context, connection->run(), [connection](std::exception_ptr e) {
       if (e) {
@@ -197,8 +248,8 @@ struct TargetServer::Impl {
       }
       for (auto& l : iser_listeners) l->close();
       std::lock_guard lock(mutex);
-      for (auto& [executor, weak] : connections)
-        asio::post(executor, [weak] {
+      for (auto& [id, open] : connections)
+        asio::post(open.executor, [weak = open.connection] {
           if (auto c = weak.lock()) c->close();
         });
       for (auto& g : guards) g.reset();
@@ -212,6 +263,10 @@ TargetServer::~TargetServer() = default;
 Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& config) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  impl->admission = std::make_unique<ConnectionAdmission>(max_open_connections(config.limits),
+                                                          config.limits.max_logging_in);
+  impl->global_budget = std::make_shared<SharedPayloadBudget>(config.limits.global_payload_bytes);
+  HeapBufferPool::shared().set_idle_cap(config.limits.pool_idle_bytes);
   if (config.block_size_bytes != 512 && config.block_size_bytes != 4096) return fail(errc::invalid_argument);
   if (config.luns.empty() && !config.export_dir && config.targets.empty()) {
     log::error("config: no LUNs: give --lun, --export-dir or targets in --config");

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -19,7 +20,7 @@
 
 namespace iserkit::target {
 
-struct Task {
+struct Task : std::enable_shared_from_this<Task> {
   iscsi::ScsiCommand command;
   std::vector<std::byte> long_cdb;  ///< the whole CDB when it is longer than 16 bytes (Extended CDB AHS)
   CommandPlan plan;
@@ -37,12 +38,24 @@ struct Task {
   bool data_complete = false;  ///< every byte the command needs has landed (set by the receive path)
   bool aborted = false;        ///< a task management function aborted it: send nothing more
   bool in_window = false;      ///< a non-immediate command: release a CmdSN window slot when done
+  bool counted_immediate = false;  ///< an immediate command: counted against max_immediate_commands
   bool has_finish_waiter = false;
   std::uint32_t data_in_pdus = 0;  ///< DataSN of the next Data-In
   std::uint32_t immediate_bytes = 0;  ///< immediate data that came with the command
   /// iSER (RFC 7145 §9.2): the initiator's read and write buffers from the command's iSER header.
   std::optional<datamover::RemoteBuffer> remote_read;
   std::optional<datamover::RemoteBuffer> remote_write;
+  /// The task's hold on the payload budgets (connection, then global; payload_budget.hpp).
+  enum class Budget : std::uint8_t { none, waiting_connection, waiting_global, granted, abandoned };
+  Budget budget = Budget::none;
+  std::uint64_t budget_bytes = 0;
+  std::uint64_t budget_id = 0;         ///< request id in the connection's budget
+  std::uint64_t global_budget_id = 0;  ///< request id in the target's budget
+  Completion budget_event;             ///< completes when the budget is granted, or on abort/close
+  /// A write whose budget was not granted when the command arrived: its immediate and unsolicited
+  /// data (at most FirstBurstLength) land in `buffer`, sized for them only, and move to a full
+  /// buffer once granted.
+  bool staging = false;
   Completion data_event;  ///< wakes the task coroutine when data arrived, it failed or was aborted
   Completion finished;    ///< completes when the task coroutine is done
   std::array<std::byte, 2 + scsi::max_sense_size_bytes> sense_segment{};

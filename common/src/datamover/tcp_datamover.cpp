@@ -12,6 +12,8 @@ namespace {
 
 constexpr std::array<std::byte, 4> zero_pad{};
 constexpr std::size_t max_batch_pdus = 64;
+// Scratch (text, login, sense, dropped segments) grows by at most this much ahead of arriving bytes.
+constexpr std::size_t max_scratch_step = 64 * 1024;
 
 std::error_code map_error(const boost::system::error_code& ec) {
   if (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
@@ -158,6 +160,10 @@ Awaitable<void> TcpDatamover::write_queued() {
 Awaitable<Result<PduIn>> TcpDatamover::receive(DataPlacement* placement) {
   PduIn in;
   boost::system::error_code ec;
+  if (framing_lost_) co_return fail(errc::protocol_error);
+  // The previous PDU's data (valid until now) may have grown scratch up to MaxRecvDataSegmentLength:
+  // an idle connection keeps at most one step of it.
+  if (scratch_.size() > max_scratch_step) std::vector<std::byte>().swap(scratch_);
   if (staged_bytes_ < staged_.size()) {
     // Only the rest of this BHS: reading further could pull payload into the staging area.
     co_await asio::async_read(socket_, asio::buffer(staged_.data() + staged_bytes_, staged_.size() - staged_bytes_),
@@ -185,9 +191,17 @@ Awaitable<Result<PduIn>> TcpDatamover::receive(DataPlacement* placement) {
   const std::uint32_t pad = iscsi::padding_for(length);
   const std::size_t trailer = pad + (data_digest_ ? 4u : 0u);
   if (length > max_recv_) {
-    // Longer than we declared: read and drop it so framing survives, and let the caller Reject.
+    if (!drain_oversize_) {
+      // Refused before a byte of it is read (login phase: the caller answers and closes). The
+      // stream is out of step from here on, so every later receive fails.
+      framing_lost_ = true;
+      in.pdu_error = make_error_code(errc::pdu_too_large);
+      co_return in;
+    }
+    // Longer than we declared: read and drop it through a bounded buffer so framing survives,
+    // and let the caller Reject. The announced length commits no memory.
     std::size_t left = length + trailer;
-    scratch_.resize(std::min<std::size_t>(left, 1u << 20));
+    scratch_.resize(std::max(scratch_.size(), std::min<std::size_t>(left, max_scratch_step)));
     while (left > 0) {
       const std::size_t chunk = std::min(left, scratch_.size());
       co_await asio::async_read(socket_, asio::buffer(scratch_.data(), chunk), use_awaitable_ec(ec));
@@ -199,8 +213,35 @@ Awaitable<Result<PduIn>> TcpDatamover::receive(DataPlacement* placement) {
   }
   std::span<std::byte> dest = placement != nullptr ? placement->place(in.bhs, length) : std::span<std::byte>{};
   if (dest.size() != length) {
-    scratch_.resize(length);
-    dest = scratch_;
+    // Scratch grows with the bytes that arrive, never ahead of them by more than one step: a
+    // header announcing a long segment commits at most max_scratch_step before its data comes.
+    std::size_t filled = 0;
+    while (length - filled > max_scratch_step) {
+      const std::size_t want = std::min<std::size_t>(length, filled + max_scratch_step);
+      if (scratch_.size() < want) scratch_.resize(want);
+      co_await asio::async_read(socket_, asio::buffer(scratch_.data() + filled, want - filled), use_awaitable_ec(ec));
+      if (ec) co_return fail(map_error(ec));
+      filled = want;
+    }
+    if (scratch_.size() < length) scratch_.resize(length);
+    if (filled != 0) {
+      // The rest (at most one step) goes through the common path below, after what arrived.
+      std::array<std::byte, 8> tail{};
+      const std::size_t needed = std::size_t{length} - filled + trailer;
+      std::array<asio::mutable_buffer, 3> parts{asio::buffer(scratch_.data() + filled, length - filled),
+                                                asio::buffer(tail.data(), trailer), asio::buffer(staged_)};
+      const std::size_t got =
+          co_await asio::async_read(socket_, parts, transfer_at_least_uncapped(needed), use_awaitable_ec(ec));
+      if (ec) co_return fail(map_error(ec));
+      staged_bytes_ = got - needed;
+      in.data = std::span(scratch_).first(length);
+      if (data_digest_) {
+        auto crc = crc32c_final(crc32c_update(crc32c_update(crc32c_init, in.data), std::span(tail).first(pad)));
+        if (crc != load_digest(tail.data() + pad)) in.pdu_error = make_error_code(errc::data_digest_error);
+      }
+      co_return in;
+    }
+    dest = std::span(scratch_).first(length);
   }
   std::array<std::byte, 8> tail{};
   // The segment, its padding and digest, and, if already there, the next PDU's BHS (see staged_).

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace iserkit {
 namespace {
@@ -39,6 +40,23 @@ TEST(HeapBufferPool, HugeRequestsBypassTheFreeLists) {
   auto b = pool.allocate((32u << 20) + 1);
   EXPECT_EQ(b.size(), (32u << 20) + 1);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data()) % 4096, 0u);
+}
+
+TEST(HeapBufferPool, IdleMemoryShrinksBackToTheCap) {
+  HeapBufferPool pool;
+  pool.set_idle_cap(std::size_t{8} << 20);
+  {
+    std::vector<PooledBuffer> held;
+    for (int i = 0; i < 8; ++i) held.push_back(pool.allocate(std::size_t{4} << 20));  // 32 MiB in use
+  }
+  // Returned: only what fits under the cap stays idle.
+  EXPECT_EQ(pool.idle_bytes(), std::size_t{8} << 20);
+  pool.set_idle_cap(std::size_t{4} << 20);  // lowering the cap frees the excess at once
+  EXPECT_EQ(pool.idle_bytes(), std::size_t{4} << 20);
+  pool.set_idle_cap(0);
+  EXPECT_EQ(pool.idle_bytes(), 0u);
+  auto b = pool.allocate(std::size_t{1} << 20);  // still works with nothing kept
+  EXPECT_EQ(b.size(), std::size_t{1} << 20);
 }
 
 }  // namespace

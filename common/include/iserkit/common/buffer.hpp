@@ -85,6 +85,9 @@ class BufferPool {
 
 /// Unregistered memory in power-of-two size classes from 4 KiB to 16 MiB, kept on free lists so
 /// steady-state I/O does not call the allocator. Larger requests are allocated and freed directly.
+/// Returned chunks are kept only while the idle memory (all classes) stays under the idle cap;
+/// beyond it they are freed (chunks of 256 KiB and more are mmap()ed, so freeing them returns the
+/// memory to the system at once).
 class HeapBufferPool final : public BufferPool {
  public:
   HeapBufferPool() = default;
@@ -97,13 +100,21 @@ class HeapBufferPool final : public BufferPool {
   /// The process-wide default pool for unregistered (TCP) buffers.
   static HeapBufferPool& shared();
 
+  /// Sets the idle cap (bytes kept on the free lists for reuse; default 256 MiB) and frees idle
+  /// chunks above it, largest first.
+  void set_idle_cap(std::size_t bytes);
+  /// Bytes on the free lists now.
+  [[nodiscard]] std::size_t idle_bytes() const;
+
  private:
   void release(const Buffer& buffer, std::size_t capacity) noexcept override;
 
   static constexpr int min_shift = 12;  // 4 KiB
   static constexpr int max_shift = 24;  // 16 MiB
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<std::byte*> free_[max_shift - min_shift + 1];
+  std::size_t idle_bytes_ = 0;
+  std::size_t idle_cap_ = std::size_t{256} << 20;
 };
 
 }  // namespace iserkit

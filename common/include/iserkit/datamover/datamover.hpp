@@ -114,6 +114,14 @@ class Datamover {
   /// 8192 until changed (the login-phase limit, RFC 7143 §13.12).
   virtual void set_max_recv_data_segment_length(std::uint32_t bytes) noexcept = 0;
 
+  /// What receive() does with a data segment longer than set_max_recv_data_segment_length():
+  /// `true` (the default) reads it through a bounded buffer and drops it, returning the PDU with
+  /// PduIn::pdu_error = errc::pdu_too_large (the caller Rejects, RFC 7143 §13.12); `false` returns
+  /// the header at once with that pdu_error and without reading a byte of the segment, after which
+  /// every receive fails with errc::protocol_error (the caller answers and closes: the login phase,
+  /// where an oversize PDU ends the login anyway). Either way the announced length commits no memory.
+  virtual void set_drain_oversize(bool drain) noexcept { (void)drain; }
+
   /// Closes the connection; pending sends and receives complete with errors.
   virtual void close() noexcept = 0;
   /// The peer's address as "ip:port" (IPv6 in brackets), for logs.

@@ -29,6 +29,7 @@ class TcpDatamover final : public Datamover {
   Awaitable<Result<PduIn>> receive(DataPlacement* placement) override;
   void set_digests(bool header, bool data) noexcept override { header_digest_ = header; data_digest_ = data; }
   void set_max_recv_data_segment_length(std::uint32_t bytes) noexcept override { max_recv_ = bytes; }
+  void set_drain_oversize(bool drain) noexcept override { drain_oversize_ = drain; }
   void close() noexcept override;
   [[nodiscard]] std::string peer() const override { return peer_; }
   [[nodiscard]] std::string local() const override { return local_; }
@@ -50,6 +51,8 @@ class TcpDatamover final : public Datamover {
   bool header_digest_ = false;
   bool data_digest_ = false;
   std::uint32_t max_recv_ = 8192;
+  bool drain_oversize_ = true;
+  bool framing_lost_ = false;  // an oversize segment was refused unread: no further receive
   bool writing_ = false;
   std::error_code send_error_;
   std::deque<Pending> queue_;

@@ -5,6 +5,7 @@
 // Secrets live only in ChapCredential::secret; nothing here logs or formats them.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -73,6 +74,40 @@ struct TargetDefinition {
   AuthConfig auth;
 };
 
+/// What any peer can make the target hold, bounded (target/README.md "Limits"). Flags
+/// `--login-timeout` … and TOML table `[limits]` set them; the defaults keep one connection under a
+/// few hundred MiB and silent connections from locking out a legitimate initiator.
+struct ConnectionLimits {
+  /// A connection that has not completed login within this time is closed (LIO: 15 s).
+  std::chrono::milliseconds login_timeout{15000};
+  /// Full-feature phase: after this long without a PDU from the initiator the target sends a
+  /// NOP-In ping (RFC 7143 §11.19, ITT 0xffffffff, TTT ≠ 0xffffffff). 0 = never ping.
+  std::chrono::milliseconds idle_interval{15000};
+  /// The connection is closed when nothing (the NOP-Out answer or any PDU) arrives within this
+  /// time after a ping.
+  std::chrono::milliseconds ping_timeout{30000};
+  /// Connections still in the login phase, all portals together; at the cap the oldest one is
+  /// closed to make room for a new one (count, >= 1).
+  std::uint32_t max_logging_in = 64;
+  /// File descriptors kept free for the target itself (backends, io_uring, listeners): new
+  /// connections are refused when open connections would reach RLIMIT_NOFILE minus this; if some
+  /// are still logging in, the oldest of those is closed instead (count).
+  std::uint32_t fd_reserve = 64;
+  /// Immediate SCSI commands (I bit; they bypass the CmdSN window, RFC 7143 §3.2.2.1) a connection
+  /// may have outstanding; more get Reject reason 0x06 "Immediate command reject - too many
+  /// immediate commands" (RFC 7143 §11.17.1) until some finish (count, >= 1: RFC 7143 §3.2.2.1
+  /// asks for at least one).
+  std::uint32_t max_immediate_commands = 16;
+  /// Payload bytes (task buffers for reads and writes) held for one connection's commands. A
+  /// command whose buffer does not fit waits, in order, until buffers are freed. One buffer larger
+  /// than the budget runs alone.
+  std::uint64_t connection_payload_bytes = std::uint64_t{64} << 20;
+  /// Payload bytes held for all connections together (same rules).
+  std::uint64_t global_payload_bytes = std::uint64_t{512} << 20;
+  /// Idle memory the task buffer pool keeps for reuse after buffers are returned (bytes).
+  std::uint64_t pool_idle_bytes = std::uint64_t{64} << 20;
+};
+
 /// Everything iserkit-target needs to start.
 struct TargetConfig {
   std::string iqn = "iqn.2026-11.org.iserkit:target";  ///< target name, or the base name with export_dir
@@ -101,6 +136,8 @@ struct TargetConfig {
   /// Also serve iSER (RFC 7145) on every listen address (an RDMA CM listener on the same address
   /// and port) when iserkit was built with iSER and the host has an RDMA device.
   bool iser = true;
+  /// Bounds on what peers can make the target hold (timeouts, connection caps, payload budgets).
+  ConnectionLimits limits;
 };
 
 /// An error in the configuration file: where and what, never a secret's value.

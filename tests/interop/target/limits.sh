@@ -1,0 +1,34 @@
+# Resource bounds under attack (limits.py): one scenario per run, each with the target options it
+# needs (short timeouts so the test takes seconds), a legitimate session checked during each attack.
+# Usage: limits.sh SCENARIO
+source "$(dirname "$0")/lib.sh"
+require python3
+scenario=${1:?scenario}
+case "$scenario" in
+  login_timeout)    args=(--login-timeout 1) ;;
+  logging_in_cap)   args=(--max-logging-in 8 --login-timeout 30) ;;
+  fd_reserve)       args=(--max-logging-in 1000 --fd-reserve 64 --login-timeout 30) ;;
+  oversize_headers) args=(--max-logging-in 2000) ;;
+  idle_ping)        args=(--idle-interval 1 --ping-timeout 1) ;;
+  read_budget|immediate_reads) args=(--connection-payload-budget 64M --global-payload-budget 512M --pool-idle-cap 64M) ;;
+  *) echo "unknown scenario $scenario" >&2; exit 2 ;;
+esac
+if [[ "$scenario" == fd_reserve ]]; then
+  # A 256-descriptor limit (soft and hard) for the target only.
+  ( ulimit -n 256; exec "$BIN/iserkit-target" --iqn "$IQN" --listen 127.0.0.1:0 --port-file "$WORK/port" \
+      --lun mem:1G "${args[@]}" >"$WORK/target.out" 2>"$WORK/target.err" ) &
+  TARGET_PID=$!
+  for _ in $(seq 100); do [[ -s "$WORK/port" ]] && break; sleep 0.05; done
+  PORT=$(cat "$WORK/port")
+else
+  start_target --lun mem:1G "${args[@]}"
+fi
+timeout 120 python3 "$(dirname "$0")/limits.py" "$PORT" "$IQN" "$TARGET_PID" "$scenario" || fail "limits.py $scenario"
+kill -0 "$TARGET_PID" || fail "target died"
+if command -v iscsi-inq >/dev/null 2>&1; then
+  iscsi-inq "iscsi://127.0.0.1:$PORT/$IQN/0" >/dev/null || fail "iscsi-inq after the attack"
+  echo "ok: iscsi-inq works after the attack"
+fi
+grep -q "accept failed" "$WORK/target.err" && fail "the target ran out of descriptors (accept failed)"
+stop_target
+echo PASS

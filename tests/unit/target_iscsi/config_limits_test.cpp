@@ -1,0 +1,61 @@
+// The [limits] table of the target's TOML configuration (target/README.md "Limits").
+#include <gtest/gtest.h>
+
+#include "iserkit/target/config.hpp"
+
+namespace iserkit::target {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ConfigLimits, DefaultsAreTheDocumentedOnes) {
+  const ConnectionLimits l;
+  EXPECT_EQ(l.login_timeout, 15s);
+  EXPECT_EQ(l.idle_interval, 15s);
+  EXPECT_EQ(l.ping_timeout, 30s);
+  EXPECT_EQ(l.max_logging_in, 64u);
+  EXPECT_EQ(l.fd_reserve, 64u);
+  EXPECT_EQ(l.max_immediate_commands, 16u);
+  EXPECT_EQ(l.connection_payload_bytes, 64u << 20);
+  EXPECT_EQ(l.global_payload_bytes, 512u << 20);
+  EXPECT_EQ(l.pool_idle_bytes, 64u << 20);
+}
+
+TEST(ConfigLimits, ParsesEveryKey) {
+  auto c = parse_config_toml(
+      "[limits]\nlogin_timeout = 2.5\nidle_interval = 0\nping_timeout = 3\nmax_logging_in = 8\nfd_reserve = 32\n"
+      "max_immediate_commands = 4\nconnection_payload_budget = \"16M\"\nglobal_payload_budget = 1073741824\n"
+      "pool_idle_cap = \"8M\"\n",
+      "limits.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->limits.login_timeout, 2500ms);
+  EXPECT_EQ(c->limits.idle_interval, 0ms);
+  EXPECT_EQ(c->limits.ping_timeout, 3s);
+  EXPECT_EQ(c->limits.max_logging_in, 8u);
+  EXPECT_EQ(c->limits.fd_reserve, 32u);
+  EXPECT_EQ(c->limits.max_immediate_commands, 4u);
+  EXPECT_EQ(c->limits.connection_payload_bytes, 16u << 20);
+  EXPECT_EQ(c->limits.global_payload_bytes, 1u << 30);
+  EXPECT_EQ(c->limits.pool_idle_bytes, 8u << 20);
+}
+
+TEST(ConfigLimits, RefusesBadValuesWithTheKeyNamed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"[limits]\nlogin_timeout = 0\n", "limits.login_timeout"},
+      {"[limits]\nping_timeout = -1\n", "limits.ping_timeout"},
+      {"[limits]\nmax_logging_in = 0\n", "limits.max_logging_in"},
+      {"[limits]\nfd_reserve = 2\n", "limits.fd_reserve"},
+      {"[limits]\nmax_immediate_commands = 1.5\n", "limits.max_immediate_commands"},
+      {"[limits]\nconnection_payload_budget = \"lots\"\n", "limits.connection_payload_budget"},
+      {"[limits]\nlogin_timout = 3\n", "unknown key \"login_timout\""},
+      {"limits = 3\n", "limits must be a table"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto c = parse_config_toml(text, "bad.toml");
+    ASSERT_FALSE(c) << text;
+    EXPECT_NE(c.error().message.find(expected), std::string::npos) << c.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace iserkit::target

@@ -1,0 +1,143 @@
+// PayloadBudget / SharedPayloadBudget (target/src/payload_budget.hpp) and ConnectionAdmission
+// (target/src/admission.hpp): the pure bookkeeping behind the target's resource bounds.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "admission.hpp"
+#include "payload_budget.hpp"
+
+namespace iserkit::target {
+namespace {
+
+constexpr std::uint64_t MiB = 1 << 20;
+
+TEST(PayloadBudget, GrantsWhileBytesFit) {
+  PayloadBudget b(64 * MiB);
+  EXPECT_TRUE(b.request(1, 32 * MiB));
+  EXPECT_TRUE(b.request(2, 32 * MiB));
+  EXPECT_FALSE(b.request(3, 1));
+  EXPECT_EQ(b.used(), 64 * MiB);
+  EXPECT_EQ(b.queued(), 1u);
+}
+
+TEST(PayloadBudget, ReleaseGrantsQueuedRequestsInOrder) {
+  PayloadBudget b(64 * MiB);
+  ASSERT_TRUE(b.request(1, 64 * MiB));
+  EXPECT_FALSE(b.request(2, 32 * MiB));
+  EXPECT_FALSE(b.request(3, 16 * MiB));
+  EXPECT_FALSE(b.request(4, 32 * MiB));
+  EXPECT_EQ(b.release(64 * MiB), (std::vector<std::uint64_t>{2, 3}));
+  EXPECT_EQ(b.used(), 48 * MiB);
+  EXPECT_EQ(b.release(32 * MiB), (std::vector<std::uint64_t>{4}));
+  EXPECT_EQ(b.used(), 48 * MiB);
+}
+
+TEST(PayloadBudget, NoOvertakingWhileAnEarlierRequestWaits) {
+  PayloadBudget b(64 * MiB);
+  ASSERT_TRUE(b.request(1, 48 * MiB));
+  EXPECT_FALSE(b.request(2, 32 * MiB));
+  // 8 MiB would fit, but request 2 came first: order is kept.
+  EXPECT_FALSE(b.request(3, 8 * MiB));
+  EXPECT_EQ(b.release(48 * MiB), (std::vector<std::uint64_t>{2, 3}));
+}
+
+TEST(PayloadBudget, RequestAboveTheLimitRunsAlone) {
+  PayloadBudget b(16 * MiB);
+  ASSERT_TRUE(b.request(1, 4 * MiB));
+  EXPECT_FALSE(b.request(2, 32 * MiB));
+  EXPECT_EQ(b.release(4 * MiB), (std::vector<std::uint64_t>{2}));
+  EXPECT_EQ(b.used(), 32 * MiB);
+  EXPECT_FALSE(b.request(3, 1));
+  EXPECT_EQ(b.release(32 * MiB), (std::vector<std::uint64_t>{3}));
+}
+
+TEST(PayloadBudget, CancelWithdrawsAndLetsLaterRequestsIn) {
+  PayloadBudget b(64 * MiB);
+  ASSERT_TRUE(b.request(1, 40 * MiB));
+  EXPECT_FALSE(b.request(2, 48 * MiB));
+  EXPECT_FALSE(b.request(3, 16 * MiB));
+  std::vector<std::uint64_t> granted;
+  EXPECT_TRUE(b.cancel(2, granted));
+  EXPECT_EQ(granted, (std::vector<std::uint64_t>{3}));
+  EXPECT_EQ(b.used(), 56 * MiB);
+  EXPECT_FALSE(b.cancel(3, granted));  // already granted
+  EXPECT_FALSE(b.cancel(99, granted));  // unknown
+}
+
+TEST(SharedPayloadBudget, CallbackRunsOnGrantAndNeverAfterCancel) {
+  SharedPayloadBudget b(10);
+  int granted_a = 0;
+  int granted_b = 0;
+  ASSERT_TRUE(b.request(b.next_id(), 10, [] { FAIL() << "granted at once, no callback"; }));
+  const auto a = b.next_id();
+  const auto c = b.next_id();
+  EXPECT_FALSE(b.request(a, 5, [&] { ++granted_a; }));
+  EXPECT_FALSE(b.request(c, 5, [&] { ++granted_b; }));
+  EXPECT_TRUE(b.cancel(c));
+  b.release(10);
+  EXPECT_EQ(granted_a, 1);
+  EXPECT_EQ(granted_b, 0);
+  EXPECT_FALSE(b.cancel(a));  // granted: the caller releases
+  EXPECT_EQ(b.used(), 5u);
+}
+
+TEST(SharedPayloadBudget, ReleasesFromManyThreadsBalance) {
+  SharedPayloadBudget b(4);
+  std::atomic<int> grants{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) {
+        const auto id = b.next_id();
+        if (b.request(id, 1, [&] { ++grants; })) {
+          b.release(1);
+        } else if (!b.cancel(id)) {
+          b.release(1);  // granted meanwhile: give it back
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(b.used(), 0u);
+}
+
+TEST(ConnectionAdmission, EvictsTheOldestLoggingInAtTheLoginCap) {
+  ConnectionAdmission a(100, 2);
+  EXPECT_TRUE(a.on_accept(1).admit);
+  EXPECT_TRUE(a.on_accept(2).admit);
+  const auto d = a.on_accept(3);
+  EXPECT_TRUE(d.admit);
+  ASSERT_TRUE(d.evict.has_value());
+  EXPECT_EQ(*d.evict, 1u);
+  EXPECT_EQ(a.logging_in(), 2u);
+  EXPECT_EQ(a.open(), 2u);
+  a.on_closed(1);  // the evicted one closing later does not count twice
+  EXPECT_EQ(a.open(), 2u);
+}
+
+TEST(ConnectionAdmission, LoggedInConnectionsAreNeverEvicted) {
+  ConnectionAdmission a(3, 64);
+  ASSERT_TRUE(a.on_accept(1).admit);
+  ASSERT_TRUE(a.on_accept(2).admit);
+  a.on_logged_in(1);
+  a.on_logged_in(2);
+  ASSERT_TRUE(a.on_accept(3).admit);
+  // At the descriptor cap: the one still logging in (3) makes room.
+  auto d = a.on_accept(4);
+  EXPECT_TRUE(d.admit);
+  EXPECT_EQ(d.evict, std::optional<std::uint64_t>(3));
+  a.on_logged_in(4);
+  // Every open connection is a session: refuse.
+  d = a.on_accept(5);
+  EXPECT_FALSE(d.admit);
+  EXPECT_FALSE(d.evict.has_value());
+  a.on_closed(5);  // never admitted: ignored
+  EXPECT_EQ(a.open(), 3u);
+  a.on_closed(2);
+  EXPECT_TRUE(a.on_accept(6).admit);
+}
+
+}  // namespace
+}  // namespace iserkit::target
