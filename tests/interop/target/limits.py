@@ -230,8 +230,56 @@ def big_reads(immediate):
     c.s.close()
 
 
+def write_staging():
+    """Two 1 MiB WRITEs with immediate and unsolicited data on a connection whose budget (1 MiB)
+    holds one: the second's unsolicited data waits in a staging buffer and moves to its full
+    buffer once the first finishes; R2Ts then fetch the rest. Both read back intact."""
+    c = bi.login()
+    bi.clear_unit_attention(c)
+    size = MiB
+    payloads = {}
+    itts = []
+    for n, lba in enumerate((0, 4096)):
+        payload = bytes(((i >> 9) + n * 31 + i) & 0xFF for i in range(size))
+        cdb = bytes([0x2A, 0]) + struct.pack(">IBHB", lba, 0, size // 512, 0)
+        itt, bhs = bi.scsi_bhs(c, cdb, size, write=True, final=False)
+        c.send(bhs, payload[:16384])                                    # immediate data
+        c.send(bi.data_out_bhs(itt, 16384, 0, True), payload[16384:65536])  # unsolicited, F=1
+        payloads[itt] = payload
+        itts.append(itt)
+    done = {}
+    order = []
+    while len(done) < 2:
+        rbhs, data = c.recv()
+        assert rbhs is not None, "closed during the WRITEs"
+        op = rbhs[0] & 0x3F
+        itt = struct.unpack(">I", rbhs[16:20])[0]
+        if op == 0x31:  # R2T
+            ttt, _, _, _, _, offset, length = struct.unpack(">IIIIIII", rbhs[20:48])
+            order.append(itt)
+            chunk = payloads[itt][offset:offset + length]
+            out = bytearray(bi.data_out_bhs(itt, offset, 0, True))
+            out[20:24] = struct.pack(">I", ttt)
+            c.send(bytes(out), chunk)
+        elif op == 0x21:
+            assert rbhs[3] == 0, f"WRITE status {rbhs[3]:#x}"
+            done[itt] = True
+            order.append(("done", itt))
+        else:
+            raise AssertionError(f"unexpected opcode {op:#x}")
+    # The second command's R2Ts come only after the first finished (its budget was taken).
+    first_done = order.index(("done", itts[0]))
+    assert itts[1] not in order[:first_done], "the second WRITE was solicited before budget freed"
+    for n, lba in enumerate((0, 4096)):
+        got = b"".join(bi.read10(c, lba + k * 128, 128) for k in range(size // 65536))
+        assert got == payloads[itts[n]], f"WRITE {n} read back different data"
+    print("ok: a WRITE waiting for budget keeps its unsolicited data and completes after the first")
+    legit_session("after")
+
+
 def main():
     scenarios = {
+        "write_staging": write_staging,
         "login_timeout": login_timeout,
         "logging_in_cap": logging_in_cap,
         "fd_reserve": fd_reserve,
