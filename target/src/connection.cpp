@@ -84,6 +84,8 @@ Awaitable<void> Connection::watch_idle() {
       continue;
     }
     const iscsi::Ttt ttt{next_ttt_};
+    log::debug("connection {}: idle for {} ms: NOP-In ping ttt={}", datamover_->peer(), limits_.idle_interval.count(),
+               iscsi::to_u32(ttt));
     if (++next_ttt_ == iscsi::to_u32(iscsi::reserved_ttt)) next_ttt_ = 1;
     // RFC 7143 §11.19.2: StatSN is the next StatSN, not advanced when ITT is 0xffffffff.
     iscsi::NopIn ping{.lun = {}, .itt = iscsi::reserved_itt, .ttt = ttt, .stat_sn = stat_sn_};

@@ -167,7 +167,7 @@ struct TargetServer::Impl {
     if (decision.evict) {
       std::lock_guard lock(mutex);
       if (auto it = connections.find(*decision.evict); it != connections.end()) {
-        log::info("portal: closing the oldest connection still logging in to make room for {}", dm->peer());
+        log::debug("portal: closing the oldest connection still logging in to make room for {}", dm->peer());
         asio::post(it->second.executor, [weak = it->second.connection] {
           if (auto c = weak.lock()) c->close();
         });

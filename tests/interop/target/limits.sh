@@ -12,6 +12,7 @@ case "$scenario" in
   idle_ping)        args=(--idle-interval 1 --ping-timeout 1) ;;
   write_staging)    args=(--connection-payload-budget 1M) ;;
   read_budget|immediate_reads) args=(--connection-payload-budget 64M --global-payload-budget 512M --pool-idle-cap 64M) ;;
+  initiator_answers_ping) args=(--idle-interval 0.5 --ping-timeout 1 --log-level debug) ;;
   *) echo "unknown scenario $scenario" >&2; exit 2 ;;
 esac
 if [[ "$scenario" == fd_reserve ]]; then
@@ -24,12 +25,25 @@ if [[ "$scenario" == fd_reserve ]]; then
 else
   start_target --lun mem:1G "${args[@]}"
 fi
-timeout 120 python3 "$(dirname "$0")/limits.py" "$PORT" "$IQN" "$TARGET_PID" "$scenario" || fail "limits.py $scenario"
+if [[ "$scenario" == initiator_answers_ping ]]; then
+  # Our initiator (BlockingClient's receive loop) answers the target's pings while the CLI sits
+  # idle waiting for its input: the WRITE after 3 s of silence still succeeds.
+  [[ -x "$BIN/iserkit" ]] || { echo "SKIP: iserkit CLI not built" >&2; exit 77; }
+  head -c 65536 /dev/urandom >"$WORK/data"
+  (sleep 3; cat "$WORK/data") | timeout 30 "$BIN/iserkit" write --nop-interval 0 "$URL/0" || fail "iserkit write after idle"
+  timeout 30 "$BIN/iserkit" read --length 65536 "$URL/0" >"$WORK/back" || fail "iserkit read"
+  cmp -s "$WORK/data" "$WORK/back" || fail "read back other data"
+  grep -q "NOP-In ping" "$WORK/target.out" "$WORK/target.err" || fail "the target sent no ping during 3 s of silence"
+  grep -q "no answer to a NOP-In ping" "$WORK/target.out" "$WORK/target.err" && fail "our initiator did not answer a ping"
+  echo "ok: the iserkit CLI answered the target's NOP-In pings while idle"
+else
+  timeout 120 python3 "$(dirname "$0")/limits.py" "$PORT" "$IQN" "$TARGET_PID" "$scenario" || fail "limits.py $scenario"
+fi
 kill -0 "$TARGET_PID" || fail "target died"
 if command -v iscsi-inq >/dev/null 2>&1; then
   iscsi-inq "iscsi://127.0.0.1:$PORT/$IQN/0" >/dev/null || fail "iscsi-inq after the attack"
   echo "ok: iscsi-inq works after the attack"
 fi
-grep -q "accept failed" "$WORK/target.err" && fail "the target ran out of descriptors (accept failed)"
+grep -q "accept failed" "$WORK/target.out" "$WORK/target.err" && fail "the target ran out of descriptors (accept failed)"
 stop_target
 echo PASS
