@@ -389,7 +389,16 @@ Awaitable<void> Connection::handle(datamover::PduIn& in) {
       if (window_.admit(tmf->cmd_sn, false) == Admission::ignore) co_return;
       window_.release();
     }
-    asio::co_spawn(datamover_->executor(), on_task_management(*tmf), asio::detached);
+    if (task_management_outstanding_ >= limits_.max_immediate_commands) {
+      // Each TMF runs in its own coroutine (it waits for the tasks it aborts): bounded like
+      // immediate commands, since neither the window nor a stalled socket would bound them.
+      co_await send_reject(iscsi::RejectReason::immediate_command_reject, in.bhs);
+      co_return;
+    }
+    ++task_management_outstanding_;
+    asio::co_spawn(datamover_->executor(), on_task_management(*tmf), [self = shared_from_this()](std::exception_ptr) {
+      --self->task_management_outstanding_;
+    });
   } else if (std::holds_alternative<iscsi::SnackRequest>(*decoded)) {
     // RFC 7143 §11.16: SNACK needs ErrorRecoveryLevel > 0; at level 0 it is rejected
     // ("SNACK Reject", §11.17.1).

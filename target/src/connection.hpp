@@ -135,6 +135,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   std::unordered_map<std::uint64_t, std::shared_ptr<Task>> budget_waiters_;  // by Task::budget_id
   std::uint64_t next_budget_id_ = 1;
   std::uint32_t immediate_outstanding_ = 0;  // immediate SCSI commands not yet finished
+  std::uint32_t task_management_outstanding_ = 0;  // TMF coroutines running
   LoginResult session_;
   iscsi::OperationalParameters params_;
   CmdSnWindow window_{SerialNumber(0), 1};

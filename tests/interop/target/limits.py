@@ -277,8 +277,37 @@ def write_staging():
     legit_session("after")
 
 
+def tmf_flood():
+    """Up to 500000 immediate ABORT TASK requests from a connection that never reads its socket:
+    TMFs in progress are bounded like immediate commands (Reject 0x06 beyond, and the Rejects then
+    stall the connection's own receive loop), so the target stops reading instead of growing."""
+    c = bi.login()
+    c.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    base = rss_mib()
+    one = []
+    for i in range(500):
+        one.append(bytes([0x02 | 0x40, 0x80 | 0x01, 0, 0, 0, 0, 0, 0]) + b"\0" * 8 + struct.pack(
+            ">IIIIII", 0x10000 + i, 0x12345678, c.cmd_sn, c.exp_stat_sn, c.cmd_sn, 0) + b"\0" * 8)
+    batch = b"".join(one)
+    c.s.settimeout(2)
+    sent = 0
+    try:
+        while sent < 500000:
+            c.s.sendall(batch)
+            sent += len(one)
+    except socket.timeout:
+        pass  # the target stopped reading: the bound held
+    legit_session(f"during a flood of {sent} TMFs that is never read")
+    hwm = hwm_mib()
+    print(f"info: {sent} TMFs sent before the target stopped reading; VmHWM {hwm:.0f} MiB (start {base:.0f})")
+    assert hwm < base + 32, f"VmHWM {hwm:.0f} MiB after {sent} unread TMFs (start {base:.0f} MiB)"
+    print("ok: unread TMFs: VmHWM under start + 32 MiB")
+    c.s.close()
+
+
 def main():
     scenarios = {
+        "tmf_flood": tmf_flood,
         "write_staging": write_staging,
         "login_timeout": login_timeout,
         "logging_in_cap": logging_in_cap,

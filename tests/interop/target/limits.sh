@@ -10,6 +10,7 @@ case "$scenario" in
   fd_reserve)       args=(--max-logging-in 1000 --fd-reserve 64 --login-timeout 30) ;;
   oversize_headers) args=(--max-logging-in 2000) ;;
   idle_ping)        args=(--idle-interval 1 --ping-timeout 1) ;;
+  tmf_flood)        args=(${TMF_ARGS:-}) ;;
   write_staging)    args=(--connection-payload-budget 1M) ;;
   read_budget|immediate_reads) args=(--connection-payload-budget 64M --global-payload-budget 512M --pool-idle-cap 64M) ;;
   initiator_answers_ping) args=(--idle-interval 0.5 --ping-timeout 1 --log-level debug) ;;

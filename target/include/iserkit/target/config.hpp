@@ -96,7 +96,7 @@ struct ConnectionLimits {
   /// Immediate SCSI commands (I bit; they bypass the CmdSN window, RFC 7143 §3.2.2.1) a connection
   /// may have outstanding; more get Reject reason 0x06 "Immediate command reject - too many
   /// immediate commands" (RFC 7143 §11.17.1) until some finish (count, >= 1: RFC 7143 §3.2.2.1
-  /// asks for at least one).
+  /// asks for at least one). The same cap applies to task management requests in progress.
   std::uint32_t max_immediate_commands = 16;
   /// Payload bytes (task buffers for reads and writes) held for one connection's commands. A
   /// command whose buffer does not fit waits, in order, until buffers are freed. One buffer larger
