@@ -10,12 +10,16 @@ case "$scenario" in
   fd_reserve)       args=(--max-logging-in 1000 --fd-reserve 64 --login-timeout 30) ;;
   oversize_headers) args=(--max-logging-in 2000) ;;
   idle_ping)        args=(--idle-interval 1 --ping-timeout 1) ;;
-  tmf_flood)        args=(${TMF_ARGS:-}) ;;
+  tmf_flood)        args=() ;;
   write_staging)    args=(--connection-payload-budget 1M) ;;
   read_budget|immediate_reads) args=(--connection-payload-budget 64M --global-payload-budget 512M --pool-idle-cap 64M) ;;
   initiator_answers_ping) args=(--idle-interval 0.5 --ping-timeout 1 --log-level debug) ;;
   *) echo "unknown scenario $scenario" >&2; exit 2 ;;
 esac
+# LIMITS_EXTRA_ARGS (e.g. "--max-immediate-commands 1000000") lifts a bound by hand, to see that
+# the scenario fails without it.
+read -r -a extra <<<"${LIMITS_EXTRA_ARGS:-}"
+args+=("${extra[@]}")
 if [[ "$scenario" == fd_reserve ]]; then
   # A 256-descriptor limit (soft and hard) for the target only.
   ( ulimit -n 256; exec "$BIN/iserkit-target" --iqn "$IQN" --listen 127.0.0.1:0 --port-file "$WORK/port" \
