@@ -51,6 +51,13 @@ void Connection::close() noexcept {
 
 Awaitable<void> Connection::run() {
   auto self = shared_from_this();
+  // The portal's bookkeeping hears of the close on every way out, an exception included.
+  struct ClosedHook {
+    Connection& c;
+    ~ClosedHook() {
+      if (c.hooks_.closed) c.hooks_.closed();
+    }
+  } closed_hook{*this};
   if (co_await login()) {
     if (hooks_.logged_in) hooks_.logged_in();
     open_nexus();
@@ -66,7 +73,6 @@ Awaitable<void> Connection::run() {
   if (nexus_open_) session_.target->dispatcher->close_nexus(nexus_);
   nexus_open_ = false;
   log::debug("connection {}: closed", datamover_->peer());
-  if (hooks_.closed) hooks_.closed();
 }
 
 // Full-feature phase idle watch: after idle_interval without a PDU, a NOP-In ping (RFC 7143
