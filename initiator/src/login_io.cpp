@@ -22,7 +22,7 @@ namespace {
 // the secret), secrets never reach this text at all.
 std::string describe_text(const iscsi::TextPairs& pairs) {
   std::string s;
-  for (const auto& [k, v] : pairs) s += (s.empty() ? "" : " ") + k + "=" + (k == "CHAP_R" ? std::string("<hidden>") : v);
+  for (const auto& [k, v] : pairs) s += (s.empty() ? "" : " ") + log::escape(k, 64) + "=" + (k == "CHAP_R" ? std::string("<hidden>") : log::escape(v));
   return s;
 }
 
@@ -141,7 +141,7 @@ Awaitable<Result<LoggedIn>> connect_and_login(std::string host, std::uint16_t po
     (*dm)->close();
     if (redirects >= max_redirects) co_return fail(make_login_error(1, redirect.permanent ? 0x02 : 0x01));
     log::info("login: redirected {}: from={}:{} to={}:{}", redirect.permanent ? "permanently" : "temporarily", host,
-              port, redirect.host, redirect.port);
+              port, log::escaped(redirect.host), redirect.port);
     host = redirect.host;
     port = redirect.port;
   }
@@ -158,7 +158,7 @@ Result<SessionOptions> resolve_credentials(const Url& url, SessionOptions option
   // RFC 7143 §12.1.3: a secret MUST NOT serve to authenticate both the initiator and the target.
   if (chap.mutual() && chap.secret == chap.target_secret) return fail(errc::invalid_argument);
   if (chap.enabled() && chap.secret.size() < iscsi::chap_recommended_secret_bytes)
-    log::warn("login: CHAP secret of user {} is shorter than 12 bytes (RFC 7143 §12.1.3)", chap.user);
+    log::warn("login: CHAP secret of user {} is shorter than 12 bytes (RFC 7143 §12.1.3)", log::escaped(chap.user));
   if (chap.enabled() && !options.security_stage) return fail(errc::invalid_argument);
   return options;
 }

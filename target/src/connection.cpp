@@ -86,8 +86,8 @@ Awaitable<bool> Connection::login() {
   datamover_->set_max_recv_data_segment_length(params_.target_max_recv_data_segment_length);
   datamover_->set_unexpected_pdu_limit(params_.max_outstanding_unexpected_pdus);
   log::info("login {}: {} session tsih={} initiator={} target={} digests={}/{} mrdsl={}/{} burst={}/{} r2t={}",
-            datamover_->peer(), session_.discovery ? "discovery" : "normal", session_.tsih, params_.initiator_name,
-            session_.target ? session_.target->name : "-", params_.header_digest_crc32c ? "crc32c" : "none",
+            datamover_->peer(), session_.discovery ? "discovery" : "normal", session_.tsih, log::escaped(params_.initiator_name),
+            log::escaped(session_.target ? session_.target->name : "-"), params_.header_digest_crc32c ? "crc32c" : "none",
             params_.data_digest_crc32c ? "crc32c" : "none", params_.initiator_max_recv_data_segment_length,
             params_.target_max_recv_data_segment_length, params_.first_burst_length, params_.max_burst_length,
             params_.max_outstanding_r2t);
