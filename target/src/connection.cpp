@@ -70,8 +70,8 @@ Awaitable<bool> Connection::login() {
       co_return false;
     }
     if (step.response.status_class != 0)
-      log::info("login {}: rejected: status=0x{:02x}{:02x}", datamover_->peer(), step.response.status_class,
-                step.response.status_detail);
+      log::info("login {}: rejected: status=0x{:02x}{:02x}{}{}", datamover_->peer(), step.response.status_class,
+                step.response.status_detail, step.reason.empty() ? "" : ": ", step.reason);
     const auto ec = co_await datamover_->send(datamover::make_pdu_owned(step.response, std::move(step.text)));
     if (ec || step.action == LoginAction::send_then_close) co_return false;
     if (step.action == LoginAction::send_then_full_feature) break;
