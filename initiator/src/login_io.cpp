@@ -120,17 +120,10 @@ Awaitable<Result<LoggedIn>> connect_and_login(std::string host, std::uint16_t po
     auto outcome = co_await perform_login(**dm, config, timeout);
     if (!outcome) {
       (*dm)->close();
-      auto& chap = config.options.chap;
-      // tgtd 1.0.85 answers CHAP_A=7 (SHA-256) but can only check 20-byte responses, then fails
-      // the login with 0x0200 "initiator error". Retry once offering MD5 alone, which RFC 7143
-      // §12.1.3 makes mandatory for every implementation. A wrong secret (0x0201) is not retried.
-      if (outcome.error() == make_login_error(2, 0) && chap.enabled() &&
-          chap.algorithms != std::vector{iscsi::ChapAlgorithm::md5}) {
-        log::warn("login: target refused our CHAP response with status 0x0200; retrying with CHAP_A=5 (MD5) only");
-        chap.algorithms = {iscsi::ChapAlgorithm::md5};
-        --redirects;  // not a redirect
-        continue;
-      }
+      // No retry with a shorter CHAP_A list: a failed login is never answered by offering less than
+      // the configured algorithms (an attacker in the path could otherwise force MD5 by faking a
+      // 0x0200). A target that picks an algorithm it cannot check (tgtd 1.0.85 with SHA-256) needs
+      // ChapOptions::algorithms = {MD5} (`iserkit --chap-algorithms MD5`).
       co_return fail(outcome.error());
     }
     if (auto* done = std::get_if<LoginDone>(&*outcome))
