@@ -117,6 +117,7 @@ LoginStep LoginMachine::on_pdu(const iscsi::Bhs& bhs, ConstByteSpan data, std::e
     // RFC 7143 §11.12.5-§11.12.7: ISID, TSIH and CID stay the same through the login.
     return reject(LoginStatus::initiator_error);
   }
+  if (refusal_) return reject(*refusal_);  // refuse_login(): e.g. a source address the LoginThrottle blocks
   if (pdu_error) return reject(LoginStatus::initiator_error);  // text above 8192 bytes per PDU (§13.12)
   if (req.csg != stage_) {
     // RFC 7143 §6.3: the initiator may only move forward through a stage the target agreed to.
@@ -144,6 +145,11 @@ LoginStep LoginMachine::on_pdu(const iscsi::Bhs& bhs, ConstByteSpan data, std::e
   if (!pairs) return reject(LoginStatus::initiator_error, "malformed key=value text");
   if (auto refused = check_repeats(*pairs)) return std::move(*refused);
   return process(req, *pairs);
+}
+
+void LoginMachine::refuse_login(LoginStatus status, std::string reason) {
+  refusal_ = status;
+  reason_ = std::move(reason);
 }
 
 std::optional<LoginStep> LoginMachine::check_repeats(iscsi::TextPairs& pairs) {
@@ -239,6 +245,7 @@ std::optional<LoginStatus> LoginMachine::security(const iscsi::TextPairs& keys, 
     auto r = chap_->on_keys(chap_keys);
     // Wrong, missing or reflected CHAP values: 0x0201; malformed ones are initiator errors.
     if (!r) {
+      reason_ = chap_->failure_reason();
       return r.error() == make_error_code(errc::authentication_failed) ? LoginStatus::authentication_failure
                                                                        : LoginStatus::initiator_error;
     }

@@ -107,6 +107,10 @@ class LoginMachine {
   /// `pdu_error` is the datamover's per-PDU error (errc::pdu_too_large), if any.
   LoginStep on_pdu(const iscsi::Bhs& bhs, ConstByteSpan data, std::error_code pdu_error = {});
 
+  /// Makes the next Login Request get `status` and a close, whatever it carries — e.g. 0x0301
+  /// for a source address the LoginThrottle blocks. `reason` is for the log.
+  void refuse_login(LoginStatus status, std::string reason);
+
   /// The outcome once a step returned send_then_full_feature.
   [[nodiscard]] const LoginResult& result() const noexcept { return result_; }
 
@@ -137,6 +141,7 @@ class LoginMachine {
   LoginResult result_;
   SerialNumber stat_sn_;
   std::string reason_;  // set where a status is chosen, for LoginStep::reason
+  std::optional<LoginStatus> refusal_;  // refuse_login()
 };
 
 }  // namespace iserkit::target

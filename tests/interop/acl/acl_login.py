@@ -7,6 +7,12 @@ Usage: acl_login.py repeat PORT IQN ALLOWED_INITIATOR
   its operational-stage request; the same name repeated with the same value (as libiscsi does)
   logs in; a name with a newline is refused by the ACL (and logged escaped: the script checks the
   log afterwards).
+Usage: acl_login.py burst PORT IQN SOURCE_ADDRESS USER SECRET SECONDS
+  CHAP logins back to back for SECONDS; prints how many were answered 0x0201 (credentials
+  checked) and how many 0x0301 (refused unchecked: the address is blocked).
+Usage: acl_login.py penalty PORT IQN BLOCKED OTHER USER SECRET WRONG BLOCK_SECONDS
+  Starts a fresh block of BLOCKED with one checked wrong secret, then prints the statuses of a
+  right login from OTHER and from BLOCKED during the block, and from BLOCKED after it.
 Usage: acl_login.py chap PORT IQN SOURCE_ADDRESS USER SECRET
   One CHAP login (CHAP_A=7,5: SHA-256 preferred, MD5) from SOURCE_ADDRESS (a 127.0.0.0/8
   address); prints the final status as four hex digits.
@@ -161,9 +167,49 @@ def chap_login(port, iqn, source, user, secret):
     return "closed" if bhs is None else status(bhs)
 
 
+def burst(port, iqn, source, user, secret, seconds):
+    """Wrong-secret logins back to back for `seconds`: prints "CHECKED REFUSED" (0201 / 0301 counts)."""
+    import time
+    checked = refused = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        answer = chap_login(port, iqn, source, user, secret)
+        if answer == "0201":
+            checked += 1
+        elif answer == "0301":
+            refused += 1
+        else:
+            sys.exit(f"unexpected answer {answer} in the burst")
+    print(checked, refused)
+
+
+def penalty(port, iqn, blocked, other, user, secret, wrong, block_seconds):
+    """Fails from `blocked` until a failure is checked (a fresh block of at most `block_seconds`
+    begins), then at once: the right secret from `other`, the right secret from `blocked`; then
+    after the block, the right secret from `blocked` again. Prints the three statuses."""
+    import time
+    for _ in range(200):
+        if chap_login(port, iqn, blocked, user, wrong) == "0201":
+            break
+    else:
+        sys.exit("no wrong secret was ever checked")
+    start = time.monotonic()
+    from_other = chap_login(port, iqn, other, user, secret)
+    while_blocked = chap_login(port, iqn, blocked, user, secret)
+    assert time.monotonic() - start < block_seconds / 2, "too slow to test inside the block"
+    time.sleep(block_seconds + 0.2)
+    after = chap_login(port, iqn, blocked, user, secret)
+    print(from_other, while_blocked, after)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "repeat":
         repeat(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "burst":
+        burst(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], float(sys.argv[7]))
+    elif sys.argv[1] == "penalty":
+        penalty(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7], sys.argv[8],
+                float(sys.argv[9]))
     elif sys.argv[1] == "chap":
         print(chap_login(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]))
     else:
