@@ -32,7 +32,8 @@ void PortalView::rebuild_root() {
     }
   }
   const auto diff = tree_.set_targets(names);
-  for (const auto& s : diff.skipped) log::warn("fuse: target name cannot be a directory entry, skipped: name={}", log::escaped(s));
+  for (const auto& s : diff.skipped)
+    log::warn("fuse: target name cannot be a directory entry, skipped: name={}", log::escaped(s));
   for (const auto& a : diff.added) log::info("fuse: target listed: {}", log::escaped(a));
   for (const Node* n : tree_.list(root_ino)) {
     if (n->kind != NodeKind::target) continue;
@@ -128,7 +129,8 @@ Awaitable<Result<std::shared_ptr<initiator::Session>>> PortalView::session(Targe
   if (s) {
     t.session = *s;
     t.last_error = {};
-    log::info("fuse: {}: target={} peer={}", again ? "logged in again" : "logged in", log::escaped(t.iqn), t.session->peer());
+    log::info("fuse: {}: target={} peer={}", again ? "logged in again" : "logged in", log::escaped(t.iqn),
+              t.session->peer());
   } else {
     t.last_error = s.error();
     t.failed_at = Clock::now();
@@ -186,7 +188,8 @@ Awaitable<Result<void>> PortalView::scan_target(TargetState& t) {
   for (const auto& lun : *listed) {
     const auto index = lun.index();
     if (!index) {
-      log::warn("fuse: LUN with an addressing form the view does not name, skipped: target={} lun=0x{:016x}", log::escaped(t.iqn),
+      log::warn("fuse: LUN with an addressing form the view does not name, skipped: target={} lun=0x{:016x}",
+                log::escaped(t.iqn),
                 lun.raw());
       continue;
     }
@@ -200,7 +203,8 @@ Awaitable<Result<void>> PortalView::scan_target(TargetState& t) {
           l.handle.emplace(std::move(*h));
           l.metadata.blocks = l.handle->info().capacity.blocks;
           l.metadata.block_size_bytes = l.handle->info().capacity.block_size_bytes;
-          log::info("fuse: LUN capacity changed: target={} lun={} bytes={}", log::escaped(t.iqn), *index, l.metadata.size_bytes());
+          log::info("fuse: LUN capacity changed: target={} lun={} bytes={}", log::escaped(t.iqn), *index,
+                    l.metadata.size_bytes());
         }
       }
       next.emplace(*index, old->second);

@@ -152,7 +152,8 @@ int run(int argc, char** argv) {
   if (args.count("chap-algorithms")) {
     auto list = iserkit::target::parse_chap_algorithm_list(args["chap-algorithms"].as<std::string>());
     if (!list) {
-      std::cerr << "iserkit-target: --chap-algorithms: give names from MD5, SHA-1, SHA-256, SHA3-256, comma-separated\n";
+      std::cerr << "iserkit-target: --chap-algorithms: give names from MD5, SHA-1, SHA-256, SHA3-256, "
+                   "comma-separated\n";
       return 2;
     }
     config.auth.algorithms = *list;

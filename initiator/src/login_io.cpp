@@ -22,7 +22,8 @@ namespace {
 // the secret), secrets never reach this text at all.
 std::string describe_text(const iscsi::TextPairs& pairs) {
   std::string s;
-  for (const auto& [k, v] : pairs) s += (s.empty() ? "" : " ") + log::escape(k, 64) + "=" + (k == "CHAP_R" ? std::string("<hidden>") : log::escape(v));
+  for (const auto& [k, v] : pairs)
+    s += (s.empty() ? "" : " ") + log::escape(k, 64) + "=" + (k == "CHAP_R" ? std::string("<hidden>") : log::escape(v));
   return s;
 }
 

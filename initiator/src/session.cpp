@@ -762,8 +762,8 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect_one(asio::any_io_ex
                              .max_send_segment_length = p.max_send_segment(iscsi::Role::initiator)};
   log::debug("session: logged in: target={} peer={} tsih={} ImmediateData={} InitialR2T={} FirstBurstLength={} "
              "MaxBurstLength={} MaxRecvDataSegmentLength(target)={} window=[{},{}]",
-             log::escaped(url.target), impl->dm->peer(), done->tsih, p.immediate_data, p.initial_r2t, p.first_burst_length,
-             p.max_burst_length, impl->limits.max_send_segment_length, done->exp_cmd_sn.value(),
+             log::escaped(url.target), impl->dm->peer(), done->tsih, p.immediate_data, p.initial_r2t,
+             p.first_burst_length, p.max_burst_length, impl->limits.max_send_segment_length, done->exp_cmd_sn.value(),
              done->max_cmd_sn.value());
   auto session = std::make_shared<Session>(std::move(impl));
   session->impl_->owner = session;

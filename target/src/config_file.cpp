@@ -146,7 +146,8 @@ struct Parser {
       if (n == nullptr) return std::nullopt;
       auto v = n->value<std::int64_t>();
       if (!v || n->type() != toml::node_type::integer || *v < 0 || *v > max)
-        return error_at(source, *n, "login_throttle." + std::string(key) + " must be an integer 0.." + std::to_string(max));
+        return error_at(source, *n,
+                        "login_throttle." + std::string(key) + " must be an integer 0.." + std::to_string(max));
       apply(*v);
       return std::nullopt;
     };

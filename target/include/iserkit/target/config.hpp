@@ -122,7 +122,8 @@ struct TargetConfig {
   std::vector<ListenAddress> listen;                   ///< empty = 0.0.0.0:3260
   std::vector<LunSource> luns;                         ///< LUNs of target `iqn`, lun0, lun1, … in order
   /// Each subdirectory is a target "<iqn>:<name>"; each regular file or block device in it a LUN,
-  /// sorted by name (lun0, lun1, …).
+  /// sorted by name (lun0, lun1, …). Symlinks are never followed and folder names must make valid
+  /// iSCSI names (rules in target/src/export_dir.hpp and target/README.md).
   std::optional<std::filesystem::path> export_dir;
   bool read_only = false;
   std::uint32_t block_size_bytes = 512;  ///< 512 or 4096
