@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "iserkit/common/bytes.hpp"
@@ -133,7 +134,7 @@ class LoginMachine {
   iscsi::Itt itt_{0};                 // ITT of the current request
   std::vector<std::byte> pending_text_;  // text of a C=1 sequence
   // Every key the initiator sent in this login, with its value (RFC 7143 §6.2: no key twice).
-  std::vector<iscsi::TextPair> received_;
+  std::unordered_map<std::string, std::string> received_;
   bool names_checked_ = false;
   enum class Auth { undecided, none, chap } auth_ = Auth::undecided;
   const AuthConfig* auth_config_ = nullptr;  // the node's or the discovery authentication

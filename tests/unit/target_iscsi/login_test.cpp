@@ -287,6 +287,28 @@ TEST_F(RepeatedKeyFixture, ChapKeySentAgainInALaterRequestIsRefused) {
   EXPECT_EQ(status(s2), 0x0200);
 }
 
+TEST_F(RepeatedKeyFixture, ManyDistinctKeysAreCheckedAndTheRepeatFound) {
+  // 64 KiB of distinct tiny keys with one repeat at the end (no quadratic scan; answer 0x0200).
+  iscsi::TextPairs pairs{{"InitiatorName", allowed}, {"TargetName", acl_target}};
+  for (int i = 0; i < 6000; ++i) pairs.push_back({"X" + std::to_string(i), "v"});
+  pairs.push_back({"X17", "v"});
+  const auto text = iscsi::encode_text(pairs);
+  ASSERT_LT(text.size(), 64u * 1024);
+  std::size_t offset = 0;
+  LoginStep s;
+  while (true) {
+    const std::size_t n = std::min<std::size_t>(8192, text.size() - offset);
+    const bool last = offset + n == text.size();
+    s = machine.on_pdu(login_bhs(LoginStage::operational_negotiation, LoginStage::full_feature_phase, last, !last),
+                       std::span(text).subspan(offset, n));
+    offset += n;
+    if (last) break;
+    ASSERT_EQ(status(s), 0);
+  }
+  EXPECT_EQ(status(s), 0x0200);
+  EXPECT_NE(s.reason.find("X17"), std::string::npos);
+}
+
 TEST_F(RepeatedKeyFixture, TheAclIsCheckedOnTheOnlyName) {
   auto s = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true,
                 {{"InitiatorName", other}, {"TargetName", acl_target}, {"AuthMethod", "None"}});
