@@ -32,8 +32,9 @@ void PortalView::rebuild_root() {
     }
   }
   const auto diff = tree_.set_targets(names);
-  for (const auto& s : diff.skipped) log::warn("fuse: target name cannot be a directory entry, skipped: name={}", s);
-  for (const auto& a : diff.added) log::info("fuse: target listed: {}", a);
+  for (const auto& s : diff.skipped)
+    log::warn("fuse: target name cannot be a directory entry, skipped: name={}", log::escaped(s));
+  for (const auto& a : diff.added) log::info("fuse: target listed: {}", log::escaped(a));
   for (const Node* n : tree_.list(root_ino)) {
     if (n->kind != NodeKind::target) continue;
     auto& t = targets_[n->ino];
@@ -53,7 +54,7 @@ void PortalView::rebuild_root() {
     t->present = n != nullptr && n->present;
   }
   for (const auto& r : diff.removed) {
-    log::info("fuse: target no longer listed: {}", r);
+    log::info("fuse: target no longer listed: {}", log::escaped(r));
     if (TargetState* t = target(tree_.target_dir(r)); t != nullptr && t->session && t->session->is_open()) {
       auto s = t->session;
       asio::co_spawn(ex_, [s]() -> Awaitable<void> { co_await s->logout(); }, asio::detached);
@@ -128,11 +129,12 @@ Awaitable<Result<std::shared_ptr<initiator::Session>>> PortalView::session(Targe
   if (s) {
     t.session = *s;
     t.last_error = {};
-    log::info("fuse: {}: target={} peer={}", again ? "logged in again" : "logged in", t.iqn, t.session->peer());
+    log::info("fuse: {}: target={} peer={}", again ? "logged in again" : "logged in", log::escaped(t.iqn),
+              t.session->peer());
   } else {
     t.last_error = s.error();
     t.failed_at = Clock::now();
-    log::warn("fuse: login: {}: target={}", s.error().message(), t.iqn);
+    log::warn("fuse: login: {}: target={}", s.error().message(), log::escaped(t.iqn));
   }
   t.connecting.finish();
   if (!s) co_return fail(s.error());
@@ -173,8 +175,8 @@ void PortalView::sync_tree(TargetState& t) {
   std::vector<LunEntry> entries;
   for (const auto& [index, l] : t.luns) entries.push_back({.index = index, .size_bytes = l->metadata.size_bytes()});
   const auto diff = tree_.set_luns(t.dir, entries);
-  for (const auto& a : diff.added) log::info("fuse: LUN file appeared: {}/{}", t.iqn, a);
-  for (const auto& r : diff.removed) log::info("fuse: LUN file disappeared: {}/{}", t.iqn, r);
+  for (const auto& a : diff.added) log::info("fuse: LUN file appeared: {}/{}", log::escaped(t.iqn), a);
+  for (const auto& r : diff.removed) log::info("fuse: LUN file disappeared: {}/{}", log::escaped(t.iqn), r);
 }
 
 Awaitable<Result<void>> PortalView::scan_target(TargetState& t) {
@@ -186,7 +188,8 @@ Awaitable<Result<void>> PortalView::scan_target(TargetState& t) {
   for (const auto& lun : *listed) {
     const auto index = lun.index();
     if (!index) {
-      log::warn("fuse: LUN with an addressing form the view does not name, skipped: target={} lun=0x{:016x}", t.iqn,
+      log::warn("fuse: LUN with an addressing form the view does not name, skipped: target={} lun=0x{:016x}",
+                log::escaped(t.iqn),
                 lun.raw());
       continue;
     }
@@ -200,7 +203,8 @@ Awaitable<Result<void>> PortalView::scan_target(TargetState& t) {
           l.handle.emplace(std::move(*h));
           l.metadata.blocks = l.handle->info().capacity.blocks;
           l.metadata.block_size_bytes = l.handle->info().capacity.block_size_bytes;
-          log::info("fuse: LUN capacity changed: target={} lun={} bytes={}", t.iqn, *index, l.metadata.size_bytes());
+          log::info("fuse: LUN capacity changed: target={} lun={} bytes={}", log::escaped(t.iqn), *index,
+                    l.metadata.size_bytes());
         }
       }
       next.emplace(*index, old->second);
@@ -213,7 +217,7 @@ Awaitable<Result<void>> PortalView::scan_target(TargetState& t) {
     }
     auto opened = co_await open_lun(t, *s, *index);
     if (!opened) {
-      log::warn("fuse: open LUN: {}: target={} lun={}", opened.error().message(), t.iqn, *index);
+      log::warn("fuse: open LUN: {}: target={} lun={}", opened.error().message(), log::escaped(t.iqn), *index);
       continue;  // not a block device (errc::not_supported) or not ready: not shown
     }
     next.emplace(*index, *opened);

@@ -130,7 +130,7 @@ Awaitable<Result<Negotiated>> run_server_handshake(Socket& socket, const ExportI
         const std::string_view name(reinterpret_cast<const char*>(data.data()), data.size());
         // proto.md NBD_OPT_EXPORT_NAME: for an unknown export the server MUST terminate the session.
         if (!name_matches(name, info)) {
-          log::info("nbd handshake: NBD_OPT_EXPORT_NAME: unknown export: name={}", name);
+          log::info("nbd handshake: NBD_OPT_EXPORT_NAME: unknown export: name={}", log::escaped(name));
           co_return fail(errc::nbd_protocol_error);
         }
         const std::uint16_t flags = transmission_flags_for(info, options.force_read_only, false);

@@ -97,6 +97,8 @@ int run(int argc, char** argv) {
        cxxopts::value<std::string>()->default_value("64M"))
       ("global-payload-budget", "payload bytes held for all commands", cxxopts::value<std::string>()->default_value("512M"))
       ("pool-idle-cap", "idle task-buffer memory kept for reuse", cxxopts::value<std::string>()->default_value("64M"))
+      ("chap-algorithms", "CHAP_A accepted for the --lun/--export-dir targets and discovery, comma-separated "
+                          "(default SHA-256,SHA3-256,SHA-1; add MD5 for libiscsi/QEMU)", cxxopts::value<std::string>())
       ("no-iser", "serve iSCSI/TCP only (by default each portal also listens for iSER when an RDMA device exists)")
       ("stats-file", "at exit, write counters (copied_payload_bytes=N) to PATH", cxxopts::value<std::string>())
       ("version", "print the version and exit")
@@ -195,6 +197,16 @@ int run(int argc, char** argv) {
     throw std::runtime_error("--chap-user and --mutual-user must not share a secret (RFC 7143 §12.1.3)");
   if (auto c = credential("discovery-chap-user", "discovery-chap-secret-file", "ISERKIT_DISCOVERY_CHAP_SECRET"))
     config.discovery_auth.users.push_back(*c);
+  if (args.count("chap-algorithms")) {
+    auto list = iserkit::target::parse_chap_algorithm_list(args["chap-algorithms"].as<std::string>());
+    if (!list) {
+      std::cerr << "iserkit-target: --chap-algorithms: give names from MD5, SHA-1, SHA-256, SHA3-256, "
+                   "comma-separated\n";
+      return 2;
+    }
+    config.auth.algorithms = *list;
+    config.discovery_auth.algorithms = *list;
+  }
   if (args.count("config")) {
     auto loaded = iserkit::target::load_config_file(args["config"].as<std::string>(), config);
     if (!loaded) {

@@ -1,4 +1,4 @@
-// Log level selection for the executables.
+// Log level selection for the executables, and the escaping of peer strings for logs.
 #include "iserkit/common/log.hpp"
 
 namespace iserkit::log {
@@ -7,6 +7,27 @@ void set_level(std::string_view level) {
   auto l = spdlog::level::from_str(std::string(level));
   if (l == spdlog::level::off && level != "off") l = spdlog::level::info;
   spdlog::set_level(l);
+}
+
+std::string escape(std::string_view text, std::size_t max_bytes) {
+  static constexpr char hex[] = "0123456789abcdef";
+  const std::size_t shown = text.size() < max_bytes ? text.size() : max_bytes;
+  std::string out;
+  out.reserve(shown + 16);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c >= 0x20 && c <= 0x7e) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 0x0f];
+    }
+  }
+  if (shown < text.size()) out += fmt::format("...[+{} bytes]", text.size() - shown);
+  return out;
 }
 
 }  // namespace iserkit::log

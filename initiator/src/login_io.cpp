@@ -22,7 +22,8 @@ namespace {
 // the secret), secrets never reach this text at all.
 std::string describe_text(const iscsi::TextPairs& pairs) {
   std::string s;
-  for (const auto& [k, v] : pairs) s += (s.empty() ? "" : " ") + k + "=" + (k == "CHAP_R" ? std::string("<hidden>") : v);
+  for (const auto& [k, v] : pairs)
+    s += (s.empty() ? "" : " ") + log::escape(k, 64) + "=" + (k == "CHAP_R" ? std::string("<hidden>") : log::escape(v));
   return s;
 }
 
@@ -120,17 +121,10 @@ Awaitable<Result<LoggedIn>> connect_and_login(std::string host, std::uint16_t po
     auto outcome = co_await perform_login(**dm, config, timeout);
     if (!outcome) {
       (*dm)->close();
-      auto& chap = config.options.chap;
-      // tgtd 1.0.85 answers CHAP_A=7 (SHA-256) but can only check 20-byte responses, then fails
-      // the login with 0x0200 "initiator error". Retry once offering MD5 alone, which RFC 7143
-      // §12.1.3 makes mandatory for every implementation. A wrong secret (0x0201) is not retried.
-      if (outcome.error() == make_login_error(2, 0) && chap.enabled() &&
-          chap.algorithms != std::vector{iscsi::ChapAlgorithm::md5}) {
-        log::warn("login: target refused our CHAP response with status 0x0200; retrying with CHAP_A=5 (MD5) only");
-        chap.algorithms = {iscsi::ChapAlgorithm::md5};
-        --redirects;  // not a redirect
-        continue;
-      }
+      // No retry with a shorter CHAP_A list: a failed login is never answered by offering less than
+      // the configured algorithms (an attacker in the path could otherwise force MD5 by faking a
+      // 0x0200). A target that picks an algorithm it cannot check (tgtd 1.0.85 with SHA-256) needs
+      // ChapOptions::algorithms = {MD5} (`iserkit --chap-algorithms MD5`).
       co_return fail(outcome.error());
     }
     if (auto* done = std::get_if<LoginDone>(&*outcome))
@@ -141,7 +135,7 @@ Awaitable<Result<LoggedIn>> connect_and_login(std::string host, std::uint16_t po
     (*dm)->close();
     if (redirects >= max_redirects) co_return fail(make_login_error(1, redirect.permanent ? 0x02 : 0x01));
     log::info("login: redirected {}: from={}:{} to={}:{}", redirect.permanent ? "permanently" : "temporarily", host,
-              port, redirect.host, redirect.port);
+              port, log::escaped(redirect.host), redirect.port);
     host = redirect.host;
     port = redirect.port;
   }
@@ -158,7 +152,7 @@ Result<SessionOptions> resolve_credentials(const Url& url, SessionOptions option
   // RFC 7143 §12.1.3: a secret MUST NOT serve to authenticate both the initiator and the target.
   if (chap.mutual() && chap.secret == chap.target_secret) return fail(errc::invalid_argument);
   if (chap.enabled() && chap.secret.size() < iscsi::chap_recommended_secret_bytes)
-    log::warn("login: CHAP secret of user {} is shorter than 12 bytes (RFC 7143 §12.1.3)", chap.user);
+    log::warn("login: CHAP secret of user {} is shorter than 12 bytes (RFC 7143 §12.1.3)", log::escaped(chap.user));
   if (chap.enabled() && !options.security_stage) return fail(errc::invalid_argument);
   return options;
 }

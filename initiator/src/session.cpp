@@ -129,9 +129,9 @@ struct Session::Impl final : datamover::DataPlacement {
     open = false;
     error = ec;
     if (logging_out) {
-      log::debug("session: closed after logout: target={} peer={}", target_name, dm->peer());
+      log::debug("session: closed after logout: target={} peer={}", log::escaped(target_name), dm->peer());
     } else {
-      log::warn("session: failed: target={} peer={} error={}", target_name, dm->peer(), ec.message());
+      log::warn("session: failed: target={} peer={} error={}", log::escaped(target_name), dm->peer(), ec.message());
     }
     dm->close();
     std::vector<Task*> tasks;
@@ -587,7 +587,7 @@ struct Session::Impl final : datamover::DataPlacement {
         }
         case PingMonitor::Action::connection_dead:
           log::warn("session: no NOP-In within {} ms of our ping: connection dead: target={} peer={}",
-                    options.nop_timeout.count(), target_name, dm->peer());
+                    options.nop_timeout.count(), log::escaped(target_name), dm->peer());
           itts.erase(ping_task.itt);
           fail_session(make_error_code(errc::timeout));
           break;
@@ -762,8 +762,8 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect_one(asio::any_io_ex
                              .max_send_segment_length = p.max_send_segment(iscsi::Role::initiator)};
   log::debug("session: logged in: target={} peer={} tsih={} ImmediateData={} InitialR2T={} FirstBurstLength={} "
              "MaxBurstLength={} MaxRecvDataSegmentLength(target)={} window=[{},{}]",
-             url.target, impl->dm->peer(), done->tsih, p.immediate_data, p.initial_r2t, p.first_burst_length,
-             p.max_burst_length, impl->limits.max_send_segment_length, done->exp_cmd_sn.value(),
+             log::escaped(url.target), impl->dm->peer(), done->tsih, p.immediate_data, p.initial_r2t,
+             p.first_burst_length, p.max_burst_length, impl->limits.max_send_segment_length, done->exp_cmd_sn.value(),
              done->max_cmd_sn.value());
   auto session = std::make_shared<Session>(std::move(impl));
   session->impl_->owner = session;

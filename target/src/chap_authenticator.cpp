@@ -1,6 +1,8 @@
 // Target-side CHAP exchange (RFC 7143 §12.1.3, RFC 1994 §4.1).
 #include "chap_authenticator.hpp"
 
+#include <algorithm>
+
 #include "iserkit/common/errors.hpp"
 
 namespace iserkit::target {
@@ -32,7 +34,18 @@ Result<iscsi::TextPairs> ChapAuthenticator::choose(const iscsi::TextPairs& keys)
   // RFC 7143 §12.1.3: the target answers with one of the algorithms the initiator proposed, in
   // the initiator's order of preference; if none is acceptable the login fails.
   auto chosen = iscsi::choose_chap_algorithm(*offered, auth_.algorithms);
-  if (!chosen) return fail(errc::authentication_failed);
+  if (!chosen) {
+    std::string theirs;
+    for (auto alg : *offered) theirs += (theirs.empty() ? "" : ",") + std::string(iscsi::chap_algorithm_name(alg));
+    std::string ours;
+    for (auto alg : auth_.algorithms) ours += (ours.empty() ? "" : ",") + std::string(iscsi::chap_algorithm_name(alg));
+    reason_ = "no CHAP algorithm in common: offered=" + theirs + " accepted=" + ours;
+    const bool md5_offered = std::find(offered->begin(), offered->end(), iscsi::ChapAlgorithm::md5) != offered->end();
+    if (md5_offered)
+      reason_ += " (MD5 is accepted only where configured: chap_algorithms = [..., \"MD5\"] or --chap-algorithms;"
+                 " libiscsi and QEMU offer MD5 only)";
+    return fail(errc::authentication_failed);
+  }
   algorithm_ = *chosen;
   auto id = iscsi::chap_random_bytes(1);
   auto challenge = iscsi::chap_random_bytes(iscsi::chap_challenge_size(algorithm_));

@@ -35,6 +35,9 @@ class ChapAuthenticator {
   [[nodiscard]] bool done() const noexcept { return state_ == State::done; }
   /// The authenticated CHAP_N (empty until done()).
   [[nodiscard]] const std::string& user() const noexcept { return user_; }
+  /// Why the exchange failed, for the log (e.g. only MD5 offered where MD5 is not configured);
+  /// empty when the status says it all. Names algorithms and users, never secrets.
+  [[nodiscard]] const std::string& failure_reason() const noexcept { return reason_; }
   /// The algorithm in use (valid after the first answer).
   [[nodiscard]] iscsi::ChapAlgorithm algorithm() const noexcept { return algorithm_; }
 
@@ -49,6 +52,7 @@ class ChapAuthenticator {
   std::uint8_t identifier_ = 0;
   std::vector<std::byte> challenge_;
   std::string user_;
+  std::string reason_;
 };
 
 }  // namespace iserkit::target

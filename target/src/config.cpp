@@ -3,6 +3,9 @@
 
 #include <cctype>
 #include <charconv>
+#include <string>
+
+#include <unistd.h>
 
 #include "iserkit/common/errors.hpp"
 
@@ -64,6 +67,27 @@ Result<std::uint64_t> parse_size(std::string_view text) {
   else return fail(errc::invalid_argument);
   if (*n > (UINT64_MAX >> shift)) return fail(errc::invalid_argument);
   return *n << shift;
+}
+
+Result<std::vector<iscsi::ChapAlgorithm>> parse_chap_algorithm_list(std::string_view text) {
+  std::vector<iscsi::ChapAlgorithm> out;
+  while (true) {
+    const auto comma = text.find(',');
+    auto a = iscsi::parse_chap_algorithm(text.substr(0, comma));
+    if (!a) return fail(errc::invalid_argument);
+    out.push_back(*a);
+    if (comma == std::string_view::npos) return out;
+    text.remove_prefix(comma + 1);
+  }
+}
+
+PinnedFile::~PinnedFile() {
+  if (fd >= 0) ::close(fd);
+}
+
+std::filesystem::path LunSource::open_path() const {
+  if (pinned) return "/proc/self/fd/" + std::to_string(pinned->fd);
+  return path;
 }
 
 Result<LunSource> parse_lun_source(std::string_view text) {

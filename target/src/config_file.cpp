@@ -133,6 +133,38 @@ struct Parser {
     return std::nullopt;
   }
 
+  // [login_throttle]: free_failures, base_delay_ms, max_delay_ms, forget_after_s, max_addresses.
+  std::optional<Error> login_throttle(const toml::node& node, LoginThrottleOptions& out) const {
+    const auto* table = node.as_table();
+    if (table == nullptr) return error_at(source, node, "login_throttle must be a table ([login_throttle])");
+    if (auto e = check_keys(source, *table,
+                            {"free_failures", "base_delay_ms", "max_delay_ms", "forget_after_s", "max_addresses"},
+                            "[login_throttle]"))
+      return *e;
+    auto number = [&](const char* key, std::int64_t max, auto apply) -> std::optional<Error> {
+      const auto* n = table->get(key);
+      if (n == nullptr) return std::nullopt;
+      auto v = n->value<std::int64_t>();
+      if (!v || n->type() != toml::node_type::integer || *v < 0 || *v > max)
+        return error_at(source, *n,
+                        "login_throttle." + std::string(key) + " must be an integer 0.." + std::to_string(max));
+      apply(*v);
+      return std::nullopt;
+    };
+    using std::chrono::milliseconds;
+    if (auto e = number("free_failures", 1000000, [&](std::int64_t v) { out.free_failures = static_cast<unsigned>(v); }))
+      return e;
+    if (auto e = number("base_delay_ms", 3600000, [&](std::int64_t v) { out.base_delay = milliseconds(v); })) return e;
+    if (auto e = number("max_delay_ms", 86400000, [&](std::int64_t v) { out.max_delay = milliseconds(v); })) return e;
+    if (auto e = number("forget_after_s", 86400 * 7, [&](std::int64_t v) { out.forget_after = milliseconds(v * 1000); }))
+      return e;
+    if (auto e = number("max_addresses", 1000000, [&](std::int64_t v) { out.max_addresses = static_cast<std::size_t>(v); }))
+      return e;
+    if (out.max_delay < out.base_delay)
+      return error_at(source, node, "login_throttle: max_delay_ms is below base_delay_ms");
+    return std::nullopt;
+  }
+
   tl::expected<TargetDefinition, ConfigError> target(const toml::node& node) const {
     const auto* table = node.as_table();
     if (table == nullptr) return error_at(source, node, "targets must be an array of tables ([[targets]])");
@@ -220,7 +252,7 @@ struct Parser {
 
   tl::expected<TargetConfig, ConfigError> parse(const toml::table& root, TargetConfig config) const {
     if (auto e = check_keys(source, root,
-                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "limits"},
+                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "limits", "login_throttle"},
                             "the top level"))
       return *e;
     if (const auto* node = root.get("listen")) {
@@ -255,6 +287,9 @@ struct Parser {
       if (table == nullptr) return error_at(source, *node, "discovery must be a table ([discovery])");
       if (auto e = check_keys(source, *table, {"chap_users", "mutual", "chap_algorithms"}, "[discovery]")) return *e;
       if (auto e = auth(*table, config.discovery_auth, "discovery")) return *e;
+    }
+    if (const auto* node = root.get("login_throttle")) {
+      if (auto e = login_throttle(*node, config.login_throttle)) return *e;
     }
     if (const auto* node = root.get("targets")) {
       const auto* array = node->as_array();

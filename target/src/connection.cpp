@@ -134,18 +134,36 @@ Awaitable<bool> Connection::login() {
       c->close();
     }
   });
+  // Failed authentications are counted per source address (login_throttle.hpp); while an address
+  // is blocked, each of its Login Requests is refused with 0x0301 before its credentials are looked
+  // at — also on connections opened before the block began.
+  const std::string address = address_of_peer(datamover_->peer());
+  bool throttled = false;
   while (true) {
     auto in = co_await datamover_->receive(nullptr);
     if (!in) co_return false;
+    if (const auto wait = registry_->login_throttle().blocked_for(address, std::chrono::steady_clock::now());
+        wait.count() > 0) {
+      throttled = true;
+      machine.refuse_login(LoginStatus::service_unavailable,
+                           fmt::format("too many failed logins from {}: refused for {} ms more", address, wait.count()));
+    }
     LoginStep step = machine.on_pdu(in->bhs, in->data, in->pdu_error);
+    if (step.response.status_class == 0x02 && step.response.status_detail == 0x01) {  // 0x0201
+      const auto block = registry_->login_throttle().record_failure(address, std::chrono::steady_clock::now());
+      if (block.count() > 0) step.reason += fmt::format(" (logins from {} refused for {} ms)", address, block.count());
+    }
     if (step.action == LoginAction::close) {
       log::info("login {}: first PDU is not a Login Request (opcode 0x{:02x}): closing", datamover_->peer(),
                 iscsi::raw_opcode(in->bhs));
       co_return false;
     }
+    // A blocked address's refusals are logged at debug: they come as fast as a peer can connect,
+    // and the failure that started the block was logged at info.
     if (step.response.status_class != 0)
-      log::info("login {}: rejected: status=0x{:02x}{:02x}", datamover_->peer(), step.response.status_class,
-                step.response.status_detail);
+      spdlog::log(throttled ? spdlog::level::debug : spdlog::level::info, "login {}: rejected: status=0x{:02x}{:02x}{}{}",
+                  datamover_->peer(), step.response.status_class, step.response.status_detail,
+                  step.reason.empty() ? "" : ": ", step.reason);
     const auto ec = co_await datamover_->send(datamover::make_pdu_owned(step.response, std::move(step.text)));
     if (ec || step.action == LoginAction::send_then_close) co_return false;
     if (step.action == LoginAction::send_then_full_feature) break;
@@ -162,8 +180,8 @@ Awaitable<bool> Connection::login() {
   datamover_->set_max_recv_data_segment_length(params_.target_max_recv_data_segment_length);
   datamover_->set_unexpected_pdu_limit(params_.max_outstanding_unexpected_pdus);
   log::info("login {}: {} session tsih={} initiator={} target={} digests={}/{} mrdsl={}/{} burst={}/{} r2t={}",
-            datamover_->peer(), session_.discovery ? "discovery" : "normal", session_.tsih, params_.initiator_name,
-            session_.target ? session_.target->name : "-", params_.header_digest_crc32c ? "crc32c" : "none",
+            datamover_->peer(), session_.discovery ? "discovery" : "normal", session_.tsih, log::escaped(params_.initiator_name),
+            log::escaped(session_.target ? session_.target->name : "-"), params_.header_digest_crc32c ? "crc32c" : "none",
             params_.data_digest_crc32c ? "crc32c" : "none", params_.initiator_max_recv_data_segment_length,
             params_.target_max_recv_data_segment_length, params_.first_burst_length, params_.max_burst_length,
             params_.max_outstanding_r2t);
@@ -567,7 +585,8 @@ Awaitable<void> Connection::on_text(const iscsi::TextRequest& h, datamover::PduI
     iscsi::TextPairs answers;
     for (const auto& p : *pairs) {
       if (p.key == "SendTargets") {
-        auto list = send_targets(*registry_, p.value, session_.discovery, session_.target.get(), datamover_->local());
+        auto list = send_targets(*registry_, p.value, session_.discovery, session_.target.get(),
+                                 params_.initiator_name, datamover_->local());
         answers.insert(answers.end(), list.begin(), list.end());
       } else if (iscsi::find_key(p.key) != nullptr) {
         answers.push_back({p.key, std::string(iscsi::value_reject)});  // no renegotiation in FFP

@@ -2,8 +2,13 @@
 #include "login.hpp"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 
 #include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
 
 namespace iserkit::target {
 namespace {
@@ -75,9 +80,10 @@ iscsi::LoginResponse LoginMachine::base_response() const {
   return r;
 }
 
-LoginStep LoginMachine::reject(LoginStatus status) {
+LoginStep LoginMachine::reject(LoginStatus status, std::string reason) {
   LoginStep step;
   step.action = LoginAction::send_then_close;
+  step.reason = reason.empty() ? std::exchange(reason_, {}) : std::move(reason);
   step.response = base_response();
   step.response.stat_sn = stat_sn_;
   ++stat_sn_;
@@ -114,6 +120,7 @@ LoginStep LoginMachine::on_pdu(const iscsi::Bhs& bhs, ConstByteSpan data, std::e
     // RFC 7143 §11.12.5-§11.12.7: ISID, TSIH and CID stay the same through the login.
     return reject(LoginStatus::initiator_error);
   }
+  if (refusal_) return reject(*refusal_);  // refuse_login(): e.g. a source address the LoginThrottle blocks
   if (pdu_error) return reject(LoginStatus::initiator_error);  // text above 8192 bytes per PDU (§13.12)
   if (req.csg != stage_) {
     // RFC 7143 §6.3: the initiator may only move forward through a stage the target agreed to.
@@ -138,14 +145,54 @@ LoginStep LoginMachine::on_pdu(const iscsi::Bhs& bhs, ConstByteSpan data, std::e
   }
   auto pairs = iscsi::decode_text(pending_text_);
   pending_text_.clear();
-  if (!pairs) return reject(LoginStatus::initiator_error);
+  if (!pairs) return reject(LoginStatus::initiator_error, "malformed key=value text");
+  if (auto refused = check_repeats(*pairs)) return std::move(*refused);
   return process(req, *pairs);
+}
+
+void LoginMachine::refuse_login(LoginStatus status, std::string reason) {
+  refusal_ = status;
+  reason_ = std::move(reason);
+}
+
+std::optional<LoginStep> LoginMachine::check_repeats(iscsi::TextPairs& pairs) {
+  // RFC 7143 §6.2: neither side may declare or negotiate a key more than once during login; the
+  // target MUST answer an attempt with a Login reject (initiator error). Checked on the whole text
+  // of the request, so a C=1 sequence cannot hide a second copy in a later PDU.
+  // (Hash set: a 64 KiB request can hold ~20000 tiny keys; no quadratic scan.)
+  std::unordered_set<std::string_view> in_request;
+  in_request.reserve(pairs.size());
+  for (const auto& p : pairs)
+    if (!in_request.insert(p.key).second)
+      return reject(LoginStatus::initiator_error,
+                    fmt::format("key repeated in one Login Request: key={}", log::escaped(p.key, 64)));
+  // Across the requests of this login: a key sent earlier may come again only if it is a
+  // declaration with the same value (libiscsi re-sends InitiatorName, TargetName and SessionType
+  // in the operational stage); such a copy is dropped here so nothing downstream sees it twice.
+  iscsi::TextPairs fresh;
+  fresh.reserve(pairs.size());
+  for (auto& p : pairs) {
+    const auto earlier = received_.find(p.key);
+    if (earlier == received_.end()) {
+      received_.emplace(p.key, p.value);
+      fresh.push_back(std::move(p));
+      continue;
+    }
+    const auto* key = iscsi::find_key(p.key);
+    const bool declaration = key != nullptr && key->kind == iscsi::KeyKind::declarative;
+    if (!declaration || earlier->second != p.value)
+      return reject(LoginStatus::initiator_error,
+                    fmt::format("key sent again in a later Login Request: key={}", log::escaped(p.key, 64)));
+  }
+  pairs = std::move(fresh);
+  return std::nullopt;
 }
 
 std::optional<LoginStatus> LoginMachine::check_names(const iscsi::TextPairs& pairs) {
   // RFC 7143 §13.5.1 / §11.12: InitiatorName MUST be sent in the first Login Request.
   const std::string* initiator = iscsi::find_value(pairs, "InitiatorName");
   if (initiator == nullptr) return LoginStatus::missing_parameter;
+  result_.initiator_name = *initiator;
   const std::string* type = iscsi::find_value(pairs, "SessionType");
   result_.discovery = type != nullptr && *type == "Discovery";
   if (type != nullptr && *type != "Discovery" && *type != "Normal") return LoginStatus::session_type_not_supported;
@@ -154,9 +201,16 @@ std::optional<LoginStatus> LoginMachine::check_names(const iscsi::TextPairs& pai
     const std::string* name = iscsi::find_value(pairs, "TargetName");
     if (name == nullptr) return LoginStatus::missing_parameter;
     result_.target = registry_.find(*name);
-    if (!result_.target) return LoginStatus::not_found;
+    if (!result_.target) {
+      reason_ = fmt::format("no such target: target={}", log::escaped(*name));
+      return LoginStatus::not_found;
+    }
     // RFC 7143 §11.13.5: 0x0202 "the initiator is not allowed access to the given target".
-    if (!result_.target->allows(*initiator)) return LoginStatus::authorization_failure;
+    if (!result_.target->allows(*initiator)) {
+      reason_ = fmt::format("initiator not in the target's ACL: initiator={} target={}", log::escaped(*initiator),
+                            log::escaped(result_.target->name));
+      return LoginStatus::authorization_failure;
+    }
     auth_config_ = &result_.target->auth;
   } else {
     auth_config_ = &registry_.discovery_auth();
@@ -195,6 +249,7 @@ std::optional<LoginStatus> LoginMachine::security(const iscsi::TextPairs& keys, 
     auto r = chap_->on_keys(chap_keys);
     // Wrong, missing or reflected CHAP values: 0x0201; malformed ones are initiator errors.
     if (!r) {
+      reason_ = chap_->failure_reason();
       return r.error() == make_error_code(errc::authentication_failed) ? LoginStatus::authentication_failure
                                                                        : LoginStatus::initiator_error;
     }
@@ -273,6 +328,8 @@ LoginStep LoginMachine::process(const iscsi::LoginRequest& req, const iscsi::Tex
       if (options_.rdma && !result_.discovery && !negotiation_.parameters().rdma_extensions)
         return reject(LoginStatus::missing_parameter);
       result_.parameters = negotiation_.parameters();
+      // The identity the ACL admitted (check_repeats() refused any other value).
+      result_.parameters.initiator_name = result_.initiator_name;
       result_.isid = first_.isid;
       result_.cid = first_.cid;
       // RFC 7143 §11.13.4: the target sets the TSIH in the final Login Response of a new session.

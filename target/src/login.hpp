@@ -5,6 +5,13 @@
 // Security stage (RFC 7143 §6.3.1, §12.1.3): AuthMethod=None, or CHAP (one-way or mutual, through
 // ChapAuthenticator) when the target node — or, for discovery sessions, the registry's discovery
 // authentication — has CHAP users; per-node ACLs of initiator names (status 0x0202).
+// Repeated keys (RFC 7143 §6.2: a key is declared or negotiated at most once per login; the target
+// answers an attempt with Login reject, initiator error 0x0200): a key twice in one Login Request
+// (also across the C-bit PDUs that carry it) is refused, and so is a key of an earlier request sent
+// again, with one tolerance for interoperability: a declarative key (InitiatorName, TargetName,
+// SessionType, InitiatorAlias, MaxRecvDataSegmentLength, …) re-sent with the byte-identical value
+// is ignored — libiscsi repeats InitiatorName, TargetName and SessionType in its operational-stage
+// request. A changed value is refused, so the name the ACL checked is the name the session uses.
 #pragma once
 
 #include <array>
@@ -12,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "iserkit/common/bytes.hpp"
@@ -69,6 +77,9 @@ struct LoginStep {
   LoginAction action = LoginAction::send;
   iscsi::LoginResponse response;      ///< valid unless action == close
   std::vector<std::byte> text;        ///< the response's data segment (key=value pairs)
+  /// Why the login is refused (send_then_close/close), for the log: "what: key=value", peer
+  /// strings already escaped. Empty when there is nothing more to say than the status.
+  std::string reason;
 };
 
 /// Result of a successful login.
@@ -82,6 +93,9 @@ struct LoginResult {
   SerialNumber exp_cmd_sn;  ///< ExpCmdSN at the start of the full-feature phase
   SerialNumber stat_sn;     ///< the next StatSN to use on this connection
   std::string chap_user;    ///< the CHAP_N the initiator authenticated as; empty without CHAP
+  /// The InitiatorName the ACL checked; parameters.initiator_name is the same string (a login
+  /// that tries to change it is refused), so the session, its I_T nexus and the logs use it.
+  std::string initiator_name;
 };
 
 /// The login state machine of one connection. Not thread-safe.
@@ -94,11 +108,16 @@ class LoginMachine {
   /// `pdu_error` is the datamover's per-PDU error (errc::pdu_too_large), if any.
   LoginStep on_pdu(const iscsi::Bhs& bhs, ConstByteSpan data, std::error_code pdu_error = {});
 
+  /// Makes the next Login Request get `status` and a close, whatever it carries — e.g. 0x0301
+  /// for a source address the LoginThrottle blocks. `reason` is for the log.
+  void refuse_login(LoginStatus status, std::string reason);
+
   /// The outcome once a step returned send_then_full_feature.
   [[nodiscard]] const LoginResult& result() const noexcept { return result_; }
 
  private:
-  LoginStep reject(LoginStatus status);
+  LoginStep reject(LoginStatus status, std::string reason = {});
+  std::optional<LoginStep> check_repeats(iscsi::TextPairs& pairs);
   LoginStep process(const iscsi::LoginRequest& request, const iscsi::TextPairs& pairs);
   std::optional<LoginStatus> check_names(const iscsi::TextPairs& pairs);
   std::optional<LoginStatus> security(const iscsi::TextPairs& keys, iscsi::TextPairs& answers);
@@ -114,12 +133,16 @@ class LoginMachine {
   iscsi::LoginRequest first_;         // the leading Login Request of this connection
   iscsi::Itt itt_{0};                 // ITT of the current request
   std::vector<std::byte> pending_text_;  // text of a C=1 sequence
+  // Every key the initiator sent in this login, with its value (RFC 7143 §6.2: no key twice).
+  std::unordered_map<std::string, std::string> received_;
   bool names_checked_ = false;
   enum class Auth { undecided, none, chap } auth_ = Auth::undecided;
   const AuthConfig* auth_config_ = nullptr;  // the node's or the discovery authentication
   std::optional<ChapAuthenticator> chap_;
   LoginResult result_;
   SerialNumber stat_sn_;
+  std::string reason_;  // set where a status is chosen, for LoginStep::reason
+  std::optional<LoginStatus> refusal_;  // refuse_login()
 };
 
 }  // namespace iserkit::target

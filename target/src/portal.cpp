@@ -18,6 +18,7 @@
 #include "iserkit/target/backends.hpp"
 #include "admission.hpp"
 #include "connection.hpp"
+#include "export_dir.hpp"
 
 namespace iserkit::target {
 namespace {
@@ -48,8 +49,9 @@ Result<std::shared_ptr<BlockBackend>> open_lun(const LunSource& source, const Ta
                                                     .read_only = config.read_only});
   }
   std::error_code ec;
-  if (!std::filesystem::exists(source.path, ec)) return fail(std::make_error_code(std::errc::no_such_file_or_directory));
-  return open_uring_backend(OpenBackendOptions{.path = source.path, .read_only = config.read_only,
+  if (!std::filesystem::exists(source.open_path(), ec))
+    return fail(std::make_error_code(std::errc::no_such_file_or_directory));
+  return open_uring_backend(OpenBackendOptions{.path = source.open_path(), .read_only = config.read_only,
                                                .block_size_bytes = config.block_size_bytes});
 }
 
@@ -64,11 +66,12 @@ Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std
   for (std::size_t i = 0; i < luns.size(); ++i) {
     auto backend = open_lun(luns[i], config);
     if (!backend) {
-      log::error("lun: cannot open {}: {}", luns[i].memory ? "memory" : luns[i].path.string(), backend.error().message());
+      log::error("lun: cannot open {}: {}", log::escaped(luns[i].memory ? "memory" : luns[i].path.string()),
+                 backend.error().message());
       return fail(backend.error());
     }
     if ((*backend)->capabilities().size_bytes == 0) {
-      log::error("lun: {} is empty", luns[i].path.string());
+      log::error("lun: {} is empty", log::escaped(luns[i].path.string()));
       return fail(errc::invalid_argument);
     }
     LogicalUnitOptions options;
@@ -77,7 +80,7 @@ Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std
     options.identity.serial = fmt::format("{:08x}{:04x}", fnv1a(name), static_cast<unsigned>(i));
     auto unit = std::make_shared<LogicalUnit>(std::move(*backend), options);
     if (auto r = node->dispatcher->add_logical_unit(static_cast<std::uint16_t>(i), unit); !r) return fail(r.error());
-    line += fmt::format(" lun{}={}({} bytes)", i, luns[i].memory ? "mem" : luns[i].path.string(),
+    line += fmt::format(" lun{}={}({} bytes)", i, log::escaped(luns[i].memory ? "mem" : luns[i].path.string()),
                         unit->block_count() * unit->block_size_bytes());
   }
   lines.push_back(std::move(line));
@@ -291,29 +294,17 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
     }
   }
   impl->registry->set_discovery_auth(config.discovery_auth);
+  impl->registry->login_throttle().set_options(config.login_throttle);
   if (config.export_dir) {
-    std::error_code ec;
-    std::vector<std::filesystem::path> dirs;
-    for (const auto& e : std::filesystem::directory_iterator(*config.export_dir, ec))
-      if (e.is_directory()) dirs.push_back(e.path());
-    if (ec) {
-      log::error("config: --export-dir {}: {}", config.export_dir->string(), ec.message());
-      return fail(ec);
+    // No symlinks followed, only regular files and block devices, valid iSCSI names (export_dir.hpp).
+    auto scan = scan_export_dir(*config.export_dir, config.iqn);
+    if (!scan) {
+      log::error("config: --export-dir {}: {}", log::escaped(config.export_dir->string()), scan.error().message());
+      return fail(scan.error());
     }
-    std::sort(dirs.begin(), dirs.end());
-    for (const auto& dir : dirs) {
-      std::vector<std::filesystem::path> files;
-      for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-        if (e.is_regular_file() || e.is_block_file()) files.push_back(e.path());
-      std::sort(files.begin(), files.end());
-      std::vector<LunSource> luns;
-      for (auto& f : files) luns.push_back(LunSource{.path = f});
-      if (luns.empty()) {
-        log::warn("config: {} has no files: no target for it", dir.string());
-        continue;
-      }
-      auto node = make_node(config.iqn + ":" + dir.filename().string(), dir.filename().string(), luns, config,
-                            impl->description);
+    for (const auto& w : scan->warnings) log::warn("config: {}", w);
+    for (const auto& t : scan->targets) {
+      auto node = make_node(t.name, t.alias, t.luns, config, impl->description);
       if (!node) return fail(node.error());
       (*node)->allowed_initiators = config.allowed_initiators;
       (*node)->auth = config.auth;

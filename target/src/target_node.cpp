@@ -41,10 +41,13 @@ std::uint16_t TargetRegistry::allocate_tsih() const noexcept {
 }
 
 iscsi::TextPairs send_targets(const TargetRegistry& registry, std::string_view value, bool discovery_session,
-                              const TargetNode* session_target, std::string_view local_address) {
+                              const TargetNode* session_target, std::string_view initiator_name,
+                              std::string_view local_address) {
   iscsi::TextPairs out;
   const std::string tag = std::to_string(registry.portal_group_tag());
   auto list = [&](const TargetNode& node) {
+    // Only targets this initiator may log in to (its ACL admits the session's InitiatorName).
+    if (!node.allows(initiator_name)) return;
     out.push_back({"TargetName", node.name});
     if (!local_address.empty()) out.push_back({"TargetAddress", std::string(local_address) + "," + tag});
     for (const auto& a : registry.portal_addresses())

@@ -13,6 +13,7 @@
 #include "iserkit/iscsi/text.hpp"
 #include "iserkit/target/config.hpp"
 #include "iserkit/target/scsi_dispatcher.hpp"
+#include "login_throttle.hpp"
 
 namespace iserkit::target {
 
@@ -31,7 +32,7 @@ struct TargetNode {
 };
 
 /// The set of target nodes and the portal group they share. Immutable after setup except for the
-/// TSIH counter, so it can be shared between I/O threads.
+/// TSIH counter and the login throttle (both thread-safe), so it can be shared between I/O threads.
 class TargetRegistry {
  public:
   /// Adds a node. Errors: errc::invalid_argument for an empty name, a null dispatcher or a duplicate name.
@@ -55,21 +56,28 @@ class TargetRegistry {
   /// A fresh non-zero TSIH (RFC 7143 §11.12.6). Thread-safe.
   std::uint16_t allocate_tsih() const noexcept;
 
+  /// Failed logins counted per source address (thread-safe; shared by every connection).
+  [[nodiscard]] LoginThrottle& login_throttle() const noexcept { return *login_throttle_; }
+
  private:
   std::vector<std::shared_ptr<TargetNode>> nodes_;
   std::vector<std::string> portal_addresses_;
   AuthConfig discovery_auth_;
   mutable std::atomic<std::uint16_t> next_tsih_{1};
+  std::shared_ptr<LoginThrottle> login_throttle_ = std::make_shared<LoginThrottle>();
 };
 
 /// Builds the answer to SendTargets=`value` (RFC 7143 Appendix C): "All" lists every node (only
 /// allowed in a discovery session), an iSCSI name lists that node, an empty value lists the
 /// session's own target (`session_target`, normal sessions). In a normal session only the
-/// session's own target is ever listed. Each node gets TargetName followed by TargetAddress
+/// session's own target is ever listed. Only nodes whose ACL admits `initiator_name` (the
+/// InitiatorName of the asking session, TargetNode::allows) are listed: a target the initiator
+/// may not log in to is not disclosed. Each node gets TargetName followed by TargetAddress
 /// pairs "`address`,tpgt": first `local_address` (the portal the request came in on), then the
 /// registry's other portal addresses.
 iscsi::TextPairs send_targets(const TargetRegistry& registry, std::string_view value, bool discovery_session,
-                              const TargetNode* session_target, std::string_view local_address);
+                              const TargetNode* session_target, std::string_view initiator_name,
+                              std::string_view local_address);
 
 /// Case-insensitive comparison of iSCSI names (RFC 7143 §4.2.7.1: names are case-folded).
 bool same_iscsi_name(std::string_view a, std::string_view b) noexcept;

@@ -9,6 +9,7 @@ TARGET_PID=""
 SECURE=iqn.2026-11.org.iserkit:secure
 MUTUAL=iqn.2026-11.org.iserkit:mutual
 LOCKED=iqn.2026-11.org.iserkit:locked
+SHAONLY=iqn.2026-11.org.iserkit:sha-only
 ALICE_SECRET=alice-secret-1234
 TARGET_SECRET=target-secret-5678
 DISCO_SECRET=discovery-secret-42
@@ -36,7 +37,8 @@ fail() {
   exit 1
 }
 
-# write_config: three targets — one-way CHAP, mutual CHAP, an ACL that admits nobody we use — and
+# write_config: four targets — one-way CHAP, mutual CHAP, an ACL that admits nobody we use, CHAP
+# without MD5 — and
 # CHAP on discovery sessions. Secrets live in files (mode 600) or the environment.
 write_config() {
   umask 077
@@ -45,19 +47,29 @@ write_config() {
   cat >"$WORK/target.toml" <<TOML
 listen = ["127.0.0.1:0"]
 
+# libiscsi (and QEMU through it) speaks MD5 CHAP only: MD5 must be configured explicitly.
 [discovery]
 chap_users = [{ user = "disco", secret_env = "ISERKIT_TEST_DISCO_SECRET" }]
+chap_algorithms = ["SHA-256", "MD5"]
 
 [[targets]]
 iqn = "$SECURE"
 luns = ["mem:64M"]
 chap_users = [{ user = "alice", secret_file = "alice.secret" }]
+chap_algorithms = ["SHA-256", "MD5"]
 
 [[targets]]
 iqn = "$MUTUAL"
 luns = ["mem:64M"]
 chap_users = [{ user = "alice", secret_file = "alice.secret" }]
 mutual = { user = "mutualtarget", secret_file = "target.secret" }
+chap_algorithms = ["MD5"]
+
+# The default CHAP algorithms: no MD5, so libiscsi cannot log in here.
+[[targets]]
+iqn = "$SHAONLY"
+luns = ["mem:16M"]
+chap_users = [{ user = "alice", secret_file = "alice.secret" }]
 
 [[targets]]
 iqn = "$LOCKED"

@@ -106,6 +106,9 @@ INSTANTIATE_TEST_SUITE_P(
             "chap_algorithms = [\"SHA-512\"]\n",
             "unknown algorithm"},
         Bad{"[discovery]\nchap_users = \"x\"\n", "must be an array of tables"},
+        Bad{"[login_throttle]\nbase_delay_ms = -1\n", "login_throttle.base_delay_ms must be an integer"},
+        Bad{"[login_throttle]\nbase_delay_ms = 5000\nmax_delay_ms = 10\n", "max_delay_ms is below base_delay_ms"},
+        Bad{"[login_throttle]\nfree = 3\n", "unknown key \"free\""},
         Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_file=\"/nonexistent/s\"}]\n",
             "cannot read it"}));
 
@@ -137,6 +140,32 @@ TEST(ConfigFile, MissingFileIsAnError) {
   auto c = load_config_file("/nonexistent/iserkit.toml");
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("cannot read"), std::string::npos);
+}
+
+TEST(ConfigFile, LoginThrottleAndChapAlgorithmDefaults) {
+  // Defaults: MD5 not accepted; throttling on.
+  auto d = parse_config_toml("[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\n"
+                             "chap_users = [{user=\"a\", secret=\"0123456789abcdef\"}]\n", "d.toml");
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->targets[0].auth.algorithms, (std::vector{iscsi::ChapAlgorithm::sha256, iscsi::ChapAlgorithm::sha3_256,
+                                                        iscsi::ChapAlgorithm::sha1}));
+  EXPECT_EQ(d->login_throttle.free_failures, 10u);
+  auto c = parse_config_toml("[login_throttle]\nfree_failures = 3\nbase_delay_ms = 250\nmax_delay_ms = 2000\n"
+                             "forget_after_s = 30\nmax_addresses = 16\n", "t.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->login_throttle.free_failures, 3u);
+  EXPECT_EQ(c->login_throttle.base_delay, std::chrono::milliseconds(250));
+  EXPECT_EQ(c->login_throttle.max_delay, std::chrono::milliseconds(2000));
+  EXPECT_EQ(c->login_throttle.forget_after, std::chrono::milliseconds(30000));
+  EXPECT_EQ(c->login_throttle.max_addresses, 16u);
+}
+
+TEST(Config, ParsesChapAlgorithmLists) {
+  EXPECT_EQ(parse_chap_algorithm_list("SHA-256,MD5").value(),
+            (std::vector{iscsi::ChapAlgorithm::sha256, iscsi::ChapAlgorithm::md5}));
+  EXPECT_FALSE(parse_chap_algorithm_list("SHA-256,,MD5"));
+  EXPECT_FALSE(parse_chap_algorithm_list("SHA-512"));
+  EXPECT_FALSE(parse_chap_algorithm_list(""));
 }
 
 }  // namespace

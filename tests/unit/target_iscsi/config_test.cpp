@@ -56,16 +56,51 @@ TEST(SendTargets, DiscoveryAllListsEveryTargetWithAddresses) {
     ASSERT_TRUE(r.add(node));
   }
   r.set_portal_addresses({"[::1]:3260"});
-  auto pairs = send_targets(r, "All", true, nullptr, "127.0.0.1:3260");
+  auto pairs = send_targets(r, "All", true, nullptr, "iqn.2026-11.org.test:any", "127.0.0.1:3260");
   const iscsi::TextPairs expected{{"TargetName", "iqn.2026-11.org.a:one"}, {"TargetAddress", "127.0.0.1:3260,1"},
                                   {"TargetAddress", "[::1]:3260,1"},      {"TargetName", "iqn.2026-11.org.a:two"},
                                   {"TargetAddress", "127.0.0.1:3260,1"},  {"TargetAddress", "[::1]:3260,1"}};
   EXPECT_EQ(pairs, expected);
   // A normal session only ever sees its own target.
-  auto own = send_targets(r, "All", false, r.find("IQN.2026-11.ORG.A:TWO").get(), "127.0.0.1:3260");
+  auto own = send_targets(r, "All", false, r.find("IQN.2026-11.ORG.A:TWO").get(), "iqn.2026-11.org.test:any",
+                          "127.0.0.1:3260");
   ASSERT_EQ(own.size(), 3u);
   EXPECT_EQ(own[0].value, "iqn.2026-11.org.a:two");
-  EXPECT_TRUE(send_targets(r, "iqn.2026-11.org.a:three", true, nullptr, "127.0.0.1:3260").empty());
+  EXPECT_TRUE(send_targets(r, "iqn.2026-11.org.a:three", true, nullptr, "iqn.2026-11.org.test:any", "127.0.0.1:3260").empty());
+}
+
+TEST(SendTargets, ListsOnlyTargetsWhoseAclAdmitsTheInitiator) {
+  TargetRegistry r;
+  auto add = [&](const char* name, std::vector<std::string> acl) {
+    auto node = std::make_shared<TargetNode>();
+    node->name = name;
+    node->dispatcher = std::make_shared<ScsiDispatcher>();
+    node->allowed_initiators = std::move(acl);
+    ASSERT_TRUE(r.add(node));
+  };
+  add("iqn.2026-11.org.a:open", {});
+  add("iqn.2026-11.org.a:alice-only", {"iqn.2026-11.org.test:alice"});
+  add("iqn.2026-11.org.a:bob-only", {"iqn.2026-11.org.test:bob"});
+  auto names = [](const iscsi::TextPairs& pairs) {
+    std::vector<std::string> out;
+    for (const auto& p : pairs)
+      if (p.key == "TargetName") out.push_back(p.value);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names(send_targets(r, "All", true, nullptr, "iqn.2026-11.org.test:alice", "127.0.0.1:3260")),
+            (V{"iqn.2026-11.org.a:open", "iqn.2026-11.org.a:alice-only"}));
+  // ACL names compare case-insensitively (RFC 3722 case folding).
+  EXPECT_EQ(names(send_targets(r, "All", true, nullptr, "IQN.2026-11.ORG.TEST:BOB", "127.0.0.1:3260")),
+            (V{"iqn.2026-11.org.a:open", "iqn.2026-11.org.a:bob-only"}));
+  EXPECT_EQ(names(send_targets(r, "All", true, nullptr, "iqn.2026-11.org.test:mallory", "127.0.0.1:3260")),
+            (V{"iqn.2026-11.org.a:open"}));
+  // Asking by name does not disclose a refused target either.
+  EXPECT_TRUE(send_targets(r, "iqn.2026-11.org.a:bob-only", true, nullptr, "iqn.2026-11.org.test:alice",
+                           "127.0.0.1:3260").empty());
+  EXPECT_EQ(names(send_targets(r, "iqn.2026-11.org.a:bob-only", true, nullptr, "iqn.2026-11.org.test:bob",
+                               "127.0.0.1:3260")),
+            (V{"iqn.2026-11.org.a:bob-only"}));
 }
 
 }  // namespace

@@ -96,7 +96,29 @@ TEST_F(ChapLogin, RightSecretAuthenticatesAndTransits) {
 }
 
 TEST_F(ChapLogin, AlgorithmFollowsTheInitiatorsOrderAmongAccepted) {
-  EXPECT_EQ(value(challenge("5,7"), "CHAP_A"), "5");
+  EXPECT_EQ(value(challenge("6,7"), "CHAP_A"), "6");
+}
+
+TEST_F(ChapLogin, Md5IsNotAcceptedByDefault) {
+  // Offered first, MD5 is skipped for the next algorithm the target accepts.
+  EXPECT_EQ(value(challenge("5,7"), "CHAP_A"), "7");
+}
+
+TEST_F(ChapLogin, Md5OnlyIsRefusedByDefaultWithAReason) {
+  security(first());
+  auto s = security({{"CHAP_A", "5"}});
+  EXPECT_EQ(status(s), auth_failure);
+  EXPECT_EQ(s.action, LoginAction::send_then_close);
+  EXPECT_NE(s.reason.find("MD5"), std::string::npos) << s.reason;
+  EXPECT_NE(s.reason.find("chap_algorithms"), std::string::npos) << s.reason;
+}
+
+TEST_F(ChapLogin, Md5WhereConfigured) {
+  node->auth.algorithms = {ChapAlgorithm::sha256, ChapAlgorithm::md5};
+  auto c = challenge("5");
+  EXPECT_EQ(value(c, "CHAP_A"), "5");
+  EXPECT_EQ(iscsi::decode_chap_binary(value(c, "CHAP_C"))->size(), 16u);
+  EXPECT_EQ(status(security(answer(c, "alice", "alice-secret-123"))), 0);
 }
 
 TEST_F(ChapLogin, AlgorithmSha3WhenOffered) {
@@ -217,14 +239,14 @@ TEST_F(ChapLogin, DiscoveryUsesItsOwnCredentials) {
   registry.set_discovery_auth(AuthConfig{.users = {{"disco", "discovery-secret"}}});
   auto s1 = security(first("CHAP,None", true));
   EXPECT_EQ(value(s1, "AuthMethod"), "CHAP");
-  auto c = security({{"CHAP_A", "5"}});
+  auto c = security({{"CHAP_A", "7"}});
   EXPECT_EQ(status(security(answer(c, "alice", "alice-secret-123"))), auth_failure);  // the node's user
 }
 
 TEST_F(ChapLogin, DiscoveryRightCredentials) {
   registry.set_discovery_auth(AuthConfig{.users = {{"disco", "discovery-secret"}}});
   security(first("CHAP", true));
-  auto c = security({{"CHAP_A", "5"}});
+  auto c = security({{"CHAP_A", "7"}});
   auto s = security(answer(c, "disco", "discovery-secret"));
   EXPECT_EQ(status(s), 0);
   EXPECT_TRUE(s.response.transit);

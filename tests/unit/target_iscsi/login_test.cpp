@@ -196,5 +196,125 @@ TEST_F(LoginFixture, LoginNonZeroTsihIsSessionDoesNotExist) {
   EXPECT_EQ(status(s), 0x020a);
 }
 
+// --- Repeated keys (RFC 7143 §6.2: Login reject, initiator error 0x0200) -------------------------
+
+struct RepeatedKeyFixture : LoginFixture {
+  RepeatedKeyFixture() {
+    auto node = std::make_shared<TargetNode>();
+    node->name = acl_target;
+    node->dispatcher = std::make_shared<ScsiDispatcher>();
+    node->allowed_initiators = {allowed};
+    EXPECT_TRUE(registry.add(node));
+  }
+  static constexpr const char* acl_target = "iqn.2026-11.org.iserkit:acl";
+  static constexpr const char* allowed = "iqn.2026-11.org.test:allowed";
+  static constexpr const char* other = "iqn.2026-11.org.test:other";
+  const iscsi::TextPairs operational{{"MaxRecvDataSegmentLength", "65536"}, {"InitialR2T", "No"}};
+};
+
+TEST_F(RepeatedKeyFixture, InitiatorNameTwiceInOneRequestIsRefused) {
+  // The ACL admits the first value; the second would have become the session's identity.
+  auto s = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true,
+                {{"InitiatorName", allowed}, {"InitiatorName", other}, {"TargetName", acl_target},
+                 {"AuthMethod", "None"}});
+  EXPECT_EQ(status(s), 0x0200);
+  EXPECT_EQ(s.action, LoginAction::send_then_close);
+  EXPECT_NE(s.reason.find("InitiatorName"), std::string::npos);
+}
+
+TEST_F(RepeatedKeyFixture, SameValueTwiceInOneRequestIsRefusedToo) {
+  auto s = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true,
+                {{"InitiatorName", allowed}, {"TargetName", acl_target}, {"AuthMethod", "None"},
+                 {"AuthMethod", "None"}});
+  EXPECT_EQ(status(s), 0x0200);
+}
+
+TEST_F(RepeatedKeyFixture, RepeatHiddenInALaterContinuedPduIsRefused) {
+  // One Login Request split with the C bit: the second copy arrives in the last PDU.
+  const auto first = iscsi::encode_text({{"InitiatorName", allowed}, {"TargetName", acl_target}});
+  const auto second = iscsi::encode_text({{"AuthMethod", "None"}, {"InitiatorName", other}});
+  auto s1 = machine.on_pdu(login_bhs(LoginStage::security_negotiation, LoginStage::security_negotiation, false, true),
+                           first);
+  ASSERT_EQ(s1.action, LoginAction::send);
+  EXPECT_EQ(status(s1), 0);
+  auto s2 = machine.on_pdu(login_bhs(LoginStage::security_negotiation, LoginStage::operational_negotiation, true),
+                           second);
+  EXPECT_EQ(status(s2), 0x0200);
+  EXPECT_EQ(s2.action, LoginAction::send_then_close);
+}
+
+TEST_F(RepeatedKeyFixture, InitiatorNameChangedInALaterRequestIsRefused) {
+  auto s1 = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true,
+                 {{"InitiatorName", allowed}, {"TargetName", acl_target}, {"AuthMethod", "None"}});
+  ASSERT_EQ(status(s1), 0);
+  auto pairs = operational;
+  pairs.push_back({"InitiatorName", other});
+  auto s2 = send(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true, pairs);
+  EXPECT_EQ(status(s2), 0x0200);
+  EXPECT_EQ(s2.action, LoginAction::send_then_close);
+}
+
+TEST_F(RepeatedKeyFixture, IdenticalDeclarationsRepeatedLikeLibiscsiAreAccepted) {
+  // libiscsi sends InitiatorName, TargetName and SessionType again in its operational stage.
+  const iscsi::TextPairs names{{"InitiatorName", allowed}, {"TargetName", acl_target}, {"SessionType", "Normal"}};
+  auto first = names;
+  first.push_back({"AuthMethod", "None"});
+  auto s1 = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true, first);
+  ASSERT_EQ(status(s1), 0);
+  auto second = names;
+  second.insert(second.end(), operational.begin(), operational.end());
+  auto s2 = send(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true, second);
+  ASSERT_EQ(s2.action, LoginAction::send_then_full_feature);
+  EXPECT_EQ(machine.result().initiator_name, allowed);
+  EXPECT_EQ(machine.result().parameters.initiator_name, allowed);
+}
+
+TEST_F(RepeatedKeyFixture, NegotiatedKeyInTwoRequestsIsRefused) {
+  auto s1 = send(LoginStage::operational_negotiation, LoginStage::operational_negotiation, false,
+                 {{"InitiatorName", allowed}, {"TargetName", acl_target}, {"MaxBurstLength", "65536"}});
+  ASSERT_EQ(status(s1), 0);
+  auto s2 = send(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true,
+                 {{"MaxBurstLength", "65536"}});
+  EXPECT_EQ(status(s2), 0x0200);
+}
+
+TEST_F(RepeatedKeyFixture, ChapKeySentAgainInALaterRequestIsRefused) {
+  registry.find(acl_target)->auth.users.push_back({"user", "0123456789abcdef"});
+  auto s1 = send(LoginStage::security_negotiation, LoginStage::security_negotiation, false,
+                 {{"InitiatorName", allowed}, {"TargetName", acl_target}, {"AuthMethod", "CHAP"}, {"CHAP_A", "7"}});
+  ASSERT_EQ(status(s1), 0);
+  auto s2 = send(LoginStage::security_negotiation, LoginStage::security_negotiation, false, {{"CHAP_A", "7"}});
+  EXPECT_EQ(status(s2), 0x0200);
+}
+
+TEST_F(RepeatedKeyFixture, ManyDistinctKeysAreCheckedAndTheRepeatFound) {
+  // 64 KiB of distinct tiny keys with one repeat at the end (no quadratic scan; answer 0x0200).
+  iscsi::TextPairs pairs{{"InitiatorName", allowed}, {"TargetName", acl_target}};
+  for (int i = 0; i < 6000; ++i) pairs.push_back({"X" + std::to_string(i), "v"});
+  pairs.push_back({"X17", "v"});
+  const auto text = iscsi::encode_text(pairs);
+  ASSERT_LT(text.size(), 64u * 1024);
+  std::size_t offset = 0;
+  LoginStep s;
+  while (true) {
+    const std::size_t n = std::min<std::size_t>(8192, text.size() - offset);
+    const bool last = offset + n == text.size();
+    s = machine.on_pdu(login_bhs(LoginStage::operational_negotiation, LoginStage::full_feature_phase, last, !last),
+                       std::span(text).subspan(offset, n));
+    offset += n;
+    if (last) break;
+    ASSERT_EQ(status(s), 0);
+  }
+  EXPECT_EQ(status(s), 0x0200);
+  EXPECT_NE(s.reason.find("X17"), std::string::npos);
+}
+
+TEST_F(RepeatedKeyFixture, TheAclIsCheckedOnTheOnlyName) {
+  auto s = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true,
+                {{"InitiatorName", other}, {"TargetName", acl_target}, {"AuthMethod", "None"}});
+  EXPECT_EQ(status(s), 0x0202);
+  EXPECT_NE(s.reason.find(other), std::string::npos);
+}
+
 }  // namespace
 }  // namespace iserkit::target

@@ -1,6 +1,14 @@
 // Logging: spdlog behind a few project macros-free helpers. Secrets are never passed here.
+// Strings that come from a peer (InitiatorName, TargetName, CHAP_N, any text key or value, a
+// file name found on disk) are logged through log::escaped(), so a newline, a terminal escape or
+// a megabyte-long name cannot forge log lines or flood the log.
 #pragma once
 
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 namespace iserkit::log {
@@ -12,4 +20,35 @@ using spdlog::warn;
 
 /// Sets the global level from a name: trace, debug, info, warn, error, off. Unknown names keep "info".
 void set_level(std::string_view level);
+
+/// Default bound on how many bytes of a peer string are logged.
+inline constexpr std::size_t escaped_max_bytes = 256;
+
+/// A peer-provided string to log escaped (see escape()). Holds a view: log it in the same
+/// statement, before `text` goes away.
+struct Escaped {
+  std::string_view text;
+  std::size_t max_bytes = escaped_max_bytes;
+};
+
+/// Wraps `text` for a log call: `log::info("login: initiator={}", log::escaped(name))`.
+[[nodiscard]] constexpr Escaped escaped(std::string_view text,
+                                        std::size_t max_bytes = escaped_max_bytes) noexcept {
+  return Escaped{text, max_bytes};
+}
+
+/// The printable form of a peer string: printable ASCII (0x20..0x7e) is kept except '\', which
+/// becomes "\\"; every other byte (control characters, DEL, bytes of UTF-8 sequences) becomes
+/// "\xNN" with two lower-case hex digits. Only the first `max_bytes` bytes of `text` are
+/// rendered; a longer text ends with the marker "...[+N bytes]" where N is the number left out.
+[[nodiscard]] std::string escape(std::string_view text, std::size_t max_bytes = escaped_max_bytes);
+
 }  // namespace iserkit::log
+
+template <>
+struct fmt::formatter<iserkit::log::Escaped> : fmt::formatter<std::string_view> {
+  template <class FormatContext>
+  auto format(const iserkit::log::Escaped& e, FormatContext& ctx) const -> decltype(ctx.out()) {
+    return fmt::formatter<std::string_view>::format(iserkit::log::escape(e.text, e.max_bytes), ctx);
+  }
+};

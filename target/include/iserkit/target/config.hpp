@@ -6,8 +6,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,11 +35,30 @@ Result<ListenAddress> parse_listen_address(std::string_view text);
 /// Errors: errc::invalid_argument for anything else or 0.
 Result<std::uint64_t> parse_size(std::string_view text);
 
+/// Parses a comma-separated list of CHAP algorithm names ("SHA-256,MD5"; names as in
+/// iscsi::parse_chap_algorithm). Errors: errc::invalid_argument for an unknown or empty name.
+Result<std::vector<iscsi::ChapAlgorithm>> parse_chap_algorithm_list(std::string_view text);
+
+/// An O_PATH descriptor of a file --export-dir checked (regular file or block device, not a
+/// symlink); closed with the last LunSource that holds it.
+struct PinnedFile {
+  explicit PinnedFile(int descriptor) noexcept : fd(descriptor) {}
+  PinnedFile(const PinnedFile&) = delete;
+  PinnedFile& operator=(const PinnedFile&) = delete;
+  ~PinnedFile();
+  int fd = -1;
+};
+
 /// One LUN's source as given to --lun.
 struct LunSource {
   bool memory = false;           ///< "mem:SIZE": a sparse in-memory LUN
   std::uint64_t size_bytes = 0;  ///< memory LUNs only
-  std::filesystem::path path;    ///< a regular file or block device (must exist)
+  std::filesystem::path path;    ///< a regular file or block device (must exist); shown in logs
+  /// Set by --export-dir: the inode that was checked. The LUN is opened through it, never by
+  /// `path` again, so a swap of `path` for a symlink after the check cannot redirect the open.
+  std::shared_ptr<const PinnedFile> pinned;
+  /// What to open: "/proc/self/fd/N" of `pinned` (that very inode), else `path`.
+  [[nodiscard]] std::filesystem::path open_path() const;
 };
 
 /// Parses a --lun value: "mem:SIZE" or a path. Errors: errc::invalid_argument for a bad size.
@@ -57,10 +78,30 @@ struct AuthConfig {
   /// The target's own credential for mutual CHAP: answered when the initiator sends CHAP_I/CHAP_C.
   /// Without it an initiator asking for mutual CHAP fails authentication.
   std::optional<ChapCredential> mutual;
-  /// CHAP_A values accepted; the initiator's order of preference picks among them.
-  std::vector<iscsi::ChapAlgorithm> algorithms{std::begin(iscsi::all_chap_algorithms),
-                                               std::end(iscsi::all_chap_algorithms)};
+  /// CHAP_A values accepted; the initiator's order of preference picks among them. The default
+  /// leaves MD5 (CHAP_A=5) out: it is accepted only where a configuration lists it
+  /// (`chap_algorithms = [..., "MD5"]` in the TOML file, `--chap-algorithms` on the command line),
+  /// e.g. for libiscsi/QEMU, whose CHAP speaks MD5 only. RFC 7143 §12.1.3 makes MD5 mandatory to
+  /// implement, not to accept.
+  std::vector<iscsi::ChapAlgorithm> algorithms{std::begin(default_chap_algorithms), std::end(default_chap_algorithms)};
+  /// SHA-256, SHA3-256, SHA-1 (RFC 7143 §12.1.3 with RFC 7842's SHA algorithm numbers 6..8).
+  static constexpr iscsi::ChapAlgorithm default_chap_algorithms[] = {
+      iscsi::ChapAlgorithm::sha256, iscsi::ChapAlgorithm::sha3_256, iscsi::ChapAlgorithm::sha1};
   [[nodiscard]] bool required() const noexcept { return !users.empty(); }
+};
+
+/// Throttling of failed logins per source address (policy in target/README.md, "Failed logins").
+struct LoginThrottleOptions {
+  /// Failed authentications (status 0x0201) from one address that cost nothing.
+  unsigned free_failures = 10;
+  /// Block after the first failure beyond free_failures; doubles with each further failure.
+  /// 0 turns throttling off.
+  std::chrono::milliseconds base_delay{1000};
+  std::chrono::milliseconds max_delay{60000};  ///< cap on one block
+  /// An address with no failure for this long (and not blocked) is forgotten.
+  std::chrono::milliseconds forget_after{600000};
+  /// Addresses tracked at most; beyond it the least recently failed one is dropped. 0 = off.
+  std::size_t max_addresses = 4096;
 };
 
 /// One target node as the configuration file describes it.
@@ -115,7 +156,8 @@ struct TargetConfig {
   std::vector<ListenAddress> listen;                   ///< empty = 0.0.0.0:3260
   std::vector<LunSource> luns;                         ///< LUNs of target `iqn`, lun0, lun1, … in order
   /// Each subdirectory is a target "<iqn>:<name>"; each regular file or block device in it a LUN,
-  /// sorted by name (lun0, lun1, …).
+  /// sorted by name (lun0, lun1, …). Symlinks are never followed and folder names must make valid
+  /// iSCSI names (rules in target/src/export_dir.hpp and target/README.md).
   std::optional<std::filesystem::path> export_dir;
   bool read_only = false;
   std::uint32_t block_size_bytes = 512;  ///< 512 or 4096
@@ -133,6 +175,8 @@ struct TargetConfig {
   AuthConfig auth;
   /// Authentication of discovery sessions (SessionType=Discovery).
   AuthConfig discovery_auth;
+  /// Failed-login throttling per source address ([login_throttle] in the TOML file).
+  LoginThrottleOptions login_throttle;
   /// Also serve iSER (RFC 7145) on every listen address (an RDMA CM listener on the same address
   /// and port) when iserkit was built with iSER and the host has an RDMA device.
   bool iser = true;
