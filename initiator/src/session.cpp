@@ -22,13 +22,12 @@
 #include "iserkit/common/completion.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
-#include "iserkit/datamover/iser_datamover.hpp"
-#include "iserkit/datamover/tcp_datamover.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "iser_buffers.hpp"
 #include "login_io.hpp"
 #include "session_engine.hpp"
 #include "session_start.hpp"
+#include "transport_select.hpp"
 
 namespace iserkit::initiator {
 namespace {
@@ -280,46 +279,6 @@ std::shared_ptr<Session> start_session(asio::any_io_executor ex, std::unique_ptr
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
-std::optional<TransportPolicy> parse_transport_policy(std::string_view text) noexcept {
-  if (text == "url") return TransportPolicy::from_url;
-  if (text == "tcp") return TransportPolicy::tcp;
-  if (text == "iser") return TransportPolicy::iser;
-  if (text == "auto") return TransportPolicy::automatic;
-  return std::nullopt;
-}
-
-std::vector<datamover::Transport> select_transports(const Url& url, TransportPolicy policy) {
-  using datamover::Transport;
-  switch (policy) {
-    case TransportPolicy::tcp: return {Transport::tcp};
-    case TransportPolicy::iser: return {Transport::iser};
-    case TransportPolicy::automatic:
-      if (datamover::iser_built()) return {Transport::iser, Transport::tcp};
-      return {Transport::tcp};
-    case TransportPolicy::from_url: break;
-  }
-  return {url.transport};
-}
-
-Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio::any_io_executor ex,
-                                                                           datamover::Transport transport,
-                                                                           const Url& url,
-                                                                           const SessionOptions& options) {
-  if (transport == datamover::Transport::iser) {
-    // Receive buffers: a response per command in flight, plus 4 unexpected PDUs (NOP-In, Async;
-    // Linux reserves as many) and 4 answers to immediate PDUs (NOP-Out, Logout).
-    const datamover::IserOptions iser{.recv_data_segment_length = options.iser_recv_data_segment_length,
-                                      .receive_depth = options.max_commands_in_flight + 8,
-                                      .send_depth = options.max_commands_in_flight + 8,
-                                      .timeout = options.connect_timeout};
-    co_return co_await datamover::iser_connect(ex, url.host, url.port, iser);
-  }
-  auto dm = co_await datamover::TcpDatamover::connect(ex, url.host, url.port, options.connect_timeout);
-  if (!dm) co_return fail(dm.error());
-  co_return std::unique_ptr<datamover::Datamover>(std::move(*dm));
-}
-
-
 Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_executor ex, const Url& url,
                                                              SessionOptions options) {
   if (url.target.empty()) co_return fail(errc::invalid_argument);
@@ -329,22 +288,6 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_execut
   auto resolved = resolve_credentials(url, std::move(options));
   if (!resolved) co_return fail(resolved.error());
   options = std::move(*resolved);
-  const auto transports = select_transports(url, options.transport);
-  std::error_code last;
-  for (std::size_t i = 0; i < transports.size(); ++i) {
-    auto session = co_await connect_one(ex, url, options, transports[i]);
-    if (session) co_return session;
-    last = session.error();
-    if (i + 1 < transports.size())
-      log::info("session: iSER to {}:{} failed ({}): trying TCP", url.host, url.port, last.message());
-  }
-  co_return fail(last);
-}
-
-Awaitable<Result<std::shared_ptr<Session>>> Session::connect_one(asio::any_io_executor ex, const Url& url,
-                                                                 SessionOptions options,
-                                                                 datamover::Transport transport) {
-
   LoginConfig config;
   config.initiator_name = options.initiator_name;
   config.initiator_alias = options.initiator_alias;
@@ -353,19 +296,7 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect_one(asio::any_io_ex
   config.itt = iscsi::Itt{0};
   config.cmd_sn = SerialNumber(1);
   config.options = options;
-  config.rdma = transport == datamover::Transport::iser;
-  // Redirects (RFC 7143 §11.13.5) reconnect over the same transport to the TargetAddress given.
-  // The connector captures by reference only: `url` and `options` outlive the awaited login, and
-  // GCC 12 mishandles non-trivial by-value captures of coroutine lambdas (double destruction).
-  auto logged_in = co_await connect_and_login(
-      url.host, url.port, config, options.login_timeout, options.max_redirects,
-      [ex, transport, &url, &options](const std::string& host, std::uint16_t port)
-          -> Awaitable<Result<std::unique_ptr<datamover::Datamover>>> {
-        Url to = url;
-        to.host = host;
-        to.port = port;
-        co_return co_await connect_datamover(ex, transport, to, options);
-      });
+  auto logged_in = co_await login_over_transports(ex, url, options, config, "session");
   if (!logged_in) co_return fail(logged_in.error());
   // RFC 7143 §11.12.8: the first command carries the leading login's CmdSN.
   const LoginDone& done = logged_in->done;
@@ -374,6 +305,17 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect_one(asio::any_io_ex
                                       .exp_cmd_sn = done.exp_cmd_sn,
                                       .max_cmd_sn = done.max_cmd_sn,
                                       .exp_stat_sn = done.exp_stat_sn});
+}
+
+Awaitable<Result<std::vector<std::byte>>> SessionInternals::text_request(Session& session,
+                                                                        std::vector<std::byte> text) {
+  auto self = session.shared_from_this();  // alive until the answer
+  Session::Impl& i = *session.impl_;
+  auto id = i.engine.submit_text(std::move(text), Clock::now());
+  if (!id) co_return fail(id.error());
+  TaskOutcome out = co_await i.await_task(*id);
+  if (out.error) co_return fail(out.error);
+  co_return std::move(out.text);
 }
 
 Awaitable<Result<scsi::ScsiResult>> Session::execute(const CommandRequest& request) {

@@ -17,4 +17,13 @@ std::shared_ptr<Session> start_session(asio::any_io_executor ex, std::unique_ptr
                                        SessionOptions options, const iscsi::OperationalParameters& params,
                                        std::string target_name, EngineStart start);
 
+/// What the library does with a Session beyond its public API.
+struct SessionInternals {
+  /// Sends a Text Request carrying `text` (encoded key=value pairs, RFC 7143 §11.10) and returns
+  /// the whole response text, continuations gathered (§11.11.2). Errors: session_closed /
+  /// connection_closed, errc::timeout (SessionOptions::login_timeout), errc::protocol_error,
+  /// errc::data_digest_error, EAGAIN when no ITT is free.
+  static Awaitable<Result<std::vector<std::byte>>> text_request(Session& session, std::vector<std::byte> text);
+};
+
 }  // namespace iserkit::initiator

@@ -9,6 +9,8 @@
 
 #include "fake_datamover.hpp"
 #include "iserkit/common/errors.hpp"
+#include "iserkit/initiator/discovery.hpp"
+#include "iserkit/iscsi/text.hpp"
 #include "session_start.hpp"
 
 using namespace iserkit;
@@ -259,4 +261,51 @@ TEST(SessionDriver, LogoutAfterTheCommandsInFlight) {
   });
   ASSERT_FALSE(rig.dm->sent().empty());
   EXPECT_NE(rig.dm->sent().back().as<iscsi::LogoutRequest>(), nullptr);
+}
+
+TEST(SessionDriver, TextRequestGathersContinuationsForDiscovery) {
+  Rig rig;
+  auto text_of = [](std::string_view s) {
+    std::vector<std::byte> v(s.size() + 1);  // NUL-terminated key=value (RFC 7143 §6.1)
+    std::memcpy(v.data(), s.data(), s.size());
+    return v;
+  };
+  std::vector<iscsi::Ttt> request_ttts;
+  rig.dm->respond_with([&](FakeDatamover& d, const CapturedPdu& pdu) {
+    const auto* t = pdu.as<iscsi::TextRequest>();
+    if (t == nullptr) return;
+    request_ttts.push_back(t->ttt);
+    iscsi::TextResponse r;
+    r.itt = t->itt;
+    if (t->ttt == iscsi::reserved_ttt) {
+      r.final = false;  // more to come: the initiator must ask with the TTT
+      r.ttt = iscsi::Ttt{9};
+      d.push(r, text_of("TargetName=iqn.2026-01.test:a"));
+    } else {
+      r.final = true;
+      auto tail = text_of("TargetName=iqn.2026-01.test:b");
+      auto addr = text_of("TargetAddress=192.0.2.1:3261,2");
+      tail.insert(tail.end(), addr.begin(), addr.end());
+      d.push(r, tail);
+    }
+  });
+  rig.run([&]() -> Awaitable<void> {
+    auto request = iscsi::encode_text({{"SendTargets", "All"}});  // not inside the co_await (GCC 12)
+    auto text = co_await SessionInternals::text_request(*rig.session, std::move(request));
+    EXPECT_TRUE(text) << (text ? "" : text.error().message());
+    if (!text) co_return;
+    auto pairs = iscsi::decode_text(*text);
+    EXPECT_TRUE(pairs);
+    if (!pairs) co_return;
+    auto targets = parse_send_targets(*pairs, Portal{.host = "198.51.100.7", .port = 3260, .portal_group_tag = 1});
+    EXPECT_TRUE(targets);
+    if (!targets) co_return;
+    EXPECT_EQ(targets->size(), 2u);
+    if (targets->size() == 2) {
+      EXPECT_EQ((*targets)[0].name, "iqn.2026-01.test:a");
+      EXPECT_EQ((*targets)[0].portals.at(0).host, "198.51.100.7");
+      EXPECT_EQ((*targets)[1].portals.at(0).port, 3261);
+    }
+  });
+  EXPECT_EQ(request_ttts, (std::vector<iscsi::Ttt>{iscsi::reserved_ttt, iscsi::Ttt{9}}));
 }
