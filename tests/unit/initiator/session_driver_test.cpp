@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "fake_datamover.hpp"
+#include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/initiator/discovery.hpp"
 #include "iserkit/iscsi/text.hpp"
@@ -308,4 +309,65 @@ TEST(SessionDriver, TextRequestGathersContinuationsForDiscovery) {
     }
   });
   EXPECT_EQ(request_ttts, (std::vector<iscsi::Ttt>{iscsi::reserved_ttt, iscsi::Ttt{9}}));
+}
+
+namespace {
+/// "Registered" memory as the iSER pool presents it: one arena whose spans have an lkey/rkey.
+class ArenaPool final : public BufferPool {
+ public:
+  ArenaPool() : arena_(1 << 20) {}
+  PooledBuffer allocate(std::size_t bytes) override {
+    std::byte* p = arena_.data() + used_;
+    used_ += (bytes + 4095) & ~std::size_t{4095};
+    return PooledBuffer(this, Buffer{.bytes = {p, bytes}, .lkey = 11, .rkey = 22}, bytes);
+  }
+  std::optional<Buffer> registration(std::span<const std::byte> b) const noexcept override {
+    if (b.data() < arena_.data() || b.data() + b.size() > arena_.data() + arena_.size()) return std::nullopt;
+    return Buffer{.bytes = {const_cast<std::byte*>(b.data()), b.size()}, .lkey = 11, .rkey = 22};
+  }
+
+ private:
+  void release(const Buffer&, std::size_t) noexcept override {}
+  std::vector<std::byte> arena_;
+  std::size_t used_ = 0;
+};
+}  // namespace
+
+// What FUSE reads (fuse_fs/lun_io.cpp) rely on: a read into a buffer leased from
+// Session::buffer_pool() needs no bounce copy on an RDMA transport; any other span takes one
+// counted copy.
+TEST(SessionDriver, PoolBuffersNeedNoBounceOnRdmaTransports) {
+  ArenaPool pool;
+  asio::io_context io;
+  auto fake = std::make_unique<FakeDatamover>(io.get_executor(), datamover::Capabilities{.rdma_data = true});
+  fake->use_pool(pool);
+  FakeDatamover* dm = fake.get();
+  auto session = start_session(io.get_executor(), std::move(fake), {}, {}, "iqn.2026-01.test:t",
+                               EngineStart{.cmd_sn = SerialNumber(1), .exp_cmd_sn = SerialNumber(1),
+                                           .max_cmd_sn = SerialNumber(64), .exp_stat_sn = SerialNumber(1)});
+  dm->respond_with([](FakeDatamover& d, const CapturedPdu& p) {
+    if (const auto* c = p.as<iscsi::ScsiCommand>()) d.push(response_for(*c));
+  });
+  auto lease = pool.allocate(4096);
+  std::vector<std::byte> plain(4096);
+  std::uint64_t pooled_copies = 0, plain_copies = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> Awaitable<void> {
+        auto before = copied_payload_bytes();
+        auto r = co_await session->execute(read10(lease.bytes()));
+        EXPECT_TRUE(r);
+        pooled_copies = copied_payload_bytes() - before;
+        before = copied_payload_bytes();
+        r = co_await session->execute(read10(plain));
+        EXPECT_TRUE(r);
+        plain_copies = copied_payload_bytes() - before;
+        session->close();
+      },
+      asio::detached);
+  io.run_for(20s);
+  EXPECT_EQ(pooled_copies, 0u);
+  if (copy_counter_enabled) {
+    EXPECT_EQ(plain_copies, 4096u);
+  }
 }

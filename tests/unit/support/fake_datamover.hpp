@@ -41,6 +41,8 @@ class FakeDatamover final : public datamover::Datamover {
   /// Everything sent so far, in order.
   [[nodiscard]] const std::vector<CapturedPdu>& sent() const noexcept { return sent_; }
   [[nodiscard]] bool closed() const noexcept { return closed_; }
+  /// buffer_pool() answers `pool` (e.g. a registered-looking pool to play an RDMA transport).
+  void use_pool(BufferPool& pool) noexcept { pool_ = &pool; }
 
   // datamover::Datamover
   Awaitable<std::error_code> send(datamover::PduOut pdu) override;
@@ -53,6 +55,9 @@ class FakeDatamover final : public datamover::Datamover {
   [[nodiscard]] datamover::Transport transport() const noexcept override { return datamover::Transport::tcp; }
   [[nodiscard]] asio::any_io_executor executor() const override { return ex_; }
   [[nodiscard]] datamover::Capabilities capabilities() const noexcept override { return caps_; }
+  [[nodiscard]] BufferPool& buffer_pool() noexcept override {
+    return pool_ != nullptr ? *pool_ : Datamover::buffer_pool();
+  }
 
  private:
   struct Inbound {
@@ -70,6 +75,7 @@ class FakeDatamover final : public datamover::Datamover {
   Responder responder_;
   bool closed_ = false;
   std::error_code close_error_;
+  BufferPool* pool_ = nullptr;
 };
 
 }  // namespace iserkit::test
