@@ -147,7 +147,8 @@ class SessionEngine {
   /// rest, §11.11.2). Errors as submit_task_management().
   Result<TaskId> submit_text(std::vector<std::byte> text, TimePoint now);
   /// Starts a Logout (close the session, RFC 7143 §11.14): queued commands fail with
-  /// session_closed, the request goes out once no command holds an ITT. Returns the logout task.
+  /// session_closed, the request goes out once no command is in flight (timed-out commands whose
+  /// ABORT TASK is still unanswered do not hold it back). Returns the logout task.
   /// Errors: session_closed when the session already ended or is logging out.
   Result<TaskId> logout(TimePoint now);
 
