@@ -24,7 +24,8 @@ bool unsupported(std::error_code ec) {
 Awaitable<Result<void>> write_zero_blocks(initiator::LunHandle h, std::uint64_t lba, std::uint64_t blocks) {
   const std::uint32_t bs = h.info().capacity.block_size_bytes;
   const std::uint64_t per = std::max<std::uint64_t>(1, zero_chunk_bytes / bs);
-  auto zeros = HeapBufferPool::shared().allocate(static_cast<std::size_t>(std::min(per, blocks) * bs));
+  // From the session's pool: registered memory on iSER, so the zeroes go out without a bounce.
+  auto zeros = h.session()->buffer_pool().allocate(static_cast<std::size_t>(std::min(per, blocks) * bs));
   std::memset(zeros.data(), 0, zeros.size());
   for (std::uint64_t done = 0; done < blocks;) {
     const auto n = static_cast<std::uint32_t>(std::min(per, blocks - done));
@@ -38,7 +39,7 @@ Awaitable<Result<void>> write_zero_blocks(initiator::LunHandle h, std::uint64_t 
 // Zeroes bytes [offset, offset + length) inside the LUN by read-modify-write (caller holds the lock).
 Awaitable<Result<void>> zero_bytes(initiator::LunHandle h, std::uint64_t offset, std::size_t length) {
   if (length == 0) co_return Result<void>{};
-  auto zeros = HeapBufferPool::shared().allocate(length);
+  auto zeros = h.session()->buffer_pool().allocate(length);
   std::memset(zeros.data(), 0, zeros.size());
   co_return co_await h.write_bytes(offset, zeros.bytes());
 }
@@ -59,8 +60,10 @@ Awaitable<Result<ReadData>> lun_read(PortalView& view, std::shared_ptr<LunState>
   const std::uint64_t last = (offset + n - 1) / bs;
   const std::uint64_t blocks = last - first + 1;
   // Aligned or not, one READ of the covering blocks into one pooled buffer; the reply points at
-  // the requested bytes inside it (no bounce copies for unaligned edges).
-  out.buffer = HeapBufferPool::shared().allocate(static_cast<std::size_t>(blocks * bs));
+  // the requested bytes inside it (no bounce copies for unaligned edges). The buffer comes from the
+  // session's pool — registered memory on iSER — so the target RDMA-writes straight into it: no
+  // bounce copy on any transport.
+  out.buffer = h->session()->buffer_pool().allocate(static_cast<std::size_t>(blocks * bs));
   if (auto r = co_await h->read({.lba = first, .blocks = static_cast<std::uint32_t>(blocks)}, out.buffer.bytes()); !r)
     co_return fail(r.error());
   out.skip = static_cast<std::size_t>(offset - first * bs);

@@ -6,9 +6,10 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
-#include "iserkit/datamover/tcp_datamover.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "login_io.hpp"
+#include "session_start.hpp"
+#include "transport_select.hpp"
 
 namespace iserkit::initiator {
 
@@ -83,110 +84,43 @@ Awaitable<Result<std::vector<DiscoveredTarget>>> discover(asio::any_io_executor 
   config.options = options;
   // The transports to try, as for a normal session (iser:// discovers over iSER, the way the
   // Linux iSER initiator does; --transport auto falls back to TCP).
-  Result<LoggedIn> logged_in = fail(errc::not_supported);
-  const auto transports = select_transports(url, options.transport);
-  for (std::size_t i = 0; i < transports.size(); ++i) {
-    const auto transport = transports[i];
-    config.rdma = transport == datamover::Transport::iser;
-    // Captures by reference: `url` and `options` outlive the awaited login (see session.cpp).
-    logged_in = co_await connect_and_login(
-        url.host, url.port, config, options.login_timeout, options.max_redirects,
-        [ex, transport, &url, &options](const std::string& host, std::uint16_t port)
-            -> Awaitable<Result<std::unique_ptr<datamover::Datamover>>> {
-          Url to = url;
-          to.host = host;
-          to.port = port;
-          co_return co_await connect_datamover(ex, transport, to, options);
-        });
-    if (logged_in) break;
-    if (i + 1 < transports.size())
-      log::info("discovery: iSER to {}:{} failed ({}): trying TCP", url.host, url.port, logged_in.error().message());
-  }
+  auto logged_in = co_await login_over_transports(ex, url, options, config, "discovery");
   if (!logged_in) co_return fail(logged_in.error());
-  datamover::Datamover& mover = *logged_in->datamover;
-  const LoginDone* done = &logged_in->done;
-  SerialNumber cmd_sn = config.cmd_sn;
-  SerialNumber exp_stat_sn = done->exp_stat_sn;
+  // The Discovery session runs on the same engine and driver as a normal one (RFC 7143 §4.3:
+  // text requests, NOP answers and Logout only).
+  const LoginDone& done = logged_in->done;
+  auto session = start_session(ex, std::move(logged_in->datamover), options, done.parameters, std::string{},
+                               EngineStart{.cmd_sn = config.cmd_sn,
+                                           .exp_cmd_sn = done.exp_cmd_sn,
+                                           .max_cmd_sn = done.max_cmd_sn,
+                                           .exp_stat_sn = done.exp_stat_sn});
 
   // The whole exchange (text and logout) is bounded by the login timeout.
   auto timed_out = std::make_shared<bool>(false);
   asio::steady_timer timer(ex);
   timer.expires_after(options.login_timeout);
-  timer.async_wait([timed_out, &mover](const boost::system::error_code& e) {
+  timer.async_wait([timed_out, weak = std::weak_ptr<Session>(session)](const boost::system::error_code& e) {
     if (e || *timed_out) return;
     *timed_out = true;
-    mover.close();
+    if (auto s = weak.lock()) s->close();
   });
 
-  iscsi::TextPairs text;
-  iscsi::TextRequest req;
-  req.immediate = true;
-  req.final = true;
-  req.itt = iscsi::Itt{1};
-  req.ttt = iscsi::reserved_ttt;
-  req.cmd_sn = cmd_sn;
-  req.exp_stat_sn = exp_stat_sn;
-  std::error_code error;
-  auto pdu = datamover::make_pdu_owned(req, iscsi::encode_text({{"SendTargets", "All"}}));
-  if (auto ec = co_await mover.send(std::move(pdu))) error = ec;
-  std::vector<std::byte> accumulated;
-  while (!error) {
-    auto in = co_await mover.receive(nullptr);
-    if (!in) {
-      error = in.error();
-      break;
-    }
-    auto header = iscsi::decode_bhs(in->bhs);
-    if (!header) {
-      error = make_error_code(errc::protocol_error);
-      break;
-    }
-    if (auto* nop = std::get_if<iscsi::NopIn>(&*header)) {
-      if (nop->ttt != iscsi::reserved_ttt) {  // RFC 7143 §11.19.2: answer pings
-        iscsi::NopOut out{.immediate = true, .lun = nop->lun, .itt = iscsi::reserved_itt, .ttt = nop->ttt,
-                          .cmd_sn = cmd_sn, .exp_stat_sn = exp_stat_sn};
-        if (auto ec = co_await mover.send(datamover::make_pdu_owned(
-                out, std::vector<std::byte>(in->data.begin(), in->data.end()))))
-          error = ec;
-      }
-      continue;
-    }
-    auto* rsp = std::get_if<iscsi::TextResponse>(&*header);
-    if (rsp == nullptr || rsp->itt != req.itt || in->pdu_error) {
-      error = make_error_code(errc::protocol_error);
-      break;
-    }
-    exp_stat_sn = rsp->stat_sn + 1;
-    accumulated.insert(accumulated.end(), in->data.begin(), in->data.end());
-    if (rsp->final) break;
-    // RFC 7143 §11.11.2: C=1 (F=0) — ask for the rest with an empty Text Request echoing the TTT.
-    iscsi::TextRequest more = req;
-    more.ttt = rsp->ttt;
-    more.exp_stat_sn = exp_stat_sn;
-    if (auto ec = co_await mover.send(datamover::make_pdu_owned(more, {}))) error = ec;
-  }
+  // Encoded outside the co_await: GCC 12 cannot keep an initializer list's array across one.
+  auto request = iscsi::encode_text({{"SendTargets", "All"}});
+  auto text = co_await SessionInternals::text_request(*session, std::move(request));
   Result<std::vector<DiscoveredTarget>> result = fail(errc::protocol_error);
-  if (!error) {
-    auto pairs = iscsi::decode_text(accumulated);
-    if (pairs) {
+  if (text) {
+    if (auto pairs = iscsi::decode_text(*text)) {
       result = parse_send_targets(*pairs, Portal{.host = url.host, .port = url.port, .portal_group_tag = 1});
     }
     // Log out politely; errors here do not change the answer we already have.
-    iscsi::LogoutRequest logout{.immediate = true, .reason = iscsi::LogoutReason::close_session,
-                                .itt = iscsi::Itt{2}, .cmd_sn = cmd_sn, .exp_stat_sn = exp_stat_sn};
-    if (!co_await mover.send(datamover::make_pdu(logout))) {
-      while (true) {
-        auto in = co_await mover.receive(nullptr);
-        if (!in) break;
-        if (iscsi::raw_opcode(in->bhs) == static_cast<std::uint8_t>(iscsi::Opcode::logout_response)) break;
-      }
-    }
+    (void)co_await session->logout();
   } else {
-    result = fail(*timed_out ? make_error_code(errc::timeout) : error);
+    result = fail(*timed_out ? make_error_code(errc::timeout) : text.error());
   }
   *timed_out = true;  // disarm
   timer.cancel();
-  mover.close();
+  session->close();
   co_return result;
 }
 

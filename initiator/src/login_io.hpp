@@ -32,7 +32,7 @@ using Connector = std::function<Awaitable<Result<std::unique_ptr<datamover::Data
 /// Opens a datamover for `transport` to url.host:url.port with the session's sizing
 /// (TcpDatamover, or IserDatamover with receive/send depths from max_commands_in_flight).
 /// Errors: connect errors, errc::timeout, errc::not_supported (iSER not built),
-/// std::errc::no_such_device (no RDMA device).
+/// std::errc::no_such_device (no RDMA device). Defined in transport_select.cpp.
 Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio::any_io_executor ex,
                                                                            datamover::Transport transport,
                                                                            const Url& url,

@@ -8,6 +8,12 @@ namespace iserkit::datamover {
 
 BufferPool& Datamover::buffer_pool() noexcept { return HeapBufferPool::shared(); }
 
+Awaitable<std::error_code> Datamover::send_batch(std::vector<PduOut> pdus) {
+  for (auto& pdu : pdus)
+    if (auto ec = co_await send(std::move(pdu))) co_return ec;
+  co_return std::error_code{};
+}
+
 Awaitable<std::error_code> Datamover::put_data(RemoteBuffer, std::uint64_t, Buffer) {
   co_return make_error_code(errc::not_supported);
 }

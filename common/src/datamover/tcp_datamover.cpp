@@ -2,6 +2,7 @@
 #include "iserkit/datamover/tcp_datamover.hpp"
 
 #include <array>
+#include <deque>
 
 #include "iserkit/common/crc32c.hpp"
 #include "iserkit/common/errors.hpp"
@@ -103,6 +104,24 @@ Awaitable<std::error_code> TcpDatamover::send(PduOut pdu) {
   }
   co_await done.wait();
   co_return result;
+}
+
+Awaitable<std::error_code> TcpDatamover::send_batch(std::vector<PduOut> pdus) {
+  if (send_error_) co_return send_error_;
+  if (pdus.empty()) co_return std::error_code{};
+  // All of them enter the queue before any write starts: nothing can come between them.
+  std::deque<Completion> done(pdus.size());
+  std::vector<std::error_code> results(pdus.size());
+  for (std::size_t i = 0; i < pdus.size(); ++i) queue_.push_back({&pdus[i], &done[i], &results[i]});
+  if (!writing_) {
+    writing_ = true;
+    co_await write_queued();
+    writing_ = false;
+  }
+  for (auto& d : done) co_await d.wait();
+  for (const auto& r : results)
+    if (r) co_return r;
+  co_return std::error_code{};
 }
 
 Awaitable<void> TcpDatamover::write_queued() {

@@ -53,20 +53,20 @@ Awaitable<Result<scsi::ScsiResult>> execute_with_retries(Session& session, const
 Awaitable<Result<scsi::ScsiResult>> LunHandle::run(const scsi::Cdb& cdb, std::span<std::byte> in,
                                                    std::span<const std::byte> out) {
   CommandRequest req{.lun = info_.lun, .cdb = cdb, .data_in = in, .data_out = out};
-  if (session_->transport() != datamover::Transport::iser || (in.empty() && out.empty())) {
-    co_return co_await execute_with_retries(*session_, req);
-  }
-  // iSER: control data (INQUIRY/VPD, READ CAPACITY, REPORT LUNS, UNMAP lists) is not payload;
-  // stage it in registered memory here so the session's payload bounce (counted) is not used.
+  // The one staging path for control data (INQUIRY/VPD, READ CAPACITY, UNMAP lists, the WRITE SAME
+  // block): it is not payload, so unless the caller's span already lies in the session's pool it
+  // is staged in a buffer leased from that pool — registered memory on iSER, heap on TCP — the
+  // same way on every transport. These are uncounted control-byte copies; payload (read()/write())
+  // never comes here.
   BufferPool& pool = session_->buffer_pool();
   PooledBuffer staging;
   if (!in.empty() && !pool.registration(in)) {
     staging = pool.allocate(in.size());
-    req.data_in = staging.bytes();
+    req.data_in = staging.bytes().first(in.size());
   } else if (!out.empty() && !pool.registration(out)) {
     staging = pool.allocate(out.size());
     std::memcpy(staging.data(), out.data(), out.size());
-    req.data_out = staging.bytes();
+    req.data_out = staging.bytes().first(out.size());
   }
   auto r = co_await execute_with_retries(*session_, req);
   if (r && staging && !in.empty()) std::memcpy(in.data(), staging.data(), received(*r, in.size()));

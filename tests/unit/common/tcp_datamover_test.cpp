@@ -101,6 +101,50 @@ TEST(TcpDatamover, ConcurrentSendsArriveWholeAndInOrder) {
   EXPECT_EQ(sent, n);
 }
 
+TEST(TcpDatamover, BatchGoesOutWholeInOrderWithNothingBetween) {
+  Pair p;
+  p.server->set_max_recv_data_segment_length(1 << 20);
+  // A batch of 100 PDUs and, started while the batch is being written, a single send: the single
+  // one may come before or after the batch, never inside it.
+  std::vector<std::vector<std::byte>> payloads;
+  for (int i = 0; i < 100; ++i) payloads.push_back(pattern(static_cast<std::size_t>(4096 + i)));
+  std::vector<PduOut> batch;
+  for (int i = 0; i < 100; ++i)
+    batch.push_back(make_pdu(iscsi::DataOut{.itt = iscsi::Itt{1}, .data_sn = static_cast<std::uint32_t>(i)},
+                             payloads[static_cast<std::size_t>(i)]));
+  std::error_code batch_ec = make_error_code(errc::timeout), single_ec = make_error_code(errc::timeout);
+  asio::co_spawn(p.io, [&]() -> Awaitable<void> { batch_ec = co_await p.client->send_batch(std::move(batch)); },
+                 asio::detached);
+  asio::co_spawn(p.io, [&]() -> Awaitable<void> {
+    single_ec = co_await p.client->send(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{2}}));
+  }, asio::detached);
+  p.run([&]() -> Awaitable<void> {
+    std::uint32_t next_data_sn = 0;
+    bool single_seen = false;
+    for (int i = 0; i < 101; ++i) {
+      auto in = co_await p.server->receive(nullptr);
+      EXPECT_TRUE(in);
+      if (!in) co_return;
+      if (to_u32(iscsi::itt_of(in->bhs)) == 2) {
+        EXPECT_TRUE(next_data_sn == 0 || next_data_sn == 100) << "a send came between PDUs of a batch";
+        single_seen = true;
+        continue;
+      }
+      auto d = iscsi::decode_bhs_as<iscsi::DataOut>(in->bhs);
+      EXPECT_TRUE(d);
+      if (!d) co_return;
+      EXPECT_EQ(d->data_sn, next_data_sn);
+      const auto& want = payloads[next_data_sn];
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), in->data.begin(), in->data.end()));
+      ++next_data_sn;
+    }
+    EXPECT_TRUE(single_seen);
+    EXPECT_EQ(next_data_sn, 100u);
+  });
+  EXPECT_FALSE(batch_ec);
+  EXPECT_FALSE(single_ec);
+}
+
 TEST(TcpDatamover, OversizedSegmentIsDiscardedAndFramingKept) {
   Pair p;
   p.server->set_max_recv_data_segment_length(8192);

@@ -1,10 +1,13 @@
 // Completion: a one-shot event a coroutine can co_await, completed by another coroutine or callback
 // on the same executor. Used to park a command until its response arrives (initiator) or a task
 // until its Data-Out arrives (target). Not thread-safe: complete() must run on the waiter's executor.
+// Event: the multi-waiter, resettable counterpart (a level-triggered flag any number of coroutines
+// wait on), used instead of polling loops: "the send queue has work", "the session ended".
 #pragma once
 
 #include <memory>
 #include <system_error>
+#include <vector>
 
 #include "iserkit/common/asio.hpp"
 
@@ -64,6 +67,56 @@ class Completion {
   bool done_ = false;
   std::error_code ec_;
   std::unique_ptr<WaiterBase> waiter_;
+};
+
+/// Multi-waiter, resettable event: set() wakes every coroutine waiting in wait() (each through its
+/// own executor, never inline); while set, wait() returns at once; reset() clears it. Not
+/// thread-safe: use it from the waiters' executor.
+class Event {
+ public:
+  Event() = default;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event() = default;
+
+  /// Suspends until the event is set (returns at once when it already is).
+  Awaitable<void> wait() {
+    if (set_) co_return;
+    co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+        [this](auto handler) { waiters_.push_back(std::make_unique<Waiter<decltype(handler)>>(std::move(handler))); },
+        asio::use_awaitable);
+  }
+
+  /// Sets the event and resumes every current waiter.
+  void set() {
+    set_ = true;
+    auto waiters = std::move(waiters_);
+    waiters_.clear();
+    for (auto& w : waiters) w->resume();
+  }
+  /// Clears the event; later wait() calls suspend until the next set().
+  void reset() noexcept { set_ = false; }
+  [[nodiscard]] bool is_set() const noexcept { return set_; }
+  /// Coroutines suspended in wait() (for tests).
+  [[nodiscard]] std::size_t waiting() const noexcept { return waiters_.size(); }
+
+ private:
+  struct WaiterBase {
+    virtual ~WaiterBase() = default;
+    virtual void resume() = 0;
+  };
+  template <class Handler>
+  struct Waiter final : WaiterBase {
+    explicit Waiter(Handler h) : handler(std::move(h)) {}
+    void resume() override {
+      auto ex = asio::get_associated_executor(handler);
+      asio::post(ex, std::move(handler));
+    }
+    Handler handler;
+  };
+
+  bool set_ = false;
+  std::vector<std::unique_ptr<WaiterBase>> waiters_;
 };
 
 }  // namespace iserkit

@@ -102,6 +102,13 @@ class Datamover {
   /// error every later send fails too.
   virtual Awaitable<std::error_code> send(PduOut pdu) = 0;
 
+  /// Sends `pdus` whole and in this order, none of another send() between them: the order of a
+  /// command's PDUs (SCSI Command, then its unsolicited Data-Out; a Data-Out sequence) is part of
+  /// this contract, not a consequence of scheduling. Completes when all were sent; returns the
+  /// first error (the rest are then not sent). The default sends them one after another;
+  /// TcpDatamover queues them at once (one gather write where the socket takes it).
+  virtual Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus);
+
   /// Receives the next PDU: BHS, AHS, header digest (checked), data segment (placed by
   /// `placement`, may be null), padding and data digest (checked). Only one receive at a time.
   /// Errors (connection-fatal): errc::connection_closed, errc::header_digest_error, socket errors.

@@ -26,6 +26,7 @@ class TcpDatamover final : public Datamover {
                                                                   std::chrono::milliseconds timeout);
 
   Awaitable<std::error_code> send(PduOut pdu) override;
+  Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus) override;
   Awaitable<Result<PduIn>> receive(DataPlacement* placement) override;
   void set_digests(bool header, bool data) noexcept override { header_digest_ = header; data_digest_ = data; }
   void set_max_recv_data_segment_length(std::uint32_t bytes) noexcept override { max_recv_ = bytes; }

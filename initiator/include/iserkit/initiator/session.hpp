@@ -119,8 +119,8 @@ class Session : public std::enable_shared_from_this<Session> {
                                                             SessionOptions options = {});
 
   /// Sends one SCSI command and waits for its status. Queues while the CmdSN window is closed or
-  /// max_commands_in_flight commands are outstanding (never sends outside the window,
-  /// RFC 7143 §4.2.2.1).
+  /// max_commands_in_flight commands hold an ITT (a timed-out command holds its ITT until its
+  /// ABORT TASK is answered); never sends outside the window (RFC 7143 §4.2.2.1).
   /// Parameters: a command with a non-empty data_in is a read (R bit), a non-empty data_out a write
   /// (W bit); both empty = no data. ExpectedDataTransferLength = the span's size in bytes.
   /// Returns: the ScsiResult (status is data: CHECK CONDITION is a *successful* return carrying
@@ -129,15 +129,24 @@ class Session : public std::enable_shared_from_this<Session> {
   ///    buffer above 4 GiB - 1;
   ///  - errc::connection_closed: the connection dropped; the session is failed from then on;
   ///  - errc::session_closed: the session had already failed or logged out;
-  ///  - errc::timeout: the command timeout elapsed (the session stays usable);
+  ///  - errc::timeout: the command timeout elapsed (the session stays usable over TCP; an ABORT
+  ///    TASK goes to the target);
+  ///  - errc::task_aborted: a task management function the target completed (ABORT TASK, LUN
+  ///    RESET, …) ended the command without a status of its own;
+  ///  - std::errc::resource_unavailable_try_again: 65536 commands already wait for the window;
+  ///  - errc::data_digest_error: a Data-In arrived with a bad DataDigest (the command failed, the
+  ///    session stays);
   ///  - errc::protocol_error: the target sent Data-In outside the buffer, an R2T outside the
   ///    transfer, or rejected the command (Reject PDU, RFC 7143 §11.17).
   /// Lifetime: see BUFFERS above. `request` itself need not outlive the call.
   Awaitable<Result<scsi::ScsiResult>> execute(const CommandRequest& request);
 
   /// Sends a task management request and waits for its response (RFC 7143 §11.5, §11.6).
-  /// Commands it ends come back with their own status (TASK ABORTED or CHECK CONDITION).
-  /// Returns: the response code, or errc::session_closed/connection_closed, errc::timeout.
+  /// Commands it ends come back with their own status (TASK ABORTED or CHECK CONDITION) when the
+  /// target sends one first; otherwise a "function complete" answer ends the commands sent before
+  /// it that the function names with errc::task_aborted.
+  /// Returns: the response code, or errc::session_closed/connection_closed, errc::timeout,
+  /// std::errc::resource_unavailable_try_again when no ITT is free.
   /// A timed-out command gets an ABORT TASK from the session by itself.
   Awaitable<Result<TaskManagementResult>> task_management(const TaskManagementOptions& options);
   /// LOGICAL UNIT RESET of `lun` (RFC 7143 §11.5.1 function 5, SAM-5 §7.7).
@@ -181,9 +190,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Session& operator=(const Session&) = delete;
 
  private:
-  static Awaitable<Result<std::shared_ptr<Session>>> connect_one(asio::any_io_executor ex, const Url& url,
-                                                                SessionOptions options,
-                                                                datamover::Transport transport);
+  friend struct SessionInternals;  // the library's own uses (discovery's text requests)
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,758 @@
+// SessionEngine: see session_engine.hpp for the rules it carries.
+#include "session_engine.hpp"
+
+#include <algorithm>
+
+#include "async_events.hpp"
+#include "iserkit/common/bytes.hpp"
+#include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
+
+namespace iserkit::initiator {
+namespace {
+
+std::error_code busy() { return std::make_error_code(std::errc::resource_unavailable_try_again); }
+
+std::uint32_t itt_capacity(std::uint32_t max_in_flight) {
+  // Each SCSI command may hold its ITT while its own ABORT TASK holds another; plus room for a
+  // ping, a Logout, text and caller TMFs.
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(2ull * max_in_flight + 8, 65535));
+}
+
+bool active_scsi(TaskState s) { return s == TaskState::sent || s == TaskState::awaiting_data; }
+
+}  // namespace
+
+SessionEngine::SessionEngine(EngineConfig config, EngineStart start, TimePoint now)
+    : config_(config),
+      exp_stat_sn_(start.exp_stat_sn),
+      itts_(itt_capacity(config.max_commands_in_flight)),
+      ping_(config.nop_interval, config.nop_timeout, now),
+      last_now_(now) {
+  window_.reset(start.cmd_sn, start.exp_cmd_sn, start.max_cmd_sn);
+}
+
+// ---- bookkeeping ----
+
+SessionEngine::Task& SessionEngine::new_task(TaskKind kind) {
+  const TaskId id = next_id_++;
+  Task& t = tasks_[id];
+  t.id = id;
+  t.kind = kind;
+  t.outcome.id = id;
+  t.outcome.kind = kind;
+  return t;
+}
+
+SessionEngine::Task* SessionEngine::find(TaskId id) noexcept {
+  auto it = tasks_.find(id);
+  return it == tasks_.end() ? nullptr : &it->second;
+}
+
+SessionEngine::Task* SessionEngine::by_itt(iscsi::Itt itt) const noexcept {
+  if (itt == iscsi::reserved_itt) return nullptr;
+  return itts_.find(itt);
+}
+
+bool SessionEngine::take_itt(Task& t) {
+  const iscsi::Itt itt = itts_.insert(&t);
+  if (itt == iscsi::reserved_itt) return false;
+  t.itt = itt;
+  if (t.kind == TaskKind::scsi) ++scsi_holding_itt_;
+  return true;
+}
+
+void SessionEngine::release(Task& t) {
+  if (t.itt == iscsi::reserved_itt) return;
+  itts_.erase(t.itt);
+  t.itt = iscsi::reserved_itt;
+  if (t.kind == TaskKind::scsi) --scsi_holding_itt_;
+}
+
+TaskState SessionEngine::state(TaskId id) const noexcept {
+  auto it = tasks_.find(id);
+  return it == tasks_.end() ? TaskState::done : it->second.state;
+}
+
+void SessionEngine::complete(Task& t, std::error_code ec) {
+  if (t.receiving) {
+    // The datamover is filling this task's buffer: the owner may not get it back before the
+    // receive ends (on_pdu / on_receive_ended).
+    if (!t.deferred) t.deferred = ec;
+    return;
+  }
+  if (t.report && t.state != TaskState::timed_out_aborting) {
+    t.outcome.error = ec;
+    actions_.completions.push_back(std::move(t.outcome));
+  }
+  release(t);
+  const TaskId aborts = t.aborts;
+  const TaskKind kind = t.kind;
+  const TaskId id = t.id;
+  if (id == ping_task_) ping_task_ = 0;
+  if (id == logout_task_) logout_task_ = 0;
+  tasks_.erase(id);  // t is gone from here on
+  if (aborts != 0) {
+    // The ABORT TASK after a timeout is answered (or failed): the aborted task's ITT is free.
+    if (Task* a = find(aborts)) {
+      release(*a);
+      tasks_.erase(aborts);
+    }
+  }
+  if (kind == TaskKind::logout) {
+    // RFC 7143 §11.15: after the Logout Response the target closes the connection; so do we,
+    // whatever the answer was.
+    end_session(make_error_code(errc::session_closed));
+  }
+}
+
+void SessionEngine::resolve_deferred(Task& t) {
+  if (!t.deferred) return;
+  const std::error_code ec = *t.deferred;
+  t.deferred.reset();
+  if (!open_) {
+    complete(t, error_);
+  } else if (ec == make_error_code(errc::timeout) && t.kind == TaskKind::scsi && active_scsi(t.state)) {
+    time_out(t, last_now_);
+  } else {
+    complete(t, ec);
+  }
+}
+
+void SessionEngine::end_session(std::error_code ec) {
+  if (!open_) return;
+  open_ = false;
+  error_ = ec;
+  actions_.ended = ec;
+  if (logging_out_ && ec == make_error_code(errc::session_closed)) {
+    log::debug("session: closed after logout");
+  } else {
+    log::warn("session: failed: {}", ec.message());
+  }
+  queue_.clear();
+  std::vector<TaskId> ids;
+  ids.reserve(tasks_.size());
+  for (const auto& [id, t] : tasks_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());  // owners hear in submission order
+  for (TaskId id : ids)
+    if (Task* t = find(id)) complete(*t, ec);
+}
+
+void SessionEngine::fail_session(std::error_code ec) { end_session(ec); }
+
+void SessionEngine::on_receive_ended() noexcept {
+  Task* p = std::exchange(receiving_, nullptr);
+  if (p == nullptr) return;
+  p->receiving = false;
+  resolve_deferred(*p);
+}
+
+EngineActions SessionEngine::take_actions() { return std::exchange(actions_, EngineActions{}); }
+
+// ---- submissions ----
+
+Result<TaskId> SessionEngine::submit(const ScsiSubmission& command, TimePoint now) {
+  last_now_ = now;
+  if (!command.data_in.empty() && !command.data_out.empty()) return fail(errc::invalid_argument);
+  if (command.data_in.size() > 0xffffffffu || command.data_out.size() > 0xffffffffu)
+    return fail(errc::invalid_argument);
+  if (!accepting()) return tl::unexpected(error_ ? error_ : make_error_code(errc::session_closed));
+  if (queue_.size() >= config_.max_queued_commands) return tl::unexpected(busy());
+  Task& t = new_task(TaskKind::scsi);
+  t.command = command;
+  t.timeout = command.timeout.count() != 0 ? command.timeout : config_.command_timeout;
+  t.data_in_tracker = DataInTracker(command.data_in.size());
+  const TaskId id = t.id;
+  queue_.push_back(id);
+  pump(now);
+  if (state(id) == TaskState::queued_for_window) ++stats_.commands_queued_for_window;
+  return id;
+}
+
+Result<TaskId> SessionEngine::submit_task_management(const TaskManagementOptions& request, TimePoint now) {
+  last_now_ = now;
+  if (!open_) return tl::unexpected(error_);
+  Task& t = new_task(TaskKind::task_management);
+  t.tmf = request;
+  t.timeout = request.timeout.count() > 0 ? request.timeout : config_.request_timeout;
+  if (!take_itt(t)) {
+    log::warn("session: no free ITT for a task management request");
+    tasks_.erase(t.id);
+    return tl::unexpected(busy());
+  }
+  log::info("session: task management: function={} lun={} referenced_itt=0x{:08x}",
+            static_cast<unsigned>(request.function), request.lun.index().value_or(0xffff),
+            iscsi::to_u32(request.referenced_task_tag));
+  send_request(t, now);
+  return t.id;
+}
+
+Result<TaskId> SessionEngine::submit_text(std::vector<std::byte> text, TimePoint now) {
+  last_now_ = now;
+  if (!accepting()) return tl::unexpected(error_ ? error_ : make_error_code(errc::session_closed));
+  Task& t = new_task(TaskKind::text);
+  t.request_text = std::move(text);
+  t.timeout = config_.request_timeout;
+  if (!take_itt(t)) {
+    tasks_.erase(t.id);
+    return tl::unexpected(busy());
+  }
+  send_request(t, now);
+  return t.id;
+}
+
+Result<TaskId> SessionEngine::logout(TimePoint now) {
+  last_now_ = now;
+  if (!open_) return tl::unexpected(error_);
+  if (logging_out_) return fail(errc::session_closed);
+  logging_out_ = true;
+  // Commands not sent yet will not be: they fail now (RFC 7143 §11.14: no new commands after
+  // the Logout Request).
+  std::vector<TaskId> queued(queue_.begin(), queue_.end());
+  queue_.clear();
+  for (TaskId id : queued)
+    if (Task* q = find(id)) complete(*q, make_error_code(errc::session_closed));
+  Task& t = new_task(TaskKind::logout);
+  t.state = TaskState::waiting_to_send;
+  t.timeout = config_.request_timeout;
+  logout_task_ = t.id;
+  const TaskId id = t.id;
+  maybe_send_logout(now);
+  return id;
+}
+
+// ---- sending ----
+
+void SessionEngine::pump(TimePoint now) {
+  while (open_ && !logging_out_ && !queue_.empty()) {
+    Task* t = find(queue_.front());
+    if (t == nullptr) {
+      queue_.pop_front();
+      continue;
+    }
+    // RFC 7143 §4.2.2.1: only while CmdSN ≤ MaxCmdSN; and at most max_commands_in_flight commands
+    // holding ITTs (timed-out ones included until their ABORT TASK is answered).
+    if (!window_.is_open() || scsi_holding_itt_ >= config_.max_commands_in_flight || itts_.full()) break;
+    queue_.pop_front();
+    dispatch(*t, now);
+  }
+}
+
+void SessionEngine::dispatch(Task& t, TimePoint now) {
+  if (!take_itt(t)) {
+    complete(t, busy());
+    return;
+  }
+  const ScsiSubmission& c = t.command;
+  const bool write = !c.data_out.empty();
+  const auto total = static_cast<std::uint32_t>(write ? c.data_out.size() : c.data_in.size());
+  const std::uint32_t immediate = write ? immediate_data_length(config_.limits, total) : 0;
+  const std::uint32_t unsolicited = write ? unsolicited_data_out_length(config_.limits, total, immediate) : 0;
+
+  iscsi::ScsiCommand cmd;
+  cmd.read = !c.data_in.empty();
+  cmd.write = write;
+  cmd.final = unsolicited == 0;  // RFC 7143 §11.3.1: F=0 when unsolicited Data-Out follows
+  cmd.attribute = c.attribute;
+  cmd.lun = c.lun;
+  cmd.itt = t.itt;
+  cmd.expected_data_transfer_length = total;
+  cmd.cmd_sn = window_.take();
+  cmd.exp_stat_sn = exp_stat_sn_;
+  std::copy(c.cdb.bytes.begin(), c.cdb.bytes.end(), cmd.cdb.begin());
+  t.cmd_sn = cmd.cmd_sn;
+  OutgoingPdu out{datamover::make_pdu(cmd, c.data_out.first(immediate)), t.id};
+  out.pdu.read_buffers = c.read_buffers;
+  out.pdu.write_buffers = c.write_buffers;
+  actions_.pdus.push_back(std::move(out));
+  ++stats_.commands_sent;
+  stats_.data_out_bytes_sent += immediate;
+  stats_.max_in_flight_seen = std::max(stats_.max_in_flight_seen, scsi_holding_itt_);
+  if (unsolicited > 0) send_data_out(t, iscsi::reserved_ttt, immediate, unsolicited);
+  t.solicited_bytes_left = total - immediate - unsolicited;
+  t.state = write && t.solicited_bytes_left > 0 ? TaskState::awaiting_data : TaskState::sent;
+  t.deadline = t.timeout.count() > 0 ? now + t.timeout : TimePoint::max();
+}
+
+void SessionEngine::send_data_out(Task& t, iscsi::Ttt ttt, std::uint32_t offset, std::uint32_t length) {
+  DataOutSequence seq(offset, length, config_.limits.max_send_segment_length);
+  while (!seq.done()) {
+    const DataOutSegment s = seq.next();
+    iscsi::DataOut d;
+    d.final = s.final;
+    d.lun = t.command.lun;
+    d.itt = t.itt;
+    d.ttt = ttt;  // RFC 7143 §11.7.3: 0xffffffff for unsolicited data, the R2T's TTT otherwise
+    d.exp_stat_sn = exp_stat_sn_;
+    d.data_sn = s.data_sn;
+    d.buffer_offset = s.buffer_offset;
+    stats_.data_out_bytes_sent += s.length;
+    actions_.pdus.push_back({datamover::make_pdu(d, t.command.data_out.subspan(s.buffer_offset, s.length)), t.id});
+  }
+}
+
+void SessionEngine::send_request(Task& t, TimePoint now) {
+  t.cmd_sn = window_.next();  // immediate: CmdSN is carried, not advanced
+  switch (t.kind) {
+    case TaskKind::task_management: {
+      iscsi::TaskManagementRequest req;
+      req.immediate = true;  // RFC 7143 §11.5: TMF requests go as immediate commands
+      req.function = t.tmf.function;
+      req.lun = t.tmf.lun;
+      req.itt = t.itt;
+      req.referenced_task_tag = t.tmf.referenced_task_tag;
+      req.cmd_sn = t.cmd_sn;
+      req.exp_stat_sn = exp_stat_sn_;
+      req.ref_cmd_sn = t.tmf.ref_cmd_sn;
+      actions_.pdus.push_back({datamover::make_pdu(req), 0});
+      break;
+    }
+    case TaskKind::text: {
+      iscsi::TextRequest req;
+      req.immediate = true;
+      req.final = true;
+      req.itt = t.itt;
+      req.ttt = iscsi::reserved_ttt;
+      req.cmd_sn = t.cmd_sn;
+      req.exp_stat_sn = exp_stat_sn_;
+      actions_.pdus.push_back({datamover::make_pdu_owned(req, std::move(t.request_text)), 0});
+      t.request_text.clear();
+      break;
+    }
+    case TaskKind::logout: {
+      iscsi::LogoutRequest req;
+      req.immediate = true;
+      req.reason = iscsi::LogoutReason::close_session;
+      req.itt = t.itt;
+      req.cmd_sn = t.cmd_sn;
+      req.exp_stat_sn = exp_stat_sn_;
+      actions_.pdus.push_back({datamover::make_pdu(req), 0});
+      break;
+    }
+    case TaskKind::ping: {
+      iscsi::NopOut out;
+      out.immediate = true;
+      out.itt = t.itt;  // RFC 7143 §11.18.1: a valid ITT asks for a NOP-In answer
+      out.ttt = iscsi::reserved_ttt;
+      out.cmd_sn = t.cmd_sn;
+      out.exp_stat_sn = exp_stat_sn_;
+      actions_.pdus.push_back({datamover::make_pdu(out), 0});
+      break;
+    }
+    case TaskKind::scsi: return;  // dispatch() sends commands
+  }
+  t.state = TaskState::sent;
+  if (t.timeout.count() > 0) t.deadline = now + t.timeout;
+}
+
+void SessionEngine::maybe_send_logout(TimePoint now) {
+  if (!open_ || !logging_out_ || logout_task_ == 0) return;
+  Task* t = find(logout_task_);
+  if (t == nullptr || t->state != TaskState::waiting_to_send) return;
+  // Let the commands in flight finish first (timed-out ones are finished for their owners).
+  for (const auto& [id, task] : tasks_)
+    if (task.kind == TaskKind::scsi && active_scsi(task.state)) return;
+  if (!take_itt(*t)) {
+    complete(*t, busy());
+    return;
+  }
+  send_request(*t, now);
+}
+
+// ---- timeouts ----
+
+void SessionEngine::time_out(Task& t, TimePoint now) {
+  if (t.kind != TaskKind::scsi) {
+    log::warn("session: request timed out: itt=0x{:08x}", iscsi::to_u32(t.itt));
+    complete(t, make_error_code(errc::timeout));
+    return;
+  }
+  if (t.receiving) {
+    if (!t.deferred) t.deferred = make_error_code(errc::timeout);
+    return;
+  }
+  log::warn("command: timed out: itt=0x{:08x}", iscsi::to_u32(t.itt));
+  t.outcome.error = make_error_code(errc::timeout);
+  if (t.report) actions_.completions.push_back(t.outcome);
+  t.state = TaskState::timed_out_aborting;
+  t.deadline = TimePoint::max();
+  // RFC 7143 §11.5.1: ABORT TASK tells the target to drop it (RefCmdSN = its CmdSN). The task's
+  // ITT stays reserved until the answer, so a late PDU for it can never reach a new task.
+  Task& abort = new_task(TaskKind::task_management);
+  abort.report = false;
+  abort.aborts = t.id;
+  abort.tmf = TaskManagementOptions{.function = iscsi::TaskManagementFunction::abort_task,
+                                    .lun = t.command.lun,
+                                    .referenced_task_tag = t.itt,
+                                    .ref_cmd_sn = t.cmd_sn};
+  abort.timeout = config_.request_timeout;
+  if (!take_itt(abort)) {
+    // Cannot happen with the table's sizing; never leak the slot if it does.
+    const TaskId aborted = t.id;
+    tasks_.erase(abort.id);
+    if (Task* a = find(aborted)) {
+      release(*a);
+      tasks_.erase(aborted);
+    }
+  } else {
+    send_request(abort, now);
+  }
+  if (config_.fail_session_on_timeout) end_session(make_error_code(errc::connection_closed));
+}
+
+void SessionEngine::on_timer(TimePoint now) {
+  last_now_ = now;
+  if (!open_) return;
+  std::vector<TaskId> expired;
+  for (const auto& [id, t] : tasks_) {
+    if (t.deadline > now) continue;
+    if (t.kind == TaskKind::scsi ? active_scsi(t.state) : t.state == TaskState::sent) expired.push_back(id);
+  }
+  std::sort(expired.begin(), expired.end());
+  for (TaskId id : expired) {
+    if (!open_) break;
+    if (Task* t = find(id)) time_out(*t, now);
+  }
+  if (open_ && logout_deadline_ <= now) {
+    // RFC 7143 §11.9.1: the target drops the connection after Parameter3 seconds anyway.
+    log::warn("session: logout requested by the target did not finish in time");
+    end_session(make_error_code(errc::session_closed));
+  }
+  if (open_ && ping_.enabled()) {
+    switch (ping_.on_tick(now)) {
+      case PingMonitor::Action::none: break;
+      case PingMonitor::Action::send_ping: {
+        Task& p = new_task(TaskKind::ping);
+        p.report = false;
+        if (!take_itt(p)) {
+          tasks_.erase(p.id);
+          break;
+        }
+        ping_task_ = p.id;
+        send_request(p, now);
+        ping_.on_ping_sent(now);
+        ++stats_.pings_sent;
+        break;
+      }
+      case PingMonitor::Action::connection_dead:
+        log::warn("session: no NOP-In within {} ms of our ping: connection dead", config_.nop_timeout.count());
+        end_session(make_error_code(errc::timeout));
+        break;
+    }
+  }
+  pump(now);
+  maybe_send_logout(now);
+}
+
+SessionEngine::TimePoint SessionEngine::next_deadline() const noexcept {
+  if (!open_) return TimePoint::max();
+  TimePoint next = logout_deadline_;
+  for (const auto& [id, t] : tasks_) {
+    const bool live = t.kind == TaskKind::scsi ? active_scsi(t.state) : t.state == TaskState::sent;
+    if (live && !t.receiving) next = std::min(next, t.deadline);
+  }
+  if (ping_.enabled()) next = std::min(next, ping_.next_check());
+  return next;
+}
+
+// ---- receiving ----
+
+std::span<std::byte> SessionEngine::place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept {
+  if (!open_ || iscsi::raw_opcode(bhs) != static_cast<std::uint8_t>(iscsi::Opcode::data_in)) return {};
+  auto din = iscsi::decode_bhs_as<iscsi::DataIn>(bhs);
+  if (!din) return {};
+  Task* t = by_itt(din->itt);
+  // RFC 7143 §11.7.6: the data must lie inside the expected transfer; otherwise it goes to
+  // scratch and the command fails with a protocol error (on_pdu).
+  if (t == nullptr || t->kind != TaskKind::scsi || !active_scsi(t->state) ||
+      !t->data_in_tracker.fits(din->buffer_offset, length))
+    return {};
+  receiving_ = t;
+  t->receiving = true;
+  return t->command.data_in.subspan(din->buffer_offset, length);
+}
+
+void SessionEngine::on_pdu(const datamover::PduIn& in, TimePoint now) {
+  last_now_ = now;
+  Task* placed = std::exchange(receiving_, nullptr);
+  TaskId placed_id = 0;
+  if (placed != nullptr) {
+    placed->receiving = false;
+    placed_id = placed->id;
+  }
+  if (open_) {
+    ping_.on_receive(now);
+    placed_for_pdu_ = placed_id;
+    auto header = iscsi::decode_bhs(in.bhs);
+    if (!header) {
+      log::warn("session: malformed PDU from target: opcode=0x{:02x}", iscsi::raw_opcode(in.bhs));
+      end_session(make_error_code(errc::protocol_error));
+    } else {
+      std::visit([&](const auto& h) { handle(h, in, now); }, *header);
+    }
+    placed_for_pdu_ = 0;
+  }
+  if (placed_id != 0)
+    if (Task* p = find(placed_id)) resolve_deferred(*p);
+  pump(now);
+  maybe_send_logout(now);
+}
+
+void SessionEngine::update(SerialNumber exp_cmd_sn, SerialNumber max_cmd_sn) { window_.update(exp_cmd_sn, max_cmd_sn); }
+
+void SessionEngine::update_stat_sn(SerialNumber stat_sn) {
+  // RFC 7143 §4.2.2.2: ExpStatSN acknowledges status up to StatSN.
+  if (stat_sn + 1 > exp_stat_sn_) exp_stat_sn_ = stat_sn + 1;
+}
+
+void SessionEngine::handle(const iscsi::DataIn& d, const datamover::PduIn& in, TimePoint) {
+  update(d.exp_cmd_sn, d.max_cmd_sn);
+  Task* t = by_itt(d.itt);
+  if (t == nullptr || t->kind != TaskKind::scsi || !active_scsi(t->state)) {
+    log::debug("session: Data-In for unknown or finished itt=0x{:08x} dropped", iscsi::to_u32(d.itt));
+    return;
+  }
+  const auto length = static_cast<std::uint32_t>(in.data.size());
+  if (length != 0 && placed_for_pdu_ != t->id) {
+    log::warn("session: Data-In outside the buffer: itt=0x{:08x} offset={} length={} buffer={}",
+              iscsi::to_u32(d.itt), d.buffer_offset, length, t->command.data_in.size());
+    complete(*t, make_error_code(errc::protocol_error));
+    return;
+  }
+  if (in.pdu_error) {
+    complete(*t, in.pdu_error);
+    return;
+  }
+  if (auto r = t->data_in_tracker.accept(d.data_sn, d.buffer_offset, length); !r) {
+    log::warn("session: Data-In out of order: itt=0x{:08x} data_sn={} expected={}", iscsi::to_u32(d.itt), d.data_sn,
+              t->data_in_tracker.next_data_sn());
+    complete(*t, r.error());
+    return;
+  }
+  stats_.data_in_bytes_placed += length;
+  // RFC 7143 §11.7.5: status and StatSN are valid only with the S bit (which requires F).
+  if (d.status_present) {
+    update_stat_sn(d.stat_sn);
+    t->outcome.result.status = static_cast<scsi::Status>(d.status);
+    if (d.residual_underflow || d.residual_overflow) {
+      t->outcome.result.residual_bytes = d.residual_count;
+      t->outcome.result.residual_overflow = d.residual_overflow;
+    }
+    complete(*t, {});
+  }
+}
+
+void SessionEngine::handle(const iscsi::ScsiResponse& r, const datamover::PduIn& in, TimePoint) {
+  update_stat_sn(r.stat_sn);
+  update(r.exp_cmd_sn, r.max_cmd_sn);
+  Task* t = by_itt(r.itt);
+  if (t == nullptr || t->kind != TaskKind::scsi || !active_scsi(t->state)) {
+    log::debug("session: SCSI Response for unknown or finished itt=0x{:08x} dropped", iscsi::to_u32(r.itt));
+    return;
+  }
+  if (r.response != 0) {
+    // RFC 7143 §11.4.3: response 0x01 = target failure; the status is not valid.
+    log::warn("session: command failed at target: itt=0x{:08x} response=0x{:02x}", iscsi::to_u32(r.itt), r.response);
+    complete(*t, make_error_code(errc::protocol_error));
+    return;
+  }
+  scsi::ScsiResult& result = t->outcome.result;
+  result.status = static_cast<scsi::Status>(r.status);
+  if (r.residual_underflow || r.residual_overflow) {
+    result.residual_bytes = r.residual_count;
+    result.residual_overflow = r.residual_overflow;
+  }
+  // RFC 7143 §11.4.7: the data segment is SenseLength (2 bytes) followed by the sense data.
+  if (in.data.size() >= 2 && !in.pdu_error) {
+    const std::uint16_t sense_length = load_be16(in.data.data());
+    const auto avail = std::min<std::size_t>(sense_length, in.data.size() - 2);
+    if (avail > 0) {
+      if (auto s = scsi::decode_sense(in.data.subspan(2, avail))) result.sense = *s;
+    }
+  }
+  complete(*t, {});
+}
+
+void SessionEngine::handle(const iscsi::R2t& r, const datamover::PduIn&, TimePoint) {
+  update(r.exp_cmd_sn, r.max_cmd_sn);
+  ++stats_.r2ts_received;
+  Task* t = by_itt(r.itt);
+  if (t == nullptr || t->kind != TaskKind::scsi || !active_scsi(t->state)) {
+    log::debug("session: R2T for unknown or finished itt=0x{:08x} dropped", iscsi::to_u32(r.itt));
+    return;
+  }
+  const auto total = static_cast<std::uint32_t>(t->command.data_out.size());
+  if (auto ok = validate_r2t(r, total, config_.limits); !ok) {
+    log::warn("session: R2T outside the transfer: itt=0x{:08x} offset={} length={} total={}", iscsi::to_u32(r.itt),
+              r.buffer_offset, r.desired_data_transfer_length, total);
+    complete(*t, ok.error());
+    return;
+  }
+  // RFC 7143 §11.8.3: R2TSN numbers a task's R2Ts from 0; at ErrorRecoveryLevel 0 a gap cannot
+  // be recovered.
+  if (r.r2t_sn != t->next_r2t_sn) {
+    log::warn("session: R2T out of order: itt=0x{:08x} r2t_sn={} expected={}", iscsi::to_u32(r.itt), r.r2t_sn,
+              t->next_r2t_sn);
+    complete(*t, make_error_code(errc::protocol_error));
+    return;
+  }
+  ++t->next_r2t_sn;
+  send_data_out(*t, r.ttt, r.buffer_offset, r.desired_data_transfer_length);
+  t->solicited_bytes_left -= std::min(t->solicited_bytes_left, r.desired_data_transfer_length);
+  if (t->solicited_bytes_left == 0) t->state = TaskState::sent;
+}
+
+void SessionEngine::handle(const iscsi::NopIn& n, const datamover::PduIn& in, TimePoint) {
+  update(n.exp_cmd_sn, n.max_cmd_sn);
+  // RFC 7143 §11.19.1: StatSN is advanced only by a NOP-In that answers our NOP-Out (ITT valid).
+  if (n.itt != iscsi::reserved_itt) {
+    update_stat_sn(n.stat_sn);
+    Task* t = by_itt(n.itt);
+    if (t != nullptr && t->kind == TaskKind::ping) {
+      ping_.on_pong();
+      ++stats_.pings_answered;
+      complete(*t, {});
+    }
+  }
+  // RFC 7143 §11.19.2: a TTT other than 0xffffffff asks for a NOP-Out answer; with 0xffffffff
+  // the NOP-In is unsolicited and needs none.
+  if (n.ttt == iscsi::reserved_ttt) return;
+  ++stats_.nop_in_answered;
+  iscsi::NopOut out;
+  out.immediate = true;
+  out.lun = n.lun;
+  out.itt = iscsi::reserved_itt;  // RFC 7143 §11.18.1: a reply to a NOP-In carries ITT 0xffffffff
+  out.ttt = n.ttt;                // RFC 7143 §11.18.3: echo the TTT
+  out.cmd_sn = window_.next();    // immediate: CmdSN is not advanced
+  out.exp_stat_sn = exp_stat_sn_;
+  // RFC 7143 §11.18.5: the ping data is returned.
+  actions_.pdus.push_back({datamover::make_pdu_owned(out, std::vector<std::byte>(in.data.begin(), in.data.end())), 0});
+}
+
+void SessionEngine::handle(const iscsi::Reject& r, const datamover::PduIn& in, TimePoint) {
+  update_stat_sn(r.stat_sn);
+  update(r.exp_cmd_sn, r.max_cmd_sn);
+  // RFC 7143 §11.17.3: the data segment carries the rejected PDU's header.
+  if (in.data.size() < iscsi::bhs_size) {
+    log::warn("session: Reject without the rejected header: reason=0x{:02x}", static_cast<unsigned>(r.reason));
+    return;
+  }
+  iscsi::Bhs rejected;
+  std::copy_n(in.data.begin(), iscsi::bhs_size, rejected.begin());
+  const iscsi::Itt itt = iscsi::itt_of(rejected);
+  log::warn("session: target rejected PDU: reason=0x{:02x} opcode={} itt=0x{:08x}", static_cast<unsigned>(r.reason),
+            iscsi::opcode_name(iscsi::raw_opcode(rejected)), iscsi::to_u32(itt));
+  Task* t = by_itt(itt);
+  if (t == nullptr || t->state == TaskState::timed_out_aborting) return;
+  complete(*t, make_error_code(errc::protocol_error));
+}
+
+void SessionEngine::handle(const iscsi::AsyncMessage& a, const datamover::PduIn&, TimePoint now) {
+  update_stat_sn(a.stat_sn);
+  update(a.exp_cmd_sn, a.max_cmd_sn);
+  log::info("session: async message: event={} parameter1={} parameter2={} parameter3={}",
+            static_cast<unsigned>(a.event), a.parameter1, a.parameter2, a.parameter3);
+  const AsyncDecision d = decide_async(a);
+  if (d.kind == AsyncDecision::Kind::fail_session) {
+    end_session(make_error_code(errc::connection_closed));
+  } else if (d.kind == AsyncDecision::Kind::logout && accepting()) {
+    if (auto id = logout(now)) {
+      if (Task* t = find(*id)) t->report = false;
+      logout_deadline_ = now + d.within;
+    }
+  }
+}
+
+void SessionEngine::handle(const iscsi::LogoutResponse& r, const datamover::PduIn&, TimePoint) {
+  update_stat_sn(r.stat_sn);
+  update(r.exp_cmd_sn, r.max_cmd_sn);
+  Task* t = by_itt(r.itt);
+  if (t == nullptr || t->kind != TaskKind::logout) return;
+  // RFC 7143 §11.15.1: 0 = closed successfully; anything else is a failed logout.
+  complete(*t, r.response == 0 ? std::error_code{} : make_error_code(errc::protocol_error));
+}
+
+void SessionEngine::handle(const iscsi::TaskManagementResponse& r, const datamover::PduIn&, TimePoint) {
+  update_stat_sn(r.stat_sn);
+  update(r.exp_cmd_sn, r.max_cmd_sn);
+  Task* t = by_itt(r.itt);
+  if (t == nullptr || t->kind != TaskKind::task_management) return;
+  t->outcome.tmf_response = r.response;
+  log::info("session: task management response: itt=0x{:08x} response={}", iscsi::to_u32(r.itt), r.response);
+  if (r.response == 0) after_tmf(*t);
+  complete(*t, {});
+}
+
+void SessionEngine::after_tmf(const Task& tmf) {
+  using F = iscsi::TaskManagementFunction;
+  // RFC 7143 §11.5.1 / SAM-5 §7: "function complete" means the target ended the tasks the
+  // function names that it received before the TMF (CmdSN below the TMF's); those that did not
+  // answer with their own status end here.
+  std::vector<TaskId> ended;
+  for (const auto& [id, t] : tasks_) {
+    if (t.kind != TaskKind::scsi || !active_scsi(t.state) || !(t.cmd_sn < tmf.cmd_sn)) continue;
+    bool hit = false;
+    switch (tmf.tmf.function) {
+      case F::abort_task: hit = t.itt == tmf.tmf.referenced_task_tag; break;
+      case F::abort_task_set:
+      case F::clear_task_set:
+      case F::logical_unit_reset: hit = t.command.lun == tmf.tmf.lun; break;
+      case F::target_warm_reset:
+      case F::target_cold_reset: hit = true; break;
+      default: break;
+    }
+    if (hit) ended.push_back(id);
+  }
+  std::sort(ended.begin(), ended.end());
+  for (TaskId id : ended)
+    if (Task* t = find(id)) complete(*t, make_error_code(errc::task_aborted));
+}
+
+void SessionEngine::handle(const iscsi::TextResponse& r, const datamover::PduIn& in, TimePoint now) {
+  update_stat_sn(r.stat_sn);
+  update(r.exp_cmd_sn, r.max_cmd_sn);
+  Task* t = by_itt(r.itt);
+  if (t == nullptr || t->kind != TaskKind::text) {
+    log::debug("session: Text Response for unknown itt=0x{:08x} dropped", iscsi::to_u32(r.itt));
+    return;
+  }
+  if (in.pdu_error) {
+    complete(*t, in.pdu_error);
+    return;
+  }
+  // Bound what a target can make us hold (SendTargets of many targets fits easily).
+  constexpr std::size_t max_text_bytes = 16u << 20;
+  if (t->outcome.text.size() + in.data.size() > max_text_bytes) {
+    log::warn("session: text response above {} bytes refused", max_text_bytes);
+    complete(*t, make_error_code(errc::protocol_error));
+    return;
+  }
+  t->outcome.text.insert(t->outcome.text.end(), in.data.begin(), in.data.end());
+  if (r.final) {
+    complete(*t, {});
+    return;
+  }
+  // RFC 7143 §11.11.2: F=0 — ask for the rest with an empty Text Request echoing the TTT.
+  if (r.ttt == iscsi::reserved_ttt) {
+    complete(*t, make_error_code(errc::protocol_error));
+    return;
+  }
+  iscsi::TextRequest more;
+  more.immediate = true;
+  more.final = true;
+  more.itt = t->itt;
+  more.ttt = r.ttt;
+  more.cmd_sn = window_.next();
+  more.exp_stat_sn = exp_stat_sn_;
+  actions_.pdus.push_back({datamover::make_pdu_owned(more, {}), 0});
+  t->deadline = now + t->timeout;
+}
+
+template <class Other>
+void SessionEngine::handle(const Other&, const datamover::PduIn& in, TimePoint) {
+  // RFC 7143 §6.3: initiator opcodes or a Login Response in full feature phase break the protocol.
+  log::warn("session: unexpected PDU: opcode={}", iscsi::opcode_name(iscsi::raw_opcode(in.bhs)));
+  end_session(make_error_code(errc::protocol_error));
+}
+
+}  // namespace iserkit::initiator

@@ -1,0 +1,271 @@
+// SessionEngine: the initiator's full-feature-phase session as a sans-I/O state machine (layer 2).
+// No Asio, no sockets, no coroutines, no clock of its own: decoded PDUs, submissions, placement
+// questions and the time go in; PDUs to send (in the order they must leave), task completions and
+// the end of the session come out (take_actions()). The coroutine driver (session.cpp) feeds it
+// from one receive loop and one timer and drains its PDU batches through the Datamover in order.
+//
+// Rules it carries (RFC 7143, ErrorRecoveryLevel 0, one connection):
+//  - CmdSN numbering and the window (§4.2.2.1, serial arithmetic): a SCSI command leaves only while
+//    CmdSN ≤ MaxCmdSN; ExpCmdSN/MaxCmdSN are taken from every target PDU; queued commands go out
+//    when MaxCmdSN opens the window. Immediate PDUs carry CmdSN without advancing it.
+//  - ExpStatSN (§4.2.2.2) from every StatSN the target sends.
+//  - Write data (§4.2.5.2, §11.7, §11.8): immediate data, unsolicited Data-Out up to
+//    FirstBurstLength, solicited Data-Out answering R2Ts (R2TSN in order, each range inside the
+//    transfer and at most MaxBurstLength), segments of at most the target's
+//    MaxRecvDataSegmentLength, DataSN from 0 per sequence.
+//  - Data-In (§11.7): DataSN in order, BufferOffset + length inside the read buffer (checked in
+//    place() before any byte lands), status and residuals (U/O) with the S bit.
+//  - Reject (§11.17) of a PDU with an outstanding ITT ends that task with a protocol error.
+//  - Task management (§11.5/§11.6): ABORT TASK after a command timeout (RefCmdSN = its CmdSN); the
+//    aborted task's ITT stays reserved until the TMF response. A "function complete" response ends
+//    the tasks the function aborted (task_aborted).
+//  - NOP-Out keepalive pings and NOP-In answers (§11.18/§11.19).
+//  - Async Messages (§11.9): logout request → logout within Parameter3 seconds; drop connection(s)
+//    → the session fails.
+//  - Logout (§11.14): queued commands fail, commands in flight finish first, then the Logout
+//    Request goes out; the session ends with its response.
+//  - Text requests with continuation (§11.10/§11.11: C bit, TTT) for discovery.
+//
+// THREADING: none; the owner calls it from one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <system_error>
+#include <unordered_map>
+#include <vector>
+
+#include "command_window.hpp"
+#include "data_transfer.hpp"
+#include "itt_table.hpp"
+#include "ping_monitor.hpp"
+#include "iserkit/common/buffer.hpp"
+#include "iserkit/common/result.hpp"
+#include "iserkit/datamover/datamover.hpp"
+#include "iserkit/initiator/session.hpp"
+
+namespace iserkit::initiator {
+
+/// Identifies one task of a SessionEngine (never reused within an engine; 0 = none).
+using TaskId = std::uint64_t;
+
+/// Where a task is in its life.
+enum class TaskState {
+  queued_for_window,   ///< SCSI command waiting for the CmdSN window / the in-flight limit
+  waiting_to_send,     ///< an immediate request (e.g. Logout) waiting for the commands in flight
+  sent,                ///< its PDU is out; waiting for the response (or Data-In)
+  awaiting_data,       ///< a write with part of its data still to be solicited by R2T
+  timed_out_aborting,  ///< completed to its owner with errc::timeout; ITT reserved until the ABORT TASK answer
+  done,                ///< completed (not tracked any more)
+};
+
+/// What kind of request a task is.
+enum class TaskKind { scsi, task_management, text, logout, ping };
+
+/// The negotiated and configured values the engine runs with.
+struct EngineConfig {
+  WriteLimits limits;                              ///< from the operational parameters
+  std::uint32_t max_commands_in_flight = 128;      ///< SCSI commands holding an ITT at once
+  std::uint32_t max_queued_commands = 65536;       ///< submissions waiting beyond that; more → error
+  std::chrono::milliseconds command_timeout{0};    ///< default per-command timeout; 0 = none
+  std::chrono::milliseconds request_timeout{15000};  ///< TMF, text and Logout requests
+  std::chrono::milliseconds nop_interval{0};       ///< keepalive: silence before a NOP-Out ping; 0 = off
+  std::chrono::milliseconds nop_timeout{10000};    ///< how long a ping may stay unanswered
+  /// A timed-out command ends the session (iSER: the target could still RDMA into the buffer the
+  /// caller gets back; only closing the connection makes that impossible).
+  bool fail_session_on_timeout = false;
+};
+
+/// The session's numbering at the end of login (RFC 7143 §11.12.8, §11.13).
+struct EngineStart {
+  SerialNumber cmd_sn{1};      ///< the leading Login Request's CmdSN: the first command's
+  SerialNumber exp_cmd_sn{1};  ///< from the final Login Response
+  SerialNumber max_cmd_sn{1};  ///< from the final Login Response
+  SerialNumber exp_stat_sn{0}; ///< the final Login Response's StatSN + 1
+};
+
+/// One SCSI command as submitted. The spans are borrowed: they must stay valid until the task's
+/// completion has been taken *and* every PDU borrowing them (OutgoingPdu::borrower) was sent.
+struct ScsiSubmission {
+  scsi::Lun lun;
+  scsi::Cdb cdb;
+  std::span<std::byte> data_in;         ///< read buffer, bytes; may be empty
+  std::span<const std::byte> data_out;  ///< write buffer, bytes; may be empty
+  iscsi::TaskAttribute attribute = iscsi::TaskAttribute::simple;
+  std::chrono::milliseconds timeout{0};  ///< 0 = EngineConfig::command_timeout
+  const SgList* read_buffers = nullptr;   ///< iSER: registered views (RFC 7145 §9.2); passed through
+  const SgList* write_buffers = nullptr;
+};
+
+/// A PDU to send, in order. `borrower` is the task whose buffer the data segment points into
+/// (0 when the PDU owns its data): that buffer must stay alive until the PDU was sent.
+struct OutgoingPdu {
+  datamover::PduOut pdu;
+  TaskId borrower = 0;
+};
+
+/// A finished task.
+struct TaskOutcome {
+  TaskId id = 0;
+  TaskKind kind = TaskKind::scsi;
+  std::error_code error;             ///< empty on success
+  scsi::ScsiResult result;           ///< SCSI commands
+  std::uint8_t tmf_response = 0;     ///< task management: RFC 7143 §11.6.1 Response
+  std::vector<std::byte> text;       ///< text requests: the whole response text (all continuations)
+};
+
+/// Everything the engine wants done since the last take_actions().
+struct EngineActions {
+  std::vector<OutgoingPdu> pdus;         ///< send in this order
+  std::vector<TaskOutcome> completions;  ///< deliver to the tasks' owners
+  /// Set once, when the session ended (failure, close or logout): close the connection.
+  std::optional<std::error_code> ended;
+  [[nodiscard]] bool empty() const noexcept { return pdus.empty() && completions.empty() && !ended; }
+};
+
+class SessionEngine {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using TimePoint = Clock::time_point;
+
+  SessionEngine(EngineConfig config, EngineStart start, TimePoint now);
+
+  /// Queues a SCSI command; it goes out at once when the window and the in-flight limit allow
+  /// (RFC 7143 §4.2.2.1), otherwise when they open. Returns its TaskId, or
+  ///  - errc::invalid_argument: both buffers set (no bidirectional commands) or one above 4 GiB - 1;
+  ///  - errc::session_closed: the session ended or is logging out (then: the error that ended it);
+  ///  - std::errc::resource_unavailable_try_again: max_queued_commands submissions already wait.
+  Result<TaskId> submit(const ScsiSubmission& command, TimePoint now);
+  /// Sends a task management request (immediate, RFC 7143 §11.5). Errors: session_closed,
+  /// std::errc::resource_unavailable_try_again when no ITT is free.
+  Result<TaskId> submit_task_management(const TaskManagementOptions& request, TimePoint now);
+  /// Sends a Text Request carrying `text` (encoded key=value pairs, RFC 7143 §11.10) and gathers
+  /// the response across continuations (C bit; an empty Text Request echoing the TTT asks for the
+  /// rest, §11.11.2). Errors as submit_task_management().
+  Result<TaskId> submit_text(std::vector<std::byte> text, TimePoint now);
+  /// Starts a Logout (close the session, RFC 7143 §11.14): queued commands fail with
+  /// session_closed, the request goes out once no command is in flight (timed-out commands whose
+  /// ABORT TASK is still unanswered do not hold it back). Returns the logout task.
+  /// Errors: session_closed when the session already ended or is logging out.
+  Result<TaskId> logout(TimePoint now);
+
+  /// DataPlacement: where a Data-In data segment of `length` bytes goes — a span of the task's read
+  /// buffer at BufferOffset when it lies inside it (RFC 7143 §11.7.6), else empty (scratch: the
+  /// PDU is then refused in on_pdu). The task is marked as being received into until on_pdu().
+  std::span<std::byte> place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept;
+  /// One received PDU (its data segment already placed). PduIn::pdu_error (data digest error,
+  /// oversize segment) fails the task it belongs to.
+  void on_pdu(const datamover::PduIn& pdu, TimePoint now);
+  /// Timeouts: commands, requests, keepalive pings, a target-requested logout.
+  void on_timer(TimePoint now);
+  /// The next time on_timer() has something to do; TimePoint::max() when nothing is pending.
+  [[nodiscard]] TimePoint next_deadline() const noexcept;
+  /// The connection failed or was closed (or the caller closes the session): every task ends
+  /// with `ec`. A task whose buffer a receive is filling ends only with the following on_pdu() or
+  /// on_receive_ended().
+  void fail_session(std::error_code ec);
+  /// The receive that place() was answered for ended without a PDU (connection error).
+  void on_receive_ended() noexcept;
+
+  /// Takes what the engine wants done (see EngineActions).
+  EngineActions take_actions();
+  [[nodiscard]] bool has_actions() const noexcept { return !actions_.empty(); }
+
+  /// True until the session ended or a logout started.
+  [[nodiscard]] bool accepting() const noexcept { return open_ && !logging_out_; }
+  /// True until the session ended.
+  [[nodiscard]] bool open() const noexcept { return open_; }
+  /// Why the session ended (empty while open).
+  [[nodiscard]] std::error_code error() const noexcept { return error_; }
+  /// The state of a task; done for unknown ones.
+  [[nodiscard]] TaskState state(TaskId id) const noexcept;
+  /// SCSI commands holding an ITT (sent, awaiting data, or aborting).
+  [[nodiscard]] std::uint32_t commands_holding_itt() const noexcept { return scsi_holding_itt_; }
+  /// SCSI commands waiting for the window or the in-flight limit.
+  [[nodiscard]] std::size_t commands_queued() const noexcept { return queue_.size(); }
+  /// ITTs in use (all kinds).
+  [[nodiscard]] std::uint32_t itts_in_use() const noexcept { return itts_.size(); }
+  [[nodiscard]] const CommandWindow& window() const noexcept { return window_; }
+  [[nodiscard]] SerialNumber exp_stat_sn() const noexcept { return exp_stat_sn_; }
+  [[nodiscard]] const SessionStats& stats() const noexcept { return stats_; }
+
+ private:
+  struct Task {
+    TaskId id = 0;
+    TaskKind kind = TaskKind::scsi;
+    TaskState state = TaskState::queued_for_window;
+    iscsi::Itt itt = iscsi::reserved_itt;
+    ScsiSubmission command;
+    DataInTracker data_in_tracker;
+    std::uint32_t next_r2t_sn = 0;
+    std::uint32_t solicited_bytes_left = 0;  ///< write bytes not yet sent or solicited
+    SerialNumber cmd_sn;
+    TimePoint deadline = TimePoint::max();
+    std::chrono::milliseconds timeout{0};
+    TaskOutcome outcome;
+    bool report = true;                      ///< false for the engine's own (ping, ABORT TASK after timeout)
+    bool receiving = false;                  ///< place() handed out its buffer; on_pdu pending
+    std::optional<std::error_code> deferred;  ///< an end that waits for that receive
+    // task management
+    TaskManagementOptions tmf;
+    TaskId aborts = 0;                       ///< ABORT TASK after a timeout: the timed-out task
+    // text
+    std::vector<std::byte> request_text;
+  };
+
+  Task& new_task(TaskKind kind);
+  Task* find(TaskId id) noexcept;
+  Task* by_itt(iscsi::Itt itt) const noexcept;
+  bool take_itt(Task& t);
+  void release(Task& t);
+  void complete(Task& t, std::error_code ec);
+  void end_session(std::error_code ec);
+  void pump(TimePoint now);
+  void dispatch(Task& t, TimePoint now);
+  void send_request(Task& t, TimePoint now);
+  void send_data_out(Task& t, iscsi::Ttt ttt, std::uint32_t offset, std::uint32_t length);
+  void time_out(Task& t, TimePoint now);
+  void update(SerialNumber exp_cmd_sn, SerialNumber max_cmd_sn);
+  void update_stat_sn(SerialNumber stat_sn);
+  void maybe_send_logout(TimePoint now);
+  void after_tmf(const Task& tmf);
+  void resolve_deferred(Task& t);
+
+  void handle(const iscsi::DataIn& h, const datamover::PduIn& in, TimePoint now);
+  void handle(const iscsi::ScsiResponse& h, const datamover::PduIn& in, TimePoint now);
+  void handle(const iscsi::R2t& h, const datamover::PduIn& in, TimePoint now);
+  void handle(const iscsi::NopIn& h, const datamover::PduIn& in, TimePoint now);
+  void handle(const iscsi::Reject& h, const datamover::PduIn& in, TimePoint now);
+  void handle(const iscsi::AsyncMessage& h, const datamover::PduIn& in, TimePoint now);
+  void handle(const iscsi::LogoutResponse& h, const datamover::PduIn& in, TimePoint now);
+  void handle(const iscsi::TaskManagementResponse& h, const datamover::PduIn& in, TimePoint now);
+  void handle(const iscsi::TextResponse& h, const datamover::PduIn& in, TimePoint now);
+  template <class Other>
+  void handle(const Other&, const datamover::PduIn& in, TimePoint now);
+
+  EngineConfig config_;
+  CommandWindow window_;
+  SerialNumber exp_stat_sn_;
+  IttTable<Task> itts_;
+  std::unordered_map<TaskId, Task> tasks_;  // node-based: Task* stay valid
+  std::deque<TaskId> queue_;                // SCSI commands waiting for the window, FIFO
+  TaskId next_id_ = 1;
+  std::uint32_t scsi_holding_itt_ = 0;
+  bool open_ = true;
+  bool logging_out_ = false;
+  TaskId logout_task_ = 0;
+  std::error_code error_;
+  PingMonitor ping_;
+  TaskId ping_task_ = 0;
+  TimePoint logout_deadline_ = TimePoint::max();  // a target-requested logout must be done by then
+  Task* receiving_ = nullptr;       // the task place() handed a buffer span of, until on_pdu
+  TaskId placed_for_pdu_ = 0;       // while handling a PDU: the task its data segment landed in
+  TimePoint last_now_;
+  SessionStats stats_;
+  EngineActions actions_;
+};
+
+}  // namespace iserkit::initiator

@@ -1,0 +1,29 @@
+// Starting a Session's driver over a datamover that is already in full feature phase: used by
+// Session::connect after login, and by tests that drive a Session over a fake Datamover.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "iserkit/initiator/session.hpp"
+#include "session_engine.hpp"
+
+namespace iserkit::initiator {
+
+/// Builds the engine from the negotiated `params` and `options` (lengths in bytes), starts the
+/// receive loop, the timer and the sender on `ex` and returns the session. `start` is the
+/// numbering at the end of login (RFC 7143 §11.12.8).
+std::shared_ptr<Session> start_session(asio::any_io_executor ex, std::unique_ptr<datamover::Datamover> dm,
+                                       SessionOptions options, const iscsi::OperationalParameters& params,
+                                       std::string target_name, EngineStart start);
+
+/// What the library does with a Session beyond its public API.
+struct SessionInternals {
+  /// Sends a Text Request carrying `text` (encoded key=value pairs, RFC 7143 §11.10) and returns
+  /// the whole response text, continuations gathered (§11.11.2). Errors: session_closed /
+  /// connection_closed, errc::timeout (SessionOptions::login_timeout), errc::protocol_error,
+  /// errc::data_digest_error, EAGAIN when no ITT is free.
+  static Awaitable<Result<std::vector<std::byte>>> text_request(Session& session, std::vector<std::byte> text);
+};
+
+}  // namespace iserkit::initiator

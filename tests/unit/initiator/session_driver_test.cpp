@@ -1,0 +1,373 @@
+// The Session driver (session.cpp) end to end in-process: a real Session over FakeDatamover, a
+// scripted target answering through the fake's responder. Read, write with R2T, command timeout
+// with ABORT TASK, connection loss, logout.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "fake_datamover.hpp"
+#include "iserkit/common/copy_counter.hpp"
+#include "iserkit/common/errors.hpp"
+#include "iserkit/initiator/discovery.hpp"
+#include "iserkit/iscsi/text.hpp"
+#include "session_start.hpp"
+
+using namespace iserkit;
+using namespace iserkit::initiator;
+using namespace std::chrono_literals;
+using test::CapturedPdu;
+using test::FakeDatamover;
+
+namespace {
+
+struct Rig {
+  explicit Rig(SessionOptions options = {}, iscsi::OperationalParameters params = {}) {
+    auto fake = std::make_unique<FakeDatamover>(io.get_executor());
+    dm = fake.get();
+    session = start_session(io.get_executor(), std::move(fake), std::move(options), params, "iqn.2026-01.test:t",
+                            EngineStart{.cmd_sn = SerialNumber(1),
+                                        .exp_cmd_sn = SerialNumber(1),
+                                        .max_cmd_sn = SerialNumber(64),
+                                        .exp_stat_sn = SerialNumber(1)});
+  }
+  /// Runs `body` on the session's executor; then closes the session so every loop ends.
+  template <class Body>
+  void run(Body body) {
+    bool finished = false;
+    asio::co_spawn(
+        io,
+        [&]() -> Awaitable<void> {
+          co_await body();
+          finished = true;
+          session->close();
+        },
+        asio::detached);
+    io.run_for(20s);
+    EXPECT_TRUE(finished) << "the test body did not finish";
+    EXPECT_TRUE(io.stopped()) << "a session loop is still running after close()";
+  }
+
+  asio::io_context io;
+  FakeDatamover* dm = nullptr;
+  std::shared_ptr<Session> session;
+};
+
+CommandRequest read10(std::span<std::byte> buffer) {
+  CommandRequest r;
+  r.lun = scsi::Lun::from_index(0);
+  r.cdb.length = 10;
+  r.cdb.bytes[0] = std::byte{0x28};
+  r.data_in = buffer;
+  return r;
+}
+
+iscsi::ScsiResponse response_for(const iscsi::ScsiCommand& c) {
+  iscsi::ScsiResponse r;
+  r.itt = c.itt;
+  r.stat_sn = c.exp_stat_sn;
+  r.exp_cmd_sn = c.cmd_sn + 1;
+  r.max_cmd_sn = c.cmd_sn + 64;
+  return r;
+}
+
+}  // namespace
+
+TEST(SessionDriver, ReadLandsInTheCallersBuffer) {
+  Rig rig;
+  rig.dm->respond_with([](FakeDatamover& d, const CapturedPdu& p) {
+    const auto* c = p.as<iscsi::ScsiCommand>();
+    if (c == nullptr || !c->read) return;
+    for (std::uint32_t sn = 0; sn < 2; ++sn) {
+      iscsi::DataIn in;
+      in.itt = c->itt;
+      in.data_sn = sn;
+      in.buffer_offset = sn * 4096;
+      in.exp_cmd_sn = c->cmd_sn + 1;
+      in.max_cmd_sn = c->cmd_sn + 64;
+      if (sn == 1) {
+        in.final = in.status_present = true;
+        in.stat_sn = c->exp_stat_sn;
+      }
+      d.push(in, std::vector<std::byte>(4096, static_cast<std::byte>(0x10 + sn)));
+    }
+  });
+  std::vector<std::byte> buffer(8192);
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(read10(buffer));
+    EXPECT_TRUE(r) << (r ? "" : r.error().message());
+    if (r) {
+      EXPECT_EQ(r->status, scsi::Status::good);
+    }
+  });
+  EXPECT_EQ(buffer[0], std::byte{0x10});
+  EXPECT_EQ(buffer[4095], std::byte{0x10});
+  EXPECT_EQ(buffer[4096], std::byte{0x11});
+  EXPECT_EQ(buffer[8191], std::byte{0x11});
+  EXPECT_EQ(rig.session->stats().data_in_bytes_placed, 8192u);
+}
+
+TEST(SessionDriver, WriteAnswersR2tsWithTheRightBytes) {
+  iscsi::OperationalParameters p;
+  p.initial_r2t = true;
+  p.immediate_data = false;
+  p.max_burst_length = 8192;
+  p.target_max_recv_data_segment_length = 4096;
+  Rig rig({}, p);
+  std::map<std::uint32_t, std::vector<std::byte>> received;  // BufferOffset → bytes
+  std::vector<std::uint32_t> data_sns;
+  rig.dm->respond_with([&](FakeDatamover& d, const CapturedPdu& pdu) {
+    auto r2t = [&](iscsi::Itt itt, std::uint32_t sn) {
+      iscsi::R2t r;
+      r.itt = itt;
+      r.ttt = iscsi::Ttt{100 + sn};
+      r.r2t_sn = sn;
+      r.buffer_offset = sn * 8192;
+      r.desired_data_transfer_length = 8192;
+      r.exp_cmd_sn = SerialNumber(2);
+      r.max_cmd_sn = SerialNumber(65);
+      d.push(r);
+    };
+    if (const auto* c = pdu.as<iscsi::ScsiCommand>(); c != nullptr && c->write) {
+      EXPECT_TRUE(pdu.data.empty());  // ImmediateData=No
+      r2t(c->itt, 0);
+    } else if (const auto* o = pdu.as<iscsi::DataOut>()) {
+      received[o->buffer_offset] = pdu.data;
+      data_sns.push_back(o->data_sn);
+      if (!o->final) return;
+      if (o->ttt == iscsi::Ttt{100}) {
+        r2t(o->itt, 1);
+      } else {
+        iscsi::ScsiResponse r;
+        r.itt = o->itt;
+        r.exp_cmd_sn = SerialNumber(2);
+        r.max_cmd_sn = SerialNumber(65);
+        d.push(r);
+      }
+    }
+  });
+  std::vector<std::byte> payload(16384);
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 13 + 1);
+  rig.run([&]() -> Awaitable<void> {
+    CommandRequest w;
+    w.cdb.length = 10;
+    w.cdb.bytes[0] = std::byte{0x2a};
+    w.data_out = payload;
+    auto r = co_await rig.session->execute(w);
+    EXPECT_TRUE(r) << (r ? "" : r.error().message());
+  });
+  std::vector<std::byte> joined;
+  for (auto& [offset, bytes] : received) {
+    EXPECT_EQ(offset, joined.size());
+    joined.insert(joined.end(), bytes.begin(), bytes.end());
+  }
+  EXPECT_EQ(joined, payload);
+  EXPECT_EQ(data_sns, (std::vector<std::uint32_t>{0, 1, 0, 1}));  // two PDUs per 8 KiB burst
+  EXPECT_EQ(rig.session->stats().r2ts_received, 2u);
+}
+
+TEST(SessionDriver, TimedOutCommandIsAbortedAndTheSessionStaysUsable) {
+  SessionOptions o;
+  o.command_timeout = 100ms;
+  Rig rig(o);
+  iscsi::Itt silent_itt = iscsi::reserved_itt;
+  Completion abort_answered;
+  rig.dm->respond_with([&](FakeDatamover& d, const CapturedPdu& pdu) {
+    if (const auto* c = pdu.as<iscsi::ScsiCommand>()) {
+      if (c->read) {
+        silent_itt = c->itt;  // never answered
+      } else {
+        d.push(response_for(*c));
+      }
+    } else if (const auto* t = pdu.as<iscsi::TaskManagementRequest>()) {
+      EXPECT_EQ(t->function, iscsi::TaskManagementFunction::abort_task);
+      EXPECT_EQ(t->referenced_task_tag, silent_itt);
+      EXPECT_EQ(t->ref_cmd_sn, SerialNumber(1));
+      iscsi::TaskManagementResponse r;
+      r.itt = t->itt;
+      d.push(r);
+      abort_answered.complete();
+    }
+  });
+  std::vector<std::byte> buffer(512);
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(read10(buffer));
+    EXPECT_FALSE(r);
+    if (!r) {
+      EXPECT_EQ(r.error(), make_error_code(errc::timeout));
+    }
+    co_await abort_answered.wait();
+    EXPECT_TRUE(rig.session->is_open());
+    CommandRequest tur;
+    tur.cdb.length = 6;  // TEST UNIT READY, no data
+    auto again = co_await rig.session->execute(tur);
+    EXPECT_TRUE(again) << (again ? "" : again.error().message());
+  });
+  EXPECT_TRUE(abort_answered.done());
+}
+
+TEST(SessionDriver, ConnectionLossFailsCommandsAndTheSession) {
+  Rig rig;
+  rig.dm->respond_with([](FakeDatamover& d, const CapturedPdu& pdu) {
+    if (pdu.as<iscsi::ScsiCommand>()) d.push_error(make_error_code(errc::connection_closed));
+  });
+  std::vector<std::byte> buffer(512);
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(read10(buffer));
+    EXPECT_FALSE(r);
+    if (!r) {
+      EXPECT_EQ(r.error(), make_error_code(errc::connection_closed));
+    }
+    EXPECT_FALSE(rig.session->is_open());
+    EXPECT_EQ(rig.session->error(), make_error_code(errc::connection_closed));
+    auto later = co_await rig.session->execute(read10(buffer));
+    EXPECT_FALSE(later);
+    if (!later) {
+      EXPECT_EQ(later.error(), make_error_code(errc::connection_closed));
+    }
+  });
+  EXPECT_TRUE(rig.dm->closed());
+}
+
+TEST(SessionDriver, LogoutAfterTheCommandsInFlight) {
+  Rig rig;
+  rig.dm->respond_with([](FakeDatamover& d, const CapturedPdu& pdu) {
+    if (const auto* c = pdu.as<iscsi::ScsiCommand>()) {
+      d.push(response_for(*c));
+    } else if (const auto* l = pdu.as<iscsi::LogoutRequest>()) {
+      iscsi::LogoutResponse r;
+      r.itt = l->itt;
+      d.push(r);
+    }
+  });
+  int done = 0;
+  rig.run([&]() -> Awaitable<void> {
+    CommandRequest tur;
+    tur.cdb.length = 6;
+    auto one = [&]() -> Awaitable<void> {
+      auto r = co_await rig.session->execute(tur);
+      EXPECT_TRUE(r);
+      ++done;
+    };
+    asio::co_spawn(rig.io, one(), asio::detached);
+    asio::co_spawn(rig.io, one(), asio::detached);
+    co_await asio::post(rig.io, asio::use_awaitable);  // both commands submitted
+    auto r = co_await rig.session->logout();
+    EXPECT_TRUE(r) << (r ? "" : r.error().message());
+    EXPECT_EQ(done, 2);
+    EXPECT_FALSE(rig.session->is_open());
+    auto after = co_await rig.session->logout();  // already logged out: success, nothing sent
+    EXPECT_TRUE(after);
+  });
+  ASSERT_FALSE(rig.dm->sent().empty());
+  EXPECT_NE(rig.dm->sent().back().as<iscsi::LogoutRequest>(), nullptr);
+}
+
+TEST(SessionDriver, TextRequestGathersContinuationsForDiscovery) {
+  Rig rig;
+  auto text_of = [](std::string_view s) {
+    std::vector<std::byte> v(s.size() + 1);  // NUL-terminated key=value (RFC 7143 §6.1)
+    std::memcpy(v.data(), s.data(), s.size());
+    return v;
+  };
+  std::vector<iscsi::Ttt> request_ttts;
+  rig.dm->respond_with([&](FakeDatamover& d, const CapturedPdu& pdu) {
+    const auto* t = pdu.as<iscsi::TextRequest>();
+    if (t == nullptr) return;
+    request_ttts.push_back(t->ttt);
+    iscsi::TextResponse r;
+    r.itt = t->itt;
+    if (t->ttt == iscsi::reserved_ttt) {
+      r.final = false;  // more to come: the initiator must ask with the TTT
+      r.ttt = iscsi::Ttt{9};
+      d.push(r, text_of("TargetName=iqn.2026-01.test:a"));
+    } else {
+      r.final = true;
+      auto tail = text_of("TargetName=iqn.2026-01.test:b");
+      auto addr = text_of("TargetAddress=192.0.2.1:3261,2");
+      tail.insert(tail.end(), addr.begin(), addr.end());
+      d.push(r, tail);
+    }
+  });
+  rig.run([&]() -> Awaitable<void> {
+    auto request = iscsi::encode_text({{"SendTargets", "All"}});  // not inside the co_await (GCC 12)
+    auto text = co_await SessionInternals::text_request(*rig.session, std::move(request));
+    EXPECT_TRUE(text) << (text ? "" : text.error().message());
+    if (!text) co_return;
+    auto pairs = iscsi::decode_text(*text);
+    EXPECT_TRUE(pairs);
+    if (!pairs) co_return;
+    auto targets = parse_send_targets(*pairs, Portal{.host = "198.51.100.7", .port = 3260, .portal_group_tag = 1});
+    EXPECT_TRUE(targets);
+    if (!targets) co_return;
+    EXPECT_EQ(targets->size(), 2u);
+    if (targets->size() == 2) {
+      EXPECT_EQ((*targets)[0].name, "iqn.2026-01.test:a");
+      EXPECT_EQ((*targets)[0].portals.at(0).host, "198.51.100.7");
+      EXPECT_EQ((*targets)[1].portals.at(0).port, 3261);
+    }
+  });
+  EXPECT_EQ(request_ttts, (std::vector<iscsi::Ttt>{iscsi::reserved_ttt, iscsi::Ttt{9}}));
+}
+
+namespace {
+/// "Registered" memory as the iSER pool presents it: one arena whose spans have an lkey/rkey.
+class ArenaPool final : public BufferPool {
+ public:
+  ArenaPool() : arena_(1 << 20) {}
+  PooledBuffer allocate(std::size_t bytes) override {
+    std::byte* p = arena_.data() + used_;
+    used_ += (bytes + 4095) & ~std::size_t{4095};
+    return PooledBuffer(this, Buffer{.bytes = {p, bytes}, .lkey = 11, .rkey = 22}, bytes);
+  }
+  std::optional<Buffer> registration(std::span<const std::byte> b) const noexcept override {
+    if (b.data() < arena_.data() || b.data() + b.size() > arena_.data() + arena_.size()) return std::nullopt;
+    return Buffer{.bytes = {const_cast<std::byte*>(b.data()), b.size()}, .lkey = 11, .rkey = 22};
+  }
+
+ private:
+  void release(const Buffer&, std::size_t) noexcept override {}
+  std::vector<std::byte> arena_;
+  std::size_t used_ = 0;
+};
+}  // namespace
+
+// What FUSE reads (fuse_fs/lun_io.cpp) rely on: a read into a buffer leased from
+// Session::buffer_pool() needs no bounce copy on an RDMA transport; any other span takes one
+// counted copy.
+TEST(SessionDriver, PoolBuffersNeedNoBounceOnRdmaTransports) {
+  ArenaPool pool;
+  asio::io_context io;
+  auto fake = std::make_unique<FakeDatamover>(io.get_executor(), datamover::Capabilities{.rdma_data = true});
+  fake->use_pool(pool);
+  FakeDatamover* dm = fake.get();
+  auto session = start_session(io.get_executor(), std::move(fake), {}, {}, "iqn.2026-01.test:t",
+                               EngineStart{.cmd_sn = SerialNumber(1), .exp_cmd_sn = SerialNumber(1),
+                                           .max_cmd_sn = SerialNumber(64), .exp_stat_sn = SerialNumber(1)});
+  dm->respond_with([](FakeDatamover& d, const CapturedPdu& p) {
+    if (const auto* c = p.as<iscsi::ScsiCommand>()) d.push(response_for(*c));
+  });
+  auto lease = pool.allocate(4096);
+  std::vector<std::byte> plain(4096);
+  std::uint64_t pooled_copies = 0, plain_copies = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> Awaitable<void> {
+        auto before = copied_payload_bytes();
+        auto r = co_await session->execute(read10(lease.bytes()));
+        EXPECT_TRUE(r);
+        pooled_copies = copied_payload_bytes() - before;
+        before = copied_payload_bytes();
+        r = co_await session->execute(read10(plain));
+        EXPECT_TRUE(r);
+        plain_copies = copied_payload_bytes() - before;
+        session->close();
+      },
+      asio::detached);
+  io.run_for(20s);
+  EXPECT_EQ(pooled_copies, 0u);
+  if (copy_counter_enabled) {
+    EXPECT_EQ(plain_copies, 4096u);
+  }
+}

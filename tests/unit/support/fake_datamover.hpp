@@ -1,0 +1,81 @@
+// FakeDatamover: a real datamover::Datamover with no wire. Tests script what the "peer" sends
+// (push(): inbound PDUs, placed through the caller's DataPlacement exactly as TcpDatamover places
+// them; push_error(): the connection drops) and read what was sent (sent(), decoded). A responder
+// callback sees every sent PDU and may push answers, so a test can play the target (or, later,
+// the initiator in front of the target's engine). Single-threaded, like every Datamover.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "iserkit/common/completion.hpp"
+#include "iserkit/datamover/datamover.hpp"
+#include "iserkit/iscsi/pdu.hpp"
+
+namespace iserkit::test {
+
+/// One PDU the code under test sent, decoded.
+struct CapturedPdu {
+  iscsi::Bhs bhs{};
+  iscsi::PduHeader header;
+  std::vector<std::byte> data;  ///< a copy of the data segment
+  template <class T>
+  [[nodiscard]] const T* as() const noexcept {
+    return std::get_if<T>(&header);
+  }
+};
+
+class FakeDatamover final : public datamover::Datamover {
+ public:
+  using Responder = std::function<void(FakeDatamover&, const CapturedPdu&)>;
+
+  explicit FakeDatamover(asio::any_io_executor ex, datamover::Capabilities caps = {}) : ex_(std::move(ex)), caps_(caps) {}
+
+  /// Queues a PDU for receive(); `pdu_error` arrives as PduIn::pdu_error (e.g. a data digest error).
+  void push(const iscsi::PduHeader& header, std::vector<std::byte> data = {}, std::error_code pdu_error = {});
+  /// The next receive() fails with `ec` (connection loss) and the connection is closed.
+  void push_error(std::error_code ec);
+  /// Called for every sent PDU, after it was captured.
+  void respond_with(Responder r) { responder_ = std::move(r); }
+  /// Everything sent so far, in order.
+  [[nodiscard]] const std::vector<CapturedPdu>& sent() const noexcept { return sent_; }
+  [[nodiscard]] bool closed() const noexcept { return closed_; }
+  /// buffer_pool() answers `pool` (e.g. a registered-looking pool to play an RDMA transport).
+  void use_pool(BufferPool& pool) noexcept { pool_ = &pool; }
+
+  // datamover::Datamover
+  Awaitable<std::error_code> send(datamover::PduOut pdu) override;
+  Awaitable<Result<datamover::PduIn>> receive(datamover::DataPlacement* placement) override;
+  void set_digests(bool, bool) noexcept override {}
+  void set_max_recv_data_segment_length(std::uint32_t) noexcept override {}
+  void close() noexcept override;
+  [[nodiscard]] std::string peer() const override { return "fake-target:3260"; }
+  [[nodiscard]] std::string local() const override { return "fake-initiator:0"; }
+  [[nodiscard]] datamover::Transport transport() const noexcept override { return datamover::Transport::tcp; }
+  [[nodiscard]] asio::any_io_executor executor() const override { return ex_; }
+  [[nodiscard]] datamover::Capabilities capabilities() const noexcept override { return caps_; }
+  [[nodiscard]] BufferPool& buffer_pool() noexcept override {
+    return pool_ != nullptr ? *pool_ : Datamover::buffer_pool();
+  }
+
+ private:
+  struct Inbound {
+    iscsi::Bhs bhs{};
+    std::vector<std::byte> data;
+    std::error_code pdu_error;
+    std::error_code fatal;
+  };
+  asio::any_io_executor ex_;
+  datamover::Capabilities caps_;
+  std::deque<Inbound> inbound_;
+  Event inbound_ready_;
+  std::vector<std::byte> scratch_;
+  std::vector<CapturedPdu> sent_;
+  Responder responder_;
+  bool closed_ = false;
+  std::error_code close_error_;
+  BufferPool* pool_ = nullptr;
+};
+
+}  // namespace iserkit::test
