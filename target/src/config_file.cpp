@@ -243,8 +243,10 @@ tl::expected<std::string, ConfigError> read_secret_file(const std::filesystem::p
                                                         std::vector<std::string>* warnings) {
   std::ifstream in(path);
   if (!in) return Error(ConfigError{"secret file " + path.string() + ": cannot read it"});
+  // Only as much of the first line as a secret can hold (plus "\r" and one byte to tell "too
+  // long"): a secret_file naming /dev/zero or a huge file must not be read to the end.
   std::string line;
-  std::getline(in, line);
+  for (char c = 0; line.size() < iscsi::chap_max_secret_bytes + 2 && in.get(c) && c != '\n';) line.push_back(c);
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (line.empty()) return Error(ConfigError{"secret file " + path.string() + ": empty"});
   struct stat st {};

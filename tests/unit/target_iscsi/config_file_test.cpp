@@ -133,6 +133,20 @@ TEST(ConfigFile, SecretFileAndWarnings) {
   std::filesystem::remove_all(dir);
 }
 
+// A secret_file without a line end (here /dev/zero, endless) is read only as far as a secret can
+// reach, and refused as too long, instead of being read until memory runs out.
+TEST(ConfigFile, SecretFileReadIsBounded) {
+  auto secret = read_secret_file("/dev/zero");
+  ASSERT_TRUE(secret) << secret.error().message;
+  EXPECT_GT(secret->size(), iscsi::chap_max_secret_bytes);
+  EXPECT_LE(secret->size(), iscsi::chap_max_secret_bytes + 2);
+  auto c = parse_config_toml(
+      "[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_file=\"/dev/zero\"}]\n",
+      "f.toml");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("1..255 bytes"), std::string::npos) << c.error().message;
+}
+
 TEST(ConfigFile, MissingFileIsAnError) {
   auto c = load_config_file("/nonexistent/iserkit.toml");
   ASSERT_FALSE(c);
