@@ -179,8 +179,10 @@ struct Parser {
         config.listen.push_back(*a);
       }
     }
+    // value_exact: an integer only. value<int64_t>() also converts floats, and a float out of
+    // range ("block_size = 40e96") is undefined behaviour inside toml++ (found by fuzz_config).
     if (const auto* node = root.get("block_size")) {
-      auto v = node->value<std::int64_t>();
+      auto v = node->value_exact<std::int64_t>();
       if (!v || (*v != 512 && *v != 4096)) return error_at(source, *node, "block_size must be 512 or 4096");
       config.block_size_bytes = static_cast<std::uint32_t>(*v);
     }
@@ -190,7 +192,7 @@ struct Parser {
       config.read_only = *v;
     }
     if (const auto* node = root.get("threads")) {
-      auto v = node->value<std::int64_t>();
+      auto v = node->value_exact<std::int64_t>();
       if (!v || *v < 1 || *v > 256) return error_at(source, *node, "threads must be 1..256");
       config.threads = static_cast<unsigned>(*v);
     }
