@@ -3,8 +3,8 @@
 // file — so ordinary file tools, fio or a loop device can use a LUN without the kernel's nbd.
 // Startup order matters: discovery (so a bad portal fails before anything is mounted), mount,
 // daemonize (fork: no thread may exist yet), then the loop thread and the FUSE worker threads.
-// Shutdown (SIGINT/SIGTERM or fusermount3 -u): leave the FUSE loop, unmount, log every session
-// out, wait for replies still in flight, stop the loop. THREAD MODEL: see fuse_ops.cpp.
+// Shutdown (SIGINT/SIGTERM or fusermount3 -u): leave the FUSE loop, log every session out, wait
+// for replies still in flight, stop the loop, then unmount (which closes /dev/fuse). THREAD MODEL: see fuse_ops.cpp.
 #include <unistd.h>
 
 #include <climits>
@@ -233,12 +233,13 @@ int main(int argc, char** argv) {
   log::info("fuse: loop ended: rc={}", rc);
 
   fuse_remove_signal_handlers(se);
-  fuse_session_unmount(se);
   std::promise<void> logged_out;
   asio::co_spawn(io, view.shutdown(), [&](std::exception_ptr) { logged_out.set_value(); });
   logged_out.get_future().wait();
-  // Replies still running on the loop (requests the kernel gave up on at unmount) finish quickly
-  // now that every session is closed; the FUSE session must outlive them.
+  // Replies still running on the loop finish quickly now that every session is closed. They write
+  // to /dev/fuse, so they must be done before fuse_session_unmount() closes that descriptor: a
+  // reply racing the close (ThreadSanitizer, integration_fuse_tree) could land in whatever file
+  // next reuses the descriptor number.
   const auto deadline = std::chrono::steady_clock::now() + cfg.view.session.command_timeout + std::chrono::seconds(5);
   while (context.in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -246,7 +247,8 @@ int main(int argc, char** argv) {
   asio::post(io, [&] { hangup.cancel(); });
   work.reset();
   io.stop();
-  loop.join();
+  loop.join();  // nothing runs on the loop any more: no reply can touch the descriptor
+  fuse_session_unmount(se);
   fuse_session_destroy(se);
   // rc > 0 is the signal that ended the loop: a requested, clean unmount.
   return rc < 0 ? 1 : 0;

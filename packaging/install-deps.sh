@@ -18,6 +18,8 @@ packages=(
   libfuse3-dev            # iserkit-fuse: the FUSE view (libfuse 3 low-level API)
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
+  clang-14                # clang++-14: the libFuzzer targets (tests/fuzz; GCC has no -fsanitize=fuzzer)
+  libclang-rt-14-dev      # clang 14's compiler-rt: the libFuzzer runtime (libclang_rt.fuzzer) and ASan/UBSan
   libibverbs-dev librdmacm-dev   # iSER datamover (RFC 7145): verbs + RDMA CM (WITH_ISER turns on when found)
   rdma-core               # the userspace verbs providers (rxe, mlx5, …) and udev rules iSER runs on
   # peers and tools used by the tests and the demo

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds with warnings as errors, runs every ctest
 # (unit, interop, integration, conformance) and then the unit and integration tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer. The QEMU lab (label "lab") is opt-in: LAB=1.
+# AddressSanitizer + UndefinedBehaviorSanitizer, the threaded tests under ThreadSanitizer
+# (build-tsan), and every libFuzzer target for a few seconds (build-fuzz, clang; docs/fuzzing.md).
+# The QEMU lab (label "lab") is opt-in: LAB=1. TSAN=0 / FUZZ=0 skip those stages.
 #
 # Usage: scripts/test.sh            (CI runs exactly this: .ci/run)
 set -euo pipefail
@@ -27,3 +29,31 @@ ninja -C "$asan" -j"$jobs"
 say "running unit and integration tests under ASan + UBSan"
 (cd "$asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest -j"$jobs" --output-on-failure --timeout 900 -L 'unit|integration')
+
+# ThreadSanitizer: the tests whose code runs on several threads — buffer pools (common_unit), the
+# FUSE view's loop-thread synchronisation (fuse_unit) and the FUSE view on a real mount
+# (integration_fuse_tree: iserkit-fuse's worker threads over BlockingClient), BlockingClient in the
+# iserkit CLI against iserkit-target, and the initiator's concurrent I/O. Only their binaries are
+# built. Suppressions, each with its reason: tests/tsan.supp.
+if [[ ${TSAN:-1} == 1 ]]; then
+  tsan=$ISERKIT_SOURCE/build-tsan
+  say "building the threaded tests with ThreadSanitizer"
+  cmake -S "$ISERKIT_SOURCE" -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISERKIT_WERROR=ON -DISERKIT_TSAN=ON >/dev/null
+  ninja -C "$tsan" -j"$jobs" common_unit fuse_unit iserkit-fuse iserkit-target iserkit initiator_concurrent_io
+  say "running the threaded tests under ThreadSanitizer"
+  (cd "$tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ISERKIT_SOURCE/tests/tsan.supp" \
+    ctest -j"$jobs" --output-on-failure --timeout 900 \
+      -R '^(common_unit|fuse_unit|integration_fuse_tree|initiator_cli_interop_iserkit-target|initiator_concurrent_io_iserkit-target)$')
+fi
+
+# libFuzzer: every fuzz target for ISERKIT_FUZZ_SECONDS (10 s) on its seed corpus (ctest label
+# fuzz). Longer runs: scripts/fuzz.sh. Needs clang++-14 (clang-14, libclang-rt-14-dev).
+if [[ ${FUZZ:-1} == 1 ]]; then
+  fuzz=$ISERKIT_SOURCE/build-fuzz
+  say "building the fuzz targets (clang++-14, ASan + UBSan + libFuzzer)"
+  CXX=clang++-14 cmake -S "$ISERKIT_SOURCE" -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISERKIT_WERROR=ON \
+    -DISERKIT_FUZZ=ON >/dev/null
+  ninja -C "$fuzz" -j"$jobs"
+  say "running every fuzz target for a few seconds"
+  (cd "$fuzz" && ctest -j"$jobs" --output-on-failure --timeout 300 -L fuzz)
+fi

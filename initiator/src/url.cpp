@@ -18,6 +18,16 @@ bool parse_uint(std::string_view s, T& out, std::uint64_t max) {
   return true;
 }
 
+// A host name or IP literal: no brackets, '@', '/', blanks or control characters, which no DNS
+// name or address contains and which would not survive format_url() (found by fuzz_url).
+bool valid_host(std::string_view host) noexcept {
+  for (char c : host) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f || c == '[' || c == ']' || c == '@' || c == '/') return false;
+  }
+  return !host.empty();
+}
+
 }  // namespace
 
 Result<Url> parse_url(std::string_view text) {
@@ -63,7 +73,7 @@ Result<Url> parse_url(std::string_view text) {
       if (port_text.empty()) return fail(errc::invalid_argument);
     }
   }
-  if (url.host.empty()) return fail(errc::invalid_argument);
+  if (!valid_host(url.host)) return fail(errc::invalid_argument);
   if (!port_text.empty() && (!parse_uint(port_text, url.port, 65535) || url.port == 0))
     return fail(errc::invalid_argument);
 

@@ -264,8 +264,10 @@ struct Parser {
         config.listen.push_back(*a);
       }
     }
+    // value_exact: an integer only. value<int64_t>() also converts floats, and a float out of
+    // range ("block_size = 40e96") is undefined behaviour inside toml++ (found by fuzz_config).
     if (const auto* node = root.get("block_size")) {
-      auto v = node->value<std::int64_t>();
+      auto v = node->value_exact<std::int64_t>();
       if (!v || (*v != 512 && *v != 4096)) return error_at(source, *node, "block_size must be 512 or 4096");
       config.block_size_bytes = static_cast<std::uint32_t>(*v);
     }
@@ -275,7 +277,7 @@ struct Parser {
       config.read_only = *v;
     }
     if (const auto* node = root.get("threads")) {
-      auto v = node->value<std::int64_t>();
+      auto v = node->value_exact<std::int64_t>();
       if (!v || *v < 1 || *v > 256) return error_at(source, *node, "threads must be 1..256");
       config.threads = static_cast<unsigned>(*v);
     }
@@ -334,8 +336,10 @@ tl::expected<std::string, ConfigError> read_secret_file(const std::filesystem::p
                                                         std::vector<std::string>* warnings) {
   std::ifstream in(path);
   if (!in) return Error(ConfigError{"secret file " + path.string() + ": cannot read it"});
+  // Only as much of the first line as a secret can hold (plus "\r" and one byte to tell "too
+  // long"): a secret_file naming /dev/zero or a huge file must not be read to the end.
   std::string line;
-  std::getline(in, line);
+  for (char c = 0; line.size() < iscsi::chap_max_secret_bytes + 2 && in.get(c) && c != '\n';) line.push_back(c);
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (line.empty()) return Error(ConfigError{"secret file " + path.string() + ": empty"});
   struct stat st {};

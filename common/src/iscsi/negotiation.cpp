@@ -243,7 +243,10 @@ Result<void> Negotiation::handle_answer(const KeyDefinition& key, const std::str
 Result<TextPairs> Negotiation::receive(const TextPairs& from_peer) {
   TextPairs answers;
   const Role peer = me_ == Role::initiator ? Role::target : Role::initiator;
-  for (const auto& [name, value] : from_peer) {
+  for (const auto& pair : from_peer) {
+    // Named references, not a structured binding: clang 14 cannot capture bindings in a lambda.
+    const std::string& name = pair.key;
+    const std::string& value = pair.value;
     auto pending = std::find_if(outstanding_.begin(), outstanding_.end(), [&](const TextPair& p) { return p.key == name; });
     const auto* key = find_key(name);
     if (pending != outstanding_.end()) {

@@ -30,7 +30,8 @@ scsi::SenseData write_protected() noexcept {
 
 void plan_data_in(CommandPlan& plan, std::uint32_t allocation_length) noexcept {
   plan.direction = DataDirection::from_target;
-  plan.transfer_length_bytes = allocation_length;
+  // The transport allocates this many bytes before execute(): bound what a peer can ask for.
+  plan.transfer_length_bytes = std::min(allocation_length, max_data_in_allocation_bytes);
 }
 
 ScsiOutcome reply_data(ConstByteSpan data, ByteSpan out) noexcept {

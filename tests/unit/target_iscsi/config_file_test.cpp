@@ -136,6 +136,33 @@ TEST(ConfigFile, SecretFileAndWarnings) {
   std::filesystem::remove_all(dir);
 }
 
+// A secret_file without a line end (here /dev/zero, endless) is read only as far as a secret can
+// reach, and refused as too long, instead of being read until memory runs out.
+TEST(ConfigFile, SecretFileReadIsBounded) {
+  auto secret = read_secret_file("/dev/zero");
+  ASSERT_TRUE(secret) << secret.error().message;
+  EXPECT_GT(secret->size(), iscsi::chap_max_secret_bytes);
+  EXPECT_LE(secret->size(), iscsi::chap_max_secret_bytes + 2);
+  auto c = parse_config_toml(
+      "[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_file=\"/dev/zero\"}]\n",
+      "f.toml");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("1..255 bytes"), std::string::npos) << c.error().message;
+}
+
+// Found by fuzz_config: "block_size = 40e96" converted a float out of range to an integer inside
+// toml++ (undefined behaviour, caught by UBSan). Integer settings take integers only.
+TEST(ConfigFile, IntegerSettingsRefuseFloats) {
+  for (const char* text : {"block_size = 40e96\n", "block_size = 4096.0\n", "threads = 1e300\n", "threads = 2.0\n"}) {
+    auto c = parse_config_toml(text, "f.toml");
+    EXPECT_FALSE(c) << text;
+  }
+  auto ok = parse_config_toml("block_size = 4096\nthreads = 2\n", "f.toml");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->block_size_bytes, 4096u);
+  EXPECT_EQ(ok->threads, 2u);
+}
+
 TEST(ConfigFile, MissingFileIsAnError) {
   auto c = load_config_file("/nonexistent/iserkit.toml");
   ASSERT_FALSE(c);

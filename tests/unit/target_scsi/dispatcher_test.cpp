@@ -202,6 +202,24 @@ TEST_F(Dispatcher, ReportLuns) {
                scsi::asc::invalid_field_in_cdb);
 }
 
+// Found by fuzz_dispatcher: the plan of a REPORT LUNS with ALLOCATION LENGTH 0xffffffff asked the
+// transport for a 4 GiB buffer. Allocation lengths are cut to max_data_in_allocation_bytes; the
+// answer is unchanged (the whole LUN list, shorter than any allocation length it was cut to).
+TEST_F(Dispatcher, HugeAllocationLengthPlansABoundedBuffer) {
+  add(5, 1u << 20, false);
+  const auto cdb = scsi::report_luns({.select_report = 0, .allocation_length = 0xffffffffu});
+  const CommandPlan plan = dispatcher_.plan(Lun::from_index(0), cdb.span());
+  ASSERT_FALSE(plan.rejected());
+  EXPECT_EQ(plan.direction, DataDirection::from_target);
+  EXPECT_EQ(plan.transfer_length_bytes, max_data_in_allocation_bytes);
+  const auto r = run(cdb);
+  ASSERT_EQ(r.outcome.status, scsi::Status::good);
+  EXPECT_EQ(*scsi::parse_report_luns(r.data_in), (std::vector<Lun>{Lun::from_index(0), Lun::from_index(5)}));
+  // A small allocation length is kept as it is.
+  EXPECT_EQ(dispatcher_.plan(Lun::from_index(0), scsi::report_luns({.allocation_length = 16}).span())
+                .transfer_length_bytes, 16u);
+}
+
 TEST_F(Dispatcher, RequestSenseReportsNoSense) {
   const auto r = run(scsi::request_sense({.allocation_length = 252}));
   ASSERT_EQ(r.outcome.status, scsi::Status::good);

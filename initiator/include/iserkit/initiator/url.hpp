@@ -31,7 +31,8 @@ struct Url {
 /// Parses an iSCSI URL.
 /// Accepted: `iscsi://host`, `iscsi://host:port/`, `iscsi://user%secret@[::1]:3261/iqn.x:y/3`.
 /// A target without a LUN is accepted (lun = nullopt); a LUN without a target is not.
-/// Returns: the URL, or errc::invalid_argument for an unknown scheme, an empty host, a port that is
+/// Returns: the URL, or errc::invalid_argument for an unknown scheme, an empty host or one holding
+/// brackets, '@', '/', blanks or control characters, a port that is
 /// not 1..65535, an unterminated '[', a LUN that is not a number 0..16383, or extra path parts.
 /// Percent-escapes are not decoded ('%' separates user and password as in libiscsi).
 Result<Url> parse_url(std::string_view text);

@@ -203,8 +203,10 @@ tl::expected<TargetConfig, ConfigError> parse_config_toml(std::string_view text,
 /// Reads `path` and parses it with parse_config_toml() (relative paths resolved from its folder).
 tl::expected<TargetConfig, ConfigError> load_config_file(const std::filesystem::path& path, TargetConfig base = {});
 
-/// Reads a secret from a file: its first line without the line end. Errors: ConfigError for an
-/// unreadable or empty file. A file readable by group or others draws a warning (`warnings`).
+/// Reads a secret from a file: its first line without the line end, of which at most
+/// chap_max_secret_bytes + 2 bytes are read (so /dev/zero or a huge file cannot exhaust memory; a
+/// longer line comes back longer than a secret may be). Errors: ConfigError for an unreadable or
+/// empty file. A file readable by group or others draws a warning (`warnings`).
 tl::expected<std::string, ConfigError> read_secret_file(const std::filesystem::path& path,
                                                         std::vector<std::string>* warnings = nullptr);
 

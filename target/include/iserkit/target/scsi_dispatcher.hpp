@@ -82,6 +82,13 @@ struct ScsiOutcome {
   static ScsiOutcome reservation_conflict() noexcept { return {scsi::Status::reservation_conflict, std::nullopt, 0}; }
 };
 
+/// Most bytes a command with an ALLOCATION LENGTH (INQUIRY, REPORT LUNS, MODE SENSE, GET LBA
+/// STATUS, PERSISTENT RESERVE IN, …) plans to return: larger allocation lengths are cut to this, so
+/// an initiator cannot make the target allocate up to 4 GiB for a REPORT LUNS (SPC-5 §4.2.5.6: the
+/// device server returns at most the allocation length; less is a normal underflow residual). Every
+/// such response of ours is shorter (REPORT LUNS of 16384 LUNs: 131080 bytes).
+inline constexpr std::uint32_t max_data_in_allocation_bytes = 256 * 1024;
+
 /// The result of phase 1 for one command.
 ///
 /// How the transport uses it:
@@ -103,8 +110,8 @@ struct ScsiOutcome {
 struct CommandPlan {
   DataDirection direction = DataDirection::none;
   /// Exact number of bytes the command moves: READ/WRITE blocks × block size, INQUIRY/REPORT LUNS/
-  /// MODE SENSE the allocation length, UNMAP the parameter list length, WRITE SAME one block,
-  /// COMPARE AND WRITE twice the blocks.
+  /// MODE SENSE the allocation length (at most max_data_in_allocation_bytes), UNMAP the parameter
+  /// list length, WRITE SAME one block, COMPARE AND WRITE twice the blocks.
   std::uint32_t transfer_length_bytes = 0;
   /// Set: the command failed validation; answer CHECK CONDITION with this sense, skip execute().
   std::optional<scsi::SenseData> error;

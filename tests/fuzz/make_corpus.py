@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Writes the hand-made seed corpora of tests/fuzz/corpus/<target>/ (a few KiB each).
+
+Each seed is named after the path it exercises (nbdkit fuzzing/testcase_dir style). Run it again
+after changing a harness's input format; files it does not write (e.g. regression inputs named
+crash-*) are left alone. Usage: tests/fuzz/make_corpus.py
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ISID = bytes([0x80, 1, 2, 3, 4, 5])
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def text(*pairs):
+    return b"".join(k.encode() + b"=" + v.encode() + b"\0" for k, v in pairs)
+
+
+def record(data):
+    return struct.pack(">H", len(data)) + data
+
+
+def bhs(opcode, byte1=0, rest=b"", dsl=0, ahs_words=0):
+    b = bytearray(48)
+    b[0] = opcode
+    b[1] = byte1
+    b[4] = ahs_words
+    b[5:8] = dsl.to_bytes(3, "big")
+    b[8:8 + len(rest)] = rest
+    return bytes(b)
+
+
+def login_request(csg, nsg, transit, itt=7, cmd_sn=1, exp_stat_sn=0, cont=False, dsl=0):
+    b = bytearray(48)
+    b[0] = 0x43
+    b[1] = (0x80 if transit else 0) | (0x40 if cont else 0) | csg << 2 | nsg
+    b[5:8] = dsl.to_bytes(3, "big")
+    b[8:14] = ISID
+    b[16:20] = itt.to_bytes(4, "big")
+    b[24:28] = cmd_sn.to_bytes(4, "big")
+    b[28:32] = exp_stat_sn.to_bytes(4, "big")
+    return bytes(b)
+
+
+def login_response(csg, nsg, transit, status=(0, 0), stat_sn=40, itt=7, tsih=0x1234):
+    b = bytearray(48)
+    b[0] = 0x23
+    b[1] = (0x80 if transit else 0) | csg << 2 | nsg
+    b[8:14] = bytes([0x80, 1, 2, 3, 0, 1])
+    b[14:16] = tsih.to_bytes(2, "big")
+    b[16:20] = itt.to_bytes(4, "big")
+    b[24:28] = stat_sn.to_bytes(4, "big")
+    b[28:32] = (1).to_bytes(4, "big")
+    b[32:36] = (32).to_bytes(4, "big")
+    b[36], b[37] = status
+    return bytes(b)
+
+
+SECURITY = text(("InitiatorName", "iqn.2026-11.org.test:init"), ("TargetName", "iqn.2026-11.org.iserkit:fuzz"),
+                ("SessionType", "Normal"), ("AuthMethod", "CHAP,None"))
+OPERATIONAL = text(("HeaderDigest", "CRC32C,None"), ("DataDigest", "None"), ("MaxRecvDataSegmentLength", "262144"),
+                   ("InitialR2T", "No"), ("ImmediateData", "Yes"), ("MaxBurstLength", "1048576"),
+                   ("FirstBurstLength", "262144"), ("MaxOutstandingR2T", "1"), ("ErrorRecoveryLevel", "0"),
+                   ("DefaultTime2Wait", "2"), ("DefaultTime2Retain", "0"), ("DataPDUInOrder", "Yes"),
+                   ("DataSequenceInOrder", "Yes"), ("MaxConnections", "1"))
+
+
+def bhs_seeds():
+    t = "fuzz_bhs"
+    cdb = bytes([0x28, 0, 0, 0, 0, 8, 0, 0, 8, 0]) + bytes(6)
+    write(t, "nop_out", bhs(0x40, 0x80, rest=bytes(8) + (1).to_bytes(4, "big") + b"\xff" * 4))
+    write(t, "scsi_command_read10", bhs(0x01, 0xC1, rest=bytes([0, 0, 0, 0, 0, 0, 0, 0]) + (5).to_bytes(4, "big") +
+                                        (4096).to_bytes(4, "big") + (1).to_bytes(4, "big") + bytes(4) + cdb))
+    ahs = struct.pack(">HBB", 17, 1, 0) + bytes(range(16)) + bytes(3)
+    write(t, "scsi_command_extended_cdb_ahs", bhs(0x01, 0x81, ahs_words=len(ahs) // 4) + ahs)
+    write(t, "tmf_abort_task", bhs(0x42, 0x81))
+    write(t, "login_request", login_request(0, 1, True))
+    write(t, "text_request_sendtargets", bhs(0x04, 0x80, dsl=16))
+    write(t, "data_out", bhs(0x05, 0x80, dsl=512))
+    write(t, "logout_request", bhs(0x46, 0x80))
+    write(t, "snack", bhs(0x10, 0x80))
+    for op, name in [(0x20, "nop_in"), (0x21, "scsi_response"), (0x22, "tmf_response"), (0x23, "login_response"),
+                     (0x24, "text_response"), (0x25, "data_in_status"), (0x26, "logout_response"), (0x31, "r2t"),
+                     (0x32, "async_message"), (0x3f, "reject")]:
+        write(t, name, bhs(op, 0x81 if op == 0x25 else 0x80, rest=bytes(8) + (9).to_bytes(4, "big")))
+    bidi = struct.pack(">HBB", 5, 2, 0) + (8192).to_bytes(4, "big")
+    write(t, "bidi_read_length_ahs", bhs(0x01, 0xE1, ahs_words=2) + bidi)
+
+
+def text_seeds():
+    t = "fuzz_text"
+    write(t, "login_security", SECURITY)
+    write(t, "operational_offers", OPERATIONAL)
+    write(t, "sendtargets_response", text(("TargetName", "iqn.2026-11.org.example:vol1"),
+                                          ("TargetAddress", "127.0.0.1:3260,1"), ("TargetAddress", "[::1]:3261,2"),
+                                          ("TargetName", "iqn.2026-11.org.example:vol2")))
+    write(t, "no_trailing_nul", b"MaxBurstLength=65536\0X-vendor.key=value")
+    write(t, "iser_keys", text(("RDMAExtensions", "Yes"), ("InitiatorRecvDataSegmentLength", "8192"),
+                               ("TargetRecvDataSegmentLength", "8192"), ("MaxOutstandingUnexpectedPDUs", "0")))
+    write(t, "special_values", text(("HeaderDigest", "Reject"), ("DataDigest", "Irrelevant"), ("Foo", "NotUnderstood")))
+
+
+def login_target_seeds():
+    t = "fuzz_login_target"
+    normal = (bytes([0]) + b"\1" + login_request(0, 1, True) + record(SECURITY) +
+              b"\1" + login_request(1, 3, True) + record(OPERATIONAL))
+    write(t, "security_then_operational", normal)
+    write(t, "operational_only", bytes([0]) + b"\1" + login_request(1, 3, True) +
+          record(text(("InitiatorName", "iqn.2026-11.org.test:init"), ("TargetName", "iqn.2026-11.org.iserkit:fuzz")) +
+                 OPERATIONAL))
+    write(t, "discovery", bytes([0]) + b"\1" + login_request(1, 3, True) +
+          record(text(("InitiatorName", "iqn.2026-11.org.test:init"), ("SessionType", "Discovery"))))
+    chap = (bytes([3]) + b"\1" + login_request(0, 0, False) + record(SECURITY) +
+            b"\1" + login_request(0, 0, False) + record(text(("CHAP_A", "7,5"))) +
+            b"\1" + login_request(0, 1, True) + record(text(("CHAP_N", "alice"), ("CHAP_R", "0x" + "00" * 32),
+                                                            ("CHAP_I", "5"), ("CHAP_C", "0x" + "ab" * 32))))
+    write(t, "chap_mutual", chap)
+    write(t, "continued_text", bytes([16]) + b"\1" + login_request(0, 1, True, cont=True) + record(SECURITY[:20]) +
+          b"\1" + login_request(0, 1, True) + record(SECURITY[20:]))
+    write(t, "iser", bytes([4]) + b"\1" + login_request(1, 3, True) +
+          record(text(("InitiatorName", "iqn.2026-11.org.test:init"), ("TargetName", "iqn.2026-11.org.iserkit:fuzz"),
+                      ("RDMAExtensions", "Yes"), ("InitiatorRecvDataSegmentLength", "8192"))))
+    write(t, "too_large", bytes([0]) + b"\3" + login_request(0, 1, True) + record(b""))
+
+
+def login_initiator_seeds():
+    t = "fuzz_login_initiator"
+    ok = (bytes([1]) + b"\1" + login_response(0, 1, True) + record(text(("AuthMethod", "None"), ("TargetPortalGroupTag", "1"))) +
+          b"\1" + login_response(1, 3, True, stat_sn=41) + record(OPERATIONAL))
+    write(t, "security_then_operational", ok)
+    write(t, "operational_only", bytes([0]) + b"\1" + login_response(1, 3, True) + record(OPERATIONAL))
+    write(t, "discovery", bytes([8]) + b"\1" + login_response(1, 3, True) + record(text(("MaxRecvDataSegmentLength", "8192"))))
+    write(t, "redirect", bytes([0]) + b"\1" + login_response(1, 3, False, status=(1, 1)) +
+          record(text(("TargetAddress", "[::1]:3261,1"))))
+    write(t, "status_error", bytes([0]) + b"\1" + login_response(1, 3, False, status=(2, 1)) + record(b""))
+    chap = (bytes([2 | 4 | 1]) + b"\1" + login_response(0, 0, False) + record(text(("AuthMethod", "CHAP"))) +
+            b"\1" + login_response(0, 0, False) + record(text(("CHAP_A", "7"), ("CHAP_I", "9"), ("CHAP_C", "0x" + "cd" * 32))) +
+            b"\1" + login_response(0, 1, True) + record(text(("CHAP_N", "target"), ("CHAP_R", "0x" + "00" * 32))))
+    write(t, "chap_mutual", chap)
+    write(t, "iser", bytes([16]) + b"\1" + login_response(1, 3, True) +
+          record(text(("RDMAExtensions", "Yes"), ("TargetRecvDataSegmentLength", "8192"),
+                      ("MaxOutstandingUnexpectedPDUs", "0"))))
+
+
+def chap_seeds():
+    t = "fuzz_chap"
+    write(t, "common_list", b"\0" + b"7,8,6,5")
+    write(t, "common_hex", b"\0" + b"0x0a0B0c")
+    write(t, "common_base64", b"\0" + b"0bAQIDBA==")
+    write(t, "common_identifier", b"\0" + b"0xff")
+    write(t, "common_name", b"\0" + b"SHA3-256")
+    write(t, "target_one_way", b"\1" + record(text(("CHAP_A", "7,5"))) +
+          record(text(("CHAP_N", "alice"), ("CHAP_R", "0x" + "11" * 32))))
+    write(t, "target_mutual", b"\5" + record(text(("CHAP_A", "5"))) +
+          record(text(("CHAP_N", "alice"), ("CHAP_R", "0b" + "A" * 24), ("CHAP_I", "1"), ("CHAP_C", "0x" + "22" * 16))))
+    write(t, "initiator_one_way", b"\2" + record(text(("CHAP_A", "7"), ("CHAP_I", "3"), ("CHAP_C", "0x" + "33" * 32))))
+    write(t, "initiator_mutual", b"\6" + record(text(("CHAP_A", "5"), ("CHAP_I", "4"), ("CHAP_C", "0x" + "44" * 16))) +
+          record(text(("CHAP_N", "target"), ("CHAP_R", "0x" + "55" * 16))))
+
+
+def command(cdb, lun=0, nexus=0, data=b"", edtl=None, skip_execute=False):
+    selector = lun | nexus << 2 | (16 if skip_execute else 0)
+    if edtl is None:
+        edtl = len(data)
+    return bytes([selector, len(cdb)]) + cdb + struct.pack(">I", edtl) + record(data)
+
+
+def dispatcher_seeds():
+    t = "fuzz_dispatcher"
+    tur = bytes(6)
+    inquiry = bytes([0x12, 0, 0, 0, 96, 0])
+    vpd = lambda p: bytes([0x12, 1, p, 0, 255, 0])
+    read10 = bytes([0x28, 0, 0, 0, 0, 8, 0, 0, 8, 0])
+    write10 = bytes([0x2a, 0, 0, 0, 0, 16, 0, 0, 2, 0])
+    read16 = bytes([0x88, 0]) + (100).to_bytes(8, "big") + (4).to_bytes(4, "big") + bytes(2)
+    rc16 = bytes([0x9e, 0x10]) + bytes(8) + (32).to_bytes(4, "big") + bytes(2)
+    report_luns = bytes([0xa0, 0, 0, 0, 0, 0]) + (4096).to_bytes(4, "big") + bytes(2)
+    mode_sense = bytes([0x1a, 0, 0x3f, 0, 255, 0])
+    sync = bytes([0x35, 0]) + bytes(8)
+    unmap_list = struct.pack(">HH", 22, 16) + bytes(4) + (8).to_bytes(8, "big") + (8).to_bytes(4, "big") + bytes(4)
+    unmap = bytes([0x42, 0, 0, 0, 0, 0, 0, 0, len(unmap_list), 0])
+    ws16 = bytes([0x93, 0x08]) + (0).to_bytes(8, "big") + (16).to_bytes(4, "big") + bytes(2)
+    caw = bytes([0x89, 0]) + (4).to_bytes(8, "big") + bytes(3) + bytes([1, 0, 0])
+    pr_out = bytes([0x5f, 0, 0, 0, 0, 0, 0, 0, 24, 0])
+    pr_params = (0).to_bytes(8, "big") + (0x1234).to_bytes(8, "big") + bytes(8)
+    pr_in = bytes([0x5e, 0, 0, 0, 0, 0, 0, 0x10, 0, 0])
+    lba_status = bytes([0x9e, 0x12]) + bytes(8) + (64).to_bytes(4, "big") + bytes(2)
+    request_sense = bytes([0x03, 0, 0, 0, 252, 0])
+    write(t, "inquiry_and_vpd", b"\0" + command(inquiry) + b"".join(command(vpd(p)) for p in (0, 0x80, 0x83, 0xb0, 0xb1, 0xb2)))
+    write(t, "unit_attention_then_tur", b"\0" + command(tur) + command(tur) + command(request_sense, nexus=1))
+    write(t, "read_write", b"\0" + command(write10, data=b"\xa5" * 1024) + command(read10, edtl=4096) + command(read16, lun=1))
+    write(t, "capacity_luns_mode", b"\0" + command(rc16) + command(report_luns) + command(mode_sense) + command(sync))
+    write(t, "unmap_write_same", b"\0" + command(unmap, data=unmap_list) + command(ws16, data=bytes(512)) +
+          command(lba_status))
+    write(t, "compare_and_write", b"\0" + command(caw, data=bytes(1024)))
+    write(t, "persistent_reservations", b"\0" + command(pr_out, data=pr_params) + command(pr_in) +
+          command(pr_out, nexus=1, data=pr_params))
+    write(t, "read_only_write", b"\1" + command(write10, data=bytes(1024)))
+    write(t, "write_shortened", b"\0" + command(write10, data=bytes(512), edtl=512))
+    write(t, "no_such_lun", b"\0" + command(inquiry, lun=3) + command(read10, lun=2))
+
+
+def scsi_data_seeds():
+    t = "fuzz_scsi_data"
+    write(t, "sense_fixed", bytes([0x70, 0, 5, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x24, 0, 0, 0xc0, 0, 2]))
+    write(t, "sense_fixed_info", bytes([0xf0, 0, 3, 0, 0, 0x10, 0, 10, 0, 0, 0, 0, 0x11, 0, 0, 0, 0, 0]))
+    write(t, "sense_descriptor", bytes([0x72, 5, 0x24, 0, 0, 0, 0, 20, 0, 10, 0x80, 0]) + (1 << 40).to_bytes(8, "big") +
+          bytes([2, 6, 0, 0, 0xc0, 0, 2, 0]))
+    write(t, "sense_deferred_truncated", bytes([0x71, 0, 6]))
+    std = bytearray(36)
+    std[2], std[3], std[4] = 6, 2, 31
+    std[8:16] = b"ISERKIT "
+    std[16:32] = b"FUZZ LUN        "
+    std[32:36] = b"0001"
+    write(t, "standard_inquiry", bytes(std))
+    write(t, "vpd_supported", bytes([0, 0, 0, 6, 0, 0x80, 0x83, 0xb0, 0xb1, 0xb2]))
+    write(t, "vpd_serial", bytes([0, 0x80, 0, 6]) + b"SN0001")
+    write(t, "vpd_device_id", bytes([0, 0x83, 0, 12, 0x01, 0x03, 0, 8]) + (0x6001405123456789).to_bytes(8, "big"))
+    write(t, "vpd_block_limits", bytes([0, 0xb0, 0, 0x3c]) + bytes(0x3c))
+    write(t, "vpd_characteristics", bytes([0, 0xb1, 0, 0x3c, 0, 1]) + bytes(0x3a))
+    write(t, "vpd_provisioning", bytes([0, 0xb2, 0, 4, 0, 0xe0, 2, 0]))
+    write(t, "read_capacity10", (2047).to_bytes(4, "big") + (512).to_bytes(4, "big"))
+    write(t, "read_capacity16", (2047).to_bytes(8, "big") + (512).to_bytes(4, "big") + bytes([0, 3, 0xc0, 0]) + bytes(16))
+    write(t, "report_luns", (16).to_bytes(4, "big") + bytes(4) + bytes(8) + bytes([0x41, 0x2c]) + bytes(6))
+
+
+def iser_seeds():
+    t = "fuzz_iser"
+    write(t, "control_wsv_rsv", bytes([0x1c, 0, 0, 0]) + (0x1111).to_bytes(4, "big") + (0x7f0000001000).to_bytes(8, "big") +
+          (0x2222).to_bytes(4, "big") + (0x7f0000002000).to_bytes(8, "big") + bytes(48))
+    write(t, "control_plain", bytes([0x10]) + bytes(27))
+    write(t, "hello", bytes([0x20, 0, 0xaa, 0, 0, 16]) + bytes(22))
+    write(t, "hello_reply_reject", bytes([0x31, 0, 0xaa, 0, 0, 4]) + bytes(22))
+    write(t, "cm_private_data", bytes([0xc0, 0, 0, 0]))
+
+
+def nbd_seeds():
+    t = "fuzz_nbd"
+    ihaveopt = b"IHAVEOPT"
+    write(t, "greeting", b"NBDMAGIC" + ihaveopt + bytes([0, 3]))
+    write(t, "option_go", ihaveopt + struct.pack(">II", 7, 10))
+    write(t, "info_request", struct.pack(">I", 4) + b"fuzz" + struct.pack(">HHH", 2, 0, 3))
+    write(t, "option_reply", struct.pack(">QIII", 0x3e889045565a9, 7, 1, 0))
+    write(t, "request_read", struct.pack(">IHHQQI", 0x25609513, 0, 0, 1, 4096, 4096))
+    write(t, "request_write_fua", struct.pack(">IHHQQI", 0x25609513, 1, 1, 2, 0, 512))
+    write(t, "simple_reply", struct.pack(">IIQ", 0x67446698, 0, 1))
+    write(t, "chunk_header", struct.pack(">IHHQI", 0x668e33ef, 1, 0x8001, 1, 10))
+    write(t, "error_chunk", struct.pack(">IH", 5, 4) + b"oops" + struct.pack(">Q", 4096))
+
+
+def nbd_server_seeds():
+    t = "fuzz_nbd_server"
+    flags = struct.pack(">I", 3)
+
+    def opt(option, data=b""):
+        return b"IHAVEOPT" + struct.pack(">II", option, len(data)) + data
+
+    def req(type_, offset, length, flags=0, cookie=1, data=b""):
+        return struct.pack(">IHHQQI", 0x25609513, flags, type_, cookie, offset, length) + data
+
+    go = opt(7, struct.pack(">I", 0) + struct.pack(">H", 3) + struct.pack(">HHH", 0, 1, 3))
+    write(t, "go_read_write_flush_trim_disc",
+          flags + opt(8) + go + req(1, 0, 512, data=b"\x5a" * 512) + req(0, 0, 4096, cookie=2) + req(3, 0, 0, cookie=3) +
+          req(4, 4096, 4096, cookie=4) + req(6, 0, 8192, cookie=5) + req(2, 0, 0))
+    write(t, "list_info_abort", flags + opt(3) + opt(6, struct.pack(">I", 4) + b"fuzz" + struct.pack(">H", 0)) + opt(2))
+    write(t, "export_name", flags + opt(1, b"fuzz") + req(0, 0, 512) + req(2, 0, 0))
+    write(t, "unknown_option_bad_request", flags + opt(99, b"xx") + go + req(77, 0, 0) + req(0, 1 << 40, 512))
+
+
+def url_seeds():
+    t = "fuzz_url"
+    for i, u in enumerate(["iscsi://127.0.0.1", "iscsi://host:3261/", "iscsi://user%secret@[::1]:3261/iqn.2026-11.org.x:y/3",
+                           "iser://10.0.0.1/iqn.2026-11.org.example:vol1/0", "iscsi://[fe80::1%25eth0]/iqn.x:y",
+                           "automatic"]):
+        write(t, f"url{i}", u.encode())
+
+
+def config_seeds():
+    t = "fuzz_config"
+    write(t, "full", b'''listen = ["127.0.0.1:0", "[::1]:3261"]
+block_size = 4096
+threads = 2
+
+[discovery]
+chap_users = [{ user = "disco", secret = "discovery-secret" }]
+
+[[targets]]
+iqn = "iqn.2026-11.org.example:vol1"
+alias = "vol1"
+luns = ["mem:64M", "mem:1G"]
+allowed_initiators = ["iqn.2026-11.org.example:host1"]
+chap_users = [{ user = "alice", secret = "alice-secret-123" }]
+mutual = { user = "vol1", secret = "target-secret-456" }
+chap_algorithms = ["SHA-256", "MD5"]
+''')
+    write(t, "minimal", b'[[targets]]\niqn = "iqn.2026-11.org.example:a"\nluns = ["mem:1M"]\n')
+    write(t, "syntax_error", b'[[targets]\niqn = \n')
+    write(t, "sizes", b"64K")
+
+
+if __name__ == "__main__":
+    bhs_seeds()
+    text_seeds()
+    login_target_seeds()
+    login_initiator_seeds()
+    chap_seeds()
+    dispatcher_seeds()
+    scsi_data_seeds()
+    iser_seeds()
+    nbd_seeds()
+    nbd_server_seeds()
+    url_seeds()
+    config_seeds()
