@@ -12,6 +12,22 @@
 #include "iserkit/common/asio.hpp"
 
 namespace iserkit {
+namespace detail {
+/// A parked coroutine's completion handler; resume() posts it to its own executor (never inline).
+struct WaiterBase {
+  virtual ~WaiterBase() = default;
+  virtual void resume() = 0;
+};
+template <class Handler>
+struct Waiter final : WaiterBase {
+  explicit Waiter(Handler h) : handler(std::move(h)) {}
+  void resume() override {
+    auto ex = asio::get_associated_executor(handler);
+    asio::post(ex, std::move(handler));
+  }
+  Handler handler;
+};
+}  // namespace detail
 
 /// One-shot completion with an error code. wait() returns at once if complete() already ran.
 class Completion {
@@ -26,7 +42,7 @@ class Completion {
   Awaitable<std::error_code> wait() {
     if (!done_) {
       co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
-          [this](auto handler) { waiter_ = std::make_unique<Waiter<decltype(handler)>>(std::move(handler)); },
+          [this](auto handler) { waiter_ = std::make_unique<detail::Waiter<decltype(handler)>>(std::move(handler)); },
           asio::use_awaitable);
     }
     co_return ec_;
@@ -50,23 +66,9 @@ class Completion {
   void reset() noexcept { done_ = false; ec_ = {}; }
 
  private:
-  struct WaiterBase {
-    virtual ~WaiterBase() = default;
-    virtual void resume() = 0;
-  };
-  template <class Handler>
-  struct Waiter final : WaiterBase {
-    explicit Waiter(Handler h) : handler(std::move(h)) {}
-    void resume() override {
-      auto ex = asio::get_associated_executor(handler);
-      asio::post(ex, std::move(handler));
-    }
-    Handler handler;
-  };
-
   bool done_ = false;
   std::error_code ec_;
-  std::unique_ptr<WaiterBase> waiter_;
+  std::unique_ptr<detail::WaiterBase> waiter_;
 };
 
 /// Multi-waiter, resettable event: set() wakes every coroutine waiting in wait() (each through its
@@ -83,7 +85,7 @@ class Event {
   Awaitable<void> wait() {
     if (set_) co_return;
     co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
-        [this](auto handler) { waiters_.push_back(std::make_unique<Waiter<decltype(handler)>>(std::move(handler))); },
+        [this](auto handler) { waiters_.push_back(std::make_unique<detail::Waiter<decltype(handler)>>(std::move(handler))); },
         asio::use_awaitable);
   }
 
@@ -101,22 +103,8 @@ class Event {
   [[nodiscard]] std::size_t waiting() const noexcept { return waiters_.size(); }
 
  private:
-  struct WaiterBase {
-    virtual ~WaiterBase() = default;
-    virtual void resume() = 0;
-  };
-  template <class Handler>
-  struct Waiter final : WaiterBase {
-    explicit Waiter(Handler h) : handler(std::move(h)) {}
-    void resume() override {
-      auto ex = asio::get_associated_executor(handler);
-      asio::post(ex, std::move(handler));
-    }
-    Handler handler;
-  };
-
   bool set_ = false;
-  std::vector<std::unique_ptr<WaiterBase>> waiters_;
+  std::vector<std::unique_ptr<detail::WaiterBase>> waiters_;
 };
 
 }  // namespace iserkit
