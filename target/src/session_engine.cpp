@@ -558,7 +558,22 @@ void SessionEngine::advance(EngineTask& task) {
     }
   }
   task.state = TaskState::receiving_data;
-  if (task.sequencer && !task.sequencer->complete()) {
+  if (config_.rdma_data && writes) {
+    // iSER: the data beyond the immediate data comes by RDMA Read (RFC 7145 §7.3.4).
+    const std::uint32_t needed = task.plan.transfer_length_bytes;
+    const std::uint32_t immediate = task.sequencer ? task.sequencer->unsolicited_bytes() : 0;
+    if (task.rdma_pending) return;
+    if (!task.rdma_fetched && immediate < needed) {
+      if (!task.remote_write) {
+        // RFC 7145 §9.2: a write with data beyond the immediate data must carry a Write STag.
+        respond(task, scsi::Status::check_condition, sense_data_phase_error, residual_for(edtl, 0));
+        return;
+      }
+      task.rdma_pending = true;
+      actions_.emplace_back(GetWriteData{task.itt(), *task.remote_write, immediate, needed - immediate});
+      return;
+    }
+  } else if (task.sequencer && !task.sequencer->complete()) {
     if (!writes && !task.sequencer->unsolicited_done()) return;
     // RFC 7143 §11.8: R2Ts carry the current StatSN without advancing it.
     while (auto r2t = task.sequencer->next_r2t(take_ttt())) {
@@ -586,6 +601,24 @@ void SessionEngine::advance(EngineTask& task) {
   }
   task.state = TaskState::executing;
   actions_.emplace_back(ExecuteTask{task.itt()});
+}
+
+void SessionEngine::on_write_data(iscsi::Itt itt, std::error_code error) {
+  auto it = tasks_.find(iscsi::to_u32(itt));
+  if (it == tasks_.end() || !it->second->rdma_pending) return;
+  EngineTask& task = *it->second;
+  task.rdma_pending = false;
+  if (task.state == TaskState::aborted) {
+    end_task(it->first);
+    check_waiters();
+    return;
+  }
+  if (error) {
+    close("RDMA Read failed: " + error.message());
+    return;
+  }
+  task.rdma_fetched = true;
+  advance(task);
 }
 
 bool SessionEngine::request_budget(EngineTask& task, std::uint64_t bytes) {
@@ -625,7 +658,16 @@ void SessionEngine::on_task_executed(iscsi::Itt itt, const ScsiOutcome& outcome)
       if (outcome.status == scsi::Status::good && !outcome.sense) {
         const std::uint32_t bytes = std::min(edtl, produced);
         const Residual residual = residual_for(edtl, produced);
-        if (bytes > 0) {
+        if (bytes > 0 && config_.rdma_data) {
+          if (!task.remote_read) {
+            // RFC 7145 §9.2: a read must carry a Read STag; without one the data has nowhere to go.
+            respond(task, scsi::Status::check_condition, sense_data_phase_error, residual_for(edtl, 0));
+            return;
+          }
+          // The RC QP delivers the RDMA Write before the SEND of the status that follows it.
+          actions_.emplace_back(PutReadData{task.itt(), *task.remote_read, std::move(task.buffer), bytes});
+          respond(task, outcome.status, std::nullopt, residual);
+        } else if (bytes > 0) {
           send_data_in(task, bytes, outcome.status, residual);
         } else {
           respond(task, outcome.status, std::nullopt, residual);
@@ -700,7 +742,7 @@ void SessionEngine::fail_task(EngineTask& task, const scsi::SenseData& sense) {
 
 void SessionEngine::abort_task(EngineTask& task) {
   if (task.state == TaskState::done || task.state == TaskState::aborted) return;
-  const bool on_backend = task.state == TaskState::executing;
+  const bool on_backend = task.state == TaskState::executing || task.rdma_pending;
   task.state = TaskState::aborted;
   // A task on the backend ends when its completion arrives; any other ends now.
   if (!on_backend) end_task(iscsi::to_u32(task.itt()));

@@ -80,6 +80,9 @@ struct SessionEngineConfig {
   std::uint32_t max_immediate_commands = 64;  ///< immediate SCSI commands (and TMFs) outstanding at most
   std::chrono::milliseconds idle_interval{0};   ///< silence before a NOP-In ping; 0 = off
   std::chrono::milliseconds ping_timeout{5000};  ///< how long the ping may stay unanswered
+  /// iSER (RFC 7145 §7.3): the data moves by RDMA (GetWriteData / PutReadData actions) instead of
+  /// R2T + Data-Out and Data-In; the status always travels in a SCSI Response.
+  bool rdma_data = false;
 };
 
 /// Synchronous, non-blocking questions the engine asks the SCSI layer and the target registry.
@@ -114,6 +117,23 @@ struct ReleaseBudget {
   std::uint64_t bytes = 0;
   bool granted = false;
 };
+/// iSER Get_Data (RFC 7145 §7.3.4): RDMA Read `length` bytes from the initiator's Write STag
+/// (`source`, offset 0) into task_data(itt) at `buffer_offset`; report with on_write_data().
+struct GetWriteData {
+  iscsi::Itt itt{0};
+  datamover::RemoteBuffer source;
+  std::uint32_t buffer_offset = 0;  ///< bytes
+  std::uint32_t length = 0;         ///< bytes
+};
+/// iSER Put_Data (RFC 7145 §7.3.5): RDMA Write the first `bytes` of `buffer` to the initiator's
+/// Read STag (`dest`, offset 0). The task's status follows in a later SendPdus; a failure closes
+/// the connection.
+struct PutReadData {
+  iscsi::Itt itt{0};
+  datamover::RemoteBuffer dest;
+  PooledBuffer buffer;
+  std::uint32_t bytes = 0;
+};
 /// A reset's device-server side effects (SAM-5 §7.7, §7.10: unit attentions, reservations).
 struct DeviceReset {
   scsi::Lun lun;
@@ -123,7 +143,7 @@ struct DeviceReset {
 struct CloseConnection {
   std::string reason;
 };
-using EngineAction = std::variant<SendPdus, ExecuteTask, ReleaseBudget, DeviceReset, CloseConnection>;
+using EngineAction = std::variant<SendPdus, ExecuteTask, GetWriteData, PutReadData, ReleaseBudget, DeviceReset, CloseConnection>;
 
 /// One SCSI task as the engine keeps it (read-only for the driver, through task()).
 struct EngineTask {
@@ -140,6 +160,8 @@ struct EngineTask {
   bool in_window = false;          ///< releases a CmdSN window slot when it ends
   bool counted_immediate = false;  ///< counted against max_immediate_commands
   bool started = false;            ///< its command PDU's payload phase is over
+  bool rdma_pending = false;       ///< iSER: a GetWriteData is under way (the buffer is in use)
+  bool rdma_fetched = false;       ///< iSER: the write data is in
   bool staging = false;            ///< unsolicited data lands in a FirstBurstLength buffer until the budget
   enum class Budget : std::uint8_t { none, waiting, granted } budget = Budget::none;
   std::uint64_t budget_bytes = 0;
@@ -174,6 +196,8 @@ class SessionEngine {
 
   /// The backend finished task `itt` with `outcome` (after ExecuteTask).
   void on_task_executed(iscsi::Itt itt, const ScsiOutcome& outcome);
+  /// iSER: the GetWriteData of task `itt` finished (`error` empty on success; an error closes).
+  void on_write_data(iscsi::Itt itt, std::error_code error);
   /// The payload budget asked for task `itt` (request_budget returned false) was granted.
   void on_budget_granted(iscsi::Itt itt);
   /// The connection closed (socket error, peer gone): every task is aborted; tasks on the backend

@@ -114,6 +114,7 @@ class SessionEngineTest : public ::testing::Test {
     for (auto& a : engine->take_actions()) {
       if (auto* batch = std::get_if<SendPdus>(&a)) {
         ++batches;
+        order.push_back("send");
         for (auto& p : batch->pdus) {
           auto h = iscsi::decode_bhs(p.bhs);
           ASSERT_TRUE(h.has_value());
@@ -121,8 +122,14 @@ class SessionEngineTest : public ::testing::Test {
         }
       } else if (auto* ex = std::get_if<ExecuteTask>(&a)) {
         executes.push_back(ex->itt);
+      } else if (auto* get = std::get_if<GetWriteData>(&a)) {
+        gets.push_back(*get);
+      } else if (auto* put = std::get_if<PutReadData>(&a)) {
+        puts.emplace_back(put->itt, put->bytes);
+        order.push_back("put");
       } else if (auto* rel = std::get_if<ReleaseBudget>(&a)) {
         released.push_back(*rel);
+        order.push_back("release");
       } else if (auto* reset = std::get_if<DeviceReset>(&a)) {
         resets.push_back(*reset);
       } else if (auto* c = std::get_if<CloseConnection>(&a)) {
@@ -164,6 +171,9 @@ class SessionEngineTest : public ::testing::Test {
   std::size_t batches = 0;
   std::vector<Itt> executes;
   std::vector<ReleaseBudget> released;
+  std::vector<GetWriteData> gets;
+  std::vector<std::pair<Itt, std::uint32_t>> puts;
+  std::vector<std::string> order;
   std::vector<DeviceReset> resets;
   std::vector<std::string> closes;
   std::vector<std::byte> scratch;
@@ -202,6 +212,8 @@ TEST_F(SessionEngineTest, ReadIsSegmentedIntoDataInWithStatusInTheLastInOneBatch
   EXPECT_EQ(last.stat_sn, SerialNumber(100));
   EXPECT_EQ(last.max_cmd_sn, SerialNumber(5));  // window opened again before the status left
   EXPECT_EQ(engine->task(Itt{7}), nullptr);
+  // The budget comes back only after the batch that borrows the buffer.
+  EXPECT_EQ(order, (std::vector<std::string>{"send", "release"}));
   ASSERT_EQ(released.size(), 1u);
   EXPECT_EQ(released[0].bytes, 20u * block);
   EXPECT_TRUE(released[0].granted);
@@ -561,6 +573,51 @@ TEST_F(SessionEngineTest, CloseAbortsEverythingAndBudgetsComeBackWhenTheBackendR
   EXPECT_TRUE(sent.empty());
   EXPECT_EQ(released.size(), 1u);
   EXPECT_EQ(engine->task_count(), 0u);
+}
+
+// ---- iSER: the data moves by RDMA (RFC 7145 §7.3) ----
+
+TEST_F(SessionEngineTest, IserReadIsPutThenStatusInAScsiResponse) {
+  config.rdma_data = true;
+  start();
+  datamover::PduIn in;
+  in.bhs = iscsi::encode_bhs(command(4, 1, cdb10(0x28, 8), 8 * block, true, false));
+  in.remote_read = datamover::RemoteBuffer{.stag = 0x1234, .address = 0x1000};
+  engine->place(in.bhs, 0);
+  engine->on_pdu(in, t0);
+  collect();
+  ASSERT_EQ(executes.size(), 1u);
+  execute(Itt{4}, ScsiOutcome::good(8 * block));
+  ASSERT_EQ(puts.size(), 1u);
+  EXPECT_EQ(puts[0].second, 8u * block);
+  ASSERT_EQ(sent.size(), 1u);  // no Data-In
+  EXPECT_EQ(sent[0].as<iscsi::ScsiResponse>().status, 0);
+  EXPECT_EQ(order, (std::vector<std::string>{"put", "release", "send"}));
+}
+
+TEST_F(SessionEngineTest, IserWriteIsFetchedByRdmaReadAndWithoutWriteStagFails) {
+  config.rdma_data = true;
+  config.params.immediate_data = true;
+  start();
+  datamover::PduIn in;
+  in.bhs = iscsi::encode_bhs(command(4, 1, cdb10(0x2a, 8), 8 * block, false, true));
+  in.remote_write = datamover::RemoteBuffer{.stag = 0x99, .address = 0x2000};
+  engine->place(in.bhs, 0);
+  engine->on_pdu(in, t0);
+  collect();
+  EXPECT_TRUE(sent.empty());  // no R2T
+  ASSERT_EQ(gets.size(), 1u);
+  EXPECT_EQ(gets[0].buffer_offset, 0u);
+  EXPECT_EQ(gets[0].length, 8u * block);
+  EXPECT_EQ(gets[0].source.stag, 0x99u);
+  EXPECT_TRUE(executes.empty());
+  engine->on_write_data(Itt{4}, {});
+  collect();
+  ASSERT_EQ(executes.size(), 1u);
+  // No Write STag: CHECK CONDITION, DATA PHASE ERROR.
+  deliver(command(5, 2, cdb10(0x2a, 8), 8 * block, false, true));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sense_of(sent[0]).asc, 0x4b);
 }
 
 // ---- SNACK, unknown opcodes, discovery sessions ----
