@@ -7,7 +7,6 @@ add_library(iserkit_target STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/config_file.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/export_dir.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/connection.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/src/connection_iser.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login_throttle.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/portal.cpp

@@ -107,6 +107,7 @@ void SessionEngine::on_timer(TimePoint now) {
   stamp(ping);
   send(datamover::make_pdu(ping));
   ping_deadline_ = now + config_.ping_timeout;
+  ++pings_sent_;
 }
 
 // ---------------------------------------------------------------------------------------------

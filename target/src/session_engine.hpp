@@ -221,6 +221,8 @@ class SessionEngine {
   /// True once the Logout response was produced or the connection closed.
   [[nodiscard]] bool ended() const noexcept { return ended_; }
   [[nodiscard]] SerialNumber stat_sn() const noexcept { return stat_sn_; }
+  /// NOP-In pings the idle watch has sent (for the driver's log).
+  [[nodiscard]] std::uint64_t pings_sent() const noexcept { return pings_sent_; }
   [[nodiscard]] const CmdSnWindow& window() const noexcept { return window_; }
 
  private:
@@ -297,6 +299,7 @@ class SessionEngine {
   // Idle watch.
   TimePoint last_rx_;
   std::optional<TimePoint> ping_deadline_;
+  std::uint64_t pings_sent_ = 0;
   // Text Request state (RFC 7143 §11.10).
   std::vector<std::byte> text_in_;
   std::vector<std::byte> text_out_;

@@ -484,6 +484,7 @@ TEST_F(SessionEngineTest, IdlePingAndCloseWhenUnanswered) {
   EXPECT_NE(ping.ttt, iscsi::reserved_ttt);
   EXPECT_EQ(ping.stat_sn, SerialNumber(100));
   EXPECT_EQ(engine->stat_sn(), SerialNumber(100));  // not advanced
+  EXPECT_EQ(engine->pings_sent(), 1u);
   EXPECT_EQ(engine->next_deadline(), t0 + 1200ms);
   // The answer resets the watch.
   deliver(iscsi::NopOut{.immediate = true, .itt = iscsi::reserved_itt, .ttt = ping.ttt}, {}, {}, t0 + 1100ms);
