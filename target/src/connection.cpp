@@ -27,7 +27,7 @@ Connection::Connection(std::unique_ptr<datamover::Datamover> datamover, std::sha
       timer_(datamover_->executor()),
       budget_(limits.connection_payload_bytes),
       global_budget_(std::move(global_budget)) {
-  // The data phase is chosen once per connection from the transport: iSER moves data by RDMA.
+  // Login negotiates the iSER keys when the transport moves data by RDMA.
   options_.rdma = datamover_->capabilities().rdma_data;
 }
 
@@ -176,7 +176,6 @@ void Connection::start_engine() {
       .max_immediate_commands = limits_.max_immediate_commands,
       .idle_interval = limits_.idle_interval,
       .ping_timeout = limits_.ping_timeout,
-      .rdma_data = options_.rdma,
   };
   SessionEngineHooks hooks;
   if (!session_.discovery && session_.target) {
@@ -192,7 +191,9 @@ void Connection::start_engine() {
                         datamover_->local());
   };
   hooks.request_budget = [this](iscsi::Itt itt, std::uint64_t bytes) { return request_budget(itt, bytes); };
+  // The data phase is chosen once, from the transport (TCP: R2T/Data-Out/Data-In; iSER: RDMA).
   engine_ = std::make_unique<SessionEngine>(std::move(config), std::move(hooks), datamover_->buffer_pool(),
+                                            make_data_phase(datamover_->capabilities()),
                                             std::chrono::steady_clock::now());
 }
 

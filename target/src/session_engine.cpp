@@ -25,10 +25,12 @@ iscsi::RejectReason reject_reason_for(const std::error_code& pdu_error) noexcept
 
 }  // namespace
 
-SessionEngine::SessionEngine(SessionEngineConfig config, SessionEngineHooks hooks, BufferPool& pool, TimePoint now)
+SessionEngine::SessionEngine(SessionEngineConfig config, SessionEngineHooks hooks, BufferPool& pool,
+                             std::unique_ptr<DataPhase> data_phase, TimePoint now)
     : config_(std::move(config)),
       hooks_(std::move(hooks)),
       pool_(pool),
+      data_phase_(data_phase ? std::move(data_phase) : make_data_phase({})),
       window_(config_.exp_cmd_sn, std::max<std::uint32_t>(1, config_.cmd_window_depth)),
       stat_sn_(config_.stat_sn),
       last_rx_(now) {}
@@ -559,32 +561,13 @@ void SessionEngine::advance(EngineTask& task) {
     }
   }
   task.state = TaskState::receiving_data;
-  if (config_.rdma_data && writes) {
-    // iSER: the data beyond the immediate data comes by RDMA Read (RFC 7145 §7.3.4).
-    const std::uint32_t needed = task.plan.transfer_length_bytes;
-    const std::uint32_t immediate = task.sequencer ? task.sequencer->unsolicited_bytes() : 0;
-    if (task.rdma_pending) return;
-    if (!task.rdma_fetched && immediate < needed) {
-      if (!task.remote_write) {
-        // RFC 7145 §9.2: a write with data beyond the immediate data must carry a Write STag.
-        respond(task, scsi::Status::check_condition, sense_data_phase_error, residual_for(edtl, 0));
-        return;
-      }
-      task.rdma_pending = true;
-      actions_.emplace_back(GetWriteData{task.itt(), *task.remote_write, immediate, needed - immediate});
+  // The transport's data phase gets what the command still needs (R2Ts on TCP, an RDMA Read on iSER).
+  switch (data_phase_->get_write_data(task, writes, *this)) {
+    case WriteDataState::waiting:
+    case WriteDataState::answered:
       return;
-    }
-  } else if (task.sequencer && !task.sequencer->complete()) {
-    if (!writes && !task.sequencer->unsolicited_done()) return;
-    // RFC 7143 §11.8: R2Ts carry the current StatSN without advancing it.
-    while (auto r2t = task.sequencer->next_r2t(take_ttt())) {
-      iscsi::R2t r{.lun = task.command.lun, .itt = task.itt(), .ttt = r2t->ttt, .stat_sn = stat_sn_,
-                   .r2t_sn = r2t->r2t_sn, .buffer_offset = r2t->buffer_offset,
-                   .desired_data_transfer_length = r2t->desired_data_transfer_length};
-      stamp(r);
-      send(datamover::make_pdu(r));
-    }
-    if (!task.sequencer->complete()) return;
+    case WriteDataState::complete:
+      break;
   }
   // Every byte is in (Data-Out is taken in full before status, even for a failed command).
   if (task.early) {
@@ -602,6 +585,25 @@ void SessionEngine::advance(EngineTask& task) {
   }
   task.state = TaskState::executing;
   actions_.emplace_back(ExecuteTask{task.itt()});
+}
+
+void SessionEngine::emit_r2t(const EngineTask& task, const R2tRequest& r2t) {
+  // RFC 7143 §11.8: R2Ts carry the current StatSN without advancing it.
+  iscsi::R2t r{.lun = task.command.lun, .itt = task.itt(), .ttt = r2t.ttt, .stat_sn = stat_sn_, .r2t_sn = r2t.r2t_sn,
+               .buffer_offset = r2t.buffer_offset, .desired_data_transfer_length = r2t.desired_data_transfer_length};
+  stamp(r);
+  send(datamover::make_pdu(r));
+}
+
+void SessionEngine::emit_rdma_read(EngineTask& task, datamover::RemoteBuffer source, std::uint32_t buffer_offset,
+                                   std::uint32_t length) {
+  task.rdma_pending = true;  // the buffer is in use until on_write_data()
+  actions_.emplace_back(GetWriteData{task.itt(), source, buffer_offset, length});
+}
+
+void SessionEngine::emit_rdma_write(EngineTask& task, datamover::RemoteBuffer dest, std::uint32_t bytes) {
+  // The buffer travels with the action: the task may end before the RDMA Write is done.
+  actions_.emplace_back(PutReadData{task.itt(), dest, std::move(task.buffer), bytes});
 }
 
 void SessionEngine::on_write_data(iscsi::Itt itt, std::error_code error) {
@@ -659,17 +661,8 @@ void SessionEngine::on_task_executed(iscsi::Itt itt, const ScsiOutcome& outcome)
       if (outcome.status == scsi::Status::good && !outcome.sense) {
         const std::uint32_t bytes = std::min(edtl, produced);
         const Residual residual = residual_for(edtl, produced);
-        if (bytes > 0 && config_.rdma_data) {
-          if (!task.remote_read) {
-            // RFC 7145 §9.2: a read must carry a Read STag; without one the data has nowhere to go.
-            respond(task, scsi::Status::check_condition, sense_data_phase_error, residual_for(edtl, 0));
-            return;
-          }
-          // The RC QP delivers the RDMA Write before the SEND of the status that follows it.
-          actions_.emplace_back(PutReadData{task.itt(), *task.remote_read, std::move(task.buffer), bytes});
-          respond(task, outcome.status, std::nullopt, residual);
-        } else if (bytes > 0) {
-          send_data_in(task, bytes, outcome.status, residual);
+        if (bytes > 0) {
+          data_phase_->put_read_data(task, bytes, outcome.status, residual, *this);
         } else {
           respond(task, outcome.status, std::nullopt, residual);
         }

@@ -54,12 +54,13 @@
 #include "iserkit/scsi/sense.hpp"
 #include "iserkit/target/scsi_dispatcher.hpp"
 #include "cmd_sn_window.hpp"
+#include "data_phase.hpp"
 #include "data_in.hpp"
 #include "write_sequencer.hpp"
 
 namespace iserkit::target {
 
-/// Where a SCSI task is in its life (one value at a time, unlike task.hpp's flags).
+/// Where a SCSI task is in its life (one value at a time).
 enum class TaskState : std::uint8_t {
   receiving_data,   ///< immediate / unsolicited / solicited Data-Out still to come
   waiting_budget,   ///< its payload budget (write buffer or read buffer) is not granted yet
@@ -80,9 +81,6 @@ struct SessionEngineConfig {
   std::uint32_t max_immediate_commands = 64;  ///< immediate SCSI commands (and TMFs) outstanding at most
   std::chrono::milliseconds idle_interval{0};   ///< silence before a NOP-In ping; 0 = off
   std::chrono::milliseconds ping_timeout{5000};  ///< how long the ping may stay unanswered
-  /// iSER (RFC 7145 §7.3): the data moves by RDMA (GetWriteData / PutReadData actions) instead of
-  /// R2T + Data-Out and Data-In; the status always travels in a SCSI Response.
-  bool rdma_data = false;
 };
 
 /// Synchronous, non-blocking questions the engine asks the SCSI layer and the target registry.
@@ -177,14 +175,16 @@ struct EngineTask {
 };
 
 /// The target session engine. See the file comment for the rules.
-class SessionEngine {
+class SessionEngine final : private DataPhaseHost {
  public:
   using Clock = std::chrono::steady_clock;
   using TimePoint = Clock::time_point;
 
   /// `pool` gives the task buffers (the datamover's: registered memory on iSER); it must outlive
-  /// the engine. `now` starts the idle watch.
-  SessionEngine(SessionEngineConfig config, SessionEngineHooks hooks, BufferPool& pool, TimePoint now);
+  /// the engine. `data_phase` moves the payload (make_data_phase(): R2T/Data-Out and Data-In on
+  /// TCP, RDMA Read/Write actions on iSER). `now` starts the idle watch.
+  SessionEngine(SessionEngineConfig config, SessionEngineHooks hooks, BufferPool& pool,
+                std::unique_ptr<DataPhase> data_phase, TimePoint now);
 
   /// Header phase, before the data segment of `bhs` (`length` bytes) is read: validates SCSI
   /// Command (without AHS) and Data-Out headers and returns where the data segment lands (a task
@@ -268,6 +268,20 @@ class SessionEngine {
   void check_waiters();
   bool request_budget(EngineTask& task, std::uint64_t bytes);
 
+  // DataPhaseHost (data_phase.hpp).
+  void emit_r2t(const EngineTask& task, const R2tRequest& r2t) override;
+  iscsi::Ttt allocate_ttt() noexcept override { return take_ttt(); }
+  void emit_rdma_read(EngineTask& task, datamover::RemoteBuffer source, std::uint32_t buffer_offset,
+                      std::uint32_t length) override;
+  void emit_data_in(EngineTask& task, std::uint32_t bytes, scsi::Status status, Residual residual) override {
+    send_data_in(task, bytes, status, residual);
+  }
+  void emit_rdma_write(EngineTask& task, datamover::RemoteBuffer dest, std::uint32_t bytes) override;
+  void emit_status(EngineTask& task, scsi::Status status, const std::optional<scsi::SenseData>& sense,
+                   Residual residual) override {
+    respond(task, status, sense, residual);
+  }
+
   void send(datamover::PduOut pdu, PooledBuffer keep = {});
   void send_reject(iscsi::RejectReason reason, const iscsi::Bhs& bhs);
   void close(std::string reason);
@@ -286,6 +300,7 @@ class SessionEngine {
   SessionEngineConfig config_;
   SessionEngineHooks hooks_;
   BufferPool& pool_;
+  std::unique_ptr<DataPhase> data_phase_;
   CmdSnWindow window_;
   SerialNumber stat_sn_;
   std::uint32_t next_ttt_ = 1;

@@ -85,7 +85,7 @@ class SessionEngineTest : public ::testing::Test {
       return grant_budget_now;
     };
     config.discovery = discovery;
-    engine = std::make_unique<SessionEngine>(config, hooks, pool, t0);
+    engine = std::make_unique<SessionEngine>(config, hooks, pool, make_data_phase({.rdma_data = rdma}), t0);
   }
 
   // Delivers one PDU as a datamover would: header phase (place), the data segment into the placed
@@ -165,6 +165,7 @@ class SessionEngineTest : public ::testing::Test {
   std::unique_ptr<SessionEngine> engine;
   TimePoint t0 = TimePoint{} + 1h;
   bool grant_budget_now = true;
+  bool rdma = false;  // the iSER data phase
   iscsi::TextPairs targets;
   std::vector<std::pair<Itt, std::uint64_t>> requested;
   std::vector<Sent> sent;
@@ -579,7 +580,7 @@ TEST_F(SessionEngineTest, CloseAbortsEverythingAndBudgetsComeBackWhenTheBackendR
 // ---- iSER: the data moves by RDMA (RFC 7145 §7.3) ----
 
 TEST_F(SessionEngineTest, IserReadIsPutThenStatusInAScsiResponse) {
-  config.rdma_data = true;
+  rdma = true;
   start();
   datamover::PduIn in;
   in.bhs = iscsi::encode_bhs(command(4, 1, cdb10(0x28, 8), 8 * block, true, false));
@@ -597,7 +598,7 @@ TEST_F(SessionEngineTest, IserReadIsPutThenStatusInAScsiResponse) {
 }
 
 TEST_F(SessionEngineTest, IserWriteIsFetchedByRdmaReadAndWithoutWriteStagFails) {
-  config.rdma_data = true;
+  rdma = true;
   config.params.immediate_data = true;
   start();
   datamover::PduIn in;
