@@ -7,10 +7,11 @@ add_library(iserkit_target STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/config_file.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/export_dir.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/connection.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/src/connection_iser.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data_phase.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login_throttle.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/portal.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/session_engine.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/target_node.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/write_sequencer.cpp)
 add_library(iserkit::target ALIAS iserkit_target)

@@ -1,32 +1,37 @@
 // Connection: one iSCSI connection of the target, from login to close (RFC 7143 §6.3 login phase,
-// §3.2.4 full-feature phase, §11 PDUs). At MaxConnections=1 the connection is also its session: it
-// owns the CmdSN window, StatSN, the task table and the negotiated parameters.
+// §3.2.4 full-feature phase). At MaxConnections=1 the connection is also its session.
 //
-// THREAD MODEL: everything of a connection runs on the io_context it was accepted onto; one
-// thread runs that io_context, so nothing here takes a lock. The receive loop never waits for
-// backend I/O: each SCSI command runs as its own coroutine (co_spawn) on the same io_context.
-// Receive handling is split in two, as SPDK does: the header phase (place(), called by the
-// datamover before the data segment is read) validates the PDU and chooses where the data lands
-// (the task's buffer at BufferOffset, so Data-Out needs no copy); the payload phase runs after
-// the whole PDU arrived. Failures are one of: Reject PDU (recoverable), connection-fatal (close),
-// or a SCSI CHECK CONDITION.
+// The full-feature phase is a thin driver of the sans-I/O SessionEngine (session_engine.hpp), which
+// holds every protocol rule (CmdSN window, StatSN, tasks, R2T/Data-Out, Data-In, TMF, logout...):
+//  - one receive loop: the datamover's header phase asks the engine where the data segment goes
+//    (place()), the payload phase hands it the PDU (on_pdu());
+//  - one timer on the engine's next_deadline() (idle NOP-In ping and its timeout);
+//  - one writer: the engine's ordered actions (PDU batches through Datamover::send_batch, iSER
+//    RDMA Writes, budget releases, close) are carried out in order;
+//  - backend execution (and iSER RDMA Reads) as coroutines that report back to the engine.
+// THREAD MODEL: everything runs on the io_context the connection was accepted onto (one thread),
+// so nothing here takes a lock; only the target-wide payload budget's grants come from other
+// connections' threads and are posted back.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <deque>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
 #include "iserkit/common/asio.hpp"
+#include "iserkit/common/completion.hpp"
 #include "iserkit/datamover/datamover.hpp"
 #include "iserkit/target/config.hpp"
 #include "cmd_sn_window.hpp"
 #include "login.hpp"
 #include "payload_budget.hpp"
 #include "target_node.hpp"
-#include "task.hpp"
+#include "session_engine.hpp"
 
 namespace iserkit::target {
 
@@ -62,97 +67,58 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   [[nodiscard]] std::string peer() const { return datamover_->peer(); }
 
  private:
-  struct CurrentPdu {
-    bool header_done = false;
-    bool ignored = false;  // CmdSN outside the window: silently ignored (RFC 7143 §4.2.2.1)
-    bool admitted = false;  // a non-immediate command that took a window slot
-    std::optional<iscsi::RejectReason> reject;
-    std::optional<DataOutError> data_out_error;
-    std::shared_ptr<Task> task;
-    std::span<std::byte> placed;  // where the data segment went (empty: scratch)
+  /// One payload-budget request of a task (payload_budget.hpp): the connection's, then the target's.
+  struct BudgetHold {
+    iscsi::Itt itt{0};
+    std::uint64_t bytes = 0;
+    std::uint64_t global_id = 0;
+    enum class State : std::uint8_t { waiting_connection, waiting_global, granted, abandoned } state{};
   };
 
   std::span<std::byte> place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept override;
-  std::span<std::byte> command_header(const iscsi::Bhs& bhs, ConstByteSpan ahs, std::uint32_t length);
-  std::span<std::byte> data_out_header(const iscsi::Bhs& bhs, std::uint32_t length) noexcept;
 
   Awaitable<bool> login();
-  Awaitable<void> watch_idle();
   void open_nexus();
-  Awaitable<void> full_feature();
-  Awaitable<void> handle(datamover::PduIn& in);
-  Awaitable<void> on_scsi_command(datamover::PduIn& in);
-  Awaitable<void> on_data_out(datamover::PduIn& in);
-  Awaitable<void> on_nop_out(const iscsi::NopOut& h, datamover::PduIn& in);
-  Awaitable<void> on_text(const iscsi::TextRequest& h, datamover::PduIn& in);
-  Awaitable<void> on_logout(const iscsi::LogoutRequest& h);
-  Awaitable<void> on_task_management(iscsi::TaskManagementRequest h);
-  Awaitable<void> send_reject(iscsi::RejectReason reason, const iscsi::Bhs& bhs);
+  void start_engine();
+  Awaitable<void> receive_loop();
+  Awaitable<void> timer_loop();
+  Awaitable<void> writer();
+  Awaitable<void> execute(iscsi::Itt itt);
+  Awaitable<void> get_write_data(GetWriteData get);
+  /// Takes the engine's actions: starts backend work at once, queues the ordered ones for writer().
+  void pump();
 
-  Awaitable<void> run_task(std::shared_ptr<Task> task);
-  Awaitable<void> run_task_body(Task& task);
-  Awaitable<void> wait_for_data(Task& task);
-  // iSER (RFC 7145 §7.3): the data moves by RDMA; see connection_iser.cpp.
-  Awaitable<void> fetch_write_data(Task& task);
-  Awaitable<void> put_read_data(Task& task, std::uint32_t bytes, scsi::Status status, Residual residual);
-  Awaitable<void> send_scsi_response(Task& task, scsi::Status status, const std::optional<scsi::SenseData>& sense,
-                                     Residual residual);
-  Awaitable<void> send_data_in(Task& task, std::uint32_t bytes, scsi::Status status, Residual residual);
-  Awaitable<void> wait_finished(Task& task);
-  void finish_task(Task& task) noexcept;
-  void abort_task(Task& task) noexcept;
-  void fail_task(Task& task, const scsi::SenseData& sense) noexcept;
-  void drop_unstarted_task() noexcept;
-  // Payload budgets (payload_budget.hpp): the connection's, then the target's, in request order.
-  void request_budget(const std::shared_ptr<Task>& task, std::uint64_t bytes);
-  void request_global_budget(const std::shared_ptr<Task>& task);
-  void budget_granted(Task& task) noexcept;
+  // Payload budgets: requests by the engine (hook), releases by writer(), grants posted back.
+  bool request_budget(iscsi::Itt itt, std::uint64_t bytes);
+  bool request_global_budget(std::uint64_t id);
+  void release_budget(const ReleaseBudget& release);
   void wake_budget_waiters(const std::vector<std::uint64_t>& ids);
-  Awaitable<bool> wait_budget(Task& task);
-  Awaitable<bool> obtain_write_buffer(Task& task);
-  void release_budget(Task& task);
-
-  SerialNumber take_stat_sn() noexcept {
-    const SerialNumber v = stat_sn_;
-    ++stat_sn_;
-    return v;
-  }
-  template <class H>
-  void stamp(H& header) const noexcept {
-    header.exp_cmd_sn = window_.exp_cmd_sn();
-    header.max_cmd_sn = window_.max_cmd_sn();
-  }
+  void backend_done() noexcept;
 
   std::unique_ptr<datamover::Datamover> datamover_;
   std::shared_ptr<const TargetRegistry> registry_;
   TargetLoginOptions options_;
   ConnectionLimits limits_;
   ConnectionHooks hooks_;
-  asio::steady_timer timer_;  // login timeout, then the idle watch
-  std::uint64_t received_pdus_ = 0;  // full-feature PDUs received (the idle watch compares it)
+  asio::steady_timer timer_;  // login timeout, then the engine's deadline
   PayloadBudget budget_;
   std::shared_ptr<SharedPayloadBudget> global_budget_;
-  std::unordered_map<std::uint64_t, std::shared_ptr<Task>> budget_waiters_;  // by Task::budget_id
+  std::map<std::uint64_t, BudgetHold> holds_;                    // by request id
+  std::unordered_map<std::uint32_t, std::deque<std::uint64_t>> holds_by_itt_;  // oldest first
   std::uint64_t next_budget_id_ = 1;
-  std::uint32_t immediate_outstanding_ = 0;  // immediate SCSI commands not yet finished
-  std::uint32_t task_management_outstanding_ = 0;  // TMF coroutines running
   LoginResult session_;
   iscsi::OperationalParameters params_;
-  CmdSnWindow window_{SerialNumber(0), 1};
-  SerialNumber stat_sn_;
-  std::uint32_t next_ttt_ = 1;
+  std::unique_ptr<SessionEngine> engine_;
+  std::deque<EngineAction> ordered_;  // for writer(), in order
+  Event ordered_ready_;               // ordered_ got work (or the writer must stop)
+  Event ordered_room_;                // ordered_ drained below the receive loop's bound
+  bool writer_stop_ = false;
+  Event writer_done_;
+  std::uint32_t backend_running_ = 0;  // execute() / get_write_data() coroutines
+  Event backend_idle_;
   bool closed_ = false;
-  bool logged_out_ = false;
-  bool rdma_ = false;  // iSER: no Data-In/R2T/Data-Out; put_data/get_data instead
-  CurrentPdu current_;
   NexusId nexus_;           // this session's I_T nexus at the device server (normal sessions)
   bool nexus_open_ = false;
-  std::unordered_map<std::uint32_t, std::shared_ptr<Task>> tasks_;
-  // Text Request state (RFC 7143 §11.10: C bit on requests, long responses continued by TTT).
-  std::vector<std::byte> text_in_;
-  std::vector<std::byte> text_out_;
-  std::size_t text_out_offset_ = 0;
-  iscsi::Ttt text_ttt_ = iscsi::reserved_ttt;
 };
 
 }  // namespace iserkit::target

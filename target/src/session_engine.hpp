@@ -1,0 +1,325 @@
+// SessionEngine: the target's full-feature-phase session (one connection, ErrorRecoveryLevel 0) as
+// a sans-I/O state machine. No Asio, no sockets, no coroutines, no clock of its own: received PDUs
+// (header phase: place(); payload phase: on_pdu()), backend completions, payload-budget grants and
+// the time go in; ordered actions come out (take_actions()): PDU batches to send in order, "execute
+// task N on the backend", "release payload budget of task N" (requests go
+// through SessionEngineHooks::request_budget, answered now or later with on_budget_granted()), device-server resets, and
+// "close the connection". A driver (Connection) runs it from one receive loop and one timer.
+//
+// Rules it carries (RFC 7143):
+//  - CmdSN window (§4.2.2.1, cmd_sn_window.hpp): commands outside [ExpCmdSN, MaxCmdSN] are silently
+//    ignored; MaxCmdSN opens by one when a non-immediate command ends; every target PDU carries
+//    ExpCmdSN/MaxCmdSN. Immediate commands bypass the window and are capped (Reject 0x06).
+//  - StatSN (§4.2.2.2): advanced by each status-carrying PDU; R2T and the idle NOP-In carry it
+//    without advancing it.
+//  - The ITT table: a command reusing the ITT of a running task is Rejected (0x07, §11.17.1).
+//  - Immediate data (§3.2.4.2, §13.11) only on writes, only with ImmediateData=Yes, at most
+//    min(FirstBurstLength, EDTL) bytes; R2T / Data-Out sequencing (§11.7, §11.8,
+//    write_sequencer.hpp); Data-Out lands in the task buffer at BufferOffset (no copy).
+//  - Data-In (§11.7, data_in.hpp): segments of at most the initiator's MaxRecvDataSegmentLength,
+//    F at the end of each MaxBurstLength sequence, DataSN from 0, status and residual (U/O, §11.4.5)
+//    in the last Data-In when GOOD without sense, else a SCSI Response with sense. A read's Data-In
+//    PDUs and its status leave in one ordered batch.
+//  - Digest errors (§7.8): a command with a data digest error is discarded (Reject 0x02, CmdSN slot
+//    given back); a Data-Out with one fails its task (CHECK CONDITION, PROTOCOL SERVICE CRC ERROR).
+//  - Text requests with continuation (§11.10/§11.11: C bit, TTT).
+//  - NOP-Out answered with NOP-In (§11.18/§11.19); after `idle_interval` without a PDU a NOP-In
+//    ping (ITT 0xffffffff, a TTT of ours); no PDU within `ping_timeout` → close.
+//  - Task management (§11.5): ABORT TASK (RefCmdSN rule for unknown tasks), ABORT/CLEAR TASK SET,
+//    LOGICAL UNIT RESET, TARGET WARM/COLD RESET; the response leaves after the aborted tasks ended
+//    (a task on the backend ends when its completion arrives); cold reset closes the connection.
+//  - Logout (§11.14): running tasks are aborted; the response leaves once they ended; then close.
+//  - SNACK (§11.16) is rejected (ERL 0); discovery sessions (§4.3) carry only Text, NOP and Logout.
+//
+// THREADING: none; the owner calls it from one thread.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "iserkit/common/buffer.hpp"
+#include "iserkit/common/serial_number.hpp"
+#include "iserkit/datamover/datamover.hpp"
+#include "iserkit/iscsi/negotiation.hpp"
+#include "iserkit/iscsi/pdu.hpp"
+#include "iserkit/iscsi/text.hpp"
+#include "iserkit/scsi/sense.hpp"
+#include "iserkit/target/scsi_dispatcher.hpp"
+#include "cmd_sn_window.hpp"
+#include "data_phase.hpp"
+#include "data_in.hpp"
+#include "write_sequencer.hpp"
+
+namespace iserkit::target {
+
+/// Where a SCSI task is in its life (one value at a time).
+enum class TaskState : std::uint8_t {
+  receiving_data,   ///< immediate / unsolicited / solicited Data-Out still to come
+  waiting_budget,   ///< its payload budget (write buffer or read buffer) is not granted yet
+  executing,        ///< handed to the backend (ExecuteTask); waiting for on_task_executed()
+  sending_data_in,  ///< its Data-In / status batch was produced (transient: it is done after)
+  done,             ///< status sent; no longer in the table
+  aborted,          ///< a TMF, logout or close ended it; nothing more is sent for it
+};
+
+/// The negotiated and configured values of one session.
+struct SessionEngineConfig {
+  iscsi::OperationalParameters params;  ///< from the login
+  bool discovery = false;               ///< a discovery session (RFC 7143 §4.3)
+  std::uint16_t cid = 0;                ///< the connection's CID (Logout "close connection")
+  SerialNumber exp_cmd_sn{0};           ///< ExpCmdSN after login
+  SerialNumber stat_sn{0};              ///< the next StatSN after the final Login Response
+  std::uint32_t cmd_window_depth = 128; ///< non-immediate commands outstanding at most (>= 1)
+  std::uint32_t max_immediate_commands = 64;  ///< immediate SCSI commands (and TMFs) outstanding at most
+  std::chrono::milliseconds idle_interval{0};   ///< silence before a NOP-In ping; 0 = off
+  std::chrono::milliseconds ping_timeout{5000};  ///< how long the ping may stay unanswered
+};
+
+/// Synchronous, non-blocking questions the engine asks the SCSI layer and the target registry.
+struct SessionEngineHooks {
+  /// Phase 1 of a SCSI command (ScsiDispatcher::plan for this session's nexus).
+  std::function<CommandPlan(const scsi::Lun& lun, ConstByteSpan cdb)> plan;
+  /// Whether a logical unit exists at `lun` (TMF "LUN does not exist", RFC 7143 §11.6.1).
+  std::function<bool(const scsi::Lun& lun)> lun_exists;
+  /// The SendTargets answer for `value` (RFC 7143 Appendix C).
+  std::function<iscsi::TextPairs(const std::string& value)> send_targets;
+  /// Asks the payload budgets (payload_budget.hpp) for `bytes` for task `itt`: true when granted
+  /// now; false when queued (the driver then calls on_budget_granted(itt) later). Empty: always
+  /// granted. Every request is ended by exactly one ReleaseBudget action.
+  std::function<bool(iscsi::Itt itt, std::uint64_t bytes)> request_budget;
+};
+
+/// Send these PDUs, in this order (one Datamover::send_batch). `keep` holds the task buffers the
+/// data segments borrow: keep it alive until the batch was sent.
+struct SendPdus {
+  std::vector<datamover::PduOut> pdus;
+  std::vector<PooledBuffer> keep;
+};
+/// Run the task on the backend (task(itt) gives LUN, CDB, plan and data buffer); report with
+/// on_task_executed().
+struct ExecuteTask {
+  iscsi::Itt itt{0};
+};
+/// Give back (granted) or cancel (not yet granted) the payload budget the task asked for with
+/// SessionEngineHooks::request_budget.
+struct ReleaseBudget {
+  iscsi::Itt itt{0};
+  std::uint64_t bytes = 0;
+  bool granted = false;
+};
+/// iSER Get_Data (RFC 7145 §7.3.4): RDMA Read `length` bytes from the initiator's Write STag
+/// (`source`, offset 0) into task_data(itt) at `buffer_offset`; report with on_write_data().
+struct GetWriteData {
+  iscsi::Itt itt{0};
+  datamover::RemoteBuffer source;
+  std::uint32_t buffer_offset = 0;  ///< bytes
+  std::uint32_t length = 0;         ///< bytes
+};
+/// iSER Put_Data (RFC 7145 §7.3.5): RDMA Write the first `bytes` of `buffer` to the initiator's
+/// Read STag (`dest`, offset 0). The task's status follows in a later SendPdus; a failure closes
+/// the connection.
+struct PutReadData {
+  iscsi::Itt itt{0};
+  datamover::RemoteBuffer dest;
+  PooledBuffer buffer;
+  std::uint32_t bytes = 0;
+};
+/// A reset's device-server side effects (SAM-5 §7.7, §7.10: unit attentions, reservations).
+struct DeviceReset {
+  scsi::Lun lun;
+  TaskManagement what = TaskManagement::logical_unit_reset;
+};
+/// Close the connection (after the PDUs queued before this action were sent).
+struct CloseConnection {
+  std::string reason;
+};
+using EngineAction = std::variant<SendPdus, ExecuteTask, GetWriteData, PutReadData, ReleaseBudget, DeviceReset, CloseConnection>;
+
+/// One SCSI task as the engine keeps it (read-only for the driver, through task()).
+struct EngineTask {
+  iscsi::ScsiCommand command;
+  std::vector<std::byte> long_cdb;  ///< whole CDB when longer than 16 bytes (Extended CDB AHS)
+  CommandPlan plan;
+  PooledBuffer buffer;              ///< Data-Out lands here, Data-In is sent from here
+  std::optional<WriteSequencer> sequencer;
+  std::optional<ScsiOutcome> early;  ///< answered without the backend
+  Residual early_residual;
+  std::uint32_t wanted_out_bytes = 0;  ///< what a to_target CDB asked for before shorten_transfer()
+  std::optional<scsi::SenseData> failure;  ///< the data transfer failed
+  TaskState state = TaskState::receiving_data;
+  bool in_window = false;          ///< releases a CmdSN window slot when it ends
+  bool counted_immediate = false;  ///< counted against max_immediate_commands
+  bool started = false;            ///< its command PDU's payload phase is over
+  bool rdma_pending = false;       ///< iSER: a GetWriteData is under way (the buffer is in use)
+  bool rdma_fetched = false;       ///< iSER: the write data is in
+  bool staging = false;            ///< unsolicited data lands in a FirstBurstLength buffer until the budget
+  enum class Budget : std::uint8_t { none, waiting, granted } budget = Budget::none;
+  std::uint64_t budget_bytes = 0;
+  std::uint32_t data_in_pdus = 0;  ///< DataSN of the next Data-In
+  std::optional<datamover::RemoteBuffer> remote_read;   ///< iSER (RFC 7145 §9.2)
+  std::optional<datamover::RemoteBuffer> remote_write;
+
+  [[nodiscard]] ConstByteSpan cdb() const noexcept {
+    if (!long_cdb.empty()) return long_cdb;
+    return command.cdb;
+  }
+  [[nodiscard]] iscsi::Itt itt() const noexcept { return command.itt; }
+};
+
+/// The target session engine. See the file comment for the rules.
+class SessionEngine final : private DataPhaseHost {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using TimePoint = Clock::time_point;
+
+  /// `pool` gives the task buffers (the datamover's: registered memory on iSER); it must outlive
+  /// the engine. `data_phase` moves the payload (make_data_phase(): R2T/Data-Out and Data-In on
+  /// TCP, RDMA Read/Write actions on iSER). `now` starts the idle watch.
+  SessionEngine(SessionEngineConfig config, SessionEngineHooks hooks, BufferPool& pool,
+                std::unique_ptr<DataPhase> data_phase, TimePoint now);
+
+  /// Header phase, before the data segment of `bhs` (`length` bytes) is read: validates SCSI
+  /// Command (without AHS) and Data-Out headers and returns where the data segment lands (a task
+  /// buffer slice), or an empty span for the datamover's scratch buffer. Never fails.
+  std::span<std::byte> place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept;
+  /// Payload phase: the whole PDU arrived (`in.data` is where it landed; `in.pdu_error` a
+  /// recoverable error: data digest, too long). Every received PDU goes through here, after place().
+  void on_pdu(const datamover::PduIn& in, TimePoint now);
+
+  /// The backend finished task `itt` with `outcome` (after ExecuteTask).
+  void on_task_executed(iscsi::Itt itt, const ScsiOutcome& outcome);
+  /// iSER: the GetWriteData of task `itt` finished (`error` empty on success; an error closes).
+  void on_write_data(iscsi::Itt itt, std::error_code error);
+  /// The payload budget asked for task `itt` (request_budget returned false) was granted.
+  void on_budget_granted(iscsi::Itt itt);
+  /// The connection closed (socket error, peer gone): every task is aborted; tasks on the backend
+  /// still report on_task_executed(). No more PDUs are produced.
+  void on_closed();
+
+  /// Fires the idle watch: a NOP-In ping, or CloseConnection when the ping went unanswered.
+  void on_timer(TimePoint now);
+  /// When on_timer() must next be called; nullopt: no timer needed.
+  [[nodiscard]] std::optional<TimePoint> next_deadline() const noexcept;
+
+  /// The actions produced since the last call, in the order they must be carried out.
+  std::vector<EngineAction> take_actions();
+
+  /// The task with `itt`, or nullptr.
+  [[nodiscard]] const EngineTask* task(iscsi::Itt itt) const noexcept;
+  /// The task's data buffer, `plan.transfer_length_bytes` bytes (for ExecuteTask).
+  [[nodiscard]] std::span<std::byte> task_data(iscsi::Itt itt) const noexcept;
+  /// Tasks in the table (running, aborted but still on the backend).
+  [[nodiscard]] std::size_t task_count() const noexcept { return tasks_.size(); }
+  /// True once the Logout response was produced or the connection closed.
+  [[nodiscard]] bool ended() const noexcept { return ended_; }
+  [[nodiscard]] SerialNumber stat_sn() const noexcept { return stat_sn_; }
+  /// NOP-In pings the idle watch has sent (for the driver's log).
+  [[nodiscard]] std::uint64_t pings_sent() const noexcept { return pings_sent_; }
+  [[nodiscard]] const CmdSnWindow& window() const noexcept { return window_; }
+
+ private:
+  struct Current {
+    bool header_done = false;
+    bool ignored = false;
+    bool admitted = false;
+    std::optional<iscsi::RejectReason> reject;
+    std::optional<DataOutError> data_out_error;
+    std::optional<std::uint32_t> itt;  // the task the PDU belongs to (looked up again: it may end in between)
+  };
+  struct PendingTmf {
+    iscsi::TaskManagementRequest request;
+    std::uint8_t response = 0;
+    std::vector<std::uint32_t> victims;  // ITTs still ending
+  };
+  struct PendingLogout {
+    iscsi::LogoutRequest request;
+    std::uint8_t response = 0;
+    std::vector<std::uint32_t> victims;
+  };
+
+  std::span<std::byte> command_header(const iscsi::Bhs& bhs, ConstByteSpan ahs, std::uint32_t length);
+  std::span<std::byte> data_out_header(const iscsi::Bhs& bhs, std::uint32_t length) noexcept;
+  void on_scsi_command(const datamover::PduIn& in);
+  void on_data_out(const datamover::PduIn& in);
+  void on_nop_out(const iscsi::NopOut& h, const datamover::PduIn& in);
+  void on_text(const iscsi::TextRequest& h, const datamover::PduIn& in);
+  void on_logout(const iscsi::LogoutRequest& h);
+  void on_task_management(const iscsi::TaskManagementRequest& h, const iscsi::Bhs& bhs);
+  bool admit_non_command(bool immediate, SerialNumber cmd_sn);
+  EngineTask* current_task() noexcept;
+
+  void advance(EngineTask& task);
+  void respond(EngineTask& task, scsi::Status status, const std::optional<scsi::SenseData>& sense, Residual residual);
+  void send_data_in(EngineTask& task, std::uint32_t bytes, scsi::Status status, Residual residual);
+  void fail_task(EngineTask& task, const scsi::SenseData& sense);
+  void abort_task(EngineTask& task);
+  /// Ends the task: ITT, window slot, immediate count. Its ReleaseBudget goes to `deferred` when
+  /// given (the caller queues it after the PDUs that borrow the buffer), else to the actions.
+  void end_task(std::uint32_t itt, std::optional<ReleaseBudget>* deferred = nullptr);
+  void drop_unstarted(EngineTask& task);
+  void check_waiters();
+  bool request_budget(EngineTask& task, std::uint64_t bytes);
+
+  // DataPhaseHost (data_phase.hpp).
+  void emit_r2t(const EngineTask& task, const R2tRequest& r2t) override;
+  iscsi::Ttt allocate_ttt() noexcept override { return take_ttt(); }
+  void emit_rdma_read(EngineTask& task, datamover::RemoteBuffer source, std::uint32_t buffer_offset,
+                      std::uint32_t length) override;
+  void emit_data_in(EngineTask& task, std::uint32_t bytes, scsi::Status status, Residual residual) override {
+    send_data_in(task, bytes, status, residual);
+  }
+  void emit_rdma_write(EngineTask& task, datamover::RemoteBuffer dest, std::uint32_t bytes) override;
+  void emit_status(EngineTask& task, scsi::Status status, const std::optional<scsi::SenseData>& sense,
+                   Residual residual) override {
+    respond(task, status, sense, residual);
+  }
+
+  void send(datamover::PduOut pdu, PooledBuffer keep = {});
+  void send_reject(iscsi::RejectReason reason, const iscsi::Bhs& bhs);
+  void close(std::string reason);
+  SerialNumber take_stat_sn() noexcept {
+    const SerialNumber v = stat_sn_;
+    ++stat_sn_;
+    return v;
+  }
+  iscsi::Ttt take_ttt() noexcept;
+  template <class H>
+  void stamp(H& header) const noexcept {
+    header.exp_cmd_sn = window_.exp_cmd_sn();
+    header.max_cmd_sn = window_.max_cmd_sn();
+  }
+
+  SessionEngineConfig config_;
+  SessionEngineHooks hooks_;
+  BufferPool& pool_;
+  std::unique_ptr<DataPhase> data_phase_;
+  CmdSnWindow window_;
+  SerialNumber stat_sn_;
+  std::uint32_t next_ttt_ = 1;
+  std::uint32_t immediate_outstanding_ = 0;
+  std::map<std::uint32_t, std::unique_ptr<EngineTask>> tasks_;  // by ITT
+  std::vector<PendingTmf> tmfs_;
+  std::optional<PendingLogout> logout_;
+  Current current_;
+  std::vector<EngineAction> actions_;
+  bool ended_ = false;
+  // Idle watch.
+  TimePoint last_rx_;
+  std::optional<TimePoint> ping_deadline_;
+  std::uint64_t pings_sent_ = 0;
+  // Text Request state (RFC 7143 §11.10).
+  std::vector<std::byte> text_in_;
+  std::vector<std::byte> text_out_;
+  std::size_t text_out_offset_ = 0;
+  iscsi::Ttt text_ttt_ = iscsi::reserved_ttt;
+};
+
+}  // namespace iserkit::target

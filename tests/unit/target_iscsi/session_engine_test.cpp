@@ -1,0 +1,651 @@
+// Unit tests of the target's sans-I/O SessionEngine (target/src/session_engine.hpp): scripted PDUs
+// in, actions (PDU batches, backend execution, budget releases, resets, close) out.
+#include "session_engine.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "iserkit/common/bytes.hpp"
+#include "iserkit/common/errors.hpp"
+
+namespace iserkit::target {
+namespace {
+
+using namespace std::chrono_literals;
+using iscsi::Itt;
+using iscsi::Ttt;
+
+constexpr std::uint32_t block = 512;
+
+// A fake SCSI layer: READ(10)/WRITE(10) of 512-byte blocks, INQUIRY, TEST UNIT READY; LUNs 0 and 1.
+CommandPlan fake_plan(const scsi::Lun& lun, ConstByteSpan cdb) {
+  CommandPlan p;
+  if (!(lun == scsi::Lun::from_index(0) || lun == scsi::Lun::from_index(1))) {
+    p.error = scsi::SenseData{.key = scsi::SenseKey::illegal_request, .asc = 0x25, .ascq = 0};
+    return p;
+  }
+  const auto op = static_cast<std::uint8_t>(cdb[0]);
+  if (op == 0x28 || op == 0x2a) {
+    p.transfer_length_bytes = load_be16(&cdb[7]) * block;
+    p.direction = p.transfer_length_bytes == 0 ? DataDirection::none
+                  : op == 0x28                 ? DataDirection::from_target
+                                               : DataDirection::to_target;
+  } else if (op == 0x12) {
+    p.transfer_length_bytes = load_be16(&cdb[3]);
+    p.direction = p.transfer_length_bytes ? DataDirection::from_target : DataDirection::none;
+  } else if (op != 0x00) {
+    p.error = scsi::SenseData{.key = scsi::SenseKey::illegal_request, .asc = 0x20, .ascq = 0};
+  }
+  return p;
+}
+
+std::array<std::byte, 16> cdb10(std::uint8_t op, std::uint16_t blocks) {
+  std::array<std::byte, 16> c{};
+  c[0] = std::byte{op};
+  store_be16(&c[7], blocks);
+  return c;
+}
+std::array<std::byte, 16> inquiry(std::uint16_t alloc) {
+  std::array<std::byte, 16> c{};
+  c[0] = std::byte{0x12};
+  store_be16(&c[3], alloc);
+  return c;
+}
+
+std::vector<std::byte> pattern(std::size_t n, std::uint8_t seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 7 + seed) & 0xff);
+  return v;
+}
+
+struct Sent {
+  iscsi::PduHeader header;
+  std::vector<std::byte> data;
+  template <class T>
+  [[nodiscard]] const T& as() const {
+    return std::get<T>(header);
+  }
+  template <class T>
+  [[nodiscard]] bool is() const {
+    return std::holds_alternative<T>(header);
+  }
+};
+
+class SessionEngineTest : public ::testing::Test {
+ protected:
+  using TimePoint = SessionEngine::TimePoint;
+
+  void start(bool discovery = false) {
+    hooks.plan = fake_plan;
+    hooks.lun_exists = [](const scsi::Lun& l) { return l == scsi::Lun::from_index(0) || l == scsi::Lun::from_index(1); };
+    hooks.send_targets = [this](const std::string&) { return targets; };
+    hooks.request_budget = [this](Itt itt, std::uint64_t bytes) {
+      requested.emplace_back(itt, bytes);
+      return grant_budget_now;
+    };
+    config.discovery = discovery;
+    engine = std::make_unique<SessionEngine>(config, hooks, pool, make_data_phase({.rdma_data = rdma}), t0);
+  }
+
+  // Delivers one PDU as a datamover would: header phase (place), the data segment into the placed
+  // span or scratch, then the payload phase.
+  void deliver(const iscsi::PduHeader& header, ConstByteSpan data = {}, std::error_code pdu_error = {},
+               TimePoint now = TimePoint{}) {
+    datamover::PduIn in;
+    in.bhs = iscsi::encode_bhs(header);
+    iscsi::set_lengths(in.bhs, 0, static_cast<std::uint32_t>(data.size()));
+    auto dest = engine->place(in.bhs, static_cast<std::uint32_t>(data.size()));
+    placed_last = !dest.empty();
+    if (!dest.empty()) {
+      EXPECT_EQ(dest.size(), data.size());
+      std::memcpy(dest.data(), data.data(), data.size());
+      in.data = dest;
+    } else {
+      scratch.assign(data.begin(), data.end());
+      in.data = scratch;
+    }
+    in.pdu_error = pdu_error;
+    engine->on_pdu(in, now == TimePoint{} ? t0 : now);
+    collect();
+  }
+
+  void collect() {
+    for (auto& a : engine->take_actions()) {
+      if (auto* batch = std::get_if<SendPdus>(&a)) {
+        ++batches;
+        order.push_back("send");
+        for (auto& p : batch->pdus) {
+          auto h = iscsi::decode_bhs(p.bhs);
+          ASSERT_TRUE(h.has_value());
+          sent.push_back({*h, std::vector<std::byte>(p.data.begin(), p.data.end())});
+        }
+      } else if (auto* ex = std::get_if<ExecuteTask>(&a)) {
+        executes.push_back(ex->itt);
+      } else if (auto* get = std::get_if<GetWriteData>(&a)) {
+        gets.push_back(*get);
+      } else if (auto* put = std::get_if<PutReadData>(&a)) {
+        puts.emplace_back(put->itt, put->bytes);
+        order.push_back("put");
+      } else if (auto* rel = std::get_if<ReleaseBudget>(&a)) {
+        released.push_back(*rel);
+        order.push_back("release");
+      } else if (auto* reset = std::get_if<DeviceReset>(&a)) {
+        resets.push_back(*reset);
+      } else if (auto* c = std::get_if<CloseConnection>(&a)) {
+        closes.push_back(c->reason);
+      }
+    }
+  }
+
+  void execute(Itt itt, const ScsiOutcome& outcome) {
+    engine->on_task_executed(itt, outcome);
+    collect();
+  }
+
+  iscsi::ScsiCommand command(std::uint32_t itt, std::uint32_t cmd_sn, std::array<std::byte, 16> cdb, std::uint32_t edtl,
+                             bool read, bool write) {
+    return iscsi::ScsiCommand{.immediate = false, .final = true, .read = read, .write = write,
+                              .lun = scsi::Lun::from_index(0), .itt = Itt{itt}, .expected_data_transfer_length = edtl,
+                              .cmd_sn = SerialNumber(cmd_sn), .cdb = cdb};
+  }
+  iscsi::ScsiCommand tur(std::uint32_t itt, std::uint32_t cmd_sn) { return command(itt, cmd_sn, {}, 0, false, false); }
+
+  static scsi::SenseData sense_of(const Sent& s) {
+    EXPECT_GE(s.data.size(), 2u + 14u);
+    return scsi::SenseData{.key = static_cast<scsi::SenseKey>(static_cast<std::uint8_t>(s.data[2 + 2]) & 0x0f),
+                           .asc = static_cast<std::uint8_t>(s.data[2 + 12]),
+                           .ascq = static_cast<std::uint8_t>(s.data[2 + 13])};
+  }
+
+  HeapBufferPool pool;
+  SessionEngineConfig config{.exp_cmd_sn = SerialNumber(1), .stat_sn = SerialNumber(100), .cmd_window_depth = 4,
+                             .max_immediate_commands = 2};
+  SessionEngineHooks hooks;
+  std::unique_ptr<SessionEngine> engine;
+  TimePoint t0 = TimePoint{} + 1h;
+  bool grant_budget_now = true;
+  bool rdma = false;  // the iSER data phase
+  iscsi::TextPairs targets;
+  std::vector<std::pair<Itt, std::uint64_t>> requested;
+  std::vector<Sent> sent;
+  std::size_t batches = 0;
+  std::vector<Itt> executes;
+  std::vector<ReleaseBudget> released;
+  std::vector<GetWriteData> gets;
+  std::vector<std::pair<Itt, std::uint32_t>> puts;
+  std::vector<std::string> order;
+  std::vector<DeviceReset> resets;
+  std::vector<std::string> closes;
+  std::vector<std::byte> scratch;
+  bool placed_last = false;
+};
+
+// ---- Reads: Data-In segmentation, DataSN, status in the last Data-In, one ordered batch ----
+
+TEST_F(SessionEngineTest, ReadIsSegmentedIntoDataInWithStatusInTheLastInOneBatch) {
+  config.params.initiator_max_recv_data_segment_length = 4096;
+  config.params.max_burst_length = 8192;
+  start();
+  deliver(command(7, 1, cdb10(0x28, 20), 20 * block, true, false));
+  ASSERT_EQ(executes.size(), 1u);
+  EXPECT_EQ(engine->task(Itt{7})->state, TaskState::executing);
+  const auto data = pattern(20 * block, 3);
+  auto buf = engine->task_data(Itt{7});
+  ASSERT_EQ(buf.size(), data.size());
+  std::memcpy(buf.data(), data.data(), data.size());
+  execute(Itt{7}, ScsiOutcome::good(20 * block));
+  ASSERT_EQ(batches, 1u);  // Data-In and status leave together, in order
+  ASSERT_EQ(sent.size(), 3u);  // 4096 + 4096 (burst 1) + 2048
+  std::vector<std::byte> got;
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    const auto& d = sent[i].as<iscsi::DataIn>();
+    EXPECT_EQ(d.data_sn, i);
+    EXPECT_EQ(d.buffer_offset, got.size());
+    got.insert(got.end(), sent[i].data.begin(), sent[i].data.end());
+    EXPECT_EQ(d.status_present, i == 2);
+  }
+  EXPECT_TRUE(sent[1].as<iscsi::DataIn>().final);  // MaxBurstLength sequence ends
+  EXPECT_FALSE(sent[0].as<iscsi::DataIn>().final);
+  EXPECT_EQ(got, data);
+  const auto& last = sent[2].as<iscsi::DataIn>();
+  EXPECT_TRUE(last.final);
+  EXPECT_EQ(last.stat_sn, SerialNumber(100));
+  EXPECT_EQ(last.max_cmd_sn, SerialNumber(5));  // window opened again before the status left
+  EXPECT_EQ(engine->task(Itt{7}), nullptr);
+  // The budget comes back only after the batch that borrows the buffer.
+  EXPECT_EQ(order, (std::vector<std::string>{"send", "release"}));
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].bytes, 20u * block);
+  EXPECT_TRUE(released[0].granted);
+}
+
+TEST_F(SessionEngineTest, ShortReadReportsUnderflowResidual) {
+  start();
+  deliver(command(1, 1, inquiry(255), 255, true, false));
+  ASSERT_EQ(executes.size(), 1u);
+  execute(Itt{1}, ScsiOutcome::good(36));
+  ASSERT_EQ(sent.size(), 1u);
+  const auto& d = sent[0].as<iscsi::DataIn>();
+  EXPECT_EQ(sent[0].data.size(), 36u);
+  EXPECT_TRUE(d.residual_underflow);
+  EXPECT_EQ(d.residual_count, 255u - 36u);
+}
+
+TEST_F(SessionEngineTest, FailedCommandGetsScsiResponseWithSense) {
+  start();
+  deliver(command(1, 1, cdb10(0x99, 0), 0, false, false));  // the plan rejects it
+  EXPECT_TRUE(executes.empty());
+  ASSERT_EQ(sent.size(), 1u);
+  const auto& r = sent[0].as<iscsi::ScsiResponse>();
+  EXPECT_EQ(r.status, static_cast<std::uint8_t>(scsi::Status::check_condition));
+  EXPECT_EQ(sense_of(sent[0]).asc, 0x20);
+}
+
+// ---- CmdSN window, StatSN, immediate caps, ITT table ----
+
+TEST_F(SessionEngineTest, CommandsOutsideTheWindowAreIgnoredAndMaxCmdSnOpensWhenTasksEnd) {
+  start();  // window [1, 4]
+  deliver(tur(1, 5));  // beyond MaxCmdSN
+  deliver(tur(2, 0));  // below ExpCmdSN
+  EXPECT_TRUE(sent.empty());
+  EXPECT_TRUE(executes.empty());
+  deliver(tur(3, 1));
+  deliver(tur(4, 2));
+  ASSERT_EQ(executes.size(), 2u);
+  EXPECT_EQ(engine->window().exp_cmd_sn(), SerialNumber(3));
+  EXPECT_EQ(engine->window().max_cmd_sn(), SerialNumber(4));
+  execute(Itt{4}, ScsiOutcome::good());
+  execute(Itt{3}, ScsiOutcome::good());
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].as<iscsi::ScsiResponse>().stat_sn, SerialNumber(100));
+  EXPECT_EQ(sent[1].as<iscsi::ScsiResponse>().stat_sn, SerialNumber(101));
+  EXPECT_EQ(sent[1].as<iscsi::ScsiResponse>().max_cmd_sn, SerialNumber(6));
+  EXPECT_EQ(sent[1].as<iscsi::ScsiResponse>().exp_cmd_sn, SerialNumber(3));
+}
+
+TEST_F(SessionEngineTest, TooManyImmediateCommandsAreRejected) {
+  start();  // max_immediate_commands = 2
+  for (std::uint32_t itt = 1; itt <= 3; ++itt) {
+    auto c = tur(itt, 1);
+    c.immediate = true;
+    deliver(c);
+  }
+  EXPECT_EQ(executes.size(), 2u);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].as<iscsi::Reject>().reason, iscsi::RejectReason::immediate_command_reject);
+  EXPECT_EQ(engine->window().exp_cmd_sn(), SerialNumber(1));  // immediate: CmdSN not advanced
+  execute(Itt{1}, ScsiOutcome::good());
+  auto c = tur(4, 1);
+  c.immediate = true;
+  deliver(c);
+  EXPECT_EQ(executes.size(), 3u);  // a slot freed
+}
+
+TEST_F(SessionEngineTest, DuplicateIttIsRejectedAndTheRunningTaskContinues) {
+  start();
+  deliver(tur(9, 1));
+  deliver(tur(9, 2));
+  ASSERT_EQ(sent.size(), 1u);
+  const auto& rej = sent[0].as<iscsi::Reject>();
+  EXPECT_EQ(rej.reason, iscsi::RejectReason::task_in_progress);
+  EXPECT_EQ(sent[0].data.size(), iscsi::bhs_size);  // the rejected header
+  EXPECT_EQ(rej.max_cmd_sn, SerialNumber(5));       // the rejected command's slot given back
+  execute(Itt{9}, ScsiOutcome::good());
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_TRUE(sent[1].is<iscsi::ScsiResponse>());
+}
+
+// ---- Writes: R2T / Data-Out sequencing, placement, budget ----
+
+TEST_F(SessionEngineTest, WriteSolicitsWithR2tsAndDataOutLandsInPlace) {
+  config.params.initial_r2t = true;
+  config.params.max_burst_length = 4096;
+  config.params.max_outstanding_r2t = 1;
+  start();
+  deliver(command(5, 1, cdb10(0x2a, 16), 16 * block, false, true));
+  ASSERT_EQ(sent.size(), 1u);
+  auto r2t = sent[0].as<iscsi::R2t>();
+  EXPECT_EQ(r2t.buffer_offset, 0u);
+  EXPECT_EQ(r2t.desired_data_transfer_length, 4096u);
+  EXPECT_EQ(r2t.stat_sn, SerialNumber(100));  // not advanced
+  EXPECT_EQ(engine->task(Itt{5})->state, TaskState::receiving_data);
+  const auto data = pattern(16 * block, 9);
+  std::uint32_t offset = 0;
+  for (std::uint32_t n = 0; n < 2; ++n) {
+    r2t = sent.back().as<iscsi::R2t>();
+    EXPECT_EQ(r2t.r2t_sn, n);
+    EXPECT_EQ(r2t.buffer_offset, offset);
+    iscsi::DataOut d{.final = true, .lun = scsi::Lun::from_index(0), .itt = Itt{5}, .ttt = r2t.ttt, .data_sn = 0,
+                     .buffer_offset = offset};
+    deliver(d, std::span(data).subspan(offset, 4096));
+    EXPECT_TRUE(placed_last);  // straight into the task buffer
+    offset += 4096;
+  }
+  ASSERT_EQ(executes.size(), 1u);
+  auto buf = engine->task_data(Itt{5});
+  EXPECT_TRUE(std::equal(buf.begin(), buf.end(), data.begin(), data.end()));
+  execute(Itt{5}, ScsiOutcome::good());
+  const auto& r = sent.back().as<iscsi::ScsiResponse>();
+  EXPECT_EQ(r.exp_data_sn, 2u);  // two R2Ts
+  EXPECT_FALSE(r.residual_overflow || r.residual_underflow);
+}
+
+TEST_F(SessionEngineTest, UnsolicitedDataWaitsInStagingUntilTheBudgetIsGranted) {
+  config.params.initial_r2t = false;
+  config.params.immediate_data = true;
+  config.params.first_burst_length = 2048;
+  start();
+  grant_budget_now = false;
+  const auto data = pattern(8 * block, 1);
+  auto c = command(3, 1, cdb10(0x2a, 8), 8 * block, false, true);
+  c.final = false;  // unsolicited Data-Out follows
+  deliver(c, std::span(data).first(1024));
+  EXPECT_TRUE(placed_last);
+  ASSERT_EQ(requested.size(), 1u);
+  EXPECT_EQ(requested[0].second, 8u * block);
+  iscsi::DataOut d{.final = true, .lun = scsi::Lun::from_index(0), .itt = Itt{3}, .ttt = iscsi::reserved_ttt,
+                   .data_sn = 0, .buffer_offset = 1024};
+  deliver(d, std::span(data).subspan(1024, 1024));
+  EXPECT_TRUE(sent.empty());  // no R2T before the budget
+  EXPECT_EQ(engine->task(Itt{3})->state, TaskState::waiting_budget);
+  engine->on_budget_granted(Itt{3});
+  collect();
+  ASSERT_EQ(sent.size(), 1u);
+  const auto& r2t = sent[0].as<iscsi::R2t>();
+  EXPECT_EQ(r2t.buffer_offset, 2048u);
+  EXPECT_EQ(r2t.desired_data_transfer_length, 2048u);
+  deliver(iscsi::DataOut{.final = true, .lun = scsi::Lun::from_index(0), .itt = Itt{3}, .ttt = r2t.ttt,
+                         .buffer_offset = 2048},
+          std::span(data).subspan(2048));
+  ASSERT_EQ(executes.size(), 1u);
+  auto buf = engine->task_data(Itt{3});
+  EXPECT_TRUE(std::equal(buf.begin(), buf.end(), data.begin(), data.end()));
+}
+
+TEST_F(SessionEngineTest, OutOfOrderDataOutIsRejectedAndFailsTheTask) {
+  config.params.initial_r2t = true;
+  start();
+  deliver(command(5, 1, cdb10(0x2a, 4), 4 * block, false, true));
+  const auto r2t = sent.at(0).as<iscsi::R2t>();
+  const auto data = pattern(block, 0);
+  deliver(iscsi::DataOut{.lun = scsi::Lun::from_index(0), .itt = Itt{5}, .ttt = r2t.ttt, .data_sn = 3,
+                         .buffer_offset = 0},
+          data);
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[1].as<iscsi::Reject>().reason, iscsi::RejectReason::protocol_error);
+  const auto& r = sent[2].as<iscsi::ScsiResponse>();
+  EXPECT_EQ(r.status, static_cast<std::uint8_t>(scsi::Status::check_condition));
+  EXPECT_EQ(sense_of(sent[2]).asc, 0x4b);
+  EXPECT_TRUE(executes.empty());
+  // A Data-Out for the ended task: Invalid PDU field.
+  deliver(iscsi::DataOut{.lun = scsi::Lun::from_index(0), .itt = Itt{5}, .ttt = r2t.ttt}, data);
+  EXPECT_EQ(sent.back().as<iscsi::Reject>().reason, iscsi::RejectReason::invalid_pdu_field);
+}
+
+TEST_F(SessionEngineTest, DataOutDigestErrorFailsTheTaskWithCrcSense) {
+  start();
+  deliver(command(5, 1, cdb10(0x2a, 4), 4 * block, false, true));
+  const auto r2t = sent.at(0).as<iscsi::R2t>();
+  deliver(iscsi::DataOut{.final = true, .lun = scsi::Lun::from_index(0), .itt = Itt{5}, .ttt = r2t.ttt},
+          pattern(4 * block, 0), make_error_code(errc::data_digest_error));
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[1].as<iscsi::Reject>().reason, iscsi::RejectReason::data_digest_error);
+  EXPECT_EQ(sense_of(sent[2]).asc, 0x47);
+  EXPECT_EQ(sense_of(sent[2]).ascq, 0x05);
+}
+
+TEST_F(SessionEngineTest, ImmediateDataDigestErrorDiscardsTheCommandAndGivesItsSlotBack) {
+  config.params.immediate_data = true;
+  start();
+  deliver(command(5, 1, cdb10(0x2a, 1), block, false, true), pattern(block, 0), make_error_code(errc::data_digest_error));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].as<iscsi::Reject>().reason, iscsi::RejectReason::data_digest_error);
+  EXPECT_EQ(engine->task(Itt{5}), nullptr);
+  EXPECT_EQ(engine->window().max_cmd_sn(), SerialNumber(5));
+  ASSERT_EQ(released.size(), 1u);  // its buffer's budget comes back
+}
+
+TEST_F(SessionEngineTest, ImmediateDataOnAReadIsAProtocolError) {
+  start();
+  deliver(command(5, 1, cdb10(0x28, 1), block, true, false), pattern(16, 0));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].as<iscsi::Reject>().reason, iscsi::RejectReason::protocol_error);
+  EXPECT_TRUE(executes.empty());
+}
+
+TEST_F(SessionEngineTest, ReadWaitsForItsBudget) {
+  start();
+  grant_budget_now = false;
+  deliver(command(2, 1, cdb10(0x28, 2), 2 * block, true, false));
+  EXPECT_TRUE(executes.empty());
+  EXPECT_EQ(engine->task(Itt{2})->state, TaskState::waiting_budget);
+  engine->on_budget_granted(Itt{2});
+  collect();
+  ASSERT_EQ(executes.size(), 1u);
+  EXPECT_EQ(engine->task_data(Itt{2}).size(), 2u * block);
+}
+
+// ---- Text, NOP, idle ping ----
+
+TEST_F(SessionEngineTest, TextRequestWithContinuationBothWays) {
+  config.params.initiator_max_recv_data_segment_length = 512;
+  start(true);
+  for (int i = 0; i < 40; ++i) targets.push_back({"TargetName", "iqn.2026-01.test:target-" + std::to_string(i)});
+  const auto whole = iscsi::encode_text({{"SendTargets", "All"}});
+  const std::size_t half = whole.size() / 2;
+  deliver(iscsi::TextRequest{.immediate = true, .final = false, .continue_ = true, .itt = Itt{1}},
+          std::span(whole).first(half));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_FALSE(sent[0].as<iscsi::TextResponse>().final);
+  EXPECT_TRUE(sent[0].data.empty());
+  deliver(iscsi::TextRequest{.immediate = true, .itt = Itt{1}, .ttt = sent[0].as<iscsi::TextResponse>().ttt},
+          std::span(whole).subspan(half));
+  std::vector<std::byte> answer;
+  while (true) {
+    const auto& r = sent.back().as<iscsi::TextResponse>();
+    EXPECT_LE(sent.back().data.size(), 512u);
+    answer.insert(answer.end(), sent.back().data.begin(), sent.back().data.end());
+    if (r.final) {
+      EXPECT_EQ(r.ttt, iscsi::reserved_ttt);
+      break;
+    }
+    EXPECT_TRUE(r.continue_);
+    ASSERT_NE(r.ttt, iscsi::reserved_ttt);
+    deliver(iscsi::TextRequest{.immediate = true, .itt = Itt{1}, .ttt = r.ttt});
+  }
+  EXPECT_GT(sent.size(), 3u);
+  EXPECT_EQ(answer, iscsi::encode_text(targets));
+}
+
+TEST_F(SessionEngineTest, NopOutIsEchoedUnlessItWantsNoAnswer) {
+  start();
+  const auto ping = pattern(64, 4);
+  deliver(iscsi::NopOut{.immediate = true, .itt = Itt{3}, .cmd_sn = SerialNumber(1)}, ping);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].as<iscsi::NopIn>().itt, Itt{3});
+  EXPECT_EQ(sent[0].data, ping);
+  deliver(iscsi::NopOut{.immediate = true, .itt = iscsi::reserved_itt, .cmd_sn = SerialNumber(1)});
+  EXPECT_EQ(sent.size(), 1u);
+}
+
+TEST_F(SessionEngineTest, IdlePingAndCloseWhenUnanswered) {
+  config.idle_interval = 1000ms;
+  config.ping_timeout = 200ms;
+  start();
+  EXPECT_EQ(engine->next_deadline(), t0 + 1000ms);
+  engine->on_timer(t0 + 500ms);
+  collect();
+  EXPECT_TRUE(sent.empty());
+  engine->on_timer(t0 + 1000ms);
+  collect();
+  ASSERT_EQ(sent.size(), 1u);
+  const auto& ping = sent[0].as<iscsi::NopIn>();
+  EXPECT_EQ(ping.itt, iscsi::reserved_itt);
+  EXPECT_NE(ping.ttt, iscsi::reserved_ttt);
+  EXPECT_EQ(ping.stat_sn, SerialNumber(100));
+  EXPECT_EQ(engine->stat_sn(), SerialNumber(100));  // not advanced
+  EXPECT_EQ(engine->pings_sent(), 1u);
+  EXPECT_EQ(engine->next_deadline(), t0 + 1200ms);
+  // The answer resets the watch.
+  deliver(iscsi::NopOut{.immediate = true, .itt = iscsi::reserved_itt, .ttt = ping.ttt}, {}, {}, t0 + 1100ms);
+  EXPECT_EQ(engine->next_deadline(), t0 + 2100ms);
+  engine->on_timer(t0 + 2100ms);
+  engine->on_timer(t0 + 2300ms);
+  collect();
+  ASSERT_EQ(closes.size(), 1u);
+  EXPECT_TRUE(engine->ended());
+  EXPECT_EQ(engine->next_deadline(), std::nullopt);
+}
+
+// ---- Task management, logout, close ----
+
+TEST_F(SessionEngineTest, AbortTaskAnswersAfterTheBackendFinishedAndSuppressesTheStatus) {
+  start();
+  deliver(command(1, 1, cdb10(0x28, 1), block, true, false));
+  ASSERT_EQ(executes.size(), 1u);
+  deliver(iscsi::TaskManagementRequest{.immediate = true, .function = iscsi::TaskManagementFunction::abort_task,
+                                       .lun = scsi::Lun::from_index(0), .itt = Itt{50}, .referenced_task_tag = Itt{1},
+                                       .cmd_sn = SerialNumber(2), .ref_cmd_sn = SerialNumber(1)});
+  EXPECT_TRUE(sent.empty());  // the task is still on the backend
+  EXPECT_EQ(engine->task(Itt{1})->state, TaskState::aborted);
+  execute(Itt{1}, ScsiOutcome::good(block));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].as<iscsi::TaskManagementResponse>().response, 0);
+  EXPECT_EQ(engine->task_count(), 0u);
+  EXPECT_EQ(released.size(), 1u);
+  // Unknown task, RefCmdSN outside the window: "task does not exist".
+  deliver(iscsi::TaskManagementRequest{.immediate = true, .function = iscsi::TaskManagementFunction::abort_task,
+                                       .lun = scsi::Lun::from_index(0), .itt = Itt{51}, .referenced_task_tag = Itt{77},
+                                       .cmd_sn = SerialNumber(2), .ref_cmd_sn = SerialNumber(100)});
+  EXPECT_EQ(sent.back().as<iscsi::TaskManagementResponse>().response, 1);
+}
+
+TEST_F(SessionEngineTest, LunResetAbortsThatLunsTasksOnlyAndResetsTheDevice) {
+  config.params.initial_r2t = true;
+  start();
+  deliver(command(1, 1, cdb10(0x2a, 4), 4 * block, false, true));  // waits for Data-Out
+  auto other = tur(2, 2);
+  other.lun = scsi::Lun::from_index(1);
+  deliver(other);
+  ASSERT_EQ(executes.size(), 1u);
+  deliver(iscsi::TaskManagementRequest{.immediate = true, .function = iscsi::TaskManagementFunction::logical_unit_reset,
+                                       .lun = scsi::Lun::from_index(0), .itt = Itt{60}, .cmd_sn = SerialNumber(3)});
+  ASSERT_EQ(resets.size(), 1u);
+  EXPECT_EQ(resets[0].what, TaskManagement::logical_unit_reset);
+  EXPECT_EQ(sent.back().as<iscsi::TaskManagementResponse>().response, 0);
+  EXPECT_EQ(engine->task(Itt{1}), nullptr);
+  ASSERT_NE(engine->task(Itt{2}), nullptr);
+  EXPECT_EQ(engine->task(Itt{2})->state, TaskState::executing);
+  // LUN that does not exist.
+  deliver(iscsi::TaskManagementRequest{.immediate = true, .function = iscsi::TaskManagementFunction::abort_task_set,
+                                       .lun = scsi::Lun::from_index(9), .itt = Itt{61}, .cmd_sn = SerialNumber(3)});
+  EXPECT_EQ(sent.back().as<iscsi::TaskManagementResponse>().response, 2);
+}
+
+TEST_F(SessionEngineTest, LogoutWaitsForCommandsInFlightThenCloses) {
+  start();
+  deliver(tur(1, 1));
+  deliver(iscsi::LogoutRequest{.immediate = true, .itt = Itt{9}, .cmd_sn = SerialNumber(2)});
+  EXPECT_TRUE(sent.empty());
+  EXPECT_TRUE(closes.empty());
+  execute(Itt{1}, ScsiOutcome::good());
+  ASSERT_EQ(sent.size(), 1u);  // no SCSI Response for the aborted command
+  EXPECT_EQ(sent[0].as<iscsi::LogoutResponse>().response, 0);
+  ASSERT_EQ(closes.size(), 1u);
+  EXPECT_TRUE(engine->ended());
+}
+
+TEST_F(SessionEngineTest, LogoutForRecoveryIsRefused) {
+  start();
+  deliver(iscsi::LogoutRequest{.immediate = true, .reason = iscsi::LogoutReason::remove_connection_for_recovery,
+                               .itt = Itt{9}});
+  EXPECT_EQ(sent.at(0).as<iscsi::LogoutResponse>().response, 2);
+  EXPECT_TRUE(closes.empty());
+}
+
+TEST_F(SessionEngineTest, CloseAbortsEverythingAndBudgetsComeBackWhenTheBackendReports) {
+  start();
+  deliver(command(1, 1, cdb10(0x28, 1), block, true, false));
+  engine->on_closed();
+  collect();
+  ASSERT_EQ(closes.size(), 1u);
+  EXPECT_TRUE(released.empty());
+  execute(Itt{1}, ScsiOutcome::good(block));
+  EXPECT_TRUE(sent.empty());
+  EXPECT_EQ(released.size(), 1u);
+  EXPECT_EQ(engine->task_count(), 0u);
+}
+
+// ---- iSER: the data moves by RDMA (RFC 7145 §7.3) ----
+
+TEST_F(SessionEngineTest, IserReadIsPutThenStatusInAScsiResponse) {
+  rdma = true;
+  start();
+  datamover::PduIn in;
+  in.bhs = iscsi::encode_bhs(command(4, 1, cdb10(0x28, 8), 8 * block, true, false));
+  in.remote_read = datamover::RemoteBuffer{.stag = 0x1234, .address = 0x1000};
+  engine->place(in.bhs, 0);
+  engine->on_pdu(in, t0);
+  collect();
+  ASSERT_EQ(executes.size(), 1u);
+  execute(Itt{4}, ScsiOutcome::good(8 * block));
+  ASSERT_EQ(puts.size(), 1u);
+  EXPECT_EQ(puts[0].second, 8u * block);
+  ASSERT_EQ(sent.size(), 1u);  // no Data-In
+  EXPECT_EQ(sent[0].as<iscsi::ScsiResponse>().status, 0);
+  EXPECT_EQ(order, (std::vector<std::string>{"put", "release", "send"}));
+}
+
+TEST_F(SessionEngineTest, IserWriteIsFetchedByRdmaReadAndWithoutWriteStagFails) {
+  rdma = true;
+  config.params.immediate_data = true;
+  start();
+  datamover::PduIn in;
+  in.bhs = iscsi::encode_bhs(command(4, 1, cdb10(0x2a, 8), 8 * block, false, true));
+  in.remote_write = datamover::RemoteBuffer{.stag = 0x99, .address = 0x2000};
+  engine->place(in.bhs, 0);
+  engine->on_pdu(in, t0);
+  collect();
+  EXPECT_TRUE(sent.empty());  // no R2T
+  ASSERT_EQ(gets.size(), 1u);
+  EXPECT_EQ(gets[0].buffer_offset, 0u);
+  EXPECT_EQ(gets[0].length, 8u * block);
+  EXPECT_EQ(gets[0].source.stag, 0x99u);
+  EXPECT_TRUE(executes.empty());
+  engine->on_write_data(Itt{4}, {});
+  collect();
+  ASSERT_EQ(executes.size(), 1u);
+  // No Write STag: CHECK CONDITION, DATA PHASE ERROR.
+  deliver(command(5, 2, cdb10(0x2a, 8), 8 * block, false, true));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sense_of(sent[0]).asc, 0x4b);
+}
+
+// ---- SNACK, unknown opcodes, discovery sessions ----
+
+TEST_F(SessionEngineTest, SnackAndUnknownOpcodesAreRejected) {
+  start();
+  deliver(iscsi::SnackRequest{.itt = Itt{1}});
+  EXPECT_EQ(sent.at(0).as<iscsi::Reject>().reason, iscsi::RejectReason::snack_reject);
+  datamover::PduIn in;
+  in.bhs[0] = std::byte{0x1e};  // no such initiator opcode
+  engine->place(in.bhs, 0);
+  engine->on_pdu(in, t0);
+  collect();
+  EXPECT_EQ(sent.at(1).as<iscsi::Reject>().reason, iscsi::RejectReason::command_not_supported);
+}
+
+TEST_F(SessionEngineTest, DiscoverySessionRefusesScsiCommandsAndTaskManagement) {
+  start(true);
+  deliver(tur(1, 1));
+  deliver(iscsi::TaskManagementRequest{.immediate = true, .function = iscsi::TaskManagementFunction::abort_task_set,
+                                       .lun = scsi::Lun::from_index(0), .itt = Itt{2}});
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].as<iscsi::Reject>().reason, iscsi::RejectReason::protocol_error);
+  EXPECT_EQ(sent[1].as<iscsi::Reject>().reason, iscsi::RejectReason::protocol_error);
+  EXPECT_TRUE(executes.empty());
+}
+
+}  // namespace
+}  // namespace iserkit::target
