@@ -16,7 +16,9 @@ pids=()
 mounts=()
 cleanup() {
   set +e
-  for m in "${mounts[@]}"; do mountpoint -q "$m" && fusermount3 -u -z "$m"; done
+  # Unmount whatever is still listed, also a dead mount whose daemon crashed (mountpoint(1) cannot
+  # stat those: "Transport endpoint is not connected"), so no failed run leaves a mount behind.
+  for m in "${mounts[@]}"; do fusermount3 -u -z "$m" 2>/dev/null; done
   for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null; kill "$p" 2>/dev/null; done
   wait 2>/dev/null
   rm -rf "$tmp"
