@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "arena_pool.hpp"
 #include "fake_datamover.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
@@ -19,6 +20,7 @@ using namespace iserkit::initiator;
 using namespace std::chrono_literals;
 using test::CapturedPdu;
 using test::FakeDatamover;
+using test::ArenaPool;
 
 namespace {
 
@@ -310,28 +312,6 @@ TEST(SessionDriver, TextRequestGathersContinuationsForDiscovery) {
   });
   EXPECT_EQ(request_ttts, (std::vector<iscsi::Ttt>{iscsi::reserved_ttt, iscsi::Ttt{9}}));
 }
-
-namespace {
-/// "Registered" memory as the iSER pool presents it: one arena whose spans have an lkey/rkey.
-class ArenaPool final : public BufferPool {
- public:
-  ArenaPool() : arena_(1 << 20) {}
-  PooledBuffer allocate(std::size_t bytes) override {
-    std::byte* p = arena_.data() + used_;
-    used_ += (bytes + 4095) & ~std::size_t{4095};
-    return PooledBuffer(this, Buffer{.bytes = {p, bytes}, .lkey = 11, .rkey = 22}, bytes);
-  }
-  std::optional<Buffer> registration(std::span<const std::byte> b) const noexcept override {
-    if (b.data() < arena_.data() || b.data() + b.size() > arena_.data() + arena_.size()) return std::nullopt;
-    return Buffer{.bytes = {const_cast<std::byte*>(b.data()), b.size()}, .lkey = 11, .rkey = 22};
-  }
-
- private:
-  void release(const Buffer&, std::size_t) noexcept override {}
-  std::vector<std::byte> arena_;
-  std::size_t used_ = 0;
-};
-}  // namespace
 
 // What FUSE reads (fuse_fs/lun_io.cpp) rely on: a read into a buffer leased from
 // Session::buffer_pool() needs no bounce copy on an RDMA transport; any other span takes one

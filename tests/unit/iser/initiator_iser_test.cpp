@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "arena_pool.hpp"
 #include "iser_buffers.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
@@ -122,25 +123,7 @@ TEST(IserLogin, DiscoverySessionNeedsNoRdmaExtensionsAnswer) {
   EXPECT_TRUE(std::holds_alternative<LoginDone>(*step));
 }
 
-/// A pool whose "registered" memory is one arena: what RegisteredBufferPool looks like to callers.
-class ArenaPool final : public BufferPool {
- public:
-  ArenaPool() : arena_(1 << 20) {}
-  PooledBuffer allocate(std::size_t bytes) override {
-    std::byte* p = arena_.data() + used_;
-    used_ += (bytes + 4095) & ~std::size_t{4095};
-    return PooledBuffer(this, Buffer{.bytes = {p, bytes}, .lkey = 11, .rkey = 22}, bytes);
-  }
-  std::optional<Buffer> registration(std::span<const std::byte> b) const noexcept override {
-    if (b.data() < arena_.data() || b.data() + b.size() > arena_.data() + arena_.size()) return std::nullopt;
-    return Buffer{.bytes = {const_cast<std::byte*>(b.data()), b.size()}, .lkey = 11, .rkey = 22};
-  }
-
- private:
-  void release(const Buffer&, std::size_t) noexcept override {}
-  std::vector<std::byte> arena_;
-  std::size_t used_ = 0;
-};
+using test::ArenaPool;
 
 TEST(IserBuffers, RegisteredMemoryIsAdvertisedWithoutCopy) {
   ArenaPool pool;
