@@ -18,66 +18,14 @@ Usage: acl_login.py chap PORT IQN SOURCE_ADDRESS USER SECRET
   address); prints the final status as four hex digits.
 """
 import hashlib
-import socket
-import struct
+import os
 import sys
 
-
-def pad(n):
-    return (4 - n % 4) % 4
-
-
-def text(pairs):
-    return b"".join(f"{k}={v}".encode() + b"\0" for k, v in pairs)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from iscsi_raw import RawConn, login_bhs, parse_text, text  # noqa: E402
 
 
-def parse_text(data):
-    return dict(p.decode(errors="replace").split("=", 1) for p in data.split(b"\0") if p)
-
-
-def login_bhs(csg, nsg, transit, cont=False, itt=1, cmd_sn=1):
-    flags = (0x80 if transit else 0) | (0x40 if cont else 0) | (csg << 2) | (nsg if transit else 0)
-    return (bytes([0x43, flags, 0, 0, 0, 0, 0, 0]) + bytes([0x80, 0, 0, 1, 0, 0x42]) + b"\0\0" +
-            struct.pack(">IHHII", itt, 1, 0, cmd_sn, 0) + b"\0" * 16)
-
-
-class Conn:
-    def __init__(self, port, source="127.0.0.1"):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=20, source_address=(source, 0))
-
-    def send(self, bhs, data=b""):
-        bhs = bytearray(bhs)
-        bhs[5:8] = len(data).to_bytes(3, "big")
-        self.s.sendall(bytes(bhs) + data + b"\0" * pad(len(data)))
-
-    def recv_exact(self, n):
-        buf = b""
-        while len(buf) < n:
-            try:
-                chunk = self.s.recv(n - len(buf))
-            except ConnectionResetError:
-                return None
-            if not chunk:
-                return None
-            buf += chunk
-        return buf
-
-    def recv(self):
-        bhs = self.recv_exact(48)
-        if bhs is None:
-            return None, None
-        dsl = int.from_bytes(bhs[5:8], "big")
-        data = self.recv_exact(dsl + pad(dsl)) if dsl else b""
-        return bhs, data[:dsl]
-
-    def closed(self):
-        try:
-            return self.s.recv(1) == b""
-        except (ConnectionResetError, socket.timeout):
-            return True
-
-    def close(self):
-        self.s.close()
+Conn = RawConn
 
 
 def status(bhs):

@@ -9,85 +9,28 @@ out-of-range LBA with immediate + unsolicited data → one CHECK CONDITION ILLEG
 OF RANGE after all data is consumed; a second client keeps logging in and reading throughout.
 Usage: bad_input.py PORT IQN
 """
-import socket
+import os
 import struct
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from iscsi_raw import RawConn, login_bhs, parse_text, text  # noqa: E402
 
 PORT, IQN = int(sys.argv[1]), sys.argv[2]
 
 
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
+class Conn(RawConn):
+    """A connection to the target under test (PORT) with the session counters the checks use."""
 
-
-def pad(n):
-    return (4 - n % 4) % 4
-
-
-class Conn:
     def __init__(self):
-        self.s = socket.create_connection(("127.0.0.1", PORT), timeout=10)
+        super().__init__(PORT)
         self.cmd_sn = 1
         self.exp_stat_sn = 0
         self.itt = 1
-        self.data_digest = False
-
-    def send(self, bhs, data=b"", bad_digest=False):
-        bhs = bytearray(bhs)
-        bhs[5:8] = len(data).to_bytes(3, "big")
-        out = bytes(bhs) + data + b"\0" * pad(len(data))
-        if self.data_digest and data:
-            d = crc32c(data + b"\0" * pad(len(data)))
-            if bad_digest:
-                d ^= 1
-            out += struct.pack("<I", d)
-        self.s.sendall(out)
-
-    def recv_exact(self, n):
-        buf = b""
-        while len(buf) < n:
-            chunk = self.s.recv(n - len(buf))
-            if not chunk:
-                return None
-            buf += chunk
-        return buf
-
-    def recv(self):
-        bhs = self.recv_exact(48)
-        if bhs is None:
-            return None, None
-        dsl = int.from_bytes(bhs[5:8], "big")
-        data = self.recv_exact(dsl + pad(dsl) + (4 if self.data_digest and dsl else 0)) if dsl else b""
-        return bhs, data[:dsl]
-
-    def closed(self):
-        try:
-            return self.s.recv(1) == b""
-        except (ConnectionResetError, socket.timeout):
-            return True
 
     def next_itt(self):
         self.itt += 1
         return self.itt
-
-
-def text(pairs):
-    return b"".join(f"{k}={v}".encode() + b"\0" for k, v in pairs)
-
-
-def parse_text(data):
-    return dict(p.decode().split("=", 1) for p in data.split(b"\0") if p)
-
-
-def login_bhs(csg, nsg, transit, itt=1, cmd_sn=1):
-    flags = (0x80 if transit else 0) | (csg << 2) | (nsg if transit else 0)
-    return (bytes([0x43, flags, 0, 0, 0, 0, 0, 0]) + bytes([0x80, 0, 0, 1, 0, 0x42]) + b"\0\0" +
-            struct.pack(">IHHII", itt, 1, 0, cmd_sn, 0) + b"\0" * 16)
 
 
 def login(digest=False):

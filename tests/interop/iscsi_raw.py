@@ -1,0 +1,85 @@
+"""Raw iSCSI over a TCP socket for the black-box tests (python3 stdlib only): framing (BHS, data
+segment, padding, optional CRC32C data digest), Login Request headers and text key=value data
+(RFC 7143 §11.12, §6, §13). Imported by tests/interop/target/bad_input.py (and so limits.py) and
+tests/interop/acl/acl_login.py."""
+import socket
+import struct
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def pad(n):
+    return (4 - n % 4) % 4
+
+
+def text(pairs):
+    return b"".join(f"{k}={v}".encode() + b"\0" for k, v in pairs)
+
+
+def parse_text(data):
+    return dict(p.decode(errors="replace").split("=", 1) for p in data.split(b"\0") if p)
+
+
+def login_bhs(csg, nsg, transit, cont=False, itt=1, cmd_sn=1):
+    """A Login Request BHS (ISID 0x800000010042, TSIH 0, CID 1); DataSegmentLength is set by send()."""
+    flags = (0x80 if transit else 0) | (0x40 if cont else 0) | (csg << 2) | (nsg if transit else 0)
+    return (bytes([0x43, flags, 0, 0, 0, 0, 0, 0]) + bytes([0x80, 0, 0, 1, 0, 0x42]) + b"\0\0" +
+            struct.pack(">IHHII", itt, 1, 0, cmd_sn, 0) + b"\0" * 16)
+
+
+class RawConn:
+    """One TCP connection to 127.0.0.1:port from `source` (a 127.0.0.0/8 address)."""
+
+    def __init__(self, port, source="127.0.0.1", timeout=10):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0))
+        self.data_digest = False
+
+    def send(self, bhs, data=b"", bad_digest=False):
+        """Sends a PDU: sets DataSegmentLength, pads, adds the data digest when enabled."""
+        bhs = bytearray(bhs)
+        bhs[5:8] = len(data).to_bytes(3, "big")
+        out = bytes(bhs) + data + b"\0" * pad(len(data))
+        if self.data_digest and data:
+            d = crc32c(data + b"\0" * pad(len(data)))
+            if bad_digest:
+                d ^= 1
+            out += struct.pack("<I", d)
+        self.s.sendall(out)
+
+    def recv_exact(self, n):
+        """n bytes, or None when the peer closed or reset the connection first."""
+        buf = b""
+        while len(buf) < n:
+            try:
+                chunk = self.s.recv(n - len(buf))
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    def recv(self):
+        """(BHS, data segment) of the next PDU, or (None, None) when the connection ended."""
+        bhs = self.recv_exact(48)
+        if bhs is None:
+            return None, None
+        dsl = int.from_bytes(bhs[5:8], "big")
+        data = self.recv_exact(dsl + pad(dsl) + (4 if self.data_digest and dsl else 0)) if dsl else b""
+        return bhs, data[:dsl]
+
+    def closed(self):
+        try:
+            return self.s.recv(1) == b""
+        except (ConnectionResetError, socket.timeout):
+            return True
+
+    def close(self):
+        self.s.close()
