@@ -144,32 +144,50 @@ Result<std::uint16_t> Server::listen_tcp(const std::string& host, std::uint16_t 
     if (ec) return fail(to_std(ec));
     for (const auto& entry : results) endpoints.push_back(entry.endpoint());
   }
-  std::uint16_t bound_port = port;
-  std::size_t bound = 0;
+  // Bind every endpoint before accepting on any. With port 0 the first endpoint picks the port and the
+  // others must get the same one; when that port is already taken in the other family (an ephemeral
+  // port in use by some IPv4 connection, say), start over with a fresh port rather than return a port
+  // that only half the addresses listen on.
+  constexpr int kEphemeralAttempts = 16;
   std::error_code first_error;
-  for (auto endpoint : endpoints) {
-    if (bound_port != 0) endpoint.port(bound_port);
-    Acceptor acceptor(state_->strand);
-    boost::system::error_code ec;
-    const GenericEndpoint generic(endpoint);
-    acceptor.open(generic.protocol(), ec);
-    if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-    // Keep IPv6 listeners IPv6-only so an IPv4 listener on the same port can coexist.
-    if (!ec && endpoint.address().is_v6()) acceptor.set_option(asio::ip::v6_only(true), ec);
-    if (!ec) acceptor.bind(generic, ec);
-    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      if (!first_error) first_error = to_std(ec);
-      log::debug("nbd: cannot listen on {}: {}", endpoint.address().to_string(), ec.message());
-      continue;
+  for (int attempt = 0; attempt < (port == 0 ? kEphemeralAttempts : 1); ++attempt) {
+    std::vector<Acceptor> acceptors;
+    std::vector<std::string> addresses;
+    std::uint16_t bound_port = port;
+    bool retry = false;
+    for (auto endpoint : endpoints) {
+      if (bound_port != 0) endpoint.port(bound_port);
+      Acceptor acceptor(state_->strand);
+      boost::system::error_code ec;
+      const GenericEndpoint generic(endpoint);
+      acceptor.open(generic.protocol(), ec);
+      if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+      // Keep IPv6 listeners IPv6-only so an IPv4 listener on the same port can coexist.
+      if (!ec && endpoint.address().is_v6()) acceptor.set_option(asio::ip::v6_only(true), ec);
+      if (!ec) acceptor.bind(generic, ec);
+      if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+      if (ec) {
+        if (port == 0 && !acceptors.empty() && ec == asio::error::address_in_use) {
+          retry = true;
+          break;
+        }
+        if (!first_error) first_error = to_std(ec);
+        log::debug("nbd: cannot listen on {}: {}", endpoint.address().to_string(), ec.message());
+        continue;
+      }
+      bound_port = port_of(acceptor.local_endpoint(ec));
+      acceptors.push_back(std::move(acceptor));
+      addresses.push_back(endpoint.address().to_string());
     }
-    bound_port = port_of(acceptor.local_endpoint(ec));
-    log::info("nbd: listening on tcp:[{}]:{}", endpoint.address().to_string(), bound_port);
-    if (auto added = add_listener(std::move(acceptor)); !added) return fail(added.error());
-    ++bound;
+    if (retry) continue;  // the acceptors close as the vector goes away
+    if (acceptors.empty()) break;
+    for (std::size_t i = 0; i < acceptors.size(); ++i) {
+      log::info("nbd: listening on tcp:[{}]:{}", addresses[i], bound_port);
+      if (auto added = add_listener(std::move(acceptors[i])); !added) return fail(added.error());
+    }
+    return bound_port;
   }
-  if (bound == 0) return fail(first_error ? first_error : std::make_error_code(std::errc::address_not_available));
-  return bound_port;
+  return fail(first_error ? first_error : std::make_error_code(std::errc::address_not_available));
 }
 
 Result<void> Server::adopt_listener(int fd) {
