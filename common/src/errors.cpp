@@ -30,6 +30,7 @@ class Category final : public std::error_category {
       case errc::task_aborted: return "task aborted";
       case errc::nbd_protocol_error: return "NBD protocol error";
       case errc::authentication_failed: return "authentication failed";
+      case errc::session_lost: return "session lost: no new connection within the replacement timeout";
     }
     return "unknown iserkit error";
   }
@@ -60,6 +61,7 @@ bool is_fatal(std::error_code ec) noexcept {
     case errc::login_failed:
     case errc::negotiation_failed:
     case errc::authentication_failed:
+    case errc::session_lost:
       return true;
     default:
       return false;

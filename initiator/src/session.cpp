@@ -9,6 +9,14 @@
 //  - execute()/task_management()/logout() submit to the engine and await their task's completion.
 // No polling: everything waits on an Event, a Completion or the timer.
 //
+// RECOVERY: when the engine reports a lost connection (EngineActions::connection_lost), the driver
+// closes the datamover, drops the PDUs not sent yet (the engine sends their commands again) and
+// starts a reconnect coroutine: it waits (reconnect_delay_min doubling to reconnect_delay_max,
+// jittered), logs in again through the Reconnector (same ISID, TSIH 0), hands the new datamover a
+// new receive loop and tells the engine (on_reconnected()). Each connection has a generation: a
+// receive loop or a send that belongs to an older one never touches the engine again. The
+// replacement timeout itself is the engine's (a deadline like any other).
+//
 // NOTES ON THE THREAD MODEL: everything here runs on the session's executor, one thread.
 // BUFFER LIFETIME: a PDU the engine emits may borrow a task's buffer (OutgoingPdu::borrower). A
 // task's completion is handed to its caller only after every such PDU has been sent (or failed),
@@ -17,6 +25,7 @@
 #include "iserkit/initiator/session.hpp"
 
 #include <deque>
+#include <random>
 #include <unordered_map>
 
 #include "iserkit/common/completion.hpp"
@@ -41,10 +50,12 @@ struct Session::Impl final : datamover::DataPlacement {
         dm(std::move(d)),
         options(std::move(o)),
         engine(config, start, Clock::now()),
-        timer(ex) {}
+        timer(ex),
+        reconnect_timer(ex) {}
 
   asio::any_io_executor ex;
-  std::unique_ptr<datamover::Datamover> dm;
+  // Shared: a loop still awaiting the previous connection keeps it alive until it returns.
+  std::shared_ptr<datamover::Datamover> dm;
   bool rdma_data = dm->capabilities().rdma_data;  // iSER: the target moves data by RDMA
   SessionOptions options;
   iscsi::OperationalParameters params;
@@ -63,6 +74,17 @@ struct Session::Impl final : datamover::DataPlacement {
   asio::steady_timer timer;
   Clock::time_point timer_armed_for = Clock::time_point::max();
   bool ended = false;
+  // recovery
+  std::weak_ptr<Session> owner;
+  Reconnector reconnect;
+  std::uint64_t generation = 0;  // of the connection in use
+  asio::steady_timer reconnect_timer;
+  unsigned attempts = 0;         // logins tried since the connection was lost
+
+  void emit(SessionEvent::Kind kind, std::error_code ec) {
+    if (!options.on_event) return;
+    options.on_event(SessionEvent{.kind = kind, .error = ec, .attempts = attempts});
+  }
 
   // ---- the engine's actions ----
   void apply() {
@@ -81,6 +103,7 @@ struct Session::Impl final : datamover::DataPlacement {
         deliver(std::move(c));
       }
     }
+    if (a.connection_lost && !a.ended && !ended) lose_connection(*a.connection_lost);
     if (a.ended && !ended) {
       ended = true;
       if (*a.ended == make_error_code(errc::session_closed)) {
@@ -91,6 +114,8 @@ struct Session::Impl final : datamover::DataPlacement {
       dm->close();
       outbox_ready.set();
       timer.cancel();
+      reconnect_timer.cancel();
+      if (*a.ended == make_error_code(errc::session_lost)) emit(SessionEvent::Kind::gave_up, *a.ended);
     } else if (!ended && engine.next_deadline() < timer_armed_for) {
       timer.cancel();  // re-plan for the earlier deadline
     }
@@ -103,6 +128,62 @@ struct Session::Impl final : datamover::DataPlacement {
     waiters.erase(it);
     w->outcome = std::move(o);
     w->done.complete();
+  }
+
+  /// The engine recovers from a lost connection: close it, forget what was not sent on it, and
+  /// log in again in the background.
+  void lose_connection(std::error_code ec) {
+    ++generation;
+    attempts = 0;
+    log::warn("session: connection lost: target={} peer={} error={}: reconnecting for up to {} ms",
+              log::escaped(target_name), dm->peer(), ec.message(), options.replacement_timeout.count());
+    dm->close();
+    // Those PDUs belonged to the lost connection; the engine numbers and sends the commands again.
+    while (!outbox.empty()) {
+      const TaskId b = outbox.front().borrower;
+      outbox.pop_front();
+      returned(b);
+    }
+    emit(SessionEvent::Kind::connection_lost, ec);
+    if (auto self = owner.lock()) asio::co_spawn(ex, reconnect_loop(self, generation), asio::detached);
+  }
+
+  Awaitable<void> reconnect_loop(std::shared_ptr<Session> self, std::uint64_t gen) {
+    auto still_wanted = [&] { return !ended && engine.recovering() && gen == generation; };
+    std::minstd_rand random(static_cast<std::uint32_t>(Clock::now().time_since_epoch().count()));
+    auto delay = std::max(options.reconnect_delay_min, std::chrono::milliseconds(1));
+    while (still_wanted()) {
+      // Jitter: somewhere between half the delay and all of it, so many initiators that lost the
+      // same target do not all come back at the same instant.
+      const auto half = delay.count() / 2;
+      const auto wait = std::chrono::milliseconds(half + static_cast<long>(random() % static_cast<unsigned long>(half + 1)));
+      reconnect_timer.expires_after(wait);
+      boost::system::error_code ec;
+      co_await reconnect_timer.async_wait(use_awaitable_ec(ec));
+      if (!still_wanted()) break;
+      ++attempts;
+      engine.count_reconnect_attempt();
+      auto r = co_await reconnect();
+      if (!still_wanted()) {
+        if (r) r->datamover->close();
+        break;
+      }
+      if (!r) {
+        log::info("session: reconnect: attempt {} failed: target={} error={}", attempts, log::escaped(target_name),
+                  r.error().message());
+        delay = std::min(delay * 2, std::max(options.reconnect_delay_max, delay));
+        continue;
+      }
+      dm = std::shared_ptr<datamover::Datamover>(std::move(r->datamover));
+      params = r->parameters;
+      engine.on_reconnected(r->start, write_limits_of(params), Clock::now());
+      log::warn("session: recovered: target={} peer={} after {} attempt(s)", log::escaped(target_name), dm->peer(),
+                attempts);
+      asio::co_spawn(ex, receive_loop(self, dm, gen), asio::detached);
+      apply();
+      emit(SessionEvent::Kind::recovered, {});
+      break;
+    }
   }
 
   /// A sent (or failed) PDU no longer references its task's buffer.
@@ -133,14 +214,19 @@ struct Session::Impl final : datamover::DataPlacement {
   }
 
   // ---- the three loops ----
-  Awaitable<void> receive_loop(std::shared_ptr<Session> self) {
-    while (!ended) {
-      auto in = co_await dm->receive(this);
+  Awaitable<void> receive_loop(std::shared_ptr<Session> self, std::shared_ptr<datamover::Datamover> d,
+                               std::uint64_t gen) {
+    while (!ended && gen == generation) {
+      auto in = co_await d->receive(this);
+      if (gen != generation) break;  // a lost connection's last receive: the engine moved on
       if (!in) {
         engine.on_receive_ended();
         // While logging out the target closing the connection is the expected end.
-        engine.fail_session(engine.open() && !engine.accepting() ? make_error_code(errc::session_closed)
-                                                                 : make_error_code(errc::connection_closed));
+        if (engine.open() && !engine.accepting()) {
+          engine.fail_session(make_error_code(errc::session_closed));
+        } else {
+          engine.connection_failed(make_error_code(errc::connection_closed), Clock::now());
+        }
         apply();
         break;
       }
@@ -185,11 +271,13 @@ struct Session::Impl final : datamover::DataPlacement {
         borrowers.push_back(outbox.front().borrower);
         outbox.pop_front();
       }
-      const std::error_code ec = co_await dm->send_batch(std::move(batch));
+      const auto d = dm;  // the connection this batch was made for
+      const std::uint64_t gen = generation;
+      const std::error_code ec = co_await d->send_batch(std::move(batch));
       batch = {};
       for (TaskId b : borrowers) returned(b);
-      if (ec && !ended) {
-        engine.fail_session(make_error_code(errc::connection_closed));
+      if (ec && !ended && gen == generation) {
+        engine.connection_failed(make_error_code(errc::connection_closed), Clock::now());
         apply();
       }
     }
@@ -245,22 +333,28 @@ struct Session::Impl final : datamover::DataPlacement {
   }
 };
 
+WriteLimits write_limits_of(const iscsi::OperationalParameters& p) {
+  return WriteLimits{.immediate_data = p.immediate_data,
+                     .initial_r2t = p.initial_r2t,
+                     .first_burst_length = p.first_burst_length,
+                     .max_burst_length = p.max_burst_length,
+                     .max_send_segment_length = p.max_send_segment(iscsi::Role::initiator)};
+}
+
 std::shared_ptr<Session> start_session(asio::any_io_executor ex, std::unique_ptr<datamover::Datamover> dm,
                                        SessionOptions options, const iscsi::OperationalParameters& params,
-                                       std::string target_name, EngineStart start) {
+                                       std::string target_name, EngineStart start, Reconnector reconnect) {
   const auto& p = params;
   EngineConfig config;
-  config.limits = WriteLimits{.immediate_data = p.immediate_data,
-                              .initial_r2t = p.initial_r2t,
-                              .first_burst_length = p.first_burst_length,
-                              .max_burst_length = p.max_burst_length,
-                              .max_send_segment_length = p.max_send_segment(iscsi::Role::initiator)};
+  config.limits = write_limits_of(p);
   config.max_commands_in_flight = options.max_commands_in_flight;
   config.command_timeout = options.command_timeout;
   config.request_timeout = options.login_timeout;
   config.nop_interval = options.nop_interval;
   config.nop_timeout = options.nop_timeout;
   config.fail_session_on_timeout = dm->capabilities().rdma_data;
+  // Without a way to log in again a lost connection ends the session.
+  config.replacement_timeout = reconnect ? options.replacement_timeout : std::chrono::milliseconds(0);
   log::debug("session: logged in: target={} peer={} ImmediateData={} InitialR2T={} FirstBurstLength={} "
              "MaxBurstLength={} MaxRecvDataSegmentLength(target)={} window=[{},{}]",
              target_name, dm->peer(), p.immediate_data, p.initial_r2t, p.first_burst_length, p.max_burst_length,
@@ -268,12 +362,50 @@ std::shared_ptr<Session> start_session(asio::any_io_executor ex, std::unique_ptr
   auto impl = std::make_unique<Session::Impl>(ex, std::move(dm), std::move(options), config, start);
   impl->params = params;
   impl->target_name = std::move(target_name);
+  impl->reconnect = std::move(reconnect);
   Session::Impl& i = *impl;
   auto session = std::make_shared<Session>(std::move(impl));
-  asio::co_spawn(ex, i.receive_loop(session), asio::detached);
+  i.owner = session;
+  asio::co_spawn(ex, i.receive_loop(session, i.dm, i.generation), asio::detached);
   asio::co_spawn(ex, i.timer_loop(session), asio::detached);
   asio::co_spawn(ex, i.send_loop(session), asio::detached);
   return session;
+}
+
+namespace {
+
+/// What a session needs to log in again (RFC 7143 §6.3.5: same initiator name, ISID and target;
+/// TSIH 0 since LoginConfig never sends another).
+struct ReloginPlan {
+  asio::any_io_executor ex;
+  Url url;
+  SessionOptions options;  // transport pinned to the one the session runs on
+  LoginConfig config;
+};
+
+// A free coroutine with its plan by value (shared_ptr): GCC 12 mishandles coroutine lambdas
+// with non-trivial by-value captures.
+Awaitable<Result<Reconnected>> relogin(std::shared_ptr<const ReloginPlan> plan) {
+  auto logged_in = co_await login_over_transports(plan->ex, plan->url, plan->options, plan->config, "session");
+  if (!logged_in) co_return fail(logged_in.error());
+  const LoginDone& done = logged_in->done;
+  co_return Reconnected{.datamover = std::move(logged_in->datamover),
+                        .parameters = done.parameters,
+                        .start = EngineStart{.cmd_sn = plan->config.cmd_sn,
+                                             .exp_cmd_sn = done.exp_cmd_sn,
+                                             .max_cmd_sn = done.max_cmd_sn,
+                                             .exp_stat_sn = done.exp_stat_sn}};
+}
+
+}  // namespace
+
+const char* to_string(SessionEvent::Kind kind) noexcept {
+  switch (kind) {
+    case SessionEvent::Kind::connection_lost: return "connection lost";
+    case SessionEvent::Kind::recovered: return "recovered";
+    case SessionEvent::Kind::gave_up: return "gave up";
+  }
+  return "unknown";
 }
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -300,11 +432,21 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_execut
   if (!logged_in) co_return fail(logged_in.error());
   // RFC 7143 §11.12.8: the first command carries the leading login's CmdSN.
   const LoginDone& done = logged_in->done;
+  Reconnector reconnect;
+  if (options.replacement_timeout.count() > 0) {
+    auto plan = std::make_shared<ReloginPlan>(ReloginPlan{.ex = ex, .url = url, .options = options, .config = config});
+    // The same wire as now (an `auto` session that fell back to TCP stays on TCP).
+    plan->options.transport = logged_in->datamover->transport() == datamover::Transport::iser ? TransportPolicy::iser
+                                                                                              : TransportPolicy::tcp;
+    plan->config.options = plan->options;
+    reconnect = [plan]() { return relogin(plan); };
+  }
   co_return start_session(ex, std::move(logged_in->datamover), std::move(options), done.parameters, url.target,
                           EngineStart{.cmd_sn = config.cmd_sn,
                                       .exp_cmd_sn = done.exp_cmd_sn,
                                       .max_cmd_sn = done.max_cmd_sn,
-                                      .exp_stat_sn = done.exp_stat_sn});
+                                      .exp_stat_sn = done.exp_stat_sn},
+                          std::move(reconnect));
 }
 
 Awaitable<Result<std::vector<std::byte>>> SessionInternals::text_request(Session& session,
@@ -335,6 +477,10 @@ void Session::close() noexcept {
   impl_->apply();
 }
 bool Session::is_open() const noexcept { return impl_->engine.accepting(); }
+bool Session::recovering() const noexcept { return impl_->engine.recovering(); }
+std::chrono::steady_clock::time_point Session::recovering_since() const noexcept {
+  return impl_->engine.recovering_since();
+}
 std::error_code Session::error() const noexcept { return impl_->engine.error(); }
 const iscsi::OperationalParameters& Session::parameters() const noexcept { return impl_->params; }
 const std::string& Session::target_name() const noexcept { return impl_->target_name; }

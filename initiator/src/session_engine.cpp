@@ -85,6 +85,10 @@ void SessionEngine::complete(Task& t, std::error_code ec) {
     t.outcome.error = ec;
     actions_.completions.push_back(std::move(t.outcome));
   }
+  if (t.replaying) {
+    t.replaying = false;
+    --replaying_in_flight_;
+  }
   release(t);
   const TaskId aborts = t.aborts;
   const TaskKind kind = t.kind;
@@ -101,8 +105,12 @@ void SessionEngine::complete(Task& t, std::error_code ec) {
   }
   if (kind == TaskKind::logout) {
     // RFC 7143 §11.15: after the Logout Response the target closes the connection; so do we,
-    // whatever the answer was.
-    end_session(make_error_code(errc::session_closed));
+    // whatever the answer was. A logout the target asked for while recovery is on: log in again.
+    if (reconnect_after_logout_) {
+      lose_connection(ec ? ec : make_error_code(errc::connection_closed));
+    } else {
+      end_session(make_error_code(errc::session_closed));
+    }
   }
 }
 
@@ -122,6 +130,8 @@ void SessionEngine::resolve_deferred(Task& t) {
 void SessionEngine::end_session(std::error_code ec) {
   if (!open_) return;
   open_ = false;
+  recovering_ = false;
+  reconnect_after_logout_ = false;
   error_ = ec;
   actions_.ended = ec;
   if (logging_out_ && ec == make_error_code(errc::session_closed)) {
@@ -139,6 +149,145 @@ void SessionEngine::end_session(std::error_code ec) {
 }
 
 void SessionEngine::fail_session(std::error_code ec) { end_session(ec); }
+
+void SessionEngine::connection_failed(std::error_code ec, TimePoint now) {
+  last_now_ = now;
+  lose_connection(ec);
+}
+
+void SessionEngine::lose_connection(std::error_code ec) {
+  if (!open_ || recovering_) return;
+  // Without a replacement timeout, or while the caller's logout is under way, the session ends
+  // with the connection (ErrorRecoveryLevel 0, RFC 7143 §7.1.4.1 / §6.3.5).
+  if (config_.replacement_timeout.count() <= 0 || (logging_out_ && !reconnect_after_logout_)) {
+    end_session(ec);
+    return;
+  }
+  log::warn("session: connection lost ({}): recovering for up to {} ms", ec.message(),
+            config_.replacement_timeout.count());
+  recovering_ = true;
+  recovering_since_ = last_now_;
+  recovery_deadline_ = last_now_ + config_.replacement_timeout;
+  ++stats_.connections_lost;
+  actions_.connection_lost = ec;
+  // The connection is gone: no receive is filling any buffer any more.
+  if (receiving_ != nullptr) receiving_->receiving = false;
+  receiving_ = nullptr;
+  logging_out_ = false;
+  reconnect_after_logout_ = false;
+  logout_task_ = 0;
+  logout_deadline_ = TimePoint::max();
+  ping_task_ = 0;
+
+  std::vector<TaskId> ids;
+  ids.reserve(tasks_.size());
+  for (const auto& [id, t] : tasks_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  std::vector<Task*> replay;
+  for (TaskId id : ids) {
+    Task* t = find(id);
+    if (t == nullptr) continue;
+    t->receiving = false;
+    if (t->deferred) {
+      // An end decided while the buffer was being filled (timeout, digest error): it stands.
+      const std::error_code end = *t->deferred;
+      t->deferred.reset();
+      if (t->kind == TaskKind::scsi && active_scsi(t->state) && end == make_error_code(errc::timeout)) {
+        t->outcome.error = end;
+        if (t->report) actions_.completions.push_back(t->outcome);
+        t->report = false;
+        t->state = TaskState::timed_out_aborting;
+      } else {
+        complete(*t, end);
+        continue;
+      }
+    }
+    if (t->kind == TaskKind::scsi) {
+      if (active_scsi(t->state)) {
+        replay.push_back(t);
+      } else if (t->state == TaskState::timed_out_aborting) {
+        // Its owner already heard errc::timeout; the old session's task is gone with it.
+        release(*t);
+        tasks_.erase(id);
+      }
+      continue;  // queued ones stay queued
+    }
+    if (!t->report || t->kind == TaskKind::logout) {
+      // Our own requests (ping, ABORT TASK after a timeout, a target-requested logout).
+      release(*t);
+      tasks_.erase(id);
+      continue;
+    }
+    // A caller's task management or text request belonged to the lost connection.
+    complete(*t, make_error_code(errc::connection_closed));
+  }
+  // RFC 7143 §6.3.5: the reinstated session starts with no task; the interrupted commands go
+  // first, in the order they were sent, then those that never left.
+  std::sort(replay.begin(), replay.end(), [](const Task* a, const Task* b) { return a->dispatch_seq < b->dispatch_seq; });
+  for (auto it = replay.rbegin(); it != replay.rend(); ++it) {
+    requeue(**it);
+    queue_.push_front((*it)->id);
+  }
+}
+
+void SessionEngine::requeue(Task& t) {
+  release(t);
+  t.state = TaskState::queued_for_window;
+  t.deadline = TimePoint::max();
+  t.next_r2t_sn = 0;
+  t.solicited_bytes_left = 0;
+  t.data_in_tracker = DataInTracker(t.command.data_in.size());
+  t.outcome.result = scsi::ScsiResult{};
+  t.outcome.error = {};
+  if (t.replaying) {
+    t.replaying = false;
+    --replaying_in_flight_;
+  }
+  const std::uint8_t opcode = static_cast<std::uint8_t>(t.command.cdb.bytes[0]);
+  // SBC-4 SYNCHRONIZE CACHE (10)/(16): it may be acknowledged only after the writes it covers
+  // were done again on this session.
+  t.replay_barrier = opcode == 0x35 || opcode == 0x91;
+  t.dispatch_seq = 0;
+  ++t.replays;
+}
+
+void SessionEngine::on_reconnected(EngineStart start, WriteLimits limits, TimePoint now) {
+  last_now_ = now;
+  if (!open_ || !recovering_) return;
+  recovering_ = false;
+  recovery_deadline_ = TimePoint::max();
+  config_.limits = limits;
+  window_.reset(start.cmd_sn, start.exp_cmd_sn, start.max_cmd_sn);
+  exp_stat_sn_ = start.exp_stat_sn;
+  ping_ = PingMonitor(config_.nop_interval, config_.nop_timeout, now);
+  ++stats_.recoveries;
+  log::info("session: recovered: {} commands to send again", queue_.size());
+  pump(now);
+}
+
+bool SessionEngine::absorb_unit_attention(Task& t) {
+  // After a reinstatement the target reports POWER ON, RESET, OR BUS DEVICE RESET OCCURRED or
+  // I_T NEXUS LOSS OCCURRED (ASC 29h, SPC-5 §6.37): the command was not run (SAM-5 §5.14), so it
+  // is sent again instead of reaching the caller.
+  const scsi::ScsiResult& r = t.outcome.result;
+  if (stats_.recoveries == 0 || r.status != scsi::Status::check_condition || !r.sense ||
+      r.sense->key != scsi::SenseKey::unit_attention || r.sense->asc != 0x29 ||
+      t.unit_attention_retries >= config_.unit_attention_retries || t.receiving)
+    return false;
+  ++t.unit_attention_retries;
+  ++stats_.unit_attentions_absorbed;
+  const bool was_replaying = t.replaying;
+  requeue(t);
+  --t.replays;
+  // It keeps its place before a re-issued SYNCHRONIZE CACHE.
+  if (was_replaying) {
+    t.replaying = true;
+    ++replaying_in_flight_;
+  }
+  t.replay_barrier = false;
+  queue_.push_front(t.id);
+  return true;
+}
 
 void SessionEngine::on_receive_ended() noexcept {
   Task* p = std::exchange(receiving_, nullptr);
@@ -172,6 +321,7 @@ Result<TaskId> SessionEngine::submit(const ScsiSubmission& command, TimePoint no
 Result<TaskId> SessionEngine::submit_task_management(const TaskManagementOptions& request, TimePoint now) {
   last_now_ = now;
   if (!open_) return tl::unexpected(error_);
+  if (recovering_) return fail(errc::connection_closed);  // no connection to send it on
   Task& t = new_task(TaskKind::task_management);
   t.tmf = request;
   t.timeout = request.timeout.count() > 0 ? request.timeout : config_.request_timeout;
@@ -190,6 +340,7 @@ Result<TaskId> SessionEngine::submit_task_management(const TaskManagementOptions
 Result<TaskId> SessionEngine::submit_text(std::vector<std::byte> text, TimePoint now) {
   last_now_ = now;
   if (!accepting()) return tl::unexpected(error_ ? error_ : make_error_code(errc::session_closed));
+  if (recovering_) return fail(errc::connection_closed);
   Task& t = new_task(TaskKind::text);
   t.request_text = std::move(text);
   t.timeout = config_.request_timeout;
@@ -204,7 +355,22 @@ Result<TaskId> SessionEngine::submit_text(std::vector<std::byte> text, TimePoint
 Result<TaskId> SessionEngine::logout(TimePoint now) {
   last_now_ = now;
   if (!open_) return tl::unexpected(error_);
-  if (logging_out_) return fail(errc::session_closed);
+  if (logging_out_ && !reconnect_after_logout_) return fail(errc::session_closed);
+  if (recovering_) {
+    // No connection to log out on: the session just ends; waiting commands fail.
+    end_session(make_error_code(errc::session_closed));
+    return fail(errc::session_closed);
+  }
+  if (reconnect_after_logout_) {
+    // The caller's logout takes over the one the target asked for.
+    reconnect_after_logout_ = false;
+    const TaskId old_id = logout_task_;
+    if (Task* old = find(old_id)) {
+      release(*old);
+      tasks_.erase(old_id);
+    }
+    logout_task_ = 0;
+  }
   logging_out_ = true;
   // Commands not sent yet will not be: they fail now (RFC 7143 §11.14: no new commands after
   // the Logout Request).
@@ -224,12 +390,14 @@ Result<TaskId> SessionEngine::logout(TimePoint now) {
 // ---- sending ----
 
 void SessionEngine::pump(TimePoint now) {
-  while (open_ && !logging_out_ && !queue_.empty()) {
+  while (open_ && !recovering_ && !logging_out_ && !queue_.empty()) {
     Task* t = find(queue_.front());
     if (t == nullptr) {
       queue_.pop_front();
       continue;
     }
+    // A re-issued SYNCHRONIZE CACHE leaves only after every re-issued command before it completed.
+    if (t->replay_barrier && replaying_in_flight_ > 0) break;
     // RFC 7143 §4.2.2.1: only while CmdSN ≤ MaxCmdSN; and at most max_commands_in_flight commands
     // holding ITTs (timed-out ones included until their ABORT TASK is answered).
     if (!window_.is_open() || scsi_holding_itt_ >= config_.max_commands_in_flight || itts_.full()) break;
@@ -261,6 +429,13 @@ void SessionEngine::dispatch(Task& t, TimePoint now) {
   cmd.exp_stat_sn = exp_stat_sn_;
   std::copy(c.cdb.bytes.begin(), c.cdb.bytes.end(), cmd.cdb.begin());
   t.cmd_sn = cmd.cmd_sn;
+  t.dispatch_seq = next_dispatch_seq_++;
+  t.replay_barrier = false;
+  if (t.replays > 0 && !t.replaying) {
+    t.replaying = true;
+    ++replaying_in_flight_;
+    ++stats_.commands_reissued;
+  }
   OutgoingPdu out{datamover::make_pdu(cmd, c.data_out.first(immediate)), t.id};
   out.pdu.read_buffers = c.read_buffers;
   out.pdu.write_buffers = c.write_buffers;
@@ -397,12 +572,21 @@ void SessionEngine::time_out(Task& t, TimePoint now) {
   } else {
     send_request(abort, now);
   }
-  if (config_.fail_session_on_timeout) end_session(make_error_code(errc::connection_closed));
+  if (config_.fail_session_on_timeout) lose_connection(make_error_code(errc::connection_closed));
 }
 
 void SessionEngine::on_timer(TimePoint now) {
   last_now_ = now;
   if (!open_) return;
+  if (recovering_) {
+    if (now >= recovery_deadline_) {
+      log::warn("session: no new connection within the replacement timeout ({} ms): giving up",
+                config_.replacement_timeout.count());
+      ++stats_.gave_up;
+      end_session(make_error_code(errc::session_lost));
+    }
+    return;
+  }
   std::vector<TaskId> expired;
   for (const auto& [id, t] : tasks_) {
     if (t.deadline > now) continue;
@@ -416,7 +600,11 @@ void SessionEngine::on_timer(TimePoint now) {
   if (open_ && logout_deadline_ <= now) {
     // RFC 7143 §11.9.1: the target drops the connection after Parameter3 seconds anyway.
     log::warn("session: logout requested by the target did not finish in time");
-    end_session(make_error_code(errc::session_closed));
+    if (reconnect_after_logout_) {
+      lose_connection(make_error_code(errc::timeout));
+    } else {
+      end_session(make_error_code(errc::session_closed));
+    }
   }
   if (open_ && ping_.enabled()) {
     switch (ping_.on_tick(now)) {
@@ -436,7 +624,7 @@ void SessionEngine::on_timer(TimePoint now) {
       }
       case PingMonitor::Action::connection_dead:
         log::warn("session: no NOP-In within {} ms of our ping: connection dead", config_.nop_timeout.count());
-        end_session(make_error_code(errc::timeout));
+        lose_connection(make_error_code(errc::timeout));
         break;
     }
   }
@@ -446,6 +634,7 @@ void SessionEngine::on_timer(TimePoint now) {
 
 SessionEngine::TimePoint SessionEngine::next_deadline() const noexcept {
   if (!open_) return TimePoint::max();
+  if (recovering_) return recovery_deadline_;
   TimePoint next = logout_deadline_;
   for (const auto& [id, t] : tasks_) {
     const bool live = t.kind == TaskKind::scsi ? active_scsi(t.state) : t.state == TaskState::sent;
@@ -458,7 +647,7 @@ SessionEngine::TimePoint SessionEngine::next_deadline() const noexcept {
 // ---- receiving ----
 
 std::span<std::byte> SessionEngine::place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept {
-  if (!open_ || iscsi::raw_opcode(bhs) != static_cast<std::uint8_t>(iscsi::Opcode::data_in)) return {};
+  if (!open_ || recovering_ || iscsi::raw_opcode(bhs) != static_cast<std::uint8_t>(iscsi::Opcode::data_in)) return {};
   auto din = iscsi::decode_bhs_as<iscsi::DataIn>(bhs);
   if (!din) return {};
   Task* t = by_itt(din->itt);
@@ -480,13 +669,13 @@ void SessionEngine::on_pdu(const datamover::PduIn& in, TimePoint now) {
     placed->receiving = false;
     placed_id = placed->id;
   }
-  if (open_) {
+  if (open_ && !recovering_) {
     ping_.on_receive(now);
     placed_for_pdu_ = placed_id;
     auto header = iscsi::decode_bhs(in.bhs);
     if (!header) {
       log::warn("session: malformed PDU from target: opcode=0x{:02x}", iscsi::raw_opcode(in.bhs));
-      end_session(make_error_code(errc::protocol_error));
+      lose_connection(make_error_code(errc::protocol_error));
     } else {
       std::visit([&](const auto& h) { handle(h, in, now); }, *header);
     }
@@ -538,6 +727,7 @@ void SessionEngine::handle(const iscsi::DataIn& d, const datamover::PduIn& in, T
       t->outcome.result.residual_bytes = d.residual_count;
       t->outcome.result.residual_overflow = d.residual_overflow;
     }
+    if (absorb_unit_attention(*t)) return;
     complete(*t, {});
   }
 }
@@ -570,6 +760,7 @@ void SessionEngine::handle(const iscsi::ScsiResponse& r, const datamover::PduIn&
       if (auto s = scsi::decode_sense(in.data.subspan(2, avail))) result.sense = *s;
     }
   }
+  if (absorb_unit_attention(*t)) return;
   complete(*t, {});
 }
 
@@ -654,9 +845,22 @@ void SessionEngine::handle(const iscsi::AsyncMessage& a, const datamover::PduIn&
             static_cast<unsigned>(a.event), a.parameter1, a.parameter2, a.parameter3);
   const AsyncDecision d = decide_async(a);
   if (d.kind == AsyncDecision::Kind::fail_session) {
-    end_session(make_error_code(errc::connection_closed));
-  } else if (d.kind == AsyncDecision::Kind::logout && accepting()) {
-    if (auto id = logout(now)) {
+    lose_connection(make_error_code(errc::connection_closed));
+  } else if (d.kind == AsyncDecision::Kind::logout && accepting() && !logging_out_) {
+    if (config_.replacement_timeout.count() > 0) {
+      // With recovery on, the target's logout request is a connection to replace: commands not
+      // sent yet wait (pump() holds them while logging out), the Logout goes out once those in
+      // flight answered, then the session logs in again (lose_connection() after the response).
+      logging_out_ = true;
+      reconnect_after_logout_ = true;
+      Task& t = new_task(TaskKind::logout);
+      t.state = TaskState::waiting_to_send;
+      t.timeout = config_.request_timeout;
+      t.report = false;
+      logout_task_ = t.id;
+      logout_deadline_ = now + d.within;
+      maybe_send_logout(now);
+    } else if (auto id = logout(now)) {
       if (Task* t = find(*id)) t->report = false;
       logout_deadline_ = now + d.within;
     }
@@ -752,7 +956,7 @@ template <class Other>
 void SessionEngine::handle(const Other&, const datamover::PduIn& in, TimePoint) {
   // RFC 7143 §6.3: initiator opcodes or a Login Response in full feature phase break the protocol.
   log::warn("session: unexpected PDU: opcode={}", iscsi::opcode_name(iscsi::raw_opcode(in.bhs)));
-  end_session(make_error_code(errc::protocol_error));
+  lose_connection(make_error_code(errc::protocol_error));
 }
 
 }  // namespace iserkit::initiator

@@ -25,6 +25,14 @@
 //  - Logout (§11.14): queued commands fail, commands in flight finish first, then the Logout
 //    Request goes out; the session ends with its response.
 //  - Text requests with continuation (§11.10/§11.11: C bit, TTT) for discovery.
+//  - Connection recovery at ErrorRecoveryLevel 0 (§6.3.5 session reinstatement, §7.1): with a
+//    replacement timeout, a failed connection (I/O error, unanswered ping, Async drop or logout
+//    request, protocol error) does not end the session. Every SCSI command that had not completed
+//    goes back to the queue in its CmdSN order (ahead of those never sent); the driver logs in
+//    again with the same ISID and TSIH 0 and calls on_reconnected(), which numbers and sends them
+//    afresh. A re-issued SYNCHRONIZE CACHE waits until every re-issued command before it
+//    completed. UNIT ATTENTION 29h (power on/reset, I_T nexus loss) after a reinstatement is
+//    retried, not reported. Past the replacement timeout the session ends with errc::session_lost.
 //
 // THREADING: none; the owner calls it from one thread.
 #pragma once
@@ -77,6 +85,11 @@ struct EngineConfig {
   /// A timed-out command ends the session (iSER: the target could still RDMA into the buffer the
   /// caller gets back; only closing the connection makes that impossible).
   bool fail_session_on_timeout = false;
+  /// How long the session waits for a new connection after losing one, with the commands queued;
+  /// 0 = a lost connection ends the session (every task fails with the connection's error).
+  std::chrono::milliseconds replacement_timeout{0};
+  /// After a reinstatement: how often one command with UNIT ATTENTION 29h is sent again.
+  unsigned unit_attention_retries = 4;
 };
 
 /// The session's numbering at the end of login (RFC 7143 §11.12.8, §11.13).
@@ -123,7 +136,12 @@ struct EngineActions {
   std::vector<TaskOutcome> completions;  ///< deliver to the tasks' owners
   /// Set once, when the session ended (failure, close or logout): close the connection.
   std::optional<std::error_code> ended;
-  [[nodiscard]] bool empty() const noexcept { return pdus.empty() && completions.empty() && !ended; }
+  /// The connection failed and the session is recovering (why): close the connection, drop the
+  /// PDUs not sent yet (the engine sends them again), log in again and call on_reconnected().
+  std::optional<std::error_code> connection_lost;
+  [[nodiscard]] bool empty() const noexcept {
+    return pdus.empty() && completions.empty() && !ended && !connection_lost;
+  }
 };
 
 class SessionEngine {
@@ -169,13 +187,28 @@ class SessionEngine {
   void fail_session(std::error_code ec);
   /// The receive that place() was answered for ended without a PDU (connection error).
   void on_receive_ended() noexcept;
+  /// The connection failed (I/O error, peer closed it). With a replacement timeout the session
+  /// starts recovering (EngineActions::connection_lost); without one, or while a logout the
+  /// caller asked for is under way, it ends as fail_session(ec) does.
+  void connection_failed(std::error_code ec, TimePoint now);
+  /// A new connection is logged in (same ISID, TSIH 0: RFC 7143 §6.3.5) with numbering `start`
+  /// and write limits `limits` (its negotiated values): the queued commands go out again, the
+  /// interrupted ones first, in their old order. Ignored unless recovering().
+  void on_reconnected(EngineStart start, WriteLimits limits, TimePoint now);
+  /// True between a lost connection and on_reconnected() (or the end of the session).
+  [[nodiscard]] bool recovering() const noexcept { return recovering_; }
+  /// The driver tries another login (SessionStats::reconnect_attempts).
+  void count_reconnect_attempt() noexcept { ++stats_.reconnect_attempts; }
+  /// When recovering(): when the connection was lost.
+  [[nodiscard]] TimePoint recovering_since() const noexcept { return recovering_since_; }
 
   /// Takes what the engine wants done (see EngineActions).
   EngineActions take_actions();
   [[nodiscard]] bool has_actions() const noexcept { return !actions_.empty(); }
 
-  /// True until the session ended or a logout started.
-  [[nodiscard]] bool accepting() const noexcept { return open_ && !logging_out_; }
+  /// True until the session ended or a logout started (a logout the target asked for while
+  /// recovery is on keeps accepting: the session reconnects after it).
+  [[nodiscard]] bool accepting() const noexcept { return open_ && (!logging_out_ || reconnect_after_logout_); }
   /// True until the session ended.
   [[nodiscard]] bool open() const noexcept { return open_; }
   /// Why the session ended (empty while open).
@@ -209,6 +242,11 @@ class SessionEngine {
     bool report = true;                      ///< false for the engine's own (ping, ABORT TASK after timeout)
     bool receiving = false;                  ///< place() handed out its buffer; on_pdu pending
     std::optional<std::error_code> deferred;  ///< an end that waits for that receive
+    std::uint64_t dispatch_seq = 0;          ///< order in which SCSI commands went out
+    bool replaying = false;                  ///< re-issued after a reconnect, not completed yet
+    bool replay_barrier = false;             ///< a re-issued SYNCHRONIZE CACHE: waits for those
+    unsigned unit_attention_retries = 0;
+    unsigned replays = 0;                    ///< how often it was put back after a lost connection
     // task management
     TaskManagementOptions tmf;
     TaskId aborts = 0;                       ///< ABORT TASK after a timeout: the timed-out task
@@ -233,6 +271,9 @@ class SessionEngine {
   void maybe_send_logout(TimePoint now);
   void after_tmf(const Task& tmf);
   void resolve_deferred(Task& t);
+  void lose_connection(std::error_code ec);
+  void requeue(Task& t);
+  bool absorb_unit_attention(Task& t);
 
   void handle(const iscsi::DataIn& h, const datamover::PduIn& in, TimePoint now);
   void handle(const iscsi::ScsiResponse& h, const datamover::PduIn& in, TimePoint now);
@@ -264,6 +305,13 @@ class SessionEngine {
   Task* receiving_ = nullptr;       // the task place() handed a buffer span of, until on_pdu
   TaskId placed_for_pdu_ = 0;       // while handling a PDU: the task its data segment landed in
   TimePoint last_now_;
+  // recovery
+  bool recovering_ = false;
+  bool reconnect_after_logout_ = false;  // a target-requested logout: reconnect after it
+  TimePoint recovering_since_{};
+  TimePoint recovery_deadline_ = TimePoint::max();
+  std::uint64_t next_dispatch_seq_ = 1;
+  std::uint32_t replaying_in_flight_ = 0;
   SessionStats stats_;
   EngineActions actions_;
 };

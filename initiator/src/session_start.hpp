@@ -2,6 +2,7 @@
 // Session::connect after login, and by tests that drive a Session over a fake Datamover.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -10,12 +11,27 @@
 
 namespace iserkit::initiator {
 
+/// A new connection logged in to replace a lost one (same ISID, TSIH 0: RFC 7143 §6.3.5).
+struct Reconnected {
+  std::unique_ptr<datamover::Datamover> datamover;
+  iscsi::OperationalParameters parameters;  ///< negotiated on the new connection
+  EngineStart start;                        ///< its numbering at the end of login
+};
+/// Opens a new connection and logs in again; called by the session while it recovers, on its
+/// executor, once per attempt. Errors: whatever the connect or login failed with.
+using Reconnector = std::function<Awaitable<Result<Reconnected>>()>;
+
+/// The write limits of negotiated `params` (lengths in bytes).
+WriteLimits write_limits_of(const iscsi::OperationalParameters& params);
+
 /// Builds the engine from the negotiated `params` and `options` (lengths in bytes), starts the
 /// receive loop, the timer and the sender on `ex` and returns the session. `start` is the
-/// numbering at the end of login (RFC 7143 §11.12.8).
+/// numbering at the end of login (RFC 7143 §11.12.8). With a `reconnect`, a lost connection is
+/// replaced within options.replacement_timeout (see SessionOptions); without one it ends the
+/// session.
 std::shared_ptr<Session> start_session(asio::any_io_executor ex, std::unique_ptr<datamover::Datamover> dm,
                                        SessionOptions options, const iscsi::OperationalParameters& params,
-                                       std::string target_name, EngineStart start);
+                                       std::string target_name, EngineStart start, Reconnector reconnect = {});
 
 /// What the library does with a Session beyond its public API.
 struct SessionInternals {

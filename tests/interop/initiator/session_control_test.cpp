@@ -91,6 +91,7 @@ TEST(SessionControl, SilentTargetIsDeclaredDead) {
   SessionOptions o;
   o.nop_interval = 100ms;
   o.nop_timeout = 400ms;
+  o.replacement_timeout = 0ms;  // no recovery: the dead connection ends the session
   with_session(o, [pid](Session& s, scsi::Lun lun) -> Awaitable<void> {
     // Freeze the target (a process our test harness started): the connection stays up but silent.
     const int stopped = ::kill(pid, SIGSTOP);
@@ -108,5 +109,73 @@ TEST(SessionControl, SilentTargetIsDeclaredDead) {
     }
     EXPECT_FALSE(s.is_open());
     EXPECT_EQ(s.error(), make_error_code(errc::timeout));
+  });
+}
+
+// Recovery against a real target: frozen for less than the replacement timeout, the command
+// waits, the session logs in again once the target runs, and the command completes; frozen for
+// longer, the command fails with errc::session_lost (after the ping timeout plus the replacement
+// timeout; the exact time is not asserted).
+SessionOptions recovering_options(std::chrono::milliseconds replacement) {
+  SessionOptions o;
+  o.nop_interval = 100ms;
+  o.nop_timeout = 400ms;
+  o.replacement_timeout = replacement;
+  o.connect_timeout = 500ms;
+  o.login_timeout = 500ms;
+  o.reconnect_delay_min = 50ms;
+  o.reconnect_delay_max = 200ms;
+  return o;
+}
+
+TEST(SessionControl, TargetFrozenShorterThanTheReplacementTimeoutOnlyDelays) {
+  const char* pid_text = std::getenv("ISERKIT_TEST_TARGET_PID");
+  if (pid_text == nullptr) GTEST_SKIP() << "ISERKIT_TEST_TARGET_PID not set";
+  const pid_t pid = static_cast<pid_t>(std::atoi(pid_text));
+  with_session(recovering_options(20s), [pid](Session& s, scsi::Lun lun) -> Awaitable<void> {
+    const int stopped = ::kill(pid, SIGSTOP);
+    EXPECT_EQ(stopped, 0);
+    if (stopped != 0) co_return;
+    struct Resume {
+      pid_t pid;
+      ~Resume() { ::kill(pid, SIGCONT); }
+    } resume{pid};
+    auto ex = co_await asio::this_coro::executor;
+    asio::co_spawn(
+        ex,
+        [pid]() -> Awaitable<void> {
+          co_await sleep_for(1500ms);  // past the ping timeout: the connection is declared dead
+          ::kill(pid, SIGCONT);
+        },
+        asio::detached);
+    CommandRequest req{.lun = lun, .cdb = scsi::test_unit_ready()};
+    auto r = co_await s.execute(req);
+    EXPECT_TRUE(r) << (r ? "" : r.error().message());
+    EXPECT_TRUE(s.is_open());
+    EXPECT_GE(s.stats().connections_lost, 1u);
+    EXPECT_GE(s.stats().recoveries, 1u);
+  });
+}
+
+TEST(SessionControl, TargetFrozenLongerThanTheReplacementTimeoutFailsWithSessionLost) {
+  const char* pid_text = std::getenv("ISERKIT_TEST_TARGET_PID");
+  if (pid_text == nullptr) GTEST_SKIP() << "ISERKIT_TEST_TARGET_PID not set";
+  const pid_t pid = static_cast<pid_t>(std::atoi(pid_text));
+  with_session(recovering_options(1s), [pid](Session& s, scsi::Lun lun) -> Awaitable<void> {
+    const int stopped = ::kill(pid, SIGSTOP);
+    EXPECT_EQ(stopped, 0);
+    if (stopped != 0) co_return;
+    struct Resume {
+      pid_t pid;
+      ~Resume() { ::kill(pid, SIGCONT); }
+    } resume{pid};
+    CommandRequest req{.lun = lun, .cdb = scsi::test_unit_ready()};
+    auto r = co_await s.execute(req);
+    EXPECT_FALSE(r);
+    if (!r) {
+      EXPECT_EQ(r.error(), make_error_code(errc::session_lost)) << r.error().message();
+    }
+    EXPECT_FALSE(s.is_open());
+    EXPECT_EQ(s.stats().gave_up, 1u);
   });
 }

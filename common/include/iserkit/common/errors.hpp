@@ -28,6 +28,7 @@ enum class errc {
   task_aborted,                ///< the command was aborted before it completed
   nbd_protocol_error,          ///< a malformed NBD request or option (NBD proto.md)
   authentication_failed,       ///< the peer failed CHAP authentication (RFC 7143 §12.1.3)
+  session_lost,                ///< the connection failed and was not replaced within the replacement timeout
 };
 
 /// The category of iserkit::errc.

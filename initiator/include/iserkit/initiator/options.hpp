@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <system_error>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +48,21 @@ enum class TransportPolicy {
   iser,      ///< iSER whatever the URL says
   automatic, ///< try iSER, fall back to TCP when the RDMA connection or the iSER login fails
 };
+
+/// Something that happened to a session's connection (SessionOptions::on_event).
+struct SessionEvent {
+  enum class Kind {
+    connection_lost,  ///< the connection failed; the session is logging in again, commands wait
+    recovered,        ///< a new connection is logged in (same ISID); waiting commands went out
+    gave_up,          ///< no new connection within replacement_timeout: commands fail (session_lost)
+  };
+  Kind kind = Kind::connection_lost;
+  std::error_code error;  ///< connection_lost: why; gave_up: errc::session_lost
+  unsigned attempts = 0;  ///< recovered / gave_up: logins tried since the connection was lost
+};
+
+/// "connection lost", "recovered", "gave up".
+const char* to_string(SessionEvent::Kind kind) noexcept;
 
 /// Options for a session (normal or discovery). All lengths are in bytes.
 struct SessionOptions {
@@ -95,6 +112,19 @@ struct SessionOptions {
   /// 0 = only the target's Block Limits VPD and 8 MiB. 512 KiB by default, like Linux ib_iser
   /// (ISER_DEF_MAX_SECTORS), because tgtd's iSER refuses commands above its 512 KiB RDMA buffers.
   std::uint32_t iser_max_transfer_bytes = 512 * 1024;
+  /// Recovery (RFC 7143 §6.3.5 session reinstatement at ErrorRecoveryLevel 0): when the connection
+  /// fails (I/O error, the target closes it, an unanswered NOP-Out ping, an Async Message that
+  /// drops it or asks for a logout), the session logs in again with the same ISID and TSIH 0,
+  /// backing off from reconnect_delay_min to reconnect_delay_max (doubling, jittered), and sends
+  /// again every command that had not completed. Callers see only delay for this long; after it
+  /// waiting and new commands fail with errc::session_lost. 0 = fail at once (connection_closed).
+  /// Default 120 s, as open-iscsi's node.session.timeo.replacement_timeout.
+  std::chrono::milliseconds replacement_timeout{120000};
+  std::chrono::milliseconds reconnect_delay_min{100};   ///< first wait before logging in again
+  std::chrono::milliseconds reconnect_delay_max{5000};  ///< the longest wait between attempts
+  /// Called on the session's executor when the connection is lost, recovered, or given up on.
+  /// Must not block; may be empty.
+  std::function<void(const SessionEvent&)> on_event;
 };
 
 /// Parses a --transport value: "url", "tcp", "iser" or "auto"; nullopt for anything else.

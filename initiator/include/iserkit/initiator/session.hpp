@@ -67,6 +67,13 @@ struct SessionStats {
   std::uint64_t nop_in_answered = 0;
   std::uint64_t pings_sent = 0;        ///< our NOP-Out keepalive pings
   std::uint64_t pings_answered = 0;    ///< NOP-In answers to them
+  // Recovery (SessionOptions::replacement_timeout):
+  std::uint64_t connections_lost = 0;     ///< connections that failed while the session was open
+  std::uint64_t reconnect_attempts = 0;   ///< logins tried to replace them (failed ones included)
+  std::uint64_t recoveries = 0;           ///< connections replaced (session reinstated)
+  std::uint64_t commands_reissued = 0;    ///< commands sent again on a new connection
+  std::uint64_t unit_attentions_absorbed = 0;  ///< UNIT ATTENTION 29h after a reinstatement, retried
+  std::uint64_t gave_up = 0;              ///< 1 once the replacement timeout ended the session
 };
 
 /// A task management request (RFC 7143 §11.5).
@@ -127,7 +134,10 @@ class Session : public std::enable_shared_from_this<Session> {
   /// sense; residual_bytes/residual_overflow from the U/O bits), or
   ///  - errc::invalid_argument: both buffers set (bidirectional commands are not supported) or a
   ///    buffer above 4 GiB - 1;
-  ///  - errc::connection_closed: the connection dropped; the session is failed from then on;
+  ///  - errc::session_lost: the connection dropped and no new one was logged in within
+  ///    SessionOptions::replacement_timeout (until then the command waits and is sent again);
+  ///  - errc::connection_closed: the connection dropped with replacement_timeout 0; the session is
+  ///    failed from then on;
   ///  - errc::session_closed: the session had already failed or logged out;
   ///  - errc::timeout: the command timeout elapsed (the session stays usable over TCP; an ABORT
   ///    TASK goes to the target);
@@ -160,8 +170,12 @@ class Session : public std::enable_shared_from_this<Session> {
   /// Closes the connection at once; commands in flight fail with errc::connection_closed.
   void close() noexcept;
 
-  /// True until the session failed, was closed, or logged out.
+  /// True until the session failed, was closed, or logged out (also while recovering).
   [[nodiscard]] bool is_open() const noexcept;
+  /// True while the connection is lost and the session logs in again (commands wait).
+  [[nodiscard]] bool recovering() const noexcept;
+  /// While recovering(): when the connection was lost (steady clock).
+  [[nodiscard]] std::chrono::steady_clock::time_point recovering_since() const noexcept;
   /// Why the session ended (empty while open).
   [[nodiscard]] std::error_code error() const noexcept;
   /// The negotiated operational parameters (lengths in bytes).

@@ -1,0 +1,442 @@
+// SessionEngine recovery (RFC 7143 §6.3.5 session reinstatement at ErrorRecoveryLevel 0): a lost
+// connection with a replacement timeout keeps the commands, the driver logs in again and the
+// engine sends every interrupted command once more, in order; a re-issued SYNCHRONIZE CACHE
+// waits for the re-issued writes; UNIT ATTENTION 29h after reinstatement is absorbed; past the
+// replacement timeout everything fails with errc::session_lost. Time is injected; no sleeping.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <map>
+
+#include <cerrno>
+
+#include "iserkit/common/errors.hpp"
+#include "iserkit/initiator/errors.hpp"
+#include "session_engine.hpp"
+
+using namespace iserkit;
+using namespace iserkit::initiator;
+using namespace std::chrono_literals;
+
+namespace {
+
+const SessionEngine::TimePoint t0{};
+
+EngineConfig recovering_config(std::chrono::milliseconds replacement = 10s) {
+  EngineConfig c;
+  c.replacement_timeout = replacement;
+  return c;
+}
+
+/// Numbering of a new connection's login: CmdSN starts again at 1 (a new session, TSIH 0).
+EngineStart fresh_start(std::uint32_t max_cmd_sn = 64, std::uint32_t exp_stat_sn = 100) {
+  return {.cmd_sn = SerialNumber(1),
+          .exp_cmd_sn = SerialNumber(1),
+          .max_cmd_sn = SerialNumber(max_cmd_sn),
+          .exp_stat_sn = SerialNumber(exp_stat_sn)};
+}
+
+/// Drives the engine and keeps what it asked for: commands sent (decoded), completions, the end,
+/// lost connections.
+struct Rig {
+  explicit Rig(EngineConfig c = recovering_config(), std::uint32_t max_cmd_sn = 64)
+      : engine(c,
+               {.cmd_sn = SerialNumber(1),
+                .exp_cmd_sn = SerialNumber(1),
+                .max_cmd_sn = SerialNumber(max_cmd_sn),
+                .exp_stat_sn = SerialNumber(10)},
+               t0) {}
+
+  SessionEngine engine;
+  std::vector<iscsi::PduHeader> sent;
+  std::vector<std::size_t> sent_data_bytes;
+  std::map<TaskId, std::vector<TaskOutcome>> done;
+  std::optional<std::error_code> ended;
+  std::vector<std::error_code> lost;
+
+  void drain() {
+    auto a = engine.take_actions();
+    for (auto& p : a.pdus) {
+      auto h = iscsi::decode_bhs(p.pdu.bhs);
+      ASSERT_TRUE(h);
+      sent.push_back(*h);
+      sent_data_bytes.push_back(p.pdu.data.size());
+    }
+    for (auto& c : a.completions) done[c.id].push_back(std::move(c));
+    if (a.connection_lost) lost.push_back(*a.connection_lost);
+    if (a.ended) {
+      EXPECT_FALSE(ended) << "the session may end only once";
+      ended = a.ended;
+    }
+  }
+  /// The SCSI Commands sent since the last call, in order.
+  std::vector<iscsi::ScsiCommand> commands() {
+    drain();
+    std::vector<iscsi::ScsiCommand> out;
+    for (const auto& h : sent)
+      if (const auto* c = std::get_if<iscsi::ScsiCommand>(&h)) out.push_back(*c);
+    sent.clear();
+    sent_data_bytes.clear();
+    return out;
+  }
+  /// The one outcome of `id` (fails the test when it completed more than once); null if none.
+  const TaskOutcome* outcome(TaskId id) {
+    drain();
+    auto it = done.find(id);
+    if (it == done.end()) return nullptr;
+    EXPECT_EQ(it->second.size(), 1u) << "task " << id << " completed more than once";
+    return &it->second.front();
+  }
+
+  TaskId submit(std::uint8_t opcode, std::span<std::byte> in, std::span<const std::byte> out,
+                SessionEngine::TimePoint now = t0) {
+    ScsiSubmission s;
+    s.lun = scsi::Lun::from_index(0);
+    s.cdb.length = 10;
+    s.cdb.bytes[0] = std::byte{opcode};
+    s.data_in = in;
+    s.data_out = out;
+    auto id = engine.submit(s, now);
+    EXPECT_TRUE(id) << (id ? "" : id.error().message());
+    drain();
+    return id.value_or(0);
+  }
+  TaskId read(std::span<std::byte> buffer) { return submit(0x28, buffer, {}); }
+  TaskId write(std::span<const std::byte> buffer) { return submit(0x2a, {}, buffer); }
+  TaskId sync_cache() { return submit(0x35, {}, {}); }
+
+  void deliver(const iscsi::PduHeader& h, std::span<const std::byte> data = {}, SessionEngine::TimePoint now = t0) {
+    datamover::PduIn in;
+    in.bhs = iscsi::encode_bhs(h);
+    iscsi::set_lengths(in.bhs, 0, static_cast<std::uint32_t>(data.size()));
+    if (!data.empty()) {
+      auto where = engine.place(in.bhs, static_cast<std::uint32_t>(data.size()));
+      if (where.empty()) {
+        scratch.assign(data.begin(), data.end());
+        where = scratch;
+      }
+      std::copy(data.begin(), data.end(), where.begin());
+      in.data = where;
+    }
+    engine.on_pdu(in, now);
+    drain();
+  }
+  void answer(const iscsi::ScsiCommand& c, std::span<const std::byte> sense = {}) {
+    iscsi::ScsiResponse r;
+    r.itt = c.itt;
+    r.stat_sn = c.exp_stat_sn;
+    r.exp_cmd_sn = c.cmd_sn + 1;
+    r.max_cmd_sn = c.cmd_sn + 64;
+    if (!sense.empty()) r.status = static_cast<std::uint8_t>(scsi::Status::check_condition);
+    deliver(r, sense);
+  }
+
+ private:
+  std::vector<std::byte> scratch;
+};
+
+/// A SCSI Response data segment: SenseLength + fixed-format sense (RFC 7143 §11.4.7).
+std::vector<std::byte> sense_segment(scsi::SenseKey key, std::uint8_t asc, std::uint8_t ascq) {
+  std::array<std::byte, 64> sense{};
+  scsi::SenseData d;
+  d.key = key;
+  d.asc = asc;
+  d.ascq = ascq;
+  const std::size_t n = scsi::encode_sense(d, scsi::SenseFormat::fixed, sense);
+  std::vector<std::byte> out(2 + n);
+  out[1] = static_cast<std::byte>(n);
+  for (std::size_t i = 0; i < n; ++i) out[2 + i] = sense[i];
+  return out;
+}
+
+std::uint8_t opcode_of(const iscsi::ScsiCommand& c) { return static_cast<std::uint8_t>(c.cdb[0]); }
+
+}  // namespace
+
+TEST(SessionRecovery, InterruptedCommandsAreSentAgainInOrderAndCompleteOnce) {
+  Rig rig(recovering_config(), /*max_cmd_sn=*/3);  // room for three commands: the fourth queues
+  std::vector<std::byte> a_buf(4096), c_buf(8192), d_buf(512);
+  std::vector<std::byte> b_data(1024, std::byte{0x5b});
+  const TaskId a = rig.read(a_buf);
+  const TaskId b = rig.write(b_data);
+  const TaskId c = rig.read(c_buf);
+  const TaskId d = rig.read(d_buf);
+  auto first = rig.commands();
+  ASSERT_EQ(first.size(), 3u);
+  iscsi::ScsiResponse a_done;  // a completes on the old connection; the window stays closed for d
+  a_done.itt = first[0].itt;
+  a_done.stat_sn = SerialNumber(10);
+  a_done.exp_cmd_sn = SerialNumber(2);
+  a_done.max_cmd_sn = SerialNumber(3);
+  rig.deliver(a_done);
+  EXPECT_TRUE(rig.commands().empty());
+  ASSERT_NE(rig.outcome(a), nullptr);
+  // c got half its data before the connection died.
+  iscsi::DataIn part;
+  part.itt = first[2].itt;
+  part.data_sn = 0;
+  part.exp_cmd_sn = SerialNumber(2);
+  part.max_cmd_sn = SerialNumber(3);
+  rig.deliver(part, std::vector<std::byte>(4096, std::byte{0xee}));
+
+  rig.engine.connection_failed(make_error_code(errc::connection_closed), t0 + 1ms);
+  rig.drain();
+  ASSERT_EQ(rig.lost.size(), 1u);
+  EXPECT_FALSE(rig.ended);
+  EXPECT_TRUE(rig.engine.recovering());
+  EXPECT_TRUE(rig.engine.accepting()) << "callers see only delay while recovering";
+  EXPECT_EQ(rig.outcome(b), nullptr);
+  EXPECT_EQ(rig.outcome(c), nullptr);
+  EXPECT_EQ(rig.outcome(d), nullptr);
+  EXPECT_EQ(rig.engine.itts_in_use(), 0u) << "the old connection's ITTs are gone";
+  std::vector<std::byte> e_buf(512);
+  const TaskId e = rig.read(e_buf);  // submitted while recovering: waits
+  EXPECT_TRUE(rig.commands().empty());
+  EXPECT_EQ(rig.engine.next_deadline(), t0 + 1ms + 10s) << "the replacement timeout is the next deadline";
+
+  rig.engine.on_reconnected(fresh_start(64, 100), WriteLimits{}, t0 + 500ms);
+  auto again = rig.commands();
+  ASSERT_EQ(again.size(), 4u);
+  // The interrupted ones first, in their old order, then those never sent; numbered afresh.
+  EXPECT_TRUE(again[0].write);
+  EXPECT_EQ(again[0].expected_data_transfer_length, 1024u);
+  EXPECT_EQ(again[1].expected_data_transfer_length, 8192u);
+  EXPECT_EQ(again[2].expected_data_transfer_length, 512u);
+  EXPECT_EQ(again[3].expected_data_transfer_length, 512u);
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(again[i].cmd_sn, SerialNumber(1 + i));
+    EXPECT_EQ(again[i].exp_stat_sn, SerialNumber(100));
+  }
+  // c's data comes again from DataSN 0 on the new connection and lands in its buffer.
+  iscsi::DataIn whole;
+  whole.itt = again[1].itt;
+  whole.data_sn = 0;
+  whole.final = whole.status_present = true;
+  whole.stat_sn = SerialNumber(100);
+  whole.exp_cmd_sn = SerialNumber(2);
+  whole.max_cmd_sn = SerialNumber(70);
+  rig.deliver(whole, std::vector<std::byte>(8192, std::byte{0x77}));
+  for (std::size_t i : {0u, 2u, 3u}) rig.answer(again[i]);
+  for (TaskId id : {a, b, c, d, e}) {
+    const TaskOutcome* o = rig.outcome(id);
+    ASSERT_NE(o, nullptr) << "task " << id;
+    EXPECT_FALSE(o->error) << o->error.message();
+    EXPECT_EQ(o->result.status, scsi::Status::good);
+  }
+  EXPECT_EQ(c_buf[0], std::byte{0x77});
+  EXPECT_EQ(c_buf[8191], std::byte{0x77});
+  EXPECT_FALSE(rig.engine.recovering());
+  EXPECT_EQ(rig.engine.itts_in_use(), 0u);
+  EXPECT_EQ(rig.engine.stats().connections_lost, 1u);
+  EXPECT_EQ(rig.engine.stats().recoveries, 1u);
+  EXPECT_EQ(rig.engine.stats().commands_reissued, 2u);  // b and c; d and e went out for the first time
+}
+
+TEST(SessionRecovery, ReplacementTimeoutFailsWaitingAndNewCommandsWithSessionLost) {
+  Rig rig(recovering_config(5s));
+  std::vector<std::byte> buf(512);
+  const TaskId in_flight = rig.read(buf);
+  rig.commands();
+  rig.engine.connection_failed(make_error_code(errc::connection_closed), t0);
+  const TaskId queued = rig.read(buf);
+  rig.engine.on_timer(t0 + 4999ms);
+  rig.drain();
+  EXPECT_FALSE(rig.ended);
+  EXPECT_EQ(rig.outcome(in_flight), nullptr);
+  rig.engine.on_timer(t0 + 5s);
+  rig.drain();
+  ASSERT_TRUE(rig.ended);
+  EXPECT_EQ(*rig.ended, make_error_code(errc::session_lost));
+  for (TaskId id : {in_flight, queued}) {
+    const TaskOutcome* o = rig.outcome(id);
+    ASSERT_NE(o, nullptr);
+    EXPECT_EQ(o->error, make_error_code(errc::session_lost));
+  }
+  ScsiSubmission s;
+  s.cdb.length = 10;
+  auto late = rig.engine.submit(s, t0 + 6s);
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error(), make_error_code(errc::session_lost));
+  EXPECT_EQ(rig.engine.stats().gave_up, 1u);
+  // A login that finishes after giving up changes nothing.
+  rig.engine.on_reconnected(fresh_start(), WriteLimits{}, t0 + 7s);
+  EXPECT_TRUE(rig.commands().empty());
+  EXPECT_FALSE(rig.engine.recovering());
+}
+
+TEST(SessionRecovery, WithoutReplacementTimeoutALostConnectionEndsTheSession) {
+  Rig rig(EngineConfig{});
+  std::vector<std::byte> buf(512);
+  const TaskId id = rig.read(buf);
+  rig.engine.connection_failed(make_error_code(errc::connection_closed), t0);
+  rig.drain();
+  EXPECT_TRUE(rig.lost.empty());
+  ASSERT_TRUE(rig.ended);
+  EXPECT_EQ(*rig.ended, make_error_code(errc::connection_closed));
+  ASSERT_NE(rig.outcome(id), nullptr);
+  EXPECT_EQ(rig.outcome(id)->error, make_error_code(errc::connection_closed));
+}
+
+TEST(SessionRecovery, ReissuedSyncCacheWaitsForTheReissuedWritesBeforeIt) {
+  Rig rig;
+  std::vector<std::byte> w(4096, std::byte{1});
+  const TaskId w1 = rig.write(w);
+  const TaskId w2 = rig.write(w);
+  const TaskId sync = rig.sync_cache();
+  ASSERT_EQ(rig.commands().size(), 3u);
+  rig.engine.connection_failed(make_error_code(errc::connection_closed), t0);
+  rig.engine.on_reconnected(fresh_start(), WriteLimits{}, t0 + 1s);
+  auto again = rig.commands();
+  ASSERT_EQ(again.size(), 2u) << "SYNCHRONIZE CACHE must wait for the writes it covers";
+  EXPECT_TRUE(again[0].write);
+  EXPECT_TRUE(again[1].write);
+  rig.answer(again[0]);
+  EXPECT_TRUE(rig.commands().empty());
+  EXPECT_EQ(rig.outcome(sync), nullptr);
+  rig.answer(again[1]);
+  auto then = rig.commands();
+  ASSERT_EQ(then.size(), 1u);
+  EXPECT_EQ(opcode_of(then[0]), 0x35);
+  EXPECT_EQ(rig.outcome(sync), nullptr) << "acknowledged only after it ran on the new session";
+  rig.answer(then[0]);
+  for (TaskId id : {w1, w2, sync}) {
+    ASSERT_NE(rig.outcome(id), nullptr);
+    EXPECT_FALSE(rig.outcome(id)->error);
+  }
+}
+
+TEST(SessionRecovery, UnitAttentionAfterReinstatementIsRetriedNotSurfaced) {
+  Rig rig;
+  std::vector<std::byte> buf(512);
+  const TaskId id = rig.read(buf);
+  rig.commands();
+  rig.engine.connection_failed(make_error_code(errc::connection_closed), t0);
+  rig.engine.on_reconnected(fresh_start(), WriteLimits{}, t0 + 1s);
+  auto again = rig.commands();
+  ASSERT_EQ(again.size(), 1u);
+  // I_T NEXUS LOSS OCCURRED, then POWER ON OCCURRED: both absorbed.
+  rig.answer(again[0], sense_segment(scsi::SenseKey::unit_attention, 0x29, 0x07));
+  auto second = rig.commands();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(rig.outcome(id), nullptr);
+  rig.answer(second[0], sense_segment(scsi::SenseKey::unit_attention, 0x29, 0x01));
+  auto third = rig.commands();
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_NE(third[0].cmd_sn, second[0].cmd_sn);
+  rig.answer(third[0]);
+  const TaskOutcome* o = rig.outcome(id);
+  ASSERT_NE(o, nullptr);
+  EXPECT_FALSE(o->error);
+  EXPECT_EQ(o->result.status, scsi::Status::good);
+  EXPECT_EQ(rig.engine.stats().unit_attentions_absorbed, 2u);
+
+  // Other sense is the caller's, as before.
+  const TaskId other = rig.read(buf);
+  rig.answer(rig.commands().at(0), sense_segment(scsi::SenseKey::medium_error, 0x11, 0x00));
+  ASSERT_NE(rig.outcome(other), nullptr);
+  EXPECT_EQ(rig.outcome(other)->result.status, scsi::Status::check_condition);
+}
+
+TEST(SessionRecovery, UnitAttentionWithoutReinstatementReachesTheCaller) {
+  Rig rig;
+  std::vector<std::byte> buf(512);
+  const TaskId id = rig.read(buf);
+  rig.answer(rig.commands().at(0), sense_segment(scsi::SenseKey::unit_attention, 0x29, 0x00));
+  const TaskOutcome* o = rig.outcome(id);
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->result.status, scsi::Status::check_condition);
+  EXPECT_EQ(rig.engine.stats().unit_attentions_absorbed, 0u);
+}
+
+TEST(SessionRecovery, UnansweredPingAndAsyncDropRecoverInsteadOfEnding) {
+  EngineConfig c = recovering_config();
+  c.nop_interval = 1s;
+  c.nop_timeout = 500ms;
+  Rig rig(c);
+  rig.engine.on_timer(t0 + 1s);  // ping
+  rig.engine.on_timer(t0 + 1500ms);  // unanswered
+  rig.drain();
+  ASSERT_EQ(rig.lost.size(), 1u);
+  EXPECT_EQ(rig.lost[0], make_error_code(errc::timeout));
+  EXPECT_FALSE(rig.ended);
+  rig.engine.on_reconnected(fresh_start(), WriteLimits{}, t0 + 2s);
+  EXPECT_EQ(rig.engine.next_deadline(), t0 + 3s) << "keepalive starts over on the new connection";
+  iscsi::AsyncMessage drop;
+  drop.event = iscsi::AsyncEvent::drop_connection;
+  rig.deliver(drop, {}, t0 + 2s);
+  ASSERT_EQ(rig.lost.size(), 2u);
+  EXPECT_FALSE(rig.ended);
+  EXPECT_EQ(rig.engine.stats().connections_lost, 2u);
+}
+
+TEST(SessionRecovery, AsyncLogoutRequestLogsOutThenReconnectsKeepingCommands) {
+  Rig rig;
+  std::vector<std::byte> buf(512);
+  const TaskId first = rig.read(buf);
+  const auto cmd = rig.commands().at(0);
+  iscsi::AsyncMessage a;
+  a.event = iscsi::AsyncEvent::logout_request;
+  a.parameter3 = 5;
+  rig.deliver(a);
+  EXPECT_TRUE(rig.engine.accepting());
+  const TaskId waiting = rig.read(buf);  // held back while the logout is under way
+  rig.drain();
+  EXPECT_TRUE(rig.sent.empty()) << "the Logout waits for the command in flight";
+  rig.answer(cmd);
+  rig.drain();
+  ASSERT_EQ(rig.sent.size(), 1u);
+  const auto logout = std::get<iscsi::LogoutRequest>(rig.sent[0]);
+  rig.sent.clear();
+  iscsi::LogoutResponse r;
+  r.itt = logout.itt;
+  r.stat_sn = SerialNumber(11);
+  rig.deliver(r);
+  ASSERT_EQ(rig.lost.size(), 1u);
+  EXPECT_FALSE(rig.ended);
+  rig.engine.on_reconnected(fresh_start(), WriteLimits{}, t0 + 1s);
+  auto again = rig.commands();
+  ASSERT_EQ(again.size(), 1u);
+  rig.answer(again[0]);
+  for (TaskId id : {first, waiting}) {
+    ASSERT_NE(rig.outcome(id), nullptr);
+    EXPECT_FALSE(rig.outcome(id)->error);
+  }
+}
+
+TEST(SessionRecovery, CallerLogoutWhileRecoveringEndsTheSession) {
+  Rig rig;
+  std::vector<std::byte> buf(512);
+  const TaskId id = rig.read(buf);
+  rig.engine.connection_failed(make_error_code(errc::connection_closed), t0);
+  EXPECT_FALSE(rig.engine.logout(t0));
+  rig.drain();
+  ASSERT_TRUE(rig.ended);
+  EXPECT_EQ(*rig.ended, make_error_code(errc::session_closed));
+  ASSERT_NE(rig.outcome(id), nullptr);
+  EXPECT_EQ(rig.outcome(id)->error, make_error_code(errc::session_closed));
+}
+
+TEST(SessionRecovery, TimedOutCommandIsNotSentAgain) {
+  EngineConfig c = recovering_config();
+  c.command_timeout = 100ms;
+  Rig rig(c);
+  std::vector<std::byte> buf(512);
+  const TaskId id = rig.read(buf);
+  rig.commands();
+  rig.engine.on_timer(t0 + 100ms);  // timeout → ABORT TASK
+  ASSERT_NE(rig.outcome(id), nullptr);
+  EXPECT_EQ(rig.outcome(id)->error, make_error_code(errc::timeout));
+  rig.engine.connection_failed(make_error_code(errc::connection_closed), t0 + 200ms);
+  rig.engine.on_reconnected(fresh_start(), WriteLimits{}, t0 + 1s);
+  rig.drain();
+  EXPECT_TRUE(rig.commands().empty());
+  EXPECT_EQ(rig.engine.itts_in_use(), 0u);
+  EXPECT_EQ(rig.outcome(id)->error, make_error_code(errc::timeout));
+}
+
+TEST(SessionRecovery, SessionLostIsFatalAndAnIoErrorForFrontEnds) {
+  const std::error_code lost = make_error_code(errc::session_lost);
+  EXPECT_TRUE(is_fatal(lost));
+  EXPECT_EQ(to_errno(lost), EIO);
+  EXPECT_FALSE(lost.message().empty());
+}
