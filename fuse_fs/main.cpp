@@ -67,6 +67,10 @@ int parse(int argc, char** argv, Config& cfg) {
       ("timeout", "seconds a SCSI command, TCP connect or login may take; a target that stops answering gives EIO "
                   "after at most this long",
        cxxopts::value<double>()->default_value("30"))
+      ("replacement-timeout", "seconds a session waits for a new connection after losing one, its commands "
+                              "held and sent again (each then gets --timeout); 0 = fail at once with EIO and log "
+                              "in again on the next use",
+       cxxopts::value<double>()->default_value("0"))
       ("cache-time", "seconds a directory listing is reused before SendTargets/REPORT LUNS run again (0 = every time)",
        cxxopts::value<double>()->default_value("5"))
       ("attr-timeout", "seconds the kernel may cache names and attributes", cxxopts::value<double>()->default_value("1"))
@@ -125,6 +129,9 @@ int parse(int argc, char** argv, Config& cfg) {
     so.command_timeout = seconds(timeout);
     so.connect_timeout = std::min(so.connect_timeout, seconds(timeout));
     so.login_timeout = std::min(so.login_timeout, seconds(timeout));
+    const double replacement = args["replacement-timeout"].as<double>();
+    if (replacement < 0) return fail_usage("--replacement-timeout must be >= 0");
+    so.replacement_timeout = seconds(replacement);
     cfg.view.portals = cfg.urls;
     cfg.view.cache_time = seconds(cache);
     log::set_level(args["log-level"].as<std::string>());

@@ -12,7 +12,20 @@ NbdError from_errno(int value, std::uint16_t command_flags) noexcept {
     case EPERM:
     case EROFS:
     case EACCES: return NbdError::perm;
-    case EIO: return NbdError::io;
+    case EIO:
+    // The target or the path to it failed (connection closed or reset, the session lost, a command
+    // or ping timed out): the data is unreachable, not the request invalid (issue 11).
+    case ENOTCONN:
+    case ECONNRESET:
+    case ECONNREFUSED:
+    case ECONNABORTED:
+    case EPIPE:
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ENETDOWN:
+    case ECANCELED:
+      return NbdError::io;
     case ENOMEM: return NbdError::nomem;
     // proto.md "Error values": the server SHOULD map EDQUOT and EFBIG to NBD_ENOSPC.
     case ENOSPC:

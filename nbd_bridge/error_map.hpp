@@ -3,6 +3,7 @@
 // in common/scsi (errno_map); this file only maps errno → NBD.
 // Spec: NBD proto.md "Error values" (NBD_ENOSPC for EDQUOT/EFBIG; NBD_ENOTSUP only for FAST_ZERO;
 // NBD_EOVERFLOW only for DF reads or oversize payload-less commands; unknown → NBD_EINVAL).
+// Transport errnos (ENOTCONN, ECONNRESET, ETIMEDOUT, EPIPE, …) are I/O errors: NBD_EIO.
 #pragma once
 
 #include <cstdint>

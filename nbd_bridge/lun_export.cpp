@@ -2,23 +2,19 @@
 #include "nbd_bridge/lun_export.hpp"
 
 #include <algorithm>
+#include <cerrno>
 
+#include "iserkit/common/errors.hpp"
 #include "iserkit/initiator/errors.hpp"
 
 namespace iserkit::nbd {
-namespace {
-
-std::error_code as_errno(const std::error_code& ec) {
+std::error_code LunExport::as_errno(const std::error_code& ec) const noexcept {
   if (!ec) return {};
-  return {initiator::to_errno(ec), std::generic_category()};
+  const int e = initiator::to_errno(ec);
+  // proto.md "Error values": NBD_ESHUTDOWN while the server shuts down.
+  if (shutting_down_ && (e == ENOTCONN || ec == make_error_code(errc::session_lost))) return {ESHUTDOWN, std::generic_category()};
+  return {e, std::generic_category()};
 }
-
-template <class T>
-std::error_code as_errno(const Result<T>& r) {
-  return r ? std::error_code{} : as_errno(r.error());
-}
-
-}  // namespace
 
 LunExport::LunExport(initiator::LunHandle lun, LunExportOptions options)
     : lun_(std::move(lun)), options_(std::move(options)), block_size_(lun_.info().capacity.block_size_bytes) {}

@@ -30,6 +30,9 @@ class LunExport final : public Export {
   /// The session's pool (registered memory on iSER): request buffers then go to the target as
   /// STags without a copy.
   [[nodiscard]] BufferPool* buffer_pool() const noexcept override { return &lun_.session()->buffer_pool(); }
+  /// From now on a request that fails for want of the session (closed, lost, logged out) reports
+  /// ESHUTDOWN (NBD_ESHUTDOWN, proto.md: the server is shutting down) instead of its errno.
+  void set_shutting_down() noexcept { shutting_down_ = true; }
   /// READ: offset/length are multiples of the LUN's block size (min_block_size). Errors: errno of
   /// the SCSI sense or transport failure (EIO, ENOTCONN, ETIMEDOUT…).
   Awaitable<std::error_code> read(std::uint64_t offset_bytes, ByteSpan dest) override;
@@ -48,7 +51,14 @@ class LunExport final : public Export {
 
   initiator::LunHandle lun_;
   LunExportOptions options_;
+  std::error_code as_errno(const std::error_code& ec) const noexcept;
+  template <class T>
+  std::error_code as_errno(const Result<T>& r) const noexcept {
+    return r ? std::error_code{} : as_errno(r.error());
+  }
+
   std::uint32_t block_size_;
+  bool shutting_down_ = false;
 };
 
 }  // namespace iserkit::nbd

@@ -5,10 +5,19 @@
 // The session runs over TCP (iscsi://) or iSER (iser://, RFC 7145); --transport overrides. NBD
 // payload buffers come from the session's pool, so over iSER they are the registered memory the
 // target RDMA-reads and -writes: no copy in user space (counted, printed at exit).
+// RECOVERY: the session rides through a lost connection (target restart, network loss, a target
+// frozen past the NOP-Out ping timeout) for --replacement-timeout seconds: requests wait and are
+// sent again. After that it gives up: --on-give-up error keeps serving and fails every request
+// with NBD_EIO; --on-give-up exit exits with status 3 so a supervisor restarts the bridge. Where it
+// stands (connected / recovering since / gave up, counters) goes to --stats-file on every change
+// and at exit, and to stderr on SIGUSR1.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <cxxopts.hpp>
 
@@ -25,7 +34,10 @@ namespace {
 
 using namespace iserkit;
 
+enum class OnGiveUp { error, exit };
+
 struct Config {
+  OnGiveUp on_give_up = OnGiveUp::error;
   initiator::Url url;
   std::string socket_path;
   std::string listen;
@@ -34,6 +46,85 @@ struct Config {
   bool read_only = false;
   std::string stats_file;
   initiator::SessionOptions session;
+};
+
+/// Where the bridge stands, for --stats-file and SIGUSR1. Lives on the io_context thread.
+struct BridgeStatus {
+  enum class State { connecting, connected, recovering, gave_up, stopped };
+  State state = State::connecting;
+  std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
+  std::string stats_file;
+  std::weak_ptr<initiator::Session> session;
+  std::function<void()> exit_on_give_up;  // set with --on-give-up exit
+
+  static const char* name(State s) {
+    switch (s) {
+      case State::connecting: return "connecting";
+      case State::connected: return "connected";
+      case State::recovering: return "recovering";
+      case State::gave_up: return "gave_up";
+      case State::stopped: return "stopped";
+    }
+    return "unknown";
+  }
+  static std::string utc(std::chrono::system_clock::time_point t) {
+    const std::time_t tt = std::chrono::system_clock::to_time_t(t);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+  }
+  /// key=value lines: state, since (UTC), the session's recovery counters, copied payload bytes.
+  std::string text() const {
+    std::ostringstream o;
+    o << "state=" << name(state) << "\nsince=" << utc(since) << "\n";
+    if (auto s = session.lock()) {
+      const auto& st = s->stats();
+      o << "connections_lost=" << st.connections_lost << "\nreconnect_attempts=" << st.reconnect_attempts
+        << "\nrecoveries=" << st.recoveries << "\ncommands_reissued=" << st.commands_reissued
+        << "\ncommands_sent=" << st.commands_sent << "\n";
+    }
+    o << "copied_payload_bytes=" << copied_payload_bytes() << "\n";
+    return o.str();
+  }
+  /// One line for SIGUSR1.
+  std::string line() const {
+    std::string t = text();
+    for (auto& c : t)
+      if (c == '\n') c = ' ';
+    return "iserkit-nbd: status: " + t;
+  }
+  void write() const {
+    if (stats_file.empty()) return;
+    // Write then rename, so a reader never sees half a file.
+    const std::string tmp = stats_file + ".tmp";
+    { std::ofstream(tmp) << text(); }
+    std::rename(tmp.c_str(), stats_file.c_str());
+  }
+  void set(State s) {
+    state = s;
+    since = std::chrono::system_clock::now();
+    write();
+  }
+  void on_event(const initiator::SessionEvent& e) {
+    using K = initiator::SessionEvent::Kind;
+    switch (e.kind) {
+      case K::connection_lost:
+        std::cerr << "iserkit-nbd: connection lost (" << e.error.message() << "): recovering\n";
+        set(State::recovering);
+        break;
+      case K::recovered:
+        std::cerr << "iserkit-nbd: recovered after " << e.attempts << " login attempt(s)\n";
+        set(State::connected);
+        break;
+      case K::gave_up:
+        std::cerr << "iserkit-nbd: gave up: " << e.error.message() << "\n";
+        set(State::gave_up);
+        if (exit_on_give_up) exit_on_give_up();
+        break;
+    }
+  }
 };
 
 // Splits "host:port", "[v6]:port" or ":port".
@@ -53,8 +144,9 @@ bool split_host_port(const std::string& s, std::string& host, std::uint16_t& por
   return true;
 }
 
-Awaitable<int> run(asio::io_context& io, Config cfg) {
+Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatus> status) {
   auto ex = co_await asio::this_coro::executor;
+  cfg.session.on_event = [status](const initiator::SessionEvent& e) { status->on_event(e); };
   auto session = co_await initiator::Session::connect(ex, cfg.url, cfg.session);
   if (!session) {
     std::cerr << "iserkit-nbd: login: " << session.error().message() << ": url=" << initiator::format_url(cfg.url)
@@ -62,6 +154,8 @@ Awaitable<int> run(asio::io_context& io, Config cfg) {
     co_return 1;
   }
   log::info("iserkit-nbd: logged in over {}", (*session)->transport() == datamover::Transport::iser ? "iSER" : "TCP");
+  status->session = *session;
+  status->set(BridgeStatus::State::connected);
   const auto lun_index = cfg.url.lun.value_or(0);
   auto lun = co_await initiator::LunHandle::open(*session, scsi::Lun::from_index(lun_index));
   if (!lun) {
@@ -115,11 +209,20 @@ Awaitable<int> run(asio::io_context& io, Config cfg) {
   }
 
   asio::signal_set signals(ex, SIGINT, SIGTERM);
-  boost::system::error_code ec;
-  co_await signals.async_wait(use_awaitable_ec(ec));
+  signals.add(SIGUSR1);
+  while (true) {
+    boost::system::error_code ec;
+    const int signal = co_await signals.async_wait(use_awaitable_ec(ec));
+    if (ec) break;
+    if (signal != SIGUSR1) break;
+    std::cerr << status->line() << std::endl;
+    status->write();
+  }
   log::info("iserkit-nbd: shutting down");
+  exported->set_shutting_down();  // requests failing from here on get NBD_ESHUTDOWN
   server.stop();
   co_await (*session)->logout();
+  status->set(BridgeStatus::State::stopped);
   co_return 0;
 }
 
@@ -140,7 +243,19 @@ int main(int argc, char** argv) {
       ("digest", "header and data digests to offer: none or crc32c", cxxopts::value<std::string>()->default_value("none"))
       ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
        cxxopts::value<std::string>()->default_value("url"))
-      ("stats-file", "at exit, write counters (copied_payload_bytes=N) to PATH", cxxopts::value<std::string>())
+      ("stats-file", "write the status (state=connected|recovering|gave_up, since=UTC, recovery counters, "
+                     "copied_payload_bytes=N) to PATH on every change and at exit", cxxopts::value<std::string>())
+      ("replacement-timeout", "seconds to wait for a new connection after losing one (requests wait and are sent "
+                              "again); then requests fail with EIO; 0 = fail at once",
+       cxxopts::value<double>()->default_value("120"))
+      ("on-give-up", "after the replacement timeout: error (keep serving, fail requests with EIO) or exit "
+                     "(exit with status 3, for a supervisor to restart)",
+       cxxopts::value<std::string>()->default_value("error"))
+      ("nop-interval", "seconds of silence from the target before a NOP-Out ping (0 = never); a frozen target "
+                       "is noticed after this plus --nop-timeout",
+       cxxopts::value<double>()->default_value("5"))
+      ("nop-timeout", "seconds a ping may stay unanswered before the connection counts as lost",
+       cxxopts::value<double>()->default_value("5"))
       ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
       ("version", "print the version")
       ("h,help", "print this help");
@@ -187,6 +302,23 @@ int main(int argc, char** argv) {
     }
     cfg.session.transport = *transport;
     if (args.count("stats-file")) cfg.stats_file = args["stats-file"].as<std::string>();
+    const double replacement = args["replacement-timeout"].as<double>();
+    const double nop_interval = args["nop-interval"].as<double>();
+    const double nop_timeout = args["nop-timeout"].as<double>();
+    if (replacement < 0 || nop_interval < 0 || nop_timeout <= 0) {
+      std::cerr << "iserkit-nbd: --replacement-timeout and --nop-interval must be >= 0, --nop-timeout > 0\n";
+      return 2;
+    }
+    using ms = std::chrono::milliseconds;
+    cfg.session.replacement_timeout = ms(static_cast<std::int64_t>(replacement * 1000));
+    cfg.session.nop_interval = ms(static_cast<std::int64_t>(nop_interval * 1000));
+    cfg.session.nop_timeout = ms(static_cast<std::int64_t>(nop_timeout * 1000));
+    const auto give_up = args["on-give-up"].as<std::string>();
+    if (give_up != "error" && give_up != "exit") {
+      std::cerr << "iserkit-nbd: --on-give-up wants error or exit\n";
+      return 2;
+    }
+    cfg.on_give_up = give_up == "exit" ? OnGiveUp::exit : OnGiveUp::error;
     log::set_level(args["log-level"].as<std::string>());
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "iserkit-nbd: " << e.what() << "\n";
@@ -195,15 +327,23 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   asio::io_context io(1);
   int rc = 1;
-  const std::string stats_file = cfg.stats_file;
-  asio::co_spawn(io, run(io, std::move(cfg)), [&](std::exception_ptr e, int r) {
-    rc = e ? 1 : r;
+  auto status = std::make_shared<BridgeStatus>();
+  status->stats_file = cfg.stats_file;
+  if (cfg.on_give_up == OnGiveUp::exit) {
+    status->exit_on_give_up = [&] {
+      std::cerr << "iserkit-nbd: exiting (--on-give-up exit)\n";
+      rc = 3;
+      io.stop();
+    };
+  }
+  asio::co_spawn(io, run(io, std::move(cfg), status), [&](std::exception_ptr e, int r) {
+    if (rc != 3) rc = e ? 1 : r;
     io.stop();
   });
   io.run();
   // Payload bytes our code copied in user space (copy_counter.hpp): NBD buffers go to the target
   // as Data-Out / come back as Data-In (TCP) or are RDMA-read / -written in place (iSER).
   std::cerr << "iserkit-nbd: copied payload bytes: " << copied_payload_bytes() << "\n";
-  if (!stats_file.empty()) std::ofstream(stats_file) << "copied_payload_bytes=" << copied_payload_bytes() << "\n";
+  status->write();
   return rc;
 }

@@ -36,6 +36,14 @@ TEST(NbdErrorMap, NotsupAndOverflowDependOnFlags) {
   EXPECT_EQ(to_nbd_error(e(std::errc::value_too_large), command_flag::df), NbdError::overflow);
 }
 
+// Issue 11: a target that went away is an I/O error, never "invalid argument".
+TEST(NbdErrorMap, TransportErrorsAreIoErrors) {
+  for (int value : {ENOTCONN, ECONNRESET, ECONNREFUSED, ECONNABORTED, EPIPE, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH,
+                    ENETDOWN, ECANCELED})
+    EXPECT_EQ(to_nbd_error(std::error_code(value, std::generic_category())), NbdError::io) << value;
+  EXPECT_EQ(to_nbd_error(make_error_code(errc::session_lost)), NbdError::io);
+}
+
 TEST(NbdErrorMap, OtherCategoriesNeverMapToSuccess) {
   EXPECT_NE(to_nbd_error(make_error_code(errc::timeout)), NbdError::ok);
   EXPECT_NE(to_nbd_error(make_error_code(errc::scsi_error)), NbdError::ok);
