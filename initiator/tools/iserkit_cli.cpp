@@ -272,6 +272,9 @@ int main(int argc, char** argv) {
      cxxopts::value<std::uint64_t>()->default_value("0"))
     ("nop-timeout", "ms a ping may stay unanswered before the connection is declared dead",
      cxxopts::value<std::uint64_t>()->default_value("10000"))
+    ("replacement-timeout", "seconds to wait for a new connection after losing one (commands wait and are sent "
+                            "again; 0 = fail at once)",
+     cxxopts::value<double>()->default_value("120"))
     ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
      cxxopts::value<std::string>()->default_value("url"))
     ("command", "discover|inquiry|readcap|read|write", cxxopts::value<std::string>())
@@ -298,6 +301,9 @@ int main(int argc, char** argv) {
     c.options.command_timeout = std::chrono::milliseconds(args["timeout"].as<std::uint64_t>());
     c.options.nop_interval = std::chrono::milliseconds(args["nop-interval"].as<std::uint64_t>());
     c.options.nop_timeout = std::chrono::milliseconds(args["nop-timeout"].as<std::uint64_t>());
+    const double replacement = args["replacement-timeout"].as<double>();
+    if (replacement < 0) return error("iserkit", "bad option", "--replacement-timeout must be >= 0");
+    c.options.replacement_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(replacement * 1000));
     if (args.count("chap-user")) c.options.chap.user = args["chap-user"].as<std::string>();
     if (args.count("secret-file")) c.options.chap.secret = read_secret(args["secret-file"].as<std::string>());
     if (args.count("target-user")) c.options.chap.target_user = args["target-user"].as<std::string>();
