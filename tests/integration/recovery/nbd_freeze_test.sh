@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # iserkit-target frozen (SIGSTOP: the TCP connection stays up, nothing answers) under I/O through
 # iserkit-nbd (--nop-interval 1 --nop-timeout 1, so a frozen target is noticed within 2 s):
-#  - frozen for 3 s with --replacement-timeout 10: fio write + verify resumes and ends with no error;
+#  - frozen for 3 s with --replacement-timeout 10: fio write + verify resumes and ends with no error,
+#    the writes stuck on the frozen connection having been sent again on the new one;
 #  - frozen for good with --replacement-timeout 3: every request in flight, and every later one,
 #    fails with EIO (never EINVAL) within 2 s (detection) + 3 s (replacement timeout) + 4 s of stated
 #    slack (backoff, scheduling on a loaded machine); none hangs; the status file says gave_up;
@@ -31,8 +32,10 @@ while kill -0 $fio_pid 2>/dev/null; do
 done
 wait $fio_pid || fail "fio failed: $(grep -iE 'err|verify' "$tmp/fio.log" | head -5)"
 grep -q "err= 0" "$tmp/fio.log" || fail "fio reported errors"
-echo "  fio ok; bridge: state=$(stat_of short state) connections_lost=$(stat_of short connections_lost) recoveries=$(stat_of short recoveries)"
+echo "  fio ok; bridge: state=$(stat_of short state) connections_lost=$(stat_of short connections_lost) recoveries=$(stat_of short recoveries) reissued=$(stat_of short commands_reissued)"
 [[ $(stat_of short state) == connected ]] || fail "the bridge did not end up connected"
+# fio kept writing while the target was frozen: those requests were on the dead connection.
+(($(stat_of short commands_reissued) >= 1)) || fail "no command was sent again after the recovery"
 kill -TERM $bridge_pid; wait $bridge_pid || fail "iserkit-nbd exited with $?"
 
 echo "== frozen longer than the replacement timeout"
