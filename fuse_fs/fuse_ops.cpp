@@ -21,9 +21,13 @@
 // libfuse reuses as soon as the operation returns. So for LUN writes the worker waits (on a
 // future, not holding any lock) until the coroutine on the loop has finished with the buffer, then
 // replies itself. The data goes from libfuse's buffer straight into the Data-Out PDUs (aligned
-// writes) — no copy on our side; concurrency for writes is the number of workers (libfuse starts
-// more, up to --max-threads, when all are busy). Reads are the reverse: the loop reads into a
-// pooled buffer and fuse_reply_buf() sends from it.
+// writes) — no copy on our side over TCP (over iSER the session bounces it: libfuse's buffer is
+// not registered); concurrency for writes is the number of workers (libfuse starts more, up to
+// --max-threads, when all are busy). With --splice-writes a payload of a page or more waits in
+// libfuse's per-thread pipe instead: the worker leases a buffer from the LUN's session pool (a
+// round trip to the loop), read(2)s the payload into it and hands the WRITE to the loop, which
+// replies — the worker is free at once and no copy of ours happens on any transport. Reads are
+// the reverse: the loop reads into a pooled buffer and fuse_reply_buf() sends from it.
 //
 // Readdir serves a snapshot taken in opendir (on the loop), so the worker needs no shared state.
 // Objects a request leaves behind (open files, directory snapshots) are freed on the loop thread.
@@ -43,6 +47,7 @@
 #include <vector>
 
 #include "fuse_fs/lun_io.hpp"
+#include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
 
 namespace iserkit::fuse_fs {
@@ -399,28 +404,13 @@ Awaitable<void> do_rescan(FuseContext& c, fuse_req_t req, std::size_t size) {
   fuse_reply_write(req, size);
 }
 
-void op_write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
-  auto& c = ctx(req);
-  auto* f = reinterpret_cast<OpenFile*>(fi->fh);
-  if (f->kind == NodeKind::rescan) {
-    spawn(c, req, do_rescan(c, req, size));
-    return;
-  }
-  if (f->kind != NodeKind::lun || off < 0) {
-    fuse_reply_err(req, f->kind != NodeKind::lun ? EBADF : EINVAL);
-    return;
-  }
-  if (c.options.read_only) {
-    fuse_reply_err(req, EROFS);
-    return;
-  }
-  // Zero copy: `buf` is libfuse's receive buffer, valid only until we return; wait here (a worker,
-  // not the loop) until the WRITE is done with it. See THREAD MODEL.
+// Writes `data` (libfuse's receive buffer, valid only until the operation returns) and waits here
+// — a worker, not the loop — until the WRITE is done with it; replies from the worker.
+void write_in_place(FuseContext& c, fuse_req_t req, const OpenFile& f, std::span<const std::byte> data, off_t off) {
   std::promise<Result<std::size_t>> done;
   auto result = done.get_future();
-  const std::span<const std::byte> data(reinterpret_cast<const std::byte*>(buf), size);
   c.in_flight.fetch_add(1);
-  asio::co_spawn(c.view.executor(), lun_write(c.view, f->lun, static_cast<std::uint64_t>(off), data, f->fua),
+  asio::co_spawn(c.view.executor(), lun_write(c.view, f.lun, static_cast<std::uint64_t>(off), data, f.fua),
                  [&c, &done](std::exception_ptr e, Result<std::size_t> r) {
                    c.in_flight.fetch_sub(1);  // before set_value: the worker may return at once
                    done.set_value(e ? Result<std::size_t>(fail(std::make_error_code(std::errc::not_enough_memory)))
@@ -432,6 +422,77 @@ void op_write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t of
   } else {
     fuse_reply_write(req, *r);
   }
+}
+
+// A WRITE whose payload is in a buffer of ours: runs on the loop and replies from there.
+Awaitable<void> do_write_owned(FuseContext& c, fuse_req_t req, std::shared_ptr<LunState> lun, std::uint64_t off,
+                               PooledBuffer payload, bool fua) {
+  auto r = co_await lun_write(c.view, std::move(lun), off, payload.bytes(), fua);
+  if (!r) {
+    fuse_reply_err(req, fuse_errno(r.error()));
+  } else {
+    fuse_reply_write(req, *r);
+  }
+}
+
+// Leases a payload buffer from the LUN's session pool (on the loop; the worker waits).
+Result<PooledBuffer> lease_payload(FuseContext& c, std::shared_ptr<LunState> lun, std::size_t size) {
+  std::promise<Result<PooledBuffer>> done;
+  auto result = done.get_future();
+  asio::co_spawn(c.view.executor(), lun_payload_buffer(c.view, std::move(lun), size),
+                 [&done](std::exception_ptr e, Result<PooledBuffer> r) {
+                   done.set_value(e ? Result<PooledBuffer>(fail(std::make_error_code(std::errc::not_enough_memory)))
+                                    : std::move(r));
+                 });
+  return result.get();
+}
+
+void op_write_buf(fuse_req_t req, fuse_ino_t, fuse_bufvec* bufv, off_t off, fuse_file_info* fi) {
+  auto& c = ctx(req);
+  auto* f = reinterpret_cast<OpenFile*>(fi->fh);
+  const std::size_t size = fuse_buf_size(bufv);
+  if (f->kind == NodeKind::rescan) {
+    spawn(c, req, do_rescan(c, req, size));  // the content does not matter; libfuse drains its pipe
+    return;
+  }
+  if (f->kind != NodeKind::lun || off < 0) {
+    fuse_reply_err(req, f->kind != NodeKind::lun ? EBADF : EINVAL);
+    return;
+  }
+  if (c.options.read_only) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  const fuse_buf& first = bufv->buf[bufv->idx];
+  const bool in_pipe = (first.flags & FUSE_BUF_IS_FD) != 0;
+  if (!in_pipe && bufv->count - bufv->idx == 1) {
+    // libfuse read the request into its own memory (no splice, or a write under a page): write
+    // from there (zero copy over TCP; over iSER the session bounces it, counted).
+    write_in_place(c, req, *f, {static_cast<const std::byte*>(first.mem) + bufv->off, size}, off);
+    return;
+  }
+  // The payload still waits in libfuse's pipe (--splice-writes): read(2) it straight into a buffer
+  // of the LUN's session pool — registered memory on iSER — so no copy of ours happens on any
+  // transport, and the worker is free at once: the loop writes and replies.
+  auto payload = lease_payload(c, f->lun, size);
+  if (!payload) {
+    fuse_reply_err(req, fuse_errno(payload.error()));
+    return;
+  }
+  fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
+  dst.buf[0].mem = payload->data();
+  const ssize_t n = fuse_buf_copy(&dst, bufv, static_cast<fuse_buf_copy_flags>(0));
+  if (n < 0 || static_cast<std::size_t>(n) != size) {
+    log::warn("fuse: write: payload from the FUSE pipe: {} of {} bytes", n, size);
+    fuse_reply_err(req, EIO);
+    return;
+  }
+  if (in_pipe) {
+    c.spliced_writes.fetch_add(1, std::memory_order_relaxed);  // read(2) from the pipe: a kernel copy
+  } else {
+    count_payload_copy(size);  // several memory pieces (libfuse 3.14 never hands these): a copy of ours
+  }
+  spawn(c, req, do_write_owned(c, req, f->lun, static_cast<std::uint64_t>(off), std::move(*payload), f->fua));
 }
 
 void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
@@ -547,7 +608,14 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 void op_setxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { fuse_reply_err(req, ENOTSUP); }
 void op_removexattr(fuse_req_t req, fuse_ino_t, const char*) { fuse_reply_err(req, ENOTSUP); }
 
-void op_init(void*, fuse_conn_info* conn) {
+void op_init(void* userdata, fuse_conn_info* conn) {
+  // Splice from /dev/fuse only when asked (--splice-writes; libfuse turns it on by default once a
+  // write_buf handler exists). See README "Write payload" for what it costs and saves.
+  if (static_cast<FuseContext*>(userdata)->options.splice_writes && (conn->capable & FUSE_CAP_SPLICE_READ)) {
+    conn->want |= FUSE_CAP_SPLICE_READ;
+  } else {
+    conn->want &= ~FUSE_CAP_SPLICE_READ;
+  }
   // FOPEN-less O_TRUNC: shells' "echo > .rescan" and tools opening a LUN with O_TRUNC behave as on
   // a block device (the flag is ignored) instead of failing a truncate.
   if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
@@ -556,6 +624,12 @@ void op_init(void*, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;  // write-through: fsync and O_DIRECT mean what they say
   conn->max_write = 1024 * kib;             // libfuse caps this at its receive buffer (1 MiB)
+  if (conn->want & FUSE_CAP_SPLICE_READ) {
+    // libfuse splices only into a pipe that holds max_write + 4 KiB; 1 MiB + 4 KiB rounds to a
+    // 2 MiB pipe, beyond the default fs.pipe-max-size (1 MiB) without CAP_SYS_RESOURCE, and libfuse
+    // would silently never splice. 512 KiB is also the iSER default transfer size per command.
+    conn->max_write = 512 * kib;
+  }
   conn->max_readahead = std::min<unsigned>(conn->max_readahead, 1024 * kib);
   conn->max_background = 64;                // readahead and async direct I/O requests in flight
   conn->congestion_threshold = 48;
@@ -578,7 +652,7 @@ const fuse_lowlevel_ops& fuse_operations() noexcept {
     o.open = op_open;
     o.create = op_create;
     o.read = op_read;
-    o.write = op_write;
+    o.write_buf = op_write_buf;
     o.flush = op_flush;
     o.release = op_release;
     o.fsync = op_fsync;

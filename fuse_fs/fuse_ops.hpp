@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <ctime>
 
 #include <fuse_lowlevel.h>
@@ -23,6 +24,10 @@ struct MountOptions {
   uid_t uid = 0;            ///< owner shown for every node (the mounting user)
   gid_t gid = 0;
   std::timespec mount_time{};  ///< atime/mtime/ctime shown for every node
+  /// Ask libfuse to splice requests from /dev/fuse (FUSE_CAP_SPLICE_READ), so WRITE payload of a
+  /// page or more stays in its pipe and is read(2) straight into a session-pool buffer (no copy of
+  /// ours on iSER either). Off by default: see fuse_fs/README.md "Write payload".
+  bool splice_writes = false;
 };
 
 /// Everything the operations need; the session's userdata. The view is used on its executor only.
@@ -33,6 +38,8 @@ struct FuseContext {
   /// Requests handed to the loop and not yet replied to (main.cpp waits for 0 before destroying
   /// the FUSE session).
   std::atomic<int> in_flight{0};
+  /// WRITEs whose payload came through libfuse's pipe into a session-pool buffer (splice_writes).
+  std::atomic<std::uint64_t> spliced_writes{0};
 };
 
 /// The operations table (static storage).

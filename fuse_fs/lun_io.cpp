@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/initiator/errors.hpp"
@@ -69,6 +70,17 @@ Awaitable<Result<ReadData>> lun_read(PortalView& view, std::shared_ptr<LunState>
   out.skip = static_cast<std::size_t>(offset - first * bs);
   out.length = static_cast<std::size_t>(n);
   co_return out;
+}
+
+Awaitable<Result<PooledBuffer>> lun_payload_buffer(PortalView& view, std::shared_ptr<LunState> lun,
+                                                   std::size_t size) {
+  auto h = co_await view.handle(*lun);
+  if (!h) co_return fail(h.error());
+  try {
+    co_return h->session()->buffer_pool().allocate(size);
+  } catch (const std::bad_alloc&) {
+    co_return fail(std::make_error_code(std::errc::not_enough_memory));
+  }
 }
 
 Awaitable<Result<std::size_t>> lun_write(PortalView& view, std::shared_ptr<LunState> lun, std::uint64_t offset,

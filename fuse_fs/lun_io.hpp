@@ -37,6 +37,12 @@ struct ReadData {
 Awaitable<Result<ReadData>> lun_read(PortalView& view, std::shared_ptr<LunState> lun, std::uint64_t offset_bytes,
                                      std::size_t size);
 
+/// Leases `size` bytes for write payload from the pool of the LUN's session
+/// (Session::buffer_pool(): registered memory on iSER), so a WRITE from it needs no bounce copy on
+/// any transport. The caller fills it, then passes it to lun_write(). Errors: the LUN's handle
+/// errors (PortalView::handle); std::errc::not_enough_memory.
+Awaitable<Result<PooledBuffer>> lun_payload_buffer(PortalView& view, std::shared_ptr<LunState> lun, std::size_t size);
+
 /// Writes `data` at `offset_bytes` (FUA when `fua`, for O_DSYNC opens; SBC-4 §5.43). Returns the
 /// bytes written (less than data.size() when the write reaches the end of the LUN). Errors:
 /// std::errc::no_space_on_device when offset_bytes ≥ capacity; SCSI/transport errors.

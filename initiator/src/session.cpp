@@ -32,7 +32,6 @@
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/initiator/errors.hpp"
-#include "iser_buffers.hpp"
 #include "login_io.hpp"
 #include "session_engine.hpp"
 #include "session_start.hpp"
@@ -56,7 +55,6 @@ struct Session::Impl final : datamover::DataPlacement {
   asio::any_io_executor ex;
   // Shared: a loop still awaiting the previous connection keeps it alive until it returns.
   std::shared_ptr<datamover::Datamover> dm;
-  bool rdma_data = dm->capabilities().rdma_data;  // iSER: the target moves data by RDMA
   SessionOptions options;
   iscsi::OperationalParameters params;
   std::string target_name;
@@ -290,21 +288,24 @@ struct Session::Impl final : datamover::DataPlacement {
     if (!req.data_in.empty() && !req.data_out.empty()) co_return fail(errc::invalid_argument);
     if (req.data_in.size() > 0xffffffffu || req.data_out.size() > 0xffffffffu) co_return fail(errc::invalid_argument);
     if (!engine.accepting()) co_return fail(engine.error() ? engine.error() : make_error_code(errc::session_closed));
-    RdmaBuffers rdma;  // iSER: registered views of the caller's buffers (STags, RFC 7145 §9.2)
-    if (rdma_data) rdma.prepare(dm->buffer_pool(), req);
+    // The transport's view of the buffers (iSER: registered memory whose STags the command
+    // carries, RFC 7145 §9.2; TCP: the spans as they are). Lives until the task's PDUs were sent.
+    auto data = dm->prepare_task_data(req.data_in, req.data_out);
+    if (!data) co_return fail(data.error());
     ScsiSubmission s{.lun = req.lun,
                      .cdb = req.cdb,
-                     .data_in = req.data_in,
-                     .data_out = req.data_out,
+                     .data_in = data->data_in(),
+                     .data_out = data->data_out(),
                      .attribute = req.attribute,
                      .timeout = req.timeout,
-                     .read_buffers = req.read_buffers,
-                     .write_buffers = req.write_buffers};
+                     .task_data = &*data};
     auto id = engine.submit(s, Clock::now());
     if (!id) co_return fail(id.error());
     TaskOutcome o = co_await await_task(*id);
     if (o.error) co_return fail(o.error);
-    if (rdma_data) rdma.finish(o.result);
+    // The read data that came: the buffer less an underflow residual (RFC 7143 §11.4.5.1).
+    const std::size_t residual = o.result.residual_overflow ? 0 : o.result.residual_bytes;
+    data->finish(req.data_in.size() - std::min(req.data_in.size(), residual));
     (void)self;
     co_return o.result;
   }
@@ -352,9 +353,14 @@ std::shared_ptr<Session> start_session(asio::any_io_executor ex, std::unique_ptr
   config.request_timeout = options.login_timeout;
   config.nop_interval = options.nop_interval;
   config.nop_timeout = options.nop_timeout;
-  config.fail_session_on_timeout = dm->capabilities().rdma_data;
-  // Without a way to log in again a lost connection ends the session.
-  config.replacement_timeout = reconnect ? options.replacement_timeout : std::chrono::milliseconds(0);
+  config.fail_session_on_timeout = dm->capabilities().exposes_task_buffers;
+  // Without a way to log in again a lost connection ends the session. Over iSER neither: a
+  // re-issued command would carry the STags of the lost connection's registrations (its TaskData
+  // belongs to the old datamover), and the caller's pool buffers are registered there too; until
+  // recovery re-registers them (issue 13, device loss), an iSER session fails as before.
+  config.replacement_timeout = reconnect && !dm->capabilities().exposes_task_buffers
+                                   ? options.replacement_timeout
+                                   : std::chrono::milliseconds(0);
   log::debug("session: logged in: target={} peer={} ImmediateData={} InitialR2T={} FirstBurstLength={} "
              "MaxBurstLength={} MaxRecvDataSegmentLength(target)={} window=[{},{}]",
              target_name, dm->peer(), p.immediate_data, p.initial_r2t, p.first_burst_length, p.max_burst_length,
@@ -489,7 +495,7 @@ asio::any_io_executor Session::executor() const { return impl_->ex; }
 const SessionStats& Session::stats() const noexcept { return impl_->engine.stats(); }
 datamover::Transport Session::transport() const noexcept { return impl_->dm->transport(); }
 std::uint32_t Session::max_transfer_bytes() const noexcept {
-  return impl_->rdma_data ? impl_->options.iser_max_transfer_bytes : 0;
+  return impl_->dm->capabilities().max_transfer_bytes;
 }
 BufferPool& Session::buffer_pool() const noexcept { return impl_->dm->buffer_pool(); }
 

@@ -437,8 +437,7 @@ void SessionEngine::dispatch(Task& t, TimePoint now) {
     ++stats_.commands_reissued;
   }
   OutgoingPdu out{datamover::make_pdu(cmd, c.data_out.first(immediate)), t.id};
-  out.pdu.read_buffers = c.read_buffers;
-  out.pdu.write_buffers = c.write_buffers;
+  out.pdu.task_data = c.task_data;
   actions_.pdus.push_back(std::move(out));
   ++stats_.commands_sent;
   stats_.data_out_bytes_sent += immediate;

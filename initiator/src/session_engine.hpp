@@ -82,8 +82,9 @@ struct EngineConfig {
   std::chrono::milliseconds request_timeout{15000};  ///< TMF, text and Logout requests
   std::chrono::milliseconds nop_interval{0};       ///< keepalive: silence before a NOP-Out ping; 0 = off
   std::chrono::milliseconds nop_timeout{10000};    ///< how long a ping may stay unanswered
-  /// A timed-out command ends the session (iSER: the target could still RDMA into the buffer the
-  /// caller gets back; only closing the connection makes that impossible).
+  /// A timed-out command ends the session (set from Capabilities::exposes_task_buffers — iSER: the
+  /// target could still RDMA into the buffer the caller gets back; only closing the connection
+  /// makes that impossible).
   bool fail_session_on_timeout = false;
   /// How long the session waits for a new connection after losing one, with the commands queued;
   /// 0 = a lost connection ends the session (every task fails with the connection's error).
@@ -109,8 +110,9 @@ struct ScsiSubmission {
   std::span<const std::byte> data_out;  ///< write buffer, bytes; may be empty
   iscsi::TaskAttribute attribute = iscsi::TaskAttribute::simple;
   std::chrono::milliseconds timeout{0};  ///< 0 = EngineConfig::command_timeout
-  const SgList* read_buffers = nullptr;   ///< iSER: registered views (RFC 7145 §9.2); passed through
-  const SgList* write_buffers = nullptr;
+  /// The datamover's descriptor of these buffers (Datamover::prepare_task_data()), passed through
+  /// to the SCSI Command PDU (PduOut::task_data); null = none. Same lifetime as the spans.
+  const datamover::TaskData* task_data = nullptr;
 };
 
 /// A PDU to send, in order. `borrower` is the task whose buffer the data segment points into

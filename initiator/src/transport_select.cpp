@@ -39,7 +39,8 @@ Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio:
     const datamover::IserOptions iser{.recv_data_segment_length = options.iser_recv_data_segment_length,
                                       .receive_depth = options.max_commands_in_flight + 8,
                                       .send_depth = options.max_commands_in_flight + 8,
-                                      .timeout = options.connect_timeout};
+                                      .timeout = options.connect_timeout,
+                                      .max_transfer_bytes = options.iser_max_transfer_bytes};
     co_return co_await datamover::iser_connect(ex, url.host, url.port, iser);
   }
   auto dm = co_await datamover::TcpDatamover::connect(ex, url.host, url.port, options.connect_timeout);

@@ -80,6 +80,7 @@ class IserConnection {
   }
   void set_unexpected_limit(std::uint32_t pdus) noexcept { credits_.set_limit(pdus); }
   [[nodiscard]] BufferPool& pool() const noexcept;
+  [[nodiscard]] const IserOptions& options() const noexcept { return options_; }
   [[nodiscard]] const Device& device() const noexcept { return *device_; }
   [[nodiscard]] const std::string& peer() const noexcept { return peer_; }
   [[nodiscard]] const std::string& local() const noexcept { return local_; }

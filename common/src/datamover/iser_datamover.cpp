@@ -411,19 +411,18 @@ Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
 
   std::byte* s = send_region_.data() + std::size_t{slot} * send_slot_size_;
   iser::Header h;
-  if (pdu.read_buffers != nullptr && !pdu.read_buffers->empty()) {
-    const Buffer& b = pdu.read_buffers->front();
-    h.read_valid = true;
-    h.read_stag = b.rkey;
-    h.read_base_offset = reinterpret_cast<std::uintptr_t>(b.bytes.data());
-  }
-  if (pdu.write_buffers != nullptr && !pdu.write_buffers->empty() &&
-      pdu.write_buffers->front().bytes.size() > pdu.data.size()) {
-    // Linux iser_prepare_write_cmd: the Write Base Offset points past the immediate data.
-    const Buffer& b = pdu.write_buffers->front();
-    h.write_valid = true;
-    h.write_stag = b.rkey;
-    h.write_base_offset = reinterpret_cast<std::uintptr_t>(b.bytes.data()) + pdu.data.size();
+  if (pdu.task_data != nullptr) {
+    if (const auto& b = pdu.task_data->read_region()) {
+      h.read_valid = true;
+      h.read_stag = b->rkey;
+      h.read_base_offset = reinterpret_cast<std::uintptr_t>(b->bytes.data());
+    }
+    if (const auto& b = pdu.task_data->write_region(); b && b->bytes.size() > pdu.data.size()) {
+      // Linux iser_prepare_write_cmd: the Write Base Offset points past the immediate data.
+      h.write_valid = true;
+      h.write_stag = b->rkey;
+      h.write_base_offset = reinterpret_cast<std::uintptr_t>(b->bytes.data()) + pdu.data.size();
+    }
   }
   iser::encode_header(h, std::span<std::byte, iser::header_size>(s, iser::header_size));
   std::memcpy(s + iser::header_size, pdu.bhs.data(), pdu.bhs.size());
@@ -630,8 +629,17 @@ class IserDatamover final : public Datamover {
   [[nodiscard]] std::string local() const override { return c_->local(); }
   [[nodiscard]] Transport transport() const noexcept override { return Transport::iser; }
   [[nodiscard]] asio::any_io_executor executor() const override { return c_->executor(); }
-  [[nodiscard]] Capabilities capabilities() const noexcept override { return {.rdma_data = true, .digests = false}; }
+  [[nodiscard]] Capabilities capabilities() const noexcept override {
+    return {.rdma_data = true,
+            .digests = false,
+            .max_transfer_bytes = c_->options().max_transfer_bytes,
+            .exposes_task_buffers = true};  // the STags stay valid for the connection's lifetime
+  }
   [[nodiscard]] BufferPool& buffer_pool() noexcept override { return c_->pool(); }
+  // RFC 7145 §9.2: the command's buffers must be registered memory the target can RDMA to/from.
+  Result<TaskData> prepare_task_data(std::span<std::byte> data_in, std::span<const std::byte> data_out) override {
+    return TaskData::registered(c_->pool(), data_in, data_out);
+  }
   Awaitable<std::error_code> put_data(RemoteBuffer dest, std::uint64_t offset, Buffer source) override {
     return c_->rdma(true, dest, offset, source);
   }

@@ -25,8 +25,9 @@ using test::ArenaPool;
 namespace {
 
 struct Rig {
-  explicit Rig(SessionOptions options = {}, iscsi::OperationalParameters params = {}) {
-    auto fake = std::make_unique<FakeDatamover>(io.get_executor());
+  explicit Rig(SessionOptions options = {}, iscsi::OperationalParameters params = {},
+               datamover::Capabilities caps = {}) {
+    auto fake = std::make_unique<FakeDatamover>(io.get_executor(), caps);
     dm = fake.get();
     session = start_session(io.get_executor(), std::move(fake), std::move(options), params, "iqn.2026-01.test:t",
                             EngineStart{.cmd_sn = SerialNumber(1),
@@ -313,20 +314,28 @@ TEST(SessionDriver, TextRequestGathersContinuationsForDiscovery) {
   EXPECT_EQ(request_ttts, (std::vector<iscsi::Ttt>{iscsi::reserved_ttt, iscsi::Ttt{9}}));
 }
 
-// What FUSE reads (fuse_fs/lun_io.cpp) rely on: a read into a buffer leased from
-// Session::buffer_pool() needs no bounce copy on an RDMA transport; any other span takes one
-// counted copy.
+// What FUSE reads (fuse_fs/lun_io.cpp) and the NBD bridge rely on: on an RDMA transport the
+// datamover's TaskData advertises a buffer leased from Session::buffer_pool() as is (the SCSI
+// Command carries the STag of the caller's own bytes: no copy); any other span goes through a
+// registered bounce buffer, whose read data finish() copies back (one counted copy). The
+// responder plays the target's RDMA Write into the advertised region.
 TEST(SessionDriver, PoolBuffersNeedNoBounceOnRdmaTransports) {
   ArenaPool pool;
   asio::io_context io;
-  auto fake = std::make_unique<FakeDatamover>(io.get_executor(), datamover::Capabilities{.rdma_data = true});
+  auto fake = std::make_unique<FakeDatamover>(io.get_executor(),
+                                              datamover::Capabilities{.rdma_data = true, .exposes_task_buffers = true});
   fake->use_pool(pool);
   FakeDatamover* dm = fake.get();
   auto session = start_session(io.get_executor(), std::move(fake), {}, {}, "iqn.2026-01.test:t",
                                EngineStart{.cmd_sn = SerialNumber(1), .exp_cmd_sn = SerialNumber(1),
                                            .max_cmd_sn = SerialNumber(64), .exp_stat_sn = SerialNumber(1)});
-  dm->respond_with([](FakeDatamover& d, const CapturedPdu& p) {
-    if (const auto* c = p.as<iscsi::ScsiCommand>()) d.push(response_for(*c));
+  std::vector<std::optional<Buffer>> advertised;
+  dm->respond_with([&](FakeDatamover& d, const CapturedPdu& p) {
+    const auto* c = p.as<iscsi::ScsiCommand>();
+    if (c == nullptr) return;
+    advertised.push_back(p.read_region);
+    if (p.read_region) std::memset(p.read_region->bytes.data(), 0x5a, p.read_region->bytes.size());
+    d.push(response_for(*c));
   });
   auto lease = pool.allocate(4096);
   std::vector<std::byte> plain(4096);
@@ -346,8 +355,72 @@ TEST(SessionDriver, PoolBuffersNeedNoBounceOnRdmaTransports) {
       },
       asio::detached);
   io.run_for(20s);
+  ASSERT_EQ(advertised.size(), 2u);
+  ASSERT_TRUE(advertised[0] && advertised[1]);
+  EXPECT_EQ(advertised[0]->bytes.data(), lease.data());  // the caller's own bytes
+  EXPECT_EQ(advertised[0]->rkey, ArenaPool::rkey);
+  EXPECT_NE(advertised[1]->bytes.data(), plain.data());  // a bounce buffer in registered memory
+  EXPECT_EQ(advertised[1]->rkey, ArenaPool::rkey);
+  EXPECT_EQ(lease.data()[4095], std::byte{0x5a});
+  EXPECT_EQ(plain[0], std::byte{0x5a});  // copied back from the bounce buffer
+  EXPECT_EQ(plain[4095], std::byte{0x5a});
   EXPECT_EQ(pooled_copies, 0u);
   if (copy_counter_enabled) {
     EXPECT_EQ(plain_copies, 4096u);
   }
+}
+
+// Over a transport whose peer moves no data by itself (TCP) the command carries no STag region
+// and the caller's spans are used as they are, wherever they live.
+TEST(SessionDriver, DirectTransportsAdvertiseNothingAndCopyNothing) {
+  Rig rig;
+  std::vector<std::optional<Buffer>> advertised;
+  rig.dm->respond_with([&](FakeDatamover& d, const CapturedPdu& p) {
+    if (const auto* c = p.as<iscsi::ScsiCommand>()) {
+      advertised.push_back(p.read_region);
+      advertised.push_back(p.write_region);
+      d.push(response_for(*c));
+    }
+  });
+  std::vector<std::byte> plain(4096);
+  std::uint64_t copies = 0;
+  rig.run([&]() -> Awaitable<void> {
+    const auto before = copied_payload_bytes();
+    auto r = co_await rig.session->execute(read10(plain));
+    EXPECT_TRUE(r);
+    copies = copied_payload_bytes() - before;
+  });
+  ASSERT_EQ(advertised.size(), 2u);
+  EXPECT_FALSE(advertised[0]);
+  EXPECT_FALSE(advertised[1]);
+  EXPECT_EQ(copies, 0u);
+  EXPECT_EQ(rig.session->max_transfer_bytes(), 0u);  // no limit of the transport's own
+}
+
+// Session::max_transfer_bytes() is the datamover's capability (iSER: IserOptions::max_transfer_bytes
+// from SessionOptions::iser_max_transfer_bytes), not a transport check in the session.
+TEST(SessionDriver, MaxTransferBytesIsTheDatamoversCapability) {
+  Rig rig({}, {}, datamover::Capabilities{.max_transfer_bytes = 65536});
+  EXPECT_EQ(rig.session->max_transfer_bytes(), 65536u);
+  rig.run([]() -> Awaitable<void> { co_return; });
+}
+
+// Where the peer holds the task's buffers (exposes_task_buffers: iSER STags), a command timeout
+// closes the connection, so the target can no longer RDMA into the buffer the caller got back.
+TEST(SessionDriver, TimeoutClosesTheConnectionWhenThePeerHoldsTheBuffers) {
+  SessionOptions o;
+  o.command_timeout = 50ms;
+  Rig rig(o, {}, datamover::Capabilities{.exposes_task_buffers = true});
+  std::vector<std::byte> buffer(512);
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(read10(buffer));  // never answered
+    EXPECT_FALSE(r);
+    if (!r) {
+      EXPECT_EQ(r.error(), make_error_code(errc::timeout));
+    }
+    EXPECT_FALSE(rig.session->is_open());  // ended by the timeout itself, before run() closes it
+    if (!rig.session->is_open()) {
+      EXPECT_EQ(rig.session->error(), make_error_code(errc::connection_closed));
+    }
+  });
 }

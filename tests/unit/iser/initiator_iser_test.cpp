@@ -1,12 +1,13 @@
 // The initiator's iSER pieces without a device: transport selection (iser://, --transport), the
-// iSER login offers (RFC 7145 §6), and the STag buffers (zero copy from registered memory, a counted
-// bounce otherwise).
+// iSER login offers (RFC 7145 §6), and the per-task data descriptor an RDMA datamover prepares
+// (datamover::TaskData: zero copy from registered memory, a counted bounce otherwise; TCP's costs
+// nothing).
 #include <gtest/gtest.h>
 
+#include <new>
 #include <vector>
 
 #include "arena_pool.hpp"
-#include "iser_buffers.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/datamover/iser_datamover.hpp"
@@ -123,48 +124,103 @@ TEST(IserLogin, DiscoverySessionNeedsNoRdmaExtensionsAnswer) {
   EXPECT_TRUE(std::holds_alternative<LoginDone>(*step));
 }
 
+using datamover::TaskData;
 using test::ArenaPool;
 
-TEST(IserBuffers, RegisteredMemoryIsAdvertisedWithoutCopy) {
+TEST(TaskDataDescriptor, RegisteredMemoryIsAdvertisedWithoutCopy) {
   ArenaPool pool;
   auto lease = pool.allocate(8192);
   const auto before = copied_payload_bytes();
-  CommandRequest req{.data_in = lease.bytes().subspan(4096, 4096)};
-  RdmaBuffers rdma;
-  rdma.prepare(pool, req);
-  ASSERT_NE(req.read_buffers, nullptr);
-  EXPECT_EQ(req.read_buffers->front().rkey, 22u);
-  EXPECT_EQ(req.read_buffers->front().bytes.data(), lease.data() + 4096);  // the caller's own bytes
-  EXPECT_EQ(req.data_in.data(), lease.data() + 4096);
-  rdma.finish({});
+  auto t = TaskData::registered(pool, lease.bytes().subspan(4096, 4096), {});
+  ASSERT_TRUE(t);
+  ASSERT_TRUE(t->read_region());
+  EXPECT_FALSE(t->write_region());
+  EXPECT_EQ(t->read_region()->rkey, ArenaPool::rkey);
+  EXPECT_EQ(t->read_region()->bytes.data(), lease.data() + 4096);  // the caller's own bytes
+  EXPECT_EQ(t->data_in().data(), lease.data() + 4096);
+  EXPECT_FALSE(t->bounced());
+  t->finish(4096);
   EXPECT_EQ(copied_payload_bytes(), before);
 }
 
-TEST(IserBuffers, PlainMemoryGoesThroughACountedBounce) {
+TEST(TaskDataDescriptor, PlainMemoryGoesThroughACountedBounce) {
   ArenaPool pool;
   std::vector<std::byte> plain(1000, std::byte{7});
   const auto before = copied_payload_bytes();
   {
-    CommandRequest req{.data_out = plain};
-    RdmaBuffers rdma;
-    rdma.prepare(pool, req);
-    ASSERT_NE(req.write_buffers, nullptr);
-    EXPECT_NE(req.data_out.data(), plain.data());
-    EXPECT_EQ(req.data_out[999], std::byte{7});
-    EXPECT_EQ(copied_payload_bytes() - before, 1000u);
+    auto t = TaskData::registered(pool, {}, plain);
+    ASSERT_TRUE(t);
+    ASSERT_TRUE(t->write_region());
+    EXPECT_TRUE(t->bounced());
+    EXPECT_NE(t->data_out().data(), plain.data());
+    EXPECT_EQ(t->write_region()->bytes.data(), t->data_out().data());
+    EXPECT_EQ(t->data_out()[999], std::byte{7});
+    if (copy_counter_enabled) {
+      EXPECT_EQ(copied_payload_bytes() - before, 1000u);
+    }
   }
   std::vector<std::byte> sink(1000);
-  CommandRequest req{.data_in = sink};
-  RdmaBuffers rdma;
-  rdma.prepare(pool, req);
-  ASSERT_NE(req.read_buffers, nullptr);
-  std::fill(req.data_in.begin(), req.data_in.end(), std::byte{9});  // "the target's RDMA Write"
-  scsi::ScsiResult result;
-  result.residual_bytes = 200;  // underflow: only 800 bytes came
-  rdma.finish(result);
+  auto t = TaskData::registered(pool, sink, {});
+  ASSERT_TRUE(t);
+  ASSERT_TRUE(t->read_region());
+  EXPECT_NE(t->data_in().data(), sink.data());
+  std::fill(t->data_in().begin(), t->data_in().end(), std::byte{9});  // "the target's RDMA Write"
+  t->finish(800);  // underflow: only 800 bytes came
   EXPECT_EQ(sink[799], std::byte{9});
   EXPECT_EQ(sink[800], std::byte{0});
-  EXPECT_EQ(copied_payload_bytes() - before, 1800u);
+  t->finish(1000);  // at most once
+  EXPECT_EQ(sink[800], std::byte{0});
+  if (copy_counter_enabled) {
+    EXPECT_EQ(copied_payload_bytes() - before, 1800u);
+  }
+}
+
+TEST(TaskDataDescriptor, DirectIsTheCallersSpansAndNothingElse) {
+  std::vector<std::byte> in(512);
+  const std::vector<std::byte> out(256, std::byte{1});
+  const auto before = copied_payload_bytes();
+  auto t = TaskData::direct(in, out);
+  EXPECT_EQ(t.data_in().data(), in.data());
+  EXPECT_EQ(t.data_in().size(), 512u);
+  EXPECT_EQ(t.data_out().data(), out.data());
+  EXPECT_FALSE(t.read_region());
+  EXPECT_FALSE(t.write_region());
+  EXPECT_FALSE(t.bounced());
+  t.finish(512);
+  EXPECT_EQ(copied_payload_bytes(), before);
+}
+
+// A pool that cannot lease (registered memory exhausted): the preparation fails with a clear
+// error and the caller's bytes are untouched.
+class ExhaustedPool final : public BufferPool {
+ public:
+  PooledBuffer allocate(std::size_t) override { throw std::bad_alloc(); }
+
+ private:
+  void release(const Buffer&, std::size_t) noexcept override {}
+};
+
+TEST(TaskDataDescriptor, NoBounceBufferIsAnErrorNotACrash) {
+  ExhaustedPool pool;
+  std::vector<std::byte> plain(64, std::byte{3});
+  auto t = TaskData::registered(pool, {}, plain);
+  ASSERT_FALSE(t);
+  EXPECT_EQ(t.error(), std::make_error_code(std::errc::not_enough_memory));
+  EXPECT_EQ(plain[0], std::byte{3});
+}
+
+// A descriptor moves (e.g. out of prepare_task_data()) without losing its bounce buffer.
+TEST(TaskDataDescriptor, MovingKeepsTheBounceBuffer) {
+  ArenaPool pool;
+  std::vector<std::byte> sink(100);
+  auto t = TaskData::registered(pool, sink, {});
+  ASSERT_TRUE(t);
+  TaskData moved = std::move(*t);
+  ASSERT_TRUE(moved.read_region());
+  EXPECT_TRUE(moved.bounced());
+  std::fill(moved.data_in().begin(), moved.data_in().end(), std::byte{4});
+  moved.finish(100);
+  EXPECT_EQ(sink[99], std::byte{4});
 }
 
 }  // namespace

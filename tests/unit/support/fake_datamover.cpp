@@ -31,6 +31,10 @@ Awaitable<std::error_code> FakeDatamover::send(datamover::PduOut pdu) {
   if (!h) co_return make_error_code(errc::malformed_pdu);
   c.header = *h;
   c.data.assign(pdu.data.begin(), pdu.data.end());
+  if (pdu.task_data != nullptr) {
+    c.read_region = pdu.task_data->read_region();
+    c.write_region = pdu.task_data->write_region();
+  }
   sent_.push_back(std::move(c));
   if (responder_) responder_(*this, sent_.back());
   co_return std::error_code{};

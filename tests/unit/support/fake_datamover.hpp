@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "iserkit/common/completion.hpp"
@@ -20,6 +21,9 @@ struct CapturedPdu {
   iscsi::Bhs bhs{};
   iscsi::PduHeader header;
   std::vector<std::byte> data;  ///< a copy of the data segment
+  /// SCSI Commands: the STag regions of the PduOut's TaskData (what an iSER header would carry).
+  std::optional<Buffer> read_region;
+  std::optional<Buffer> write_region;
   template <class T>
   [[nodiscard]] const T* as() const noexcept {
     return std::get_if<T>(&header);
@@ -57,6 +61,13 @@ class FakeDatamover final : public datamover::Datamover {
   [[nodiscard]] datamover::Capabilities capabilities() const noexcept override { return caps_; }
   [[nodiscard]] BufferPool& buffer_pool() noexcept override {
     return pool_ != nullptr ? *pool_ : Datamover::buffer_pool();
+  }
+  /// With Capabilities::rdma_data, what the iSER datamover does (TaskData::registered() over
+  /// buffer_pool()); otherwise the TCP default (TaskData::direct()).
+  Result<datamover::TaskData> prepare_task_data(std::span<std::byte> data_in,
+                                                std::span<const std::byte> data_out) override {
+    if (caps_.rdma_data) return datamover::TaskData::registered(buffer_pool(), data_in, data_out);
+    return Datamover::prepare_task_data(data_in, data_out);
   }
 
  private:

@@ -7,6 +7,9 @@
 // Which one a connection has is asked through capabilities(): when rdma_data is set the target
 // never sends Data-In or R2T and never expects Data-Out; it calls put_data()/get_data() with the
 // STags that came in the command's iSER header (PduIn::remote_read/remote_write).
+// The initiator never asks which transport it has: it lets the datamover prepare each command's
+// buffers (prepare_task_data() → TaskData, carried by the command's PDU) and reads its limits
+// from capabilities().
 #pragma once
 
 #include <cstdint>
@@ -23,6 +26,68 @@
 
 namespace iserkit::datamover {
 
+/// The data buffers of one SCSI command as the connection's datamover prepared them
+/// (Datamover::prepare_task_data()). Opaque to the initiator's session: it places Data-In into
+/// data_in() and sends immediate data and Data-Out from data_out(), points the SCSI Command PDU at
+/// the descriptor (PduOut::task_data), and calls finish() when the command completed.
+/// - TCP (direct()): the caller's spans as they are; no registration, no allocation, no copy.
+/// - iSER (registered()): the registered views whose STags go in the iSER header (RFC 7145 §9.2),
+///   over the caller's own bytes when they lie in the connection's registered pool (zero copy),
+///   else over a registered bounce buffer with one counted copy (copy_counter.hpp): the write data
+///   into it at preparation, the read data out of it at finish().
+/// Move-only. The caller's spans must stay valid until finish() (or the descriptor's destruction);
+/// the descriptor must not move while a PDU points at it.
+class TaskData {
+ public:
+  /// No data (a command without a data phase).
+  TaskData() = default;
+  TaskData(TaskData&&) noexcept = default;
+  TaskData& operator=(TaskData&&) noexcept = default;
+  TaskData(const TaskData&) = delete;
+  TaskData& operator=(const TaskData&) = delete;
+  ~TaskData() = default;
+
+  /// For datamovers whose peer does not touch the initiator's memory (TCP): the caller's spans,
+  /// `data_in` (read buffer, bytes) and `data_out` (write buffer, bytes), used as they are.
+  [[nodiscard]] static TaskData direct(std::span<std::byte> data_in, std::span<const std::byte> data_out) noexcept;
+
+  /// For RDMA datamovers (iSER, RFC 7145 §9.2): registered views of `data_in` / `data_out` from
+  /// `pool` (BufferPool::registration()); a span outside the pool's registered memory is replaced
+  /// by a bounce buffer leased from `pool` (the write data is copied into it now, counted).
+  /// Errors: std::errc::not_enough_memory when the pool cannot lease a bounce buffer (nothing was
+  /// copied, the caller's spans are untouched).
+  [[nodiscard]] static Result<TaskData> registered(BufferPool& pool, std::span<std::byte> data_in,
+                                                   std::span<const std::byte> data_out);
+
+  /// Where the read data lands (the caller's span, or the bounce buffer), bytes.
+  [[nodiscard]] std::span<std::byte> data_in() const noexcept { return data_in_; }
+  /// Where the write data is sent from (the caller's span, or the bounce buffer), bytes.
+  [[nodiscard]] std::span<const std::byte> data_out() const noexcept { return data_out_; }
+  /// For the datamover: the registered memory the peer RDMA-writes the read data into (its rkey is
+  /// the Read STag, its address the Base Offset); nullopt when none (TCP, or no read data).
+  [[nodiscard]] const std::optional<Buffer>& read_region() const noexcept { return read_region_; }
+  /// For the datamover: the registered memory the peer RDMA-reads the write data from; nullopt
+  /// when none.
+  [[nodiscard]] const std::optional<Buffer>& write_region() const noexcept { return write_region_; }
+  /// True when a bounce buffer stands in for one of the caller's spans.
+  [[nodiscard]] bool bounced() const noexcept { return static_cast<bool>(bounce_in_) || static_cast<bool>(bounce_out_); }
+
+  /// Ends the command after it completed with `data_in_bytes` bytes of read data (the read
+  /// buffer's size less an underflow residual; clamped to it): a bounced read copies them into the
+  /// caller's span (counted); otherwise nothing happens. Call at most once; a command that failed
+  /// is not finished, so its caller's read buffer is left as the transport left it.
+  void finish(std::size_t data_in_bytes) noexcept;
+
+ private:
+  std::span<std::byte> data_in_;
+  std::span<const std::byte> data_out_;
+  std::optional<Buffer> read_region_;
+  std::optional<Buffer> write_region_;
+  PooledBuffer bounce_in_;        // registered stand-in for the caller's read span
+  PooledBuffer bounce_out_;       // registered copy of the caller's write span
+  std::span<std::byte> caller_in_;  // where finish() copies bounced read data
+};
+
 /// An outgoing PDU: BHS, encoded AHS and a data segment the PDU may or may not own.
 /// The datamover adds padding and digests; set_lengths() is applied by the constructors below.
 struct PduOut {
@@ -30,10 +95,10 @@ struct PduOut {
   std::vector<std::byte> ahs;         ///< encoded AHS (iscsi::encode_ahs), a multiple of 4 bytes
   std::span<const std::byte> data;    ///< the data segment; must stay valid until send() completes
   std::vector<std::byte> owned_data;  ///< storage when the PDU owns its data (data points into it)
-  /// For SCSI Command PDUs on iSER: the task's data-in (read) and data-out (write) buffers whose
-  /// STags go in the iSER header (RFC 7145 §9.2). Ignored by the TCP datamover.
-  const SgList* read_buffers = nullptr;
-  const SgList* write_buffers = nullptr;
+  /// SCSI Command PDUs: the task's data as this datamover prepared it (prepare_task_data()); the
+  /// iSER datamover puts its regions' STags in the iSER header (RFC 7145 §9.2), TCP ignores it.
+  /// Must stay valid until send() completes; null for every other PDU.
+  const TaskData* task_data = nullptr;
 };
 
 /// A PDU whose data segment is borrowed from the caller (zero copy). Sets the BHS length fields.
@@ -89,6 +154,14 @@ struct Capabilities {
   bool rdma_data = false;
   /// CRC32C digests can be used (TCP only; RFC 7145 §6.1 makes them irrelevant on iSER).
   bool digests = true;
+  /// The largest data transfer one SCSI command should carry over this connection, bytes; 0 = no
+  /// limit of the transport's own (iSER: IserOptions::max_transfer_bytes, sized to what the
+  /// peer's RDMA buffers take per command).
+  std::uint32_t max_transfer_bytes = 0;
+  /// The peer reads and writes a command's buffers by itself (RDMA to the STags of its TaskData):
+  /// a command given up before its response (a timeout) leaves its buffer exposed to the peer
+  /// until the connection is closed.
+  bool exposes_task_buffers = false;
 };
 
 /// One iSCSI connection's datamover. Used from one executor (thread); not thread-safe.
@@ -139,8 +212,16 @@ class Datamover {
   /// The executor all of this datamover's work runs on.
   [[nodiscard]] virtual asio::any_io_executor executor() const = 0;
 
-  /// What this datamover can do (TCP: no RDMA data, digests available).
+  /// What this datamover can do (TCP: no RDMA data, digests available, no transfer limit).
   [[nodiscard]] virtual Capabilities capabilities() const noexcept { return {}; }
+
+  /// Initiator side: prepares one SCSI command's buffers — `data_in` (read, bytes) and `data_out`
+  /// (write, bytes), either may be empty — for this transport. The default (TCP) is
+  /// TaskData::direct(): the spans as they are, at no cost. The iSER datamover returns
+  /// TaskData::registered() over buffer_pool(). Errors: std::errc::not_enough_memory (iSER: no
+  /// bounce buffer). Thread: the datamover's executor.
+  [[nodiscard]] virtual Result<TaskData> prepare_task_data(std::span<std::byte> data_in,
+                                                           std::span<const std::byte> data_out);
 
   /// Where data-path buffers for this connection come from: registered memory of the connection's
   /// protection domain on iSER (so put_data/get_data and STags work on them without registering per

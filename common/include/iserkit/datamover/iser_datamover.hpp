@@ -49,6 +49,10 @@ struct IserOptions {
   std::uint32_t send_depth = 160;
   /// Connect/accept time limit (address and route resolution, connection establishment).
   std::chrono::milliseconds timeout{10000};
+  /// Initiator: the largest data transfer one SCSI command should carry, bytes, reported as
+  /// Capabilities::max_transfer_bytes (0 = no limit). Targets' RDMA buffers limit it (tgt: 512 KiB
+  /// per command). Unused by the target.
+  std::uint32_t max_transfer_bytes = 0;
 };
 
 /// Initiator: resolves `host`:`port` (the iSCSI portal; RDMA CM maps it to the IB/RoCE service

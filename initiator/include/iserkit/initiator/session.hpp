@@ -14,9 +14,11 @@
 // received into data_in at its BufferOffset, immediate/unsolicited/R2T data is sent from data_out.
 // Both spans must stay valid until the awaitable completes — including when it completes with an
 // error: by then no PDU references the buffer and no later Data-In can land in it.
-// On iSER the spans are advertised to the target as STags: zero copy when they lie in memory from
-// buffer_pool() (registered once); any other span goes through a registered bounce buffer (one
-// counted copy). A command that times out on iSER closes the connection, so the target can no
+// The connection's datamover prepares the spans for its transport (Datamover::prepare_task_data):
+// over TCP they are used as they are; on iSER they are advertised to the target as STags — zero
+// copy when they lie in memory from buffer_pool() (registered once), any other span through a
+// registered bounce buffer (one counted copy). Where the transport lets the target touch the
+// buffers by itself (iSER), a command that times out closes the connection, so the target can no
 // longer RDMA into a buffer the caller got back.
 #pragma once
 
@@ -50,10 +52,6 @@ struct CommandRequest {
   std::span<const std::byte> data_out;      ///< write buffer, bytes (initiator → target); may be empty
   iscsi::TaskAttribute attribute = iscsi::TaskAttribute::simple;
   std::chrono::milliseconds timeout{0};     ///< 0 = SessionOptions::command_timeout
-  /// Registered views of data_in / data_out for iSER (their STags go in the iSER header,
-  /// RFC 7145 §9.2); null over TCP.
-  const SgList* read_buffers = nullptr;
-  const SgList* write_buffers = nullptr;
 };
 
 /// Counters for tests and benchmarks.
@@ -144,6 +142,8 @@ class Session : public std::enable_shared_from_this<Session> {
   ///  - errc::task_aborted: a task management function the target completed (ABORT TASK, LUN
   ///    RESET, …) ended the command without a status of its own;
   ///  - std::errc::resource_unavailable_try_again: 65536 commands already wait for the window;
+  ///  - std::errc::not_enough_memory: the transport could not lease a bounce buffer (iSER, a span
+  ///    outside buffer_pool());
   ///  - errc::data_digest_error: a Data-In arrived with a bad DataDigest (the command failed, the
   ///    session stays);
   ///  - errc::protocol_error: the target sent Data-In outside the buffer, an R2T outside the
@@ -190,8 +190,9 @@ class Session : public std::enable_shared_from_this<Session> {
   [[nodiscard]] const SessionStats& stats() const noexcept;
   /// The wire this session runs on.
   [[nodiscard]] datamover::Transport transport() const noexcept;
-  /// The largest transfer one command should carry, bytes, imposed by the transport (on iSER:
-  /// SessionOptions::iser_max_transfer_bytes); 0 = no transport limit.
+  /// The largest transfer one command should carry, bytes, imposed by the transport
+  /// (datamover::Capabilities::max_transfer_bytes; on iSER SessionOptions::iser_max_transfer_bytes);
+  /// 0 = no transport limit.
   [[nodiscard]] std::uint32_t max_transfer_bytes() const noexcept;
   /// Where to lease data buffers for execute() so they need no copy: registered memory of the
   /// connection's RDMA device on iSER, HeapBufferPool::shared() on TCP. Thread-safe; outlives the
