@@ -240,7 +240,8 @@ Awaitable<void> Connection::timer_loop() {
 void Connection::pump() {
   if (!engine_) return;
   bool queued = false;
-  for (auto& action : engine_->take_actions()) {
+  auto actions = engine_->take_actions();
+  for (auto& action : actions) {
     if (auto* ex = std::get_if<ExecuteTask>(&action)) {
       ++backend_running_;
       asio::co_spawn(datamover_->executor(), execute(ex->itt), asio::detached);
@@ -262,6 +263,7 @@ void Connection::pump() {
       queued = true;
     }
   }
+  engine_->recycle_actions(std::move(actions));
   if (queued) ordered_ready_.set();
 }
 
