@@ -167,7 +167,10 @@ Awaitable<void> TcpDatamover::write_queued() {
       }
     }
     boost::system::error_code ec;
-    co_await asio::async_write(socket_, buffers, transfer_all_uncapped(), use_awaitable_ec(ec));
+    // A view, not the vector: async_write keeps a copy of its buffer sequence, and a vector copy is
+    // an allocation per gather write. The vector outlives the write (a member, untouched meanwhile).
+    co_await asio::async_write(socket_, std::span<const asio::const_buffer>(buffers), transfer_all_uncapped(),
+                               use_awaitable_ec(ec));
     const std::error_code result = ec ? map_error(ec) : std::error_code{};
     if (result) send_error_ = result;
     for (auto& p : batch) finish(p, result);
