@@ -84,12 +84,27 @@ struct Session::Impl final : datamover::DataPlacement {
     options.on_event(SessionEvent{.kind = kind, .error = ec, .attempts = attempts});
   }
 
+  // Nodes of the two maps above kept for reuse: no allocation per command in steady state.
+  static constexpr std::size_t max_spare_nodes = 256;
+  std::vector<decltype(waiters)::node_type> spare_waiter_nodes;
+  std::vector<decltype(borrowed)::node_type> spare_borrowed_nodes;
+
+  std::uint32_t& borrowed_count(TaskId id) {
+    if (auto it = borrowed.find(id); it != borrowed.end()) return it->second;
+    if (spare_borrowed_nodes.empty()) return borrowed[id];
+    auto node = std::move(spare_borrowed_nodes.back());
+    spare_borrowed_nodes.pop_back();
+    node.key() = id;
+    node.mapped() = 0;
+    return borrowed.insert(std::move(node)).position->second;
+  }
+
   // ---- the engine's actions ----
   void apply() {
     EngineActions a = engine.take_actions();
     if (!a.pdus.empty()) {
       for (auto& p : a.pdus) {
-        if (p.borrower != 0) ++borrowed[p.borrower];
+        if (p.borrower != 0) ++borrowed_count(p.borrower);
         outbox.push_back(std::move(p));
       }
       outbox_ready.set();
@@ -117,13 +132,15 @@ struct Session::Impl final : datamover::DataPlacement {
     } else if (!ended && engine.next_deadline() < timer_armed_for) {
       timer.cancel();  // re-plan for the earlier deadline
     }
+    engine.recycle_actions(std::move(a));
   }
 
   void deliver(TaskOutcome o) {
     auto it = waiters.find(o.id);
     if (it == waiters.end()) return;  // the session's own tasks
     Waiter* w = it->second;
-    waiters.erase(it);
+    auto node = waiters.extract(it);
+    if (spare_waiter_nodes.size() < max_spare_nodes) spare_waiter_nodes.push_back(std::move(node));
     w->outcome = std::move(o);
     w->done.complete();
   }
@@ -189,7 +206,8 @@ struct Session::Impl final : datamover::DataPlacement {
     if (borrower == 0) return;
     auto it = borrowed.find(borrower);
     if (it == borrowed.end() || --it->second > 0) return;
-    borrowed.erase(it);
+    auto node = borrowed.extract(it);
+    if (spare_borrowed_nodes.size() < max_spare_nodes) spare_borrowed_nodes.push_back(std::move(node));
     if (auto h = held.find(borrower); h != held.end()) {
       TaskOutcome o = std::move(h->second);
       held.erase(h);
@@ -200,7 +218,15 @@ struct Session::Impl final : datamover::DataPlacement {
   /// Waits for the outcome of a task just submitted.
   Awaitable<TaskOutcome> await_task(TaskId id) {
     Waiter w;
-    waiters.emplace(id, &w);
+    if (spare_waiter_nodes.empty()) {
+      waiters.emplace(id, &w);
+    } else {
+      auto node = std::move(spare_waiter_nodes.back());
+      spare_waiter_nodes.pop_back();
+      node.key() = id;
+      node.mapped() = &w;
+      waiters.insert(std::move(node));
+    }
     apply();
     co_await w.done.wait();
     co_return std::move(w.outcome);

@@ -36,12 +36,26 @@ SessionEngine::SessionEngine(EngineConfig config, EngineStart start, TimePoint n
 
 SessionEngine::Task& SessionEngine::new_task(TaskKind kind) {
   const TaskId id = next_id_++;
+  if (!spare_task_nodes_.empty()) {
+    // A node of an ended task (reset when it ended): no allocation per command in steady state.
+    auto node = std::move(spare_task_nodes_.back());
+    spare_task_nodes_.pop_back();
+    node.key() = id;
+    tasks_.insert(std::move(node));
+  }
   Task& t = tasks_[id];
   t.id = id;
   t.kind = kind;
   t.outcome.id = id;
   t.outcome.kind = kind;
   return t;
+}
+
+void SessionEngine::erase_task(TaskId id) {
+  auto node = tasks_.extract(id);
+  if (node.empty()) return;
+  node.mapped() = Task();
+  if (spare_task_nodes_.size() < max_spare_task_nodes) spare_task_nodes_.push_back(std::move(node));
 }
 
 SessionEngine::Task* SessionEngine::find(TaskId id) noexcept {
@@ -95,12 +109,12 @@ void SessionEngine::complete(Task& t, std::error_code ec) {
   const TaskId id = t.id;
   if (id == ping_task_) ping_task_ = 0;
   if (id == logout_task_) logout_task_ = 0;
-  tasks_.erase(id);  // t is gone from here on
+  erase_task(id);  // t is gone from here on
   if (aborts != 0) {
     // The ABORT TASK after a timeout is answered (or failed): the aborted task's ITT is free.
     if (Task* a = find(aborts)) {
       release(*a);
-      tasks_.erase(aborts);
+      erase_task(aborts);
     }
   }
   if (kind == TaskKind::logout) {
@@ -296,7 +310,22 @@ void SessionEngine::on_receive_ended() noexcept {
   resolve_deferred(*p);
 }
 
-EngineActions SessionEngine::take_actions() { return std::exchange(actions_, EngineActions{}); }
+EngineActions SessionEngine::take_actions() {
+  EngineActions out;
+  std::swap(out, actions_);
+  // Start from the vectors of an earlier, carried-out batch (empty, with their capacity).
+  actions_.pdus.swap(spare_actions_.pdus);
+  actions_.completions.swap(spare_actions_.completions);
+  return out;
+}
+
+void SessionEngine::recycle_actions(EngineActions&& taken) noexcept {
+  taken.pdus.clear();
+  taken.completions.clear();
+  if (taken.pdus.capacity() > spare_actions_.pdus.capacity()) spare_actions_.pdus.swap(taken.pdus);
+  if (taken.completions.capacity() > spare_actions_.completions.capacity())
+    spare_actions_.completions.swap(taken.completions);
+}
 
 // ---- submissions ----
 
@@ -327,7 +356,7 @@ Result<TaskId> SessionEngine::submit_task_management(const TaskManagementOptions
   t.timeout = request.timeout.count() > 0 ? request.timeout : config_.request_timeout;
   if (!take_itt(t)) {
     log::warn("session: no free ITT for a task management request");
-    tasks_.erase(t.id);
+    erase_task(t.id);
     return tl::unexpected(busy());
   }
   log::info("session: task management: function={} lun={} referenced_itt=0x{:08x}",
@@ -345,7 +374,7 @@ Result<TaskId> SessionEngine::submit_text(std::vector<std::byte> text, TimePoint
   t.request_text = std::move(text);
   t.timeout = config_.request_timeout;
   if (!take_itt(t)) {
-    tasks_.erase(t.id);
+    erase_task(t.id);
     return tl::unexpected(busy());
   }
   send_request(t, now);
@@ -563,10 +592,10 @@ void SessionEngine::time_out(Task& t, TimePoint now) {
   if (!take_itt(abort)) {
     // Cannot happen with the table's sizing; never leak the slot if it does.
     const TaskId aborted = t.id;
-    tasks_.erase(abort.id);
+    erase_task(abort.id);
     if (Task* a = find(aborted)) {
       release(*a);
-      tasks_.erase(aborted);
+      erase_task(aborted);
     }
   } else {
     send_request(abort, now);
@@ -612,7 +641,7 @@ void SessionEngine::on_timer(TimePoint now) {
         Task& p = new_task(TaskKind::ping);
         p.report = false;
         if (!take_itt(p)) {
-          tasks_.erase(p.id);
+          erase_task(p.id);
           break;
         }
         ping_task_ = p.id;

@@ -206,6 +206,9 @@ class SessionEngine {
 
   /// Takes what the engine wants done (see EngineActions).
   EngineActions take_actions();
+  /// Optionally hands a carried-out take_actions() result back so its vectors' capacity is reused
+  /// (no heap allocation per batch in steady state).
+  void recycle_actions(EngineActions&& taken) noexcept;
   [[nodiscard]] bool has_actions() const noexcept { return !actions_.empty(); }
 
   /// True until the session ended or a logout started (a logout the target asked for while
@@ -316,6 +319,12 @@ class SessionEngine {
   std::uint32_t replaying_in_flight_ = 0;
   SessionStats stats_;
   EngineActions actions_;
+  // Reused so steady-state commands allocate neither a task node nor action vectors
+  // (docs/performance.md); erase_task() resets an ended task's node and keeps it.
+  static constexpr std::size_t max_spare_task_nodes = 256;
+  EngineActions spare_actions_;
+  std::vector<decltype(tasks_)::node_type> spare_task_nodes_;
+  void erase_task(TaskId id);
 };
 
 }  // namespace iserkit::initiator

@@ -240,7 +240,8 @@ Awaitable<void> Connection::timer_loop() {
 void Connection::pump() {
   if (!engine_) return;
   bool queued = false;
-  for (auto& action : engine_->take_actions()) {
+  auto actions = engine_->take_actions();
+  for (auto& action : actions) {
     if (auto* ex = std::get_if<ExecuteTask>(&action)) {
       ++backend_running_;
       asio::co_spawn(datamover_->executor(), execute(ex->itt), asio::detached);
@@ -262,6 +263,7 @@ void Connection::pump() {
       queued = true;
     }
   }
+  engine_->recycle_actions(std::move(actions));
   if (queued) ordered_ready_.set();
 }
 
@@ -345,8 +347,16 @@ void Connection::backend_done() noexcept {
 
 bool Connection::request_budget(iscsi::Itt itt, std::uint64_t bytes) {
   const std::uint64_t id = next_budget_id_++;
-  holds_.emplace(id, BudgetHold{.itt = itt, .bytes = bytes});
-  holds_by_itt_[iscsi::to_u32(itt)].push_back(id);
+  if (spare_hold_nodes_.empty()) {
+    holds_.emplace(id, BudgetHold{.itt = itt, .bytes = bytes});
+  } else {
+    auto node = std::move(spare_hold_nodes_.back());
+    spare_hold_nodes_.pop_back();
+    node.key() = id;
+    node.mapped() = BudgetHold{.itt = itt, .bytes = bytes};
+    holds_.insert(std::move(node));
+  }
+  holds_by_itt(iscsi::to_u32(itt)).push_back(id);
   if (!budget_.request(id, bytes)) {
     holds_[id].state = BudgetHold::State::waiting_connection;
     return false;
@@ -373,7 +383,7 @@ bool Connection::request_global_budget(std::uint64_t id) {
         self->pump();
       } else if (it->second.state == BudgetHold::State::abandoned) {
         self->global_budget_->release(it->second.bytes);  // the task ended while the grant was on its way
-        self->holds_.erase(it);
+        self->erase_hold(it);
       }
     });
   };
@@ -395,12 +405,30 @@ void Connection::wake_budget_waiters(const std::vector<std::uint64_t>& ids) {
   }
 }
 
+std::vector<std::uint64_t>& Connection::holds_by_itt(std::uint32_t itt) {
+  if (auto it = holds_by_itt_.find(itt); it != holds_by_itt_.end()) return it->second;
+  if (spare_by_itt_nodes_.empty()) return holds_by_itt_[itt];
+  auto node = std::move(spare_by_itt_nodes_.back());
+  spare_by_itt_nodes_.pop_back();
+  node.key() = itt;
+  node.mapped().clear();
+  return holds_by_itt_.insert(std::move(node)).position->second;
+}
+
+void Connection::erase_hold(std::map<std::uint64_t, BudgetHold>::iterator it) {
+  auto node = holds_.extract(it);
+  if (spare_hold_nodes_.size() < max_spare_budget_nodes) spare_hold_nodes_.push_back(std::move(node));
+}
+
 void Connection::release_budget(const ReleaseBudget& release) {
   auto by_itt = holds_by_itt_.find(iscsi::to_u32(release.itt));
   if (by_itt == holds_by_itt_.end() || by_itt->second.empty()) return;
   const std::uint64_t id = by_itt->second.front();
-  by_itt->second.pop_front();
-  if (by_itt->second.empty()) holds_by_itt_.erase(by_itt);
+  by_itt->second.erase(by_itt->second.begin());
+  if (by_itt->second.empty()) {
+    auto node = holds_by_itt_.extract(by_itt);  // kept with its vector's capacity
+    if (spare_by_itt_nodes_.size() < max_spare_budget_nodes) spare_by_itt_nodes_.push_back(std::move(node));
+  }
   auto it = holds_.find(id);
   if (it == holds_.end()) return;
   BudgetHold& hold = it->second;
@@ -427,7 +455,7 @@ void Connection::release_budget(const ReleaseBudget& release) {
       granted = budget_.release(hold.bytes);
       break;
   }
-  if (erase) holds_.erase(it);
+  if (erase) erase_hold(it);
   wake_budget_waiters(granted);
 }
 

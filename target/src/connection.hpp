@@ -104,7 +104,13 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   PayloadBudget budget_;
   std::shared_ptr<SharedPayloadBudget> global_budget_;
   std::map<std::uint64_t, BudgetHold> holds_;                    // by request id
-  std::unordered_map<std::uint32_t, std::deque<std::uint64_t>> holds_by_itt_;  // oldest first
+  std::unordered_map<std::uint32_t, std::vector<std::uint64_t>> holds_by_itt_;  // oldest first
+  // Nodes of the two maps above kept for reuse: no allocation per command in steady state.
+  static constexpr std::size_t max_spare_budget_nodes = 256;
+  std::vector<decltype(holds_)::node_type> spare_hold_nodes_;
+  std::vector<decltype(holds_by_itt_)::node_type> spare_by_itt_nodes_;
+  std::vector<std::uint64_t>& holds_by_itt(std::uint32_t itt);
+  void erase_hold(std::map<std::uint64_t, BudgetHold>::iterator it);
   std::uint64_t next_budget_id_ = 1;
   LoginResult session_;
   iscsi::OperationalParameters params_;

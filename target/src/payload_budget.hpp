@@ -95,11 +95,14 @@ class SharedPayloadBudget {
     return next_id_++;
   }
 
-  /// As PayloadBudget::request(); when queued, `on_grant` runs once the bytes are granted.
-  bool request(std::uint64_t id, std::uint64_t bytes, std::function<void()> on_grant) {
+  /// As PayloadBudget::request(); when queued, `on_grant` (any void() callable) runs once the bytes
+  /// are granted. It becomes a std::function only when queued: a request granted at once allocates
+  /// nothing.
+  template <class OnGrant>
+  bool request(std::uint64_t id, std::uint64_t bytes, OnGrant&& on_grant) {
     std::unique_lock lock(mutex_);
     if (budget_.request(id, bytes)) return true;
-    callbacks_.emplace(id, std::move(on_grant));
+    callbacks_.emplace(id, std::function<void()>(std::forward<OnGrant>(on_grant)));
     return false;
   }
 

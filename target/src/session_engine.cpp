@@ -35,7 +35,42 @@ SessionEngine::SessionEngine(SessionEngineConfig config, SessionEngineHooks hook
       stat_sn_(config_.stat_sn),
       last_rx_(now) {}
 
-std::vector<EngineAction> SessionEngine::take_actions() { return std::exchange(actions_, {}); }
+std::vector<EngineAction> SessionEngine::take_actions() {
+  std::vector<EngineAction> out;
+  out.swap(actions_);
+  actions_.swap(spare_actions_);  // empty, with the capacity of an earlier pass
+  return out;
+}
+
+void SessionEngine::recycle_actions(std::vector<EngineAction>&& taken) noexcept {
+  taken.clear();
+  if (taken.capacity() > spare_actions_.capacity() && taken.capacity() <= max_spare_actions)
+    spare_actions_ = std::move(taken);
+}
+
+std::unique_ptr<EngineTask> SessionEngine::new_task() {
+  if (spare_tasks_.empty()) return std::make_unique<EngineTask>();
+  auto task = std::move(spare_tasks_.back());
+  spare_tasks_.pop_back();
+  return task;
+}
+
+void SessionEngine::insert_task(std::uint32_t itt, std::unique_ptr<EngineTask> task) {
+  if (spare_task_nodes_.empty()) {
+    tasks_.emplace(itt, std::move(task));
+    return;
+  }
+  auto node = std::move(spare_task_nodes_.back());
+  spare_task_nodes_.pop_back();
+  node.key() = itt;
+  node.mapped() = std::move(task);
+  tasks_.insert(std::move(node));
+}
+
+void SessionEngine::recycle_task(std::unique_ptr<EngineTask> task) noexcept {
+  *task = EngineTask{};  // releases its buffer now, as destroying it did
+  if (spare_tasks_.size() < max_spare_tasks) spare_tasks_.push_back(std::move(task));
+}
 
 const EngineTask* SessionEngine::task(iscsi::Itt itt) const noexcept {
   auto it = tasks_.find(iscsi::to_u32(itt));
@@ -159,7 +194,7 @@ std::span<std::byte> SessionEngine::command_header(const iscsi::Bhs& bhs, ConstB
     return {};
   }
   const auto& params = config_.params;
-  auto owned = std::make_unique<EngineTask>();
+  auto owned = new_task();
   EngineTask& task = *owned;
   task.command = cmd;
   if (!ahs.empty()) {
@@ -236,7 +271,7 @@ std::span<std::byte> SessionEngine::command_header(const iscsi::Bhs& bhs, ConstB
     ++immediate_outstanding_;
   }
   current_.itt = iscsi::to_u32(cmd.itt);
-  tasks_.emplace(iscsi::to_u32(cmd.itt), std::move(owned));
+  insert_task(iscsi::to_u32(cmd.itt), std::move(owned));
   if (length > 0 && length <= task.buffer.size()) return task.buffer.bytes().first(length);
   return {};
 }
@@ -745,8 +780,15 @@ void SessionEngine::abort_task(EngineTask& task) {
 void SessionEngine::end_task(std::uint32_t itt, std::optional<ReleaseBudget>* deferred) {
   auto it = tasks_.find(itt);
   if (it == tasks_.end()) return;
-  std::unique_ptr<EngineTask> task = std::move(it->second);
-  tasks_.erase(it);
+  auto node = tasks_.extract(it);
+  std::unique_ptr<EngineTask> task = std::move(node.mapped());
+  if (spare_task_nodes_.size() < max_spare_tasks) spare_task_nodes_.push_back(std::move(node));
+  // Ends the task (its buffer goes back to the pool) and keeps the object for the next command.
+  struct Recycle {
+    SessionEngine& engine;
+    std::unique_ptr<EngineTask>& task;
+    ~Recycle() { engine.recycle_task(std::move(task)); }
+  } recycle{*this, task};
   if (task->state != TaskState::aborted) task->state = TaskState::done;
   if (task->counted_immediate) --immediate_outstanding_;
   if (task->in_window) window_.release();

@@ -211,6 +211,9 @@ class SessionEngine final : private DataPhaseHost {
 
   /// The actions produced since the last call, in the order they must be carried out.
   std::vector<EngineAction> take_actions();
+  /// Optionally hands a carried-out take_actions() vector back so its capacity is reused (no heap
+  /// allocation per pass in steady state).
+  void recycle_actions(std::vector<EngineAction>&& taken) noexcept;
 
   /// The task with `itt`, or nullptr.
   [[nodiscard]] const EngineTask* task(iscsi::Itt itt) const noexcept;
@@ -310,6 +313,16 @@ class SessionEngine final : private DataPhaseHost {
   std::optional<PendingLogout> logout_;
   Current current_;
   std::vector<EngineAction> actions_;
+  // Kept for reuse, so steady-state commands allocate neither a task, its map node nor an actions
+  // vector (docs/performance.md).
+  static constexpr std::size_t max_spare_tasks = 256;
+  static constexpr std::size_t max_spare_actions = 1024;
+  std::vector<EngineAction> spare_actions_;
+  std::vector<std::unique_ptr<EngineTask>> spare_tasks_;
+  std::vector<decltype(tasks_)::node_type> spare_task_nodes_;
+  std::unique_ptr<EngineTask> new_task();
+  void insert_task(std::uint32_t itt, std::unique_ptr<EngineTask> task);
+  void recycle_task(std::unique_ptr<EngineTask> task) noexcept;
   bool ended_ = false;
   // Idle watch.
   TimePoint last_rx_;

@@ -65,6 +65,10 @@ class IserConnection {
   Awaitable<Result<CmEvent>> next_cm_event(std::chrono::steady_clock::time_point deadline);
 
   Awaitable<std::error_code> send(PduOut pdu);
+  /// Datamover::send_batch(): the PDUs as one chain of SEND work requests in one ibv_post_send
+  /// (chunks of the send queue's depth, with no other send between them, when the batch is longer).
+  /// Returns the first error; PDUs after a failed one are not sent.
+  Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus);
   Awaitable<Result<PduIn>> receive(DataPlacement* placement);
   /// RDMA Write (`write`) of `local` to remote+offset, or RDMA Read into `local` from remote+offset.
   Awaitable<std::error_code> rdma(bool write, RemoteBuffer remote, std::uint64_t offset, Buffer local);
@@ -97,6 +101,21 @@ class IserConnection {
   void drain();
   void on_completion(const ibv_wc& wc);
   Awaitable<bool> acquire_sq(std::uint32_t entries);
+  Awaitable<bool> acquire_credit();
+  /// Takes `n` send slots and `n` send-queue entries once no batch holds the gate (unless this
+  /// caller is the batch that holds it). False when the connection failed.
+  Awaitable<bool> reserve_sends(std::uint32_t n, std::vector<std::uint32_t>& slots, bool gate_owner);
+  void release_slots(std::vector<std::uint32_t>& slots) noexcept;
+  /// Writes the iSER header, BHS, AHS and (when it is not registered memory) the data segment into
+  /// send descriptor `slot` and fills `sge`; `spill` holds a registered copy of a data segment too
+  /// long for the descriptor. Errors: errc::invalid_argument (AHS longer than the descriptor's room).
+  std::error_code prepare_send(const PduOut& pdu, std::uint32_t slot, std::array<ibv_sge, 2>& sge, int& num_sge,
+                               PooledBuffer& spill);
+  struct SlotRelease {
+    IserConnection& c;
+    std::vector<std::uint32_t>& slots;
+    ~SlotRelease() { c.release_slots(slots); }
+  };
   std::optional<Buffer> lookup(ConstByteSpan bytes) const noexcept;
   static void wake(Completion*& waiter) noexcept;
   static void wake_one(std::deque<Completion*>& waiters) noexcept;
@@ -131,6 +150,8 @@ class IserConnection {
   std::deque<Completion*> sq_waiters_;
   std::deque<Completion*> slot_waiters_;
   std::deque<Completion*> credit_waiters_;
+  bool batch_posting_ = false;             // a batch longer than the send queue is between chunks
+  std::deque<Completion*> gate_waiters_;   // sends waiting for that batch to finish
   std::unordered_set<Op*> pending_;
   iser::UnexpectedPduCredits credits_;
 };

@@ -347,7 +347,7 @@ void IserConnection::abort_connection(std::error_code ec) noexcept {
   // completes with IBV_WC_WR_FLUSH_ERR, waking its waiter.
   if (id_) rdma_disconnect(id_.get());
   wake(receive_waiter_);
-  for (auto* list : {&sq_waiters_, &slot_waiters_, &credit_waiters_}) {
+  for (auto* list : {&sq_waiters_, &slot_waiters_, &credit_waiters_, &gate_waiters_}) {
     auto waiters = std::move(*list);
     list->clear();
     for (Completion* c : waiters) c->complete();
@@ -382,34 +382,10 @@ Awaitable<bool> IserConnection::acquire_sq(std::uint32_t entries) {
   co_return true;
 }
 
-Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
-  if (failed_) co_return error_;
-  // RFC 7145 §8: an unexpected PDU needs a receive buffer the peer reserved for it.
-  if (iser::classify(pdu.bhs, initiator_) == iser::PduClass::unexpected) {
-    while (!failed_ && !credits_.try_acquire()) {
-      Completion c;
-      credit_waiters_.push_back(&c);
-      co_await c.wait();
-    }
-  }
-  while (!failed_ && free_send_slots_.empty()) {
-    Completion c;
-    slot_waiters_.push_back(&c);
-    co_await c.wait();
-  }
-  if (failed_) co_return error_;
-  const std::uint32_t slot = free_send_slots_.back();
-  free_send_slots_.pop_back();
-  struct SlotGuard {
-    IserConnection& c;
-    std::uint32_t slot;
-    ~SlotGuard() {
-      c.free_send_slots_.push_back(slot);
-      c.wake_one(c.slot_waiters_);
-    }
-  } guard{*this, slot};
-
+std::error_code IserConnection::prepare_send(const PduOut& pdu, std::uint32_t slot, std::array<ibv_sge, 2>& sge,
+                                             int& num_sge, PooledBuffer& spill) {
   std::byte* s = send_region_.data() + std::size_t{slot} * send_slot_size_;
+  sge = {};
   iser::Header h;
   if (pdu.task_data != nullptr) {
     if (const auto& b = pdu.task_data->read_region()) {
@@ -428,15 +404,13 @@ Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
   std::memcpy(s + iser::header_size, pdu.bhs.data(), pdu.bhs.size());
   std::size_t length = iser::headers_size;
   if (!pdu.ahs.empty()) {
-    if (pdu.ahs.size() > ahs_room) co_return make_error_code(errc::invalid_argument);
+    if (pdu.ahs.size() > ahs_room) return make_error_code(errc::invalid_argument);
     std::memcpy(s + length, pdu.ahs.data(), pdu.ahs.size());
     length += pdu.ahs.size();
   }
-  std::array<ibv_sge, 2> sge{};
   sge[0].addr = reinterpret_cast<std::uintptr_t>(s);
   sge[0].lkey = send_region_.lkey();
-  int num_sge = 1;
-  PooledBuffer spill;
+  num_sge = 1;
   if (!pdu.data.empty()) {
     if (auto reg = lookup(pdu.data)) {
       // Zero copy: the data segment goes straight from registered memory.
@@ -465,7 +439,26 @@ Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
     }
   }
   sge[0].length = static_cast<std::uint32_t>(length);
-  if (!co_await acquire_sq(1)) co_return error_;
+  return {};
+}
+
+Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
+  if (failed_) co_return error_;
+  // RFC 7145 §8: an unexpected PDU needs a receive buffer the peer reserved for it.
+  if (iser::classify(pdu.bhs, initiator_) == iser::PduClass::unexpected) {
+    if (!co_await acquire_credit()) co_return error_;
+  }
+  std::vector<std::uint32_t> slots;
+  if (!co_await reserve_sends(1, slots, false)) co_return error_;
+  SlotRelease guard{*this, slots};
+  std::array<ibv_sge, 2> sge{};
+  int num_sge = 1;
+  PooledBuffer spill;
+  if (auto ec = prepare_send(pdu, slots.front(), sge, num_sge, spill)) {
+    --sq_in_use_;
+    wake_one(sq_waiters_);
+    co_return ec;
+  }
   Op op;
   ibv_send_wr wr{};
   wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
@@ -482,6 +475,137 @@ Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
   }
   pending_.insert(&op);
   co_return co_await op.done.wait();
+}
+
+Awaitable<std::error_code> IserConnection::send_batch(std::vector<PduOut> pdus) {
+  if (failed_) co_return error_;
+  // Each chunk (the whole batch unless it exceeds the send queue) is one chain of SEND work requests
+  // handed to one ibv_post_send: nothing can be posted between them, and the RC QP delivers SENDs in
+  // posting order. A batch larger than the send queue goes out in chunks with the gate closed
+  // (batch_posting_), so no send() or other batch posts between its chunks either.
+  std::size_t next = 0;
+  bool gate_held = false;
+  std::error_code result;
+  while (next < pdus.size()) {
+    const std::size_t n = std::min<std::size_t>(pdus.size() - next, options_.send_depth);
+    // Credits first (RFC 7145 §8), holding no slot or send-queue entry while waiting.
+    for (std::size_t i = next; i < next + n; ++i)
+      if (iser::classify(pdus[i].bhs, initiator_) == iser::PduClass::unexpected && !co_await acquire_credit()) break;
+    std::vector<std::uint32_t> slots;
+    if (failed_ || !co_await reserve_sends(static_cast<std::uint32_t>(n), slots, gate_held)) {
+      result = error_;
+      break;
+    }
+    SlotRelease guard{*this, slots};
+    if (!gate_held && next + n < pdus.size()) {
+      batch_posting_ = true;
+      gate_held = true;
+    }
+    std::vector<std::array<ibv_sge, 2>> sges(n);
+    std::vector<ibv_send_wr> wrs(n);
+    std::vector<PooledBuffer> spills(n);
+    Op op;
+    op.remaining = 0;
+    std::size_t prepared = 0;
+    for (; prepared < n; ++prepared) {
+      int num_sge = 1;
+      if (auto ec = prepare_send(pdus[next + prepared], slots[prepared], sges[prepared], num_sge, spills[prepared])) {
+        result = ec;
+        break;
+      }
+      ibv_send_wr& wr = wrs[prepared];
+      wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
+      wr.sg_list = sges[prepared].data();
+      wr.num_sge = num_sge;
+      wr.opcode = IBV_WR_SEND;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.next = prepared + 1 < n ? &wrs[prepared + 1] : nullptr;
+    }
+    // A PDU that cannot be described (AHS too long) ends the batch before it: those ahead go out.
+    if (prepared < n) {
+      if (prepared > 0) wrs[prepared - 1].next = nullptr;
+      sq_in_use_ -= static_cast<std::uint32_t>(n - prepared);
+      for (std::size_t i = prepared; i < n; ++i) wake_one(sq_waiters_);
+    }
+    std::size_t posted = prepared;
+    if (prepared > 0) {
+      ibv_send_wr* bad = nullptr;
+      if (const int rc = ibv_post_send(id_->qp, wrs.data(), &bad); rc != 0) {
+        // Work requests before `bad` were posted and will complete; the rest were not.
+        posted = bad != nullptr ? static_cast<std::size_t>(bad - wrs.data()) : 0;
+        sq_in_use_ -= static_cast<std::uint32_t>(prepared - posted);
+        log::info("iser {}: post send failed: {}", peer_, std::strerror(rc));
+        abort_connection(make_error_code(errc::connection_closed));
+      }
+    }
+    if (posted > 0) {
+      op.remaining = static_cast<std::uint32_t>(posted);
+      pending_.insert(&op);
+      // The chunk's slots are reused by the next chunk, so the chunk is waited for here.
+      if (auto ec = co_await op.done.wait(); ec && !result) result = ec;
+    }
+    if (failed_ && !result) result = error_;
+    if (result) break;
+    next += n;
+  }
+  if (gate_held) {
+    batch_posting_ = false;
+    auto waiters = std::move(gate_waiters_);
+    gate_waiters_.clear();
+    for (Completion* c : waiters) c->complete();
+  }
+  co_return result;
+}
+
+Awaitable<bool> IserConnection::acquire_credit() {
+  while (!failed_ && !credits_.try_acquire()) {
+    Completion c;
+    credit_waiters_.push_back(&c);
+    co_await c.wait();
+  }
+  co_return !failed_;
+}
+
+Awaitable<bool> IserConnection::reserve_sends(std::uint32_t n, std::vector<std::uint32_t>& slots, bool gate_owner) {
+  while (true) {
+    while (!failed_ && batch_posting_ && !gate_owner) {
+      Completion c;
+      gate_waiters_.push_back(&c);
+      co_await c.wait();
+    }
+    while (!failed_ && free_send_slots_.size() < n) {
+      Completion c;
+      slot_waiters_.push_back(&c);
+      co_await c.wait();
+    }
+    if (failed_) co_return false;
+    if (batch_posting_ && !gate_owner) continue;  // a batch started while we waited
+    for (std::uint32_t i = 0; i < n; ++i) {
+      slots.push_back(free_send_slots_.back());
+      free_send_slots_.pop_back();
+    }
+    if (!co_await acquire_sq(n)) {
+      release_slots(slots);
+      co_return false;
+    }
+    if (batch_posting_ && !gate_owner) {
+      // A batch closed the gate while we waited for the send queue: give everything back, so the
+      // batch (which may need these entries and slots) can go on, and wait for it to finish.
+      sq_in_use_ -= n;
+      for (std::uint32_t i = 0; i < n; ++i) wake_one(sq_waiters_);
+      release_slots(slots);
+      continue;
+    }
+    co_return true;
+  }
+}
+
+void IserConnection::release_slots(std::vector<std::uint32_t>& slots) noexcept {
+  for (auto slot : slots) {
+    free_send_slots_.push_back(slot);
+    wake_one(slot_waiters_);
+  }
+  slots.clear();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -621,6 +745,7 @@ class IserDatamover final : public Datamover {
   explicit IserDatamover(std::shared_ptr<IserConnection> c) : c_(std::move(c)) {}
   ~IserDatamover() override { c_->shutdown(); }
   Awaitable<std::error_code> send(PduOut pdu) override { return c_->send(std::move(pdu)); }
+  Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus) override { return c_->send_batch(std::move(pdus)); }
   Awaitable<Result<PduIn>> receive(DataPlacement* placement) override { return c_->receive(placement); }
   void set_digests(bool, bool) noexcept override {}  // RFC 7145 §6.1: no digests on iSER
   void set_max_recv_data_segment_length(std::uint32_t bytes) noexcept override { c_->set_max_recv(bytes); }

@@ -92,6 +92,11 @@ Awaitable<Result<std::unique_ptr<TcpDatamover>>> TcpDatamover::connect(asio::any
   co_return std::make_unique<TcpDatamover>(std::move(state->socket));
 }
 
+void TcpDatamover::finish(const Pending& pending, std::error_code result) {
+  if (pending.result != nullptr) *pending.result = result;
+  if (pending.done != nullptr) pending.done->complete(result);
+}
+
 Awaitable<std::error_code> TcpDatamover::send(PduOut pdu) {
   if (send_error_) co_return send_error_;
   Completion done;
@@ -109,31 +114,34 @@ Awaitable<std::error_code> TcpDatamover::send(PduOut pdu) {
 Awaitable<std::error_code> TcpDatamover::send_batch(std::vector<PduOut> pdus) {
   if (send_error_) co_return send_error_;
   if (pdus.empty()) co_return std::error_code{};
-  // All of them enter the queue before any write starts: nothing can come between them.
-  std::deque<Completion> done(pdus.size());
-  std::vector<std::error_code> results(pdus.size());
-  for (std::size_t i = 0; i < pdus.size(); ++i) queue_.push_back({&pdus[i], &done[i], &results[i]});
+  // All of them enter the queue before any write starts: nothing can come between them. Only the
+  // last one is waited for: the writer sends in queue order and a failed write fails everything
+  // queued behind it, so when the last one went out, all of them did (no per-PDU completion).
+  Completion done;
+  std::error_code result;
+  for (std::size_t i = 0; i + 1 < pdus.size(); ++i) queue_.push_back({&pdus[i], nullptr, nullptr});
+  queue_.push_back({&pdus.back(), &done, &result});
   if (!writing_) {
     writing_ = true;
     co_await write_queued();
     writing_ = false;
   }
-  for (auto& d : done) co_await d.wait();
-  for (const auto& r : results)
-    if (r) co_return r;
-  co_return std::error_code{};
+  co_await done.wait();
+  co_return result;
 }
 
 Awaitable<void> TcpDatamover::write_queued() {
-  std::vector<asio::const_buffer> buffers;
-  std::vector<std::array<std::byte, 4>> digests;
-  std::vector<Pending> batch;
+  // Members, not locals: only one write_queued() runs at a time (writing_), and keeping their
+  // capacity saves three or four allocations per gather write in steady state.
+  auto& buffers = write_buffers_;
+  auto& digests = write_digests_;
+  auto& batch = write_batch_;
   while (!queue_.empty()) {
     batch.clear();
     buffers.clear();
     digests.clear();
     const std::size_t n = std::min(queue_.size(), max_batch_pdus);
-    digests.reserve(2 * n);  // addresses into it must stay stable
+    if (header_digest_ || data_digest_) digests.reserve(2 * n);  // addresses into it must stay stable
     for (std::size_t i = 0; i < n; ++i) {
       batch.push_back(queue_.front());
       queue_.pop_front();
@@ -159,18 +167,15 @@ Awaitable<void> TcpDatamover::write_queued() {
       }
     }
     boost::system::error_code ec;
-    co_await asio::async_write(socket_, buffers, transfer_all_uncapped(), use_awaitable_ec(ec));
+    // A view, not the vector: async_write keeps a copy of its buffer sequence, and a vector copy is
+    // an allocation per gather write. The vector outlives the write (a member, untouched meanwhile).
+    co_await asio::async_write(socket_, std::span<const asio::const_buffer>(buffers), transfer_all_uncapped(),
+                               use_awaitable_ec(ec));
     const std::error_code result = ec ? map_error(ec) : std::error_code{};
     if (result) send_error_ = result;
-    for (auto& p : batch) {
-      *p.result = result;
-      p.done->complete(result);
-    }
+    for (auto& p : batch) finish(p, result);
     if (send_error_) {
-      for (auto& p : queue_) {
-        *p.result = send_error_;
-        p.done->complete(send_error_);
-      }
+      for (auto& p : queue_) finish(p, send_error_);
       queue_.clear();
     }
   }

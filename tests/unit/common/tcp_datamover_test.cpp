@@ -234,6 +234,30 @@ TEST(TcpDatamover, CorrectHeaderDigestIsAccepted) {
   EXPECT_EQ(to_u32(iscsi::itt_of(in->bhs)), 5u);
 }
 
+// A batch is waited for through its last PDU only (one completion per batch): a write that fails
+// must still fail the batch, whichever of its PDUs it hit, and every call must return. The peer is
+// gone, so batches of 16 x 64 KiB are sent until one fails (the first few may still fit the
+// socket buffers); after that, each batch fails at once.
+TEST(TcpDatamover, BatchToAGonePeerFailsAndReturns) {
+  Pair p;
+  p.server.reset();
+  const auto payload = pattern(64 * 1024);
+  int calls = 0, returned = 0, failed = 0;
+  p.run([&]() -> Awaitable<void> {
+    for (int round = 0; round < 200 && failed < 3; ++round) {
+      std::vector<PduOut> batch;
+      for (std::uint32_t i = 0; i < 16; ++i)
+        batch.push_back(make_pdu(iscsi::DataOut{.itt = iscsi::Itt{1}, .data_sn = i}, payload));
+      ++calls;
+      const auto ec = co_await p.client->send_batch(std::move(batch));
+      ++returned;
+      if (ec) ++failed;
+    }
+  });
+  EXPECT_EQ(returned, calls);
+  EXPECT_EQ(failed, 3) << "writes to a closed peer never failed a batch";
+}
+
 TEST(TcpDatamover, PeerCloseIsConnectionClosed) {
   Pair p;
   p.run([&]() -> Awaitable<void> {

@@ -64,6 +64,7 @@ class Harness {
       EXPECT_FALSE(ended) << "the session may end only once";
       ended = a.ended;
     }
+    engine.recycle_actions(std::move(a));  // as Session::Impl::apply() does: every test reuses them
   }
   std::vector<Sent> take_sent() {
     drain();
@@ -187,6 +188,49 @@ TEST(SessionEngine, ReadPlacesDataInAndCompletesWithStatusAndResidual) {
   EXPECT_EQ(h.engine.stats().data_in_bytes_placed, 6144u);
   EXPECT_EQ(h.engine.exp_stat_sn(), SerialNumber(11));
   EXPECT_EQ(h.engine.itts_in_use(), 0u);
+}
+
+// Ended tasks' map nodes and the action vectors are reused (no allocation per command in steady
+// state): a reused task starts clean. Each round: a read completed with an underflow residual after
+// two Data-In, then a read whose single Data-In (DataSN 0) carries the status with no residual.
+TEST(SessionEngine, ReusedTasksStartClean) {
+  Harness h;
+  for (std::uint32_t round = 0; round < 3; ++round) {
+    const auto stat_sn = SerialNumber(10 + 2 * round);
+    std::vector<std::byte> buffer(8192);
+    const TaskId first_id = h.read(buffer);
+    auto sent = h.take_sent();
+    ASSERT_EQ(sent.size(), 1u);
+    const auto itt = sent[0].as<iscsi::ScsiCommand>().itt;
+    std::vector<std::byte> part(4096, std::byte{0x11});
+    h.deliver(data_in(itt, 0, 0), part);
+    auto last = data_in(itt, 1, 4096);
+    last.final = last.status_present = last.residual_underflow = true;
+    last.residual_count = 4096;
+    last.stat_sn = stat_sn;
+    h.deliver(last, std::span<const std::byte>(part).first(0));
+    const auto* o = h.outcome(first_id);
+    ASSERT_NE(o, nullptr);
+    EXPECT_EQ(o->result.residual_bytes, 4096u);
+
+    std::vector<std::byte> second(4096);
+    const TaskId second_id = h.read(second);
+    sent = h.take_sent();
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_EQ(sent[0].as<iscsi::ScsiCommand>().expected_data_transfer_length, 4096u);
+    auto only = data_in(sent[0].as<iscsi::ScsiCommand>().itt, 0, 0);
+    only.final = only.status_present = true;
+    only.stat_sn = stat_sn + 1;
+    std::vector<std::byte> payload(4096, std::byte{0x22});
+    h.deliver(only, payload);
+    const auto* o2 = h.outcome(second_id);
+    ASSERT_NE(o2, nullptr);
+    EXPECT_FALSE(o2->error) << o2->error.message();
+    EXPECT_EQ(o2->result.status, scsi::Status::good);
+    EXPECT_EQ(o2->result.residual_bytes, 0u);
+    EXPECT_EQ(second[4095], std::byte{0x22});
+    EXPECT_EQ(h.engine.itts_in_use(), 0u);
+  }
 }
 
 TEST(SessionEngine, OverflowResidualFromScsiResponse) {

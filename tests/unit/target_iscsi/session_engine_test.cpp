@@ -110,8 +110,15 @@ class SessionEngineTest : public ::testing::Test {
     collect();
   }
 
+  // Hands the vector back as Connection::pump() does, so every test runs with recycled actions.
   void collect() {
-    for (auto& a : engine->take_actions()) {
+    auto actions = engine->take_actions();
+    collect_from(actions);
+    engine->recycle_actions(std::move(actions));
+  }
+
+  void collect_from(std::vector<EngineAction>& actions) {
+    for (auto& a : actions) {
       if (auto* batch = std::get_if<SendPdus>(&a)) {
         ++batches;
         order.push_back("send");
@@ -218,6 +225,53 @@ TEST_F(SessionEngineTest, ReadIsSegmentedIntoDataInWithStatusInTheLastInOneBatch
   ASSERT_EQ(released.size(), 1u);
   EXPECT_EQ(released[0].bytes, 20u * block);
   EXPECT_TRUE(released[0].granted);
+}
+
+// Ended tasks, their map nodes and action vectors are reused (no allocation per command in steady
+// state): a reused task must start clean. A read of 20 blocks (3 Data-In, a budget), a TEST UNIT
+// READY and a read of 4 blocks on the same ITT each behave as on a fresh engine.
+TEST_F(SessionEngineTest, ReusedTasksStartClean) {
+  config.params.initiator_max_recv_data_segment_length = 4096;
+  start();
+  for (std::uint32_t round = 0; round < 3; ++round) {
+    const std::uint32_t sn = 1 + 3 * round;
+    sent.clear();
+    executes.clear();
+    released.clear();
+    deliver(command(7, sn, cdb10(0x28, 20), 20 * block, true, false));
+    ASSERT_EQ(executes.size(), 1u);
+    ASSERT_EQ(engine->task_data(Itt{7}).size(), 20u * block);
+    execute(Itt{7}, ScsiOutcome::good(20 * block));
+    ASSERT_EQ(sent.size(), 3u);
+    EXPECT_EQ(sent[0].as<iscsi::DataIn>().data_sn, 0u);
+    EXPECT_EQ(released.size(), 1u);
+
+    sent.clear();
+    deliver(tur(7, sn + 1));
+    ASSERT_EQ(executes.size(), 2u);
+    EXPECT_TRUE(engine->task_data(Itt{7}).empty());
+    execute(Itt{7}, ScsiOutcome::good());
+    ASSERT_EQ(sent.size(), 1u);
+    ASSERT_TRUE(sent[0].is<iscsi::ScsiResponse>());
+    const auto& r = sent[0].as<iscsi::ScsiResponse>();
+    EXPECT_EQ(r.status, static_cast<std::uint8_t>(scsi::Status::good));
+    EXPECT_FALSE(r.residual_underflow);
+    EXPECT_FALSE(r.residual_overflow);
+    EXPECT_TRUE(sent[0].data.empty());
+    EXPECT_EQ(released.size(), 1u);  // no budget for a command without data
+
+    sent.clear();
+    deliver(command(7, sn + 2, cdb10(0x28, 4), 4 * block, true, false));
+    ASSERT_EQ(executes.size(), 3u);
+    ASSERT_EQ(engine->task_data(Itt{7}).size(), 4u * block);
+    execute(Itt{7}, ScsiOutcome::good(4 * block));
+    ASSERT_EQ(sent.size(), 1u);
+    const auto& d = sent[0].as<iscsi::DataIn>();
+    EXPECT_EQ(d.data_sn, 0u);
+    EXPECT_TRUE(d.status_present);
+    EXPECT_FALSE(d.residual_underflow);
+    EXPECT_EQ(sent[0].data.size(), 4u * block);
+  }
 }
 
 TEST_F(SessionEngineTest, ShortReadReportsUnderflowResidual) {

@@ -40,9 +40,10 @@ class TcpDatamover final : public Datamover {
  private:
   struct Pending {
     PduOut* pdu;
-    Completion* done;
-    std::error_code* result;
+    Completion* done;          // null for a batch's PDUs but its last
+    std::error_code* result;   // null with done
   };
+  static void finish(const Pending& pending, std::error_code result);
   Awaitable<void> write_queued();
 
   asio::ip::tcp::socket socket_;
@@ -57,6 +58,10 @@ class TcpDatamover final : public Datamover {
   bool writing_ = false;
   std::error_code send_error_;
   std::deque<Pending> queue_;
+  // write_queued()'s working vectors, kept between calls so steady-state sends do not allocate.
+  std::vector<asio::const_buffer> write_buffers_;
+  std::vector<std::array<std::byte, 4>> write_digests_;
+  std::vector<Pending> write_batch_;
   std::vector<std::byte> scratch_;
   // Lookahead (zero copy): the read of a data segment also asks for up to one BHS of the next PDU,
   // so a stream of PDUs with data costs one recvmsg each instead of two. It never holds more than

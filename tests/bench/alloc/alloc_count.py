@@ -1,0 +1,195 @@
+#!/usr/bin/python3
+# Heap allocations per request in steady state (issue 10 item 8), for iserkit-target and
+# iserkit-nbd. Starts both on loopback with the counting allocator preloaded (alloc_counter.cpp,
+# LD_PRELOAD; counts malloc/calloc/realloc/aligned allocations, i.e. every operator new), drives them
+# with fio's nbd engine (fio -> iserkit-nbd -> iserkit-target, the chain scripts/bench.sh measures),
+# and for each workload: a warm-up run, a snapshot of both counters (SIGUSR1), a measured run of
+# --runtime seconds, another snapshot; allocations per request = difference / requests fio did.
+# Each fio run is a fresh NBD connection, so the bridge's per-connection work (handshake, the
+# connection's coroutine) is spread over the run's thousands of requests.
+# One NBD request of up to 8 MiB is one SCSI command, so the target's figure is per SCSI command.
+#
+# --ceiling WORKLOAD:PROCESS=N (repeatable) makes it a check: exit 1 when a measured figure is
+# above N (the bench-mode regression test, tests/bench/alloc/CMakeLists.txt). Exit 77 when fio or
+# its nbd engine is missing. Python 3 standard library only; run it with /usr/bin/python3.
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+IQN = "iqn.2026-11.org.iserkit:target"
+MIB = 1 << 20
+# name -> (label, fio rw, request bytes, queue depth)
+WORKLOADS = {
+    "rr4k-qd1": ("4 KiB random read QD1", "randread", 4096, 1),
+    "rw4k-qd1": ("4 KiB random write QD1", "randwrite", 4096, 1),
+    "rr4k-qd32": ("4 KiB random read QD32", "randread", 4096, 32),
+    "rw4k-qd32": ("4 KiB random write QD32", "randwrite", 4096, 32),
+    "sr1m-qd8": ("1 MiB sequential read QD8", "read", MIB, 8),
+    "sw1m-qd8": ("1 MiB sequential write QD8", "write", MIB, 8),
+}
+PROCESSES = ("target", "bridge")
+
+
+def skip(reason):
+    print(f"SKIP: {reason}", flush=True)
+    sys.exit(77)
+
+
+def wait_until(pred, seconds, what, procs=()):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        for p in procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"{what}: a process exited early (code {p.returncode})")
+        time.sleep(0.02)
+    raise RuntimeError(f"{what}: not within {seconds} s")
+
+
+class Counter:
+    """The report file of one preloaded process; snapshot() asks for a line and parses it."""
+
+    def __init__(self, path):
+        self.path = path
+        self.proc = None
+
+    def lines(self):
+        try:
+            with open(self.path) as f:
+                return [l for l in f.read().splitlines() if l.startswith("allocations=")]
+        except FileNotFoundError:
+            return []
+
+    def snapshot(self):
+        before = len(self.lines())
+        self.proc.send_signal(signal.SIGUSR1)
+        wait_until(lambda: len(self.lines()) > before, 5, "allocation counter report", [self.proc])
+        fields = dict(kv.split("=") for kv in self.lines()[before].split())
+        return {k: int(v) for k, v in fields.items()}
+
+
+def fio_run(fio, socket_path, workload, seconds, size):
+    _, rw, bs, qd = WORKLOADS[workload]
+    argv = [fio, "--name=a", "--ioengine=nbd", f"--uri=nbd+unix:///?socket={socket_path}", f"--rw={rw}",
+            f"--bs={bs}", f"--iodepth={qd}", f"--size={size}", "--time_based",
+            f"--runtime={seconds}", "--norandommap", "--randrepeat=0", "--output-format=json"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"fio failed ({out.returncode}): {out.stderr.strip()}")
+    job = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
+    done = job["read"]["total_ios"] + job["write"]["total_ios"]
+    if job.get("error", 0) != 0 or done == 0:
+        raise RuntimeError(f"fio: error {job.get('error')} after {done} requests")
+    return done
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--bin", required=True, help="folder with iserkit-target and iserkit-nbd")
+    ap.add_argument("--counter", required=True, help="path of libiserkit_alloc_counter.so")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--runtime", type=int, default=3, help="seconds of each measured run")
+    ap.add_argument("--warmup", type=int, default=1, help="seconds of each warm-up run")
+    ap.add_argument("--size-mib", type=int, default=64, help="backing file size")
+    ap.add_argument("--ceiling", action="append", default=[], help="WORKLOAD:PROCESS=N, fail above N")
+    ap.add_argument("--json", help="also write the figures here")
+    args = ap.parse_args()
+
+    fio = shutil.which("fio")
+    if fio is None:
+        skip("fio is not installed")
+    if "nbd" not in subprocess.run([fio, "--enghelp"], capture_output=True, text=True).stdout.split():
+        skip("this fio has no nbd engine")
+    ceilings = {}
+    for c in args.ceiling:
+        key, value = c.split("=")
+        workload, process = key.split(":")
+        if workload not in WORKLOADS or process not in PROCESSES:
+            ap.error(f"bad --ceiling {c}")
+        ceilings[(workload, process)] = float(value)
+    workloads = [w for w in args.workloads.split(",") if w]
+    for w in workloads:
+        if w not in WORKLOADS:
+            ap.error(f"unknown workload {w}")
+
+    run = tempfile.mkdtemp(prefix="iserkit-alloc.", dir="/var/tmp")
+    procs = []
+    ok = False
+    try:
+        backing = os.path.join(run, "backing.img")
+        with open(backing, "wb") as f:
+            chunk = os.urandom(MIB)
+            for _ in range(args.size_mib):
+                f.write(chunk)
+        counters = {p: Counter(os.path.join(run, f"{p}.alloc")) for p in PROCESSES}
+        port_file = os.path.join(run, "target.port")
+        sock = os.path.join(run, "nbd.sock")
+
+        def spawn(name, argv):
+            env = dict(os.environ, LD_PRELOAD=args.counter, ISERKIT_ALLOC_COUNTER=counters[name].path)
+            log = open(os.path.join(run, f"{name}.log"), "w")
+            p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            procs.append(p)
+            counters[name].proc = p
+            return p
+
+        target = spawn("target", [os.path.join(args.bin, "iserkit-target"), "--lun", backing, "--listen",
+                                  "127.0.0.1:0", "--port-file", port_file, "--log-level", "warn", "--no-iser"])
+        wait_until(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 10, "target port", [target])
+        port = int(open(port_file).read().strip())
+        bridge = spawn("bridge", [os.path.join(args.bin, "iserkit-nbd"), f"iscsi://127.0.0.1:{port}/{IQN}/0",
+                                  "--socket", sock, "--log-level", "warn"])
+        wait_until(lambda: os.path.exists(sock), 10, "bridge socket", [bridge])
+
+        results = {}
+        failed = []
+        print(f"{'workload':32} {'requests':>9} {'target/req':>11} {'bridge/req':>11}"
+              f" {'target B/req':>13} {'bridge B/req':>13}")
+        for w in workloads:
+            label = WORKLOADS[w][0]
+            fio_run(fio, sock, w, args.warmup, args.size_mib * MIB)  # warm-up: pools, free lists, frames
+            before = {p: counters[p].snapshot() for p in PROCESSES}
+            done = fio_run(fio, sock, w, args.runtime, args.size_mib * MIB)
+            after = {p: counters[p].snapshot() for p in PROCESSES}
+            row = {"label": label, "requests": done}
+            for p in PROCESSES:
+                row[p] = (after[p]["allocations"] - before[p]["allocations"]) / done
+                row[p + "_bytes"] = (after[p]["bytes"] - before[p]["bytes"]) / done
+                limit = ceilings.get((w, p))
+                if limit is not None and row[p] > limit:
+                    failed.append(f"{label}: {p} makes {row[p]:.2f} allocations per request, ceiling {limit}")
+            results[w] = row
+            print(f"{label:32} {done:9} {row['target']:11.2f} {row['bridge']:11.2f}"
+                  f" {row['target_bytes']:13.0f} {row['bridge_bytes']:13.0f}", flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+        for msg in failed:
+            print(f"FAIL: {msg}")
+        ok = not failed
+        return 0 if ok else 1
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if ok:
+            shutil.rmtree(run, ignore_errors=True)
+        else:
+            print(f"logs kept in {run}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
