@@ -14,6 +14,7 @@
 #include "iserkit/target/config.hpp"
 #include "iserkit/target/scsi_dispatcher.hpp"
 #include "login_throttle.hpp"
+#include "session_table.hpp"
 
 namespace iserkit::target {
 
@@ -32,7 +33,7 @@ struct TargetNode {
 };
 
 /// The set of target nodes and the portal group they share. Immutable after setup except for the
-/// TSIH counter and the login throttle (both thread-safe), so it can be shared between I/O threads.
+/// TSIH counter, the login throttle and the session table (all thread-safe), so it can be shared between I/O threads.
 class TargetRegistry {
  public:
   /// Adds a node. Errors: errc::invalid_argument for an empty name, a null dispatcher or a duplicate name.
@@ -59,12 +60,17 @@ class TargetRegistry {
   /// Failed logins counted per source address (thread-safe; shared by every connection).
   [[nodiscard]] LoginThrottle& login_throttle() const noexcept { return *login_throttle_; }
 
+  /// The live normal sessions by InitiatorName + ISID + target, for session reinstatement
+  /// (RFC 7143 §6.3.5; session_table.hpp). Thread-safe; shared by every connection.
+  [[nodiscard]] SessionTable& sessions() const noexcept { return *sessions_; }
+
  private:
   std::vector<std::shared_ptr<TargetNode>> nodes_;
   std::vector<std::string> portal_addresses_;
   AuthConfig discovery_auth_;
   mutable std::atomic<std::uint16_t> next_tsih_{1};
   std::shared_ptr<LoginThrottle> login_throttle_ = std::make_shared<LoginThrottle>();
+  std::shared_ptr<SessionTable> sessions_ = std::make_shared<SessionTable>();
 };
 
 /// Builds the answer to SendTargets=`value` (RFC 7143 Appendix C): "All" lists every node (only
