@@ -97,6 +97,8 @@ int run(int argc, char** argv) {
        cxxopts::value<std::string>()->default_value("64M"))
       ("global-payload-budget", "payload bytes held for all commands", cxxopts::value<std::string>()->default_value("512M"))
       ("pool-idle-cap", "idle task-buffer memory kept for reuse", cxxopts::value<std::string>()->default_value("64M"))
+      ("shutdown-timeout", "seconds SIGTERM/SIGINT lets sessions finish the commands they sent before closing "
+                           "them (0 = at once)", cxxopts::value<double>()->default_value("10"))
       ("chap-algorithms", "CHAP_A accepted for the --lun/--export-dir targets and discovery, comma-separated "
                           "(default SHA-256,SHA3-256,SHA-1; add MD5 for libiscsi/QEMU)", cxxopts::value<std::string>())
       ("no-iser", "serve iSCSI/TCP only (by default each portal also listens for iSER when an RDMA device exists)")
@@ -167,6 +169,7 @@ int run(int argc, char** argv) {
   config.limits.connection_payload_bytes = size_option(args, "connection-payload-budget");
   config.limits.global_payload_bytes = size_option(args, "global-payload-budget");
   config.limits.pool_idle_bytes = size_option(args, "pool-idle-cap");
+  config.limits.shutdown_timeout = seconds_option(args, "shutdown-timeout", true);
   if (args.count("allow-initiator")) config.allowed_initiators = args["allow-initiator"].as<std::vector<std::string>>();
   std::vector<std::string> warnings;
   // A credential from a flag: the user name from `user_flag`, the secret from `file_flag` or `env`.

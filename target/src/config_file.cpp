@@ -204,7 +204,7 @@ struct Parser {
     if (auto e = check_keys(source, *table,
                             {"login_timeout", "idle_interval", "ping_timeout", "max_logging_in", "fd_reserve",
                              "max_immediate_commands", "connection_payload_budget", "global_payload_budget",
-                             "pool_idle_cap"},
+                             "pool_idle_cap", "shutdown_timeout"},
                             "[limits]"))
       return *e;
     auto seconds = [&](const char* key, std::chrono::milliseconds& value, bool zero_ok) -> std::optional<tl::unexpected<ConfigError>> {
@@ -247,6 +247,7 @@ struct Parser {
     if (auto e = size("connection_payload_budget", out.connection_payload_bytes)) return e;
     if (auto e = size("global_payload_budget", out.global_payload_bytes)) return e;
     if (auto e = size("pool_idle_cap", out.pool_idle_bytes)) return e;
+    if (auto e = seconds("shutdown_timeout", out.shutdown_timeout, true)) return e;
     return std::nullopt;
   }
 

@@ -2,6 +2,7 @@
 // (RFC 7143 §3.2.4, §6.3 login; the protocol rules live in session_engine.cpp).
 #include "connection.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -54,6 +55,18 @@ void Connection::close() noexcept {
   }
   ordered_ready_.set();
   ordered_room_.set();
+}
+
+void Connection::drain(std::chrono::milliseconds logout_within) noexcept {
+  if (closed_) return;
+  if (!engine_ || engine_->ended()) {
+    close();
+    return;
+  }
+  const auto seconds = std::clamp<std::int64_t>((logout_within.count() + 999) / 1000, 1, 0xffff);
+  log::debug("connection {}: draining (logout requested within {} s)", datamover_->peer(), seconds);
+  engine_->begin_drain(static_cast<std::uint16_t>(seconds));
+  pump();
 }
 
 Awaitable<void> Connection::run() {

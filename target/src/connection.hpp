@@ -64,6 +64,12 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   /// Closes the socket; run() then returns and running tasks stop. Call on the connection's executor.
   void close() noexcept;
 
+  /// Target shutdown: a connection still logging in is closed; a session drains
+  /// (SessionEngine::begin_drain: Async Message asking for a logout within `logout_within`,
+  /// commands already received answered, then close). The caller bounds it with close().
+  /// Call on the connection's executor.
+  void drain(std::chrono::milliseconds logout_within) noexcept;
+
   /// The peer's address, for logs.
   [[nodiscard]] std::string peer() const { return datamover_->peer(); }
 

@@ -109,6 +109,7 @@ struct TargetServer::Impl {
   std::uint64_t next_id = 1;                            // under mutex
   std::unique_ptr<ConnectionAdmission> admission;
   std::shared_ptr<SharedPayloadBudget> global_budget;
+  std::unique_ptr<asio::steady_timer> shutdown_timer;  // on contexts[0]: the drain's bound
 
   TargetLoginOptions login_options() const {
     // .rdma is set by the connection from its datamover's capabilities.
@@ -183,6 +184,10 @@ struct TargetServer::Impl {
               admission->on_closed(id);
               std::lock_guard lock(mutex);
               connections.erase(id);
+              // The last connection drained: nothing is left for the shutdown bound to wait for.
+              if (stopping && connections.empty()) asio::post(*contexts[0], [this] {
+                if (shutdown_timer) shutdown_timer->cancel();
+              });
             },
     };
     auto connection =
@@ -242,6 +247,17 @@ struct TargetServer::Impl {
   static constexpr std::uint32_t iser_extra_receives = 16;
   std::vector<std::string> iser_bound;
 
+  // Closes every connection still open (on its own executor). Call with `mutex` held.
+  void close_all() {
+    for (auto& [id, open] : connections)
+      asio::post(open.executor, [weak = open.connection] {
+        if (auto c = weak.lock()) c->close();
+      });
+  }
+
+  // Shutdown (target/README.md "Shutdown"): no new connections; connections still logging in are
+  // closed; sessions drain (Connection::drain) for at most limits.shutdown_timeout, then whatever
+  // is still open is closed. run() returns once every connection is gone.
   void stop() {
     if (stopping.exchange(true)) return;
     asio::post(*contexts[0], [this] {
@@ -250,11 +266,26 @@ struct TargetServer::Impl {
         a->close(ignored);
       }
       for (auto& l : iser_listeners) l->close();
+      const auto bound = config.limits.shutdown_timeout;
       std::lock_guard lock(mutex);
-      for (auto& [id, open] : connections)
-        asio::post(open.executor, [weak = open.connection] {
-          if (auto c = weak.lock()) c->close();
+      if (bound.count() <= 0 || connections.empty()) {
+        close_all();
+      } else {
+        log::info("shutdown: draining {} connection(s) for at most {} ms", connections.size(), bound.count());
+        for (auto& [id, open] : connections)
+          asio::post(open.executor, [weak = open.connection, bound] {
+            if (auto c = weak.lock()) c->drain(bound);
+          });
+        shutdown_timer = std::make_unique<asio::steady_timer>(*contexts[0], bound);
+        shutdown_timer->async_wait([this](const boost::system::error_code& ec) {
+          if (ec) return;
+          std::lock_guard lock(mutex);
+          if (connections.empty()) return;
+          log::info("shutdown: {} connection(s) not drained within {} ms: closing them", connections.size(),
+                    config.limits.shutdown_timeout.count());
+          close_all();
         });
+      }
       for (auto& g : guards) g.reset();
     });
   }

@@ -35,7 +35,22 @@ SessionEngine::SessionEngine(SessionEngineConfig config, SessionEngineHooks hook
       stat_sn_(config_.stat_sn),
       last_rx_(now) {}
 
-std::vector<EngineAction> SessionEngine::take_actions() { return std::exchange(actions_, {}); }
+std::vector<EngineAction> SessionEngine::take_actions() {
+  // Draining: the connection closes once the last answer is queued (after it, in order).
+  if (draining_ && !ended_ && tasks_.empty() && tmfs_.empty() && !logout_) close("target shutting down");
+  return std::exchange(actions_, {});
+}
+
+void SessionEngine::begin_drain(std::uint16_t logout_within_seconds) {
+  if (ended_ || draining_) return;
+  draining_ = true;
+  if (config_.discovery) return;
+  // RFC 7143 §11.9.1: AsyncEvent 1, "target requests Logout"; Parameter3 is the time to do it in.
+  iscsi::AsyncMessage m{.lun = {}, .stat_sn = take_stat_sn(), .event = iscsi::AsyncEvent::logout_request,
+                        .parameter3 = logout_within_seconds};
+  stamp(m);
+  send(datamover::make_pdu(m));
+}
 
 const EngineTask* SessionEngine::task(iscsi::Itt itt) const noexcept {
   auto it = tasks_.find(iscsi::to_u32(itt));
@@ -749,7 +764,7 @@ void SessionEngine::end_task(std::uint32_t itt, std::optional<ReleaseBudget>* de
   tasks_.erase(it);
   if (task->state != TaskState::aborted) task->state = TaskState::done;
   if (task->counted_immediate) --immediate_outstanding_;
-  if (task->in_window) window_.release();
+  if (task->in_window && !draining_) window_.release();  // draining: the window does not open again
   if (task->budget == EngineTask::Budget::none) return;
   ReleaseBudget release{task->itt(), task->budget_bytes, task->budget == EngineTask::Budget::granted};
   if (deferred != nullptr) {

@@ -147,6 +147,10 @@ struct ConnectionLimits {
   std::uint64_t global_payload_bytes = std::uint64_t{512} << 20;
   /// Idle memory the task buffer pool keeps for reuse after buffers are returned (bytes).
   std::uint64_t pool_idle_bytes = std::uint64_t{64} << 20;
+  /// SIGTERM/SIGINT (TargetServer::stop()): the time sessions get to drain — commands already
+  /// received run and are answered, initiators are asked to log out (RFC 7143 §11.9.1) — before
+  /// every connection still open is closed. 0 = close at once.
+  std::chrono::milliseconds shutdown_timeout{10000};
 };
 
 /// Everything iserkit-target needs to start.
