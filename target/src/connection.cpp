@@ -225,7 +225,10 @@ void Connection::open_nexus() {
   // SPC-5 §7.6.4.6 / RFC 7143 §4.2.7: the iSCSI initiator port name is
   // "<InitiatorName>,i,0x<ISID in 12 hex digits>".
   std::string port = params_.initiator_name + ",i,0x" + isid_hex(session_.isid);
-  nexus_ = session_.target->dispatcher->open_nexus(std::move(port));
+  // One target port per portal group: the tag is its relative target port identifier and its
+  // ALUA target port group (SPC-5 §7.7.6.5, §7.7.6.6).
+  nexus_ = session_.target->dispatcher->open_nexus(
+      std::move(port), TargetPort{.relative_port = options_.portal_group_tag, .group = options_.portal_group_tag});
   nexus_open_ = true;
 }
 
@@ -256,7 +259,7 @@ void Connection::start_engine() {
   }
   hooks.send_targets = [this](const std::string& value) {
     return send_targets(*registry_, value, session_.discovery, session_.target.get(), params_.initiator_name,
-                        datamover_->local());
+                        datamover_->local(), options_.portal_group_tag);
   };
   hooks.request_budget = [this](iscsi::Itt itt, std::uint64_t bytes) { return request_budget(itt, bytes); };
   // The data phase is chosen once, from the transport (TCP: R2T/Data-Out/Data-In; iSER: RDMA).

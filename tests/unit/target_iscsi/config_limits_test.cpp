@@ -41,6 +41,23 @@ TEST(ConfigLimits, ParsesEveryKey) {
   EXPECT_EQ(c->limits.shutdown_timeout, 500ms);
 }
 
+TEST(ConfigAlua, PortalGroupStatesByTag) {
+  auto c = parse_config_toml(
+      "listen = [\"127.0.0.1:3260\", \"127.0.0.2:3260,tpgt=2\"]\n[alua]\n2 = \"standby\"\n1 = \"active/non-optimized\"\n",
+      "alua.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  ASSERT_EQ(c->listen.size(), 2u);
+  EXPECT_EQ(c->listen[1].portal_group, 2);
+  EXPECT_EQ(c->alua_states.at(2), AluaState::standby);
+  EXPECT_EQ(c->alua_states.at(1), AluaState::active_non_optimized);
+  for (const char* bad : {"[alua]\n2 = \"asleep\"\n", "[alua]\n0 = \"standby\"\n", "[alua]\nx = \"standby\"\n",
+                          "alua = 3\n"}) {
+    auto e = parse_config_toml(bad, "bad.toml");
+    ASSERT_FALSE(e) << bad;
+    EXPECT_NE(e.error().message.find("alua"), std::string::npos) << e.error().message;
+  }
+}
+
 TEST(ConfigLimits, RefusesBadValuesWithTheKeyNamed) {
   const std::pair<const char*, const char*> cases[] = {
       {"[limits]\nlogin_timeout = 0\n", "limits.login_timeout"},
