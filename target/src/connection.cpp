@@ -186,7 +186,7 @@ Awaitable<bool> Connection::login() {
 Awaitable<bool> Connection::reinstate(const LoginResult& result) {
   // Discovery sessions hold nothing a successor could collide with; they are not registered.
   if (result.discovery || !result.target) co_return true;
-  session_key_ = SessionKey::make(result.initiator_name, result.isid, result.target->name);
+  session_key_ = SessionKey::make(result.initiator_name, result.isid, result.target->name, options_.portal_group_tag);
   SessionTable::Entry entry{
       .id = session_id_,
       .tsih = result.tsih,

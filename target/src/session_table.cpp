@@ -16,8 +16,9 @@ std::string lower(std::string_view s) {
 }  // namespace
 
 SessionKey SessionKey::make(std::string_view initiator_name, const std::array<std::byte, 6>& isid,
-                            std::string_view target_name) {
-  return SessionKey{.initiator = lower(initiator_name), .isid = isid, .target = lower(target_name)};
+                            std::string_view target_name, std::uint16_t portal_group) {
+  return SessionKey{.initiator = lower(initiator_name), .isid = isid, .target = lower(target_name),
+                    .portal_group = portal_group};
 }
 
 void SessionEnd::set() {

@@ -30,18 +30,22 @@
 
 namespace iserkit::target {
 
-/// The identity a reinstating login matches (RFC 7143 §4.4.1: the session identifier is the
-/// initiator name + ISID, per target node; names compared case-insensitively, RFC 3722).
+/// The identity a reinstating login matches: the I_T nexus, i.e. the initiator port (InitiatorName
+/// + ISID) and the target port (TargetName + portal group tag) (RFC 7143 §4.4.1 SSID = ISID + TPGT,
+/// §6.3.5; names compared case-insensitively, RFC 3722). The same ISID through another portal
+/// group is another session (a multipath initiator may use one ISID on every path).
 struct SessionKey {
   std::string initiator;            ///< InitiatorName, lower-cased
   std::array<std::byte, 6> isid{};  ///< ISID as on the wire
   std::string target;               ///< TargetName, lower-cased
+  std::uint16_t portal_group = 1;   ///< target portal group tag
 
   /// Builds a key, folding both names to lower case.
   static SessionKey make(std::string_view initiator_name, const std::array<std::byte, 6>& isid,
-                         std::string_view target_name);
+                         std::string_view target_name, std::uint16_t portal_group = 1);
   friend bool operator<(const SessionKey& a, const SessionKey& b) noexcept {
-    return std::tie(a.initiator, a.isid, a.target) < std::tie(b.initiator, b.isid, b.target);
+    return std::tie(a.initiator, a.isid, a.target, a.portal_group) <
+           std::tie(b.initiator, b.isid, b.target, b.portal_group);
   }
   friend bool operator==(const SessionKey& a, const SessionKey& b) noexcept = default;
 };

@@ -6,6 +6,7 @@ Checks through each portal: the Login Response's TargetPortalGroupTag; TPGS = 01
 INQUIRY; REPORT TARGET PORT GROUPS lists both groups with their states; VPD 0x83 names the
 portal's relative target port and target port group and the same logical unit designators; READ
 runs through the active group and gets NOT READY, 04h/0Bh through the standby one.
+Both sessions use one InitiatorName and ISID: through two portal groups they are two sessions.
 Usage: alua.py PORT1 IQN PORT2
 """
 import os
@@ -103,14 +104,19 @@ def check_portal(port, address, want_tag):
         assert sense[2] & 0x0F == 0x02 and sense[12:14] == b"\x04\x0b", \
             f"sense {sense[2] & 0x0f:#x} {sense[12:14].hex()}: expected NOT READY 04h/0Bh"
     print(f"ok: portal group {want_tag}: tag, TPGS, RTPG, VPD 0x83 and access as configured")
-    return lu
+    return c, lu
 
 
 def main():
-    lu1 = check_portal(bi.PORT, "127.0.0.1", 1)
-    lu2 = check_portal(PORT2, "127.0.0.2", 2)
+    c1, lu1 = check_portal(bi.PORT, "127.0.0.1", 1)
+    c2, lu2 = check_portal(PORT2, "127.0.0.2", 2)
     assert lu1 == lu2 and lu1, "the logical unit designators differ between the two paths"
     print("ok: the same logical unit designators on both paths")
+    # Both sessions used the same InitiatorName and ISID, through two portal groups: two I_T
+    # nexuses, so the second login did not reinstate (end) the first (RFC 7143 §6.3.5, SSID = ISID + TPGT).
+    bi.nop_ping(c1)
+    bi.nop_ping(c2)
+    print("ok: the same ISID through another portal group is another session")
     print("PASS")
 
 

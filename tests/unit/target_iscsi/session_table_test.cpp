@@ -31,6 +31,9 @@ TEST(SessionKey, NamesFoldCaseIsidDoesNot) {
   EXPECT_NE(SessionKey::make("iqn.x:h", isid_a, "iqn.y:t"), SessionKey::make("iqn.x:h", isid_b, "iqn.y:t"));
   EXPECT_NE(SessionKey::make("iqn.x:h", isid_a, "iqn.y:t"), SessionKey::make("iqn.x:h2", isid_a, "iqn.y:t"));
   EXPECT_NE(SessionKey::make("iqn.x:h", isid_a, "iqn.y:t"), SessionKey::make("iqn.x:h", isid_a, "iqn.y:t2"));
+  // The same initiator port through another portal group: another I_T nexus, another session.
+  EXPECT_NE(SessionKey::make("iqn.x:h", isid_a, "iqn.y:t", 1), SessionKey::make("iqn.x:h", isid_a, "iqn.y:t", 2));
+  EXPECT_EQ(SessionKey::make("iqn.x:h", isid_a, "iqn.y:t"), SessionKey::make("iqn.x:h", isid_a, "iqn.y:t", 1));
 }
 
 TEST(SessionTable, SameIdentityReplacesOtherIdentitiesDoNot) {
