@@ -23,6 +23,7 @@ grep -q "draining 1 connection" "$WORK/target.out" "$WORK/target.err" || fail "n
 
 start_target --lun "$DISK"
 timeout 60 python3 "$(dirname "$0")/drain.py" "$PORT" "$IQN" verify 0 || fail "drain.py verify"
+stop_target
 
 # A stalled initiator: the bound (2 s) closes it; exit well before the default 10 s would.
 start_target --lun "$DISK" --shutdown-timeout 2
