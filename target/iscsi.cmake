@@ -12,6 +12,7 @@ add_library(iserkit_target STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login_throttle.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/portal.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/session_engine.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/session_table.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/target_node.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/write_sequencer.cpp)
 add_library(iserkit::target ALIAS iserkit_target)

@@ -97,6 +97,11 @@ int run(int argc, char** argv) {
        cxxopts::value<std::string>()->default_value("64M"))
       ("global-payload-budget", "payload bytes held for all commands", cxxopts::value<std::string>()->default_value("512M"))
       ("pool-idle-cap", "idle task-buffer memory kept for reuse", cxxopts::value<std::string>()->default_value("64M"))
+      ("alua-state", "TPGT=STATE: the ALUA state of portal group TPGT (a --listen ADDRESS,tpgt=N): "
+                     "active/optimized (default), active/non-optimized, standby or unavailable (repeatable)",
+       cxxopts::value<std::vector<std::string>>())
+      ("shutdown-timeout", "seconds SIGTERM/SIGINT lets sessions finish the commands they sent before closing "
+                           "them (0 = at once)", cxxopts::value<double>()->default_value("10"))
       ("chap-algorithms", "CHAP_A accepted for the --lun/--export-dir targets and discovery, comma-separated "
                           "(default SHA-256,SHA3-256,SHA-1; add MD5 for libiscsi/QEMU)", cxxopts::value<std::string>())
       ("no-iser", "serve iSCSI/TCP only (by default each portal also listens for iSER when an RDMA device exists)")
@@ -123,10 +128,19 @@ int run(int argc, char** argv) {
   TargetConfig config;
   config.iqn = args["iqn"].as<std::string>();
   if (args.count("listen")) {
+    // cxxopts splits vector values at commas: glue "ADDRESS,tpgt=N" back together.
+    std::vector<std::string> listens;
     for (const auto& l : args["listen"].as<std::vector<std::string>>()) {
+      if (l.starts_with("tpgt=") && !listens.empty()) {
+        listens.back() += "," + l;
+      } else {
+        listens.push_back(l);
+      }
+    }
+    for (const auto& l : listens) {
       auto a = iserkit::target::parse_listen_address(l);
       if (!a) {
-        std::cerr << "iserkit-target: --listen " << l << ": expected HOST:PORT or [IPV6]:PORT\n";
+        std::cerr << "iserkit-target: --listen " << l << ": expected HOST:PORT or [IPV6]:PORT, optionally ,tpgt=N\n";
         return 2;
       }
       config.listen.push_back(*a);
@@ -167,6 +181,25 @@ int run(int argc, char** argv) {
   config.limits.connection_payload_bytes = size_option(args, "connection-payload-budget");
   config.limits.global_payload_bytes = size_option(args, "global-payload-budget");
   config.limits.pool_idle_bytes = size_option(args, "pool-idle-cap");
+  config.limits.shutdown_timeout = seconds_option(args, "shutdown-timeout", true);
+  if (args.count("alua-state")) {
+    for (const auto& a : args["alua-state"].as<std::vector<std::string>>()) {
+      const auto eq = a.find('=');
+      auto state = eq == std::string::npos ? std::nullopt : iserkit::target::parse_alua_state(a.substr(eq + 1));
+      unsigned long tag = 0;
+      try {
+        tag = eq == std::string::npos ? 0 : std::stoul(a.substr(0, eq));
+      } catch (const std::exception&) {
+        tag = 0;
+      }
+      if (!state || tag == 0 || tag > 65535) {
+        std::cerr << "iserkit-target: --alua-state " << a
+                  << ": expected TPGT=active/optimized|active/non-optimized|standby|unavailable\n";
+        return 2;
+      }
+      config.alua_states[static_cast<std::uint16_t>(tag)] = *state;
+    }
+  }
   if (args.count("allow-initiator")) config.allowed_initiators = args["allow-initiator"].as<std::vector<std::string>>();
   std::vector<std::string> warnings;
   // A credential from a flag: the user name from `user_flag`, the secret from `file_flag` or `env`.

@@ -24,6 +24,15 @@ std::optional<std::uint64_t> parse_u64(std::string_view s) {
 
 Result<ListenAddress> parse_listen_address(std::string_view text) {
   ListenAddress out;
+  if (const auto comma = text.find(','); comma != std::string_view::npos) {
+    // "ADDRESS,tpgt=N", as SendTargets writes a TargetAddress (RFC 7143 §13.8).
+    const auto tag_text = text.substr(comma + 1);
+    if (!tag_text.starts_with("tpgt=")) return fail(errc::invalid_argument);
+    auto tag = parse_u64(tag_text.substr(5));
+    if (!tag || *tag == 0 || *tag > 65535) return fail(errc::invalid_argument);
+    out.portal_group = static_cast<std::uint16_t>(*tag);
+    text = text.substr(0, comma);
+  }
   std::string_view port;
   if (text.starts_with('[')) {
     const auto close = text.find(']');

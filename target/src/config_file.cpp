@@ -4,6 +4,7 @@
 // exceptions are caught here and become ConfigError). Error messages name keys, never values.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -204,7 +205,7 @@ struct Parser {
     if (auto e = check_keys(source, *table,
                             {"login_timeout", "idle_interval", "ping_timeout", "max_logging_in", "fd_reserve",
                              "max_immediate_commands", "connection_payload_budget", "global_payload_budget",
-                             "pool_idle_cap"},
+                             "pool_idle_cap", "shutdown_timeout"},
                             "[limits]"))
       return *e;
     auto seconds = [&](const char* key, std::chrono::milliseconds& value, bool zero_ok) -> std::optional<tl::unexpected<ConfigError>> {
@@ -247,12 +248,13 @@ struct Parser {
     if (auto e = size("connection_payload_budget", out.connection_payload_bytes)) return e;
     if (auto e = size("global_payload_budget", out.global_payload_bytes)) return e;
     if (auto e = size("pool_idle_cap", out.pool_idle_bytes)) return e;
+    if (auto e = seconds("shutdown_timeout", out.shutdown_timeout, true)) return e;
     return std::nullopt;
   }
 
   tl::expected<TargetConfig, ConfigError> parse(const toml::table& root, TargetConfig config) const {
     if (auto e = check_keys(source, root,
-                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "limits", "login_throttle"},
+                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "limits", "login_throttle", "alua"},
                             "the top level"))
       return *e;
     if (const auto* node = root.get("listen")) {
@@ -260,8 +262,25 @@ struct Parser {
       if (!list) return tl::unexpected(list.error());
       for (const auto& l : *list) {
         auto a = parse_listen_address(l);
-        if (!a) return error_at(source, *node, "listen: bad address \"" + l + "\" (HOST:PORT or [IPV6]:PORT)");
+        if (!a) return error_at(source, *node, "listen: bad address \"" + l + "\" (HOST:PORT or [IPV6]:PORT, optionally ,tpgt=N)");
         config.listen.push_back(*a);
+      }
+    }
+    // [alua]: portal group tag = "state" (ALUA, SPC-5 §5.16.2.4).
+    if (const auto* node = root.get("alua")) {
+      const auto* table = node->as_table();
+      if (table == nullptr) return error_at(source, *node, "alua must be a table ([alua], \"TPGT\" = \"STATE\")");
+      for (const auto& [key, value] : *table) {
+        const std::string k(key.str());
+        unsigned long tag = 0;
+        if (!k.empty() && k.size() <= 5 && std::all_of(k.begin(), k.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+          tag = std::stoul(k);
+        const auto name = value.value<std::string>();
+        const auto state = name ? parse_alua_state(*name) : std::nullopt;
+        if (tag == 0 || tag > 65535 || !state)
+          return error_at(source, value, "alua." + k + ": expected a portal group tag 1..65535 = \"active/optimized\", "
+                                         "\"active/non-optimized\", \"standby\" or \"unavailable\"");
+        config.alua_states[static_cast<std::uint16_t>(tag)] = *state;
       }
     }
     // value_exact: an integer only. value<int64_t>() also converts floats, and a float out of

@@ -2,6 +2,8 @@
 // (RFC 7143 §3.2.4, §6.3 login; the protocol rules live in session_engine.cpp).
 #include "connection.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "iserkit/common/errors.hpp"
@@ -13,6 +15,14 @@ namespace {
 // The receive loop stops reading while this many ordered actions wait for the writer: a peer that
 // stops reading its socket cannot make the target queue responses without bound.
 constexpr std::size_t max_ordered_actions = 64;
+
+std::atomic<std::uint64_t> next_session_id{1};
+
+std::string isid_hex(const std::array<std::byte, 6>& isid) {
+  std::string out;
+  for (std::byte b : isid) out += fmt::format("{:02x}", static_cast<unsigned>(b));
+  return out;
+}
 
 }  // namespace
 
@@ -26,7 +36,8 @@ Connection::Connection(std::unique_ptr<datamover::Datamover> datamover, std::sha
       hooks_(std::move(hooks)),
       timer_(datamover_->executor()),
       budget_(limits.connection_payload_bytes),
-      global_budget_(std::move(global_budget)) {
+      global_budget_(std::move(global_budget)),
+      session_id_(next_session_id.fetch_add(1, std::memory_order_relaxed)) {
   // Login negotiates the iSER keys when the transport moves data by RDMA.
   options_.rdma = datamover_->capabilities().rdma_data;
 }
@@ -46,6 +57,18 @@ void Connection::close() noexcept {
   ordered_room_.set();
 }
 
+void Connection::drain(std::chrono::milliseconds logout_within) noexcept {
+  if (closed_) return;
+  if (!engine_ || engine_->ended()) {
+    close();
+    return;
+  }
+  const auto seconds = std::clamp<std::int64_t>((logout_within.count() + 999) / 1000, 1, 0xffff);
+  log::debug("connection {}: draining (logout requested within {} s)", datamover_->peer(), seconds);
+  engine_->begin_drain(static_cast<std::uint16_t>(seconds));
+  pump();
+}
+
 Awaitable<void> Connection::run() {
   auto self = shared_from_this();
   // The portal's bookkeeping hears of the close on every way out, an exception included.
@@ -55,6 +78,12 @@ Awaitable<void> Connection::run() {
       if (c.hooks_.closed) c.hooks_.closed();
     }
   } closed_hook{*this};
+  // Declared after closed_hook, so it runs first: a reinstating login waiting for this session
+  // hears of its end once everything below (tasks, writer, budgets, I_T nexus) is over.
+  struct EndedHook {
+    Connection& c;
+    ~EndedHook() { c.session_ended(); }
+  } ended_hook{*this};
   if (co_await login()) {
     if (hooks_.logged_in) hooks_.logged_in();
     open_nexus();
@@ -129,6 +158,9 @@ Awaitable<bool> Connection::login() {
       spdlog::log(throttled ? spdlog::level::debug : spdlog::level::info, "login {}: rejected: status=0x{:02x}{:02x}{}{}",
                   datamover_->peer(), step.response.status_class, step.response.status_detail,
                   step.reason.empty() ? "" : ": ", step.reason);
+    // RFC 7143 §6.3.5: a live session with this InitiatorName + ISID ends before the final Login
+    // Response of its successor leaves (after authentication, as LIO checks it too).
+    if (step.action == LoginAction::send_then_full_feature && !co_await reinstate(machine.result())) co_return false;
     const auto ec = co_await datamover_->send(datamover::make_pdu_owned(step.response, std::move(step.text)));
     if (ec || step.action == LoginAction::send_then_close) co_return false;
     if (step.action == LoginAction::send_then_full_feature) break;
@@ -151,13 +183,52 @@ Awaitable<bool> Connection::login() {
   co_return true;
 }
 
+Awaitable<bool> Connection::reinstate(const LoginResult& result) {
+  // Discovery sessions hold nothing a successor could collide with; they are not registered.
+  if (result.discovery || !result.target) co_return true;
+  session_key_ = SessionKey::make(result.initiator_name, result.isid, result.target->name, options_.portal_group_tag);
+  SessionTable::Entry entry{
+      .id = session_id_,
+      .tsih = result.tsih,
+      .close =
+          [ex = datamover_->executor(), weak = weak_from_this()] {
+            asio::post(ex, [weak] {
+              if (auto c = weak.lock()) {
+                log::info("connection {}: session reinstated by a new login: closing", c->datamover_->peer());
+                c->close();
+              }
+            });
+          },
+      .ended = session_end_,
+  };
+  auto old = registry_->sessions().replace(*session_key_, std::move(entry));
+  if (!old) co_return true;
+  log::info("login {}: reinstating the session of initiator={} isid=0x{} target={}: ending tsih={} first (new tsih={})",
+            datamover_->peer(), log::escaped(result.initiator_name), isid_hex(result.isid),
+            log::escaped(result.target->name), old->tsih, result.tsih);
+  old->close();
+  // Not interrupted by our own close(): a session replaced while it waits must still not end
+  // before the one it replaced did, or the login after it would not wait long enough. The login
+  // timeout closes this connection meanwhile; a backend that never completes keeps it waiting.
+  co_await old->ended->wait();
+  log::debug("login {}: session tsih={} ended", datamover_->peer(), old->tsih);
+  co_return !closed_;
+}
+
+void Connection::session_ended() noexcept {
+  if (session_key_) registry_->sessions().remove(*session_key_, session_id_);
+  session_end_->set();
+}
+
 void Connection::open_nexus() {
   if (session_.discovery || !session_.target) return;
   // SPC-5 §7.6.4.6 / RFC 7143 §4.2.7: the iSCSI initiator port name is
   // "<InitiatorName>,i,0x<ISID in 12 hex digits>".
-  std::string port = params_.initiator_name + ",i,0x";
-  for (std::byte b : session_.isid) port += fmt::format("{:02x}", static_cast<unsigned>(b));
-  nexus_ = session_.target->dispatcher->open_nexus(std::move(port));
+  std::string port = params_.initiator_name + ",i,0x" + isid_hex(session_.isid);
+  // One target port per portal group: the tag is its relative target port identifier and its
+  // ALUA target port group (SPC-5 §7.7.6.5, §7.7.6.6).
+  nexus_ = session_.target->dispatcher->open_nexus(
+      std::move(port), TargetPort{.relative_port = options_.portal_group_tag, .group = options_.portal_group_tag});
   nexus_open_ = true;
 }
 
@@ -188,7 +259,7 @@ void Connection::start_engine() {
   }
   hooks.send_targets = [this](const std::string& value) {
     return send_targets(*registry_, value, session_.discovery, session_.target.get(), params_.initiator_name,
-                        datamover_->local());
+                        datamover_->local(), options_.portal_group_tag);
   };
   hooks.request_budget = [this](iscsi::Itt itt, std::uint64_t bytes) { return request_budget(itt, bytes); };
   // The data phase is chosen once, from the transport (TCP: R2T/Data-Out/Data-In; iSER: RDMA).

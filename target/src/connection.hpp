@@ -32,6 +32,7 @@
 #include "payload_budget.hpp"
 #include "target_node.hpp"
 #include "session_engine.hpp"
+#include "session_table.hpp"
 
 namespace iserkit::target {
 
@@ -63,6 +64,12 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   /// Closes the socket; run() then returns and running tasks stop. Call on the connection's executor.
   void close() noexcept;
 
+  /// Target shutdown: a connection still logging in is closed; a session drains
+  /// (SessionEngine::begin_drain: Async Message asking for a logout within `logout_within`,
+  /// commands already received answered, then close). The caller bounds it with close().
+  /// Call on the connection's executor.
+  void drain(std::chrono::milliseconds logout_within) noexcept;
+
   /// The peer's address, for logs.
   [[nodiscard]] std::string peer() const { return datamover_->peer(); }
 
@@ -78,6 +85,12 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   std::span<std::byte> place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept override;
 
   Awaitable<bool> login();
+  /// Session reinstatement (RFC 7143 §6.3.5): registers the session `result` is about to open and
+  /// ends a live session with the same InitiatorName + ISID + target first, waiting until it has
+  /// wholly ended (tasks, budgets, I_T nexus). False when this connection was closed meanwhile.
+  Awaitable<bool> reinstate(const LoginResult& result);
+  /// Unregisters the session and tells a reinstating login that it has ended (end of run()).
+  void session_ended() noexcept;
   void open_nexus();
   void start_engine();
   Awaitable<void> receive_loop();
@@ -124,6 +137,9 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   Event backend_idle_;
   bool closed_ = false;
   NexusId nexus_;           // this session's I_T nexus at the device server (normal sessions)
+  std::uint64_t session_id_;  // unique per connection, for the SessionTable
+  std::optional<SessionKey> session_key_;  // set once registered in the SessionTable
+  std::shared_ptr<SessionEnd> session_end_ = std::make_shared<SessionEnd>();
   bool nexus_open_ = false;
 };
 

@@ -17,7 +17,7 @@ using iscsi::LoginStage;
 
 constexpr std::size_t max_login_text_bytes = 64 * 1024;  // bound on a C=1 text sequence
 
-iscsi::NegotiationPolicy make_policy(const TargetRegistry& registry, const TargetLoginOptions& o) {
+iscsi::NegotiationPolicy make_policy(const TargetRegistry& /*registry*/, const TargetLoginOptions& o) {
   iscsi::NegotiationPolicy p;
   p.wanted.target_max_recv_data_segment_length = o.max_recv_data_segment_length;
   p.wanted.max_burst_length = o.max_burst_length;
@@ -31,7 +31,7 @@ iscsi::NegotiationPolicy make_policy(const TargetRegistry& registry, const Targe
   p.wanted.data_sequence_in_order = true;  // Or
   p.wanted.default_time2wait = 0;
   p.wanted.default_time2retain = 0;  // ERL 0: nothing to retain after a connection drops
-  p.wanted.target_portal_group_tag = registry.portal_group_tag();
+  p.wanted.target_portal_group_tag = o.portal_group_tag;
   p.header_digests = {"None", "CRC32C"};
   p.data_digests = {"None", "CRC32C"};
   if (o.rdma) {
@@ -288,8 +288,8 @@ LoginStep LoginMachine::process(const iscsi::LoginRequest& req, const iscsi::Tex
   if (first_response && !result_.discovery) {
     // RFC 7143 §13.9: TargetPortalGroupTag MUST be returned in the first Login Response of a
     // normal session.
-    answers.push_back({"TargetPortalGroupTag", std::to_string(registry_.portal_group_tag())});
-    negotiation_.parameters().target_portal_group_tag = registry_.portal_group_tag();
+    answers.push_back({"TargetPortalGroupTag", std::to_string(options_.portal_group_tag)});
+    negotiation_.parameters().target_portal_group_tag = options_.portal_group_tag;
     if (!result_.target->alias.empty()) {
       answers.push_back({"TargetAlias", result_.target->alias});
       negotiation_.parameters().target_alias = result_.target->alias;

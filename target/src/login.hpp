@@ -62,6 +62,7 @@ struct TargetLoginOptions {
   bool rdma = false;
   std::uint32_t rdma_recv_data_segment_length = 8192;  ///< TargetRecvDataSegmentLength we declare
   std::uint32_t max_outstanding_unexpected_pdus = 0;   ///< our answer to that key (0 = no limit)
+  std::uint16_t portal_group_tag = 1;  ///< the TargetPortalGroupTag of the portal the connection came in on
 };
 
 /// What the connection does after a login PDU.

@@ -109,8 +109,9 @@ struct TargetServer::Impl {
   std::uint64_t next_id = 1;                            // under mutex
   std::unique_ptr<ConnectionAdmission> admission;
   std::shared_ptr<SharedPayloadBudget> global_budget;
+  std::unique_ptr<asio::steady_timer> shutdown_timer;  // on contexts[0]: the drain's bound
 
-  TargetLoginOptions login_options() const {
+  TargetLoginOptions login_options(std::uint16_t portal_group_tag) const {
     // .rdma is set by the connection from its datamover's capabilities.
     return TargetLoginOptions{.max_recv_data_segment_length = config.max_recv_data_segment_length,
                               .max_burst_length = config.max_burst_length,
@@ -118,10 +119,11 @@ struct TargetServer::Impl {
                               .max_outstanding_r2t = config.max_outstanding_r2t,
                               .cmd_window_depth = config.cmd_window_depth,
                               .rdma_recv_data_segment_length = iser_recv_data_segment_length,
-                              .max_outstanding_unexpected_pdus = config.cmd_window_depth + iser_extra_receives};
+                              .max_outstanding_unexpected_pdus = config.cmd_window_depth + iser_extra_receives,
+                              .portal_group_tag = portal_group_tag};
   }
 
-  Awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor) {
+  Awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor, std::uint16_t tag) {
     while (!stopping) {
       auto& context = *contexts[next_context++ % contexts.size()];
       boost::system::error_code ec;
@@ -134,12 +136,12 @@ struct TargetServer::Impl {
         co_await t.async_wait(use_awaitable_ec(ec));
         continue;
       }
-      start_connection(context, std::make_unique<datamover::TcpDatamover>(std::move(socket)));
+      start_connection(context, std::make_unique<datamover::TcpDatamover>(std::move(socket)), tag);
     }
   }
 
   // The iSER portal: same as accept_loop, over an RDMA CM listener.
-  Awaitable<void> iser_accept_loop(datamover::IserListener& listener) {
+  Awaitable<void> iser_accept_loop(datamover::IserListener& listener, std::uint16_t tag) {
     while (!stopping) {
       auto& context = *contexts[next_context++ % contexts.size()];
       auto dm = co_await listener.accept(asio::any_io_executor(context.get_executor()));
@@ -148,11 +150,11 @@ struct TargetServer::Impl {
         log::warn("portal: iSER accept failed: {}: iSER portal closed", dm.error().message());
         co_return;
       }
-      start_connection(context, std::move(*dm));
+      start_connection(context, std::move(*dm), tag);
     }
   }
 
-  void start_connection(asio::io_context& context, std::unique_ptr<datamover::Datamover> dm) {
+  void start_connection(asio::io_context& context, std::unique_ptr<datamover::Datamover> dm, std::uint16_t tag) {
     std::uint64_t id = 0;
     {
       std::lock_guard lock(mutex);
@@ -183,10 +185,14 @@ struct TargetServer::Impl {
               admission->on_closed(id);
               std::lock_guard lock(mutex);
               connections.erase(id);
+              // The last connection drained: nothing is left for the shutdown bound to wait for.
+              if (stopping && connections.empty()) asio::post(*contexts[0], [this] {
+                if (shutdown_timer) shutdown_timer->cancel();
+              });
             },
     };
     auto connection =
-        std::make_shared<Connection>(std::move(dm), registry, login_options(), config.limits, std::move(hooks),
+        std::make_shared<Connection>(std::move(dm), registry, login_options(tag), config.limits, std::move(hooks),
                                      global_budget);
     log::debug("portal: connection from {}", connection->peer());
     {
@@ -232,6 +238,7 @@ struct TargetServer::Impl {
       log::info("portal: iSER listening on {}", bound[i]);
       iser_bound.push_back(bound[i]);
       iser_listeners.push_back(std::move(*l));
+      iser_tags.push_back(listen[i].portal_group);
     }
   }
 
@@ -241,7 +248,20 @@ struct TargetServer::Impl {
   // Receives beyond the CmdSN window: immediate commands (NOP-Out, TMF, Logout) and NOP-Out echoes.
   static constexpr std::uint32_t iser_extra_receives = 16;
   std::vector<std::string> iser_bound;
+  std::vector<std::uint16_t> iser_tags;     // portal group tag of each iSER listener
+  std::vector<std::uint16_t> acceptor_tags;  // portal group tag of each TCP acceptor
 
+  // Closes every connection still open (on its own executor). Call with `mutex` held.
+  void close_all() {
+    for (auto& [id, open] : connections)
+      asio::post(open.executor, [weak = open.connection] {
+        if (auto c = weak.lock()) c->close();
+      });
+  }
+
+  // Shutdown (target/README.md "Shutdown"): no new connections; connections still logging in are
+  // closed; sessions drain (Connection::drain) for at most limits.shutdown_timeout, then whatever
+  // is still open is closed. run() returns once every connection is gone.
   void stop() {
     if (stopping.exchange(true)) return;
     asio::post(*contexts[0], [this] {
@@ -250,11 +270,26 @@ struct TargetServer::Impl {
         a->close(ignored);
       }
       for (auto& l : iser_listeners) l->close();
+      const auto bound = config.limits.shutdown_timeout;
       std::lock_guard lock(mutex);
-      for (auto& [id, open] : connections)
-        asio::post(open.executor, [weak = open.connection] {
-          if (auto c = weak.lock()) c->close();
+      if (bound.count() <= 0 || connections.empty()) {
+        close_all();
+      } else {
+        log::info("shutdown: draining {} connection(s) for at most {} ms", connections.size(), bound.count());
+        for (auto& [id, open] : connections)
+          asio::post(open.executor, [weak = open.connection, bound] {
+            if (auto c = weak.lock()) c->drain(bound);
+          });
+        shutdown_timer = std::make_unique<asio::steady_timer>(*contexts[0], bound);
+        shutdown_timer->async_wait([this](const boost::system::error_code& ec) {
+          if (ec) return;
+          std::lock_guard lock(mutex);
+          if (connections.empty()) return;
+          log::info("shutdown: {} connection(s) not drained within {} ms: closing them", connections.size(),
+                    config.limits.shutdown_timeout.count());
+          close_all();
         });
+      }
       for (auto& g : guards) g.reset();
     });
   }
@@ -319,6 +354,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
   std::vector<ListenAddress> listen = config.listen;
   if (listen.empty()) listen.push_back(ListenAddress{.host = "0.0.0.0", .port = 3260});
   std::vector<std::string> advertised;
+  std::vector<std::uint16_t> advertised_tags;
   for (const auto& l : listen) {
     boost::system::error_code ec;
     asio::ip::tcp::resolver resolver(*impl->contexts[0]);
@@ -340,10 +376,37 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
     }
     const auto local = acceptor->local_endpoint(ec);
     impl->bound.push_back(format_endpoint(local));
-    if (!local.address().is_unspecified()) advertised.push_back(format_endpoint(local));
+    if (!local.address().is_unspecified()) {
+      advertised.push_back(format_endpoint(local));
+      advertised_tags.push_back(l.portal_group);
+    }
     impl->acceptors.push_back(std::move(acceptor));
+    impl->acceptor_tags.push_back(l.portal_group);
   }
-  impl->registry->set_portal_addresses(std::move(advertised));
+  impl->registry->set_portal_addresses(std::move(advertised), std::move(advertised_tags));
+  // ALUA (SPC-5 §5.16): one target port group per portal group, one target port in it (relative
+  // port id = tag), in the state the configuration gives (default active/optimized).
+  std::vector<TargetPortGroup> groups;
+  for (const auto& l : listen) {
+    if (std::any_of(groups.begin(), groups.end(), [&](const TargetPortGroup& g) { return g.id == l.portal_group; }))
+      continue;
+    const auto it = config.alua_states.find(l.portal_group);
+    groups.push_back(TargetPortGroup{.id = l.portal_group,
+                                     .state = it == config.alua_states.end() ? AluaState::active_optimized : it->second,
+                                     .relative_ports = {l.portal_group}});
+  }
+  for (const auto& [tag, state] : config.alua_states) {
+    if (std::none_of(groups.begin(), groups.end(), [&, t = tag](const TargetPortGroup& g) { return g.id == t; })) {
+      log::error("config: ALUA state for portal group {}, which no listen address uses (ADDRESS,tpgt={})", tag, tag);
+      return fail(errc::invalid_argument);
+    }
+  }
+  for (const auto& node : impl->registry->nodes()) {
+    if (auto r = node->dispatcher->set_port_groups(groups); !r) return fail(r.error());
+  }
+  for (const auto& g : groups)
+    if (groups.size() > 1 || g.state != AluaState::active_optimized)
+      log::info("portal group {}: ALUA {}", g.id, to_string(g.state));
   impl->open_iser_portals(listen);
   return std::unique_ptr<TargetServer>(new TargetServer(std::move(impl)));
 }
@@ -374,9 +437,10 @@ void TargetServer::run(bool handle_signals) {
       impl.stop();
     });
   }
-  for (auto& a : impl.acceptors) asio::co_spawn(*impl.contexts[0], impl.accept_loop(*a), asio::detached);
-  for (auto& l : impl.iser_listeners)
-    asio::co_spawn(*impl.contexts[0], impl.iser_accept_loop(*l), asio::detached);
+  for (std::size_t i = 0; i < impl.acceptors.size(); ++i)
+    asio::co_spawn(*impl.contexts[0], impl.accept_loop(*impl.acceptors[i], impl.acceptor_tags[i]), asio::detached);
+  for (std::size_t i = 0; i < impl.iser_listeners.size(); ++i)
+    asio::co_spawn(*impl.contexts[0], impl.iser_accept_loop(*impl.iser_listeners[i], impl.iser_tags[i]), asio::detached);
   std::vector<std::thread> threads;
   for (std::size_t i = 1; i < impl.contexts.size(); ++i)
     threads.emplace_back([&impl, i] { impl.contexts[i]->run(); });

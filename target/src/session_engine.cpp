@@ -36,6 +36,8 @@ SessionEngine::SessionEngine(SessionEngineConfig config, SessionEngineHooks hook
       last_rx_(now) {}
 
 std::vector<EngineAction> SessionEngine::take_actions() {
+  // Draining: the connection closes once the last answer is queued (after it, in order).
+  if (draining_ && !ended_ && tasks_.empty() && tmfs_.empty() && !logout_) close("target shutting down");
   std::vector<EngineAction> out;
   out.swap(actions_);
   actions_.swap(spare_actions_);  // empty, with the capacity of an earlier pass
@@ -70,6 +72,17 @@ void SessionEngine::insert_task(std::uint32_t itt, std::unique_ptr<EngineTask> t
 void SessionEngine::recycle_task(std::unique_ptr<EngineTask> task) noexcept {
   *task = EngineTask{};  // releases its buffer now, as destroying it did
   if (spare_tasks_.size() < max_spare_tasks) spare_tasks_.push_back(std::move(task));
+}
+
+void SessionEngine::begin_drain(std::uint16_t logout_within_seconds) {
+  if (ended_ || draining_) return;
+  draining_ = true;
+  if (config_.discovery) return;
+  // RFC 7143 §11.9.1: AsyncEvent 1, "target requests Logout"; Parameter3 is the time to do it in.
+  iscsi::AsyncMessage m{.lun = {}, .stat_sn = take_stat_sn(), .event = iscsi::AsyncEvent::logout_request,
+                        .parameter3 = logout_within_seconds};
+  stamp(m);
+  send(datamover::make_pdu(m));
 }
 
 const EngineTask* SessionEngine::task(iscsi::Itt itt) const noexcept {
@@ -791,7 +804,7 @@ void SessionEngine::end_task(std::uint32_t itt, std::optional<ReleaseBudget>* de
   } recycle{*this, task};
   if (task->state != TaskState::aborted) task->state = TaskState::done;
   if (task->counted_immediate) --immediate_outstanding_;
-  if (task->in_window) window_.release();
+  if (task->in_window && !draining_) window_.release();  // draining: the window does not open again
   if (task->budget == EngineTask::Budget::none) return;
   ReleaseBudget release{task->itt(), task->budget_bytes, task->budget == EngineTask::Budget::granted};
   if (deferred != nullptr) {

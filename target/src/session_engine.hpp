@@ -29,6 +29,9 @@
 //    LOGICAL UNIT RESET, TARGET WARM/COLD RESET; the response leaves after the aborted tasks ended
 //    (a task on the backend ends when its completion arrives); cold reset closes the connection.
 //  - Logout (§11.14): running tasks are aborted; the response leaves once they ended; then close.
+//  - Target shutdown (begin_drain()): an Async Message asks the initiator to log out (§11.9.1,
+//    AsyncEvent 1); the CmdSN window stops opening; commands already received run and are answered;
+//    then the connection closes.
 //  - SNACK (§11.16) is rejected (ERL 0); discovery sessions (§4.3) carry only Text, NOP and Logout.
 //
 // THREADING: none; the owner calls it from one thread.
@@ -204,6 +207,17 @@ class SessionEngine final : private DataPhaseHost {
   /// still report on_task_executed(). No more PDUs are produced.
   void on_closed();
 
+  /// Target shutdown (drain): normal sessions get an Async Message asking for a logout within
+  /// `logout_within_seconds` (RFC 7143 §11.9.1, AsyncEvent 1, Parameter3; it carries and advances
+  /// StatSN). From now on MaxCmdSN stays where it is, so the initiator can add at most the commands
+  /// the window already allows; every command received runs and is answered as usual, and once no
+  /// task, task management request or logout is left the engine closes (CloseConnection "target
+  /// shutting down", after those answers). A Logout the initiator sends meanwhile ends it as usual.
+  /// The driver bounds the whole drain with its own deadline (on_closed()).
+  void begin_drain(std::uint16_t logout_within_seconds);
+  /// True after begin_drain().
+  [[nodiscard]] bool draining() const noexcept { return draining_; }
+
   /// Fires the idle watch: a NOP-In ping, or CloseConnection when the ping went unanswered.
   void on_timer(TimePoint now);
   /// When on_timer() must next be called; nullopt: no timer needed.
@@ -324,6 +338,7 @@ class SessionEngine final : private DataPhaseHost {
   void insert_task(std::uint32_t itt, std::unique_ptr<EngineTask> task);
   void recycle_task(std::unique_ptr<EngineTask> task) noexcept;
   bool ended_ = false;
+  bool draining_ = false;  // begin_drain(): the window stays shut, close once idle
   // Idle watch.
   TimePoint last_rx_;
   std::optional<TimePoint> ping_deadline_;

@@ -14,6 +14,7 @@
 #include "iserkit/target/config.hpp"
 #include "iserkit/target/scsi_dispatcher.hpp"
 #include "login_throttle.hpp"
+#include "session_table.hpp"
 
 namespace iserkit::target {
 
@@ -32,7 +33,7 @@ struct TargetNode {
 };
 
 /// The set of target nodes and the portal group they share. Immutable after setup except for the
-/// TSIH counter and the login throttle (both thread-safe), so it can be shared between I/O threads.
+/// TSIH counter, the login throttle and the session table (all thread-safe), so it can be shared between I/O threads.
 class TargetRegistry {
  public:
   /// Adds a node. Errors: errc::invalid_argument for an empty name, a null dispatcher or a duplicate name.
@@ -43,11 +44,15 @@ class TargetRegistry {
   [[nodiscard]] const std::vector<std::shared_ptr<TargetNode>>& nodes() const noexcept { return nodes_; }
 
   /// The portal addresses ("ip:port", IPv6 in brackets) advertised besides the connection's own.
-  void set_portal_addresses(std::vector<std::string> addresses) { portal_addresses_ = std::move(addresses); }
+  /// `tags`: the portal group tag of each address (RFC 7143 §13.9), in the same order; missing = 1.
+  void set_portal_addresses(std::vector<std::string> addresses, std::vector<std::uint16_t> tags = {}) {
+    portal_addresses_ = std::move(addresses);
+    portal_tags_ = std::move(tags);
+    portal_tags_.resize(portal_addresses_.size(), 1);
+  }
   [[nodiscard]] const std::vector<std::string>& portal_addresses() const noexcept { return portal_addresses_; }
-
-  /// The target portal group tag of every portal (RFC 7143 §13.9).
-  [[nodiscard]] std::uint16_t portal_group_tag() const noexcept { return 1; }
+  /// The portal group tag of portal_addresses()[i].
+  [[nodiscard]] std::uint16_t portal_tag(std::size_t i) const noexcept { return portal_tags_.at(i); }
 
   /// Authentication of discovery sessions (SessionType=Discovery).
   void set_discovery_auth(AuthConfig auth) { discovery_auth_ = std::move(auth); }
@@ -59,12 +64,18 @@ class TargetRegistry {
   /// Failed logins counted per source address (thread-safe; shared by every connection).
   [[nodiscard]] LoginThrottle& login_throttle() const noexcept { return *login_throttle_; }
 
+  /// The live normal sessions by InitiatorName + ISID + target, for session reinstatement
+  /// (RFC 7143 §6.3.5; session_table.hpp). Thread-safe; shared by every connection.
+  [[nodiscard]] SessionTable& sessions() const noexcept { return *sessions_; }
+
  private:
   std::vector<std::shared_ptr<TargetNode>> nodes_;
   std::vector<std::string> portal_addresses_;
+  std::vector<std::uint16_t> portal_tags_;
   AuthConfig discovery_auth_;
   mutable std::atomic<std::uint16_t> next_tsih_{1};
   std::shared_ptr<LoginThrottle> login_throttle_ = std::make_shared<LoginThrottle>();
+  std::shared_ptr<SessionTable> sessions_ = std::make_shared<SessionTable>();
 };
 
 /// Builds the answer to SendTargets=`value` (RFC 7143 Appendix C): "All" lists every node (only
@@ -73,11 +84,11 @@ class TargetRegistry {
 /// session's own target is ever listed. Only nodes whose ACL admits `initiator_name` (the
 /// InitiatorName of the asking session, TargetNode::allows) are listed: a target the initiator
 /// may not log in to is not disclosed. Each node gets TargetName followed by TargetAddress
-/// pairs "`address`,tpgt": first `local_address` (the portal the request came in on), then the
-/// registry's other portal addresses.
+/// pairs "`address`,tpgt": first `local_address` (the portal the request came in on, in portal
+/// group `local_portal_group`), then the registry's other portal addresses with their own tags.
 iscsi::TextPairs send_targets(const TargetRegistry& registry, std::string_view value, bool discovery_session,
                               const TargetNode* session_target, std::string_view initiator_name,
-                              std::string_view local_address);
+                              std::string_view local_address, std::uint16_t local_portal_group = 1);
 
 /// Case-insensitive comparison of iSCSI names (RFC 7143 §4.2.7.1: names are case-folded).
 bool same_iscsi_name(std::string_view a, std::string_view b) noexcept;

@@ -27,10 +27,11 @@ def parse_text(data):
     return dict(p.decode(errors="replace").split("=", 1) for p in data.split(b"\0") if p)
 
 
-def login_bhs(csg, nsg, transit, cont=False, itt=1, cmd_sn=1):
-    """A Login Request BHS (ISID 0x800000010042, TSIH 0, CID 1); DataSegmentLength is set by send()."""
+def login_bhs(csg, nsg, transit, cont=False, itt=1, cmd_sn=1, isid=bytes([0x80, 0, 0, 1, 0, 0x42])):
+    """A Login Request BHS (ISID `isid`, 6 bytes, default 0x800000010042; TSIH 0, CID 1);
+    DataSegmentLength is set by send()."""
     flags = (0x80 if transit else 0) | (0x40 if cont else 0) | (csg << 2) | (nsg if transit else 0)
-    return (bytes([0x43, flags, 0, 0, 0, 0, 0, 0]) + bytes([0x80, 0, 0, 1, 0, 0x42]) + b"\0\0" +
+    return (bytes([0x43, flags, 0, 0, 0, 0, 0, 0]) + bytes(isid) + b"\0\0" +
             struct.pack(">IHHII", itt, 1, 0, cmd_sn, 0) + b"\0" * 16)
 
 

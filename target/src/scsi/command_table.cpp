@@ -15,7 +15,7 @@ constexpr auto thin = Availability::thin_only;
 
 // Usage masks: byte 1 of READ/WRITE-type CDBs shows DPO (0x10) and FUA (0x08) as honoured
 // (DPOFUA = 1 in MODE SENSE); the protect fields stay 0 (no protection information).
-constexpr std::array<CommandInfo, 48> table{{
+constexpr std::array<CommandInfo, 49> table{{
     {Opcode::test_unit_ready, 0, false, 6, {0x00, 0, 0, 0, 0, 0x07}, A::unrestricted},
     {Opcode::request_sense, 0, false, 6, {0x03, 0x01, 0, 0, 0xff, 0x07}, A::unrestricted},
     {Opcode::read6, 0, false, 6, {0x08, 0x1f, 0xff, 0xff, 0xff, 0x07}, A::read},
@@ -62,6 +62,8 @@ constexpr std::array<CommandInfo, 48> table{{
     {Opcode::service_action_in16, 0x10, true, 16, {0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::unrestricted},
     {Opcode::service_action_in16, 0x12, true, 16, {0x9e, 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::read, thin},
     {Opcode::report_luns, 0, false, 12, {0xa0, 0, 0xff, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::unrestricted},
+    // REPORT TARGET PORT GROUPS (SPC-5 §6.36): PARAMETER DATA FORMAT 000b and 001b (bit 5).
+    {Opcode::maintenance_in, 0x0a, true, 12, {0xa3, 0x2a, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::unrestricted},
     {Opcode::maintenance_in, 0x0c, true, 12, {0xa3, 0x0c, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::unrestricted},
     {Opcode::read12, 0, false, 12, {0xa8, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::read},
 }};

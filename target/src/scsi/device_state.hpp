@@ -81,7 +81,14 @@ struct ScsiDispatcher::State {
   std::map<std::uint16_t, std::unique_ptr<detail::UnitState>> units;
   mutable std::mutex nexus_mutex;
   std::map<std::uint64_t, std::string> nexuses;  // open nexus id → initiator port name
+  std::map<std::uint64_t, TargetPort> nexus_ports;  // open nexus id → its target port (under nexus_mutex)
   std::uint64_t next_nexus = 1;
+  std::vector<TargetPortGroup> port_groups{TargetPortGroup{}};  // set during setup, then read only
+
+  /// The target port of `nexus` (the default port for the anonymous or an unknown nexus).
+  TargetPort target_port(NexusId nexus) const;
+  /// The ALUA state of group `id` (active/optimized when not listed).
+  AluaState group_state(std::uint16_t id) const noexcept;
 
   /// The state of the LU at `lun`, or nullptr.
   detail::UnitState* unit(scsi::Lun lun) const noexcept;

@@ -110,12 +110,13 @@ const LogicalUnit* ScsiDispatcher::find(scsi::Lun lun) const noexcept {
   return u == nullptr ? nullptr : u->unit.get();
 }
 
-NexusId ScsiDispatcher::open_nexus(std::string initiator_port_name) {
+NexusId ScsiDispatcher::open_nexus(std::string initiator_port_name, TargetPort port) {
   std::uint64_t id = 0;
   {
     std::lock_guard g(state_->nexus_mutex);
     id = state_->next_nexus++;
     state_->nexuses.emplace(id, std::move(initiator_port_name));
+    state_->nexus_ports.emplace(id, port);
   }
   // SAM-5 §5.14 / §6.3.1: a new I_T nexus first hears POWER ON, RESET, OR BUS DEVICE RESET OCCURRED.
   for (auto* u : state_->all_units()) {
@@ -129,6 +130,7 @@ void ScsiDispatcher::close_nexus(NexusId nexus) noexcept {
   {
     std::lock_guard g(state_->nexus_mutex);
     if (state_->nexuses.erase(nexus.value) == 0) return;
+    state_->nexus_ports.erase(nexus.value);
   }
   for (auto* u : state_->all_units()) {
     std::lock_guard g(u->mutex);
@@ -136,6 +138,41 @@ void ScsiDispatcher::close_nexus(NexusId nexus) noexcept {
     // SPC-2 §5.5.1: an I_T nexus loss releases the RESERVE(6) reservation the nexus held.
     if (u->reserve6_holder == nexus.value) u->reserve6_holder.reset();
   }
+}
+
+Result<void> ScsiDispatcher::set_port_groups(std::vector<TargetPortGroup> groups) {
+  if (groups.empty()) return fail(errc::invalid_argument);
+  std::vector<std::uint16_t> ids;
+  std::vector<std::uint16_t> ports;
+  for (const auto& g : groups) {
+    if (g.id == 0 || std::find(ids.begin(), ids.end(), g.id) != ids.end()) return fail(errc::invalid_argument);
+    ids.push_back(g.id);
+    for (auto p : g.relative_ports) {
+      if (p == 0 || std::find(ports.begin(), ports.end(), p) != ports.end()) return fail(errc::invalid_argument);
+      ports.push_back(p);
+    }
+  }
+  state_->port_groups = std::move(groups);
+  return {};
+}
+
+const std::vector<TargetPortGroup>& ScsiDispatcher::port_groups() const noexcept { return state_->port_groups; }
+
+std::string_view to_string(AluaState state) noexcept {
+  switch (state) {
+    case AluaState::active_optimized: return "active/optimized";
+    case AluaState::active_non_optimized: return "active/non-optimized";
+    case AluaState::standby: return "standby";
+    case AluaState::unavailable: return "unavailable";
+  }
+  return "?";
+}
+
+std::optional<AluaState> parse_alua_state(std::string_view name) noexcept {
+  for (auto s : {AluaState::active_optimized, AluaState::active_non_optimized, AluaState::standby,
+                 AluaState::unavailable})
+    if (to_string(s) == name) return s;
+  return std::nullopt;
 }
 
 void ScsiDispatcher::task_management(NexusId nexus, scsi::Lun lun, TaskManagement function) noexcept {
@@ -170,6 +207,29 @@ bool allowed_under_reserve6(Opcode op) noexcept {
     default:
       return false;
   }
+}
+
+// SPC-5 §5.16.2.4.4/§5.16.2.4.5: what a target port in the standby or unavailable state still
+// runs; anything else gets NOT READY, LOGICAL UNIT NOT ACCESSIBLE (04h/0Bh standby, 04h/0Ch
+// unavailable).
+bool allowed_in_alua_state(AluaState state, Opcode op, ConstByteSpan cdb) noexcept {
+  const bool rtpg = op == Opcode::maintenance_in && (load_u8(cdb.data() + 1) & 0x1f) == 0x0a;
+  switch (state) {
+    case AluaState::active_optimized:
+    case AluaState::active_non_optimized: return true;
+    case AluaState::standby:
+      switch (op) {
+        case Opcode::inquiry: case Opcode::report_luns: case Opcode::request_sense: case Opcode::mode_sense6:
+        case Opcode::mode_sense10: case Opcode::mode_select6: case Opcode::mode_select10: case Opcode::maintenance_in:
+        case Opcode::persistent_reserve_in: case Opcode::persistent_reserve_out:
+          return true;
+        default:
+          return false;
+      }
+    case AluaState::unavailable:
+      return op == Opcode::inquiry || op == Opcode::report_luns || op == Opcode::request_sense || rtpg;
+  }
+  return false;
 }
 
 }  // namespace
@@ -208,6 +268,13 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
         queue.pop_front();
         return p;
       }
+    }
+    // ALUA (SPC-5 §5.16.2.4): the nexus's target port group decides what runs.
+    p.port = state_->target_port(nexus);
+    if (const auto alua = state_->group_state(p.port.group); !allowed_in_alua_state(alua, p.opcode, cdb)) {
+      p.error = scsi::SenseData{.key = scsi::SenseKey::not_ready, .asc = 0x04,
+                                .ascq = static_cast<std::uint8_t>(alua == AluaState::standby ? 0x0b : 0x0c)};
+      return p;
     }
     // SPC-2 §5.5.1: while another nexus holds a RESERVE(6) reservation, everything but a few
     // commands conflicts.
@@ -305,7 +372,10 @@ Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, Con
     case Opcode::mode_sense10: co_return detail::execute_mode_sense(plan, cdb, buffer);
     case Opcode::mode_select6:
     case Opcode::mode_select10: co_return detail::execute_mode_select(plan, *unit_state, *state_, nexus.value, cdb, buffer);
-    case Opcode::maintenance_in: co_return detail::execute_report_supported_opcodes(plan, cdb, buffer);
+    case Opcode::maintenance_in:
+      if ((load_u8(cdb.data() + 1) & 0x1f) == 0x0a)
+        co_return detail::execute_report_target_port_groups(state_->port_groups, cdb, buffer);
+      co_return detail::execute_report_supported_opcodes(plan, cdb, buffer);
     case Opcode::reserve6:
     case Opcode::release6: co_return detail::execute_reserve_release6(plan, *unit_state, nexus.value);
     case Opcode::persistent_reserve_in: co_return detail::execute_persistent_reserve_in(*unit_state, cdb, buffer);
@@ -361,6 +431,18 @@ std::vector<detail::UnitState*> ScsiDispatcher::State::all_units() const {
   std::vector<detail::UnitState*> out;
   for (const auto& [index, u] : units) out.push_back(u.get());
   return out;
+}
+
+TargetPort ScsiDispatcher::State::target_port(NexusId nexus) const {
+  std::lock_guard g(nexus_mutex);
+  const auto it = nexus_ports.find(nexus.value);
+  return it == nexus_ports.end() ? TargetPort{} : it->second;
+}
+
+AluaState ScsiDispatcher::State::group_state(std::uint16_t id) const noexcept {
+  for (const auto& g : port_groups)
+    if (g.id == id) return g.state;
+  return AluaState::active_optimized;
 }
 
 std::string ScsiDispatcher::State::port_name(NexusId nexus) const {

@@ -54,6 +54,9 @@ void plan_mode_sense(CommandPlan& plan, ConstByteSpan cdb) noexcept;
 ScsiOutcome execute_mode_sense(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out);
 void plan_maintenance_in(CommandPlan& plan, ConstByteSpan cdb) noexcept;
 ScsiOutcome execute_report_supported_opcodes(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out);
+/// REPORT TARGET PORT GROUPS (SPC-5 §6.36): one descriptor per group of `groups`.
+ScsiOutcome execute_report_target_port_groups(const std::vector<TargetPortGroup>& groups, ConstByteSpan cdb,
+                                              ByteSpan out);
 
 // --- SPC-5, shared LU state (spc_state.cpp) ---
 void plan_mode_select(CommandPlan& plan, ConstByteSpan cdb) noexcept;

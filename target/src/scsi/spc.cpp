@@ -40,13 +40,14 @@ std::vector<std::byte> standard_inquiry(const LogicalUnit* unit) {
     d.vendor = id.vendor;
     d.product = id.product;
     d.revision = id.revision;
+    d.tpgs = 0x1;  // SPC-5 §6.6.2: implicit ALUA (REPORT TARGET PORT GROUPS; no SET TARGET PORT GROUPS)
   }
   d.version = claimed_version;
   d.version_descriptors.assign(version_descriptors.begin(), version_descriptors.end());
   return scsi::encode_standard_inquiry(d);
 }
 
-std::vector<std::byte> vpd_page(const LogicalUnit& unit, std::uint8_t page) {
+std::vector<std::byte> vpd_page(const LogicalUnit& unit, std::uint8_t page, TargetPort port) {
   switch (page) {
     case scsi::vpd::supported_pages:
       return scsi::encode_vpd_page(page, {reinterpret_cast<const std::byte*>(supported_vpd_pages.data()),
@@ -71,6 +72,17 @@ std::vector<std::byte> vpd_page(const LogicalUnit& unit, std::uint8_t page) {
       const auto bytes = as_bytes(text);
       t10.value.assign(bytes.begin(), bytes.end());
       ds.push_back(std::move(t10));
+      // The target port the command came through (SPC-5 §7.7.6.5, §7.7.6.6): its relative target
+      // port identifier and its target port group, both 4 bytes (2 reserved, 2 the value).
+      for (const auto& [type, value] : {std::pair{scsi::DesignatorType::relative_target_port, port.relative_port},
+                                        std::pair{scsi::DesignatorType::target_port_group, port.group}}) {
+        scsi::Designator d;
+        d.type = type;
+        d.association = scsi::Association::target_port;
+        d.value.resize(4);
+        store_be16(d.value.data() + 2, value);
+        ds.push_back(std::move(d));
+      }
       const auto payload = scsi::encode_designators(ds);
       return scsi::encode_vpd_page(page, payload);
     }
@@ -136,7 +148,7 @@ ScsiOutcome execute_inquiry(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan
   const auto q = scsi::parse_inquiry_cdb(cdb);
   if (!q) return ScsiOutcome::check_condition(q.error());
   if (!q->evpd) return reply_data(standard_inquiry(plan.unit), out);
-  return reply_data(vpd_page(*plan.unit, q->page_code), out);
+  return reply_data(vpd_page(*plan.unit, q->page_code, plan.port), out);
 }
 
 void plan_report_luns(CommandPlan& plan, ConstByteSpan cdb) noexcept {
@@ -300,6 +312,7 @@ ScsiOutcome execute_mode_sense(const CommandPlan& plan, ConstByteSpan cdb, ByteS
 namespace {
 
 constexpr std::uint8_t report_supported_opcodes_sa = 0x0c;
+constexpr std::uint8_t report_target_port_groups_sa = 0x0a;
 
 bool available(const CommandInfo& c, const LogicalUnit& unit) noexcept {
   return c.availability == Availability::always || unit.thin();
@@ -315,6 +328,15 @@ void append_timeouts_descriptor(std::vector<std::byte>& data) {
 }  // namespace
 
 void plan_maintenance_in(CommandPlan& plan, ConstByteSpan cdb) noexcept {
+  if ((load_u8(cdb.data() + 1) & 0x1f) == report_target_port_groups_sa) {
+    // SPC-5 §6.36: PARAMETER DATA FORMAT 000b (length only) or 001b (extended header).
+    if ((load_u8(cdb.data() + 1) >> 5) > 1) {
+      plan.error = scsi::SenseData::invalid_field_in_cdb(1, 7);
+      return;
+    }
+    plan_data_in(plan, load_be32(cdb.data() + 6));
+    return;
+  }
   if ((load_u8(cdb.data() + 1) & 0x1f) != report_supported_opcodes_sa) {
     plan.error = scsi::SenseData::invalid_field_in_cdb(1, 4);
     return;
@@ -370,6 +392,32 @@ ScsiOutcome execute_report_supported_opcodes(const CommandPlan& plan, ConstByteS
   data.insert(data.end(), reinterpret_cast<const std::byte*>(found->usage.data()),
               reinterpret_cast<const std::byte*>(found->usage.data()) + found->cdb_length);
   if (rctd) append_timeouts_descriptor(data);
+  return reply_data(data, out);
+}
+
+ScsiOutcome execute_report_target_port_groups(const std::vector<TargetPortGroup>& groups, ConstByteSpan cdb,
+                                              ByteSpan out) {
+  // SPC-5 §6.36.2: a 4-byte RETURN DATA LENGTH (the bytes after it), with format 001b four more
+  // header bytes (FORMAT TYPE 001b, IMPLICIT TRANSITION TIME 0 = unknown), then per group an
+  // 8-byte descriptor and a 4-byte descriptor per target port in it.
+  const bool extended = (load_u8(cdb.data() + 1) >> 5) == 1;
+  std::vector<std::byte> data(extended ? 8 : 4);
+  if (extended) store_u8(data.data() + 4, 0x10);
+  for (const auto& g : groups) {
+    std::array<std::byte, 8> d{};
+    store_u8(d.data(), static_cast<std::uint8_t>(g.state));  // PREF 0, ASYMMETRIC ACCESS STATE
+    store_u8(d.data() + 1, 0x0f);  // supported: U_SUP, S_SUP, AN_SUP, AO_SUP (no T, O or LBA dependent)
+    store_be16(d.data() + 2, g.id);
+    store_u8(d.data() + 5, 0);  // STATUS CODE: no status available
+    store_u8(d.data() + 7, static_cast<std::uint8_t>(std::min<std::size_t>(g.relative_ports.size(), 255)));
+    data.insert(data.end(), d.begin(), d.end());
+    for (std::size_t i = 0; i < g.relative_ports.size() && i < 255; ++i) {
+      std::array<std::byte, 4> p{};
+      store_be16(p.data() + 2, g.relative_ports[i]);
+      data.insert(data.end(), p.begin(), p.end());
+    }
+  }
+  store_be32(data.data(), static_cast<std::uint32_t>(data.size() - 4));
   return reply_data(data, out);
 }
 

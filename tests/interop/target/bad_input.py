@@ -33,13 +33,23 @@ class Conn(RawConn):
         return self.itt
 
 
+_next_isid = [0]
+
+
+def next_isid():
+    """A fresh ISID (random qualifier type, 0x80): one per session, as initiators do. Sessions with
+    the same InitiatorName and ISID would reinstate each other (RFC 7143 §6.3.5)."""
+    _next_isid[0] += 1
+    return bytes([0x80, 0x42, (os.getpid() >> 8) & 0xFF, os.getpid() & 0xFF]) + struct.pack(">H", _next_isid[0])
+
+
 def login(digest=False):
     c = Conn()
     pairs = [("InitiatorName", "iqn.2026-11.org.test:bad-input"), ("TargetName", IQN), ("SessionType", "Normal"),
              ("HeaderDigest", "None"), ("DataDigest", "CRC32C" if digest else "None"),
              ("MaxRecvDataSegmentLength", "65536"), ("InitialR2T", "No"), ("ImmediateData", "Yes"),
              ("FirstBurstLength", "65536"), ("MaxBurstLength", "262144")]
-    c.send(login_bhs(1, 3, True), text(pairs))
+    c.send(login_bhs(1, 3, True, isid=next_isid()), text(pairs))
     bhs, data = c.recv()
     assert bhs is not None and bhs[0] & 0x3F == 0x23, "no login response"
     assert bhs[36:38] == b"\0\0", f"login failed: status {bhs[36:38].hex()}"

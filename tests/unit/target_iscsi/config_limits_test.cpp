@@ -19,13 +19,14 @@ TEST(ConfigLimits, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(l.connection_payload_bytes, 64u << 20);
   EXPECT_EQ(l.global_payload_bytes, 512u << 20);
   EXPECT_EQ(l.pool_idle_bytes, 64u << 20);
+  EXPECT_EQ(l.shutdown_timeout, 10s);
 }
 
 TEST(ConfigLimits, ParsesEveryKey) {
   auto c = parse_config_toml(
       "[limits]\nlogin_timeout = 2.5\nidle_interval = 0\nping_timeout = 3\nmax_logging_in = 8\nfd_reserve = 32\n"
       "max_immediate_commands = 4\nconnection_payload_budget = \"16M\"\nglobal_payload_budget = 1073741824\n"
-      "pool_idle_cap = \"8M\"\n",
+      "pool_idle_cap = \"8M\"\nshutdown_timeout = 0.5\n",
       "limits.toml");
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->limits.login_timeout, 2500ms);
@@ -37,12 +38,31 @@ TEST(ConfigLimits, ParsesEveryKey) {
   EXPECT_EQ(c->limits.connection_payload_bytes, 16u << 20);
   EXPECT_EQ(c->limits.global_payload_bytes, 1u << 30);
   EXPECT_EQ(c->limits.pool_idle_bytes, 8u << 20);
+  EXPECT_EQ(c->limits.shutdown_timeout, 500ms);
+}
+
+TEST(ConfigAlua, PortalGroupStatesByTag) {
+  auto c = parse_config_toml(
+      "listen = [\"127.0.0.1:3260\", \"127.0.0.2:3260,tpgt=2\"]\n[alua]\n2 = \"standby\"\n1 = \"active/non-optimized\"\n",
+      "alua.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  ASSERT_EQ(c->listen.size(), 2u);
+  EXPECT_EQ(c->listen[1].portal_group, 2);
+  EXPECT_EQ(c->alua_states.at(2), AluaState::standby);
+  EXPECT_EQ(c->alua_states.at(1), AluaState::active_non_optimized);
+  for (const char* bad : {"[alua]\n2 = \"asleep\"\n", "[alua]\n0 = \"standby\"\n", "[alua]\nx = \"standby\"\n",
+                          "alua = 3\n"}) {
+    auto e = parse_config_toml(bad, "bad.toml");
+    ASSERT_FALSE(e) << bad;
+    EXPECT_NE(e.error().message.find("alua"), std::string::npos) << e.error().message;
+  }
 }
 
 TEST(ConfigLimits, RefusesBadValuesWithTheKeyNamed) {
   const std::pair<const char*, const char*> cases[] = {
       {"[limits]\nlogin_timeout = 0\n", "limits.login_timeout"},
       {"[limits]\nping_timeout = -1\n", "limits.ping_timeout"},
+      {"[limits]\nshutdown_timeout = \"soon\"\n", "limits.shutdown_timeout"},
       {"[limits]\nmax_logging_in = 0\n", "limits.max_logging_in"},
       {"[limits]\nfd_reserve = 2\n", "limits.fd_reserve"},
       {"[limits]\nmax_immediate_commands = 1.5\n", "limits.max_immediate_commands"},

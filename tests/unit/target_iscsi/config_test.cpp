@@ -47,6 +47,35 @@ TEST(Config, ParsesLunSources) {
   EXPECT_FALSE(parse_lun_source("mem:x"));
 }
 
+TEST(Config, ListenAddressCarriesItsPortalGroupTag) {
+  auto a = parse_listen_address("127.0.0.2:3260,tpgt=2");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "127.0.0.2");
+  EXPECT_EQ(a->port, 3260);
+  EXPECT_EQ(a->portal_group, 2);
+  auto b = parse_listen_address("[::1]:0,tpgt=65535");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->host, "::1");
+  EXPECT_EQ(b->portal_group, 65535);
+  EXPECT_EQ(parse_listen_address("127.0.0.1:3260")->portal_group, 1);
+  for (const char* bad : {"127.0.0.1:3260,tpgt=0", "127.0.0.1:3260,tpgt=65536", "127.0.0.1:3260,tpgt=", "127.0.0.1:3260,2",
+                          "127.0.0.1:3260,tpgt=x"})
+    EXPECT_FALSE(parse_listen_address(bad)) << bad;
+}
+
+TEST(SendTargets, EachAddressCarriesItsOwnPortalGroupTag) {
+  TargetRegistry r;
+  auto node = std::make_shared<TargetNode>();
+  node->name = "iqn.2026-11.org.a:one";
+  node->dispatcher = std::make_shared<ScsiDispatcher>();
+  ASSERT_TRUE(r.add(node));
+  r.set_portal_addresses({"127.0.0.1:3260", "127.0.0.2:3260"}, {1, 2});
+  const iscsi::TextPairs expected{{"TargetName", "iqn.2026-11.org.a:one"},
+                                  {"TargetAddress", "127.0.0.2:3260,2"},
+                                  {"TargetAddress", "127.0.0.1:3260,1"}};
+  EXPECT_EQ(send_targets(r, "All", true, nullptr, "iqn.2026-11.org.test:any", "127.0.0.2:3260", 2), expected);
+}
+
 TEST(SendTargets, DiscoveryAllListsEveryTargetWithAddresses) {
   TargetRegistry r;
   for (const char* n : {"iqn.2026-11.org.a:one", "iqn.2026-11.org.a:two"}) {

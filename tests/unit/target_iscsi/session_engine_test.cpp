@@ -141,6 +141,7 @@ class SessionEngineTest : public ::testing::Test {
         resets.push_back(*reset);
       } else if (auto* c = std::get_if<CloseConnection>(&a)) {
         closes.push_back(c->reason);
+        order.push_back("close");
       }
     }
   }
@@ -629,6 +630,81 @@ TEST_F(SessionEngineTest, CloseAbortsEverythingAndBudgetsComeBackWhenTheBackendR
   EXPECT_TRUE(sent.empty());
   EXPECT_EQ(released.size(), 1u);
   EXPECT_EQ(engine->task_count(), 0u);
+}
+
+// ---- Target shutdown: drain (begin_drain) ----
+
+TEST_F(SessionEngineTest, DrainAsksForLogoutAnswersCommandsInFlightThenCloses) {
+  start();
+  deliver(command(1, 1, cdb10(0x28, 1), block, true, false));  // a READ on the backend
+  deliver(command(2, 2, cdb10(0x2a, 1), block, false, true));  // a WRITE waiting for its Data-Out
+  ASSERT_EQ(sent.size(), 1u);
+  const auto r2t = sent[0].as<iscsi::R2t>();
+  sent.clear();
+  engine->begin_drain(7);
+  collect();
+  // RFC 7143 §11.9.1: AsyncEvent 1 (logout request), Parameter3 = seconds; StatSN advances.
+  ASSERT_EQ(sent.size(), 1u);
+  const auto& async = sent[0].as<iscsi::AsyncMessage>();
+  EXPECT_EQ(async.event, iscsi::AsyncEvent::logout_request);
+  EXPECT_EQ(async.parameter3, 7);
+  EXPECT_EQ(async.stat_sn, SerialNumber(100));
+  const SerialNumber max_before = async.max_cmd_sn;
+  EXPECT_TRUE(closes.empty());
+  // The read finishes and is answered; the window does not open again.
+  execute(Itt{1}, ScsiOutcome::good(block));
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1].as<iscsi::DataIn>().max_cmd_sn, max_before);
+  EXPECT_EQ(sent[1].as<iscsi::DataIn>().stat_sn, SerialNumber(101));
+  EXPECT_TRUE(closes.empty());  // the write is still in progress
+  // Its Data-Out arrives, it runs and is answered; then, and only then, the connection closes.
+  const auto data = pattern(block, 9);
+  deliver(iscsi::DataOut{.final = true, .lun = scsi::Lun::from_index(0), .itt = Itt{2}, .ttt = r2t.ttt,
+                         .data_sn = 0, .buffer_offset = 0},
+          data);
+  ASSERT_EQ(executes.size(), 2u);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), engine->task_data(Itt{2}).begin()));
+  EXPECT_TRUE(closes.empty());
+  order.clear();
+  execute(Itt{2}, ScsiOutcome::good());
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[2].as<iscsi::ScsiResponse>().status, 0);
+  EXPECT_EQ(sent[2].as<iscsi::ScsiResponse>().max_cmd_sn, max_before);
+  ASSERT_EQ(closes, std::vector<std::string>{"target shutting down"});
+  EXPECT_EQ(order, (std::vector<std::string>{"release", "send", "close"}));  // the answer leaves before the close
+  EXPECT_TRUE(engine->ended());
+}
+
+TEST_F(SessionEngineTest, DrainOfAnIdleSessionClosesAfterTheAsyncMessage) {
+  start();
+  engine->begin_drain(3);
+  collect();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(sent[0].is<iscsi::AsyncMessage>());
+  ASSERT_EQ(closes.size(), 1u);
+  EXPECT_EQ(order, (std::vector<std::string>{"send", "close"}));  // the Async Message goes out before the close
+}
+
+TEST_F(SessionEngineTest, DrainLetsALogoutEndTheSession) {
+  start();
+  deliver(tur(1, 1));
+  engine->begin_drain(5);
+  collect();
+  sent.clear();
+  deliver(iscsi::LogoutRequest{.immediate = true, .itt = Itt{9}, .cmd_sn = SerialNumber(2)});
+  EXPECT_TRUE(closes.empty());  // the logout waits for the command, as without a drain
+  execute(Itt{1}, ScsiOutcome::good());
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].as<iscsi::LogoutResponse>().response, 0);
+  EXPECT_EQ(closes.size(), 1u);
+}
+
+TEST_F(SessionEngineTest, DrainOfADiscoverySessionClosesWithoutAsyncMessage) {
+  start(true);
+  engine->begin_drain(3);
+  collect();
+  EXPECT_TRUE(sent.empty());
+  EXPECT_EQ(closes.size(), 1u);
 }
 
 // ---- iSER: the data moves by RDMA (RFC 7145 §7.3) ----

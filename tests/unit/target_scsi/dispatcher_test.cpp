@@ -137,12 +137,15 @@ TEST_F(Dispatcher, VpdPages) {
   r = run(scsi::inquiry({.evpd = true, .page_code = 0x83}));
   const auto ds = scsi::parse_device_identification(r.data_in);
   ASSERT_TRUE(ds);
-  ASSERT_EQ(ds->size(), 2u);
+  ASSERT_EQ(ds->size(), 4u);  // two of the LU, then the target port and its group (ALUA)
   EXPECT_EQ((*ds)[0].type, scsi::DesignatorType::naa);
   ASSERT_EQ((*ds)[0].value.size(), 8u);
   EXPECT_EQ(static_cast<int>((*ds)[0].value[0]) >> 4, 3);  // NAA locally assigned
   EXPECT_EQ((*ds)[1].type, scsi::DesignatorType::t10_vendor_id);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>((*ds)[1].value.data()), (*ds)[1].value.size()), "ISERKIT SN0");
+  EXPECT_EQ((*ds)[2].type, scsi::DesignatorType::relative_target_port);
+  EXPECT_EQ((*ds)[2].association, scsi::Association::target_port);
+  EXPECT_EQ((*ds)[3].type, scsi::DesignatorType::target_port_group);
   r = run(scsi::inquiry({.evpd = true, .page_code = 0xb0}));
   const auto bl = scsi::parse_block_limits(r.data_in);
   ASSERT_TRUE(bl);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 
 #include "iserkit/common/result.hpp"
 #include "iserkit/iscsi/chap.hpp"
+#include "iserkit/target/scsi_dispatcher.hpp"
 
 namespace iserkit::target {
 
@@ -24,10 +26,14 @@ namespace iserkit::target {
 struct ListenAddress {
   std::string host;          ///< numeric IPv4/IPv6 address or host name, without brackets
   std::uint16_t port = 3260; ///< 0 = any free port
+  /// Target portal group tag (RFC 7143 §4.2.6, §13.9) of this portal, 1..65535. Each portal group
+  /// is one target port and one ALUA target port group (id = tag).
+  std::uint16_t portal_group = 1;
 };
 
-/// Parses "HOST:PORT", "[V6]:PORT", "HOST" or "[V6]" (port 3260 when absent; 0 allowed).
-/// Errors: errc::invalid_argument for an empty host, a bad port or unbalanced brackets.
+/// Parses "HOST:PORT", "[V6]:PORT", "HOST" or "[V6]" (port 3260 when absent; 0 allowed), each
+/// optionally followed by ",tpgt=N" (the portal group tag, 1..65535; default 1).
+/// Errors: errc::invalid_argument for an empty host, a bad port, a bad tag or unbalanced brackets.
 Result<ListenAddress> parse_listen_address(std::string_view text);
 
 /// Parses a size with an optional binary suffix: "4096", "64K", "64M", "2G", "1T" (also "64MiB",
@@ -147,6 +153,10 @@ struct ConnectionLimits {
   std::uint64_t global_payload_bytes = std::uint64_t{512} << 20;
   /// Idle memory the task buffer pool keeps for reuse after buffers are returned (bytes).
   std::uint64_t pool_idle_bytes = std::uint64_t{64} << 20;
+  /// SIGTERM/SIGINT (TargetServer::stop()): the time sessions get to drain — commands already
+  /// received run and are answered, initiators are asked to log out (RFC 7143 §11.9.1) — before
+  /// every connection still open is closed. 0 = close at once.
+  std::chrono::milliseconds shutdown_timeout{10000};
 };
 
 /// Everything iserkit-target needs to start.
@@ -154,6 +164,9 @@ struct TargetConfig {
   std::string iqn = "iqn.2026-11.org.iserkit:target";  ///< target name, or the base name with export_dir
   std::string alias = "iserkit";                       ///< TargetAlias (RFC 7143 §13.6)
   std::vector<ListenAddress> listen;                   ///< empty = 0.0.0.0:3260
+  /// ALUA state of each portal group (by tag); groups not listed are active/optimized. A tag no
+  /// listen address uses is a configuration error (TargetServer::create).
+  std::map<std::uint16_t, AluaState> alua_states;
   std::vector<LunSource> luns;                         ///< LUNs of target `iqn`, lun0, lun1, … in order
   /// Each subdirectory is a target "<iqn>:<name>"; each regular file or block device in it a LUN,
   /// sorted by name (lun0, lun1, …). Symlinks are never followed and folder names must make valid

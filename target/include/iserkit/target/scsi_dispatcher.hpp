@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,6 +53,35 @@ enum class DataDirection : std::uint8_t {
 struct NexusId {
   std::uint64_t value = 0;
   friend constexpr bool operator==(NexusId, NexusId) noexcept = default;
+};
+
+/// ALUA asymmetric access states (SPC-5 §5.16.2.4; the code values of REPORT TARGET PORT GROUPS).
+enum class AluaState : std::uint8_t {
+  active_optimized = 0x0,      ///< every command, best performance
+  active_non_optimized = 0x1,  ///< every command, lower performance
+  standby = 0x2,               ///< media access refused: NOT READY, 04h/0Bh
+  unavailable = 0x3,           ///< almost everything refused: NOT READY, 04h/0Ch
+};
+
+/// "active/optimized", "active/non-optimized", "standby", "unavailable" (for configs and logs).
+std::string_view to_string(AluaState state) noexcept;
+/// Parses the names to_string() gives; nullopt for anything else.
+std::optional<AluaState> parse_alua_state(std::string_view name) noexcept;
+
+/// A target port group (SPC-5 §5.16.2, implicit ALUA): its identifier, its asymmetric access
+/// state and the relative target port identifiers (non-zero) of the target ports in it.
+struct TargetPortGroup {
+  std::uint16_t id = 1;
+  AluaState state = AluaState::active_optimized;
+  std::vector<std::uint16_t> relative_ports{1};
+};
+
+/// The target port an I_T nexus goes through (SPC-5 §7.7.6.5, §7.7.6.6): its relative target port
+/// identifier and the target port group it belongs to. The iSCSI target uses the portal group tag
+/// for both (one target port per portal group).
+struct TargetPort {
+  std::uint16_t relative_port = 1;
+  std::uint16_t group = 1;
 };
 
 /// Task management functions with device-server side effects (SAM-5 §7). Aborting tasks is the
@@ -141,6 +171,7 @@ struct CommandPlan {
   /// A command whose Data-Out must be exactly `transfer_length_bytes` (COMPARE AND WRITE, WRITE
   /// SAME): check it with check_data_out_length().
   bool exact_data_out = false;
+  TargetPort port;  ///< the target port of the nexus (VPD 0x83)
 };
 
 /// For a plan with `exact_data_out`: an EDTL above the length the CDB implies is an error
@@ -183,7 +214,21 @@ class ScsiDispatcher {
   /// Starts an I_T nexus (SAM-5 §4.7) named by its initiator port name (SPC-5 §7.6.4.6; for iSCSI
   /// "<InitiatorName>,i,0x<ISID>"). Every logical unit gets the unit attention POWER ON, RESET, OR
   /// BUS DEVICE RESET OCCURRED for it (SAM-5 §5.14). Returns the id to pass to plan()/execute().
-  NexusId open_nexus(std::string initiator_port_name);
+  /// `port`: the target port the nexus goes through (its ALUA group decides which commands run;
+  /// VPD 0x83 names it).
+  NexusId open_nexus(std::string initiator_port_name, TargetPort port = {});
+
+  /// The target port groups (ALUA, SPC-5 §5.16) REPORT TARGET PORT GROUPS lists and plan()
+  /// enforces: a standby group's nexuses get NOT READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN
+  /// STANDBY STATE (04h/0Bh) for media access and most other commands (SPC-5 §5.16.2.4.4), an
+  /// unavailable group's 04h/0Ch for all but INQUIRY, REPORT LUNS, REPORT TARGET PORT GROUPS and
+  /// REQUEST SENSE (§5.16.2.4.5). Default: group 1, active/optimized, relative port 1. A nexus
+  /// whose group is not listed is treated as active/optimized. Call during setup, before any
+  /// nexus is opened. Errors: errc::invalid_argument for an empty list, a group id 0, a duplicate
+  /// group id or relative port, or a relative port 0.
+  Result<void> set_port_groups(std::vector<TargetPortGroup> groups);
+  /// The groups set_port_groups() set.
+  [[nodiscard]] const std::vector<TargetPortGroup>& port_groups() const noexcept;
 
   /// Ends an I_T nexus (I_T nexus loss, SAM-5 §6.3.4): drops its unit attentions and releases a
   /// RESERVE(6) reservation it holds (SPC-2 §5.5.1). Persistent reservations and registrations

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""SIGTERM drain of iserkit-target (target/README.md "Shutdown"), raw sockets.
+
+Usage: drain.py PORT IQN MODE PID
+  inflight: a WRITE is in flight (R2T received, Data-Out not sent) when the target gets SIGTERM: the
+            session gets an Async Message asking for a logout (RFC 7143 §11.9.1, AsyncEvent 1),
+            new connections are refused, the Data-Out sent after the signal is taken, the WRITE is
+            answered GOOD, then the target closes the connection.
+  stalled:  the same WRITE's data never comes: the target closes the connection anyway (the
+            caller checks that it exits within --shutdown-timeout plus slack).
+  verify:   (PID unused) block 3 holds the pattern the inflight WRITE sent.
+"""
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import bad_input as bi  # noqa: E402  (reads PORT IQN from argv)
+from iscsi_raw import login_bhs, text  # noqa: E402
+
+MODE, PID = sys.argv[3], int(sys.argv[4])
+PATTERN = bytes((i * 29 + 7) & 0xFF for i in range(512))
+LBA = 3
+
+
+def login():
+    c = bi.Conn()
+    pairs = [("InitiatorName", "iqn.2026-11.org.test:drain"), ("TargetName", bi.IQN), ("SessionType", "Normal"),
+             ("HeaderDigest", "None"), ("DataDigest", "None"), ("MaxRecvDataSegmentLength", "65536"),
+             ("InitialR2T", "Yes"), ("ImmediateData", "No"), ("MaxBurstLength", "262144")]
+    c.send(login_bhs(1, 3, True), text(pairs))
+    bhs, _ = c.recv()
+    assert bhs is not None and bhs[36:38] == b"\0\0" and bhs[1] & 3 == 3, "login failed"
+    c.exp_stat_sn = struct.unpack(">I", bhs[24:28])[0] + 1
+    c.cmd_sn = struct.unpack(">I", bhs[28:32])[0]
+    bi.clear_unit_attention(c)
+    return c
+
+
+def start_write(c):
+    """A WRITE(10) of one block at LBA; returns (ITT, TTT of the R2T)."""
+    cdb = bytes([0x2A, 0]) + struct.pack(">IBHB", LBA, 0, 1, 0)
+    itt, bhs = bi.scsi_bhs(c, cdb, 512, write=True)
+    c.send(bhs)
+    rbhs, _ = c.recv()
+    assert rbhs is not None and rbhs[0] & 0x3F == 0x31, "expected an R2T"
+    return itt, struct.unpack(">I", rbhs[20:24])[0]
+
+
+def expect_async_logout(c):
+    rbhs, _ = c.recv()
+    assert rbhs is not None, "connection closed instead of an Async Message"
+    assert rbhs[0] & 0x3F == 0x32, f"expected an Async Message, got opcode {rbhs[0] & 0x3f:#x}"
+    assert rbhs[36] == 1, f"AsyncEvent {rbhs[36]}, expected 1 (logout request)"
+    within = struct.unpack(">H", rbhs[42:44])[0]
+    assert within >= 1, "Parameter3 (time to log out) is 0"
+    print(f"ok: Async Message: logout requested within {within} s")
+
+
+def wait_closed(c, seconds):
+    c.s.settimeout(seconds)
+    try:
+        return c.s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def main():
+    if MODE == "verify":
+        c = login()
+        assert bi.read10(c, LBA, 1) == PATTERN, "the WRITE answered during the drain is not on disk"
+        print("PASS")
+        return
+    c = login()
+    itt, ttt = start_write(c)
+    os.kill(PID, signal.SIGTERM)
+    expect_async_logout(c)
+    try:
+        socket.create_connection(("127.0.0.1", bi.PORT), timeout=2).close()
+        raise AssertionError("a new connection was accepted during the drain")
+    except ConnectionRefusedError:
+        print("ok: new connections refused while draining")
+    if MODE == "stalled":
+        start = time.monotonic()
+        assert wait_closed(c, 30), "the target never closed the stalled connection"
+        print(f"ok: stalled connection closed after {time.monotonic() - start:.1f} s")
+        print("PASS")
+        return
+    time.sleep(0.3)  # the data comes late, after the signal
+    c.send(bi.data_out_bhs(itt, 0, 0, True)[:20] + struct.pack(">I", ttt) + bi.data_out_bhs(itt, 0, 0, True)[24:],
+           PATTERN)
+    rbhs, _ = c.recv()
+    assert rbhs is not None, "connection closed before the in-flight WRITE was answered"
+    assert rbhs[0] & 0x3F == 0x21 and rbhs[3] == 0, f"WRITE not answered GOOD: {rbhs[0]:#x}/{rbhs[3]:#x}"
+    print("ok: the WRITE in flight at SIGTERM completed")
+    assert wait_closed(c, 10), "the target did not close the drained connection"
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+// Unit tests of SessionTable and SessionEnd (target/src/session_table.hpp): which sessions a
+// reinstating login (RFC 7143 §6.3.5) finds, and the cross-thread "session ended" latch it waits on.
+#include "session_table.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+namespace iserkit::target {
+namespace {
+
+constexpr std::array<std::byte, 6> isid_a{std::byte{0x80}, std::byte{0}, std::byte{0}, std::byte{1}, std::byte{0},
+                                          std::byte{0x42}};
+constexpr std::array<std::byte, 6> isid_b{std::byte{0x80}, std::byte{0}, std::byte{0}, std::byte{1}, std::byte{0},
+                                          std::byte{0x43}};
+
+SessionTable::Entry entry(std::uint64_t id, std::uint16_t tsih, int* closes = nullptr) {
+  return SessionTable::Entry{.id = id,
+                             .tsih = tsih,
+                             .close = [closes] {
+                               if (closes) ++*closes;
+                             },
+                             .ended = std::make_shared<SessionEnd>()};
+}
+
+TEST(SessionKey, NamesFoldCaseIsidDoesNot) {
+  // RFC 3722: iSCSI names compare case-insensitively; the ISID is binary.
+  EXPECT_EQ(SessionKey::make("iqn.2026-11.org.Test:Host", isid_a, "IQN.2026-11.org.example:T"),
+            SessionKey::make("iqn.2026-11.org.test:host", isid_a, "iqn.2026-11.org.example:t"));
+  EXPECT_NE(SessionKey::make("iqn.x:h", isid_a, "iqn.y:t"), SessionKey::make("iqn.x:h", isid_b, "iqn.y:t"));
+  EXPECT_NE(SessionKey::make("iqn.x:h", isid_a, "iqn.y:t"), SessionKey::make("iqn.x:h2", isid_a, "iqn.y:t"));
+  EXPECT_NE(SessionKey::make("iqn.x:h", isid_a, "iqn.y:t"), SessionKey::make("iqn.x:h", isid_a, "iqn.y:t2"));
+  // The same initiator port through another portal group: another I_T nexus, another session.
+  EXPECT_NE(SessionKey::make("iqn.x:h", isid_a, "iqn.y:t", 1), SessionKey::make("iqn.x:h", isid_a, "iqn.y:t", 2));
+  EXPECT_EQ(SessionKey::make("iqn.x:h", isid_a, "iqn.y:t"), SessionKey::make("iqn.x:h", isid_a, "iqn.y:t", 1));
+}
+
+TEST(SessionTable, SameIdentityReplacesOtherIdentitiesDoNot) {
+  SessionTable table;
+  const auto key = SessionKey::make("iqn.x:h", isid_a, "iqn.y:t");
+  EXPECT_FALSE(table.replace(key, entry(1, 10)));
+  // Another ISID, another target: separate sessions.
+  EXPECT_FALSE(table.replace(SessionKey::make("iqn.x:h", isid_b, "iqn.y:t"), entry(2, 11)));
+  EXPECT_FALSE(table.replace(SessionKey::make("iqn.x:h", isid_a, "iqn.y:t2"), entry(3, 12)));
+  EXPECT_EQ(table.size(), 3u);
+  // The same identity (names in another case): the old session is handed back to be ended.
+  int closes = 0;
+  auto old = table.replace(SessionKey::make("IQN.X:H", isid_a, "iqn.y:T"), entry(4, 13, &closes));
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->id, 1u);
+  EXPECT_EQ(old->tsih, 10);
+  EXPECT_EQ(table.tsih(key), 13);
+  EXPECT_EQ(table.size(), 3u);
+  EXPECT_EQ(closes, 0);  // closing is the caller's: the table only registers
+}
+
+TEST(SessionTable, AReplacedSessionEndingDoesNotRemoveItsSuccessor) {
+  SessionTable table;
+  const auto key = SessionKey::make("iqn.x:h", isid_a, "iqn.y:t");
+  table.replace(key, entry(1, 10));
+  table.replace(key, entry(2, 11));
+  table.remove(key, 1);  // the old session's run() ends after the new one registered
+  EXPECT_EQ(table.tsih(key), 11);
+  table.remove(key, 2);
+  EXPECT_FALSE(table.tsih(key));
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_FALSE(table.replace(key, entry(3, 12)));  // a fresh login after the end: nothing to end
+}
+
+TEST(SessionEnd, CallbacksRunOnceAtSetOrAtOnceAfter) {
+  SessionEnd end;
+  int before = 0;
+  int after = 0;
+  end.on_set([&] { ++before; });
+  EXPECT_EQ(before, 0);
+  EXPECT_FALSE(end.is_set());
+  end.set();
+  end.set();
+  EXPECT_EQ(before, 1);
+  end.on_set([&] { ++after; });
+  EXPECT_EQ(after, 1);
+  EXPECT_TRUE(end.is_set());
+}
+
+TEST(SessionEnd, WaiterOnOneThreadResumesOnItsOwnWhenAnotherThreadSets) {
+  // The reinstating login's connection and the old session live on different I/O threads.
+  SessionEnd end;
+  asio::io_context waiter_context;
+  std::atomic<bool> resumed{false};
+  std::thread::id resumed_on;
+  asio::co_spawn(
+      waiter_context,
+      [&]() -> Awaitable<void> {
+        co_await end.wait();
+        resumed_on = std::this_thread::get_id();
+        resumed = true;
+      },
+      asio::detached);
+  auto guard = asio::make_work_guard(waiter_context);
+  std::thread waiter([&] { waiter_context.run(); });
+  const auto waiter_id = waiter.get_id();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(resumed);  // nothing ended yet
+  std::thread setter([&] { end.set(); });
+  setter.join();
+  for (int i = 0; i < 500 && !resumed; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  guard.reset();
+  waiter.join();
+  EXPECT_TRUE(resumed);
+  EXPECT_EQ(resumed_on, waiter_id);
+}
+
+TEST(SessionEnd, WaitAfterSetReturnsAtOnce) {
+  SessionEnd end;
+  end.set();
+  asio::io_context context;
+  bool resumed = false;
+  asio::co_spawn(
+      context,
+      [&]() -> Awaitable<void> {
+        co_await end.wait();
+        resumed = true;
+      },
+      asio::detached);
+  context.run();
+  EXPECT_TRUE(resumed);
+}
+
+}  // namespace
+}  // namespace iserkit::target
