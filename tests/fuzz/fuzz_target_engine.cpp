@@ -32,7 +32,8 @@
 // EDTL and MaxBurstLength; nothing is sent after CloseConnection; the backend is asked only for
 // ranges inside the LUN (the backend wrapper checks) and RDMA only inside the task buffer; a task
 // holds a full buffer only under a granted budget of at least its size (unsolicited data waits in
-// at most FirstBurstLength), tasks stay within window depth + immediate limit; every budget request
+// at most FirstBurstLength) and the bytes in task buffers never exceed the granted budget plus that
+// staged data; tasks stay within window depth + immediate limit; every budget request
 // ends with exactly one release, and at the end no task, budget byte or pool buffer is held.
 #include <algorithm>
 #include <cstdlib>
@@ -70,18 +71,23 @@ class CountingPool final : public BufferPool {
   PooledBuffer allocate(std::size_t bytes) override {
     auto* p = new std::byte[bytes == 0 ? 1 : bytes];
     ++leases_;
+    bytes_ += bytes;
     return PooledBuffer(this, Buffer{.bytes = {p, bytes}}, bytes);
   }
   [[nodiscard]] std::size_t leases() const noexcept { return leases_; }
+  /// Bytes leased now.
+  [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
 
  protected:
   void release(const Buffer& buffer, std::size_t) noexcept override {
     delete[] buffer.bytes.data();
     --leases_;
+    bytes_ -= buffer.bytes.size();
   }
 
  private:
   std::size_t leases_ = 0;
+  std::uint64_t bytes_ = 0;
 };
 
 /// The memory backend, checking that the SCSI layer asks only for ranges inside the LUN.
@@ -175,6 +181,7 @@ class Harness {
     const std::uint8_t opcode = iscsi::raw_opcode(bhs);
     const std::uint32_t itt = load_be32(&bhs[16]);
     if (opcode == 0x01) {
+      all_itts_.insert(itt);
       if (itt != 0xffffffffu && std::find(itts_.begin(), itts_.end(), itt) == itts_.end() && itts_.size() < 64)
         itts_.push_back(itt);
       // A new incarnation of this ITT may be answered once (a command reusing a running task's ITT
@@ -432,6 +439,14 @@ class Harness {
       }
       ++it;
     }
+    // What the session holds in task buffers (the harness drops sent batches at once): the granted
+    // budget, plus at most FirstBurstLength of unsolicited data per task still waiting for it.
+    std::uint64_t staging = 0;
+    for (std::uint32_t itt : all_itts_) {
+      const EngineTask* t = engine_->task(iscsi::Itt{itt});
+      if (t != nullptr && t->buffer && t->staging) staging += t->buffer.size();
+    }
+    FUZZ_CHECK(pool_.bytes() <= budget_.used() + staging);
     check_budget();
   }
 
@@ -452,6 +467,7 @@ class Harness {
   std::set<std::uint32_t> may_answer_;
   std::map<std::uint32_t, std::uint32_t> edtl_;  // ITT → EDTL of the command that made its task
   std::vector<std::uint32_t> itts_;
+  std::set<std::uint32_t> all_itts_;  // every ITT a SCSI Command carried
   std::vector<std::uint32_t> ttts_;
   std::vector<std::byte> scratch_;
   bool closed_ = false;
