@@ -18,7 +18,7 @@
 //    one the engine sent; bit 3: a data digest error; bit 4: an AHS record follows), the 48-byte
 //    BHS, [the AHS record], and a record with the data segment (placed through place() as the
 //    datamover does);
-//    4: on_timer after u16 ms;
+//    4: on_timer after u16 ms (with the step's bit 3: at next_deadline(), as the driver's timer);
 //    5: the oldest backend execution (ExecuteTask) or RDMA Read (GetWriteData; byte bit 0: fails)
 //       completes;
 //    6: every pending execution and RDMA Read completes;
@@ -218,6 +218,15 @@ class Harness {
     now_ += step;
     engine_->on_timer(now_);
     apply();
+  }
+  /// The driver's timer: fires at next_deadline(), if any.
+  void timer_at_deadline() {
+    if (auto d = engine_->next_deadline()) {
+      FUZZ_CHECK(*d >= now_ - config_.idle_interval);  // never a deadline long past
+      now_ = std::max(now_, *d);
+      engine_->on_timer(now_);
+      apply();
+    }
   }
 
   void close() {
@@ -447,6 +456,7 @@ class Harness {
       if (t != nullptr && t->buffer && t->staging) staging += t->buffer.size();
     }
     FUZZ_CHECK(pool_.bytes() <= budget_.used() + staging);
+    if (closed_) FUZZ_CHECK(!engine_->next_deadline().has_value());  // a closed session needs no timer
     check_budget();
   }
 
@@ -534,7 +544,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
         h.deliver(bhs, ahs, data, pdu_error);
         break;
       }
-      case 4: h.timer(std::chrono::milliseconds(in.u16())); break;
+      case 4:
+        if ((step & 8) != 0) h.timer_at_deadline();
+        else h.timer(std::chrono::milliseconds(in.u16()));
+        break;
       case 5: h.complete_one((in.u8() & 1) != 0); break;
       case 6:
         while (h.complete_one(false)) {
