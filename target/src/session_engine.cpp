@@ -585,6 +585,9 @@ void SessionEngine::on_task_management(const iscsi::TaskManagementRequest& h, co
 void SessionEngine::advance(EngineTask& task) {
   if (ended_ || !task.started) return;
   if (task.state != TaskState::receiving_data && task.state != TaskState::waiting_budget) return;
+  // iSER: an RDMA Read is filling the buffer. Nothing may end the task (a refused Data-Out, a
+  // failure) before on_write_data(): the buffer would go back to the pool under the transfer.
+  if (task.rdma_pending) return;
   const std::uint32_t edtl = task.command.expected_data_transfer_length;
   if (task.failure) {
     respond(task, scsi::Status::check_condition, task.failure, residual_for(edtl, 0));

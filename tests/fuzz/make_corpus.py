@@ -305,6 +305,188 @@ chap_algorithms = ["SHA-256", "MD5"]
     write(t, "sizes", b"64K")
 
 
+def be32(v):
+    return struct.pack(">I", v & 0xffffffff)
+
+
+def pdu48(byte0, byte1=0, fields=None):
+    """A 48-byte BHS with byte 0, byte 1 and {offset: bytes} written in."""
+    b = bytearray(48)
+    b[0] = byte0
+    b[1] = byte1
+    for off, val in (fields or {}).items():
+        b[off:off + len(val)] = val
+    return bytes(b)
+
+
+# fuzz_initiator_engine: 4 config bytes, then steps (see the harness's header comment). The engine
+# starts with: read 1024 (ITT selector 0), read 1536 on LUN 1 (1), write 8192 (2), write 700 (3),
+# TEST UNIT READY (4), a Text Request (5), ABORT TASK of the first read (6).
+INIT_OPS = {"nop_in": 0, "scsi_response": 1, "tmf_response": 2, "login_response": 3, "text_response": 4,
+            "data_in": 5, "logout_response": 6, "r2t": 7, "async": 8, "reject": 9}
+OPEN = 0xf3  # StatSN = ExpStatSN, window opened by 15
+
+
+def target_pdu(kind, itt_selector, byte1=0, fields=None, data=b"", flags=OPEN):
+    return (bytes([0, INIT_OPS[kind], itt_selector, flags]) + pdu48(0, byte1, fields) + record(data))
+
+
+def timer_step(ms, times_ten=False):
+    return bytes([4 | (8 if times_ten else 0)]) + struct.pack(">H", ms)
+
+
+def data_in(itt_selector, data_sn, offset, data, status=None, residual=None):
+    byte1, fields = 0, {36: be32(data_sn), 40: be32(offset)}
+    if status is not None:
+        byte1 = 0x81  # F and S
+        fields[3] = bytes([status])
+    if residual is not None:
+        byte1 |= 0x02  # U
+        fields[44] = be32(residual)
+    return target_pdu("data_in", itt_selector, byte1, fields, data)
+
+
+def scsi_response(itt_selector, status=0, sense=b"", residual=None):
+    byte1, fields = 0x80, {3: bytes([status])}
+    if residual is not None:
+        byte1 |= 0x02
+        fields[44] = be32(residual)
+    data = struct.pack(">H", len(sense)) + sense if sense else b""
+    return target_pdu("scsi_response", itt_selector, byte1, fields, data)
+
+
+def r2t(itt_selector, ttt, r2t_sn, offset, length):
+    return target_pdu("r2t", itt_selector, 0x80, {20: be32(ttt), 36: be32(r2t_sn), 40: be32(offset),
+                                                   44: be32(length)})
+
+
+def initiator_engine_seeds():
+    t = "fuzz_initiator_engine"
+    # config: ImmediateData + InitialR2T, FirstBurst 8192 / MaxBurst 16384, MRDSL 4096, 8 in
+    # flight, window 15.
+    cfg = bytes([0x03, 0x2c, 0x3b, 0x0f])
+    write(t, "start_only", cfg)
+    write(t, "reads_data_in_status", cfg + data_in(0, 0, 0, b"\x11" * 1024, status=0)
+          + data_in(1, 0, 0, b"\x22" * 512) + data_in(1, 1, 512, b"\x33" * 1024, status=0))
+    write(t, "read_residual_underflow", cfg + data_in(1, 0, 0, b"\x22" * 512, status=0, residual=1024)
+          + scsi_response(4))
+    sense = bytes([0x70, 0, 0x05, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x24, 0, 0, 0, 0, 0])
+    write(t, "check_condition_sense", cfg + scsi_response(4, status=2, sense=sense))
+    write(t, "write_r2t_data_out", cfg + r2t(2, 0x1000, 0, 8192 - 4096, 4096) + scsi_response(2)
+          + r2t(3, 0x1001, 0, 0, 700) + scsi_response(3))
+    write(t, "write_r2t_out_of_order", cfg + r2t(2, 0x1000, 1, 4096, 4096))
+    write(t, "data_in_outside_buffer", cfg + data_in(0, 0, 1000, b"\x11" * 100, status=0))
+    write(t, "data_in_digest_error", bytes([0]) + cfg[1:] + target_pdu("data_in", 0, 0x81, {}, b"\x11" * 64,
+                                                                           flags=OPEN | 4))
+    write(t, "text_continuation", cfg + target_pdu("text_response", 5, 0x40, {20: be32(0x99)},
+                                                   b"TargetName=iqn.2026-11.org.test:a\0")
+          + target_pdu("text_response", 5, 0x80, {20: be32(0xffffffff)}, b"TargetAddress=127.0.0.1:3260,1\0"))
+    write(t, "tmf_abort_complete", cfg + target_pdu("tmf_response", 6, 0x80, {2: b"\x00"})
+          + scsi_response(1))
+    write(t, "nop_in_ping", bytes([0x0b]) + cfg[1:] + target_pdu("nop_in", 0xff, 0x80, {16: be32(0xffffffff),
+                                                                                       20: be32(0x55)}, b"ping")
+          + timer_step(60) + timer_step(60) + target_pdu("nop_in", 7, 0x80, {20: be32(0xffffffff)})
+          + timer_step(200))
+    write(t, "reject_of_command", cfg + target_pdu("reject", 0xff, 0x80, {2: b"\x09", 16: be32(0xffffffff)},
+                                                   pdu48(0x01, 0x80, {16: be32(0x00010003)})))
+    write(t, "async_logout_request", cfg + target_pdu("async", 0xff, 0x80, {16: be32(0xffffffff), 36: b"\x01",
+                                                                            42: struct.pack(">H", 2)})
+          + scsi_response(2) + scsi_response(3) + scsi_response(4) + timer_step(300, True))
+    write(t, "async_drop_connection", cfg + target_pdu("async", 0xff, 0x80, {16: be32(0xffffffff), 36: b"\x02"}))
+    write(t, "logout_with_commands", cfg + bytes([6, 0xf0, 0]) + data_in(0, 0, 0, b"\x11" * 1024, status=0)
+          + scsi_response(4) + scsi_response(1) + scsi_response(2) + scsi_response(3)
+          + target_pdu("logout_response", 7, 0x80, {2: b"\x00"}))
+    write(t, "command_timeout_abort", bytes([0x17]) + cfg[1:] + timer_step(250) + timer_step(100)
+          + target_pdu("tmf_response", 7, 0x80, {2: b"\x00"}) + timer_step(400))
+    write(t, "closed_window_opens", cfg[:3] + b"\x00" + bytes([5, 0, 0x08, 0x00])
+          + target_pdu("nop_in", 0xff, 0x80, {16: be32(0xffffffff), 20: be32(0xffffffff)}))
+    write(t, "receive_fails_mid_data_in", cfg + bytes([0x0f, 0, 0, 0, 0x40]))
+
+
+# fuzz_target_engine: 4 config bytes, then steps (see the harness's header comment).
+TGT_OPS = {"nop_out": 0, "scsi_command": 1, "tmf": 2, "login": 3, "text": 4, "data_out": 5, "logout": 6,
+           "snack": 7}
+IN_ORDER = 0x01  # CmdSN = ExpCmdSN
+
+
+def initiator_pdu(kind, byte0=0, byte1=0, fields=None, data=b"", flags=IN_ORDER, pick=0, ahs=None):
+    out = bytes([0, TGT_OPS[kind], flags | (0x10 if ahs is not None else 0), pick]) + pdu48(byte0, byte1, fields)
+    if ahs is not None:
+        out += record(ahs)
+    return out + record(data)
+
+
+def cdb10(op, lba, blocks):
+    return bytes([op, 0]) + be32(lba) + b"\x00" + struct.pack(">H", blocks) + b"\x00" + bytes(6)
+
+
+def scsi_command(itt, cdb, edtl, read=False, write=False, final=True, data=b"", immediate=False, lun=0, ahs=None):
+    byte1 = (0x80 if final else 0) | (0x40 if read else 0) | (0x20 if write else 0) | 1
+    fields = {8: bytes([0, lun, 0, 0, 0, 0, 0, 0]), 16: be32(itt), 20: be32(edtl), 32: cdb[:16].ljust(16, b"\x00")}
+    return initiator_pdu("scsi_command", 0x40 if immediate else 0, byte1, fields, data, ahs=ahs)
+
+
+def data_out(itt, ttt, data_sn, offset, data, final=True, flags=0, pick=0):
+    return initiator_pdu("data_out", 0, 0x80 if final else 0, {16: be32(itt), 20: be32(ttt), 36: be32(data_sn),
+                                                                40: be32(offset)}, data, flags=flags, pick=pick)
+
+
+def complete_step(fail=False):
+    return bytes([5, 1 if fail else 0])
+
+
+def target_engine_seeds():
+    t = "fuzz_target_engine"
+    # config: ImmediateData + InitialR2T, FirstBurst 8192 / MaxBurst 16384, MRDSL 4096, one R2T,
+    # window 8, budget 256 KiB, 4 immediate commands.
+    cfg = bytes([0x03, 0x2c, 0xe3, 0x36])
+    write(t, "start_only", cfg)
+    write(t, "read_data_in", cfg + scsi_command(1, cdb10(0x28, 0, 16), 8192, read=True) + complete_step())
+    write(t, "inquiry_and_tur", cfg + scsi_command(1, bytes([0x12, 0, 0, 0, 96, 0]), 96, read=True)
+          + scsi_command(2, bytes(6), 0) + bytes([6]))
+    write(t, "write_r2t_data_out", cfg + scsi_command(3, cdb10(0x2a, 8, 8), 4096, write=True)
+          + data_out(3, 0, 0, 0, b"\xab" * 4096, flags=0x04) + complete_step()
+          + scsi_command(4, cdb10(0x28, 8, 8), 4096, read=True) + complete_step())
+    unsolicited = bytes([0x01]) + cfg[1:]  # ImmediateData, InitialR2T=No
+    write(t, "write_immediate_unsolicited", unsolicited
+          + scsi_command(5, cdb10(0x2a, 0, 16), 8192, write=True, final=False, data=b"\x01" * 1024)
+          + data_out(5, 0xffffffff, 0, 1024, b"\x02" * 7168) + complete_step())
+    write(t, "write_short_edtl", cfg + scsi_command(6, cdb10(0x2a, 0, 8), 2048, write=True, data=b"\x03" * 2048)
+          + complete_step())
+    write(t, "data_out_digest_error", cfg + scsi_command(7, cdb10(0x2a, 0, 8), 4096, write=True)
+          + data_out(7, 0, 0, 0, b"\xab" * 4096, flags=0x04 | 0x08))
+    write(t, "tmf_abort_task", cfg + scsi_command(8, cdb10(0x28, 0, 16), 8192, read=True)
+          + initiator_pdu("tmf", 0x40, 0x81, {16: be32(100), 20: be32(8)}, flags=0) + complete_step())
+    write(t, "tmf_lun_reset_cold_reset", cfg + scsi_command(9, cdb10(0x2a, 0, 8), 4096, write=True)
+          + initiator_pdu("tmf", 0x40, 0x85, {16: be32(101)}, flags=0)
+          + initiator_pdu("tmf", 0x40, 0x87, {16: be32(102)}, flags=0))
+    write(t, "text_send_targets", bytes([0x03, 0x2c, 0xe0, 0x36])
+          + initiator_pdu("text", 0, 0xc0, {16: be32(10), 20: be32(0xffffffff)}, b"SendTar")
+          + initiator_pdu("text", 0, 0x80, {16: be32(10), 20: be32(0xffffffff)}, b"gets=All\0")
+          + initiator_pdu("text", 0, 0x80, {16: be32(10)}, b"", flags=IN_ORDER | 0x04))
+    write(t, "discovery_session", bytes([0x07, 0x2c, 0xe3, 0x36])
+          + initiator_pdu("text", 0, 0x80, {16: be32(11), 20: be32(0xffffffff)}, b"SendTargets=All\0")
+          + scsi_command(12, bytes(6), 0))
+    write(t, "nop_out_and_idle_ping", bytes([0x13]) + cfg[1:]
+          + initiator_pdu("nop_out", 0x40, 0x80, {16: be32(13), 20: be32(0xffffffff)}, b"ping", flags=0)
+          + bytes([4, 0, 150]) + initiator_pdu("nop_out", 0x40, 0x80, {16: be32(0xffffffff)}, flags=0x04)
+          + bytes([4, 0, 150]) + bytes([4, 0, 100]))
+    write(t, "logout_with_command_running", cfg + scsi_command(14, cdb10(0x28, 0, 16), 8192, read=True)
+          + initiator_pdu("logout", 0x40, 0x80, {16: be32(15)}, flags=0) + complete_step())
+    write(t, "budget_waits", cfg[:3] + b"\x30" + scsi_command(16, cdb10(0x28, 0, 8), 4096, read=True)
+          + scsi_command(17, cdb10(0x28, 8, 8), 4096, read=True) + complete_step() + complete_step()
+          + scsi_command(18, cdb10(0x2a, 0, 16), 8192, write=True, final=False, data=b"\x01" * 1024))
+    write(t, "iser_write_and_read", bytes([0x0b]) + cfg[1:] + scsi_command(19, cdb10(0x2a, 0, 8), 4096, write=True)
+          + complete_step() + complete_step() + scsi_command(20, cdb10(0x28, 0, 8), 4096, read=True)
+          + complete_step())
+    ext_cdb = cdb10(0x28, 0, 1)[:16]
+    write(t, "long_cdb_ahs", cfg + scsi_command(21, ext_cdb, 512, read=True, ahs=struct.pack(">HB", 17, 1) + bytes(17))
+          + complete_step())
+    write(t, "snack_and_login_in_ffp", cfg + initiator_pdu("snack", 0, 0x80, {16: be32(0xffffffff)}, flags=0)
+          + initiator_pdu("login", 0x40, 0x87, {}, flags=0) + scsi_command(1, bytes(6), 0)
+          + scsi_command(1, bytes(6), 0))
+
+
 if __name__ == "__main__":
     bhs_seeds()
     text_seeds()
@@ -318,3 +500,5 @@ if __name__ == "__main__":
     nbd_server_seeds()
     url_seeds()
     config_seeds()
+    initiator_engine_seeds()
+    target_engine_seeds()

@@ -752,6 +752,38 @@ TEST_F(SessionEngineTest, IserWriteIsFetchedByRdmaReadAndWithoutWriteStagFails) 
   EXPECT_EQ(sense_of(sent[0]).asc, 0x4b);
 }
 
+TEST_F(SessionEngineTest, IserDataOutDuringTheRdmaReadFailsTheTaskOnlyAfterTheReadEnded) {
+  // Found by fuzz_target_engine: a Data-Out (refused: on iSER the write data comes by RDMA Read)
+  // failed the task at once, so it ended and its buffer went back to the pool while the RDMA Read
+  // into that buffer was still under way.
+  rdma = true;
+  start();
+  datamover::PduIn in;
+  in.bhs = iscsi::encode_bhs(command(4, 1, cdb10(0x2a, 8), 8 * block, false, true));
+  in.remote_write = datamover::RemoteBuffer{.stag = 0x99, .address = 0x2000};
+  engine->place(in.bhs, 0);
+  engine->on_pdu(in, t0);
+  collect();
+  ASSERT_EQ(gets.size(), 1u);
+  const auto data = pattern(block, 1);
+  deliver(iscsi::DataOut{.final = true, .lun = scsi::Lun::from_index(0), .itt = Itt{4}, .ttt = iscsi::reserved_ttt,
+                         .data_sn = 0, .buffer_offset = 0},
+          data);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(sent[0].is<iscsi::Reject>());
+  // The task and its buffer stay until the RDMA Read ends; then CHECK CONDITION, and no execution.
+  ASSERT_NE(engine->task(Itt{4}), nullptr);
+  EXPECT_EQ(engine->task_data(Itt{4}).size(), 8u * block);
+  EXPECT_TRUE(released.empty());
+  engine->on_write_data(Itt{4}, {});
+  collect();
+  EXPECT_EQ(engine->task(Itt{4}), nullptr);
+  EXPECT_TRUE(executes.empty());
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1].as<iscsi::ScsiResponse>().status, static_cast<std::uint8_t>(scsi::Status::check_condition));
+  EXPECT_EQ(released.size(), 1u);
+}
+
 // ---- SNACK, unknown opcodes, discovery sessions ----
 
 TEST_F(SessionEngineTest, SnackAndUnknownOpcodesAreRejected) {
