@@ -3,7 +3,7 @@
 # iserkit-nbd. Starts both on loopback with the counting allocator preloaded (alloc_counter.cpp,
 # LD_PRELOAD; counts malloc/calloc/realloc/aligned allocations, i.e. every operator new), drives them
 # with fio's nbd engine (fio -> iserkit-nbd -> iserkit-target, the chain scripts/bench.sh measures),
-# and for each workload: a warm-up run, a snapshot of both counters (SIGUSR1), a measured run of
+# and for each workload: a warm-up run, a snapshot of both counters (SIGUSR2), a measured run of
 # --runtime seconds, another snapshot; allocations per request = difference / requests fio did.
 # Each fio run is a fresh NBD connection, so the bridge's per-connection work (handshake, the
 # connection's coroutine) is spread over the run's thousands of requests.
@@ -69,8 +69,8 @@ class Counter:
 
     def snapshot(self):
         before = len(self.lines())
-        self.proc.send_signal(signal.SIGUSR1)
-        wait_until(lambda: len(self.lines()) > before, 5, "allocation counter report", [self.proc])
+        self.proc.send_signal(signal.SIGUSR2)
+        wait_until(lambda: len(self.lines()) > before, 30, "allocation counter report", [self.proc])
         fields = dict(kv.split("=") for kv in self.lines()[before].split())
         return {k: int(v) for k, v in fields.items()}
 

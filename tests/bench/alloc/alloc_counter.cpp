@@ -2,7 +2,7 @@
 // iserkit-target or iserkit-nbd (or any process). It interposes the C allocation entry points
 // (libstdc++'s operator new and Asio's coroutine frames end in malloc or aligned_alloc) and counts,
 // process-wide, every allocation call and the bytes asked for. Nothing is counted unless
-// ISERKIT_ALLOC_COUNTER names a file; each SIGUSR1 then appends one line
+// ISERKIT_ALLOC_COUNTER names a file; each SIGUSR2 then appends one line (SIGUSR2: iserkit-nbd uses SIGUSR1 for its status line)
 //   allocations=N bytes=B frees=F
 // to that file (cumulative since start; a driver subtracts two snapshots), and so does exit.
 // Only async-signal-safe calls in the handler (atomics, open/write/close). Bench only: never linked
@@ -137,7 +137,7 @@ __attribute__((constructor)) void start() {
   action.sa_handler = on_sigusr1;
   action.sa_flags = SA_RESTART;
   sigemptyset(&action.sa_mask);
-  sigaction(SIGUSR1, &action, nullptr);
+  sigaction(SIGUSR2, &action, nullptr);
   enabled = true;
 }
 
