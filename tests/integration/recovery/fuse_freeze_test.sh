@@ -38,8 +38,11 @@ grep -q "err= 0" "$tmp/fio.log" || fail "fio reported errors"
 ! grep -qiE "verify.*bad|crc32c.*wanted" "$tmp/fio.log" || fail "fio found bad data"
 lost=$(grep -c "session: connection lost: target=" "$tmp/short.log" || true)
 recovered=$(grep -c "session: recovered: target=" "$tmp/short.log" || true)
-echo "  fio ok; iserkit-fuse: connections lost $lost, recoveries $recovered"
+reissued=$(awk '/session: recovered: [0-9]+ commands to send again/ {n += $(NF-4)} END {print n+0}' "$tmp/short.log")
+echo "  fio ok; iserkit-fuse: connections lost $lost, recoveries $recovered, commands sent again $reissued"
 ((lost >= 1 && recovered >= 1)) || fail "the frozen connection was not noticed and replaced"
+# fio kept writing while the target was frozen: those writes were on the dead connection.
+(($reissued >= 1)) || fail "no command was sent again after the recovery"
 unmount_fuse short
 
 echo "== frozen for good, longer than the replacement timeout (3 s)"

@@ -41,7 +41,8 @@ grep -q "err= 0" "$tmp/fio.log" || fail "fio reported errors"
 echo "  fio: $(grep -E 'WRITE:|READ:' "$tmp/fio.log" | tr -s ' ' | head -2 | tr '\n' ' ')"
 lost=$(grep -c "session: connection lost: target=" "$tmp/mnt.log" || true)
 recovered=$(grep -c "session: recovered: target=" "$tmp/mnt.log" || true)
-echo "  iserkit-fuse: connections lost $lost, recoveries $recovered"
+reissued=$(awk '/session: recovered: [0-9]+ commands to send again/ {n += $(NF-4)} END {print n+0}' "$tmp/mnt.log")
+echo "  iserkit-fuse: connections lost $lost, recoveries $recovered, commands sent again $reissued"
 ((lost >= rounds && recovered >= rounds)) || fail "expected $rounds lost connections and $rounds recoveries in the view's log"
 ! grep -q "session: failed" "$tmp/mnt.log" || fail "a session failed instead of recovering"
 unmount_fuse mnt
