@@ -2,7 +2,7 @@
 """ack_checker: proves that no acknowledged-and-flushed write was lost across faults.
 
 Writes generations of checksummed blocks to a block device reached through NBD (iserkit-nbd,
-with Debian's python3-libnbd) or to a plain file, records in a journal which writes and flushes
+with Debian's python3-libnbd) or to a file (a plain file, or a LUN file of iserkit-fuse), records in a journal which writes and flushes
 were acknowledged, keeps going through errors and lost NBD connections (reconnecting), then
 verifies the device, and later any copy of its data (the target's backing file) against the
 journal.
@@ -34,8 +34,10 @@ Modes:
 All modes but selftest take --journal FILE (JSON lines, written by run).
 """
 import argparse
+import errno
 import hashlib
 import json
+import mmap
 import os
 import random
 import shutil
@@ -213,7 +215,10 @@ class DeviceLost(Exception):
 
 
 class FileDevice:
-    """A plain file: every request completes at once (pwrite, fdatasync for FUA and flush)."""
+    """A file (a plain file, or a LUN file of iserkit-fuse): every request completes at once.
+    A write is pwrite(2); with FUA through a second descriptor opened O_DSYNC (which the FUSE view
+    sends as WRITE with FUA); a flush is fdatasync(2) (SYNCHRONIZE CACHE through the view). Reads
+    use O_DIRECT where the file system has it, so a page cache never answers for the device."""
 
     def __init__(self, path, size=None, faults=None):
         """faults: a random.Random to fail some requests (selftest): a write that fails may have
@@ -223,6 +228,11 @@ class FileDevice:
         if size and os.fstat(self.fd).st_size < size:
             os.ftruncate(self.fd, size)
         self.size = os.fstat(self.fd).st_size
+        self.fua_fd = os.open(path, os.O_RDWR | os.O_DSYNC)
+        try:
+            self.direct_fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        except OSError:
+            self.direct_fd = None   # e.g. tmpfs
         self.done = []
         self.next = 0
 
@@ -248,10 +258,10 @@ class FileDevice:
 
     def write(self, offset, data, fua):
         def go():
-            self._fault(lambda: os.pwrite(self.fd, data, offset))
-            os.pwrite(self.fd, data, offset)
-            if fua:
-                os.fdatasync(self.fd)
+            fd = self.fua_fd if fua else self.fd
+            self._fault(lambda: os.pwrite(fd, data, offset))
+            if os.pwrite(fd, data, offset) != len(data):
+                raise OSError(5, "short write")
         return self._complete(go)
 
     def flush(self):
@@ -265,10 +275,22 @@ class FileDevice:
         return done
 
     def read(self, offset, length):
+        if self.direct_fd is not None:
+            buf = mmap.mmap(-1, length)   # page-aligned, as O_DIRECT wants
+            try:
+                n = os.preadv(self.direct_fd, [buf], offset)
+                return bytes(buf[:n])
+            except OSError as e:
+                if e.errno != errno.EINVAL:
+                    raise
+                os.close(self.direct_fd)
+                self.direct_fd = None
         return os.pread(self.fd, length, offset)
 
     def close(self):
-        os.close(self.fd)
+        for fd in (self.fd, self.fua_fd, self.direct_fd):
+            if fd is not None:
+                os.close(fd)
 
 
 class NbdDevice:
