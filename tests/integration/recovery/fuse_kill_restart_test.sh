@@ -26,6 +26,8 @@ fio --name=recovery --filename="$(fio_name "$lun_file")" --ioengine=libaio --dir
 fio_pid=$!; pids+=($fio_pid)
 
 for round in $(seq "$rounds"); do
+  # A kill while the view is still logging in again would not be a lost connection of its own.
+  ((round == 1)) || wait_count "$tmp/mnt.log" "session: recovered: target=" $((round - 1)) 30
   sleep 2
   kill -0 $fio_pid 2>/dev/null || fail "fio ended before kill $round"
   echo "== round $round: kill -9 the target, restart it 3 s later on port $port"

@@ -23,7 +23,18 @@ python3 "$checker" run --socket "$tmp/nbd.sock" --journal "$tmp/journal" --block
   --rate "$rate" >"$tmp/checker.log" 2>&1 &
 checker_pid=$!; pids+=($checker_pid)
 
+# wait_recovered N: until the bridge is connected after N recoveries (a kill during a recovery
+# would not be a lost connection of its own).
+wait_recovered() {
+  local guard=$((SECONDS + 30)) r
+  until r=$(stat_of nbd recoveries); [[ $(stat_of nbd state) == connected ]] && ((${r:-0} >= $1)); do
+    ((SECONDS < guard)) || fail "the bridge did not recover $1 times within 30 s"
+    sleep 0.2
+  done
+}
+
 for round in 1 2; do
+  ((round == 1)) || wait_recovered 1
   sleep 3
   kill -0 $checker_pid 2>/dev/null || fail "the checker ended before kill $round"
   echo "== kill -9 the target ($round), restart it 3 s later on port $port"
@@ -31,7 +42,9 @@ for round in 1 2; do
   sleep 3
   start_target
 done
-sleep 2
+# Freeze a working session, not one still logging in again after the second kill.
+wait_recovered 2
+sleep 1
 echo "== SIGSTOP the target for 3 s"
 kill -STOP $target_pid; sleep 3; kill -CONT $target_pid
 sleep 2
