@@ -18,6 +18,9 @@ command -v fio >/dev/null || skip "fio is not installed"
 freeze=${ISERKIT_FAULT_FREEZE:-3}
 size=${ISERKIT_FAULT_SIZE:-32m}
 
+rc=0; "$BIN/iserkit-fuse" iscsi://127.0.0.1:1 "$tmp" --nop-timeout 0 2>"$tmp/usage.err" || rc=$?
+((rc == 2)) && grep -q -- "--nop-timeout" "$tmp/usage.err" || fail "--nop-timeout 0 was not refused: rc=$rc $(cat "$tmp/usage.err")"
+
 truncate -s 64M "$tmp/lun.img"
 start_target
 

@@ -100,8 +100,8 @@ wait_for() {
 # wait_count FILE PATTERN N SECONDS: waits until FILE has N lines matching PATTERN (e.g. the
 # front end's "recovered" lines, so the next fault does not land in the middle of a recovery).
 wait_count() {
-  local guard=$((SECONDS + $4))
-  until (($(grep -c -- "$2" "$1" 2>/dev/null || true) >= $3)); do
+  local guard=$((SECONDS + $4)) n
+  until n=$(grep -c -- "$2" "$1" 2>/dev/null) || true; ((${n:-0} >= $3)); do
     ((SECONDS < guard)) || fail "no $3 lines '$2' in $(basename "$1") within $4 s"
     sleep 0.2
   done
