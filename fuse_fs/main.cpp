@@ -72,6 +72,12 @@ int parse(int argc, char** argv, Config& cfg) {
                               "held and sent again (each then gets --timeout); 0 = fail at once with EIO and log "
                               "in again on the next use",
        cxxopts::value<double>()->default_value("0"))
+      ("nop-interval", "seconds of silence from a target before a NOP-Out ping (0 = never); a frozen target is "
+                       "noticed after this plus --nop-timeout, and with --replacement-timeout its connection is "
+                       "then replaced",
+       cxxopts::value<double>()->default_value("5"))
+      ("nop-timeout", "seconds a ping may stay unanswered before the connection counts as lost",
+       cxxopts::value<double>()->default_value("5"))
       ("cache-time", "seconds a directory listing is reused before SendTargets/REPORT LUNS run again (0 = every time)",
        cxxopts::value<double>()->default_value("5"))
       ("attr-timeout", "seconds the kernel may cache names and attributes", cxxopts::value<double>()->default_value("1"))
@@ -137,6 +143,13 @@ int parse(int argc, char** argv, Config& cfg) {
     const double replacement = args["replacement-timeout"].as<double>();
     if (replacement < 0) return fail_usage("--replacement-timeout must be >= 0");
     so.replacement_timeout = seconds(replacement);
+    // Without pings a frozen target (connection up, nothing answers) is never seen as lost: each
+    // command would just time out after --timeout and the session would never be replaced.
+    const double nop_interval = args["nop-interval"].as<double>();
+    const double nop_timeout = args["nop-timeout"].as<double>();
+    if (nop_interval < 0 || nop_timeout <= 0) return fail_usage("--nop-interval must be >= 0, --nop-timeout > 0");
+    so.nop_interval = seconds(nop_interval);
+    so.nop_timeout = seconds(nop_timeout);
     cfg.view.portals = cfg.urls;
     cfg.view.cache_time = seconds(cache);
     log::set_level(args["log-level"].as<std::string>());

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Shared by the recovery fault tests: start/kill/restart iserkit-target on a fixed file and port,
-# start iserkit-nbd on a Unix socket. Every process started here is stopped on exit (SIGCONT first,
-# for a target left frozen).
+# start iserkit-nbd on a Unix socket, mount iserkit-fuse on a directory. Every process started here
+# is stopped on exit (SIGCONT first, for a target left frozen) and every mount unmounted.
 set -euo pipefail
 skip() { echo "SKIP: $*" >&2; exit 77; }
 BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
 export PATH=/usr/bin:$PATH   # nbdsh needs the system python3 with libnbd's bindings
 tmp=$(mktemp -d /tmp/iserkit-recovery.XXXXXX)
 pids=()
+mounts=()
 target_pid=
 cleanup() {
   [[ -n $target_pid ]] && kill -CONT "$target_pid" 2>/dev/null || true
+  # Lazily, so a mount whose daemon died (or hangs) never stays behind.
+  for m in "${mounts[@]}"; do fusermount3 -u -z "$m" 2>/dev/null || true; done
   for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$tmp"
@@ -49,3 +52,57 @@ start_bridge() {
 }
 
 stat_of() { sed -n "s/^$2=//p" "$tmp/$1.stats"; }
+
+# need_fuse: skips (77) unless FUSE mounts can be made here and iserkit-fuse is built.
+need_fuse() {
+  [[ -c /dev/fuse ]] || skip "/dev/fuse is missing"
+  command -v fusermount3 >/dev/null || skip "fusermount3 is not installed (package fuse3)"
+  [[ -x $BIN/iserkit-fuse ]] || skip "iserkit-fuse is not built (libfuse3-dev missing at configure time)"
+}
+
+# mount_fuse NAME ARGS...: iserkit-fuse of the target on $tmp/NAME (log $tmp/NAME.log, level info,
+# which shows the session's "connection lost" / "recovered" lines); sets fuse_pid and lun_file
+# (the LUN 0 file of the view).
+mount_fuse() {
+  local name=$1; shift
+  mkdir -p "$tmp/$name"
+  "$BIN/iserkit-fuse" "iscsi://127.0.0.1:$port/$iqn" "$tmp/$name" --foreground --log-level info "$@" \
+    >"$tmp/$name.log" 2>&1 &
+  fuse_pid=$!; pids+=($fuse_pid); mounts+=("$tmp/$name")
+  lun_file=$tmp/$name/$iqn/lun0
+  for _ in $(seq 100); do
+    mountpoint -q "$tmp/$name" && [[ -f $lun_file ]] && return 0
+    kill -0 $fuse_pid 2>/dev/null || break
+    sleep 0.1
+  done
+  fail "iserkit-fuse $name did not mount $lun_file"
+}
+
+# unmount_fuse NAME: SIGTERM to iserkit-fuse, which must exit 0 and leave no mount.
+unmount_fuse() {
+  kill -TERM $fuse_pid
+  wait $fuse_pid || fail "iserkit-fuse exited with $? on SIGTERM"
+  ! mountpoint -q "$tmp/$1" || fail "$tmp/$1 still mounted after SIGTERM"
+}
+
+# fio_name PATH: PATH with ':' escaped (fio splits --filename on ':'; IQNs have colons).
+fio_name() { printf '%s' "${1//:/\\:}"; }
+
+# wait_for PID SECONDS WHAT: waits for PID to end, failing the test if it takes longer.
+wait_for() {
+  local pid=$1 guard=$((SECONDS + $2))
+  while kill -0 "$pid" 2>/dev/null; do
+    ((SECONDS < guard)) || fail "$3 did not finish within $2 s (a request hangs)"
+    sleep 0.5
+  done
+}
+
+# wait_count FILE PATTERN N SECONDS: waits until FILE has N lines matching PATTERN (e.g. the
+# front end's "recovered" lines, so the next fault does not land in the middle of a recovery).
+wait_count() {
+  local guard=$((SECONDS + $4)) n
+  until n=$(grep -c -- "$2" "$1" 2>/dev/null) || true; ((${n:-0} >= $3)); do
+    ((SECONDS < guard)) || fail "no $3 lines '$2' in $(basename "$1") within $4 s"
+    sleep 0.2
+  done
+}
