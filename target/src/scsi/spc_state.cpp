@@ -62,6 +62,8 @@ ScsiOutcome execute_mode_select(const CommandPlan& plan, UnitState& unit, const 
     const std::uint8_t b0 = load_u8(parameters.data() + pos);
     const std::uint8_t code = b0 & 0x3f;
     const bool spf = (b0 & 0x40) != 0;
+    // A sub_page format header is 4 bytes (its PAGE LENGTH is bytes 2-3), a page_0 one 2.
+    if (spf && parameters.size() - pos < 4) return ScsiOutcome::check_condition(parameter_list_length_error());
     const std::size_t length = spf ? 4 + std::size_t{load_be16(parameters.data() + pos + 2)}
                                    : 2 + std::size_t{load_u8(parameters.data() + pos + 1)};
     if (pos + length > parameters.size()) return ScsiOutcome::check_condition(parameter_list_length_error());

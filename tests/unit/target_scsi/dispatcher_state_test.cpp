@@ -232,6 +232,19 @@ TEST_F(DeviceState, ModeSelectSoftwareWriteProtect) {
   expect_sense(run(a_, raw({0x15, 0x11, 0, 0, 16})), scsi::SenseKey::illegal_request, scsi::asc::invalid_field_in_cdb);
 }
 
+TEST_F(DeviceState, ModeSelectRefusesATruncatedSubpageHeader) {
+  // A page with SPF=1 needs a 4-byte header (SPC-5 §7.5.7); a list that ends 2 or 3 bytes into it
+  // is a parameter list length error, never a read past the list (found by fuzz_dispatcher).
+  for (std::size_t tail : {2u, 3u}) {
+    std::vector<std::byte> params(4 + tail);
+    params[4] = std::byte{0x4a};  // SPF + control page
+    params[5] = std::byte{0x01};
+    const auto len = static_cast<std::uint8_t>(params.size());
+    expect_sense(run(a_, raw({0x15, 0x10, 0, 0, len}), params), scsi::SenseKey::illegal_request,
+                 scsi::asc::parameter_list_length_error);
+  }
+}
+
 TEST_F(DeviceState, VerifyComparesWithBytchk) {
   const auto data = fill(4 * 512, 0x5a);
   ASSERT_EQ(status(a_, scsi::write16({.lba = 8, .blocks = 4}), data), Status::good);
