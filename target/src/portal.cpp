@@ -48,6 +48,14 @@ Result<std::shared_ptr<BlockBackend>> open_lun(const LunSource& source, const Ta
                                                     .block_size_bytes = config.block_size_bytes,
                                                     .read_only = config.read_only});
   }
+  if (source.rbd) {
+    return open_rbd_backend(RbdBackendOptions{.pool = source.rbd->pool,
+                                              .image = source.rbd->image,
+                                              .ceph_conf = config.ceph_conf,
+                                              .ceph_id = config.ceph_id,
+                                              .read_only = config.read_only,
+                                              .block_size_bytes = config.block_size_bytes});
+  }
   std::error_code ec;
   if (!std::filesystem::exists(source.open_path(), ec))
     return fail(std::make_error_code(std::errc::no_such_file_or_directory));
@@ -66,12 +74,12 @@ Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std
   for (std::size_t i = 0; i < luns.size(); ++i) {
     auto backend = open_lun(luns[i], config);
     if (!backend) {
-      log::error("lun: cannot open {}: {}", log::escaped(luns[i].memory ? "memory" : luns[i].path.string()),
+      log::error("lun: cannot open {}: {}", log::escaped(luns[i].display()),
                  backend.error().message());
       return fail(backend.error());
     }
     if ((*backend)->capabilities().size_bytes == 0) {
-      log::error("lun: {} is empty", log::escaped(luns[i].path.string()));
+      log::error("lun: {} is empty", log::escaped(luns[i].display()));
       return fail(errc::invalid_argument);
     }
     LogicalUnitOptions options;
@@ -80,7 +88,7 @@ Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std
     options.identity.serial = fmt::format("{:08x}{:04x}", fnv1a(name), static_cast<unsigned>(i));
     auto unit = std::make_shared<LogicalUnit>(std::move(*backend), options);
     if (auto r = node->dispatcher->add_logical_unit(static_cast<std::uint16_t>(i), unit); !r) return fail(r.error());
-    line += fmt::format(" lun{}={}({} bytes)", i, log::escaped(luns[i].memory ? "mem" : luns[i].path.string()),
+    line += fmt::format(" lun{}={}({} bytes)", i, log::escaped(luns[i].display()),
                         unit->block_count() * unit->block_size_bytes());
   }
   lines.push_back(std::move(line));

@@ -47,6 +47,21 @@ TEST(Config, ParsesLunSources) {
   EXPECT_FALSE(parse_lun_source("mem:x"));
 }
 
+TEST(Config, ParsesRbdLunSources) {
+  auto r = parse_lun_source("rbd:pool1/vol-a");
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(r->rbd);
+  EXPECT_FALSE(r->memory);
+  EXPECT_EQ(r->rbd->pool, "pool1");
+  EXPECT_EQ(r->rbd->image, "vol-a");
+  EXPECT_EQ(r->display(), "rbd:pool1/vol-a");
+  // No pool, no image, a snapshot or namespace part, control characters: refused.
+  for (const char* bad : {"rbd:", "rbd:vol", "rbd:/vol", "rbd:pool/", "rbd:pool/ns/vol", "rbd:pool/vol@snap",
+                          "rbd:pool/v\nol"}) {
+    EXPECT_FALSE(parse_lun_source(bad)) << bad;
+  }
+}
+
 TEST(Config, ListenAddressCarriesItsPortalGroupTag) {
   auto a = parse_listen_address("127.0.0.2:3260,tpgt=2");
   ASSERT_TRUE(a);
