@@ -61,6 +61,10 @@ int run(int argc, char** argv) {
       ("ceph-conf", "ceph.conf of the cluster holding rbd: LUNs", cxxopts::value<std::string>()->default_value("/etc/ceph/ceph.conf"))
       ("ceph-id", "Ceph client id for rbd: LUNs (client.ID; its key comes from the keyring ceph.conf names)",
        cxxopts::value<std::string>()->default_value("admin"))
+      ("export-rbd", "each image of Ceph pool POOL is a target <iqn>:<image> with the image as lun0; rescanned on "
+                     "SIGHUP and every --rbd-rescan-interval", cxxopts::value<std::string>())
+      ("rbd-rescan-interval", "seconds between rescans of --export-rbd (0 = only on SIGHUP)",
+       cxxopts::value<unsigned>()->default_value("30"))
       ("read-only", "refuse writes (WRITE PROTECTED)")
       ("block-size", "logical block size: 512 or 4096", cxxopts::value<unsigned>()->default_value("512"))
       ("threads", "I/O threads, each with its own io_context", cxxopts::value<unsigned>()->default_value("1"))
@@ -178,6 +182,14 @@ int run(int argc, char** argv) {
   }
   config.ceph_conf = args["ceph-conf"].as<std::string>();
   config.ceph_id = args["ceph-id"].as<std::string>();
+  if (args.count("export-rbd")) {
+    if (!iserkit::target::rbd_backend_available()) {
+      std::cerr << "iserkit-target: --export-rbd: this build has no RBD backend (WITH_RBD=OFF; install librbd-dev)\n";
+      return 2;
+    }
+    config.export_rbd = args["export-rbd"].as<std::string>();
+  }
+  config.rbd_rescan_interval = std::chrono::seconds(args["rbd-rescan-interval"].as<unsigned>());
   config.threads = std::max(1u, args["threads"].as<unsigned>());
   config.max_recv_data_segment_length = args["max-recv-data-segment-length"].as<std::uint32_t>();
   config.first_burst_length = args["first-burst-length"].as<std::uint32_t>();
@@ -260,7 +272,7 @@ int run(int argc, char** argv) {
     config = std::move(*loaded);
   }
   config.iser = args.count("no-iser") == 0;
-  if (config.luns.empty() && !config.export_dir && config.targets.empty()) {
+  if (config.luns.empty() && !config.export_dir && !config.export_rbd && config.targets.empty()) {
     std::cerr << "iserkit-target: no LUNs: give --lun FILE|mem:SIZE, --export-dir DIR or --config FILE (see --help)\n";
     return 2;
   }

@@ -255,7 +255,7 @@ struct Parser {
   tl::expected<TargetConfig, ConfigError> parse(const toml::table& root, TargetConfig config) const {
     if (auto e = check_keys(source, root,
                             {"listen", "block_size", "read_only", "threads", "discovery", "targets", "limits", "login_throttle", "alua",
-                             "ceph_conf", "ceph_id"},
+                             "ceph_conf", "ceph_id", "export_rbd", "rbd_rescan_interval"},
                             "the top level"))
       return *e;
     if (const auto* node = root.get("listen")) {
@@ -295,6 +295,16 @@ struct Parser {
       auto v = node->value_exact<std::string>();
       if (!v || v->empty()) return error_at(source, *node, "ceph_conf must be a path");
       config.ceph_conf = resolve(*v);
+    }
+    if (const auto* node = root.get("export_rbd")) {
+      auto v = node->value_exact<std::string>();
+      if (!v || v->empty()) return error_at(source, *node, "export_rbd must be a pool name");
+      config.export_rbd = *v;
+    }
+    if (const auto* node = root.get("rbd_rescan_interval")) {
+      auto v = node->value_exact<std::int64_t>();
+      if (!v || *v < 0 || *v > 86400) return error_at(source, *node, "rbd_rescan_interval must be 0..86400 seconds");
+      config.rbd_rescan_interval = std::chrono::seconds(*v);
     }
     if (const auto* node = root.get("ceph_id")) {
       auto v = node->value_exact<std::string>();

@@ -298,6 +298,27 @@ Result<std::shared_ptr<BlockBackend>> open_rbd_backend(const RbdBackendOptions& 
   return std::shared_ptr<BlockBackend>(std::make_shared<RbdBackend>(std::move(*cluster), ioctx, image, caps));
 }
 
+Result<std::vector<std::string>> list_rbd_images(const RbdBackendOptions& o) {
+  if (o.pool.empty()) return fail(errno_code(EINVAL));
+  auto cluster = connect_cluster(o);
+  if (!cluster) return fail(cluster.error());
+  rados_ioctx_t ioctx = nullptr;
+  int r = rados_ioctx_create((*cluster)->handle(), o.pool.c_str(), &ioctx);
+  if (r < 0) return fail(errno_code(r));
+  std::vector<rbd_image_spec_t> specs(64);
+  std::size_t count = specs.size();
+  while ((r = rbd_list2(ioctx, specs.data(), &count)) == -ERANGE) specs.resize(count);
+  std::vector<std::string> names;
+  if (r >= 0) {
+    names.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) names.emplace_back(specs[i].name);
+    rbd_image_spec_list_cleanup(specs.data(), count);
+  }
+  rados_ioctx_destroy(ioctx);
+  if (r < 0) return fail(errno_code(r));
+  return names;
+}
+
 bool rbd_backend_available() noexcept { return true; }
 
 }  // namespace iserkit::target

@@ -9,6 +9,10 @@ Result<std::shared_ptr<BlockBackend>> open_rbd_backend(const RbdBackendOptions&)
   return fail(std::make_error_code(std::errc::not_supported));
 }
 
+Result<std::vector<std::string>> list_rbd_images(const RbdBackendOptions&) {
+  return fail(std::make_error_code(std::errc::not_supported));
+}
+
 bool rbd_backend_available() noexcept { return false; }
 
 }  // namespace iserkit::target

@@ -100,6 +100,47 @@ rbd export --no-progress rbd/vol "$tmp/vol2.bin"
 cmp -n 65536 -i $((20 << 20)):0 "$tmp/vol2.bin" "$tmp/fua.bin" || fail "the FUA write was lost at kill -9"
 cmp -n 65536 -i $((30 << 20)):0 "$tmp/vol2.bin" "$tmp/sync.bin" || fail "the flushed write was lost at kill -9"
 
+# --export-rbd: the pool's images are targets <iqn>:<image>; a new image appears on SIGHUP (and by
+# the periodic rescan), a renamed one moves, a name that makes no valid iSCSI name is skipped.
+rbd create rbd/Bad_Name --size 8M
+start_target --export-rbd rbd --rbd-rescan-interval 0
+"$BIN/iserkit" discover "iscsi://127.0.0.1:$port" >"$tmp/disc1" || fail "discover"
+grep -q "^$iqn:vol\b" "$tmp/disc1" && grep -q "^$iqn:seeded\b" "$tmp/disc1" ||
+  { cat "$tmp/disc1"; fail "--export-rbd does not list the pool's images"; }
+grep -qi "bad_name" "$tmp/disc1" && fail "an image whose name is no valid iSCSI name was exported"
+grep -q "image Bad_Name skipped" "$tmp/target.log" || fail "no warning for the skipped image"
+"$BIN/iserkit" read "iscsi://127.0.0.1:$port/$iqn:seeded/0" --length $((3 << 20)) -o "$tmp/seeded2.read" ||
+  fail "read through the exported target"
+cmp "$tmp/seeded2.read" "$tmp/seed.bin" || fail "the exported target serves other data"
+rbd create rbd/fresh --size 16M
+kill -HUP $target_pid
+for _ in $(seq 100); do grep -q "added target $iqn:fresh" "$tmp/target.log" && break; sleep 0.1; done
+"$BIN/iserkit" discover "iscsi://127.0.0.1:$port" >"$tmp/disc2" || fail "discover after SIGHUP"
+grep -q "^$iqn:fresh\b" "$tmp/disc2" || { cat "$tmp/disc2"; fail "a new image is not a target after SIGHUP"; }
+"$BIN/iserkit" write "iscsi://127.0.0.1:$port/$iqn:fresh/0" --offset 4096 -i "$tmp/fua.bin" || fail "write to the new target"
+rbd rename rbd/fresh rbd/renamed 2>"$tmp/rename.err" || { cat "$tmp/rename.err"; fail "rbd rename"; }
+kill -HUP $target_pid
+for _ in $(seq 100); do grep -q "dropped target $iqn:fresh" "$tmp/target.log" && break; sleep 0.1; done
+"$BIN/iserkit" discover "iscsi://127.0.0.1:$port" >"$tmp/disc3" || fail "discover after the rename"
+grep -q "^$iqn:fresh\b" "$tmp/disc3" && { cat "$tmp/disc3"; fail "a renamed image still has its old target"; }
+grep -q "^$iqn:renamed\b" "$tmp/disc3" || { cat "$tmp/disc3"; fail "a renamed image has no target under its new name"; }
+if "$BIN/iserkit" readcap "iscsi://127.0.0.1:$port/$iqn:fresh/0" >"$tmp/gone.out" 2>&1; then
+  fail "a login to a dropped target succeeded"
+fi
+grep -qi "not found\|0x0203\|0203" "$tmp/gone.out" || { cat "$tmp/gone.out"; fail "a dropped target is not 'not found'"; }
+"$BIN/iserkit" read "iscsi://127.0.0.1:$port/$iqn:renamed/0" --offset 4096 --length 65536 -o "$tmp/renamed.read" ||
+  fail "read through the renamed target"
+cmp "$tmp/renamed.read" "$tmp/fua.bin" || fail "the renamed target lost the data written under the old name"
+kill -9 $target_pid; wait $target_pid 2>/dev/null || true; target_pid=
+# The periodic rescan finds a new image without a signal.
+start_target --export-rbd rbd --rbd-rescan-interval 1
+rbd create rbd/later --size 8M
+for _ in $(seq 100); do grep -q "added target $iqn:later" "$tmp/target.log" && break; sleep 0.1; done
+grep -q "added target $iqn:later" "$tmp/target.log" || fail "the periodic rescan did not add a new image"
+kill -9 $target_pid; wait $target_pid 2>/dev/null || true; target_pid=
+
+echo "export-rbd: discovery, SIGHUP add, rename, periodic rescan: OK"
+
 # Conformance: iscsi-test-cu families that exercise the data path, thin provisioning and
 # flushes; every test must pass, be skipped by the suite itself, or be an expected failure of
 # every LUN kind.

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 #include <memory>
 
 #include "iserkit/common/result.hpp"
@@ -74,6 +75,11 @@ struct RbdBackendOptions {
 /// connect_timeout; EACCES / EPERM refused credentials; EINVAL a bad block size or an empty
 /// pool/image; std::errc::not_supported when this build has no librbd (WITH_RBD=OFF).
 Result<std::shared_ptr<BlockBackend>> open_rbd_backend(const RbdBackendOptions& options);
+
+/// The names of the images in `options.pool` (rbd_list2; images in the trash are not listed),
+/// over the same shared connection as open_rbd_backend(); `options.image` is ignored.
+/// Errors: as open_rbd_backend() (ENOENT: no such pool).
+Result<std::vector<std::string>> list_rbd_images(const RbdBackendOptions& options);
 
 /// True when this build has the RBD backend (librbd).
 bool rbd_backend_available() noexcept;

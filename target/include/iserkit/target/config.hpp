@@ -188,6 +188,12 @@ struct TargetConfig {
   /// key the keyring it names holds (client.<id>).
   std::filesystem::path ceph_conf = "/etc/ceph/ceph.conf";
   std::string ceph_id = "admin";
+  /// Every image of this RADOS pool is a target "<iqn>:<image>" with the image as LUN 0 (names
+  /// that do not make valid iSCSI names are skipped with a warning, as with export_dir). The pool
+  /// is listed again on SIGHUP and every rbd_rescan_interval: new images become targets, targets
+  /// of images no longer listed are dropped (sessions already logged in keep them).
+  std::optional<std::string> export_rbd;
+  std::chrono::seconds rbd_rescan_interval{30};  ///< 0 = only on SIGHUP
   unsigned threads = 1;                  ///< I/O threads, each with its own io_context
   // Negotiation (RFC 7143 §13): what the target offers or accepts. Bytes unless noted.
   std::uint32_t max_recv_data_segment_length = 262144;
