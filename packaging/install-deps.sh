@@ -21,6 +21,7 @@ packages=(
   clang-14                # clang++-14: the libFuzzer targets (tests/fuzz; GCC has no -fsanitize=fuzzer)
   libclang-rt-14-dev      # clang 14's compiler-rt: the libFuzzer runtime (libclang_rt.fuzzer) and ASan/UBSan
   libibverbs-dev librdmacm-dev   # iSER datamover (RFC 7145): verbs + RDMA CM (WITH_ISER turns on when found)
+  librbd-dev              # target Ceph RBD backend: librbd + librados (WITH_RBD turns on when found)
   rdma-core               # the userspace verbs providers (rxe, mlx5, …) and udev rules iSER runs on
   # peers and tools used by the tests and the demo
   libiscsi-bin            # iscsi-inq, iscsi-ls, iscsi-readcapacity16, iscsi-test-cu
@@ -30,6 +31,8 @@ packages=(
   fuse3 e2fsprogs util-linux kmod nbd-client
   fio                     # FUSE view tests: psync/io_uring jobs with crc32c verification; benchmarks (nbd, io_uring engines)
   nbdkit                  # benchmarks: the NBD ceiling (memory plugin, no iSCSI) for scripts/bench.sh
+  ceph-mon ceph-osd ceph-common   # RBD backend tests: a throwaway one-monitor, one-OSD cluster on loopback (tests/support/ceph_cluster.sh)
+  uuid-runtime            # uuidgen, for that cluster's fsid and OSD id
   iperf3                  # benchmarks: raw loopback TCP throughput ceiling for scripts/bench.sh
   python3 coreutils procps iproute2
 )

@@ -25,3 +25,6 @@ target_link_libraries(iserkit_target PUBLIC iserkit::target_scsi iserkit::common
 
 add_executable(iserkit-target ${CMAKE_CURRENT_SOURCE_DIR}/main.cpp)
 target_link_libraries(iserkit-target PRIVATE iserkit::target cxxopts::cxxopts)
+# Export nothing from the executable (target/exports.map says why: librados's own Boost.Asio).
+target_link_options(iserkit-target PRIVATE -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/exports.map)
+set_target_properties(iserkit-target PROPERTIES LINK_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/exports.map)

@@ -14,6 +14,7 @@
 
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/target/backends.hpp"
 #include "iserkit/target/target.hpp"
 
 namespace {
@@ -46,8 +47,9 @@ int run(int argc, char** argv) {
   using iserkit::target::TargetConfig;
   cxxopts::Options options("iserkit-target", "iSCSI target serving files, block devices and memory LUNs");
   options.add_options()
-      ("lun", "LUN source: a file or block device, or mem:SIZE for a sparse memory LUN (e.g. mem:64M; "
-              "suffixes K, M, G, T are powers of 1024). Repeat for lun0, lun1, ...",
+      ("lun", "LUN source: a file or block device, mem:SIZE for a sparse memory LUN (e.g. mem:64M; "
+              "suffixes K, M, G, T are powers of 1024), or rbd:POOL/IMAGE for a Ceph RBD image. Repeat for "
+              "lun0, lun1, ...",
        cxxopts::value<std::vector<std::string>>())
       ("iqn", "target name; with --export-dir the base name of the targets",
        cxxopts::value<std::string>()->default_value("iqn.2026-11.org.iserkit:target"))
@@ -56,6 +58,13 @@ int run(int argc, char** argv) {
       ("export-dir", "each subfolder of DIR is a target <iqn>:<name>; its files and block devices, sorted by "
                      "name, are lun0, lun1, ...",
        cxxopts::value<std::string>())
+      ("ceph-conf", "ceph.conf of the cluster holding rbd: LUNs", cxxopts::value<std::string>()->default_value("/etc/ceph/ceph.conf"))
+      ("ceph-id", "Ceph client id for rbd: LUNs (client.ID; its key comes from the keyring ceph.conf names)",
+       cxxopts::value<std::string>()->default_value("admin"))
+      ("export-rbd", "each image of Ceph pool POOL is a target <iqn>:<image> with the image as lun0; rescanned on "
+                     "SIGHUP and every --rbd-rescan-interval", cxxopts::value<std::string>())
+      ("rbd-rescan-interval", "seconds between rescans of --export-rbd (0 = only on SIGHUP)",
+       cxxopts::value<unsigned>()->default_value("30"))
       ("read-only", "refuse writes (WRITE PROTECTED)")
       ("block-size", "logical block size: 512 or 4096", cxxopts::value<unsigned>()->default_value("512"))
       ("threads", "I/O threads, each with its own io_context", cxxopts::value<unsigned>()->default_value("1"))
@@ -150,10 +159,14 @@ int run(int argc, char** argv) {
     for (const auto& l : args["lun"].as<std::vector<std::string>>()) {
       auto s = iserkit::target::parse_lun_source(l);
       if (!s) {
-        std::cerr << "iserkit-target: --lun " << l << ": expected a path or mem:SIZE\n";
+        std::cerr << "iserkit-target: --lun " << l << ": expected a path, mem:SIZE or rbd:POOL/IMAGE\n";
         return 2;
       }
-      if (!s->memory && !std::filesystem::exists(s->path)) {
+      if (s->rbd && !iserkit::target::rbd_backend_available()) {
+        std::cerr << "iserkit-target: --lun " << l << ": this build has no RBD backend (WITH_RBD=OFF; install librbd-dev)\n";
+        return 2;
+      }
+      if (!s->memory && !s->rbd && !std::filesystem::exists(s->path)) {
         std::cerr << "iserkit-target: --lun " << l << ": no such file or device\n";
         return 2;
       }
@@ -167,6 +180,16 @@ int run(int argc, char** argv) {
     std::cerr << "iserkit-target: --block-size must be 512 or 4096\n";
     return 2;
   }
+  config.ceph_conf = args["ceph-conf"].as<std::string>();
+  config.ceph_id = args["ceph-id"].as<std::string>();
+  if (args.count("export-rbd")) {
+    if (!iserkit::target::rbd_backend_available()) {
+      std::cerr << "iserkit-target: --export-rbd: this build has no RBD backend (WITH_RBD=OFF; install librbd-dev)\n";
+      return 2;
+    }
+    config.export_rbd = args["export-rbd"].as<std::string>();
+  }
+  config.rbd_rescan_interval = std::chrono::seconds(args["rbd-rescan-interval"].as<unsigned>());
   config.threads = std::max(1u, args["threads"].as<unsigned>());
   config.max_recv_data_segment_length = args["max-recv-data-segment-length"].as<std::uint32_t>();
   config.first_burst_length = args["first-burst-length"].as<std::uint32_t>();
@@ -249,7 +272,7 @@ int run(int argc, char** argv) {
     config = std::move(*loaded);
   }
   config.iser = args.count("no-iser") == 0;
-  if (config.luns.empty() && !config.export_dir && config.targets.empty()) {
+  if (config.luns.empty() && !config.export_dir && !config.export_rbd && config.targets.empty()) {
     std::cerr << "iserkit-target: no LUNs: give --lun FILE|mem:SIZE, --export-dir DIR or --config FILE (see --help)\n";
     return 2;
   }

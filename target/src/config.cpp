@@ -1,4 +1,5 @@
 // Parsers for iserkit-target's flag syntaxes (--listen, --lun, sizes).
+#include <algorithm>
 #include "iserkit/target/config.hpp"
 
 #include <cctype>
@@ -99,8 +100,28 @@ std::filesystem::path LunSource::open_path() const {
   return path;
 }
 
+std::string LunSource::display() const {
+  if (memory) return "mem";
+  if (rbd) return "rbd:" + rbd->pool + "/" + rbd->image;
+  return path.string();
+}
+
 Result<LunSource> parse_lun_source(std::string_view text) {
   LunSource out;
+  if (text.starts_with("rbd:")) {
+    text.remove_prefix(4);
+    const auto slash = text.find('/');
+    if (slash == std::string_view::npos) return fail(errc::invalid_argument);
+    const auto pool = text.substr(0, slash);
+    const auto image = text.substr(slash + 1);
+    auto bad = [](std::string_view n) {
+      return n.empty() || n.size() > 255 ||
+             std::any_of(n.begin(), n.end(), [](char ch) { return ch == '/' || ch == '@' || static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; });
+    };
+    if (bad(pool) || bad(image)) return fail(errc::invalid_argument);
+    out.rbd = RbdImageName{.pool = std::string(pool), .image = std::string(image)};
+    return out;
+  }
   if (text.starts_with("mem:")) {
     auto size = parse_size(text.substr(4));
     if (!size) return fail(size.error());

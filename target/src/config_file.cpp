@@ -185,8 +185,8 @@ struct Parser {
     if (lun_texts->empty()) return error_at(source, *luns, "target " + t.iqn + ": \"luns\" is empty");
     for (const auto& l : *lun_texts) {
       auto s = parse_lun_source(l);
-      if (!s) return error_at(source, *luns, "target " + t.iqn + ": bad LUN \"" + l + "\" (a path or mem:SIZE)");
-      if (!s->memory) s->path = resolve(s->path.string());
+      if (!s) return error_at(source, *luns, "target " + t.iqn + ": bad LUN \"" + l + "\" (a path, mem:SIZE or rbd:POOL/IMAGE)");
+      if (!s->memory && !s->rbd) s->path = resolve(s->path.string());
       t.luns.push_back(std::move(*s));
     }
     if (const auto* acl = table->get("allowed_initiators")) {
@@ -254,7 +254,8 @@ struct Parser {
 
   tl::expected<TargetConfig, ConfigError> parse(const toml::table& root, TargetConfig config) const {
     if (auto e = check_keys(source, root,
-                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "limits", "login_throttle", "alua"},
+                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "limits", "login_throttle", "alua",
+                             "ceph_conf", "ceph_id", "export_rbd", "rbd_rescan_interval"},
                             "the top level"))
       return *e;
     if (const auto* node = root.get("listen")) {
@@ -289,6 +290,26 @@ struct Parser {
       auto v = node->value_exact<std::int64_t>();
       if (!v || (*v != 512 && *v != 4096)) return error_at(source, *node, "block_size must be 512 or 4096");
       config.block_size_bytes = static_cast<std::uint32_t>(*v);
+    }
+    if (const auto* node = root.get("ceph_conf")) {
+      auto v = node->value_exact<std::string>();
+      if (!v || v->empty()) return error_at(source, *node, "ceph_conf must be a path");
+      config.ceph_conf = resolve(*v);
+    }
+    if (const auto* node = root.get("export_rbd")) {
+      auto v = node->value_exact<std::string>();
+      if (!v || v->empty()) return error_at(source, *node, "export_rbd must be a pool name");
+      config.export_rbd = *v;
+    }
+    if (const auto* node = root.get("rbd_rescan_interval")) {
+      auto v = node->value_exact<std::int64_t>();
+      if (!v || *v < 0 || *v > 86400) return error_at(source, *node, "rbd_rescan_interval must be 0..86400 seconds");
+      config.rbd_rescan_interval = std::chrono::seconds(*v);
+    }
+    if (const auto* node = root.get("ceph_id")) {
+      auto v = node->value_exact<std::string>();
+      if (!v || v->empty()) return error_at(source, *node, "ceph_id must be a client id such as \"admin\"");
+      config.ceph_id = *v;
     }
     if (const auto* node = root.get("read_only")) {
       auto v = node->value<bool>();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <sys/resource.h>
@@ -48,6 +49,14 @@ Result<std::shared_ptr<BlockBackend>> open_lun(const LunSource& source, const Ta
                                                     .block_size_bytes = config.block_size_bytes,
                                                     .read_only = config.read_only});
   }
+  if (source.rbd) {
+    return open_rbd_backend(RbdBackendOptions{.pool = source.rbd->pool,
+                                              .image = source.rbd->image,
+                                              .ceph_conf = config.ceph_conf,
+                                              .ceph_id = config.ceph_id,
+                                              .read_only = config.read_only,
+                                              .block_size_bytes = config.block_size_bytes});
+  }
   std::error_code ec;
   if (!std::filesystem::exists(source.open_path(), ec))
     return fail(std::make_error_code(std::errc::no_such_file_or_directory));
@@ -66,12 +75,12 @@ Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std
   for (std::size_t i = 0; i < luns.size(); ++i) {
     auto backend = open_lun(luns[i], config);
     if (!backend) {
-      log::error("lun: cannot open {}: {}", log::escaped(luns[i].memory ? "memory" : luns[i].path.string()),
+      log::error("lun: cannot open {}: {}", log::escaped(luns[i].display()),
                  backend.error().message());
       return fail(backend.error());
     }
     if ((*backend)->capabilities().size_bytes == 0) {
-      log::error("lun: {} is empty", log::escaped(luns[i].path.string()));
+      log::error("lun: {} is empty", log::escaped(luns[i].display()));
       return fail(errc::invalid_argument);
     }
     LogicalUnitOptions options;
@@ -80,7 +89,7 @@ Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std
     options.identity.serial = fmt::format("{:08x}{:04x}", fnv1a(name), static_cast<unsigned>(i));
     auto unit = std::make_shared<LogicalUnit>(std::move(*backend), options);
     if (auto r = node->dispatcher->add_logical_unit(static_cast<std::uint16_t>(i), unit); !r) return fail(r.error());
-    line += fmt::format(" lun{}={}({} bytes)", i, log::escaped(luns[i].memory ? "mem" : luns[i].path.string()),
+    line += fmt::format(" lun{}={}({} bytes)", i, log::escaped(luns[i].display()),
                         unit->block_count() * unit->block_size_bytes());
   }
   lines.push_back(std::move(line));
@@ -110,6 +119,73 @@ struct TargetServer::Impl {
   std::unique_ptr<ConnectionAdmission> admission;
   std::shared_ptr<SharedPayloadBudget> global_budget;
   std::unique_ptr<asio::steady_timer> shutdown_timer;  // on contexts[0]: the drain's bound
+  std::vector<TargetPortGroup> port_groups;            // ALUA groups every node's dispatcher gets
+
+  // --export-rbd: the targets the pool's images made, rescanned off the I/O threads (librbd's
+  // listing and opening block) by one helper thread, one rescan at a time.
+  std::mutex rbd_mutex;                 // guards rbd_targets; held for a whole rescan
+  std::set<std::string> rbd_targets;    // target names added from the pool
+  std::atomic<bool> rbd_rescan_queued{false};
+  asio::thread_pool rbd_rescan_thread{1};
+
+  /// Lists the pool and makes the target set follow it. Blocking; safe from any thread.
+  /// Returns the number of targets now served from the pool, or the listing's error.
+  Result<std::size_t> rescan_rbd() {
+    std::lock_guard lock(rbd_mutex);
+    RbdBackendOptions o{.pool = *config.export_rbd, .ceph_conf = config.ceph_conf, .ceph_id = config.ceph_id};
+    auto images = list_rbd_images(o);
+    if (!images) {
+      log::error("rbd: cannot list pool {}: {}", log::escaped(*config.export_rbd), images.error().message());
+      return fail(images.error());
+    }
+    std::set<std::string> listed;
+    for (const auto& image : *images) {
+      const std::string name = config.iqn + ":" + image;
+      if (!is_valid_iscsi_name(name)) {
+        if (!rbd_targets.contains(name))
+          log::warn("rbd: pool {}: image {} skipped: {} is not a valid iSCSI name (lower case a-z, 0-9, '-', '.', "
+                    "':', at most 223 bytes)", log::escaped(*config.export_rbd), log::escaped(image), log::escaped(name));
+        continue;
+      }
+      listed.insert(name);
+      if (rbd_targets.contains(name)) continue;
+      std::vector<std::string> lines;
+      LunSource lun;
+      lun.rbd = RbdImageName{.pool = *config.export_rbd, .image = image};
+      auto node = make_node(name, image, {lun}, config, lines);
+      if (!node) continue;  // make_node logged why; the next rescan tries again
+      (*node)->allowed_initiators = config.allowed_initiators;
+      (*node)->auth = config.auth;
+      if (auto r = (*node)->dispatcher->set_port_groups(port_groups); !r) continue;
+      if (auto r = registry->add(*node); !r) {
+        log::warn("rbd: target {} exists already; image {} skipped", log::escaped(name), log::escaped(image));
+        continue;
+      }
+      rbd_targets.insert(name);
+      for (const auto& l : lines) log::info("rbd: added target {}", l);
+    }
+    for (auto it = rbd_targets.begin(); it != rbd_targets.end();) {
+      if (listed.contains(*it)) {
+        ++it;
+        continue;
+      }
+      registry->remove(*it);
+      log::info("rbd: dropped target {}: its image is no longer in pool {}", log::escaped(*it),
+                log::escaped(*config.export_rbd));
+      it = rbd_targets.erase(it);
+    }
+    return rbd_targets.size();
+  }
+
+  /// Queues a rescan on the helper thread unless one is already queued.
+  void queue_rbd_rescan(const char* why) {
+    if (!config.export_rbd || stopping || rbd_rescan_queued.exchange(true)) return;
+    log::info("rbd: rescanning pool {} ({})", log::escaped(*config.export_rbd), why);
+    asio::post(rbd_rescan_thread, [this] {
+      rbd_rescan_queued = false;
+      if (!stopping) (void)rescan_rbd();
+    });
+  }
 
   TargetLoginOptions login_options(std::uint16_t portal_group_tag) const {
     // .rdma is set by the connection from its datamover's capabilities.
@@ -306,8 +382,8 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
   impl->global_budget = std::make_shared<SharedPayloadBudget>(config.limits.global_payload_bytes);
   HeapBufferPool::shared().set_idle_cap(config.limits.pool_idle_bytes);
   if (config.block_size_bytes != 512 && config.block_size_bytes != 4096) return fail(errc::invalid_argument);
-  if (config.luns.empty() && !config.export_dir && config.targets.empty()) {
-    log::error("config: no LUNs: give --lun, --export-dir or targets in --config");
+  if (config.luns.empty() && !config.export_dir && !config.export_rbd && config.targets.empty()) {
+    log::error("config: no LUNs: give --lun, --export-dir, --export-rbd or targets in --config");
     return fail(errc::invalid_argument);
   }
   if (!config.luns.empty()) {
@@ -401,8 +477,16 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
       return fail(errc::invalid_argument);
     }
   }
-  for (const auto& node : impl->registry->nodes()) {
+  for (const auto& node : *impl->registry->nodes()) {
     if (auto r = node->dispatcher->set_port_groups(groups); !r) return fail(r.error());
+  }
+  impl->port_groups = groups;
+  if (config.export_rbd) {
+    // At start-up an unreadable pool is fatal; later rescans only log.
+    auto served = impl->rescan_rbd();
+    if (!served) return fail(served.error());
+    impl->description.push_back(fmt::format("pool {}: {} image target(s) under {}:", *config.export_rbd, *served,
+                                            config.iqn));
   }
   for (const auto& g : groups)
     if (groups.size() > 1 || g.state != AluaState::active_optimized)
@@ -437,6 +521,35 @@ void TargetServer::run(bool handle_signals) {
       impl.stop();
     });
   }
+  // --export-rbd: SIGHUP and a periodic timer queue a rescan of the pool.
+  std::optional<asio::signal_set> hangups;
+  std::optional<asio::steady_timer> rescan_timer;
+  if (impl.config.export_rbd) {
+    // Coroutine lambdas take what they use as parameters: captures would die with the closure.
+    if (handle_signals) {
+      hangups.emplace(*impl.contexts[0], SIGHUP);
+      asio::co_spawn(*impl.contexts[0], [](Impl& im, asio::signal_set& set) -> Awaitable<void> {
+        while (!im.stopping) {
+          boost::system::error_code ec;
+          co_await set.async_wait(use_awaitable_ec(ec));
+          if (ec || im.stopping) break;
+          im.queue_rbd_rescan("SIGHUP");
+        }
+      }(impl, *hangups), asio::detached);
+    }
+    if (impl.config.rbd_rescan_interval.count() > 0) {
+      rescan_timer.emplace(*impl.contexts[0]);
+      asio::co_spawn(*impl.contexts[0], [](Impl& im, asio::steady_timer& timer) -> Awaitable<void> {
+        while (!im.stopping) {
+          timer.expires_after(im.config.rbd_rescan_interval);
+          boost::system::error_code ec;
+          co_await timer.async_wait(use_awaitable_ec(ec));
+          if (ec || im.stopping) break;
+          im.queue_rbd_rescan("periodic");
+        }
+      }(impl, *rescan_timer), asio::detached);
+    }
+  }
   for (std::size_t i = 0; i < impl.acceptors.size(); ++i)
     asio::co_spawn(*impl.contexts[0], impl.accept_loop(*impl.acceptors[i], impl.acceptor_tags[i]), asio::detached);
   for (std::size_t i = 0; i < impl.iser_listeners.size(); ++i)
@@ -451,6 +564,11 @@ void TargetServer::run(bool handle_signals) {
     boost::system::error_code ignored;
     signals->cancel(ignored);
   }
+  if (hangups) {
+    boost::system::error_code ignored;
+    hangups->cancel(ignored);
+  }
+  if (rescan_timer) rescan_timer->cancel();
   impl.contexts[0]->run();
   for (auto& t : threads) t.join();
 }

@@ -22,15 +22,35 @@ bool TargetNode::allows(std::string_view initiator_name) const noexcept {
 
 Result<void> TargetRegistry::add(std::shared_ptr<TargetNode> node) {
   if (!node || node->name.empty() || !node->dispatcher) return fail(errc::invalid_argument);
-  if (find(node->name)) return fail(errc::invalid_argument);
-  nodes_.push_back(std::move(node));
+  std::lock_guard lock(mutex_);
+  for (const auto& n : *nodes_)
+    if (same_iscsi_name(n->name, node->name)) return fail(errc::invalid_argument);
+  auto next = std::make_shared<NodeList>(*nodes_);
+  next->push_back(std::move(node));
+  nodes_ = std::move(next);
   return {};
 }
 
+std::shared_ptr<TargetNode> TargetRegistry::remove(std::string_view name) {
+  std::lock_guard lock(mutex_);
+  auto next = std::make_shared<NodeList>(*nodes_);
+  const auto it = std::find_if(next->begin(), next->end(), [&](const auto& n) { return same_iscsi_name(n->name, name); });
+  if (it == next->end()) return nullptr;
+  auto removed = *it;
+  next->erase(it);
+  nodes_ = std::move(next);
+  return removed;
+}
+
 std::shared_ptr<TargetNode> TargetRegistry::find(std::string_view name) const {
-  for (const auto& n : nodes_)
+  for (const auto& n : *nodes())
     if (same_iscsi_name(n->name, name)) return n;
   return nullptr;
+}
+
+std::shared_ptr<const TargetRegistry::NodeList> TargetRegistry::nodes() const {
+  std::lock_guard lock(mutex_);
+  return nodes_;
 }
 
 std::uint16_t TargetRegistry::allocate_tsih() const noexcept {
@@ -63,7 +83,7 @@ iscsi::TextPairs send_targets(const TargetRegistry& registry, std::string_view v
     return out;
   }
   if (value == "All") {
-    for (const auto& n : registry.nodes()) list(*n);
+    for (const auto& n : *registry.nodes()) list(*n);
   } else if (auto n = registry.find(value)) {
     list(*n);
   }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,16 +33,24 @@ struct TargetNode {
   [[nodiscard]] bool allows(std::string_view initiator_name) const noexcept;
 };
 
-/// The set of target nodes and the portal group they share. Immutable after setup except for the
-/// TSIH counter, the login throttle and the session table (all thread-safe), so it can be shared between I/O threads.
+/// The set of target nodes and the portal group they share. Nodes may be added and removed while
+/// connections use the registry (a rescan of --export-rbd): add(), remove(), find() and nodes()
+/// are thread-safe, and nodes() is a snapshot. A removed node lives on in the sessions logged in
+/// to it; only new logins and SendTargets stop seeing it. Portal addresses and discovery auth are
+/// set before serving; the TSIH counter, the login throttle and the session table are thread-safe.
 class TargetRegistry {
  public:
+  using NodeList = std::vector<std::shared_ptr<TargetNode>>;
+
   /// Adds a node. Errors: errc::invalid_argument for an empty name, a null dispatcher or a duplicate name.
   Result<void> add(std::shared_ptr<TargetNode> node);
+  /// Removes the node named `name` (case-insensitive) and returns it, or nullptr when there is none.
+  std::shared_ptr<TargetNode> remove(std::string_view name);
 
   /// The node named `name` (case-insensitive), or nullptr.
   [[nodiscard]] std::shared_ptr<TargetNode> find(std::string_view name) const;
-  [[nodiscard]] const std::vector<std::shared_ptr<TargetNode>>& nodes() const noexcept { return nodes_; }
+  /// The nodes as they are now (never null; later add()/remove() do not change this snapshot).
+  [[nodiscard]] std::shared_ptr<const NodeList> nodes() const;
 
   /// The portal addresses ("ip:port", IPv6 in brackets) advertised besides the connection's own.
   /// `tags`: the portal group tag of each address (RFC 7143 §13.9), in the same order; missing = 1.
@@ -69,7 +78,8 @@ class TargetRegistry {
   [[nodiscard]] SessionTable& sessions() const noexcept { return *sessions_; }
 
  private:
-  std::vector<std::shared_ptr<TargetNode>> nodes_;
+  mutable std::mutex mutex_;  // guards nodes_ (the pointer; each list is immutable once published)
+  std::shared_ptr<const NodeList> nodes_ = std::make_shared<const NodeList>();
   std::vector<std::string> portal_addresses_;
   std::vector<std::uint16_t> portal_tags_;
   AuthConfig discovery_auth_;

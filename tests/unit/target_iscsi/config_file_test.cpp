@@ -13,6 +13,8 @@ constexpr const char* good = R"(
 listen = ["127.0.0.1:0", "[::1]:3261"]
 block_size = 4096
 threads = 2
+ceph_conf = "/etc/ceph/other.conf"
+ceph_id = "iscsi-gw"
 
 [discovery]
 chap_users = [{ user = "disco", secret = "discovery-secret" }]
@@ -20,7 +22,7 @@ chap_users = [{ user = "disco", secret = "discovery-secret" }]
 [[targets]]
 iqn = "iqn.2026-11.org.example:vol1"
 alias = "vol1"
-luns = ["mem:64M", "mem:1G"]
+luns = ["mem:64M", "mem:1G", "rbd:rbd/vol1"]
 allowed_initiators = ["iqn.2026-11.org.example:host1"]
 chap_users = [{ user = "alice", secret = "alice-secret-123" }, { user = "bob", secret_env = "ISERKIT_TEST_BOB" }]
 mutual = { user = "vol1", secret = "target-secret-456" }
@@ -47,8 +49,12 @@ TEST(ConfigFile, ParsesTargetsAclsAndCredentials) {
   const auto& t = c->targets[0];
   EXPECT_EQ(t.iqn, "iqn.2026-11.org.example:vol1");
   EXPECT_EQ(t.alias, "vol1");
-  ASSERT_EQ(t.luns.size(), 2u);
+  ASSERT_EQ(t.luns.size(), 3u);
   EXPECT_TRUE(t.luns[1].memory);
+  ASSERT_TRUE(t.luns[2].rbd);
+  EXPECT_EQ(t.luns[2].rbd->image, "vol1");
+  EXPECT_EQ(c->ceph_conf, "/etc/ceph/other.conf");
+  EXPECT_EQ(c->ceph_id, "iscsi-gw");
   EXPECT_EQ(t.luns[1].size_bytes, 1ull << 30);
   EXPECT_EQ(t.allowed_initiators, std::vector<std::string>{"iqn.2026-11.org.example:host1"});
   ASSERT_EQ(t.auth.users.size(), 2u);
@@ -109,6 +115,9 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"[login_throttle]\nbase_delay_ms = -1\n", "login_throttle.base_delay_ms must be an integer"},
         Bad{"[login_throttle]\nbase_delay_ms = 5000\nmax_delay_ms = 10\n", "max_delay_ms is below base_delay_ms"},
         Bad{"[login_throttle]\nfree = 3\n", "unknown key \"free\""},
+        Bad{"ceph_conf = 3\n", "ceph_conf must be a path"},
+        Bad{"ceph_id = \"\"\n", "ceph_id must be a client id"},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"rbd:novolume\"]\n", "bad LUN"},
         Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_file=\"/nonexistent/s\"}]\n",
             "cannot read it"}));
 

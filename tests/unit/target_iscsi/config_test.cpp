@@ -47,6 +47,21 @@ TEST(Config, ParsesLunSources) {
   EXPECT_FALSE(parse_lun_source("mem:x"));
 }
 
+TEST(Config, ParsesRbdLunSources) {
+  auto r = parse_lun_source("rbd:pool1/vol-a");
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(r->rbd);
+  EXPECT_FALSE(r->memory);
+  EXPECT_EQ(r->rbd->pool, "pool1");
+  EXPECT_EQ(r->rbd->image, "vol-a");
+  EXPECT_EQ(r->display(), "rbd:pool1/vol-a");
+  // No pool, no image, a snapshot or namespace part, control characters: refused.
+  for (const char* bad : {"rbd:", "rbd:vol", "rbd:/vol", "rbd:pool/", "rbd:pool/ns/vol", "rbd:pool/vol@snap",
+                          "rbd:pool/v\nol"}) {
+    EXPECT_FALSE(parse_lun_source(bad)) << bad;
+  }
+}
+
 TEST(Config, ListenAddressCarriesItsPortalGroupTag) {
   auto a = parse_listen_address("127.0.0.2:3260,tpgt=2");
   ASSERT_TRUE(a);
@@ -96,6 +111,35 @@ TEST(SendTargets, DiscoveryAllListsEveryTargetWithAddresses) {
   ASSERT_EQ(own.size(), 3u);
   EXPECT_EQ(own[0].value, "iqn.2026-11.org.a:two");
   EXPECT_TRUE(send_targets(r, "iqn.2026-11.org.a:three", true, nullptr, "iqn.2026-11.org.test:any", "127.0.0.1:3260").empty());
+}
+
+TEST(TargetRegistry, RemoveDropsANodeFromLookupsButNotFromEarlierSnapshotsOrSessions) {
+  TargetRegistry r;
+  for (const char* n : {"iqn.2026-11.org.a:one", "iqn.2026-11.org.a:two"}) {
+    auto node = std::make_shared<TargetNode>();
+    node->name = n;
+    node->dispatcher = std::make_shared<ScsiDispatcher>();
+    ASSERT_TRUE(r.add(node));
+  }
+  const auto before = r.nodes();
+  std::shared_ptr<TargetNode> held = r.find("iqn.2026-11.org.a:one");  // a session logged in to it
+  auto removed = r.remove("IQN.2026-11.ORG.A:ONE");
+  ASSERT_TRUE(removed);
+  EXPECT_EQ(removed, held);
+  EXPECT_EQ(r.find("iqn.2026-11.org.a:one"), nullptr);
+  EXPECT_EQ(r.nodes()->size(), 1u);
+  EXPECT_EQ(before->size(), 2u);  // the earlier snapshot is unchanged
+  EXPECT_EQ(held->name, "iqn.2026-11.org.a:one");
+  EXPECT_EQ(r.remove("iqn.2026-11.org.a:one"), nullptr);
+  auto pairs = send_targets(r, "All", true, nullptr, "iqn.2026-11.org.test:any", "127.0.0.1:3260");
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[0].value, "iqn.2026-11.org.a:two");
+  // The name is free again.
+  auto again = std::make_shared<TargetNode>();
+  again->name = "iqn.2026-11.org.a:one";
+  again->dispatcher = std::make_shared<ScsiDispatcher>();
+  EXPECT_TRUE(r.add(again));
+  EXPECT_FALSE(r.add(again));  // but not twice
 }
 
 TEST(SendTargets, ListsOnlyTargetsWhoseAclAdmitsTheInitiator) {

@@ -1,5 +1,5 @@
-// The concrete block backends (layer 5): MemoryBackend (sparse, in memory) and UringBackend
-// (io_uring over a regular file or block device), plus the helper that opens a file or device and
+// The concrete block backends (layer 5): MemoryBackend (sparse, in memory), UringBackend
+// (io_uring over a regular file or block device) and RbdBackend (a Ceph RBD image, librbd), plus the helper that opens a file or device and
 // learns its size. See block_backend.hpp for the contract they implement.
 //
 // io_uring and threads: a UringBackend has no ring of its own. Each io_context that calls it gets
@@ -11,8 +11,11 @@
 // thread at a time (the target's one-io_context-per-thread model).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <string>
+#include <vector>
 #include <memory>
 
 #include "iserkit/common/result.hpp"
@@ -50,6 +53,36 @@ struct OpenBackendOptions {
 /// Errors: the errno of open/fstat/ioctl; EINVAL for a block size other than 512/4096 or a path
 /// that is neither a regular file nor a block device.
 Result<std::shared_ptr<BlockBackend>> open_uring_backend(const OpenBackendOptions& options);
+
+/// Options for a Ceph RBD image (librbd).
+struct RbdBackendOptions {
+  std::string pool;                                      ///< RADOS pool holding the image
+  std::string image;                                     ///< image name in the pool
+  std::filesystem::path ceph_conf = "/etc/ceph/ceph.conf";  ///< monitors, keyring location
+  std::string ceph_id = "admin";                         ///< client.<id> (its key from the keyring)
+  bool read_only = false;                                ///< open the image read-only and refuse writes
+  std::uint32_t block_size_bytes = 512;                  ///< logical block size to expose: 512 or 4096
+  std::chrono::seconds connect_timeout{15};              ///< how long connecting to the monitors may take
+};
+
+/// Connects to the Ceph cluster of `options.ceph_conf` as client.`ceph_id` (one connection per
+/// conf and id, shared by every image opened with them) and opens `pool`/`image`. Reads, writes
+/// (FUA = write then flush), flush, discard and write_zeroes are librbd aio calls on the caller's
+/// buffers, completed on the caller's io_context; the allocation map comes from
+/// rbd_diff_iterate2. Thin, discard zeroes (rbd_skip_partial_discard=false), volatile cache
+/// (librbd's). The size is the image's, rounded down to a block multiple, read once.
+/// Errors (errno codes): ENOENT no such pool or image; ETIMEDOUT / ENOTCONN no monitor within
+/// connect_timeout; EACCES / EPERM refused credentials; EINVAL a bad block size or an empty
+/// pool/image; std::errc::not_supported when this build has no librbd (WITH_RBD=OFF).
+Result<std::shared_ptr<BlockBackend>> open_rbd_backend(const RbdBackendOptions& options);
+
+/// The names of the images in `options.pool` (rbd_list2; images in the trash are not listed),
+/// over the same shared connection as open_rbd_backend(); `options.image` is ignored.
+/// Errors: as open_rbd_backend() (ENOENT: no such pool).
+Result<std::vector<std::string>> list_rbd_images(const RbdBackendOptions& options);
+
+/// True when this build has the RBD backend (librbd).
+bool rbd_backend_available() noexcept;
 
 /// Checks that io_uring can be used in this process (io_uring_queue_init on a small ring).
 /// Returns: success, or the errno from io_uring_queue_init (e.g. ENOSYS, EPERM in sandboxes).

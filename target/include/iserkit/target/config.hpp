@@ -55,9 +55,16 @@ struct PinnedFile {
   int fd = -1;
 };
 
+/// A Ceph RBD image named by "rbd:POOL/IMAGE".
+struct RbdImageName {
+  std::string pool;   ///< RADOS pool
+  std::string image;  ///< image in that pool
+};
+
 /// One LUN's source as given to --lun.
 struct LunSource {
   bool memory = false;           ///< "mem:SIZE": a sparse in-memory LUN
+  std::optional<RbdImageName> rbd;  ///< "rbd:POOL/IMAGE": a Ceph RBD image (librbd)
   std::uint64_t size_bytes = 0;  ///< memory LUNs only
   std::filesystem::path path;    ///< a regular file or block device (must exist); shown in logs
   /// Set by --export-dir: the inode that was checked. The LUN is opened through it, never by
@@ -65,9 +72,12 @@ struct LunSource {
   std::shared_ptr<const PinnedFile> pinned;
   /// What to open: "/proc/self/fd/N" of `pinned` (that very inode), else `path`.
   [[nodiscard]] std::filesystem::path open_path() const;
+  /// How logs name the source: "mem", "rbd:POOL/IMAGE" or the path.
+  [[nodiscard]] std::string display() const;
 };
 
-/// Parses a --lun value: "mem:SIZE" or a path. Errors: errc::invalid_argument for a bad size.
+/// Parses a --lun value: "mem:SIZE", "rbd:POOL/IMAGE" or a path. Errors: errc::invalid_argument
+/// for a bad size, or a pool or image name that is empty, holds '/', '@' or a control character.
 Result<LunSource> parse_lun_source(std::string_view text);
 
 /// A CHAP name and secret (RFC 7143 §12.1.3, CHAP_N and the shared secret).
@@ -174,6 +184,16 @@ struct TargetConfig {
   std::optional<std::filesystem::path> export_dir;
   bool read_only = false;
   std::uint32_t block_size_bytes = 512;  ///< 512 or 4096
+  /// Ceph client configuration for rbd: LUNs: the cluster's ceph.conf and the client id whose
+  /// key the keyring it names holds (client.<id>).
+  std::filesystem::path ceph_conf = "/etc/ceph/ceph.conf";
+  std::string ceph_id = "admin";
+  /// Every image of this RADOS pool is a target "<iqn>:<image>" with the image as LUN 0 (names
+  /// that do not make valid iSCSI names are skipped with a warning, as with export_dir). The pool
+  /// is listed again on SIGHUP and every rbd_rescan_interval: new images become targets, targets
+  /// of images no longer listed are dropped (sessions already logged in keep them).
+  std::optional<std::string> export_rbd;
+  std::chrono::seconds rbd_rescan_interval{30};  ///< 0 = only on SIGHUP
   unsigned threads = 1;                  ///< I/O threads, each with its own io_context
   // Negotiation (RFC 7143 §13): what the target offers or accepts. Bytes unless noted.
   std::uint32_t max_recv_data_segment_length = 262144;
