@@ -27,8 +27,19 @@ say "building with ASan + UBSan"
 cmake -S "$ISERKIT_SOURCE" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DISERKIT_WERROR=ON -DISERKIT_SANITIZE=ON >/dev/null
 ninja -C "$asan" -j"$jobs"
 say "running unit and integration tests under ASan + UBSan"
-(cd "$asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest -j"$jobs" --output-on-failure --timeout 900 -L 'unit|integration')
+# Reports go to files (one per process) as well as failing the test: a test that shows only the
+# tail of a daemon's log would cut the stack off. Every report is printed whole after the run.
+reports=$asan/sanitizer-reports
+rm -rf "$reports"; mkdir -p "$reports"
+asan_status=0
+(cd "$asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$reports/asan \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan \
+  ctest -j"$jobs" --output-on-failure --timeout 900 -L 'unit|integration') || asan_status=$?
+for r in "$reports"/*; do
+  [[ -e $r ]] || continue
+  echo "=== sanitizer report $(basename "$r")"; cat "$r"
+done
+((asan_status == 0)) || exit "$asan_status"
 
 # ThreadSanitizer: the tests whose code runs on several threads — buffer pools (common_unit), the
 # FUSE view's loop-thread synchronisation (fuse_unit) and the FUSE view on a real mount
