@@ -21,12 +21,20 @@
 // BUFFER LIFETIME: a PDU the engine emits may borrow a task's buffer (OutgoingPdu::borrower). A
 // task's completion is handed to its caller only after every such PDU has been sent (or failed),
 // so when execute() returns no queued PDU references the caller's buffer; the engine itself holds
-// back completions while the datamover is receiving into the buffer.
+// back completions while the datamover is receiving into the buffer. That holds whatever ends the
+// task — its timeout, a lost connection (recovered or not), close(), an early response, a Reject:
+// PDUs still in the outbox count until dropped, the batch being written counts until
+// send_batch() returned, and a closed datamover fails what it holds without reading it
+// (tests/unit/initiator/session_buffer_lifetime_test.cpp, over a held send and a full socket).
+// Closing the datamover in the same apply() that reports the loss also cancels a receive still
+// filling a buffer, before any caller resumes (completions are posted, never run inline).
 #include "iserkit/initiator/session.hpp"
 
 #include <deque>
+#include <span>
 #include <random>
 #include <unordered_map>
+#include <vector>
 
 #include "iserkit/common/completion.hpp"
 #include "iserkit/common/errors.hpp"
