@@ -5,6 +5,7 @@
 // errc::session_lost and the callback hears "gave up".
 #include <gtest/gtest.h>
 
+#include <new>
 #include <utility>
 
 #include "arena_pool.hpp"
@@ -215,10 +216,19 @@ void rdma_read_answer(FakeDatamover& d, const CapturedPdu& p) {
   d.push(r);
 }
 
+/// A registered pool with no memory left: every lease fails (std::bad_alloc).
+struct ExhaustedPool final : BufferPool {
+  PooledBuffer allocate(std::size_t) override { throw std::bad_alloc(); }
+
+ private:
+  void release(const Buffer&, std::size_t) noexcept override {}
+};
+
 struct IserRecoveryRig {
   /// `same_device`: the new connection is on the same RDMA device (one protection domain, so the
-  /// same registered pool); otherwise on another one (its own pool and keys).
-  explicit IserRecoveryRig(bool same_device = false) {
+  /// same registered pool); otherwise on another one (its own pool and keys). `exhausted`: the new
+  /// connection's pool has no memory for a bounce buffer.
+  explicit IserRecoveryRig(bool same_device = false, bool exhausted = false) {
     SessionOptions options;
     options.replacement_timeout = 10s;
     options.reconnect_delay_min = 1ms;
@@ -231,9 +241,13 @@ struct IserRecoveryRig {
       first_regions.push_back(p.read_region);
       d.push_error(make_error_code(errc::connection_closed));
     });
-    Reconnector reconnect = [this, same_device]() -> Awaitable<Result<Reconnected>> {
+    Reconnector reconnect = [this, same_device, exhausted]() -> Awaitable<Result<Reconnected>> {
       auto f = std::make_unique<FakeDatamover>(io.get_executor(), iser_like);
-      f->use_pool(same_device ? first_pool : second_pool);
+      if (exhausted) {
+        f->use_pool(exhausted_pool);
+      } else {
+        f->use_pool(same_device ? first_pool : second_pool);
+      }
       f->respond_with([this](FakeDatamover& d, const CapturedPdu& p) {
         if (p.as<iscsi::ScsiCommand>() != nullptr) {
           second_regions.push_back(p.read_region);
@@ -274,6 +288,7 @@ struct IserRecoveryRig {
   asio::io_context io;
   test::ArenaPool first_pool{11, 22};
   test::ArenaPool second_pool{33, 44};
+  ExhaustedPool exhausted_pool;
   std::vector<std::optional<Buffer>> first_regions;
   std::vector<std::optional<Buffer>> second_regions;
   std::size_t first_pool_leases_when_reissued = 99;
@@ -324,4 +339,22 @@ TEST(SessionDriverRecovery, IserPoolBufferStaysValidAndZeroCopyAcrossTheReconnec
   EXPECT_EQ(rig.first_regions[0]->bytes.data(), rig.second_regions[0]->bytes.data());
   EXPECT_EQ(rig.second_regions[0]->rkey, 22u);
   EXPECT_EQ(rig.session->stats().commands_reissued, 1u);
+}
+
+// The new connection cannot prepare the re-issued command's buffers (no bounce memory in its
+// pool): that command fails with not_enough_memory instead of going out with the lost
+// connection's STags; the session itself recovered and stays usable.
+TEST(SessionDriverRecovery, IserReissuedCommandWhoseBuffersCannotBePreparedFails) {
+  IserRecoveryRig rig(/*same_device=*/false, /*exhausted=*/true);
+  std::vector<std::byte> buffer(4096);
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(read10(buffer));
+    EXPECT_FALSE(r);
+    if (!r) {
+      EXPECT_EQ(r.error(), std::make_error_code(std::errc::not_enough_memory));
+    }
+    EXPECT_TRUE(rig.session->is_open());
+  });
+  EXPECT_TRUE(rig.second_regions.empty()) << "a command went out on the new connection";
+  EXPECT_EQ(rig.first_pool.leased(), 0u);
 }
