@@ -21,12 +21,20 @@
 // BUFFER LIFETIME: a PDU the engine emits may borrow a task's buffer (OutgoingPdu::borrower). A
 // task's completion is handed to its caller only after every such PDU has been sent (or failed),
 // so when execute() returns no queued PDU references the caller's buffer; the engine itself holds
-// back completions while the datamover is receiving into the buffer.
+// back completions while the datamover is receiving into the buffer. That holds whatever ends the
+// task — its timeout, a lost connection (recovered or not), close(), an early response, a Reject:
+// PDUs still in the outbox count until dropped, the batch being written counts until
+// send_batch() returned, and a closed datamover fails what it holds without reading it
+// (tests/unit/initiator/session_buffer_lifetime_test.cpp, over a held send and a full socket).
+// Closing the datamover in the same apply() that reports the loss also cancels a receive still
+// filling a buffer, before any caller resumes (completions are posted, never run inline).
 #include "iserkit/initiator/session.hpp"
 
 #include <deque>
+#include <span>
 #include <random>
 #include <unordered_map>
+#include <vector>
 
 #include "iserkit/common/completion.hpp"
 #include "iserkit/common/errors.hpp"
@@ -60,9 +68,20 @@ struct Session::Impl final : datamover::DataPlacement {
   std::string target_name;
   SessionEngine engine;
 
+  /// A SCSI command's buffers as a connection's datamover prepared them (execute()'s frame owns
+  /// it). After a reconnect a queued command is prepared again on the new datamover (iSER: its
+  /// STags are the new connection's), see prepare_again().
+  struct Prepared {
+    std::span<std::byte> data_in;         // the caller's spans, as submitted
+    std::span<const std::byte> data_out;
+    datamover::TaskData data;             // what the engine's task points at
+    std::uint64_t connection = 0;         // the datamover it was prepared on (connection_serial)
+    std::vector<datamover::TaskData> retired;  // earlier ones a PDU of a lost connection still held
+  };
   struct Waiter {
     Completion done;
     TaskOutcome outcome;
+    Prepared* prepared = nullptr;  // SCSI commands
   };
   std::unordered_map<TaskId, Waiter*> waiters;
   std::deque<OutgoingPdu> outbox;                     // PDUs in the order they must leave
@@ -76,6 +95,7 @@ struct Session::Impl final : datamover::DataPlacement {
   std::weak_ptr<Session> owner;
   Reconnector reconnect;
   std::uint64_t generation = 0;  // of the connection in use
+  std::uint64_t connection_serial = 0;  // bumped whenever `dm` is replaced by a new connection
   asio::steady_timer reconnect_timer;
   unsigned attempts = 0;         // logins tried since the connection was lost
 
@@ -190,7 +210,9 @@ struct Session::Impl final : datamover::DataPlacement {
         continue;
       }
       dm = std::shared_ptr<datamover::Datamover>(std::move(r->datamover));
+      ++connection_serial;
       params = r->parameters;
+      prepare_again();
       engine.on_reconnected(r->start, write_limits_of(params), Clock::now());
       log::warn("session: recovered: target={} peer={} after {} attempt(s)", log::escaped(target_name), dm->peer(),
                 attempts);
@@ -199,6 +221,31 @@ struct Session::Impl final : datamover::DataPlacement {
       emit(SessionEvent::Kind::recovered, {});
       break;
     }
+  }
+
+  /// After a reconnect, before the queued commands go out again: each one's buffers are prepared
+  /// again by the new connection's datamover (RFC 7145 §9.2: the STags a SCSI Command carries are
+  /// the connection's; a bounce buffer from the old connection's pool is given back). A command
+  /// whose buffers cannot be prepared (no bounce memory) fails with that error. The descriptor
+  /// being replaced is kept until the command ends if a PDU of the lost connection still points
+  /// at it (the sender has not heard back from that connection yet).
+  void prepare_again() {
+    std::vector<std::pair<TaskId, std::error_code>> failed;
+    for (auto& [id, w] : waiters) {
+      Prepared* p = w->prepared;
+      if (p == nullptr || p->connection == connection_serial) continue;
+      if (engine.state(id) != TaskState::queued_for_window) continue;
+      auto fresh = dm->prepare_task_data(p->data_in, p->data_out);
+      if (!fresh) {
+        failed.emplace_back(id, fresh.error());
+        continue;
+      }
+      if (borrowed.contains(id)) p->retired.push_back(std::move(p->data));
+      p->data = std::move(*fresh);
+      p->connection = connection_serial;
+      engine.rebind_task_data(id, p->data.data_in(), p->data.data_out(), &p->data);
+    }
+    for (const auto& [id, ec] : failed) engine.fail_queued(id, ec);
   }
 
   /// A sent (or failed) PDU no longer references its task's buffer.
@@ -215,9 +262,10 @@ struct Session::Impl final : datamover::DataPlacement {
     }
   }
 
-  /// Waits for the outcome of a task just submitted.
-  Awaitable<TaskOutcome> await_task(TaskId id) {
+  /// Waits for the outcome of a task just submitted (`prepared`: a SCSI command's buffers).
+  Awaitable<TaskOutcome> await_task(TaskId id, Prepared* prepared = nullptr) {
     Waiter w;
+    w.prepared = prepared;
     if (spare_waiter_nodes.empty()) {
       waiters.emplace(id, &w);
     } else {
@@ -315,23 +363,29 @@ struct Session::Impl final : datamover::DataPlacement {
     if (req.data_in.size() > 0xffffffffu || req.data_out.size() > 0xffffffffu) co_return fail(errc::invalid_argument);
     if (!engine.accepting()) co_return fail(engine.error() ? engine.error() : make_error_code(errc::session_closed));
     // The transport's view of the buffers (iSER: registered memory whose STags the command
-    // carries, RFC 7145 §9.2; TCP: the spans as they are). Lives until the task's PDUs were sent.
+    // carries, RFC 7145 §9.2; TCP: the spans as they are). Lives until the task's PDUs were sent;
+    // prepared again on the new datamover if the command is re-issued after a reconnect.
     auto data = dm->prepare_task_data(req.data_in, req.data_out);
     if (!data) co_return fail(data.error());
+    Prepared prepared{.data_in = req.data_in,
+                      .data_out = req.data_out,
+                      .data = std::move(*data),
+                      .connection = connection_serial,
+                      .retired = {}};
     ScsiSubmission s{.lun = req.lun,
                      .cdb = req.cdb,
-                     .data_in = data->data_in(),
-                     .data_out = data->data_out(),
+                     .data_in = prepared.data.data_in(),
+                     .data_out = prepared.data.data_out(),
                      .attribute = req.attribute,
                      .timeout = req.timeout,
-                     .task_data = &*data};
+                     .task_data = &prepared.data};
     auto id = engine.submit(s, Clock::now());
     if (!id) co_return fail(id.error());
-    TaskOutcome o = co_await await_task(*id);
+    TaskOutcome o = co_await await_task(*id, &prepared);
     if (o.error) co_return fail(o.error);
     // The read data that came: the buffer less an underflow residual (RFC 7143 §11.4.5.1).
     const std::size_t residual = o.result.residual_overflow ? 0 : o.result.residual_bytes;
-    data->finish(req.data_in.size() - std::min(req.data_in.size(), residual));
+    prepared.data.finish(req.data_in.size() - std::min(req.data_in.size(), residual));
     (void)self;
     co_return o.result;
   }
@@ -379,14 +433,12 @@ std::shared_ptr<Session> start_session(asio::any_io_executor ex, std::unique_ptr
   config.request_timeout = options.login_timeout;
   config.nop_interval = options.nop_interval;
   config.nop_timeout = options.nop_timeout;
+  // Where the peer reaches the buffers itself (iSER), a timed-out command's connection is
+  // replaced (with recovery) or the session ends: only closing it stops the peer's RDMA.
   config.fail_session_on_timeout = dm->capabilities().exposes_task_buffers;
-  // Without a way to log in again a lost connection ends the session. Over iSER neither: a
-  // re-issued command would carry the STags of the lost connection's registrations (its TaskData
-  // belongs to the old datamover), and the caller's pool buffers are registered there too; until
-  // recovery re-registers them (issue 13, device loss), an iSER session fails as before.
-  config.replacement_timeout = reconnect && !dm->capabilities().exposes_task_buffers
-                                   ? options.replacement_timeout
-                                   : std::chrono::milliseconds(0);
+  // Without a way to log in again a lost connection ends the session. Over iSER too, recovery
+  // re-issues commands with task data prepared again on the new connection (prepare_again()).
+  config.replacement_timeout = reconnect ? options.replacement_timeout : std::chrono::milliseconds(0);
   log::debug("session: logged in: target={} peer={} ImmediateData={} InitialR2T={} FirstBurstLength={} "
              "MaxBurstLength={} MaxRecvDataSegmentLength(target)={} window=[{},{}]",
              target_name, dm->peer(), p.immediate_data, p.initial_r2t, p.first_burst_length, p.max_burst_length,

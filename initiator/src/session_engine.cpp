@@ -279,6 +279,25 @@ void SessionEngine::on_reconnected(EngineStart start, WriteLimits limits, TimePo
   pump(now);
 }
 
+bool SessionEngine::rebind_task_data(TaskId id, std::span<std::byte> data_in, std::span<const std::byte> data_out,
+                                     const datamover::TaskData* task_data) noexcept {
+  Task* t = find(id);
+  if (t == nullptr || t->kind != TaskKind::scsi || t->state != TaskState::queued_for_window) return false;
+  if (data_in.size() != t->command.data_in.size() || data_out.size() != t->command.data_out.size()) return false;
+  t->command.data_in = data_in;
+  t->command.data_out = data_out;
+  t->command.task_data = task_data;
+  return true;
+}
+
+bool SessionEngine::fail_queued(TaskId id, std::error_code ec) {
+  Task* t = find(id);
+  if (t == nullptr || t->kind != TaskKind::scsi || t->state != TaskState::queued_for_window) return false;
+  if (auto it = std::find(queue_.begin(), queue_.end(), id); it != queue_.end()) queue_.erase(it);
+  complete(*t, ec);
+  return true;
+}
+
 bool SessionEngine::absorb_unit_attention(Task& t) {
   // After a reinstatement the target reports POWER ON, RESET, OR BUS DEVICE RESET OCCURRED or
   // I_T NEXUS LOSS OCCURRED (ASC 29h, SPC-5 §6.37): the command was not run (SAM-5 §5.14), so it

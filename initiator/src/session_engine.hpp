@@ -197,6 +197,17 @@ class SessionEngine {
   /// and write limits `limits` (its negotiated values): the queued commands go out again, the
   /// interrupted ones first, in their old order. Ignored unless recovering().
   void on_reconnected(EngineStart start, WriteLimits limits, TimePoint now);
+  /// Recovery over a transport whose peer reaches the buffers itself (iSER): points a queued SCSI
+  /// command at the descriptor the new connection's datamover prepared for it
+  /// (Datamover::prepare_task_data(), whose STags RFC 7145 §9.2 puts in the SCSI Command) and at
+  /// that descriptor's `data_in` / `data_out` (bytes; the sizes submitted). Call between the lost
+  /// connection and on_reconnected(). Returns false, changing nothing, unless the task is a SCSI
+  /// command waiting in the queue with buffers of those sizes.
+  bool rebind_task_data(TaskId id, std::span<std::byte> data_in, std::span<const std::byte> data_out,
+                        const datamover::TaskData* task_data) noexcept;
+  /// Ends a SCSI command waiting in the queue with `ec` (e.g. its buffers could not be prepared on
+  /// the new connection: std::errc::not_enough_memory). Returns false when it is not queued.
+  bool fail_queued(TaskId id, std::error_code ec);
   /// True between a lost connection and on_reconnected() (or the end of the session).
   [[nodiscard]] bool recovering() const noexcept { return recovering_; }
   /// The driver tries another login (SessionStats::reconnect_attempts).

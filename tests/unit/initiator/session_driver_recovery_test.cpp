@@ -5,8 +5,10 @@
 // errc::session_lost and the callback hears "gave up".
 #include <gtest/gtest.h>
 
+#include <new>
 #include <utility>
 
+#include "arena_pool.hpp"
 #include "fake_datamover.hpp"
 #include "iserkit/common/errors.hpp"
 #include "session_start.hpp"
@@ -190,4 +192,169 @@ TEST(SessionDriverRecovery, WithoutAReconnectorALostConnectionFailsAtOnce) {
   io.run_for(20s);
   EXPECT_TRUE(finished);
   EXPECT_TRUE(io.stopped());
+}
+
+// iSER recovery (exposes_task_buffers): a re-issued command carries task data prepared again by
+// the NEW connection's datamover (its STags), and the lost connection's descriptor (its bounce
+// buffer in the old pool) is released before the command completes. ArenaPool plays each
+// connection's registered pool with its own keys (another protection domain).
+namespace {
+
+constexpr datamover::Capabilities iser_like{.rdma_data = true, .exposes_task_buffers = true};
+
+/// Plays the target of an RDMA transport for reads: writes 0x42 into the advertised read region
+/// (the RDMA Write of RFC 7145 §7.3.5), then answers GOOD.
+void rdma_read_answer(FakeDatamover& d, const CapturedPdu& p) {
+  const auto* c = p.as<iscsi::ScsiCommand>();
+  if (c == nullptr || !c->read) return;
+  if (p.read_region) std::fill(p.read_region->bytes.begin(), p.read_region->bytes.end(), std::byte{0x42});
+  iscsi::ScsiResponse r;
+  r.itt = c->itt;
+  r.stat_sn = c->exp_stat_sn;
+  r.exp_cmd_sn = c->cmd_sn + 1;
+  r.max_cmd_sn = c->cmd_sn + 64;
+  d.push(r);
+}
+
+/// A registered pool with no memory left: every lease fails (std::bad_alloc).
+struct ExhaustedPool final : BufferPool {
+  PooledBuffer allocate(std::size_t) override { throw std::bad_alloc(); }
+
+ private:
+  void release(const Buffer&, std::size_t) noexcept override {}
+};
+
+struct IserRecoveryRig {
+  /// `same_device`: the new connection is on the same RDMA device (one protection domain, so the
+  /// same registered pool); otherwise on another one (its own pool and keys). `exhausted`: the new
+  /// connection's pool has no memory for a bounce buffer.
+  explicit IserRecoveryRig(bool same_device = false, bool exhausted = false) {
+    SessionOptions options;
+    options.replacement_timeout = 10s;
+    options.reconnect_delay_min = 1ms;
+    options.reconnect_delay_max = 2ms;
+    auto fake = std::make_unique<FakeDatamover>(io.get_executor(), iser_like);
+    fake->use_pool(first_pool);
+    // The first connection dies as soon as a command is on it (after its STags were captured).
+    fake->respond_with([this](FakeDatamover& d, const CapturedPdu& p) {
+      if (p.as<iscsi::ScsiCommand>() == nullptr) return;
+      first_regions.push_back(p.read_region);
+      d.push_error(make_error_code(errc::connection_closed));
+    });
+    Reconnector reconnect = [this, same_device, exhausted]() -> Awaitable<Result<Reconnected>> {
+      auto f = std::make_unique<FakeDatamover>(io.get_executor(), iser_like);
+      if (exhausted) {
+        f->use_pool(exhausted_pool);
+      } else {
+        f->use_pool(same_device ? first_pool : second_pool);
+      }
+      f->respond_with([this](FakeDatamover& d, const CapturedPdu& p) {
+        if (p.as<iscsi::ScsiCommand>() != nullptr) {
+          second_regions.push_back(p.read_region);
+          first_pool_leases_when_reissued = first_pool.leased();  // before the answer
+        }
+        rdma_read_answer(d, p);
+      });
+      second = f.get();
+      co_return Reconnected{.datamover = std::move(f),
+                            .parameters = {},
+                            .start = EngineStart{.cmd_sn = SerialNumber(1),
+                                                 .exp_cmd_sn = SerialNumber(1),
+                                                 .max_cmd_sn = SerialNumber(64),
+                                                 .exp_stat_sn = SerialNumber(1)}};
+    };
+    session = start_session(io.get_executor(), std::move(fake), std::move(options), {}, "iqn.2026-01.test:t",
+                            EngineStart{.cmd_sn = SerialNumber(1),
+                                        .exp_cmd_sn = SerialNumber(1),
+                                        .max_cmd_sn = SerialNumber(64),
+                                        .exp_stat_sn = SerialNumber(1)},
+                            std::move(reconnect));
+  }
+  template <class Body>
+  void run(Body body) {
+    bool finished = false;
+    asio::co_spawn(
+        io,
+        [&]() -> Awaitable<void> {
+          co_await body();
+          finished = true;
+          session->close();
+        },
+        asio::detached);
+    io.run_for(20s);
+    EXPECT_TRUE(finished) << "the test body did not finish";
+  }
+
+  asio::io_context io;
+  test::ArenaPool first_pool{11, 22};
+  test::ArenaPool second_pool{33, 44};
+  ExhaustedPool exhausted_pool;
+  std::vector<std::optional<Buffer>> first_regions;
+  std::vector<std::optional<Buffer>> second_regions;
+  std::size_t first_pool_leases_when_reissued = 99;
+  FakeDatamover* second = nullptr;
+  std::shared_ptr<Session> session;
+};
+
+}  // namespace
+
+TEST(SessionDriverRecovery, IserReissuedCommandGetsTaskDataOfTheNewConnection) {
+  IserRecoveryRig rig;
+  std::vector<std::byte> buffer(4096);  // the caller's own memory: bounced on either connection
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(read10(buffer));
+    EXPECT_TRUE(r) << (r ? "" : r.error().message());
+  });
+  ASSERT_EQ(rig.first_regions.size(), 1u);
+  ASSERT_EQ(rig.second_regions.size(), 1u);
+  ASSERT_TRUE(rig.first_regions[0] && rig.second_regions[0]);
+  EXPECT_EQ(rig.first_regions[0]->rkey, 22u);   // the first connection's STag
+  EXPECT_EQ(rig.second_regions[0]->rkey, 44u);  // prepared again: the new connection's STag
+  EXPECT_NE(rig.second_regions[0]->bytes.data(), rig.first_regions[0]->bytes.data());
+  EXPECT_EQ(rig.first_pool_leases_when_reissued, 0u) << "the lost connection's task data was not released";
+  EXPECT_EQ(rig.second_pool.leased(), 0u);
+  EXPECT_EQ(buffer[0], std::byte{0x42});  // the new bounce buffer's data reached the caller
+  EXPECT_EQ(buffer[4095], std::byte{0x42});
+  EXPECT_EQ(rig.session->stats().recoveries, 1u);
+}
+
+// A buffer leased from Session::buffer_pool() before the loss stays valid and, when the new
+// connection's datamover has it registered (the same device: one protection domain per device),
+// is advertised in place again — no bounce on either connection.
+TEST(SessionDriverRecovery, IserPoolBufferStaysValidAndZeroCopyAcrossTheReconnect) {
+  IserRecoveryRig rig(/*same_device=*/true);
+  rig.run([&]() -> Awaitable<void> {
+    EXPECT_EQ(&rig.session->buffer_pool(), &rig.first_pool);
+    auto lease = rig.session->buffer_pool().allocate(4096);
+    auto r = co_await rig.session->execute(read10(lease.bytes()));
+    EXPECT_TRUE(r) << (r ? "" : r.error().message());
+    EXPECT_EQ(lease.data()[0], std::byte{0x42});  // RDMA-written in place: no bounce
+    EXPECT_EQ(rig.first_pool.leased(), 1u);       // only the caller's lease
+    EXPECT_EQ(&rig.session->buffer_pool(), &rig.first_pool);
+  });
+  ASSERT_EQ(rig.first_regions.size(), 1u);
+  ASSERT_EQ(rig.second_regions.size(), 1u);
+  ASSERT_TRUE(rig.first_regions[0] && rig.second_regions[0]);
+  // Both connections advertised the caller's own bytes.
+  EXPECT_EQ(rig.first_regions[0]->bytes.data(), rig.second_regions[0]->bytes.data());
+  EXPECT_EQ(rig.second_regions[0]->rkey, 22u);
+  EXPECT_EQ(rig.session->stats().commands_reissued, 1u);
+}
+
+// The new connection cannot prepare the re-issued command's buffers (no bounce memory in its
+// pool): that command fails with not_enough_memory instead of going out with the lost
+// connection's STags; the session itself recovered and stays usable.
+TEST(SessionDriverRecovery, IserReissuedCommandWhoseBuffersCannotBePreparedFails) {
+  IserRecoveryRig rig(/*same_device=*/false, /*exhausted=*/true);
+  std::vector<std::byte> buffer(4096);
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(read10(buffer));
+    EXPECT_FALSE(r);
+    if (!r) {
+      EXPECT_EQ(r.error(), std::make_error_code(std::errc::not_enough_memory));
+    }
+    EXPECT_TRUE(rig.session->is_open());
+  });
+  EXPECT_TRUE(rig.second_regions.empty()) << "a command went out on the new connection";
+  EXPECT_EQ(rig.first_pool.leased(), 0u);
 }

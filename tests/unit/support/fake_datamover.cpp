@@ -25,11 +25,22 @@ void FakeDatamover::push_error(std::error_code ec) {
 
 Awaitable<std::error_code> FakeDatamover::send(datamover::PduOut pdu) {
   if (closed_) co_return make_error_code(errc::connection_closed);
+  if (!iscsi::decode_bhs(pdu.bhs)) co_return make_error_code(errc::malformed_pdu);
+  if (hold_) {
+    Completion done;
+    waiting_.push_back({&pdu, &done});
+    co_return co_await done.wait();
+  }
+  put_on_wire(pdu);
+  co_return std::error_code{};
+}
+
+void FakeDatamover::put_on_wire(const datamover::PduOut& pdu) {
   CapturedPdu c;
   c.bhs = pdu.bhs;
-  auto h = iscsi::decode_bhs(pdu.bhs);
-  if (!h) co_return make_error_code(errc::malformed_pdu);
-  c.header = *h;
+  c.header = *iscsi::decode_bhs(pdu.bhs);
+  // Read now, as a socket write reads the bytes: a freed buffer shows here (ASan), a reused one as
+  // wrong bytes.
   c.data.assign(pdu.data.begin(), pdu.data.end());
   if (pdu.task_data != nullptr) {
     c.read_region = pdu.task_data->read_region();
@@ -37,7 +48,29 @@ Awaitable<std::error_code> FakeDatamover::send(datamover::PduOut pdu) {
   }
   sent_.push_back(std::move(c));
   if (responder_) responder_(*this, sent_.back());
-  co_return std::error_code{};
+}
+
+void FakeDatamover::release_sends(std::size_t max) {
+  for (; max > 0 && !waiting_.empty(); --max) {
+    Waiting w = waiting_.front();
+    waiting_.pop_front();
+    if (closed_) {
+      w.done->complete(make_error_code(errc::connection_closed));
+      continue;
+    }
+    put_on_wire(*w.pdu);
+    w.done->complete();
+  }
+}
+
+bool FakeDatamover::sending_from(std::span<const std::byte> bytes) const noexcept {
+  const auto* lo = bytes.data();
+  const auto* hi = bytes.data() + bytes.size();
+  for (const Waiting& w : waiting_) {
+    const auto& d = w.pdu->data;
+    if (!d.empty() && d.data() < hi && d.data() + d.size() > lo) return true;
+  }
+  return false;
 }
 
 Awaitable<Result<datamover::PduIn>> FakeDatamover::receive(datamover::DataPlacement* placement) {
@@ -73,6 +106,12 @@ Awaitable<Result<datamover::PduIn>> FakeDatamover::receive(datamover::DataPlacem
 void FakeDatamover::close() noexcept {
   closed_ = true;
   inbound_ready_.set();
+  // A closed socket fails the writes still queued on it without reading their bytes.
+  while (!waiting_.empty()) {
+    Waiting w = waiting_.front();
+    waiting_.pop_front();
+    w.done->complete(make_error_code(errc::connection_closed));
+  }
 }
 
 }  // namespace iserkit::test

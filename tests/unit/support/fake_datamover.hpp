@@ -47,6 +47,18 @@ class FakeDatamover final : public datamover::Datamover {
   [[nodiscard]] bool closed() const noexcept { return closed_; }
   /// buffer_pool() answers `pool` (e.g. a registered-looking pool to play an RDMA transport).
   void use_pool(BufferPool& pool) noexcept { pool_ = &pool; }
+  /// While on, each send() waits "on the wire" until release_sends() (or close(), which fails it
+  /// unread, as a closed socket does): its data segment is read only when it is released, the way
+  /// a socket write reads it when the socket takes it — so a test can end a task (timeout, lost
+  /// connection, close, task management) while one of its PDUs is still being sent.
+  void hold_sends(bool on) noexcept { hold_ = on; }
+  /// Puts up to `max` waiting PDUs on the wire, in order (each captured, then shown to the
+  /// responder); all of them by default.
+  void release_sends(std::size_t max = static_cast<std::size_t>(-1));
+  /// PDUs waiting in send().
+  [[nodiscard]] std::size_t sends_waiting() const noexcept { return waiting_.size(); }
+  /// True when a waiting PDU's data segment lies (partly) inside `bytes`.
+  [[nodiscard]] bool sending_from(std::span<const std::byte> bytes) const noexcept;
 
   // datamover::Datamover
   Awaitable<std::error_code> send(datamover::PduOut pdu) override;
@@ -84,6 +96,13 @@ class FakeDatamover final : public datamover::Datamover {
   std::vector<std::byte> scratch_;
   std::vector<CapturedPdu> sent_;
   Responder responder_;
+  struct Waiting {
+    datamover::PduOut* pdu;
+    Completion* done;
+  };
+  void put_on_wire(const datamover::PduOut& pdu);
+  bool hold_ = false;
+  std::deque<Waiting> waiting_;
   bool closed_ = false;
   std::error_code close_error_;
   BufferPool* pool_ = nullptr;

@@ -19,7 +19,10 @@
 // copy when they lie in memory from buffer_pool() (registered once), any other span through a
 // registered bounce buffer (one counted copy). Where the transport lets the target touch the
 // buffers by itself (iSER), a command that times out closes the connection, so the target can no
-// longer RDMA into a buffer the caller got back.
+// longer RDMA into a buffer the caller got back. After a reconnect (SessionOptions::
+// replacement_timeout) every re-issued command's buffers are prepared again by the new
+// connection's datamover: it carries the new connection's STags, and a bounce buffer of the old
+// one is given back.
 #pragma once
 
 #include <chrono>
@@ -196,7 +199,10 @@ class Session : public std::enable_shared_from_this<Session> {
   [[nodiscard]] std::uint32_t max_transfer_bytes() const noexcept;
   /// Where to lease data buffers for execute() so they need no copy: registered memory of the
   /// connection's RDMA device on iSER, HeapBufferPool::shared() on TCP. Thread-safe; outlives the
-  /// session.
+  /// session. The pools belong to the device (one protection domain per device, process
+  /// lifetime), not to a connection: a buffer leased before a reconnect stays valid, and stays
+  /// zero copy when the new connection is on the same device (else it is bounced, one counted
+  /// copy). After a reconnect this returns the new connection's pool.
   [[nodiscard]] BufferPool& buffer_pool() const noexcept;
 
   explicit Session(std::unique_ptr<Impl> impl);
