@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import bad_input as bi  # noqa: E402  (reads PORT IQN from argv)
-from iscsi_raw import login_bhs, text  # noqa: E402
+from iscsi_raw import full_feature_login, session_keys  # noqa: E402
 
 MODE, PID = sys.argv[3], int(sys.argv[4])
 PATTERN = bytes((i * 29 + 7) & 0xFF for i in range(512))
@@ -29,14 +29,8 @@ LBA = 3
 
 def login():
     c = bi.Conn()
-    pairs = [("InitiatorName", "iqn.2026-11.org.test:drain"), ("TargetName", bi.IQN), ("SessionType", "Normal"),
-             ("HeaderDigest", "None"), ("DataDigest", "None"), ("MaxRecvDataSegmentLength", "65536"),
-             ("InitialR2T", "Yes"), ("ImmediateData", "No"), ("MaxBurstLength", "262144")]
-    c.send(login_bhs(1, 3, True), text(pairs))
-    bhs, _ = c.recv()
-    assert bhs is not None and bhs[36:38] == b"\0\0" and bhs[1] & 3 == 3, "login failed"
-    c.exp_stat_sn = struct.unpack(">I", bhs[24:28])[0] + 1
-    c.cmd_sn = struct.unpack(">I", bhs[28:32])[0]
+    full_feature_login(c, session_keys("iqn.2026-11.org.test:drain", bi.IQN, ("InitialR2T", "Yes"),
+                                       ("ImmediateData", "No"), ("MaxBurstLength", "262144")))
     bi.clear_unit_attention(c)
     return c
 
@@ -61,16 +55,6 @@ def expect_async_logout(c):
     print(f"ok: Async Message: logout requested within {within} s")
 
 
-def wait_closed(c, seconds):
-    c.s.settimeout(seconds)
-    try:
-        return c.s.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except TimeoutError:
-        return False
-
-
 def main():
     if MODE == "verify":
         c = login()
@@ -88,7 +72,7 @@ def main():
         print("ok: new connections refused while draining")
     if MODE == "stalled":
         start = time.monotonic()
-        assert wait_closed(c, 30), "the target never closed the stalled connection"
+        assert c.wait_closed(30), "the target never closed the stalled connection"
         print(f"ok: stalled connection closed after {time.monotonic() - start:.1f} s")
         print("PASS")
         return
@@ -99,7 +83,7 @@ def main():
     assert rbhs is not None, "connection closed before the in-flight WRITE was answered"
     assert rbhs[0] & 0x3F == 0x21 and rbhs[3] == 0, f"WRITE not answered GOOD: {rbhs[0]:#x}/{rbhs[3]:#x}"
     print("ok: the WRITE in flight at SIGTERM completed")
-    assert wait_closed(c, 10), "the target did not close the drained connection"
+    assert c.wait_closed(10), "the target did not close the drained connection"
     print("PASS")
 
 

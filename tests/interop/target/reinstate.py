@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import bad_input as bi  # noqa: E402  (reads PORT IQN from argv too)
-from iscsi_raw import login_bhs, parse_text, text  # noqa: E402
+from iscsi_raw import full_feature_login, session_keys  # noqa: E402
 
 INITIATOR = "iqn.2026-11.org.test:reinstate"
 ISID_X = bytes([0x80, 0x12, 0x34, 0x56, 0x00, 0x01])
@@ -25,31 +25,9 @@ ISID_Y = bytes([0x80, 0x12, 0x34, 0x56, 0x00, 0x02])
 def login(isid):
     """A normal session with `isid`; returns (Conn, TSIH)."""
     c = bi.Conn()
-    pairs = [("InitiatorName", INITIATOR), ("TargetName", bi.IQN), ("SessionType", "Normal"),
-             ("HeaderDigest", "None"), ("DataDigest", "None"), ("MaxRecvDataSegmentLength", "65536"),
-             ("InitialR2T", "Yes"), ("ImmediateData", "Yes"), ("FirstBurstLength", "65536"),
-             ("MaxBurstLength", "262144")]
-    c.send(login_bhs(1, 3, True, isid=isid), text(pairs))
-    bhs, data = c.recv()
-    assert bhs is not None and bhs[0] & 0x3F == 0x23, "no login response"
-    assert bhs[36:38] == b"\0\0", f"login failed: status {bhs[36:38].hex()}"
-    assert bhs[1] & 0x80 and bhs[1] & 3 == 3, "login did not reach full feature phase"
-    assert bhs[8:14] == isid, "Login Response carries another ISID"
-    parse_text(data)
-    c.exp_stat_sn = struct.unpack(">I", bhs[24:28])[0] + 1
-    c.cmd_sn = struct.unpack(">I", bhs[28:32])[0]
+    bhs, _ = full_feature_login(c, session_keys(INITIATOR, bi.IQN, ("InitialR2T", "Yes"), ("ImmediateData", "Yes"),
+                                                ("FirstBurstLength", "65536"), ("MaxBurstLength", "262144")), isid)
     return c, struct.unpack(">H", bhs[14:16])[0]
-
-
-def wait_closed(c, seconds):
-    """True when the target closes `c` within `seconds` (it sends nothing more first)."""
-    c.s.settimeout(seconds)
-    try:
-        return c.s.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except TimeoutError:
-        return False
 
 
 def main():
@@ -72,7 +50,7 @@ def main():
     b, tsih_b = login(ISID_X)  # the reinstating login
     assert tsih_b not in (0, tsih_a, tsih_c), f"new session got TSIH {tsih_b} (old {tsih_a}, other {tsih_c})"
     # The old connection was closed before the new login's response was sent.
-    assert wait_closed(a, 5), "the target did not close the reinstated session's connection"
+    assert a.wait_closed(5), "the target did not close the reinstated session's connection"
     print(f"ok: reinstating login answered in {time.monotonic() - start:.3f} s; old connection closed")
 
     # The new session is a new I_T nexus: it first hears POWER ON, RESET (SAM-5 §5.14).
@@ -89,7 +67,7 @@ def main():
 
     # Reinstating again, now from the session that did the reinstating.
     d, tsih_d = login(ISID_X)
-    assert wait_closed(b, 5), "second reinstatement did not close the previous session"
+    assert b.wait_closed(5), "second reinstatement did not close the previous session"
     bi.clear_unit_attention(d)
     assert bi.read10(d, 2, 1) == acked
     print(f"ok: reinstated again (tsih {tsih_b} -> {tsih_d})")
