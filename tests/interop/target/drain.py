@@ -9,6 +9,10 @@ Usage: drain.py PORT IQN MODE PID
   stalled:  the same WRITE's data never comes: the target closes the connection anyway (the
             caller checks that it exits within --shutdown-timeout plus slack).
   verify:   (PID unused) block 3 holds the pattern the inflight WRITE sent.
+  forced:   a FUA WRITE of block 6 is answered GOOD (durable), a WRITE of block 7 is in flight
+            (R2T received, no data), SIGTERM, the Async Message, then a second SIGTERM: the target
+            ends at once and drops the connection without answering the in-flight WRITE.
+  verify-forced: (PID unused) block 6 holds the acknowledged pattern, block 7 was never written.
 """
 import os
 import signal
@@ -35,14 +39,26 @@ def login():
     return c
 
 
-def start_write(c):
-    """A WRITE(10) of one block at LBA; returns (ITT, TTT of the R2T)."""
-    cdb = bytes([0x2A, 0]) + struct.pack(">IBHB", LBA, 0, 1, 0)
+def start_write(c, lba=LBA, fua=False):
+    """A WRITE(10) of one block at `lba` (FUA bit as asked, SBC-4 §5.43); returns (ITT, TTT of the R2T)."""
+    cdb = bytes([0x2A, 0x08 if fua else 0]) + struct.pack(">IBHB", lba, 0, 1, 0)
     itt, bhs = bi.scsi_bhs(c, cdb, 512, write=True)
     c.send(bhs)
     rbhs, _ = c.recv()
     assert rbhs is not None and rbhs[0] & 0x3F == 0x31, "expected an R2T"
     return itt, struct.unpack(">I", rbhs[20:24])[0]
+
+
+def send_data(c, itt, ttt, data):
+    """The one Data-Out PDU (F bit, DataSN 0, offset 0) answering the R2T `ttt` of task `itt`."""
+    bhs = bi.data_out_bhs(itt, 0, 0, True)
+    c.send(bhs[:20] + struct.pack(">I", ttt) + bhs[24:], data)
+
+
+def expect_good(c, what):
+    rbhs, _ = c.recv()
+    assert rbhs is not None, f"connection closed before {what} was answered"
+    assert rbhs[0] & 0x3F == 0x21 and rbhs[3] == 0, f"{what} not answered GOOD: {rbhs[0]:#x}/{rbhs[3]:#x}"
 
 
 def expect_async_logout(c):
@@ -61,6 +77,26 @@ def main():
         assert bi.read10(c, LBA, 1) == PATTERN, "the WRITE answered during the drain is not on disk"
         print("PASS")
         return
+    if MODE == "verify-forced":
+        c = login()
+        assert bi.read10(c, 6, 1) == PATTERN, "a FUA WRITE answered before the forced exit was lost"
+        assert bi.read10(c, 7, 1) == bytes(512), "the WRITE whose data never came reached the disk"
+        print("PASS")
+        return
+    if MODE == "forced":
+        c = login()
+        itt, ttt = start_write(c, 6, fua=True)
+        send_data(c, itt, ttt, PATTERN)
+        expect_good(c, "the FUA WRITE")
+        start_write(c, 7)  # its data never comes
+        os.kill(PID, signal.SIGTERM)
+        expect_async_logout(c)  # the drain began
+        start = time.monotonic()
+        os.kill(PID, signal.SIGTERM)
+        assert c.wait_closed(5), "the second SIGTERM did not end the target"
+        print(f"ok: second SIGTERM: connection dropped after {time.monotonic() - start:.2f} s, nothing answered")
+        print("PASS")
+        return
     c = login()
     itt, ttt = start_write(c)
     os.kill(PID, signal.SIGTERM)
@@ -77,11 +113,8 @@ def main():
         print("PASS")
         return
     time.sleep(0.3)  # the data comes late, after the signal
-    c.send(bi.data_out_bhs(itt, 0, 0, True)[:20] + struct.pack(">I", ttt) + bi.data_out_bhs(itt, 0, 0, True)[24:],
-           PATTERN)
-    rbhs, _ = c.recv()
-    assert rbhs is not None, "connection closed before the in-flight WRITE was answered"
-    assert rbhs[0] & 0x3F == 0x21 and rbhs[3] == 0, f"WRITE not answered GOOD: {rbhs[0]:#x}/{rbhs[3]:#x}"
+    send_data(c, itt, ttt, PATTERN)
+    expect_good(c, "the in-flight WRITE")
     print("ok: the WRITE in flight at SIGTERM completed")
     assert c.wait_closed(10), "the target did not close the drained connection"
     print("PASS")
