@@ -80,42 +80,35 @@ rc=0
 grep -q -- "--splice-writes wants always, never or auto" "$tmp/fuse-bad.log" || fail "no usage message: $(cat "$tmp/fuse-bad.log")"
 ! mountpoint -q "$tmp/bad" || fail "mounted despite a bad option"
 
-# splice_mode LOG MODE WHAT: the mount's log names the policy and what it decided.
-splice_mode() {
-  grep -q -- "--splice-writes=$2: $3" "$1" || fail "$1 does not say --splice-writes=$2: $3"
+# mount_and_write NAME MODE WHAT ARGS...: mounts $tmp/NAME with ARGS, checks that its log names
+# --splice-writes=MODE and what it decided (WHAT), runs the writes, unmounts; sets copied and
+# spliced from its exit report and checks that no payload was copied beyond the RMW edges.
+mount_and_write() {
+  local name=$1 mode=$2 what=$3; shift 3
+  mount_view "$tmp/$name" "$url" --timeout 30 "$@"
+  grep -q -- "--splice-writes=$mode: $what" "$tmp/fuse-$name.log" || fail "$name: the log does not say --splice-writes=$mode: $what"
+  if [[ -z ${expected_copies:-} ]]; then
+    block_size=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.iscsi.block_size").decode())' \
+      "$tmp/$name/$base/lun0") || fail "no block size xattr"
+    expected_copies=$(rmw_bytes "$block_size")
+  fi
+  run_writes "$tmp/$name"
+  unmount_view "$tmp/$name" "$fuse_pid"
+  report "$tmp/fuse-$name.log"
+  echo "  copied=$copied (RMW edges: $expected_copies) spliced=$spliced"
+  ((copied == expected_copies)) || fail "$name: copied $copied payload bytes over TCP, want $expected_copies (RMW edges)"
 }
 
 echo "== default (auto) over TCP: writes from libfuse's buffer"
-mount_view "$tmp/plain" "$url" --timeout 30
-splice_mode "$tmp/fuse-plain.log" auto "WRITEs go from libfuse's buffer"
-block_size=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.iscsi.block_size").decode())' \
-  "$tmp/plain/$base/lun0") || fail "no block size xattr"
-expected_copies=$(rmw_bytes "$block_size")
-run_writes "$tmp/plain"
-unmount_view "$tmp/plain" "$fuse_pid"
-report "$tmp/fuse-plain.log"
-echo "  copied=$copied (RMW edges: $expected_copies) spliced=$spliced"
-((copied == expected_copies)) || fail "copied $copied payload bytes over TCP, want $expected_copies (RMW edges)"
+mount_and_write plain auto "WRITEs go from libfuse's buffer"
 ((spliced == 0)) || fail "$spliced writes came through splice with --splice-writes=auto over TCP"
 
 echo "== --splice-writes=never: writes from libfuse's buffer"
-mount_view "$tmp/never" "$url" --timeout 30 --splice-writes=never
-splice_mode "$tmp/fuse-never.log" never "WRITEs go from libfuse's buffer"
-run_writes "$tmp/never"
-unmount_view "$tmp/never" "$fuse_pid"
-report "$tmp/fuse-never.log"
-echo "  copied=$copied (RMW edges: $expected_copies) spliced=$spliced"
-((copied == expected_copies)) || fail "copied $copied payload bytes with --splice-writes=never, want $expected_copies"
+mount_and_write never never "WRITEs go from libfuse's buffer" --splice-writes=never
 ((spliced == 0)) || fail "$spliced writes came through splice with --splice-writes=never"
 
 echo "== --splice-writes (= always): payload read from libfuse's pipe into session-pool buffers"
-mount_view "$tmp/splice" "$url" --timeout 30 --splice-writes
-splice_mode "$tmp/fuse-splice.log" always "requests are spliced"
-run_writes "$tmp/splice"
-unmount_view "$tmp/splice" "$fuse_pid"
-report "$tmp/fuse-splice.log"
-echo "  copied=$copied (RMW edges: $expected_copies) spliced=$spliced"
-((copied == expected_copies)) || fail "copied $copied payload bytes over TCP with --splice-writes, want $expected_copies"
+mount_and_write splice always "requests are spliced" --splice-writes
 if ((splice_possible)); then
   # 4 O_DIRECT + 16 buffered writes of a page or more (the kernel may split or merge buffered ones).
   ((spliced >= 4)) || fail "only $spliced writes came through splice"

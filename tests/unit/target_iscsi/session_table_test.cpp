@@ -177,12 +177,19 @@ TEST(SessionEnd, WaitForReturnsWhenSetBeforeTheBound) {
   EXPECT_TRUE(timed_wait(already, 5000ms, std::nullopt).first);
 }
 
+// Registers session `id` (TSIH `tsih`) under `key`; returns its end latch and the entry it replaced.
+std::pair<std::shared_ptr<SessionEnd>, std::optional<SessionTable::Entry>> add(SessionTable& table, const SessionKey& key,
+                                                                                std::uint64_t id, std::uint16_t tsih) {
+  auto e = entry(id, tsih);
+  auto end = e.ended;
+  auto replaced = table.replace(key, std::move(e));
+  return {end, std::move(replaced)};
+}
+
 TEST(SessionTable, FinishWithoutPredecessorRemovesAndSets) {
   SessionTable table;
   const auto key = SessionKey::make("iqn.x:h", isid_a, "iqn.y:t");
-  auto a = entry(1, 10);
-  auto a_end = a.ended;
-  table.replace(key, std::move(a));
+  const auto a_end = add(table, key, 1, 10).first;
   table.finish(key, 1, a_end);
   EXPECT_TRUE(a_end->is_set());
   EXPECT_FALSE(table.tsih(key));
@@ -194,21 +201,16 @@ TEST(SessionTable, FinishWithoutPredecessorRemovesAndSets) {
 TEST(SessionTable, ALoginThatGaveUpStandsForTheSessionItCouldNotEnd) {
   SessionTable table;
   const auto key = SessionKey::make("iqn.x:h", isid_a, "iqn.y:t");
-  auto a = entry(1, 10);
-  auto a_end = a.ended;
-  table.replace(key, std::move(a));
-  auto b = entry(2, 11);
-  auto b_end = b.ended;
-  auto replaced = table.replace(key, std::move(b));
+  const auto a_end = add(table, key, 1, 10).first;
+  auto [b_end, replaced] = add(table, key, 2, 11);
   ASSERT_TRUE(replaced);
   EXPECT_EQ(replaced->id, 1u);
   table.finish(key, 2, b_end, a_end);  // B refused (A still on the backend); B's run() is over
   EXPECT_FALSE(b_end->is_set());       // whoever waits for B waits for A
   EXPECT_EQ(table.tsih(key), 11);      // B stays registered for A meanwhile
   // C replaces B and, like B, gives up.
-  auto c = entry(3, 12);
-  auto c_end = c.ended;
-  replaced = table.replace(key, std::move(c));
+  auto [c_end, replaced_by_c] = add(table, key, 3, 12);
+  replaced = std::move(replaced_by_c);
   ASSERT_TRUE(replaced);
   EXPECT_EQ(replaced->id, 2u);
   EXPECT_EQ(replaced->ended, b_end);
@@ -226,12 +228,8 @@ TEST(SessionTable, ALoginThatGaveUpStandsForTheSessionItCouldNotEnd) {
 TEST(SessionTable, AGaveUpLoginDoesNotUnregisterALaterSession) {
   SessionTable table;
   const auto key = SessionKey::make("iqn.x:h", isid_a, "iqn.y:t");
-  auto a = entry(1, 10);
-  auto a_end = a.ended;
-  table.replace(key, std::move(a));
-  auto b = entry(2, 11);
-  auto b_end = b.ended;
-  table.replace(key, std::move(b));
+  const auto a_end = add(table, key, 1, 10).first;
+  const auto b_end = add(table, key, 2, 11).first;
   table.finish(key, 2, b_end, a_end);
   table.replace(key, entry(3, 12));  // D logs in later and registers (it waited for B, hence A)
   table.finish(key, 1, a_end);
