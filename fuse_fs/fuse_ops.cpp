@@ -471,7 +471,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t, fuse_bufvec* bufv, off_t off, fuse
     write_in_place(c, req, *f, {static_cast<const std::byte*>(first.mem) + bufv->off, size}, off);
     return;
   }
-  // The payload still waits in libfuse's pipe (--splice-writes): read(2) it straight into a buffer
+  // The payload still waits in libfuse's pipe (splicing): read(2) it straight into a buffer
   // of the LUN's session pool — registered memory on iSER — so no copy of ours happens on any
   // transport, and the worker is free at once: the loop writes and replies.
   auto payload = lease_payload(c, f->lun, size);
@@ -609,8 +609,9 @@ void op_setxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, i
 void op_removexattr(fuse_req_t req, fuse_ino_t, const char*) { fuse_reply_err(req, ENOTSUP); }
 
 void op_init(void* userdata, fuse_conn_info* conn) {
-  // Splice from /dev/fuse only when asked (--splice-writes; libfuse turns it on by default once a
-  // write_buf handler exists). See README "Write payload" for what it costs and saves.
+  // Splice from /dev/fuse only when MountOptions::splice_writes says so (--splice-writes: always,
+  // or auto with an iser:// portal; libfuse turns it on by default once a write_buf handler
+  // exists). See README "Write payload" for what it costs and saves.
   if (static_cast<FuseContext*>(userdata)->options.splice_writes && (conn->capable & FUSE_CAP_SPLICE_READ)) {
     conn->want |= FUSE_CAP_SPLICE_READ;
   } else {

@@ -26,7 +26,8 @@ struct MountOptions {
   std::timespec mount_time{};  ///< atime/mtime/ctime shown for every node
   /// Ask libfuse to splice requests from /dev/fuse (FUSE_CAP_SPLICE_READ), so WRITE payload of a
   /// page or more stays in its pipe and is read(2) straight into a session-pool buffer (no copy of
-  /// ours on iSER either). Off by default: see fuse_fs/README.md "Write payload".
+  /// ours on iSER either). Set from --splice-writes (splice_wanted(), write_payload.hpp): by
+  /// default when a portal URL is iser://; see fuse_fs/README.md "Write payload".
   bool splice_writes = false;
 };
 

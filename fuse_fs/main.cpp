@@ -18,6 +18,7 @@
 
 #include "fuse_fs/fuse_ops.hpp"
 #include "fuse_fs/portal_view.hpp"
+#include "fuse_fs/write_payload.hpp"
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
@@ -82,9 +83,11 @@ int parse(int argc, char** argv, Config& cfg) {
        cxxopts::value<double>()->default_value("5"))
       ("attr-timeout", "seconds the kernel may cache names and attributes", cxxopts::value<double>()->default_value("1"))
       ("direct-io", "bypass the page cache for every LUN file (O_DIRECT opens always do)")
-      ("splice-writes", "splice requests from /dev/fuse: WRITE payload of a page or more is read straight into a "
-                        "session-pool buffer (no bounce copy over iSER); costs a system call per request and, for "
-                        "O_DIRECT writes, a kernel copy")
+      ("splice-writes", "=always|never|auto: splice requests from /dev/fuse, so WRITE payload of a page or more is "
+                        "read straight into a session-pool buffer (no bounce copy over iSER; costs a system call per "
+                        "request and, for O_DIRECT writes, a kernel copy). auto: when a portal URL is iser://; "
+                        "--splice-writes alone: always",
+       cxxopts::value<std::string>()->default_value("auto")->implicit_value("always"))
       ("max-threads", "most FUSE worker threads (each write in flight from libfuse's buffer holds one)",
        cxxopts::value<unsigned>()->default_value("64"))
       ("initiator-name", "InitiatorName to log in with", cxxopts::value<std::string>())
@@ -124,7 +127,6 @@ int parse(int argc, char** argv, Config& cfg) {
       if (o == "ro") cfg.mount.read_only = true;
     }
     cfg.mount.direct_io = args.count("direct-io") > 0;
-    cfg.mount.splice_writes = args.count("splice-writes") > 0;
     cfg.mount.attr_timeout_seconds = args["attr-timeout"].as<double>();
     cfg.max_threads = std::max(1u, args["max-threads"].as<unsigned>());
     const double timeout = args["timeout"].as<double>();
@@ -150,9 +152,17 @@ int parse(int argc, char** argv, Config& cfg) {
     if (nop_interval < 0 || nop_timeout <= 0) return fail_usage("--nop-interval must be >= 0, --nop-timeout > 0");
     so.nop_interval = seconds(nop_interval);
     so.nop_timeout = seconds(nop_timeout);
+    // Decided here, once for the mount: libfuse takes FUSE_CAP_SPLICE_READ at init, before any
+    // session exists (write_payload.hpp, README "Write payload").
+    const auto splice = fuse_fs::parse_splice_writes(args["splice-writes"].as<std::string>());
+    if (!splice) return fail_usage("--splice-writes wants always, never or auto (as --splice-writes=MODE)");
+    cfg.mount.splice_writes = fuse_fs::splice_wanted(*splice, cfg.urls, so.transport);
     cfg.view.portals = cfg.urls;
     cfg.view.cache_time = seconds(cache);
     log::set_level(args["log-level"].as<std::string>());
+    log::info("fuse: --splice-writes={}: {}", fuse_fs::to_string(*splice),
+              cfg.mount.splice_writes ? "requests are spliced (WRITE payload into session-pool buffers)"
+                                      : "WRITEs go from libfuse's buffer");
   } catch (const cxxopts::exceptions::exception& e) {
     return fail_usage(e.what());
   }

@@ -92,6 +92,9 @@ int run(int argc, char** argv) {
        cxxopts::value<std::string>())
       ("discovery-chap-secret-file", "file holding the --discovery-chap-user secret", cxxopts::value<std::string>())
       ("login-timeout", "seconds a connection may take to complete its login", cxxopts::value<double>()->default_value("15"))
+      ("reinstate-timeout", "seconds a login that reinstates a session (same InitiatorName + ISID) waits for the old "
+                            "session's commands to end; then it is refused with 0x0301 and the initiator retries",
+       cxxopts::value<double>()->default_value("10"))
       ("idle-interval", "seconds without a PDU before a NOP-In ping (0 = never)",
        cxxopts::value<double>()->default_value("15"))
       ("ping-timeout", "seconds to wait for an answer to a NOP-In ping before closing",
@@ -196,6 +199,7 @@ int run(int argc, char** argv) {
   config.max_burst_length = args["max-burst-length"].as<std::uint32_t>();
   config.max_outstanding_r2t = std::max<std::uint32_t>(1, args["max-outstanding-r2t"].as<std::uint32_t>());
   config.limits.login_timeout = seconds_option(args, "login-timeout", false);
+  config.limits.reinstate_timeout = seconds_option(args, "reinstate-timeout", false);
   config.limits.idle_interval = seconds_option(args, "idle-interval", true);
   config.limits.ping_timeout = seconds_option(args, "ping-timeout", false);
   config.limits.max_logging_in = std::max<std::uint32_t>(1, args["max-logging-in"].as<std::uint32_t>());

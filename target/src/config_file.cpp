@@ -205,7 +205,7 @@ struct Parser {
     if (auto e = check_keys(source, *table,
                             {"login_timeout", "idle_interval", "ping_timeout", "max_logging_in", "fd_reserve",
                              "max_immediate_commands", "connection_payload_budget", "global_payload_budget",
-                             "pool_idle_cap", "shutdown_timeout"},
+                             "pool_idle_cap", "shutdown_timeout", "reinstate_timeout"},
                             "[limits]"))
       return *e;
     auto seconds = [&](const char* key, std::chrono::milliseconds& value, bool zero_ok) -> std::optional<tl::unexpected<ConfigError>> {
@@ -249,6 +249,7 @@ struct Parser {
     if (auto e = size("global_payload_budget", out.global_payload_bytes)) return e;
     if (auto e = size("pool_idle_cap", out.pool_idle_bytes)) return e;
     if (auto e = seconds("shutdown_timeout", out.shutdown_timeout, true)) return e;
+    if (auto e = seconds("reinstate_timeout", out.reinstate_timeout, false)) return e;
     return std::nullopt;
   }
 

@@ -160,7 +160,16 @@ Awaitable<bool> Connection::login() {
                   step.reason.empty() ? "" : ": ", step.reason);
     // RFC 7143 §6.3.5: a live session with this InitiatorName + ISID ends before the final Login
     // Response of its successor leaves (after authentication, as LIO checks it too).
-    if (step.action == LoginAction::send_then_full_feature && !co_await reinstate(machine.result())) co_return false;
+    if (step.action == LoginAction::send_then_full_feature) {
+      switch (co_await reinstate(machine.result())) {
+        case Reinstatement::ready: break;
+        case Reinstatement::closed: co_return false;
+        case Reinstatement::timed_out:
+          // RFC 7143 §11.13.5: 0x0301 Service Unavailable, a Target Error the initiator may retry.
+          step = machine.refuse_final(step, LoginStatus::service_unavailable, "the session it reinstates has not ended");
+          break;
+      }
+    }
     const auto ec = co_await datamover_->send(datamover::make_pdu_owned(step.response, std::move(step.text)));
     if (ec || step.action == LoginAction::send_then_close) co_return false;
     if (step.action == LoginAction::send_then_full_feature) break;
@@ -183,9 +192,9 @@ Awaitable<bool> Connection::login() {
   co_return true;
 }
 
-Awaitable<bool> Connection::reinstate(const LoginResult& result) {
+Awaitable<Connection::Reinstatement> Connection::reinstate(const LoginResult& result) {
   // Discovery sessions hold nothing a successor could collide with; they are not registered.
-  if (result.discovery || !result.target) co_return true;
+  if (result.discovery || !result.target) co_return Reinstatement::ready;
   session_key_ = SessionKey::make(result.initiator_name, result.isid, result.target->name, options_.portal_group_tag);
   SessionTable::Entry entry{
       .id = session_id_,
@@ -202,22 +211,35 @@ Awaitable<bool> Connection::reinstate(const LoginResult& result) {
       .ended = session_end_,
   };
   auto old = registry_->sessions().replace(*session_key_, std::move(entry));
-  if (!old) co_return true;
+  if (!old) co_return Reinstatement::ready;
   log::info("login {}: reinstating the session of initiator={} isid=0x{} target={}: ending tsih={} first (new tsih={})",
             datamover_->peer(), log::escaped(result.initiator_name), isid_hex(result.isid),
             log::escaped(result.target->name), old->tsih, result.tsih);
   old->close();
-  // Not interrupted by our own close(): a session replaced while it waits must still not end
-  // before the one it replaced did, or the login after it would not wait long enough. The login
-  // timeout closes this connection meanwhile; a backend that never completes keeps it waiting.
-  co_await old->ended->wait();
+  // Bounded: a command of the old session that the backend never completes (a hung disk, a
+  // frozen FUSE file) must not hold this login until the login timeout. Not cut short by our own
+  // close(): whether or not the old session ended, session_ended() must know.
+  if (!co_await old->ended->wait_for(limits_.reinstate_timeout)) {
+    // Our session stands for the old one from now on: whoever replaces ours waits for both
+    // (SessionTable::finish()), so none of its commands can reach the LU after a newer session
+    // started.
+    predecessor_ = old->ended;
+    if (closed_) co_return Reinstatement::closed;
+    log::warn("login {}: the session it reinstates (tsih={}) has not ended within {} ms (a command is still on the "
+              "backend): refusing the login with 0x0301 (service unavailable); the initiator may retry",
+              datamover_->peer(), old->tsih, limits_.reinstate_timeout.count());
+    co_return Reinstatement::timed_out;
+  }
   log::debug("login {}: session tsih={} ended", datamover_->peer(), old->tsih);
-  co_return !closed_;
+  co_return closed_ ? Reinstatement::closed : Reinstatement::ready;
 }
 
 void Connection::session_ended() noexcept {
-  if (session_key_) registry_->sessions().remove(*session_key_, session_id_);
-  session_end_->set();
+  if (session_key_) {
+    registry_->sessions().finish(*session_key_, session_id_, session_end_, std::move(predecessor_));
+  } else {
+    session_end_->set();
+  }
 }
 
 void Connection::open_nexus() {

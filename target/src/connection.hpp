@@ -85,10 +85,17 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   std::span<std::byte> place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept override;
 
   Awaitable<bool> login();
+  /// What reinstate() found.
+  enum class Reinstatement : std::uint8_t {
+    ready,      ///< no live session with this identity, or it has wholly ended: answer the login
+    closed,     ///< this connection was closed meanwhile (e.g. the login timeout)
+    timed_out,  ///< the old session did not end within limits_.reinstate_timeout: refuse (0x0301)
+  };
   /// Session reinstatement (RFC 7143 §6.3.5): registers the session `result` is about to open and
-  /// ends a live session with the same InitiatorName + ISID + target first, waiting until it has
-  /// wholly ended (tasks, budgets, I_T nexus). False when this connection was closed meanwhile.
-  Awaitable<bool> reinstate(const LoginResult& result);
+  /// ends a live session with the same InitiatorName + ISID + target first, waiting up to
+  /// limits_.reinstate_timeout until it has wholly ended (tasks, budgets, I_T nexus). A session
+  /// not ended in time stays this connection's predecessor_ (see session_ended()).
+  Awaitable<Reinstatement> reinstate(const LoginResult& result);
   /// Unregisters the session and tells a reinstating login that it has ended (end of run()).
   void session_ended() noexcept;
   void open_nexus();
@@ -140,6 +147,8 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   std::uint64_t session_id_;  // unique per connection, for the SessionTable
   std::optional<SessionKey> session_key_;  // set once registered in the SessionTable
   std::shared_ptr<SessionEnd> session_end_ = std::make_shared<SessionEnd>();
+  // The session this login replaced and gave up waiting for (reinstate()); our end waits for its.
+  std::shared_ptr<SessionEnd> predecessor_;
   bool nexus_open_ = false;
 };
 

@@ -92,6 +92,22 @@ LoginStep LoginMachine::reject(LoginStatus status, std::string reason) {
   return step;
 }
 
+LoginStep LoginMachine::refuse_final(const LoginStep& success, LoginStatus status, std::string reason) const {
+  LoginStep step;
+  step.action = LoginAction::send_then_close;
+  step.reason = std::move(reason);
+  step.response = success.response;
+  step.response.transit = false;
+  step.response.continue_ = false;
+  step.response.nsg = iscsi::LoginStage::security_negotiation;  // reserved without the T bit
+  // RFC 7143 §11.13.4: only the final response of a new session carries a new TSIH; this one
+  // carries the leading login's, 0.
+  step.response.tsih = 0;
+  step.response.status_class = static_cast<std::uint8_t>(static_cast<std::uint16_t>(status) >> 8);
+  step.response.status_detail = static_cast<std::uint8_t>(static_cast<std::uint16_t>(status) & 0xff);
+  return step;
+}
+
 LoginStep LoginMachine::on_pdu(const iscsi::Bhs& bhs, ConstByteSpan data, std::error_code pdu_error) {
   if (iscsi::raw_opcode(bhs) != static_cast<std::uint8_t>(iscsi::Opcode::login_request)) {
     // RFC 7143 §6.3: a target receiving any PDU except a Login Request before the login phase has

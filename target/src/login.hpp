@@ -113,6 +113,12 @@ class LoginMachine {
   /// for a source address the LoginThrottle blocks. `reason` is for the log.
   void refuse_login(LoginStatus status, std::string reason);
 
+  /// Turns `success`, the step that returned send_then_full_feature, into a refusal with `status`
+  /// (e.g. 0x0301 when the session it reinstates could not be ended in time): the same Login
+  /// Response (ITT, ISID, CSG, StatSN) without the T bit, keys or TSIH, then a close (RFC 7143
+  /// §11.13.5: the initiator may retry a Target Error later). `reason` is for the log.
+  LoginStep refuse_final(const LoginStep& success, LoginStatus status, std::string reason) const;
+
   /// The outcome once a step returned send_then_full_feature.
   [[nodiscard]] const LoginResult& result() const noexcept { return result_; }
 

@@ -10,7 +10,9 @@
 #include <set>
 #include <thread>
 
+#include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
@@ -23,6 +25,28 @@
 
 namespace iserkit::target {
 namespace {
+
+// A second SIGTERM/SIGINT while the target drains (target/README.md "Shutdown"): the process ends
+// at once, with status 128 + the signal number, as a shell reports a death by that signal.
+// Nothing acknowledged is lost: every answered write is already in the kernel (no write-back
+// cache in the process), FUA and flushed writes on stable media; commands not yet answered are
+// dropped, as at kill -9. Async-signal-safe calls only (write(2), _exit(2)).
+extern "C" void exit_at_second_signal(int signo) {
+  static constexpr char message[] =
+      "iserkit-target: second signal during shutdown: exiting now; commands not answered yet are dropped\n";
+  const ssize_t ignored = ::write(STDERR_FILENO, message, sizeof message - 1);
+  (void)ignored;
+  ::_exit(128 + signo);
+}
+
+// From now on SIGTERM and SIGINT end the process at once (exit_at_second_signal).
+void exit_at_next_signal() noexcept {
+  struct sigaction sa {};
+  sa.sa_handler = exit_at_second_signal;
+  ::sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+}
 
 std::string format_endpoint(const asio::ip::tcp::endpoint& ep) {
   const auto addr = ep.address();
@@ -515,9 +539,13 @@ void TargetServer::run(bool handle_signals) {
   std::optional<asio::signal_set> signals;
   if (handle_signals) {
     signals.emplace(*impl.contexts[0], SIGINT, SIGTERM);
-    signals->async_wait([&impl](const boost::system::error_code& ec, int signo) {
+    signals->async_wait([&impl, &signals](const boost::system::error_code& ec, int signo) {
       if (ec) return;
-      log::info("signal {}: shutting down", signo);
+      log::info("signal {}: shutting down (a second SIGTERM or SIGINT exits at once)", signo);
+      // Asio gives the signals back to their default action; ours replaces it right after.
+      boost::system::error_code ignored;
+      signals->clear(ignored);
+      exit_at_next_signal();
       impl.stop();
     });
   }
@@ -562,7 +590,7 @@ void TargetServer::run(bool handle_signals) {
   while (!impl.stopping) impl.contexts[0]->run_one();
   if (signals) {
     boost::system::error_code ignored;
-    signals->cancel(ignored);
+    signals->cancel(ignored);  // stop() without a signal (or from another thread): stop waiting
   }
   if (hangups) {
     boost::system::error_code ignored;

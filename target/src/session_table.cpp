@@ -63,6 +63,18 @@ Awaitable<void> SessionEnd::wait() {
       asio::use_awaitable);
 }
 
+Awaitable<bool> SessionEnd::wait_for(std::chrono::milliseconds bound) {
+  if (is_set()) co_return true;
+  auto ex = co_await asio::this_coro::executor;
+  auto timer = std::make_shared<asio::steady_timer>(ex, bound);
+  // set() cancels the wait from whatever thread it runs on, through the waiter's own executor;
+  // the cancel can only run once this coroutine is suspended in async_wait below (one thread).
+  on_set([timer, ex] { asio::post(ex, [timer] { timer->cancel(); }); });
+  boost::system::error_code ec;
+  co_await timer->async_wait(use_awaitable_ec(ec));
+  co_return is_set();
+}
+
 std::optional<SessionTable::Entry> SessionTable::replace(const SessionKey& key, Entry entry) {
   std::lock_guard lock(mutex_);
   auto it = sessions_.find(key);
@@ -79,6 +91,19 @@ void SessionTable::remove(const SessionKey& key, std::uint64_t id) {
   std::lock_guard lock(mutex_);
   auto it = sessions_.find(key);
   if (it != sessions_.end() && it->second.id == id) sessions_.erase(it);
+}
+
+void SessionTable::finish(const SessionKey& key, std::uint64_t id, std::shared_ptr<SessionEnd> ended,
+                          std::shared_ptr<SessionEnd> predecessor) {
+  if (predecessor && !predecessor->is_set()) {
+    predecessor->on_set([this, key, id, ended = std::move(ended)] {
+      remove(key, id);
+      ended->set();
+    });
+    return;
+  }
+  remove(key, id);
+  ended->set();
 }
 
 std::size_t SessionTable::size() const {

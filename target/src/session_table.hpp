@@ -9,11 +9,16 @@
 // its completion, then go on with the login.)
 //
 // SessionEnd is the cross-thread "this session has ended" latch the new login waits on: sessions
-// live on different I/O threads.
+// live on different I/O threads. The wait is bounded (ConnectionLimits::reinstate_timeout): a
+// backend that never completes one of the old session's commands would otherwise hold the new
+// login until the login timeout. A login that gives up is refused with a retryable status, and it
+// keeps standing for the session it could not end (SessionTable::finish()), so the next login
+// still waits for that one.
 // THREADING: every member is thread-safe.
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -61,6 +66,9 @@ class SessionEnd {
   [[nodiscard]] bool is_set() const;
   /// Suspends the calling coroutine until set() (resumed on its own executor).
   Awaitable<void> wait();
+  /// Suspends the calling coroutine until set() or until `bound` has passed, whichever is first
+  /// (resumed on its own executor, which must be run by one thread). Returns is_set().
+  Awaitable<bool> wait_for(std::chrono::milliseconds bound);
 
  private:
   mutable std::mutex mutex_;
@@ -85,6 +93,14 @@ class SessionTable {
   std::optional<Entry> replace(const SessionKey& key, Entry entry);
   /// Removes the entry of `key` if it is still session `id` (a later login may have replaced it).
   void remove(const SessionKey& key, std::uint64_t id);
+  /// Session `id` registered under `key` has ended (its connection's run() is over): removes its
+  /// entry (as remove()) and sets `ended`. With a `predecessor` that has not ended yet — the
+  /// session this one replaced and gave up waiting for — both happen only once the predecessor
+  /// has ended (in its set(), on its thread): a login that replaces this session meanwhile waits
+  /// for the predecessor too, so no older session's command can reach the LU after a newer
+  /// session started (RFC 7143 §6.3.5). The table must outlive the predecessor's set().
+  void finish(const SessionKey& key, std::uint64_t id, std::shared_ptr<SessionEnd> ended,
+              std::shared_ptr<SessionEnd> predecessor = nullptr);
   /// Sessions registered (for tests and logs).
   [[nodiscard]] std::size_t size() const;
   /// The TSIH registered under `key`, if any.

@@ -21,22 +21,13 @@ import sys
 import tempfile
 import time
 
+from benchlib import GIB, MIB, WORKLOADS, cpu_seconds, fio_job, stop_processes, wait_until
+
 ISERKIT_IQN = "iqn.2026-11.org.iserkit:target"
 TGT_IQN = "iqn.2026-11.org.iserkit.bench:tgtd"
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-MIB = 1 << 20
-GIB = 1 << 30
 
-# Workloads: fio rw mode, request size in bytes, queue depth.
-WORKLOADS = {
-    "rr4k-qd1": ("4 KiB random read QD1", "randread", 4096, 1),
-    "rw4k-qd1": ("4 KiB random write QD1", "randwrite", 4096, 1),
-    "rr4k-qd32": ("4 KiB random read QD32", "randread", 4096, 32),
-    "rw4k-qd32": ("4 KiB random write QD32", "randwrite", 4096, 32),
-    "sr1m-qd8": ("1 MiB sequential read QD8", "read", MIB, 8),
-    "sw1m-qd8": ("1 MiB sequential write QD8", "write", MIB, 8),
-}
+# Workloads (WORKLOADS) and the process/CPU helpers are shared with alloc/alloc_count.py (benchlib.py).
 # iscsi-perf reads only: the workloads it can run (-r random, -b 512-byte blocks per request).
 ISCSI_PERF_WORKLOADS = ("rr4k-qd32", "sr1m-qd8")
 
@@ -81,24 +72,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def cpu_seconds(pid):
-    """utime + stime of every thread of PID (/proc/PID/stat fields 14 and 15), in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def wait_until(pred, seconds, proc=None):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        if proc is not None and proc.poll() is not None:
-            return False
-        time.sleep(0.05)
-    return pred()
-
-
 def unix_socket_ready(path):
     if not os.path.exists(path):
         return False
@@ -129,13 +102,7 @@ class Daemon:
                 self.stop_hook()
             except Exception:  # noqa: BLE001 - stopping must go on
                 pass
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(3)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_processes([self.proc], grace=3)
 
 
 class Bench:
@@ -209,7 +176,7 @@ class Bench:
         d = self.spawn("iserkit-target", [os.path.join(self.bin, "iserkit-target"), "--lun", self.backing,
                                           "--listen", "127.0.0.1:0", "--port-file", port_file,
                                           "--log-level", "warn", "--no-iser"])
-        if not wait_until(lambda: os.path.exists(port_file) and os.path.getsize(port_file) > 0, 20, d.proc):
+        if not wait_until(lambda: os.path.exists(port_file) and os.path.getsize(port_file) > 0, 20, [d.proc]):
             raise Failed("no port file")
         port = int(open(port_file).read().strip())
         self.urls["iserkit-target"] = f"iscsi://127.0.0.1:{port}/{ISERKIT_IQN}/0"
@@ -233,7 +200,7 @@ class Bench:
             port = free_port()
             d = self.spawn("tgtd", ["tgtd", "-f", "--iscsi", f"portal=127.0.0.1:{port}"], env=env,
                            stop_hook=delete_target)
-            if wait_until(lambda: tgtadm("--op", "show", "--mode", "target", check=False), 10, d.proc):
+            if wait_until(lambda: tgtadm("--op", "show", "--mode", "target", check=False), 10, [d.proc]):
                 break
             d.stop()
         else:
@@ -263,7 +230,7 @@ class Bench:
             d = self.spawn(f"{bridge}>{target}", ["qemu-nbd", "-t", "-k", sock,
                                                  *shlex.split(self.args.qemu_nbd_args), "--image-opts", opts])
             self.commands.setdefault("qemu-nbd", self.commands[f"{bridge}>{target}"])
-        if not wait_until(lambda: unix_socket_ready(sock), 20, d.proc):
+        if not wait_until(lambda: unix_socket_ready(sock), 20, [d.proc]):
             raise Failed("no NBD socket")
         return d, sock
 
@@ -272,7 +239,7 @@ class Bench:
         pidfile = os.path.join(self.rundir, f"{self.mode}-nbdkit.pid")
         d = self.spawn("nbdkit-memory", ["nbdkit", "-U", sock, "-P", pidfile, "-f", "memory",
                                          str(self.p["size"])])
-        if not wait_until(lambda: unix_socket_ready(sock), 20, d.proc):
+        if not wait_until(lambda: unix_socket_ready(sock), 20, [d.proc]):
             raise Failed("no NBD socket")
         return d, sock
 
@@ -335,8 +302,7 @@ class Bench:
         before = self.cpu_snapshot(daemons.values())
         out = self.run_tool(f"fio-{combo}", argv, timeout=self.p["runtime"] + 60, show_as=shown)
         after = self.cpu_snapshot(daemons.values())
-        j = json.loads(out[out.index("{"):])  # fio nbd prints "connected to NBD server" first
-        job = j["jobs"][0]
+        job = fio_job(out)  # fio nbd prints "connected to NBD server" first
         side = job["write"] if "write" in rw else job["read"]
         moved = job["read"]["io_bytes"] + job["write"]["io_bytes"]
         res = dict(iops=side["iops"], mibs=side["bw_bytes"] / MIB, bytes=moved)
@@ -381,7 +347,7 @@ class Bench:
         try:
             # No probe connection: the one-off server (-1) would take it as its test.
             logf = os.path.join(self.logdir, f"{self.mode}-iperf3-server.log")
-            wait_until(lambda: f"listening on {port}" in open(logf, errors="replace").read(), 10, d.proc)
+            wait_until(lambda: f"listening on {port}" in open(logf, errors="replace").read(), 10, [d.proc])
             argv = ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(self.p["runtime"]), "-J"]
             out = self.run_tool("iperf3-client", argv, timeout=self.p["runtime"] + 30, show_as="iperf3")
             j = json.loads(out)

@@ -37,10 +37,11 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
-#include "fuzz_support.hpp"
+#include "engine_fuzz_input.hpp"
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
@@ -283,108 +284,102 @@ class Harness {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size) {
-  static const bool quiet = [] {
-    log::set_level(std::getenv("ISERKIT_FUZZ_LOG") ? std::getenv("ISERKIT_FUZZ_LOG") : "off");  // quiet unless asked
-    return true;
-  }();
-  (void)quiet;
-  fuzz::Reader in(raw, size);
-  const std::uint8_t c0 = in.u8(), c1 = in.u8(), c2 = in.u8(), c3 = in.u8();
+namespace {
+
+// The 4 configuration bytes (see the top of this file) → a harness in full feature phase with work
+// in flight.
+std::unique_ptr<Harness> start_harness(const std::array<std::uint8_t, 4>& c) {
   EngineConfig config;
-  config.limits.immediate_data = (c0 & 1) != 0;
-  config.limits.initial_r2t = (c0 & 2) != 0;
-  config.fail_session_on_timeout = (c0 & 4) != 0;
-  config.nop_interval = (c0 & 8) != 0 ? 50ms : 0ms;
+  config.limits.immediate_data = (c[0] & 1) != 0;
+  config.limits.initial_r2t = (c[0] & 2) != 0;
+  config.fail_session_on_timeout = (c[0] & 4) != 0;
+  config.nop_interval = (c[0] & 8) != 0 ? 50ms : 0ms;
   config.nop_timeout = 100ms;
-  config.command_timeout = (c0 & 16) != 0 ? 200ms : 0ms;
+  config.command_timeout = (c[0] & 16) != 0 ? 200ms : 0ms;
   config.request_timeout = 300ms;
-  config.limits.max_burst_length = 512u << ((c1 >> 3) & 7);
-  config.limits.first_burst_length = std::min(512u << (c1 & 7), config.limits.max_burst_length);
-  config.limits.max_send_segment_length = 512u << (c2 & 7);
-  config.max_commands_in_flight = 1 + ((c2 >> 3) & 7);
+  config.limits.max_burst_length = 512u << ((c[1] >> 3) & 7);
+  config.limits.first_burst_length = std::min(512u << (c[1] & 7), config.limits.max_burst_length);
+  config.limits.max_send_segment_length = 512u << (c[2] & 7);
+  config.max_commands_in_flight = 1 + ((c[2] >> 3) & 7);
   config.max_queued_commands = 32;
   const SerialNumber first(0xfffffff0u);  // the window wraps around 2^32 in most runs
-  const EngineStart start{.cmd_sn = first, .exp_cmd_sn = first, .max_cmd_sn = SerialNumber(first.value() + c3 % 16 - 1),
+  const EngineStart start{.cmd_sn = first, .exp_cmd_sn = first,
+                          .max_cmd_sn = SerialNumber(first.value() + c[3] % 16 - 1),
                           .exp_stat_sn = SerialNumber(7)};
-  Harness h(config, start, SessionEngine::TimePoint{} + 1h);
-
+  auto h = std::make_unique<Harness>(config, start, SessionEngine::TimePoint{} + 1h);
   // Full feature phase with work in flight: two reads, two writes, a command without data, text,
   // and an ABORT TASK for the first command.
-  h.submit_scsi(0, 1024);
-  h.submit_scsi(1, 1536);
-  h.submit_scsi(2, 8192);
-  h.submit_scsi(2, 700);
-  h.submit_scsi(4, 0);
-  h.submit_text();
-  h.submit_tmf(0, 0);
+  h->submit_scsi(0, 1024);
+  h->submit_scsi(1, 1536);
+  h->submit_scsi(2, 8192);
+  h->submit_scsi(2, 700);
+  h->submit_scsi(4, 0);
+  h->submit_text();
+  h->submit_tmf(0, 0);
+  return h;
+}
 
-  for (int steps = 0; !in.empty() && steps < 256; ++steps) {
-    const std::uint8_t step = in.u8();
-    switch (step % 8) {
-      case 0:
-      case 1:
-      case 2:
-      case 3: {
-        const std::uint8_t selector = in.u8();
-        const std::uint8_t itt_selector = in.u8();
-        const std::uint8_t flags = in.u8();
+// Steps 0-3: a target PDU. Arguments: selector, ITT selector, flags; the opcode is a target's (byte
+// 0 has no other bits a target sets), byte 1's flags stay raw; then the data segment record.
+void pdu_step(Harness& h, fuzz::PduStep pdu, fuzz::Reader& in) {
+  iscsi::Bhs& bhs = pdu.bhs;
+  const std::uint8_t itt_selector = pdu.args[1];
+  const std::uint8_t flags = pdu.args[2];
+  const auto data = in.record();
+  if (auto itt = h.pick_itt(itt_selector)) store_be32(&bhs[16], iscsi::to_u32(*itt));
+  if ((flags & 1) != 0) store_be32(&bhs[24], (h.engine().exp_stat_sn()).value());
+  if ((flags & 2) != 0) {
+    const SerialNumber exp = h.engine().window().next();
+    store_be32(&bhs[28], exp.value());
+    store_be32(&bhs[32], (exp + (flags >> 4)).value());
+  }
+  if ((flags & 8) != 0)
+    if (auto ttt = h.pick_ttt(itt_selector)) store_be32(&bhs[20], iscsi::to_u32(*ttt));
+  h.remember_ttt(bhs);
+  const std::error_code pdu_error = (flags & 4) != 0 ? make_error_code(errc::data_digest_error) : std::error_code{};
+  h.deliver(bhs, data, pdu_error, false);
+}
+
+// Steps 4-7: time, submissions, connection failure.
+void other_step(Harness& h, std::uint8_t step, fuzz::Reader& in) {
+  switch (step % 8) {
+    case 4: {
+      const auto ms = std::chrono::milliseconds(in.u16());
+      h.timer((step & 8) != 0 ? ms * 10 : ms);
+      break;
+    }
+    case 5: {
+      const std::uint8_t kind = in.u8();
+      h.submit_scsi(kind, static_cast<std::uint16_t>(in.u16() % 20000));
+      break;
+    }
+    case 6: {
+      const std::uint8_t what = in.u8();
+      const std::uint8_t arg = in.u8();
+      if (what < 0xa0) h.submit_tmf(what, arg);
+      else if (what < 0xe0) h.submit_text();
+      else h.logout();
+      break;
+    }
+    default: {
+      if ((step & 8) != 0) {
+        // A receive fails after its Data-In header was placed (connection error mid-PDU).
         iscsi::Bhs bhs{};
-        const auto header = in.bytes(iscsi::bhs_size);
-        std::copy(header.begin(), header.end(), bhs.begin());
-        const auto data = in.record();
-        if ((selector & 0x80) == 0) {
-          // Keep the I and F bits the raw byte 0/1 give; the opcode is a target's.
-          bhs[0] = static_cast<std::byte>(target_opcodes[selector % target_opcodes.size()]);
-        }
-        if (auto itt = h.pick_itt(itt_selector)) store_be32(&bhs[16], iscsi::to_u32(*itt));
-        if ((flags & 1) != 0) store_be32(&bhs[24], (h.engine().exp_stat_sn()).value());
-        if ((flags & 2) != 0) {
-          const SerialNumber exp = h.engine().window().next();
-          store_be32(&bhs[28], exp.value());
-          store_be32(&bhs[32], (exp + (flags >> 4)).value());
-        }
-        if ((flags & 8) != 0)
-          if (auto ttt = h.pick_ttt(itt_selector)) store_be32(&bhs[20], iscsi::to_u32(*ttt));
-        h.remember_ttt(bhs);
-        const std::error_code pdu_error = (flags & 4) != 0 ? make_error_code(errc::data_digest_error) : std::error_code{};
-        h.deliver(bhs, data, pdu_error, false);
-        break;
+        bhs[0] = std::byte{0x25};
+        if (auto itt = h.pick_itt(in.u8())) store_be32(&bhs[16], iscsi::to_u32(*itt));
+        store_be32(&bhs[40], in.u16());
+        std::vector<std::byte> data(1 + in.u8());
+        h.deliver(bhs, data, {}, true);
+      } else {
+        h.fail();
       }
-      case 4: {
-        const auto ms = std::chrono::milliseconds(in.u16());
-        h.timer((step & 8) != 0 ? ms * 10 : ms);
-        break;
-      }
-      case 5: {
-        const std::uint8_t kind = in.u8();
-        h.submit_scsi(kind, static_cast<std::uint16_t>(in.u16() % 20000));
-        break;
-      }
-      case 6: {
-        const std::uint8_t what = in.u8();
-        const std::uint8_t arg = in.u8();
-        if (what < 0xa0) h.submit_tmf(what, arg);
-        else if (what < 0xe0) h.submit_text();
-        else h.logout();
-        break;
-      }
-      case 7: {
-        if ((step & 8) != 0) {
-          // A receive fails after its Data-In header was placed (connection error mid-PDU).
-          iscsi::Bhs bhs{};
-          bhs[0] = std::byte{0x25};
-          if (auto itt = h.pick_itt(in.u8())) store_be32(&bhs[16], iscsi::to_u32(*itt));
-          store_be32(&bhs[40], in.u16());
-          std::vector<std::byte> data(1 + in.u8());
-          h.deliver(bhs, data, {}, true);
-        } else {
-          h.fail();
-        }
-        break;
-      }
+      break;
     }
   }
-  h.finish();
-  return 0;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size) {
+  return fuzz::run_engine_input(raw, size, target_opcodes, 0, start_harness, pdu_step, other_step);
 }

@@ -45,7 +45,7 @@
 #include <set>
 #include <vector>
 
-#include "fuzz_support.hpp"
+#include "engine_fuzz_input.hpp"
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/common/errors.hpp"
@@ -485,77 +485,69 @@ class Harness {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size) {
-  static const bool quiet = [] {
-    log::set_level(std::getenv("ISERKIT_FUZZ_LOG") ? std::getenv("ISERKIT_FUZZ_LOG") : "off");  // quiet unless asked
-    return true;
-  }();
-  (void)quiet;
-  fuzz::Reader in(raw, size);
-  const std::uint8_t c0 = in.u8(), c1 = in.u8(), c2 = in.u8(), c3 = in.u8();
+namespace {
+
+// The 4 configuration bytes (see the top of this file) → a harness whose session is in full
+// feature phase.
+std::unique_ptr<Harness> start_harness(const std::array<std::uint8_t, 4>& c) {
   SessionEngineConfig config;
   auto& p = config.params;
-  p.immediate_data = (c0 & 1) != 0;
-  p.initial_r2t = (c0 & 2) != 0;
-  config.discovery = (c0 & 4) != 0;
-  const bool rdma = (c0 & 8) != 0;
-  config.idle_interval = (c0 & 16) != 0 ? 100ms : 0ms;
+  p.immediate_data = (c[0] & 1) != 0;
+  p.initial_r2t = (c[0] & 2) != 0;
+  config.discovery = (c[0] & 4) != 0;
+  const bool rdma = (c[0] & 8) != 0;
+  config.idle_interval = (c[0] & 16) != 0 ? 100ms : 0ms;
   config.ping_timeout = 50ms;
-  p.max_burst_length = 512u << ((c1 >> 3) & 7);
-  p.first_burst_length = std::min(512u << (c1 & 7), p.max_burst_length);
-  p.initiator_max_recv_data_segment_length = 512u << (c2 & 7);
-  p.max_outstanding_r2t = 1 + ((c2 >> 3) & 3);
-  config.cmd_window_depth = 1 + (c2 >> 5);
-  config.max_immediate_commands = 1 + ((c3 >> 4) & 3);
+  p.max_burst_length = 512u << ((c[1] >> 3) & 7);
+  p.first_burst_length = std::min(512u << (c[1] & 7), p.max_burst_length);
+  p.initiator_max_recv_data_segment_length = 512u << (c[2] & 7);
+  p.max_outstanding_r2t = 1 + ((c[2] >> 3) & 3);
+  config.cmd_window_depth = 1 + (c[2] >> 5);
+  config.max_immediate_commands = 1 + ((c[3] >> 4) & 3);
   config.exp_cmd_sn = SerialNumber(0xfffffff8u);  // the window wraps around 2^32 in most runs
   config.stat_sn = SerialNumber(0xfffffffcu);
-  const std::uint64_t budget = 4096ull << (c3 & 15);
-  Harness h(config, rdma, budget, SessionEngine::TimePoint{} + 1h);
+  const std::uint64_t budget = 4096ull << (c[3] & 15);
+  return std::make_unique<Harness>(config, rdma, budget, SessionEngine::TimePoint{} + 1h);
+}
 
-  for (int steps = 0; !in.empty() && steps < 256; ++steps) {
-    const std::uint8_t step = in.u8();
-    switch (step % 8) {
-      case 0:
-      case 1:
-      case 2:
-      case 3: {
-        const std::uint8_t selector = in.u8();
-        const std::uint8_t flags = in.u8();
-        const std::uint8_t pick = in.u8();
-        iscsi::Bhs bhs{};
-        const auto header = in.bytes(iscsi::bhs_size);
-        std::copy(header.begin(), header.end(), bhs.begin());
-        const auto ahs = (flags & 16) != 0 ? in.record() : std::span<const std::byte>{};
-        const auto data = in.record();
-        if ((selector & 0x80) == 0) {
-          // Keep the I bit of the raw byte 0; the opcode is an initiator's.
-          bhs[0] = static_cast<std::byte>((static_cast<std::uint8_t>(bhs[0]) & 0x40) |
-                                          initiator_opcodes[selector % initiator_opcodes.size()]);
-        }
-        const std::uint8_t opcode = iscsi::raw_opcode(bhs);
-        if ((flags & 1) != 0) store_be32(&bhs[24], (h.engine().window().exp_cmd_sn() + (flags >> 5)).value());
-        if ((flags & 2) != 0) {
-          if (auto itt = h.pick_itt(pick)) store_be32(&bhs[opcode == 0x02 ? 20 : 16], *itt);
-        }
-        if ((flags & 4) != 0) {
-          if (auto ttt = h.pick_ttt(pick)) store_be32(&bhs[20], *ttt);
-        }
-        const std::error_code pdu_error = (flags & 8) != 0 ? make_error_code(errc::data_digest_error) : std::error_code{};
-        h.deliver(bhs, ahs, data, pdu_error);
-        break;
-      }
-      case 4:
-        if ((step & 8) != 0) h.timer_at_deadline();
-        else h.timer(std::chrono::milliseconds(in.u16()));
-        break;
-      case 5: h.complete_one((in.u8() & 1) != 0); break;
-      case 6:
-        while (h.complete_one(false)) {
-        }
-        break;
-      case 7: h.close(); break;
-    }
+// Steps 0-3: an initiator PDU. Arguments: selector, flags, ITT/TTT pick; the opcode is an
+// initiator's, the I bit of the raw byte 0 kept; then [the AHS record] and the data segment record.
+void pdu_step(Harness& h, fuzz::PduStep pdu, fuzz::Reader& in) {
+  iscsi::Bhs& bhs = pdu.bhs;
+  const std::uint8_t flags = pdu.args[1];
+  const std::uint8_t pick = pdu.args[2];
+  const auto ahs = (flags & 16) != 0 ? in.record() : std::span<const std::byte>{};
+  const auto data = in.record();
+  const std::uint8_t opcode = iscsi::raw_opcode(bhs);
+  if ((flags & 1) != 0) store_be32(&bhs[24], (h.engine().window().exp_cmd_sn() + (flags >> 5)).value());
+  if ((flags & 2) != 0) {
+    if (auto itt = h.pick_itt(pick)) store_be32(&bhs[opcode == 0x02 ? 20 : 16], *itt);
   }
-  h.finish();
-  return 0;
+  if ((flags & 4) != 0) {
+    if (auto ttt = h.pick_ttt(pick)) store_be32(&bhs[20], *ttt);
+  }
+  const std::error_code pdu_error = (flags & 8) != 0 ? make_error_code(errc::data_digest_error) : std::error_code{};
+  h.deliver(bhs, ahs, data, pdu_error);
+}
+
+// Steps 4-7: time, backend and RDMA completions, the connection closing.
+void other_step(Harness& h, std::uint8_t step, fuzz::Reader& in) {
+  switch (step % 8) {
+    case 4:
+      if ((step & 8) != 0) h.timer_at_deadline();
+      else h.timer(std::chrono::milliseconds(in.u16()));
+      break;
+    case 5: h.complete_one((in.u8() & 1) != 0); break;
+    case 6:
+      while (h.complete_one(false)) {
+      }
+      break;
+    default: h.close(); break;
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size) {
+  return fuzz::run_engine_input(raw, size, initiator_opcodes, 0x40, start_harness, pdu_step, other_step);
 }

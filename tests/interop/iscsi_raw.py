@@ -1,6 +1,7 @@
 """Raw iSCSI over a TCP socket for the black-box tests (python3 stdlib only): framing (BHS, data
 segment, padding, optional CRC32C data digest), Login Request headers and text key=value data
-(RFC 7143 §11.12, §6, §13). Imported by tests/interop/target/bad_input.py (and so limits.py) and
+(RFC 7143 §11.12, §6, §13), a one-step login to full feature phase. Imported by
+tests/interop/target/bad_input.py (and so limits.py, drain.py, reinstate.py, alua.py) and
 tests/interop/acl/acl_login.py."""
 import socket
 import struct
@@ -33,6 +34,47 @@ def login_bhs(csg, nsg, transit, cont=False, itt=1, cmd_sn=1, isid=bytes([0x80, 
     flags = (0x80 if transit else 0) | (0x40 if cont else 0) | (csg << 2) | (nsg if transit else 0)
     return (bytes([0x43, flags, 0, 0, 0, 0, 0, 0]) + bytes(isid) + b"\0\0" +
             struct.pack(">IHHII", itt, 1, 0, cmd_sn, 0) + b"\0" * 16)
+
+
+DEFAULT_ISID = bytes([0x80, 0, 0, 1, 0, 0x42])
+
+
+def session_keys(initiator, target, *extra):
+    """The keys of a Normal session's login, each once (a repeated key is refused, RFC 7143 §6.1):
+    names, no digests, MaxRecvDataSegmentLength 65536 (bytes), then the (key, value) pairs in
+    `extra`; an `extra` key already in the list replaces its value in place (RFC 7143 §13)."""
+    keys = {"InitiatorName": initiator, "TargetName": target, "SessionType": "Normal", "HeaderDigest": "None",
+            "DataDigest": "None", "MaxRecvDataSegmentLength": "65536"}
+    keys.update(extra)
+    return list(keys.items())
+
+
+def login_step(c, pairs, isid=DEFAULT_ISID):
+    """Sends one Login Request from operational negotiation straight to full feature phase (CSG 1,
+    NSG 3, T bit) carrying `pairs`; returns its Login Response (BHS, data), or (None, None) when
+    the target closed the connection instead. Asserts that the answer is a Login Response."""
+    c.send(login_bhs(1, 3, True, isid=isid), text(pairs))
+    bhs, data = c.recv()
+    assert bhs is None or bhs[0] & 0x3F == 0x23, f"expected a Login Response, got opcode {bhs[0] & 0x3f:#x}"
+    return bhs, data
+
+
+def login_status(bhs):
+    """A Login Response's Status-Class and Status-Detail as one number, e.g. 0x0301 (§11.13.5)."""
+    return bhs[36] << 8 | bhs[37]
+
+
+def full_feature_login(c, pairs, isid=DEFAULT_ISID):
+    """login_step(), asserting success: status 0, T bit, NSG 3 and the ISID echoed. Sets
+    c.exp_stat_sn (the response's StatSN + 1) and c.cmd_sn (its ExpCmdSN); returns (BHS, keys)."""
+    bhs, data = login_step(c, pairs, isid)
+    assert bhs is not None, "connection closed instead of a Login Response"
+    assert login_status(bhs) == 0, f"login failed: status {login_status(bhs):#06x}"
+    assert bhs[1] & 0x80 and bhs[1] & 3 == 3, "login did not reach full feature phase"
+    assert bhs[8:14] == bytes(isid), "Login Response carries another ISID"
+    c.exp_stat_sn = struct.unpack(">I", bhs[24:28])[0] + 1
+    c.cmd_sn = struct.unpack(">I", bhs[28:32])[0]
+    return bhs, parse_text(data)
 
 
 class RawConn:
@@ -75,6 +117,17 @@ class RawConn:
         dsl = int.from_bytes(bhs[5:8], "big")
         data = self.recv_exact(dsl + pad(dsl) + (4 if self.data_digest and dsl else 0)) if dsl else b""
         return bhs, data[:dsl]
+
+    def wait_closed(self, seconds):
+        """True when the peer closes or resets the connection within `seconds` without sending
+        anything more first; False when a byte arrives or the time passes."""
+        self.s.settimeout(seconds)
+        try:
+            return self.s.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
 
     def closed(self):
         try:

@@ -20,37 +20,17 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchlib import MIB, WORKLOADS, fio_job, require_within, stop_processes  # noqa: E402  (tests/bench)
 
 IQN = "iqn.2026-11.org.iserkit:target"
-MIB = 1 << 20
-# name -> (label, fio rw, request bytes, queue depth)
-WORKLOADS = {
-    "rr4k-qd1": ("4 KiB random read QD1", "randread", 4096, 1),
-    "rw4k-qd1": ("4 KiB random write QD1", "randwrite", 4096, 1),
-    "rr4k-qd32": ("4 KiB random read QD32", "randread", 4096, 32),
-    "rw4k-qd32": ("4 KiB random write QD32", "randwrite", 4096, 32),
-    "sr1m-qd8": ("1 MiB sequential read QD8", "read", MIB, 8),
-    "sw1m-qd8": ("1 MiB sequential write QD8", "write", MIB, 8),
-}
 PROCESSES = ("target", "bridge")
 
 
 def skip(reason):
     print(f"SKIP: {reason}", flush=True)
     sys.exit(77)
-
-
-def wait_until(pred, seconds, what, procs=()):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        for p in procs:
-            if p.poll() is not None:
-                raise RuntimeError(f"{what}: a process exited early (code {p.returncode})")
-        time.sleep(0.02)
-    raise RuntimeError(f"{what}: not within {seconds} s")
 
 
 class Counter:
@@ -70,7 +50,7 @@ class Counter:
     def snapshot(self):
         before = len(self.lines())
         self.proc.send_signal(signal.SIGUSR2)
-        wait_until(lambda: len(self.lines()) > before, 30, "allocation counter report", [self.proc])
+        require_within(lambda: len(self.lines()) > before, 30, "allocation counter report", [self.proc])
         fields = dict(kv.split("=") for kv in self.lines()[before].split())
         return {k: int(v) for k, v in fields.items()}
 
@@ -83,7 +63,7 @@ def fio_run(fio, socket_path, workload, seconds, size):
     out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"fio failed ({out.returncode}): {out.stderr.strip()}")
-    job = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
+    job = fio_job(out.stdout)
     done = job["read"]["total_ios"] + job["write"]["total_ios"]
     if job.get("error", 0) != 0 or done == 0:
         raise RuntimeError(f"fio: error {job.get('error')} after {done} requests")
@@ -142,11 +122,11 @@ def main():
 
         target = spawn("target", [os.path.join(args.bin, "iserkit-target"), "--lun", backing, "--listen",
                                   "127.0.0.1:0", "--port-file", port_file, "--log-level", "warn", "--no-iser"])
-        wait_until(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 10, "target port", [target])
+        require_within(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 10, "target port", [target])
         port = int(open(port_file).read().strip())
         bridge = spawn("bridge", [os.path.join(args.bin, "iserkit-nbd"), f"iscsi://127.0.0.1:{port}/{IQN}/0",
                                   "--socket", sock, "--log-level", "warn"])
-        wait_until(lambda: os.path.exists(sock), 10, "bridge socket", [bridge])
+        require_within(lambda: os.path.exists(sock), 10, "bridge socket", [bridge])
 
         results = {}
         failed = []
@@ -176,15 +156,7 @@ def main():
         ok = not failed
         return 0 if ok else 1
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs)
         if ok:
             shutil.rmtree(run, ignore_errors=True)
         else:

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Where WRITE payload comes from in the FUSE view (fuse_fs/README.md "Write payload"):
-#  - default: libfuse reads each request into its own buffer and the WRITE goes from there;
-#  - --splice-writes: libfuse splices requests into its pipe and the view read(2)s the payload of a
-#    page or more straight into a buffer leased from the session's pool (Session::buffer_pool();
-#    registered memory on iSER), then writes from that buffer and replies from the loop.
-# Both mounts take the same writes (O_DIRECT 1 MiB, buffered 64 KiB, an unaligned 1000-byte write
+#  - default (--splice-writes=auto) with a TCP portal, and --splice-writes=never: libfuse reads each
+#    request into its own buffer and the WRITE goes from there;
+#  - --splice-writes (the old flag, = always): libfuse splices requests into its pipe and the view
+#    read(2)s the payload of a page or more straight into a buffer leased from the session's pool
+#    (Session::buffer_pool(); registered memory on iSER), then writes from that buffer and replies
+#    from the loop. (auto with an iser:// portal splices too; no RDMA device here: unit-tested in
+#    tests/unit/fuse/write_payload_test.cpp.)
+# Every mount takes the same writes (O_DIRECT 1 MiB, buffered 64 KiB, an unaligned 1000-byte write
 # that is a read-modify-write, a sub-page write that libfuse keeps in memory); the LUN must read
 # back what was written, iserkit-fuse must report no copied payload bytes over TCP beyond the
-# unaligned write's edge bytes merged into their blocks, and with --splice-writes some writes must
-# have come through the pipe.
+# unaligned write's edge bytes merged into their blocks, and only the splicing mount may have
+# writes that came through the pipe (it must have some). A bad --splice-writes value is refused.
 source "$(dirname "$0")/lib.sh"
 
 base=iqn.2026-11.org.iserkit:payload
@@ -69,25 +72,43 @@ report() {  # LOG: "copied payload bytes: N; writes through splice: M" → sets 
   spliced=$(sed 's/.*writes through splice: \([0-9]*\)/\1/' <<<"$line")
 }
 
-echo "== default: writes from libfuse's buffer"
-mount_view "$tmp/plain" "$url" --timeout 30
-block_size=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.iscsi.block_size").decode())' \
-  "$tmp/plain/$base/lun0") || fail "no block size xattr"
-expected_copies=$(rmw_bytes "$block_size")
-run_writes "$tmp/plain"
-unmount_view "$tmp/plain" "$fuse_pid"
-report "$tmp/fuse-plain.log"
-echo "  copied=$copied (RMW edges: $expected_copies) spliced=$spliced"
-((copied == expected_copies)) || fail "copied $copied payload bytes over TCP, want $expected_copies (RMW edges)"
-((spliced == 0)) || fail "$spliced writes came through splice without --splice-writes"
+echo "== a bad --splice-writes value: usage error (2) before anything is mounted"
+mkdir -p "$tmp/bad"
+rc=0
+"$BIN/iserkit-fuse" "$url" "$tmp/bad" --foreground --splice-writes=sometimes >"$tmp/fuse-bad.log" 2>&1 || rc=$?
+((rc == 2)) || fail "--splice-writes=sometimes: exit status $rc, want 2"
+grep -q -- "--splice-writes wants always, never or auto" "$tmp/fuse-bad.log" || fail "no usage message: $(cat "$tmp/fuse-bad.log")"
+! mountpoint -q "$tmp/bad" || fail "mounted despite a bad option"
 
-echo "== --splice-writes: payload read from libfuse's pipe into session-pool buffers"
-mount_view "$tmp/splice" "$url" --timeout 30 --splice-writes
-run_writes "$tmp/splice"
-unmount_view "$tmp/splice" "$fuse_pid"
-report "$tmp/fuse-splice.log"
-echo "  copied=$copied (RMW edges: $expected_copies) spliced=$spliced"
-((copied == expected_copies)) || fail "copied $copied payload bytes over TCP with --splice-writes, want $expected_copies"
+# mount_and_write NAME MODE WHAT ARGS...: mounts $tmp/NAME with ARGS, checks that its log names
+# --splice-writes=MODE and what it decided (WHAT), runs the writes, unmounts; sets copied and
+# spliced from its exit report and checks that no payload was copied beyond the RMW edges.
+mount_and_write() {
+  local name=$1 mode=$2 what=$3; shift 3
+  mount_view "$tmp/$name" "$url" --timeout 30 "$@"
+  grep -q -- "--splice-writes=$mode: $what" "$tmp/fuse-$name.log" || fail "$name: the log does not say --splice-writes=$mode: $what"
+  if [[ -z ${expected_copies:-} ]]; then
+    block_size=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.iscsi.block_size").decode())' \
+      "$tmp/$name/$base/lun0") || fail "no block size xattr"
+    expected_copies=$(rmw_bytes "$block_size")
+  fi
+  run_writes "$tmp/$name"
+  unmount_view "$tmp/$name" "$fuse_pid"
+  report "$tmp/fuse-$name.log"
+  echo "  copied=$copied (RMW edges: $expected_copies) spliced=$spliced"
+  ((copied == expected_copies)) || fail "$name: copied $copied payload bytes over TCP, want $expected_copies (RMW edges)"
+}
+
+echo "== default (auto) over TCP: writes from libfuse's buffer"
+mount_and_write plain auto "WRITEs go from libfuse's buffer"
+((spliced == 0)) || fail "$spliced writes came through splice with --splice-writes=auto over TCP"
+
+echo "== --splice-writes=never: writes from libfuse's buffer"
+mount_and_write never never "WRITEs go from libfuse's buffer" --splice-writes=never
+((spliced == 0)) || fail "$spliced writes came through splice with --splice-writes=never"
+
+echo "== --splice-writes (= always): payload read from libfuse's pipe into session-pool buffers"
+mount_and_write splice always "requests are spliced" --splice-writes
 if ((splice_possible)); then
   # 4 O_DIRECT + 16 buffered writes of a page or more (the kernel may split or merge buffered ones).
   ((spliced >= 4)) || fail "only $spliced writes came through splice"

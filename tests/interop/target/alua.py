@@ -17,7 +17,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import bad_input as bi  # noqa: E402  (reads PORT IQN from argv)
-from iscsi_raw import login_bhs, parse_text, text  # noqa: E402
+from iscsi_raw import full_feature_login, session_keys  # noqa: E402
 
 PORT2 = int(sys.argv[3])
 
@@ -33,14 +33,8 @@ class Conn(bi.Conn):
 
 def login(port, address):
     c = Conn(address, port)
-    pairs = [("InitiatorName", "iqn.2026-11.org.test:alua"), ("TargetName", bi.IQN), ("SessionType", "Normal"),
-             ("HeaderDigest", "None"), ("DataDigest", "None"), ("MaxRecvDataSegmentLength", "65536")]
-    c.send(login_bhs(1, 3, True), text(pairs))
-    bhs, data = c.recv()
-    assert bhs is not None and bhs[36:38] == b"\0\0" and bhs[1] & 3 == 3, "login failed"
-    c.exp_stat_sn = struct.unpack(">I", bhs[24:28])[0] + 1
-    c.cmd_sn = struct.unpack(">I", bhs[28:32])[0]
-    return c, int(parse_text(data)["TargetPortalGroupTag"])
+    _, keys = full_feature_login(c, session_keys("iqn.2026-11.org.test:alua", bi.IQN))
+    return c, int(keys["TargetPortalGroupTag"])
 
 
 def command_in(c, cdb, alloc):

@@ -14,7 +14,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from iscsi_raw import RawConn, login_bhs, parse_text, text  # noqa: E402
+from iscsi_raw import RawConn, full_feature_login, login_bhs, session_keys, text  # noqa: E402
 
 PORT, IQN = int(sys.argv[1]), sys.argv[2]
 
@@ -45,19 +45,11 @@ def next_isid():
 
 def login(digest=False):
     c = Conn()
-    pairs = [("InitiatorName", "iqn.2026-11.org.test:bad-input"), ("TargetName", IQN), ("SessionType", "Normal"),
-             ("HeaderDigest", "None"), ("DataDigest", "CRC32C" if digest else "None"),
-             ("MaxRecvDataSegmentLength", "65536"), ("InitialR2T", "No"), ("ImmediateData", "Yes"),
-             ("FirstBurstLength", "65536"), ("MaxBurstLength", "262144")]
-    c.send(login_bhs(1, 3, True, isid=next_isid()), text(pairs))
-    bhs, data = c.recv()
-    assert bhs is not None and bhs[0] & 0x3F == 0x23, "no login response"
-    assert bhs[36:38] == b"\0\0", f"login failed: status {bhs[36:38].hex()}"
-    assert bhs[1] & 0x80 and bhs[1] & 3 == 3, "login did not reach full feature phase"
-    keys = parse_text(data)
+    pairs = session_keys("iqn.2026-11.org.test:bad-input", IQN, ("DataDigest", "CRC32C" if digest else "None"),
+                         ("InitialR2T", "No"), ("ImmediateData", "Yes"), ("FirstBurstLength", "65536"),
+                         ("MaxBurstLength", "262144"))
+    _, keys = full_feature_login(c, pairs, next_isid())
     assert int(keys["MaxRecvDataSegmentLength"]) >= 262144, keys
-    c.exp_stat_sn = struct.unpack(">I", bhs[24:28])[0] + 1
-    c.cmd_sn = struct.unpack(">I", bhs[28:32])[0]
     c.data_digest = digest
     return c
 

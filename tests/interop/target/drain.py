@@ -9,6 +9,10 @@ Usage: drain.py PORT IQN MODE PID
   stalled:  the same WRITE's data never comes: the target closes the connection anyway (the
             caller checks that it exits within --shutdown-timeout plus slack).
   verify:   (PID unused) block 3 holds the pattern the inflight WRITE sent.
+  forced:   a FUA WRITE of block 6 is answered GOOD (durable), a WRITE of block 7 is in flight
+            (R2T received, no data), SIGTERM, the Async Message, then a second SIGTERM: the target
+            ends at once and drops the connection without answering the in-flight WRITE.
+  verify-forced: (PID unused) block 6 holds the acknowledged pattern, block 7 was never written.
 """
 import os
 import signal
@@ -20,7 +24,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import bad_input as bi  # noqa: E402  (reads PORT IQN from argv)
-from iscsi_raw import login_bhs, text  # noqa: E402
+from iscsi_raw import full_feature_login, session_keys  # noqa: E402
 
 MODE, PID = sys.argv[3], int(sys.argv[4])
 PATTERN = bytes((i * 29 + 7) & 0xFF for i in range(512))
@@ -29,26 +33,32 @@ LBA = 3
 
 def login():
     c = bi.Conn()
-    pairs = [("InitiatorName", "iqn.2026-11.org.test:drain"), ("TargetName", bi.IQN), ("SessionType", "Normal"),
-             ("HeaderDigest", "None"), ("DataDigest", "None"), ("MaxRecvDataSegmentLength", "65536"),
-             ("InitialR2T", "Yes"), ("ImmediateData", "No"), ("MaxBurstLength", "262144")]
-    c.send(login_bhs(1, 3, True), text(pairs))
-    bhs, _ = c.recv()
-    assert bhs is not None and bhs[36:38] == b"\0\0" and bhs[1] & 3 == 3, "login failed"
-    c.exp_stat_sn = struct.unpack(">I", bhs[24:28])[0] + 1
-    c.cmd_sn = struct.unpack(">I", bhs[28:32])[0]
+    full_feature_login(c, session_keys("iqn.2026-11.org.test:drain", bi.IQN, ("InitialR2T", "Yes"),
+                                       ("ImmediateData", "No"), ("MaxBurstLength", "262144")))
     bi.clear_unit_attention(c)
     return c
 
 
-def start_write(c):
-    """A WRITE(10) of one block at LBA; returns (ITT, TTT of the R2T)."""
-    cdb = bytes([0x2A, 0]) + struct.pack(">IBHB", LBA, 0, 1, 0)
+def start_write(c, lba=LBA, fua=False):
+    """A WRITE(10) of one block at `lba` (FUA bit as asked, SBC-4 §5.43); returns (ITT, TTT of the R2T)."""
+    cdb = bytes([0x2A, 0x08 if fua else 0]) + struct.pack(">IBHB", lba, 0, 1, 0)
     itt, bhs = bi.scsi_bhs(c, cdb, 512, write=True)
     c.send(bhs)
     rbhs, _ = c.recv()
     assert rbhs is not None and rbhs[0] & 0x3F == 0x31, "expected an R2T"
     return itt, struct.unpack(">I", rbhs[20:24])[0]
+
+
+def send_data(c, itt, ttt, data):
+    """The one Data-Out PDU (F bit, DataSN 0, offset 0) answering the R2T `ttt` of task `itt`."""
+    bhs = bi.data_out_bhs(itt, 0, 0, True)
+    c.send(bhs[:20] + struct.pack(">I", ttt) + bhs[24:], data)
+
+
+def expect_good(c, what):
+    rbhs, _ = c.recv()
+    assert rbhs is not None, f"connection closed before {what} was answered"
+    assert rbhs[0] & 0x3F == 0x21 and rbhs[3] == 0, f"{what} not answered GOOD: {rbhs[0]:#x}/{rbhs[3]:#x}"
 
 
 def expect_async_logout(c):
@@ -61,20 +71,30 @@ def expect_async_logout(c):
     print(f"ok: Async Message: logout requested within {within} s")
 
 
-def wait_closed(c, seconds):
-    c.s.settimeout(seconds)
-    try:
-        return c.s.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except TimeoutError:
-        return False
-
-
 def main():
     if MODE == "verify":
         c = login()
         assert bi.read10(c, LBA, 1) == PATTERN, "the WRITE answered during the drain is not on disk"
+        print("PASS")
+        return
+    if MODE == "verify-forced":
+        c = login()
+        assert bi.read10(c, 6, 1) == PATTERN, "a FUA WRITE answered before the forced exit was lost"
+        assert bi.read10(c, 7, 1) == bytes(512), "the WRITE whose data never came reached the disk"
+        print("PASS")
+        return
+    if MODE == "forced":
+        c = login()
+        itt, ttt = start_write(c, 6, fua=True)
+        send_data(c, itt, ttt, PATTERN)
+        expect_good(c, "the FUA WRITE")
+        start_write(c, 7)  # its data never comes
+        os.kill(PID, signal.SIGTERM)
+        expect_async_logout(c)  # the drain began
+        start = time.monotonic()
+        os.kill(PID, signal.SIGTERM)
+        assert c.wait_closed(5), "the second SIGTERM did not end the target"
+        print(f"ok: second SIGTERM: connection dropped after {time.monotonic() - start:.2f} s, nothing answered")
         print("PASS")
         return
     c = login()
@@ -88,18 +108,15 @@ def main():
         print("ok: new connections refused while draining")
     if MODE == "stalled":
         start = time.monotonic()
-        assert wait_closed(c, 30), "the target never closed the stalled connection"
+        assert c.wait_closed(30), "the target never closed the stalled connection"
         print(f"ok: stalled connection closed after {time.monotonic() - start:.1f} s")
         print("PASS")
         return
     time.sleep(0.3)  # the data comes late, after the signal
-    c.send(bi.data_out_bhs(itt, 0, 0, True)[:20] + struct.pack(">I", ttt) + bi.data_out_bhs(itt, 0, 0, True)[24:],
-           PATTERN)
-    rbhs, _ = c.recv()
-    assert rbhs is not None, "connection closed before the in-flight WRITE was answered"
-    assert rbhs[0] & 0x3F == 0x21 and rbhs[3] == 0, f"WRITE not answered GOOD: {rbhs[0]:#x}/{rbhs[3]:#x}"
+    send_data(c, itt, ttt, PATTERN)
+    expect_good(c, "the in-flight WRITE")
     print("ok: the WRITE in flight at SIGTERM completed")
-    assert wait_closed(c, 10), "the target did not close the drained connection"
+    assert c.wait_closed(10), "the target did not close the drained connection"
     print("PASS")
 
 

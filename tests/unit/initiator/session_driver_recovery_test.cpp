@@ -11,24 +11,19 @@
 #include "arena_pool.hpp"
 #include "fake_datamover.hpp"
 #include "iserkit/common/errors.hpp"
-#include "session_start.hpp"
+#include "session_rig.hpp"
 
 using namespace iserkit;
 using namespace iserkit::initiator;
 using namespace std::chrono_literals;
 using test::CapturedPdu;
 using test::FakeDatamover;
+using test::fresh_login;
+using test::expect_error;
+using test::expect_good;
+using test::read10;
 
 namespace {
-
-CommandRequest read10(std::span<std::byte> buffer) {
-  CommandRequest r;
-  r.lun = scsi::Lun::from_index(0);
-  r.cdb.length = 10;
-  r.cdb.bytes[0] = std::byte{0x28};
-  r.data_in = buffer;
-  return r;
-}
 
 /// Plays a target that answers every read with one Data-In of 0x42 bytes carrying the status.
 void answer_reads(FakeDatamover& d, const CapturedPdu& p) {
@@ -49,19 +44,29 @@ std::size_t commands_in(const FakeDatamover& d) {
   return n;
 }
 
-struct RecoveryRig {
-  explicit RecoveryRig(std::chrono::milliseconds replacement, int fail_first_attempts, bool never_reconnect = false) {
+// The shared driver rig (tests/unit/support/session_rig.hpp) with a Reconnector: the first
+// connection dies as soon as a command is on it; reconnecting fails `fail_first_attempts` times
+// (or always), then hands over a second FakeDatamover that answers reads.
+// What the rig counts; a base before SessionRig, so it outlives the session that reports into it.
+struct RecoveryRecord {
+  int commands_on_first = 0;
+  FakeDatamover* second = nullptr;
+  int attempts = 0;
+  std::vector<SessionEvent> events;
+};
+
+struct RecoveryRig : RecoveryRecord, test::SessionRig {
+  explicit RecoveryRig(std::chrono::milliseconds replacement, int fail_first_attempts, bool never_reconnect = false)
+      : SessionRig(Deferred{}) {
     SessionOptions options;
     options.replacement_timeout = replacement;
     options.reconnect_delay_min = 1ms;
     options.reconnect_delay_max = 4ms;
     options.on_event = [this](const SessionEvent& e) { events.push_back(e); };
     auto fake = std::make_unique<FakeDatamover>(io.get_executor());
-    first = fake.get();
-    // The first connection dies as soon as a command is on it.
     // Counted here: the session frees the lost connection's datamover once its loop has returned,
-    // so `first` must not be read after the session recovered.
-    first->respond_with([this](FakeDatamover& d, const CapturedPdu& p) {
+    // so the first datamover (`dm`) must not be read after the session recovered.
+    fake->respond_with([this](FakeDatamover& d, const CapturedPdu& p) {
       if (p.as<iscsi::ScsiCommand>() == nullptr) return;
       ++commands_on_first;
       d.push_error(make_error_code(errc::connection_closed));
@@ -72,43 +77,10 @@ struct RecoveryRig {
       auto f = std::make_unique<FakeDatamover>(io.get_executor());
       second = f.get();
       second->respond_with(answer_reads);
-      co_return Reconnected{.datamover = std::move(f),
-                            .parameters = {},
-                            .start = EngineStart{.cmd_sn = SerialNumber(1),
-                                                 .exp_cmd_sn = SerialNumber(1),
-                                                 .max_cmd_sn = SerialNumber(64),
-                                                 .exp_stat_sn = SerialNumber(7)}};
+      co_return Reconnected{.datamover = std::move(f), .parameters = {}, .start = fresh_login(7)};
     };
-    session = start_session(io.get_executor(), std::move(fake), std::move(options), {}, "iqn.2026-01.test:t",
-                            EngineStart{.cmd_sn = SerialNumber(1),
-                                        .exp_cmd_sn = SerialNumber(1),
-                                        .max_cmd_sn = SerialNumber(64),
-                                        .exp_stat_sn = SerialNumber(1)},
-                            std::move(reconnect));
+    start(std::move(fake), std::move(options), {}, std::move(reconnect));
   }
-  template <class Body>
-  void run(Body body) {
-    bool finished = false;
-    asio::co_spawn(
-        io,
-        [&]() -> Awaitable<void> {
-          co_await body();
-          finished = true;
-          session->close();
-        },
-        asio::detached);
-    io.run_for(20s);
-    EXPECT_TRUE(finished) << "the test body did not finish";
-    EXPECT_TRUE(io.stopped()) << "a session loop is still running after close()";
-  }
-
-  asio::io_context io;
-  FakeDatamover* first = nullptr;  // valid only until the session replaced it
-  int commands_on_first = 0;
-  FakeDatamover* second = nullptr;
-  int attempts = 0;
-  std::vector<SessionEvent> events;
-  std::shared_ptr<Session> session;
 };
 
 }  // namespace
@@ -118,10 +90,7 @@ TEST(SessionDriverRecovery, CommandInFlightIsSentAgainOnTheNewConnectionAndCompl
   std::vector<std::byte> buffer(4096);
   rig.run([&]() -> Awaitable<void> {
     auto r = co_await rig.session->execute(read10(buffer));
-    EXPECT_TRUE(r) << (r ? "" : r.error().message());
-    if (r) {
-      EXPECT_EQ(r->status, scsi::Status::good);
-    }
+    expect_good(r);
     EXPECT_TRUE(rig.session->is_open());
     EXPECT_FALSE(rig.session->recovering());
     // The new connection serves the next command directly.
@@ -149,15 +118,9 @@ TEST(SessionDriverRecovery, NoNewConnectionWithinTheReplacementTimeoutFailsWithS
   std::vector<std::byte> buffer(512);
   rig.run([&]() -> Awaitable<void> {
     auto r = co_await rig.session->execute(read10(buffer));
-    EXPECT_FALSE(r);
-    if (!r) {
-      EXPECT_EQ(r.error(), make_error_code(errc::session_lost));
-    }
+    expect_error(r, make_error_code(errc::session_lost));
     auto late = co_await rig.session->execute(read10(buffer));
-    EXPECT_FALSE(late);
-    if (!late) {
-      EXPECT_EQ(late.error(), make_error_code(errc::session_lost));
-    }
+    expect_error(late, make_error_code(errc::session_lost));
     EXPECT_FALSE(rig.session->is_open());
   });
   EXPECT_GE(rig.attempts, 1);
@@ -169,29 +132,15 @@ TEST(SessionDriverRecovery, NoNewConnectionWithinTheReplacementTimeoutFailsWithS
 }
 
 TEST(SessionDriverRecovery, WithoutAReconnectorALostConnectionFailsAtOnce) {
-  asio::io_context io;
-  auto fake = std::make_unique<FakeDatamover>(io.get_executor());
-  fake->respond_with([](FakeDatamover& d, const CapturedPdu& p) {
+  test::SessionRig rig;
+  rig.dm->respond_with([](FakeDatamover& d, const CapturedPdu& p) {
     if (p.as<iscsi::ScsiCommand>() != nullptr) d.push_error(make_error_code(errc::connection_closed));
   });
-  auto session = start_session(io.get_executor(), std::move(fake), SessionOptions{}, {}, "iqn.2026-01.test:t",
-                               EngineStart{.max_cmd_sn = SerialNumber(64)});
   std::vector<std::byte> buffer(512);
-  bool finished = false;
-  asio::co_spawn(
-      io,
-      [&]() -> Awaitable<void> {
-        auto r = co_await session->execute(read10(buffer));
-        EXPECT_FALSE(r);
-        if (!r) {
-          EXPECT_EQ(r.error(), make_error_code(errc::connection_closed));
-        }
-        finished = true;
-      },
-      asio::detached);
-  io.run_for(20s);
-  EXPECT_TRUE(finished);
-  EXPECT_TRUE(io.stopped());
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(read10(buffer));
+    expect_error(r, make_error_code(errc::connection_closed));
+  });
 }
 
 // iSER recovery (exposes_task_buffers): a re-issued command carries task data prepared again by

@@ -13,7 +13,7 @@
 #include "iserkit/common/errors.hpp"
 #include "iserkit/initiator/discovery.hpp"
 #include "iserkit/iscsi/text.hpp"
-#include "session_start.hpp"
+#include "session_rig.hpp"
 
 using namespace iserkit;
 using namespace iserkit::initiator;
@@ -22,60 +22,12 @@ using test::CapturedPdu;
 using test::FakeDatamover;
 using test::ArenaPool;
 
-namespace {
-
-struct Rig {
-  explicit Rig(SessionOptions options = {}, iscsi::OperationalParameters params = {},
-               datamover::Capabilities caps = {}) {
-    auto fake = std::make_unique<FakeDatamover>(io.get_executor(), caps);
-    dm = fake.get();
-    session = start_session(io.get_executor(), std::move(fake), std::move(options), params, "iqn.2026-01.test:t",
-                            EngineStart{.cmd_sn = SerialNumber(1),
-                                        .exp_cmd_sn = SerialNumber(1),
-                                        .max_cmd_sn = SerialNumber(64),
-                                        .exp_stat_sn = SerialNumber(1)});
-  }
-  /// Runs `body` on the session's executor; then closes the session so every loop ends.
-  template <class Body>
-  void run(Body body) {
-    bool finished = false;
-    asio::co_spawn(
-        io,
-        [&]() -> Awaitable<void> {
-          co_await body();
-          finished = true;
-          session->close();
-        },
-        asio::detached);
-    io.run_for(20s);
-    EXPECT_TRUE(finished) << "the test body did not finish";
-    EXPECT_TRUE(io.stopped()) << "a session loop is still running after close()";
-  }
-
-  asio::io_context io;
-  FakeDatamover* dm = nullptr;
-  std::shared_ptr<Session> session;
-};
-
-CommandRequest read10(std::span<std::byte> buffer) {
-  CommandRequest r;
-  r.lun = scsi::Lun::from_index(0);
-  r.cdb.length = 10;
-  r.cdb.bytes[0] = std::byte{0x28};
-  r.data_in = buffer;
-  return r;
-}
-
-iscsi::ScsiResponse response_for(const iscsi::ScsiCommand& c) {
-  iscsi::ScsiResponse r;
-  r.itt = c.itt;
-  r.stat_sn = c.exp_stat_sn;
-  r.exp_cmd_sn = c.cmd_sn + 1;
-  r.max_cmd_sn = c.cmd_sn + 64;
-  return r;
-}
-
-}  // namespace
+// The driver rig and builders shared with session_driver_recovery_test.cpp (tests/unit/support).
+using Rig = test::SessionRig;
+using test::expect_error;
+using test::expect_good;
+using test::read10;
+using test::response_for;
 
 TEST(SessionDriver, ReadLandsInTheCallersBuffer) {
   Rig rig;
@@ -99,10 +51,7 @@ TEST(SessionDriver, ReadLandsInTheCallersBuffer) {
   std::vector<std::byte> buffer(8192);
   rig.run([&]() -> Awaitable<void> {
     auto r = co_await rig.session->execute(read10(buffer));
-    EXPECT_TRUE(r) << (r ? "" : r.error().message());
-    if (r) {
-      EXPECT_EQ(r->status, scsi::Status::good);
-    }
+    expect_good(r);
   });
   EXPECT_EQ(buffer[0], std::byte{0x10});
   EXPECT_EQ(buffer[4095], std::byte{0x10});
@@ -196,10 +145,7 @@ TEST(SessionDriver, TimedOutCommandIsAbortedAndTheSessionStaysUsable) {
   std::vector<std::byte> buffer(512);
   rig.run([&]() -> Awaitable<void> {
     auto r = co_await rig.session->execute(read10(buffer));
-    EXPECT_FALSE(r);
-    if (!r) {
-      EXPECT_EQ(r.error(), make_error_code(errc::timeout));
-    }
+    expect_error(r, make_error_code(errc::timeout));
     co_await abort_answered.wait();
     EXPECT_TRUE(rig.session->is_open());
     CommandRequest tur;
@@ -218,17 +164,11 @@ TEST(SessionDriver, ConnectionLossFailsCommandsAndTheSession) {
   std::vector<std::byte> buffer(512);
   rig.run([&]() -> Awaitable<void> {
     auto r = co_await rig.session->execute(read10(buffer));
-    EXPECT_FALSE(r);
-    if (!r) {
-      EXPECT_EQ(r.error(), make_error_code(errc::connection_closed));
-    }
+    expect_error(r, make_error_code(errc::connection_closed));
     EXPECT_FALSE(rig.session->is_open());
     EXPECT_EQ(rig.session->error(), make_error_code(errc::connection_closed));
     auto later = co_await rig.session->execute(read10(buffer));
-    EXPECT_FALSE(later);
-    if (!later) {
-      EXPECT_EQ(later.error(), make_error_code(errc::connection_closed));
-    }
+    expect_error(later, make_error_code(errc::connection_closed));
   });
   EXPECT_TRUE(rig.dm->closed());
 }
@@ -320,17 +260,14 @@ TEST(SessionDriver, TextRequestGathersContinuationsForDiscovery) {
 // registered bounce buffer, whose read data finish() copies back (one counted copy). The
 // responder plays the target's RDMA Write into the advertised region.
 TEST(SessionDriver, PoolBuffersNeedNoBounceOnRdmaTransports) {
-  ArenaPool pool;
-  asio::io_context io;
-  auto fake = std::make_unique<FakeDatamover>(io.get_executor(),
+  ArenaPool pool;  // outlives the rig's session
+  Rig rig(Rig::Deferred{});
+  auto fake = std::make_unique<FakeDatamover>(rig.io.get_executor(),
                                               datamover::Capabilities{.rdma_data = true, .exposes_task_buffers = true});
   fake->use_pool(pool);
-  FakeDatamover* dm = fake.get();
-  auto session = start_session(io.get_executor(), std::move(fake), {}, {}, "iqn.2026-01.test:t",
-                               EngineStart{.cmd_sn = SerialNumber(1), .exp_cmd_sn = SerialNumber(1),
-                                           .max_cmd_sn = SerialNumber(64), .exp_stat_sn = SerialNumber(1)});
+  rig.start(std::move(fake), {});
   std::vector<std::optional<Buffer>> advertised;
-  dm->respond_with([&](FakeDatamover& d, const CapturedPdu& p) {
+  rig.dm->respond_with([&](FakeDatamover& d, const CapturedPdu& p) {
     const auto* c = p.as<iscsi::ScsiCommand>();
     if (c == nullptr) return;
     advertised.push_back(p.read_region);
@@ -340,21 +277,16 @@ TEST(SessionDriver, PoolBuffersNeedNoBounceOnRdmaTransports) {
   auto lease = pool.allocate(4096);
   std::vector<std::byte> plain(4096);
   std::uint64_t pooled_copies = 0, plain_copies = 0;
-  asio::co_spawn(
-      io,
-      [&]() -> Awaitable<void> {
-        auto before = copied_payload_bytes();
-        auto r = co_await session->execute(read10(lease.bytes()));
-        EXPECT_TRUE(r);
-        pooled_copies = copied_payload_bytes() - before;
-        before = copied_payload_bytes();
-        r = co_await session->execute(read10(plain));
-        EXPECT_TRUE(r);
-        plain_copies = copied_payload_bytes() - before;
-        session->close();
-      },
-      asio::detached);
-  io.run_for(20s);
+  rig.run([&]() -> Awaitable<void> {
+    auto before = copied_payload_bytes();
+    auto r = co_await rig.session->execute(read10(lease.bytes()));
+    EXPECT_TRUE(r);
+    pooled_copies = copied_payload_bytes() - before;
+    before = copied_payload_bytes();
+    r = co_await rig.session->execute(read10(plain));
+    EXPECT_TRUE(r);
+    plain_copies = copied_payload_bytes() - before;
+  });
   ASSERT_EQ(advertised.size(), 2u);
   ASSERT_TRUE(advertised[0] && advertised[1]);
   EXPECT_EQ(advertised[0]->bytes.data(), lease.data());  // the caller's own bytes
@@ -414,10 +346,7 @@ TEST(SessionDriver, TimeoutClosesTheConnectionWhenThePeerHoldsTheBuffers) {
   std::vector<std::byte> buffer(512);
   rig.run([&]() -> Awaitable<void> {
     auto r = co_await rig.session->execute(read10(buffer));  // never answered
-    EXPECT_FALSE(r);
-    if (!r) {
-      EXPECT_EQ(r.error(), make_error_code(errc::timeout));
-    }
+    expect_error(r, make_error_code(errc::timeout));
     EXPECT_FALSE(rig.session->is_open());  // ended by the timeout itself, before run() closes it
     if (!rig.session->is_open()) {
       EXPECT_EQ(rig.session->error(), make_error_code(errc::connection_closed));

@@ -20,13 +20,14 @@ TEST(ConfigLimits, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(l.global_payload_bytes, 512u << 20);
   EXPECT_EQ(l.pool_idle_bytes, 64u << 20);
   EXPECT_EQ(l.shutdown_timeout, 10s);
+  EXPECT_EQ(l.reinstate_timeout, 10s);
 }
 
 TEST(ConfigLimits, ParsesEveryKey) {
   auto c = parse_config_toml(
       "[limits]\nlogin_timeout = 2.5\nidle_interval = 0\nping_timeout = 3\nmax_logging_in = 8\nfd_reserve = 32\n"
       "max_immediate_commands = 4\nconnection_payload_budget = \"16M\"\nglobal_payload_budget = 1073741824\n"
-      "pool_idle_cap = \"8M\"\nshutdown_timeout = 0.5\n",
+      "pool_idle_cap = \"8M\"\nshutdown_timeout = 0.5\nreinstate_timeout = 1.5\n",
       "limits.toml");
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->limits.login_timeout, 2500ms);
@@ -39,6 +40,7 @@ TEST(ConfigLimits, ParsesEveryKey) {
   EXPECT_EQ(c->limits.global_payload_bytes, 1u << 30);
   EXPECT_EQ(c->limits.pool_idle_bytes, 8u << 20);
   EXPECT_EQ(c->limits.shutdown_timeout, 500ms);
+  EXPECT_EQ(c->limits.reinstate_timeout, 1500ms);
 }
 
 TEST(ConfigAlua, PortalGroupStatesByTag) {
@@ -63,6 +65,7 @@ TEST(ConfigLimits, RefusesBadValuesWithTheKeyNamed) {
       {"[limits]\nlogin_timeout = 0\n", "limits.login_timeout"},
       {"[limits]\nping_timeout = -1\n", "limits.ping_timeout"},
       {"[limits]\nshutdown_timeout = \"soon\"\n", "limits.shutdown_timeout"},
+      {"[limits]\nreinstate_timeout = 0\n", "limits.reinstate_timeout"},
       {"[limits]\nmax_logging_in = 0\n", "limits.max_logging_in"},
       {"[limits]\nfd_reserve = 2\n", "limits.fd_reserve"},
       {"[limits]\nmax_immediate_commands = 1.5\n", "limits.max_immediate_commands"},

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <optional>
+#include <utility>
 #include <thread>
 
 namespace iserkit::target {
@@ -125,6 +128,113 @@ TEST(SessionEnd, WaitAfterSetReturnsAtOnce) {
       asio::detached);
   context.run();
   EXPECT_TRUE(resumed);
+}
+
+// SessionEnd::wait_for (the reinstatement bound, ConnectionLimits::reinstate_timeout): `set_after`
+// (nullopt: never) sets the latch from another thread that long after the wait began; returns
+// what wait_for answered and how long it took.
+std::pair<bool, std::chrono::steady_clock::duration> timed_wait(SessionEnd& end, std::chrono::milliseconds bound,
+                                                                std::optional<std::chrono::milliseconds> set_after) {
+  asio::io_context context;
+  std::optional<bool> answer;
+  const auto start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration took{};
+  asio::co_spawn(
+      context,
+      [&]() -> Awaitable<void> {
+        answer = co_await end.wait_for(bound);
+        took = std::chrono::steady_clock::now() - start;
+      },
+      asio::detached);
+  std::thread setter;
+  if (set_after) setter = std::thread([&end, d = *set_after] {
+    std::this_thread::sleep_for(d);
+    end.set();
+  });
+  context.run_for(std::chrono::seconds(10));
+  if (setter.joinable()) setter.join();
+  EXPECT_TRUE(answer.has_value()) << "wait_for never returned";
+  return {answer.value_or(false), took};
+}
+
+TEST(SessionEnd, WaitForGivesUpAfterTheBound) {
+  using namespace std::chrono_literals;
+  SessionEnd end;
+  const auto [ended, took] = timed_wait(end, 100ms, std::nullopt);
+  EXPECT_FALSE(ended);
+  EXPECT_GE(took, 100ms);
+  EXPECT_FALSE(end.is_set());
+}
+
+TEST(SessionEnd, WaitForReturnsWhenSetBeforeTheBound) {
+  using namespace std::chrono_literals;
+  SessionEnd end;
+  const auto [ended, took] = timed_wait(end, 5000ms, 50ms);  // set from another thread
+  EXPECT_TRUE(ended);
+  EXPECT_LT(took, 5000ms);  // woken by set(), not by the bound
+  SessionEnd already;
+  already.set();
+  EXPECT_TRUE(timed_wait(already, 5000ms, std::nullopt).first);
+}
+
+// Registers session `id` (TSIH `tsih`) under `key`; returns its end latch and the entry it replaced.
+std::pair<std::shared_ptr<SessionEnd>, std::optional<SessionTable::Entry>> add(SessionTable& table, const SessionKey& key,
+                                                                                std::uint64_t id, std::uint16_t tsih) {
+  auto e = entry(id, tsih);
+  auto end = e.ended;
+  auto replaced = table.replace(key, std::move(e));
+  return {end, std::move(replaced)};
+}
+
+TEST(SessionTable, FinishWithoutPredecessorRemovesAndSets) {
+  SessionTable table;
+  const auto key = SessionKey::make("iqn.x:h", isid_a, "iqn.y:t");
+  const auto a_end = add(table, key, 1, 10).first;
+  table.finish(key, 1, a_end);
+  EXPECT_TRUE(a_end->is_set());
+  EXPECT_FALSE(table.tsih(key));
+}
+
+// A login (B) that replaced session A but gave up waiting for it (reinstate_timeout) ends without
+// a session; whoever replaces B next must still wait for A, else A's command could reach the LU
+// after that newer session started (RFC 7143 §6.3.5).
+TEST(SessionTable, ALoginThatGaveUpStandsForTheSessionItCouldNotEnd) {
+  SessionTable table;
+  const auto key = SessionKey::make("iqn.x:h", isid_a, "iqn.y:t");
+  const auto a_end = add(table, key, 1, 10).first;
+  auto [b_end, replaced] = add(table, key, 2, 11);
+  ASSERT_TRUE(replaced);
+  EXPECT_EQ(replaced->id, 1u);
+  table.finish(key, 2, b_end, a_end);  // B refused (A still on the backend); B's run() is over
+  EXPECT_FALSE(b_end->is_set());       // whoever waits for B waits for A
+  EXPECT_EQ(table.tsih(key), 11);      // B stays registered for A meanwhile
+  // C replaces B and, like B, gives up.
+  auto [c_end, replaced_by_c] = add(table, key, 3, 12);
+  replaced = std::move(replaced_by_c);
+  ASSERT_TRUE(replaced);
+  EXPECT_EQ(replaced->id, 2u);
+  EXPECT_EQ(replaced->ended, b_end);
+  table.finish(key, 3, c_end, b_end);
+  EXPECT_FALSE(c_end->is_set());
+  // A's command completes at last: A ends, and with it B and C, in that order; the table empties.
+  table.finish(key, 1, a_end);
+  EXPECT_TRUE(a_end->is_set());
+  EXPECT_TRUE(b_end->is_set());
+  EXPECT_TRUE(c_end->is_set());
+  EXPECT_FALSE(table.tsih(key));
+  EXPECT_EQ(table.size(), 0u);
+}
+
+TEST(SessionTable, AGaveUpLoginDoesNotUnregisterALaterSession) {
+  SessionTable table;
+  const auto key = SessionKey::make("iqn.x:h", isid_a, "iqn.y:t");
+  const auto a_end = add(table, key, 1, 10).first;
+  const auto b_end = add(table, key, 2, 11).first;
+  table.finish(key, 2, b_end, a_end);
+  table.replace(key, entry(3, 12));  // D logs in later and registers (it waited for B, hence A)
+  table.finish(key, 1, a_end);
+  EXPECT_TRUE(b_end->is_set());
+  EXPECT_EQ(table.tsih(key), 12);  // B's late removal leaves D alone
 }
 
 }  // namespace

@@ -137,6 +137,12 @@ struct TargetDefinition {
 struct ConnectionLimits {
   /// A connection that has not completed login within this time is closed (LIO: 15 s).
   std::chrono::milliseconds login_timeout{15000};
+  /// Session reinstatement (RFC 7143 §6.3.5): how long a login that ends a live session with its
+  /// InitiatorName + ISID waits for that session to end (a command still on the backend holds
+  /// it). When the time passes the login is answered 0x0301 (Target Error, Service Unavailable:
+  /// the initiator retries later) and closed; the old session keeps being waited for by the next
+  /// login. > 0.
+  std::chrono::milliseconds reinstate_timeout{10000};
   /// Full-feature phase: after this long without a PDU from the initiator the target sends a
   /// NOP-In ping (RFC 7143 §11.19, ITT 0xffffffff, TTT ≠ 0xffffffff). 0 = never ping.
   std::chrono::milliseconds idle_interval{15000};

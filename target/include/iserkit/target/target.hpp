@@ -35,6 +35,9 @@ class TargetServer {
 
   /// Runs the I/O threads until stop() (or SIGINT/SIGTERM when `handle_signals`); then closes
   /// every connection and returns when they are gone. Call once, from one thread.
+  /// With `handle_signals`, a second SIGINT/SIGTERM once the first one's drain began ends the
+  /// process at once with _exit(128 + signal number): commands not answered yet are dropped (what
+  /// was answered is in the kernel already; target/README.md "Shutdown").
   void run(bool handle_signals);
   /// Stops accepting and closes every connection. Thread-safe; returns at once.
   void stop();
