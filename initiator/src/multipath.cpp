@@ -17,6 +17,7 @@
 #include "iserkit/initiator/errors.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "login_io.hpp"
+#include "multipath_internal.hpp"
 #include "path_selector.hpp"
 
 namespace iserkit::initiator {
@@ -177,6 +178,7 @@ struct Multipath::Impl {
   std::weak_ptr<Multipath> owner;
   BufferPool* pool = nullptr;
   std::uint32_t max_transfer = 0;
+  PathConnector connector;
 
   void emit(PathEvent::Kind kind, std::size_t path, std::error_code ec = {}) {
     if (options.on_event) options.on_event(PathEvent{.kind = kind, .path = path, .error = ec});
@@ -296,7 +298,7 @@ struct Multipath::Impl {
     so.on_event = [w = owner, this, i, gen](const SessionEvent& e) {
       if (auto self = w.lock()) on_session_event(i, gen, e);
     };
-    auto session = co_await Session::connect(ex, p.url, std::move(so));
+    auto session = co_await connector(p.url, std::move(so));
     if (!session) co_return fail(session.error());
     auto s = *session;
     if (closed || gen != p.generation) {
@@ -451,6 +453,7 @@ struct Multipath::Impl {
       while (!writes.covered(barrier) && !closed) co_await writes_progress.wait();
     }
     unsigned alua_tries = 0;
+    std::size_t timeouts = 0;  // command timeouts on paths whose session stayed up
     while (true) {
       if (closed) co_return fail(errc::session_closed);
       const auto pick = selector.pick();
@@ -467,6 +470,10 @@ struct Multipath::Impl {
       auto r = co_await session->execute(req);
       if (!r) {
         if (!is_path_error(r.error()) || closed) co_return r;
+        // A command that times out on a live path is tried once per path, not forever.
+        if (r.error() == make_error_code(errc::timeout) && session->is_open() && !session->recovering() &&
+            ++timeouts >= paths.size())
+          co_return r;
         ++p.failures;
         ++stats.path_retries;
         log::debug("multipath: path {}: command failed ({}): sending it on another path", i, r.error().message());
@@ -517,8 +524,22 @@ struct Multipath::Impl {
 Multipath::Multipath(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Multipath::~Multipath() = default;
 
+namespace {
+// A free coroutine (GCC 12 mishandles coroutine lambdas with by-value captures).
+Awaitable<Result<std::shared_ptr<Session>>> connect_session(asio::any_io_executor ex, Url url, SessionOptions options) {
+  co_return co_await Session::connect(ex, url, std::move(options));
+}
+}  // namespace
+
 Awaitable<Result<std::shared_ptr<Multipath>>> Multipath::open(asio::any_io_executor ex, std::vector<Url> urls,
                                                               scsi::Lun lun, MultipathOptions options) {
+  PathConnector connect = [ex](const Url& url, SessionOptions o) { return connect_session(ex, url, std::move(o)); };
+  return open_multipath(ex, std::move(urls), lun, std::move(options), std::move(connect));
+}
+
+Awaitable<Result<std::shared_ptr<Multipath>>> open_multipath(asio::any_io_executor ex, std::vector<Url> urls,
+                                                             scsi::Lun lun, MultipathOptions options,
+                                                             PathConnector connect) {
   if (urls.empty()) co_return fail(errc::invalid_argument);
   for (const auto& u : urls) {
     if (u.target.empty()) co_return fail(errc::invalid_argument);
@@ -527,8 +548,10 @@ Awaitable<Result<std::shared_ptr<Multipath>>> Multipath::open(asio::any_io_execu
   }
   if (options.session.transport == TransportPolicy::iser || options.session.transport == TransportPolicy::automatic)
     co_return fail(errc::not_supported);
-  auto mp = std::make_shared<Multipath>(std::make_unique<Impl>(ex, std::move(urls), lun, std::move(options)));
-  Impl& m = *mp->impl_;
+  auto impl = std::make_unique<Multipath::Impl>(ex, std::move(urls), lun, std::move(options));
+  Multipath::Impl& m = *impl;
+  m.connector = std::move(connect);
+  auto mp = std::make_shared<Multipath>(std::move(impl));
   m.owner = mp;
   std::error_code first_error;
   for (std::size_t i = 0; i < m.paths.size(); ++i) {

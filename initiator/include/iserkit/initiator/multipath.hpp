@@ -128,7 +128,7 @@ class Multipath : public CommandChannel, public std::enable_shared_from_this<Mul
   struct Impl;
 
   /// Logs in to every URL (one Session each) and, per path, reads standard INQUIRY (TPGS) and VPD
-  /// 0x83 of LUN `lun`; then the ALUA states (REPORT TARGET PORT GROUPS) when TPGS≠0. A path that
+  /// 0x83 of LUN `lun` (the same LUN through every path; the URLs' own LUN fields are not used); then the ALUA states (REPORT TARGET PORT GROUPS) when TPGS≠0. A path that
   /// cannot log in now is reinstated in the background. URLs may name different targets only if
   /// the logical unit's designators match.
   /// Returns: the device, or
@@ -145,6 +145,7 @@ class Multipath : public CommandChannel, public std::enable_shared_from_this<Mul
   /// Returns: the ScsiResult of the path that answered, or
   ///  - errc::session_lost: no path usable for replacement_timeout;
   ///  - errc::session_closed: close() or logout() was called;
+  ///  - errc::timeout: the command timed out on as many live paths as there are paths;
   ///  - the errors of Session::execute() that are not path errors (invalid_argument, task_aborted,
   ///    protocol_error…).
   Awaitable<Result<scsi::ScsiResult>> execute(const CommandRequest& request) override;
