@@ -29,7 +29,7 @@ class LunExport final : public Export {
   [[nodiscard]] ExportInfo info() const override;
   /// The session's pool (registered memory on iSER): request buffers then go to the target as
   /// STags without a copy.
-  [[nodiscard]] BufferPool* buffer_pool() const noexcept override { return &lun_.session()->buffer_pool(); }
+  [[nodiscard]] BufferPool* buffer_pool() const noexcept override { return &lun_.channel()->buffer_pool(); }
   /// From now on a request that fails for want of the session (closed, lost, logged out) reports
   /// ESHUTDOWN (NBD_ESHUTDOWN, proto.md: the server is shutting down) instead of its errno.
   void set_shutting_down() noexcept { shutting_down_ = true; }

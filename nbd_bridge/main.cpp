@@ -11,6 +11,11 @@
 // with NBD_EIO; --on-give-up exit exits with status 3 so a supervisor restarts the bridge. Where it
 // stands (connected / recovering since / gave up, counters) goes to --stats-file on every change
 // and at exit, and to stderr on SIGUSR1.
+// MULTIPATH: several URLs are several paths to one LUN (initiator::Multipath): one session per
+// path with a short replacement timeout (--path-replacement-timeout) and NOP-Out checks, commands
+// spread by --multipath failover|round-robin and ALUA, a failed path's commands sent again on
+// another path, failed paths reinstated in the background. --replacement-timeout is then how
+// long requests wait while no path is usable. Per-path state goes to --stats-file and SIGUSR1.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -25,6 +30,7 @@
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/initiator/lun.hpp"
+#include "iserkit/initiator/multipath.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/initiator/url.hpp"
 #include "nbd_bridge/lun_export.hpp"
@@ -38,7 +44,10 @@ enum class OnGiveUp { error, exit };
 
 struct Config {
   OnGiveUp on_give_up = OnGiveUp::error;
-  initiator::Url url;
+  initiator::Url url;              // the first (or only) path
+  std::vector<initiator::Url> urls;  // every path; more than one = multipath
+  initiator::MultipathPolicy policy = initiator::MultipathPolicy::failover;
+  std::chrono::milliseconds path_replacement_timeout{5000};
   std::string socket_path;
   std::string listen;
   std::string port_file;
@@ -55,6 +64,7 @@ struct BridgeStatus {
   std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
   std::string stats_file;
   std::weak_ptr<initiator::Session> session;
+  std::weak_ptr<initiator::Multipath> multipath;  // with several URLs
   std::function<void()> exit_on_give_up;  // set with --on-give-up exit
 
   static const char* name(State s) {
@@ -84,6 +94,24 @@ struct BridgeStatus {
       o << "connections_lost=" << st.connections_lost << "\nreconnect_attempts=" << st.reconnect_attempts
         << "\nrecoveries=" << st.recoveries << "\ncommands_reissued=" << st.commands_reissued
         << "\ncommands_sent=" << st.commands_sent << "\n";
+    }
+    if (auto m = multipath.lock()) {
+      const auto& st = m->stats();
+      o << "multipath=" << initiator::to_string(m->policy()) << "\npath_downs=" << st.path_downs
+        << "\npath_ups=" << st.path_ups << "\npath_retries=" << st.path_retries << "\nalua_retries=" << st.alua_retries
+        << "\nflushes_held=" << st.flushes_held << "\ncommands_sent=" << st.commands << "\n";
+      const auto paths = m->paths();
+      for (std::size_t i = 0; i < paths.size(); ++i) {
+        const auto& p = paths[i];
+        const std::string k = "path." + std::to_string(i) + ".";
+        o << k << "state=" << initiator::to_string(p.state) << "\n"
+          << k << "alua=" << scsi::to_string(p.access_state) << "\n"
+          << k << "commands=" << p.commands << "\n"
+          << k << "failures=" << p.failures << "\n"
+          << k << "downs=" << p.downs << "\n"
+          << k << "reinstatements=" << p.reinstatements << "\n"
+          << k << "url=" << p.url << "\n";
+      }
     }
     o << "copied_payload_bytes=" << copied_payload_bytes() << "\n";
     return o.str();
@@ -125,6 +153,32 @@ struct BridgeStatus {
         break;
     }
   }
+  void on_path_event(const initiator::PathEvent& e) {
+    using K = initiator::PathEvent::Kind;
+    switch (e.kind) {
+      case K::path_down:
+        std::cerr << "iserkit-nbd: path " << e.path << " down (" << e.error.message() << ")\n";
+        write();
+        break;
+      case K::path_up:
+        std::cerr << "iserkit-nbd: path " << e.path << " up\n";
+        if (state == State::recovering || state == State::gave_up) {
+          set(State::connected);
+        } else {
+          write();
+        }
+        break;
+      case K::all_paths_lost:
+        std::cerr << "iserkit-nbd: all paths lost: recovering\n";
+        set(State::recovering);
+        break;
+      case K::gave_up:
+        std::cerr << "iserkit-nbd: gave up: no usable path\n";
+        set(State::gave_up);
+        if (exit_on_give_up) exit_on_give_up();
+        break;
+    }
+  }
 };
 
 // Splits "host:port", "[v6]:port" or ":port".
@@ -146,27 +200,57 @@ bool split_host_port(const std::string& s, std::string& host, std::uint16_t& por
 
 Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatus> status) {
   auto ex = co_await asio::this_coro::executor;
-  cfg.session.on_event = [status](const initiator::SessionEvent& e) { status->on_event(e); };
-  auto session = co_await initiator::Session::connect(ex, cfg.url, cfg.session);
-  if (!session) {
-    std::cerr << "iserkit-nbd: login: " << session.error().message() << ": url=" << initiator::format_url(cfg.url)
-              << "\n";
-    co_return 1;
-  }
-  log::info("iserkit-nbd: logged in over {}", (*session)->transport() == datamover::Transport::iser ? "iSER" : "TCP");
-  status->session = *session;
-  status->set(BridgeStatus::State::connected);
   const auto lun_index = cfg.url.lun.value_or(0);
-  auto lun = co_await initiator::LunHandle::open(*session, scsi::Lun::from_index(lun_index));
+  std::shared_ptr<initiator::CommandChannel> channel;
+  std::shared_ptr<initiator::Session> single;
+  std::shared_ptr<initiator::Multipath> multipath;
+  std::string description;
+  if (cfg.urls.size() <= 1) {
+    cfg.session.on_event = [status](const initiator::SessionEvent& e) { status->on_event(e); };
+    auto session = co_await initiator::Session::connect(ex, cfg.url, cfg.session);
+    if (!session) {
+      std::cerr << "iserkit-nbd: login: " << session.error().message() << ": url=" << initiator::format_url(cfg.url)
+                << "\n";
+      co_return 1;
+    }
+    log::info("iserkit-nbd: logged in over {}", (*session)->transport() == datamover::Transport::iser ? "iSER" : "TCP");
+    single = *session;
+    status->session = single;
+    channel = single;
+    description = initiator::format_url(cfg.url);
+  } else {
+    initiator::MultipathOptions mo;
+    mo.policy = cfg.policy;
+    mo.session = cfg.session;
+    mo.replacement_timeout = cfg.session.replacement_timeout;
+    mo.path_replacement_timeout = cfg.path_replacement_timeout;
+    mo.on_event = [status](const initiator::PathEvent& e) { status->on_path_event(e); };
+    auto opened = co_await initiator::Multipath::open(ex, cfg.urls, scsi::Lun::from_index(lun_index), mo);
+    if (!opened) {
+      std::cerr << "iserkit-nbd: multipath: " << opened.error().message() << ": " << cfg.urls.size()
+                << " paths (see the log for which path failed)\n";
+      co_return 1;
+    }
+    multipath = *opened;
+    status->multipath = multipath;
+    channel = multipath;
+    for (const auto& u : cfg.urls) description += (description.empty() ? "" : " ") + initiator::format_url(u);
+  }
+  auto close_all = [&] {
+    if (single) single->close();
+    if (multipath) multipath->close();
+  };
+  status->set(BridgeStatus::State::connected);
+  auto lun = co_await initiator::LunHandle::open(channel, scsi::Lun::from_index(lun_index));
   if (!lun) {
     std::cerr << "iserkit-nbd: open LUN: " << lun.error().message() << ": lun=" << lun_index << "\n";
-    (*session)->close();
+    close_all();
     co_return 1;
   }
   const auto cap = lun->info().capacity;
   auto exported = std::make_shared<nbd::LunExport>(
       *lun, nbd::LunExportOptions{.name = cfg.name.empty() ? cfg.url.target + "/" + std::to_string(lun_index) : cfg.name,
-                                  .description = initiator::format_url(cfg.url),
+                                  .description = description,
                                   .read_only = cfg.read_only});
   nbd::Server server(io, exported, {.read_only = cfg.read_only, .single_threaded = true});
   bool listening = false;
@@ -182,7 +266,7 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
       std::cerr << "iserkit-nbd: listen: " << r.error().message() << ": socket=" << cfg.socket_path << "\n";
       co_return 1;
     }
-    std::cout << "serving " << initiator::format_url(cfg.url) << " (" << cap.size_bytes() << " bytes, "
+    std::cout << "serving " << description << " (" << cap.size_bytes() << " bytes, "
               << cap.block_size_bytes << "-byte blocks) on unix:" << cfg.socket_path << std::endl;
     listening = true;
   }
@@ -198,7 +282,7 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
       std::cerr << "iserkit-nbd: listen: " << bound.error().message() << ": address=" << cfg.listen << "\n";
       co_return 1;
     }
-    std::cout << "serving " << initiator::format_url(cfg.url) << " (" << cap.size_bytes() << " bytes) on tcp:"
+    std::cout << "serving " << description << " (" << cap.size_bytes() << " bytes) on tcp:"
               << host << ":" << *bound << std::endl;
     if (!cfg.port_file.empty()) std::ofstream(cfg.port_file) << *bound << "\n";
     listening = true;
@@ -221,7 +305,8 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
   log::info("iserkit-nbd: shutting down");
   exported->set_shutting_down();  // requests failing from here on get NBD_ESHUTDOWN
   server.stop();
-  co_await (*session)->logout();
+  if (single) co_await single->logout();
+  if (multipath) co_await multipath->logout();
   status->set(BridgeStatus::State::stopped);
   co_return 0;
 }
@@ -231,9 +316,12 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
 int main(int argc, char** argv) {
   cxxopts::Options options("iserkit-nbd", "Serve a remote iSCSI LUN as an NBD export.\n"
                                           "Usage: iserkit-nbd iscsi://HOST[:PORT]/TARGET-IQN/LUN --socket PATH\n"
-                                          "       iserkit-nbd iser://HOST[:PORT]/TARGET-IQN/LUN --socket PATH   (iSER, RDMA)");
+                                          "       iserkit-nbd iser://HOST[:PORT]/TARGET-IQN/LUN --socket PATH   (iSER, RDMA)\n"
+                                          "       iserkit-nbd URL URL [URL...] --multipath failover|round-robin --socket PATH\n"
+                                          "         (several paths to one LUN, TCP)");
   options.add_options()
-      ("url", "iSCSI URL of the LUN", cxxopts::value<std::string>())
+      ("url", "iSCSI URL of the LUN; several URLs = several paths to the same LUN",
+       cxxopts::value<std::vector<std::string>>())
       ("s,socket", "serve on this Unix socket path", cxxopts::value<std::string>())
       ("l,listen", "serve on TCP HOST:PORT ([::]:10809, 127.0.0.1:0 for any free port)", cxxopts::value<std::string>())
       ("port-file", "write the bound TCP port to this file", cxxopts::value<std::string>())
@@ -256,6 +344,12 @@ int main(int argc, char** argv) {
        cxxopts::value<double>()->default_value("5"))
       ("nop-timeout", "seconds a ping may stay unanswered before the connection counts as lost",
        cxxopts::value<double>()->default_value("5"))
+      ("multipath", "with several URLs: failover (one path at a time) or round-robin (spread over the usable paths "
+                    "of the best ALUA group)", cxxopts::value<std::string>()->default_value("failover"))
+      ("path-replacement-timeout", "with several URLs: seconds a path's session tries to log in again by itself "
+                                   "before its requests go to another path (--replacement-timeout is then how long "
+                                   "requests wait while no path is usable)",
+       cxxopts::value<double>()->default_value("5"))
       ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
       ("version", "print the version")
       ("h,help", "print this help");
@@ -276,12 +370,27 @@ int main(int argc, char** argv) {
       std::cerr << "iserkit-nbd: missing URL (see --help)\n";
       return 2;
     }
-    auto url = initiator::parse_url(args["url"].as<std::string>());
-    if (!url || url->target.empty()) {
-      std::cerr << "iserkit-nbd: bad URL: want iscsi://HOST[:PORT]/TARGET-IQN/LUN (or iser://)\n";
+    for (const auto& text : args["url"].as<std::vector<std::string>>()) {
+      auto url = initiator::parse_url(text);
+      if (!url || url->target.empty()) {
+        std::cerr << "iserkit-nbd: bad URL: want iscsi://HOST[:PORT]/TARGET-IQN/LUN (or iser://)\n";
+        return 2;
+      }
+      cfg.urls.push_back(*url);
+    }
+    cfg.url = cfg.urls.front();
+    for (const auto& u : cfg.urls) {
+      if (u.lun.value_or(0) != cfg.url.lun.value_or(0)) {
+        std::cerr << "iserkit-nbd: the paths name different LUNs; every URL must name the same LUN\n";
+        return 2;
+      }
+    }
+    const auto policy = initiator::parse_multipath_policy(args["multipath"].as<std::string>());
+    if (!policy) {
+      std::cerr << "iserkit-nbd: --multipath wants failover or round-robin\n";
       return 2;
     }
-    cfg.url = *url;
+    cfg.policy = *policy;
     if (args.count("socket")) cfg.socket_path = args["socket"].as<std::string>();
     if (args.count("listen")) cfg.listen = args["listen"].as<std::string>();
     if (args.count("port-file")) cfg.port_file = args["port-file"].as<std::string>();
@@ -313,6 +422,12 @@ int main(int argc, char** argv) {
     cfg.session.replacement_timeout = ms(static_cast<std::int64_t>(replacement * 1000));
     cfg.session.nop_interval = ms(static_cast<std::int64_t>(nop_interval * 1000));
     cfg.session.nop_timeout = ms(static_cast<std::int64_t>(nop_timeout * 1000));
+    const double path_replacement = args["path-replacement-timeout"].as<double>();
+    if (path_replacement < 0) {
+      std::cerr << "iserkit-nbd: --path-replacement-timeout must be >= 0\n";
+      return 2;
+    }
+    cfg.path_replacement_timeout = ms(static_cast<std::int64_t>(path_replacement * 1000));
     const auto give_up = args["on-give-up"].as<std::string>();
     if (give_up != "error" && give_up != "exit") {
       std::cerr << "iserkit-nbd: --on-give-up wants error or exit\n";

@@ -30,7 +30,7 @@ std::size_t received(const scsi::ScsiResult& r, std::size_t edtl) {
 }
 
 // Sends `req`, again as RetryPolicy says for UNIT ATTENTION, BUSY and TASK SET FULL.
-Awaitable<Result<scsi::ScsiResult>> execute_with_retries(Session& session, const CommandRequest& req) {
+Awaitable<Result<scsi::ScsiResult>> execute_with_retries(CommandChannel& session, const CommandRequest& req) {
   RetryPolicy policy;
   while (true) {
     auto r = co_await session.execute(req);
@@ -58,7 +58,7 @@ Awaitable<Result<scsi::ScsiResult>> LunHandle::run(const scsi::Cdb& cdb, std::sp
   // is staged in a buffer leased from that pool — registered memory on iSER, heap on TCP — the
   // same way on every transport. These are uncounted control-byte copies; payload (read()/write())
   // never comes here.
-  BufferPool& pool = session_->buffer_pool();
+  BufferPool& pool = channel_->buffer_pool();
   PooledBuffer staging;
   if (!in.empty() && !pool.registration(in)) {
     staging = pool.allocate(in.size());
@@ -68,13 +68,13 @@ Awaitable<Result<scsi::ScsiResult>> LunHandle::run(const scsi::Cdb& cdb, std::sp
     std::memcpy(staging.data(), out.data(), out.size());
     req.data_out = staging.bytes().first(out.size());
   }
-  auto r = co_await execute_with_retries(*session_, req);
+  auto r = co_await execute_with_retries(*channel_, req);
   if (r && staging && !in.empty()) std::memcpy(in.data(), staging.data(), received(*r, in.size()));
   co_return r;
 }
 
-Awaitable<Result<LunHandle>> LunHandle::open(std::shared_ptr<Session> session, scsi::Lun lun) {
-  LunHandle h(std::move(session), lun);
+Awaitable<Result<LunHandle>> LunHandle::open(std::shared_ptr<CommandChannel> channel, scsi::Lun lun) {
+  LunHandle h(std::move(channel), lun);
   // A fresh I_T nexus usually reports POWER ON/RESET first (SAM-5 §5.14): retry through it.
   Result<void> ready;
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -102,7 +102,7 @@ Awaitable<Result<LunHandle>> LunHandle::open(std::shared_ptr<Session> session, s
     }
   }
   h.info_.max_transfer_blocks = max_transfer_blocks(h.info_.block_limits, h.info_.capacity.block_size_bytes);
-  if (const std::uint32_t cap = h.session_->max_transfer_bytes(); cap != 0) {
+  if (const std::uint32_t cap = h.channel_->max_transfer_bytes(); cap != 0) {
     // iSER: SessionOptions::iser_max_transfer_bytes (tgt's RDMA buffers hold 512 KiB per command).
     h.info_.max_transfer_blocks =
         std::min(h.info_.max_transfer_blocks, std::max<std::uint32_t>(1, cap / h.info_.capacity.block_size_bytes));
@@ -113,7 +113,7 @@ Awaitable<Result<LunHandle>> LunHandle::open(std::shared_ptr<Session> session, s
 namespace {
 
 // One READ/WRITE of a transfer: `req` carries the CDB and the chunk's slice of the caller's buffer.
-Awaitable<Result<void>> transfer_chunk(std::shared_ptr<Session> session, CommandRequest req, bool write,
+Awaitable<Result<void>> transfer_chunk(std::shared_ptr<CommandChannel> session, CommandRequest req, bool write,
                                        std::uint64_t lba, std::uint32_t blocks) {
   auto r = co_await execute_with_retries(*session, req);
   if (!r) co_return fail(r.error());
@@ -150,7 +150,7 @@ Awaitable<Result<void>> LunHandle::transfer(std::uint64_t lba, std::uint32_t blo
     }
     return req;
   };
-  if (blocks <= step) co_return co_await transfer_chunk(session_, request(0, blocks), write, lba, blocks);
+  if (blocks <= step) co_return co_await transfer_chunk(channel_, request(0, blocks), write, lba, blocks);
 
   // Larger than one command carries: every chunk is issued at once, as its own coroutine (the
   // session's CmdSN window and command limit pace them), and this waits for ALL of them before
@@ -165,7 +165,7 @@ Awaitable<Result<void>> LunHandle::transfer(std::uint64_t lba, std::uint32_t blo
   for (std::uint32_t done = 0; done < blocks;) {
     const std::uint32_t n = std::min(step, blocks - done);
     ++join.pending;
-    asio::co_spawn(executor, transfer_chunk(session_, request(done, n), write, lba + done, n),
+    asio::co_spawn(executor, transfer_chunk(channel_, request(done, n), write, lba + done, n),
                    [&join](std::exception_ptr e, Result<void> r) {
                      if (!join.error) {
                        if (e) join.error = std::make_error_code(std::errc::not_enough_memory);
@@ -195,7 +195,7 @@ Awaitable<Result<void>> LunHandle::read_bytes(std::uint64_t offset_bytes, std::s
   const BytePlan p = plan_bytes(offset_bytes, buffer.size(), bs);
   std::size_t pos = 0;
   if (p.head_bytes != 0) {
-    auto bounce = session_->buffer_pool().allocate(bs);
+    auto bounce = channel_->buffer_pool().allocate(bs);
     if (auto r = co_await read({.lba = p.first_lba, .blocks = 1}, bounce.bytes()); !r) co_return r;
     copy_payload(buffer.data(), bounce.data() + p.head_offset, p.head_bytes);  // counted bounce copy
     pos += p.head_bytes;
@@ -209,7 +209,7 @@ Awaitable<Result<void>> LunHandle::read_bytes(std::uint64_t offset_bytes, std::s
     pos += len;
   }
   if (p.tail_bytes != 0) {
-    auto bounce = session_->buffer_pool().allocate(bs);
+    auto bounce = channel_->buffer_pool().allocate(bs);
     if (auto r = co_await read({.lba = p.tail_lba, .blocks = 1}, bounce.bytes()); !r) co_return r;
     copy_payload(buffer.data() + pos, bounce.data(), p.tail_bytes);
   }
@@ -224,7 +224,7 @@ Awaitable<Result<void>> LunHandle::write_bytes(std::uint64_t offset_bytes, std::
   const BytePlan p = plan_bytes(offset_bytes, data.size(), bs);
   std::size_t pos = 0;
   if (p.head_bytes != 0) {  // read-modify-write of the head block
-    auto bounce = session_->buffer_pool().allocate(bs);
+    auto bounce = channel_->buffer_pool().allocate(bs);
     if (auto r = co_await read({.lba = p.first_lba, .blocks = 1}, bounce.bytes()); !r) co_return r;
     copy_payload(bounce.data() + p.head_offset, data.data(), p.head_bytes);
     if (auto r = co_await write({.lba = p.first_lba, .blocks = 1, .fua = options.fua}, bounce.bytes()); !r)
@@ -241,7 +241,7 @@ Awaitable<Result<void>> LunHandle::write_bytes(std::uint64_t offset_bytes, std::
     pos += len;
   }
   if (p.tail_bytes != 0) {  // read-modify-write of the tail block
-    auto bounce = session_->buffer_pool().allocate(bs);
+    auto bounce = channel_->buffer_pool().allocate(bs);
     if (auto r = co_await read({.lba = p.tail_lba, .blocks = 1}, bounce.bytes()); !r) co_return r;
     copy_payload(bounce.data(), data.data() + pos, p.tail_bytes);
     if (auto r = co_await write({.lba = p.tail_lba, .blocks = 1, .fua = options.fua}, bounce.bytes()); !r) co_return r;
@@ -311,7 +311,7 @@ Awaitable<Result<void>> LunHandle::write_zeroes(WriteZeroesOptions o) {
   if (info_.block_limits && info_.block_limits->maximum_write_same_length != 0)
     max_blocks = info_.block_limits->maximum_write_same_length;
   max_blocks = std::min<std::uint64_t>(max_blocks, 0xffffffff);
-  auto zero = session_->buffer_pool().allocate(bs);
+  auto zero = channel_->buffer_pool().allocate(bs);
   std::memset(zero.data(), 0, bs);
   std::uint64_t lba = o.lba;
   std::uint64_t left = o.blocks;
@@ -404,7 +404,7 @@ Awaitable<Result<void>> LunHandle::test_unit_ready() {
   co_return check(*r);
 }
 
-Awaitable<Result<std::vector<scsi::Lun>>> report_luns(Session& session) {
+Awaitable<Result<std::vector<scsi::Lun>>> report_luns(CommandChannel& session) {
   std::uint32_t length = 4096;
   for (int attempt = 0; attempt < 2; ++attempt) {
     // From the session's pool: registered on iSER, so no payload bounce is needed.

@@ -1,4 +1,4 @@
-// Typed SCSI operations on one logical unit of a Session: READ/WRITE (10)/(16), SYNCHRONIZE
+// Typed SCSI operations on one logical unit of a Session or a Multipath (any CommandChannel): READ/WRITE (10)/(16), SYNCHRONIZE
 // CACHE, UNMAP, WRITE SAME (write zeroes), INQUIRY and VPD pages, READ CAPACITY (16)/(10), TEST UNIT
 // READY, REPORT LUNS. SBC-4 §5 (commands), §6.6 (VPD 0xb0, 0xb2); SPC-5 §6.6, §6.33, §6.47, §7.7.
 // Layer 6 (public API) over initiator/src/scsi (layer 4).
@@ -90,17 +90,21 @@ struct WriteZeroesOptions {
   bool may_unmap = true;  ///< set the UNMAP bit (SBC-4 §5.50): the unit may deallocate instead
 };
 
-/// A handle on one LUN of a session. Cheap to copy (shares the session).
+/// A handle on one LUN of a session or a multipath device. Cheap to copy (shares the channel).
 class LunHandle {
  public:
-  /// Opens LUN `lun`: TEST UNIT READY (retrying once through a UNIT ATTENTION), READ CAPACITY,
-  /// and VPD 0x00/0xb0/0xb2 when supported (to learn transfer and unmap limits).
+  /// Opens LUN `lun` over `channel` (a Session, or a Multipath for several paths): TEST UNIT
+  /// READY (retrying once through a UNIT ATTENTION), READ CAPACITY, and VPD 0x00/0xb0/0xb2 when
+  /// supported (to learn transfer and unmap limits).
   /// Returns: the handle, or the SCSI/transport error of TEST UNIT READY or READ CAPACITY
   /// (errc::not_supported when the peripheral is not a direct-access block device).
-  static Awaitable<Result<LunHandle>> open(std::shared_ptr<Session> session, scsi::Lun lun);
+  static Awaitable<Result<LunHandle>> open(std::shared_ptr<CommandChannel> channel, scsi::Lun lun);
 
   [[nodiscard]] const LunInfo& info() const noexcept { return info_; }
+  /// The session when the handle was opened on one; null when it runs over a Multipath.
   [[nodiscard]] const std::shared_ptr<Session>& session() const noexcept { return session_; }
+  /// What carries the commands (the Session, or the Multipath).
+  [[nodiscard]] const std::shared_ptr<CommandChannel>& channel() const noexcept { return channel_; }
 
   /// READ (10) when the unit has < 2^32 blocks and blocks ≤ 65535, else READ (16); split at
   /// info().max_transfer_blocks. Errors: errc::invalid_argument when the buffer size is not
@@ -148,19 +152,23 @@ class LunHandle {
   Awaitable<Result<void>> test_unit_ready();
 
  private:
-  LunHandle(std::shared_ptr<Session> session, scsi::Lun lun) : session_(std::move(session)) { info_.lun = lun; }
+  LunHandle(std::shared_ptr<CommandChannel> channel, scsi::Lun lun)
+      : channel_(std::move(channel)), session_(std::dynamic_pointer_cast<Session>(channel_)) {
+    info_.lun = lun;
+  }
   Awaitable<Result<void>> transfer(std::uint64_t lba, std::uint32_t blocks, bool write, bool fua,
                                    std::span<std::byte> in, std::span<const std::byte> out,
                                    std::chrono::milliseconds timeout);
   Awaitable<Result<scsi::ScsiResult>> run(const scsi::Cdb& cdb, std::span<std::byte> in,
                                           std::span<const std::byte> out = {});
 
-  std::shared_ptr<Session> session_;
+  std::shared_ptr<CommandChannel> channel_;
+  std::shared_ptr<Session> session_;  // channel_ when it is a Session
   LunInfo info_;
 };
 
 /// REPORT LUNS (SPC-5 §6.33) on LUN 0's well-known addressing; retries with a larger allocation
 /// length when the list was truncated.
-Awaitable<Result<std::vector<scsi::Lun>>> report_luns(Session& session);
+Awaitable<Result<std::vector<scsi::Lun>>> report_luns(CommandChannel& channel);
 
 }  // namespace iserkit::initiator

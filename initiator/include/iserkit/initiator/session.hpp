@@ -37,6 +37,7 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/result.hpp"
+#include "iserkit/initiator/command_channel.hpp"
 #include "iserkit/initiator/options.hpp"
 #include "iserkit/initiator/url.hpp"
 #include "iserkit/iscsi/negotiation.hpp"
@@ -46,16 +47,6 @@
 #include "iserkit/scsi/sense.hpp"
 
 namespace iserkit::initiator {
-
-/// One SCSI command as the session carries it (no iSCSI fields: ITT/CmdSN are the session's).
-struct CommandRequest {
-  scsi::Lun lun;                            ///< the logical unit
-  scsi::Cdb cdb;                            ///< 6..16-byte CDB
-  std::span<std::byte> data_in;             ///< read buffer, bytes (target → initiator); may be empty
-  std::span<const std::byte> data_out;      ///< write buffer, bytes (initiator → target); may be empty
-  iscsi::TaskAttribute attribute = iscsi::TaskAttribute::simple;
-  std::chrono::milliseconds timeout{0};     ///< 0 = SessionOptions::command_timeout
-};
 
 /// Counters for tests and benchmarks.
 struct SessionStats {
@@ -101,7 +92,7 @@ std::vector<datamover::Transport> select_transports(const Url& url, TransportPol
 
 /// A logged-in iSCSI session (normal session type). Create with Session::connect(); share with
 /// std::shared_ptr (the receive loop keeps the session alive until the connection ends).
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public CommandChannel, public std::enable_shared_from_this<Session> {
  public:
   struct Impl;
 
@@ -152,7 +143,7 @@ class Session : public std::enable_shared_from_this<Session> {
   ///  - errc::protocol_error: the target sent Data-In outside the buffer, an R2T outside the
   ///    transfer, or rejected the command (Reject PDU, RFC 7143 §11.17).
   /// Lifetime: see BUFFERS above. `request` itself need not outlive the call.
-  Awaitable<Result<scsi::ScsiResult>> execute(const CommandRequest& request);
+  Awaitable<Result<scsi::ScsiResult>> execute(const CommandRequest& request) override;
 
   /// Sends a task management request and waits for its response (RFC 7143 §11.5, §11.6).
   /// Commands it ends come back with their own status (TASK ABORTED or CHECK CONDITION) when the
@@ -188,7 +179,7 @@ class Session : public std::enable_shared_from_this<Session> {
   /// The peer address "ip:port".
   [[nodiscard]] std::string peer() const;
   /// The executor the session runs on.
-  [[nodiscard]] asio::any_io_executor executor() const;
+  [[nodiscard]] asio::any_io_executor executor() const override;
   /// Counters (on the session's thread only).
   [[nodiscard]] const SessionStats& stats() const noexcept;
   /// The wire this session runs on.
@@ -196,17 +187,17 @@ class Session : public std::enable_shared_from_this<Session> {
   /// The largest transfer one command should carry, bytes, imposed by the transport
   /// (datamover::Capabilities::max_transfer_bytes; on iSER SessionOptions::iser_max_transfer_bytes);
   /// 0 = no transport limit.
-  [[nodiscard]] std::uint32_t max_transfer_bytes() const noexcept;
+  [[nodiscard]] std::uint32_t max_transfer_bytes() const noexcept override;
   /// Where to lease data buffers for execute() so they need no copy: registered memory of the
   /// connection's RDMA device on iSER, HeapBufferPool::shared() on TCP. Thread-safe; outlives the
   /// session. The pools belong to the device (one protection domain per device, process
   /// lifetime), not to a connection: a buffer leased before a reconnect stays valid, and stays
   /// zero copy when the new connection is on the same device (else it is bounced, one counted
   /// copy). After a reconnect this returns the new connection's pool.
-  [[nodiscard]] BufferPool& buffer_pool() const noexcept;
+  [[nodiscard]] BufferPool& buffer_pool() const noexcept override;
 
   explicit Session(std::unique_ptr<Impl> impl);
-  ~Session();
+  ~Session() override;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 

@@ -1,0 +1,89 @@
+// Asymmetric logical unit access (ALUA) for the initiator: the REPORT TARGET PORT GROUPS CDB
+// builder and parameter data parser (SPC-5 §6.36), the asymmetric access states (SPC-5 §5.16.2.4),
+// the sense data that tell of them (SPC-5 §5.16.2.4, §5.16.2.6: NOT READY 04h/0Ah transitioning,
+// 04h/0Bh standby, 04h/0Ch unavailable; UNIT ATTENTION 2Ah/06h ASYMMETRIC ACCESS STATE CHANGED),
+// and the target-port designators of VPD 0x83 (SPC-5 §7.7.6.5 relative target port, §7.7.6.6
+// target port group). Layer 1 (pure codecs); the target has its own encoder.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "iserkit/common/bytes.hpp"
+#include "iserkit/common/result.hpp"
+#include "iserkit/scsi/cdb.hpp"
+#include "iserkit/scsi/inquiry.hpp"
+#include "iserkit/scsi/sense.hpp"
+
+namespace iserkit::scsi {
+
+/// ASYMMETRIC ACCESS STATE of a target port group (SPC-5 §6.36.2, table 272).
+enum class AccessState : std::uint8_t {
+  active_optimized = 0x0,
+  active_non_optimized = 0x1,
+  standby = 0x2,
+  unavailable = 0x3,
+  logical_block_dependent = 0x4,
+  offline = 0xe,
+  transitioning = 0xf,
+};
+
+/// "active/optimized", "active/non-optimized", "standby", "unavailable", "lba-dependent",
+/// "offline", "transitioning", or "unknown" for a reserved value.
+std::string_view to_string(AccessState state) noexcept;
+
+/// True for the states in which a port processes reads and writes (SPC-5 §5.16.2.4.2,
+/// §5.16.2.4.3; logical block dependent is treated as non-optimized).
+constexpr bool processes_io(AccessState s) noexcept {
+  return s == AccessState::active_optimized || s == AccessState::active_non_optimized ||
+         s == AccessState::logical_block_dependent;
+}
+
+/// Options of REPORT TARGET PORT GROUPS (MAINTENANCE IN, service action 0Ah; SPC-5 §6.36.1).
+struct ReportTargetPortGroupsOptions {
+  bool extended_header = false;          ///< PARAMETER DATA FORMAT 001b (an 8-byte header)
+  std::uint32_t allocation_length = 1024;  ///< bytes
+};
+/// The 12-byte REPORT TARGET PORT GROUPS CDB.
+Cdb report_target_port_groups(const ReportTargetPortGroupsOptions& o = {}) noexcept;
+
+/// One target port group descriptor of the REPORT TARGET PORT GROUPS parameter data.
+struct TargetPortGroupDescriptor {
+  std::uint16_t id = 0;                      ///< TARGET PORT GROUP
+  AccessState state = AccessState::active_optimized;
+  bool preferred = false;                    ///< PREF
+  std::vector<std::uint16_t> relative_ports;  ///< RELATIVE TARGET PORT IDENTIFIER of each port
+  friend bool operator==(const TargetPortGroupDescriptor&, const TargetPortGroupDescriptor&) = default;
+};
+
+/// Parses REPORT TARGET PORT GROUPS parameter data (SPC-5 §6.36.2; either header format). Data cut
+/// short by the allocation length yields the groups that fit whole.
+/// Errors: errc::protocol_error when the data is shorter than its header or a descriptor's port
+/// count runs past RETURN DATA LENGTH.
+Result<std::vector<TargetPortGroupDescriptor>> parse_report_target_port_groups(ConstByteSpan data);
+
+/// What a command's result says about the access state of the port it went through.
+enum class AluaCondition {
+  none,           ///< nothing about ALUA
+  state_changed,  ///< UNIT ATTENTION 2Ah/06h ASYMMETRIC ACCESS STATE CHANGED: re-read the states
+  transitioning,  ///< NOT READY 04h/0Ah: the port's group is changing state
+  standby,        ///< NOT READY 04h/0Bh: the port is in standby
+  unavailable,    ///< NOT READY 04h/0Ch: the port is unavailable
+};
+/// Classifies a CHECK CONDITION's sense (SPC-5 §5.16.2.4.4–§5.16.2.4.6, §5.16.2.6); `none` for
+/// any other result. A command that ends like this was not processed and may be sent again.
+AluaCondition alua_condition(const ScsiResult& result) noexcept;
+
+/// The designators with association "logical unit" (SPC-5 table 487) — the ones that are the same
+/// through every target port of one logical unit — in page order.
+std::vector<Designator> logical_unit_designators(const std::vector<Designator>& all);
+/// The TARGET PORT GROUP of the target port group designator (type 5h, association target port),
+/// nullopt when the page has none.
+std::optional<std::uint16_t> target_port_group_of(const std::vector<Designator>& all) noexcept;
+/// The RELATIVE TARGET PORT IDENTIFIER of the relative target port designator (type 4h,
+/// association target port), nullopt when the page has none.
+std::optional<std::uint16_t> relative_target_port_of(const std::vector<Designator>& all) noexcept;
+
+}  // namespace iserkit::scsi

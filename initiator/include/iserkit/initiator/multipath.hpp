@@ -1,0 +1,184 @@
+// Multipath: one logical unit reached through several portals (paths) is one device. One Session
+// per path (its own ISID, kept across reinstatements), all to the same logical unit — checked with
+// the VPD 0x83 designators of association "logical unit" (SPC-5 §7.7.6; the target-port
+// designators differ per path by design). ALUA (SPC-5 §5.16): REPORT TARGET PORT GROUPS when
+// INQUIRY says TPGS≠0; active/optimized paths first, active/non-optimized next, never standby,
+// unavailable, offline or transitioning; states re-read on ASYMMETRIC ACCESS STATE CHANGED
+// (2Ah/06h) and on NOT READY 04h/0Ah/0Bh/0Ch, the command then sent again on another path.
+// Policies: failover and round-robin (PathSelector, src/path_selector.hpp).
+// Layer 6 (public API) over Session.
+//
+// PATH FAULTS: each path's session has a short replacement timeout (path_replacement_timeout) and
+// NOP-Out pings, so a path fails fast. While its session recovers, the path takes no new commands;
+// those already on it wait (up to path_replacement_timeout) and, when the session gives up (or
+// fails with connection_closed / session_lost / session_closed / timeout), are sent again on another
+// path. A failed path is reinstated in the background (a new login with the same ISID, backing off
+// from reinstate_delay_min to reinstate_delay_max) and used again once it logged in and still
+// leads to the same logical unit. While no path is usable, commands wait; after
+// replacement_timeout without one they fail with errc::session_lost (paths keep being reinstated:
+// a later command can succeed again).
+// ORDERING: a SYNCHRONIZE CACHE is sent only after every write-like command (one with data-out)
+// submitted before it has completed, on whatever path, so its GOOD covers them.
+// THREADING and BUFFERS: as Session (session.hpp): one executor; spans valid until completion.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/result.hpp"
+#include "iserkit/initiator/command_channel.hpp"
+#include "iserkit/initiator/options.hpp"
+#include "iserkit/initiator/url.hpp"
+#include "iserkit/scsi/alua.hpp"
+#include "iserkit/scsi/lun.hpp"
+
+namespace iserkit::initiator {
+
+/// How commands are spread over the usable paths.
+enum class MultipathPolicy {
+  failover,     ///< one path at a time; the next one when it fails (or a better ALUA group appears)
+  round_robin,  ///< each command to the next usable path of the best ALUA group
+};
+/// Parses "failover" or "round-robin"; nullopt for anything else.
+std::optional<MultipathPolicy> parse_multipath_policy(std::string_view text) noexcept;
+/// "failover" or "round-robin".
+const char* to_string(MultipathPolicy policy) noexcept;
+
+/// Something that happened to the paths (MultipathOptions::on_event).
+struct PathEvent {
+  enum class Kind {
+    path_down,       ///< a path stopped taking commands (its connection failed or its session ended)
+    path_up,         ///< a path logs in again (recovered or reinstated) and takes commands
+    all_paths_lost,  ///< no path is usable: commands wait up to replacement_timeout
+    gave_up,         ///< no usable path for replacement_timeout: waiting commands fail (session_lost)
+  };
+  Kind kind = Kind::path_down;
+  std::size_t path = 0;    ///< path_down / path_up: which (index into the URLs)
+  std::error_code error;   ///< path_down: why
+};
+/// "path down", "path up", "all paths lost", "gave up".
+const char* to_string(PathEvent::Kind kind) noexcept;
+
+/// Options of a Multipath. Times in milliseconds.
+struct MultipathOptions {
+  MultipathPolicy policy = MultipathPolicy::failover;
+  /// Options of every path's session. Multipath sets per path: isid (random, one per path, kept
+  /// when the path is reinstated), replacement_timeout (= path_replacement_timeout) and on_event;
+  /// nop_interval 0 becomes 5 s (paths are always checked with NOP-Out pings).
+  SessionOptions session;
+  /// How long a path's session tries to log in again by itself before its commands go to another
+  /// path: short, so a path fails fast (as open-iscsi advises for dm-multipath).
+  std::chrono::milliseconds path_replacement_timeout{5000};
+  /// How long commands wait while no path is usable, then fail with errc::session_lost; the device's
+  /// replacement timeout (open-iscsi's default 120 s). 0 = fail at once.
+  std::chrono::milliseconds replacement_timeout{120000};
+  std::chrono::milliseconds reinstate_delay_min{1000};   ///< first wait before reinstating a failed path
+  std::chrono::milliseconds reinstate_delay_max{5000};   ///< the longest wait between attempts
+  /// Called on the executor when a path goes down or up, all are lost, or the device gives up.
+  /// Must not block; may be empty.
+  std::function<void(const PathEvent&)> on_event;
+};
+
+/// Where one path stands (Multipath::paths()).
+struct PathStatus {
+  enum class State {
+    up,          ///< logged in, takes commands (if its ALUA state allows)
+    recovering,  ///< its session lost the connection and logs in again by itself
+    down,        ///< no session: being reinstated in the background
+    refused,     ///< leads to another logical unit: never used
+  };
+  State state = State::down;
+  std::string url;           ///< the path's URL (password hidden)
+  std::string peer;          ///< "ip:port" while a session exists
+  /// ALUA state of the path's target port group (active/optimized when the unit has no TPGS).
+  scsi::AccessState access_state = scsi::AccessState::active_optimized;
+  std::optional<std::uint16_t> target_port_group;  ///< from VPD 0x83, when the unit reports one
+  std::uint64_t commands = 0;        ///< commands sent on this path
+  std::uint64_t failures = 0;        ///< commands that failed on it with a path error
+  std::uint64_t downs = 0;           ///< times it went down
+  std::uint64_t reinstatements = 0;  ///< times it came back (recovered or reinstated)
+};
+/// "up", "recovering", "down", "refused".
+const char* to_string(PathStatus::State state) noexcept;
+
+/// Counters of the whole device.
+struct MultipathStats {
+  std::uint64_t commands = 0;               ///< execute() calls
+  std::uint64_t path_retries = 0;           ///< commands sent again on another path after a path error
+  std::uint64_t alua_retries = 0;           ///< commands sent again after an ALUA sense
+  std::uint64_t alua_refreshes = 0;         ///< REPORT TARGET PORT GROUPS read
+  std::uint64_t flushes_held = 0;           ///< SYNCHRONIZE CACHE that waited for earlier writes
+  std::uint64_t path_downs = 0;             ///< path_down events
+  std::uint64_t path_ups = 0;               ///< path_up events (after a down)
+  std::uint64_t gave_up = 0;                ///< times the replacement timeout passed without a path
+};
+
+/// Several sessions to one logical unit behind one CommandChannel. Open with Multipath::open(), then
+/// LunHandle::open(multipath, lun) for the typed commands.
+class Multipath : public CommandChannel, public std::enable_shared_from_this<Multipath> {
+ public:
+  struct Impl;
+
+  /// Logs in to every URL (one Session each) and, per path, reads standard INQUIRY (TPGS) and VPD
+  /// 0x83 of LUN `lun` (the same LUN through every path; the URLs' own LUN fields are not used); then the ALUA states (REPORT TARGET PORT GROUPS) when TPGS≠0. A path that
+  /// cannot log in now is reinstated in the background. URLs may name different targets only if
+  /// the logical unit's designators match.
+  /// Returns: the device, or
+  ///  - errc::invalid_argument: no URL, a URL without a target, or a path whose logical-unit
+  ///    designators differ from the first path's (logged: it leads to another logical unit);
+  ///  - errc::not_supported: the unit reports no logical-unit designator to compare (with 2+ URLs);
+  ///  - the first path's login error when no path could log in.
+  static Awaitable<Result<std::shared_ptr<Multipath>>> open(asio::any_io_executor ex, std::vector<Url> urls,
+                                                            scsi::Lun lun, MultipathOptions options = {});
+
+  /// Sends the command on a path the policy and ALUA pick; sent again on another path after a path
+  /// error or an ALUA sense (a path error of a write: it may have run too — as with any retried
+  /// write). SYNCHRONIZE CACHE waits for the writes submitted before it (see ORDERING).
+  /// Returns: the ScsiResult of the path that answered, or
+  ///  - errc::session_lost: no path usable for replacement_timeout;
+  ///  - errc::session_closed: close() or logout() was called;
+  ///  - errc::timeout: the command timed out on as many live paths as there are paths;
+  ///  - the errors of Session::execute() that are not path errors (invalid_argument, task_aborted,
+  ///    protocol_error…).
+  Awaitable<Result<scsi::ScsiResult>> execute(const CommandRequest& request) override;
+  /// The first path's pool (HeapBufferPool::shared() on TCP). iSER paths are not supported.
+  [[nodiscard]] BufferPool& buffer_pool() const noexcept override;
+  /// The smallest transport limit of the paths (0 = none).
+  [[nodiscard]] std::uint32_t max_transfer_bytes() const noexcept override;
+  [[nodiscard]] asio::any_io_executor executor() const override;
+
+  /// Every path, in URL order.
+  [[nodiscard]] std::vector<PathStatus> paths() const;
+  /// Counters.
+  [[nodiscard]] const MultipathStats& stats() const noexcept;
+  /// True while some path is usable.
+  [[nodiscard]] bool any_path_usable() const noexcept;
+  /// True once the replacement timeout passed without a usable path (until a path comes back).
+  [[nodiscard]] bool gave_up() const noexcept;
+  /// The policy in use.
+  [[nodiscard]] MultipathPolicy policy() const noexcept;
+
+  /// Logs out of every path after its commands finished; no reinstating afterwards. Commands
+  /// started afterwards fail with errc::session_closed.
+  Awaitable<void> logout();
+  /// Closes every path at once (commands in flight fail).
+  void close() noexcept;
+
+  explicit Multipath(std::unique_ptr<Impl> impl);
+  ~Multipath() override;
+  Multipath(const Multipath&) = delete;
+  Multipath& operator=(const Multipath&) = delete;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace iserkit::initiator

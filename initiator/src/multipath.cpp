@@ -1,0 +1,627 @@
+// Multipath driver (multipath.hpp): one Session per path, PathSelector (path_selector.hpp) picks
+// the path of each command, WriteOrder keeps SYNCHRONIZE CACHE behind earlier writes. ALUA per
+// SPC-5 §5.16 (REPORT TARGET PORT GROUPS §6.36; VPD 0x83 designators §7.7.6).
+//
+// NOTES ON THE THREAD MODEL: everything runs on the device's executor, one thread; a path's
+// session calls back (SessionOptions::on_event) on that same executor, from inside its own
+// processing, so the callback only updates state: it never destroys the session (released through
+// a posted handler) and never awaits.
+#include "iserkit/initiator/multipath.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include "iserkit/common/completion.hpp"
+#include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
+#include "iserkit/initiator/errors.hpp"
+#include "iserkit/initiator/session.hpp"
+#include "login_io.hpp"
+#include "multipath_internal.hpp"
+#include "path_selector.hpp"
+
+namespace iserkit::initiator {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Commands that fail like this failed because of their path, not the logical unit.
+bool is_path_error(std::error_code ec) noexcept {
+  return ec == make_error_code(errc::connection_closed) || ec == make_error_code(errc::session_lost) ||
+         ec == make_error_code(errc::session_closed) || ec == make_error_code(errc::timeout);
+}
+bool is_flush(const CommandRequest& r) noexcept {
+  const auto op = r.cdb.opcode();
+  return op == scsi::Opcode::synchronize_cache10 || op == scsi::Opcode::synchronize_cache16;
+}
+
+void notify(Event& e) {
+  e.set();
+  e.reset();
+}
+
+// Sends `cdb` with a data-in buffer of `length` bytes from the session's pool; a UNIT ATTENTION
+// (a fresh I_T nexus reports POWER ON/RESET first, SAM-5 §5.14) is retried. Returns the bytes read.
+Awaitable<Result<std::vector<std::byte>>> read_data(Session& session, scsi::Lun lun, scsi::Cdb cdb,
+                                                    std::uint32_t length) {
+  auto buffer = session.buffer_pool().allocate(length);
+  const CommandRequest req{.lun = lun, .cdb = cdb, .data_in = buffer.bytes().first(length)};
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto r = co_await session.execute(req);
+    if (!r) co_return fail(r.error());
+    if (r->status == scsi::Status::check_condition && r->sense && r->sense->key == scsi::SenseKey::unit_attention)
+      continue;
+    if (auto ok = check(*r); !ok) co_return fail(ok.error());
+    const std::size_t got = (r->residual_overflow || r->residual_bytes == 0)
+                                ? length
+                                : (r->residual_bytes >= length ? 0 : length - r->residual_bytes);
+    co_return std::vector<std::byte>(buffer.bytes().begin(), buffer.bytes().begin() + static_cast<std::ptrdiff_t>(got));
+  }
+  co_return fail(errc::protocol_error);
+}
+
+struct Probe {
+  std::uint8_t tpgs = 0;
+  std::vector<scsi::Designator> designators;  // all of VPD 0x83
+};
+
+// What a path leads to: standard INQUIRY (TPGS, SPC-5 §6.6.2) and VPD 0x83 (SPC-5 §7.7.6).
+Awaitable<Result<Probe>> probe(Session& session, scsi::Lun lun) {
+  Probe p;
+  auto inq = co_await read_data(session, lun, scsi::inquiry({.allocation_length = 255}), 255);
+  if (!inq) co_return fail(inq.error());
+  auto standard = scsi::parse_standard_inquiry(*inq);
+  if (!standard) co_return fail(standard.error());
+  p.tpgs = standard->tpgs;
+  auto page = co_await read_data(
+      session, lun, scsi::inquiry({.evpd = true, .page_code = scsi::vpd::device_identification, .allocation_length = 1024}),
+      1024);
+  if (!page) co_return fail(page.error());
+  auto designators = scsi::parse_device_identification(*page);
+  if (!designators) co_return fail(designators.error());
+  p.designators = std::move(*designators);
+  co_return p;
+}
+
+std::string designators_text(const std::vector<scsi::Designator>& ds) {
+  std::string out;
+  for (const auto& d : ds) {
+    if (!out.empty()) out += ", ";
+    out += scsi::designator_text(d);
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+std::optional<MultipathPolicy> parse_multipath_policy(std::string_view text) noexcept {
+  if (text == "failover") return MultipathPolicy::failover;
+  if (text == "round-robin") return MultipathPolicy::round_robin;
+  return std::nullopt;
+}
+const char* to_string(MultipathPolicy policy) noexcept {
+  return policy == MultipathPolicy::round_robin ? "round-robin" : "failover";
+}
+const char* to_string(PathEvent::Kind kind) noexcept {
+  switch (kind) {
+    case PathEvent::Kind::path_down: return "path down";
+    case PathEvent::Kind::path_up: return "path up";
+    case PathEvent::Kind::all_paths_lost: return "all paths lost";
+    case PathEvent::Kind::gave_up: return "gave up";
+  }
+  return "unknown";
+}
+const char* to_string(PathStatus::State state) noexcept {
+  switch (state) {
+    case PathStatus::State::up: return "up";
+    case PathStatus::State::recovering: return "recovering";
+    case PathStatus::State::down: return "down";
+    case PathStatus::State::refused: return "refused";
+  }
+  return "unknown";
+}
+
+struct Multipath::Impl {
+  struct Path {
+    Url url;
+    std::array<std::byte, 6> isid{};
+    std::shared_ptr<Session> session;  // null while down
+    std::uint64_t generation = 0;      // of `session`; callbacks of older sessions are ignored
+    PathStatus::State state = PathStatus::State::down;
+    scsi::AccessState access = scsi::AccessState::active_optimized;
+    std::optional<std::uint16_t> target_port_group;
+    std::optional<std::uint16_t> relative_port;
+    std::uint64_t commands = 0, failures = 0, downs = 0, reinstatements = 0;
+    bool reinstating = false;
+    std::unique_ptr<asio::steady_timer> timer;
+  };
+
+  Impl(asio::any_io_executor e, std::vector<Url> urls, scsi::Lun l, MultipathOptions o)
+      : ex(std::move(e)), lun(l), options(std::move(o)), selector(urls.size(), options.policy), give_up_timer(ex),
+        random(static_cast<std::uint32_t>(Clock::now().time_since_epoch().count())) {
+    for (auto& u : urls) {
+      Path p;
+      p.url = std::move(u);
+      p.isid = random_isid();
+      p.timer = std::make_unique<asio::steady_timer>(ex);
+      paths.push_back(std::move(p));
+    }
+    if (options.session.nop_interval.count() == 0) options.session.nop_interval = std::chrono::seconds(5);
+  }
+  ~Impl() {
+    // Dropped without logout(): the sessions would otherwise run on (their loops hold them).
+    for (auto& p : paths)
+      if (p.session) p.session->close();
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  asio::any_io_executor ex;
+  scsi::Lun lun;
+  MultipathOptions options;
+  std::vector<Path> paths;  // never resized after construction: references stay valid
+  PathSelector selector;
+  WriteOrder writes;
+  Event writes_progress;  // notified when the covered point of `writes` moves
+  Event paths_changed;    // notified when a path's usability changed, on give-up and on close
+  MultipathStats stats;
+  std::vector<scsi::Designator> reference;  // the logical-unit designators every path must match
+  bool tpgs = false;
+  bool opened = false;
+  bool closed = false;
+  bool gave_up = false;
+  std::optional<Clock::time_point> no_path_since;
+  asio::steady_timer give_up_timer;
+  bool refreshing = false;
+  bool polling = false;
+  std::minstd_rand random;
+  std::weak_ptr<Multipath> owner;
+  BufferPool* pool = nullptr;
+  std::uint32_t max_transfer = 0;
+  PathConnector connector;
+
+  void emit(PathEvent::Kind kind, std::size_t path, std::error_code ec = {}) {
+    if (options.on_event) options.on_event(PathEvent{.kind = kind, .path = path, .error = ec});
+  }
+  std::string url_text(std::size_t i) const { return format_url(paths[i].url); }
+
+  // ---- path state ----
+  void update_path(std::size_t i) {
+    const Path& p = paths[i];
+    selector.set_up(i, p.state == PathStatus::State::up);
+    selector.set_state(i, p.access);
+    check_usable();
+    notify(paths_changed);
+  }
+
+  void check_usable() {
+    if (closed) return;
+    if (selector.any_usable()) {
+      if (no_path_since) {
+        no_path_since.reset();
+        give_up_timer.cancel();
+        if (gave_up) log::warn("multipath: a path is usable again: commands go out again");
+        gave_up = false;
+      }
+      return;
+    }
+    bool blocked_by_alua = false;
+    for (const auto& p : paths) blocked_by_alua |= p.state == PathStatus::State::up;
+    if (blocked_by_alua && tpgs && !polling) {
+      if (auto self = owner.lock()) {
+        polling = true;  // before the coroutine starts: one poller at a time
+        asio::co_spawn(ex, poll_alua(self), asio::detached);
+      }
+    }
+    if (no_path_since || !opened) return;
+    no_path_since = Clock::now();
+    log::warn("multipath: all paths lost: commands wait up to {} ms", options.replacement_timeout.count());
+    emit(PathEvent::Kind::all_paths_lost, 0);
+    give_up_timer.expires_after(options.replacement_timeout);
+    give_up_timer.async_wait([w = owner, this](boost::system::error_code ec) {
+      auto self = w.lock();
+      if (!self || ec || closed || !no_path_since || gave_up) return;
+      if (Clock::now() - *no_path_since < options.replacement_timeout) return;
+      gave_up = true;
+      ++stats.gave_up;
+      log::warn("multipath: gave up: no usable path for {} ms: commands fail", options.replacement_timeout.count());
+      emit(PathEvent::Kind::gave_up, 0, make_error_code(errc::session_lost));
+      notify(paths_changed);
+    });
+  }
+
+  void mark_down_counted(std::size_t i, std::error_code ec) {
+    Path& p = paths[i];
+    ++p.downs;
+    ++stats.path_downs;
+    log::warn("multipath: path {} down: url={} error={}", i, url_text(i), ec.message());
+    emit(PathEvent::Kind::path_down, i, ec);
+  }
+
+  /// Path `i`'s session (generation `gen`) ended: drop it and reinstate the path.
+  void path_failed(std::size_t i, std::uint64_t gen, std::error_code ec) {
+    Path& p = paths[i];
+    if (gen != p.generation || closed) return;
+    if (p.state == PathStatus::State::down || p.state == PathStatus::State::refused) return;
+    if (p.state == PathStatus::State::up) mark_down_counted(i, ec);
+    p.state = PathStatus::State::down;
+    ++p.generation;  // anything the old session still reports is stale
+    // Not destroyed here: this may run inside the session's own callback.
+    asio::post(ex, [s = std::move(p.session)]() mutable {
+      if (s) s->close();
+    });
+    update_path(i);
+    if (auto self = owner.lock()) asio::co_spawn(ex, reinstate_loop(self, i), asio::detached);
+  }
+
+  void on_session_event(std::size_t i, std::uint64_t gen, const SessionEvent& e) {
+    Path& p = paths[i];
+    if (gen != p.generation || closed) return;
+    switch (e.kind) {
+      case SessionEvent::Kind::connection_lost:
+        if (p.state == PathStatus::State::up) {
+          mark_down_counted(i, e.error);
+          p.state = PathStatus::State::recovering;
+          update_path(i);
+        }
+        break;
+      case SessionEvent::Kind::recovered:
+        if (p.state == PathStatus::State::recovering) {
+          p.state = PathStatus::State::up;
+          came_up(i, "recovered");
+        }
+        break;
+      case SessionEvent::Kind::gave_up: path_failed(i, gen, e.error); break;
+    }
+  }
+
+  void came_up(std::size_t i, const char* how) {
+    Path& p = paths[i];
+    ++p.reinstatements;
+    ++stats.path_ups;
+    log::warn("multipath: path {} up ({}): url={} peer={}", i, how, url_text(i), p.session ? p.session->peer() : "");
+    update_path(i);
+    emit(PathEvent::Kind::path_up, i);
+    if (tpgs) {
+      if (auto self = owner.lock()) asio::co_spawn(ex, refresh_alua_detached(self), asio::detached);
+    }
+  }
+
+  // ---- connecting a path ----
+  /// Logs in on path `i`, checks it leads to the same logical unit, and puts it in service.
+  Awaitable<Result<void>> connect_path(std::size_t i) {
+    Path& p = paths[i];
+    const std::uint64_t gen = ++p.generation;
+    SessionOptions so = options.session;
+    so.isid = p.isid;
+    so.replacement_timeout = options.path_replacement_timeout;
+    so.on_event = [w = owner, this, i, gen](const SessionEvent& e) {
+      if (auto self = w.lock()) on_session_event(i, gen, e);
+    };
+    auto session = co_await connector(p.url, std::move(so));
+    if (!session) co_return fail(session.error());
+    auto s = *session;
+    if (closed || gen != p.generation) {
+      s->close();
+      co_return fail(errc::session_closed);
+    }
+    auto found = co_await probe(*s, lun);
+    if (!found) {
+      s->close();
+      co_return fail(found.error());
+    }
+    auto lu = scsi::logical_unit_designators(found->designators);
+    if (reference.empty()) {
+      if (lu.empty() && paths.size() > 1) {
+        log::error("multipath: path {}: the logical unit reports no designator (VPD 0x83) to tell its paths apart: "
+                   "url={}", i, url_text(i));
+        s->close();
+        co_return fail(errc::not_supported);
+      }
+      reference = lu;
+      tpgs = found->tpgs != 0;
+    } else if (lu != reference) {
+      // SPC-5 §7.7.6: the logical-unit designators are the same through every port of one unit.
+      log::error("multipath: path {} refused: it leads to another logical unit: url={} designators=[{}], "
+                 "expected [{}]", i, url_text(i), designators_text(lu), designators_text(reference));
+      s->close();
+      p.state = PathStatus::State::refused;
+      update_path(i);
+      co_return fail(errc::invalid_argument);
+    }
+    if (closed || gen != p.generation) {
+      s->close();
+      co_return fail(errc::session_closed);
+    }
+    p.target_port_group = scsi::target_port_group_of(found->designators);
+    p.relative_port = scsi::relative_target_port_of(found->designators);
+    p.session = s;
+    if (pool == nullptr) {
+      pool = &s->buffer_pool();
+      max_transfer = s->max_transfer_bytes();
+    }
+    const bool reinstated = opened;
+    p.state = PathStatus::State::up;
+    if (reinstated) {
+      came_up(i, "reinstated");
+    } else {
+      log::info("multipath: path {} up: url={} peer={} target_port_group={}", i, url_text(i), s->peer(),
+                p.target_port_group ? int(*p.target_port_group) : -1);
+      update_path(i);
+    }
+    co_return Result<void>{};
+  }
+
+  Awaitable<void> reinstate_loop(std::shared_ptr<Multipath> self, std::size_t i) {
+    Path& p = paths[i];
+    if (p.reinstating) co_return;
+    p.reinstating = true;
+    auto delay = std::max(options.reinstate_delay_min, std::chrono::milliseconds(1));
+    while (!closed && p.state == PathStatus::State::down) {
+      const auto half = delay.count() / 2;
+      p.timer->expires_after(std::chrono::milliseconds(half + static_cast<long>(random() % static_cast<unsigned long>(half + 1))));
+      boost::system::error_code ec;
+      co_await p.timer->async_wait(use_awaitable_ec(ec));
+      if (closed || p.state != PathStatus::State::down) break;
+      auto r = co_await connect_path(i);
+      if (r || p.state == PathStatus::State::refused) break;
+      log::info("multipath: path {}: reinstating: login failed: url={} error={}", i, url_text(i), r.error().message());
+      delay = std::min(delay * 2, std::max(options.reinstate_delay_max, delay));
+    }
+    p.reinstating = false;
+    (void)self;
+  }
+
+  // ---- ALUA ----
+  /// Reads REPORT TARGET PORT GROUPS through the first path that answers and sets every path's
+  /// state from its target port group (or relative target port).
+  Awaitable<void> refresh_alua() {
+    if (!tpgs || closed) co_return;
+    if (refreshing) {
+      // One read at a time; a caller that needs fresh states waits for the one running.
+      while (refreshing && !closed) co_await paths_changed.wait();
+      co_return;
+    }
+    refreshing = true;
+    ++stats.alua_refreshes;
+    for (std::size_t i = 0; i < paths.size() && !closed; ++i) {
+      auto s = paths[i].session;
+      if (!s || paths[i].state != PathStatus::State::up) continue;
+      auto data = co_await read_data(*s, lun, scsi::report_target_port_groups({.allocation_length = 4096}), 4096);
+      if (!data) continue;
+      auto groups = scsi::parse_report_target_port_groups(*data);
+      if (!groups) continue;
+      for (std::size_t j = 0; j < paths.size(); ++j) {
+        Path& p = paths[j];
+        for (const auto& g : *groups) {
+          const bool ours = (p.target_port_group && *p.target_port_group == g.id) ||
+                            (!p.target_port_group && p.relative_port &&
+                             std::find(g.relative_ports.begin(), g.relative_ports.end(), *p.relative_port) !=
+                                 g.relative_ports.end());
+          if (!ours) continue;
+          if (p.access != g.state)
+            log::info("multipath: path {}: ALUA state {} (target port group {})", j, scsi::to_string(g.state), g.id);
+          p.access = g.state;
+        }
+        selector.set_state(j, p.access);
+      }
+      break;
+    }
+    refreshing = false;
+    check_usable();
+    notify(paths_changed);
+  }
+  Awaitable<void> refresh_alua_detached(std::shared_ptr<Multipath> self) {
+    co_await refresh_alua();
+    (void)self;
+  }
+  /// While logged-in paths exist but none is in a state that processes I/O (standby,
+  /// transitioning…), re-read the states every second.
+  Awaitable<void> poll_alua(std::shared_ptr<Multipath> self) {
+    asio::steady_timer t(ex);
+    while (!closed && !selector.any_usable()) {
+      bool any_up = false;
+      for (const auto& p : paths) any_up |= p.state == PathStatus::State::up;
+      if (!any_up) break;
+      t.expires_after(std::chrono::seconds(1));
+      boost::system::error_code ec;
+      co_await t.async_wait(use_awaitable_ec(ec));
+      co_await refresh_alua();
+    }
+    polling = false;
+    (void)self;
+  }
+
+  // ---- commands ----
+  struct WriteGuard {
+    Impl* impl;
+    std::optional<std::uint64_t> number;
+    ~WriteGuard() {
+      if (number && impl->writes.end(*number)) notify(impl->writes_progress);
+    }
+  };
+
+  Awaitable<Result<scsi::ScsiResult>> execute(std::shared_ptr<Multipath> self, CommandRequest req) {
+    ++stats.commands;
+    if (closed) co_return fail(errc::session_closed);
+    WriteGuard guard{this, std::nullopt};
+    if (!req.data_out.empty()) guard.number = writes.begin();
+    if (is_flush(req)) {
+      // Sent only once every write submitted before it completed, on whatever path.
+      const std::uint64_t barrier = writes.barrier();
+      if (!writes.covered(barrier)) ++stats.flushes_held;
+      while (!writes.covered(barrier) && !closed) co_await writes_progress.wait();
+    }
+    unsigned alua_tries = 0;
+    std::size_t timeouts = 0;  // command timeouts on paths whose session stayed up
+    while (true) {
+      if (closed) co_return fail(errc::session_closed);
+      const auto pick = selector.pick();
+      if (!pick) {
+        if (gave_up || (opened && options.replacement_timeout.count() == 0)) co_return fail(errc::session_lost);
+        co_await paths_changed.wait();
+        continue;
+      }
+      const std::size_t i = *pick;
+      Path& p = paths[i];
+      const auto session = p.session;
+      const std::uint64_t gen = p.generation;
+      ++p.commands;
+      auto r = co_await session->execute(req);
+      if (!r) {
+        if (!is_path_error(r.error()) || closed) co_return r;
+        // A command that times out on a live path is tried once per path, not forever.
+        if (r.error() == make_error_code(errc::timeout) && session->is_open() && !session->recovering() &&
+            ++timeouts >= paths.size())
+          co_return r;
+        ++p.failures;
+        ++stats.path_retries;
+        log::debug("multipath: path {}: command failed ({}): sending it on another path", i, r.error().message());
+        if (gen == p.generation) {
+          if (!session->is_open()) {
+            path_failed(i, gen, r.error());
+          } else if (session->recovering() && p.state == PathStatus::State::up) {
+            mark_down_counted(i, r.error());
+            p.state = PathStatus::State::recovering;
+            update_path(i);
+          }
+        }
+        continue;
+      }
+      const auto condition = scsi::alua_condition(*r);
+      if (condition == scsi::AluaCondition::none) co_return r;
+      // SPC-5 §5.16.2.4: the command was not processed through this port: learn the new states
+      // and send it again where the unit accepts it (bounded, in case the target contradicts itself).
+      if (++alua_tries > 16) co_return r;
+      ++stats.alua_retries;
+      if (gen == p.generation && tpgs) {
+        switch (condition) {
+          case scsi::AluaCondition::standby: p.access = scsi::AccessState::standby; break;
+          case scsi::AluaCondition::unavailable: p.access = scsi::AccessState::unavailable; break;
+          case scsi::AluaCondition::transitioning: p.access = scsi::AccessState::transitioning; break;
+          default: break;
+        }
+        update_path(i);
+      }
+      // Without TPGS there are no states to read (refresh_alua() does nothing): just send it again.
+      co_await refresh_alua();
+      (void)self;
+    }
+  }
+
+  void close_all() {
+    closed = true;
+    give_up_timer.cancel();
+    for (auto& p : paths) {
+      p.timer->cancel();
+      if (p.session) p.session->close();
+    }
+    notify(paths_changed);
+    notify(writes_progress);
+  }
+};
+
+Multipath::Multipath(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Multipath::~Multipath() = default;
+
+namespace {
+// A free coroutine (GCC 12 mishandles coroutine lambdas with by-value captures).
+Awaitable<Result<std::shared_ptr<Session>>> connect_session(asio::any_io_executor ex, Url url, SessionOptions options) {
+  co_return co_await Session::connect(ex, url, std::move(options));
+}
+}  // namespace
+
+Awaitable<Result<std::shared_ptr<Multipath>>> Multipath::open(asio::any_io_executor ex, std::vector<Url> urls,
+                                                              scsi::Lun lun, MultipathOptions options) {
+  PathConnector connect = [ex](const Url& url, SessionOptions o) { return connect_session(ex, url, std::move(o)); };
+  return open_multipath(ex, std::move(urls), lun, std::move(options), std::move(connect));
+}
+
+Awaitable<Result<std::shared_ptr<Multipath>>> open_multipath(asio::any_io_executor ex, std::vector<Url> urls,
+                                                             scsi::Lun lun, MultipathOptions options,
+                                                             PathConnector connect) {
+  if (urls.empty()) co_return fail(errc::invalid_argument);
+  for (const auto& u : urls) {
+    if (u.target.empty()) co_return fail(errc::invalid_argument);
+    // iSER paths would need the caller's pool buffers registered on every path's device.
+    if (u.transport == datamover::Transport::iser) co_return fail(errc::not_supported);
+  }
+  if (options.session.transport == TransportPolicy::iser || options.session.transport == TransportPolicy::automatic)
+    co_return fail(errc::not_supported);
+  auto impl = std::make_unique<Multipath::Impl>(ex, std::move(urls), lun, std::move(options));
+  Multipath::Impl& m = *impl;
+  m.connector = std::move(connect);
+  auto mp = std::make_shared<Multipath>(std::move(impl));
+  m.owner = mp;
+  std::error_code first_error;
+  for (std::size_t i = 0; i < m.paths.size(); ++i) {
+    auto r = co_await m.connect_path(i);
+    if (r) continue;
+    if (m.paths[i].state == PathStatus::State::refused || r.error() == make_error_code(errc::not_supported)) {
+      m.close_all();
+      co_return fail(r.error());
+    }
+    log::warn("multipath: path {}: login failed: url={} error={}: reinstating it in the background", i, m.url_text(i),
+              r.error().message());
+    if (!first_error) first_error = r.error();
+  }
+  if (m.pool == nullptr) {
+    m.close_all();
+    co_return fail(first_error ? first_error : make_error_code(errc::connection_closed));
+  }
+  co_await m.refresh_alua();
+  m.opened = true;
+  for (std::size_t i = 0; i < m.paths.size(); ++i) {
+    if (m.paths[i].state == PathStatus::State::down) asio::co_spawn(ex, m.reinstate_loop(mp, i), asio::detached);
+  }
+  m.check_usable();
+  co_return mp;
+}
+
+Awaitable<Result<scsi::ScsiResult>> Multipath::execute(const CommandRequest& request) {
+  return impl_->execute(shared_from_this(), request);
+}
+BufferPool& Multipath::buffer_pool() const noexcept { return *impl_->pool; }
+std::uint32_t Multipath::max_transfer_bytes() const noexcept { return impl_->max_transfer; }
+asio::any_io_executor Multipath::executor() const { return impl_->ex; }
+const MultipathStats& Multipath::stats() const noexcept { return impl_->stats; }
+bool Multipath::any_path_usable() const noexcept { return impl_->selector.any_usable(); }
+bool Multipath::gave_up() const noexcept { return impl_->gave_up; }
+MultipathPolicy Multipath::policy() const noexcept { return impl_->options.policy; }
+
+std::vector<PathStatus> Multipath::paths() const {
+  std::vector<PathStatus> out;
+  for (std::size_t i = 0; i < impl_->paths.size(); ++i) {
+    const auto& p = impl_->paths[i];
+    out.push_back(PathStatus{.state = p.state,
+                             .url = format_url(p.url),
+                             .peer = p.session ? p.session->peer() : std::string{},
+                             .access_state = p.access,
+                             .target_port_group = p.target_port_group,
+                             .commands = p.commands,
+                             .failures = p.failures,
+                             .downs = p.downs,
+                             .reinstatements = p.reinstatements});
+  }
+  return out;
+}
+
+Awaitable<void> Multipath::logout() {
+  auto self = shared_from_this();
+  Impl& m = *impl_;
+  m.closed = true;
+  m.give_up_timer.cancel();
+  for (auto& p : m.paths) p.timer->cancel();
+  notify(m.paths_changed);
+  notify(m.writes_progress);
+  for (auto& p : m.paths) {
+    if (auto s = p.session) {
+      if (s->is_open() && !s->recovering()) (void)co_await s->logout();
+      s->close();
+    }
+  }
+}
+
+void Multipath::close() noexcept { impl_->close_all(); }
+
+}  // namespace iserkit::initiator

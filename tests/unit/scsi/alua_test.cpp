@@ -1,0 +1,96 @@
+// ALUA codecs on the initiator side (scsi/alua.hpp): REPORT TARGET PORT GROUPS CDB and parameter
+// data (SPC-5 §6.36), the ALUA sense conditions (SPC-5 §5.16.2.4, §5.16.2.6) and the target-port
+// designators of VPD 0x83 (SPC-5 §7.7.6.5, §7.7.6.6).
+#include <gtest/gtest.h>
+
+#include "iserkit/common/errors.hpp"
+#include "iserkit/scsi/alua.hpp"
+
+using namespace iserkit;
+using namespace iserkit::scsi;
+
+namespace {
+std::vector<std::byte> bytes(std::initializer_list<int> v) {
+  std::vector<std::byte> out;
+  for (int b : v) out.push_back(static_cast<std::byte>(b));
+  return out;
+}
+}  // namespace
+
+TEST(Alua, ReportTargetPortGroupsCdbLayout) {
+  const Cdb c = report_target_port_groups({.extended_header = true, .allocation_length = 0x01020304});
+  ASSERT_EQ(c.size(), 12u);
+  EXPECT_EQ(c.bytes[0], std::byte{0xa3});  // MAINTENANCE IN
+  EXPECT_EQ(c.bytes[1], std::byte{0x2a});  // format 001b, service action 0Ah
+  EXPECT_EQ(c.bytes[6], std::byte{0x01});
+  EXPECT_EQ(c.bytes[9], std::byte{0x04});
+  EXPECT_EQ(report_target_port_groups().bytes[1], std::byte{0x0a});
+}
+
+TEST(Alua, ParsesTwoGroupsWithTheirPortsAndStates) {
+  // SPC-5 §6.36.2 length-only header, group 1 active/optimized (PREF) with port 1, group 2
+  // standby with ports 2 and 3.
+  const auto data = bytes({0, 0, 0, 24,                                   // RETURN DATA LENGTH
+                           0x80, 0x0f, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1,      // group 1, one port
+                           0x02, 0x0f, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2});   // group 2, two ports…
+  // …declares two ports but RETURN DATA LENGTH holds one: malformed.
+  EXPECT_EQ(parse_report_target_port_groups(data).error(), make_error_code(errc::protocol_error));
+  auto ok = bytes({0, 0, 0, 28,
+                   0x80, 0x0f, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1,
+                   0x02, 0x0f, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 3});
+  auto groups = parse_report_target_port_groups(ok);
+  ASSERT_TRUE(groups);
+  ASSERT_EQ(groups->size(), 2u);
+  EXPECT_EQ((*groups)[0], (TargetPortGroupDescriptor{.id = 1, .state = AccessState::active_optimized,
+                                                     .preferred = true, .relative_ports = {1}}));
+  EXPECT_EQ((*groups)[1], (TargetPortGroupDescriptor{.id = 2, .state = AccessState::standby,
+                                                     .preferred = false, .relative_ports = {2, 3}}));
+}
+
+TEST(Alua, ExtendedHeaderAndTruncatedDataKeepWholeGroups) {
+  // Format 001b (byte 4 = 0x10), group 7 transitioning; then cut by the allocation length in the
+  // middle of a second group: the first is kept.
+  auto data = bytes({0, 0, 0, 28, 0x10, 0, 0, 0,
+                     0x0f, 0x0f, 0, 7, 0, 0, 0, 1, 0, 0, 0, 9,
+                     0x01, 0x0f, 0, 8, 0, 0, 0, 1});
+  auto groups = parse_report_target_port_groups(data);
+  ASSERT_TRUE(groups);
+  ASSERT_EQ(groups->size(), 1u);
+  EXPECT_EQ((*groups)[0].id, 7);
+  EXPECT_EQ((*groups)[0].state, AccessState::transitioning);
+  EXPECT_EQ((*groups)[0].relative_ports, std::vector<std::uint16_t>{9});
+  EXPECT_FALSE(parse_report_target_port_groups(bytes({0, 0})));
+}
+
+TEST(Alua, SenseConditions) {
+  auto cc = [](SenseKey key, std::uint8_t asc, std::uint8_t ascq) {
+    ScsiResult r;
+    r.status = Status::check_condition;
+    r.sense = SenseData{.key = key, .asc = asc, .ascq = ascq};
+    return r;
+  };
+  EXPECT_EQ(alua_condition(cc(SenseKey::unit_attention, 0x2a, 0x06)), AluaCondition::state_changed);
+  EXPECT_EQ(alua_condition(cc(SenseKey::not_ready, 0x04, 0x0a)), AluaCondition::transitioning);
+  EXPECT_EQ(alua_condition(cc(SenseKey::not_ready, 0x04, 0x0b)), AluaCondition::standby);
+  EXPECT_EQ(alua_condition(cc(SenseKey::not_ready, 0x04, 0x0c)), AluaCondition::unavailable);
+  EXPECT_EQ(alua_condition(cc(SenseKey::not_ready, 0x04, 0x02)), AluaCondition::none);
+  EXPECT_EQ(alua_condition(cc(SenseKey::unit_attention, 0x29, 0x00)), AluaCondition::none);
+  EXPECT_EQ(alua_condition(ScsiResult{}), AluaCondition::none);
+  EXPECT_TRUE(processes_io(AccessState::active_non_optimized));
+  EXPECT_FALSE(processes_io(AccessState::standby));
+  EXPECT_EQ(to_string(AccessState::unavailable), "unavailable");
+}
+
+TEST(Alua, DesignatorsSplitByAssociation) {
+  const Designator naa{.type = DesignatorType::naa, .association = Association::logical_unit,
+                       .value = bytes({0x60, 1, 2, 3, 4, 5, 6, 7})};
+  const Designator port{.type = DesignatorType::relative_target_port, .association = Association::target_port,
+                        .value = bytes({0, 0, 0, 2})};
+  const Designator group{.type = DesignatorType::target_port_group, .association = Association::target_port,
+                         .value = bytes({0, 0, 0x01, 0x02})};
+  const std::vector<Designator> page{naa, port, group};
+  EXPECT_EQ(logical_unit_designators(page), std::vector<Designator>{naa});
+  EXPECT_EQ(target_port_group_of(page), 0x0102);
+  EXPECT_EQ(relative_target_port_of(page), 2);
+  EXPECT_EQ(target_port_group_of({naa}), std::nullopt);
+}
