@@ -173,11 +173,22 @@ struct ExhaustedPool final : BufferPool {
   void release(const Buffer&, std::size_t) noexcept override {}
 };
 
-struct IserRecoveryRig {
+/// What the iSER rig records; a base listed before SessionRig, so it outlives the session.
+struct IserRecoveryRecord {
+  test::ArenaPool first_pool{11, 22};
+  test::ArenaPool second_pool{33, 44};
+  ExhaustedPool exhausted_pool;
+  std::vector<std::optional<Buffer>> first_regions;
+  std::vector<std::optional<Buffer>> second_regions;
+  std::size_t first_pool_leases_when_reissued = 99;
+  FakeDatamover* second = nullptr;
+};
+
+struct IserRecoveryRig : IserRecoveryRecord, test::SessionRig {
   /// `same_device`: the new connection is on the same RDMA device (one protection domain, so the
   /// same registered pool); otherwise on another one (its own pool and keys). `exhausted`: the new
   /// connection's pool has no memory for a bounce buffer.
-  explicit IserRecoveryRig(bool same_device = false, bool exhausted = false) {
+  explicit IserRecoveryRig(bool same_device = false, bool exhausted = false) : SessionRig(Deferred{}) {
     SessionOptions options;
     options.replacement_timeout = 10s;
     options.reconnect_delay_min = 1ms;
@@ -207,42 +218,10 @@ struct IserRecoveryRig {
       second = f.get();
       co_return Reconnected{.datamover = std::move(f),
                             .parameters = {},
-                            .start = EngineStart{.cmd_sn = SerialNumber(1),
-                                                 .exp_cmd_sn = SerialNumber(1),
-                                                 .max_cmd_sn = SerialNumber(64),
-                                                 .exp_stat_sn = SerialNumber(1)}};
+                            .start = fresh_login()};
     };
-    session = start_session(io.get_executor(), std::move(fake), std::move(options), {}, "iqn.2026-01.test:t",
-                            EngineStart{.cmd_sn = SerialNumber(1),
-                                        .exp_cmd_sn = SerialNumber(1),
-                                        .max_cmd_sn = SerialNumber(64),
-                                        .exp_stat_sn = SerialNumber(1)},
-                            std::move(reconnect));
+    start(std::move(fake), std::move(options), {}, std::move(reconnect));
   }
-  template <class Body>
-  void run(Body body) {
-    bool finished = false;
-    asio::co_spawn(
-        io,
-        [&]() -> Awaitable<void> {
-          co_await body();
-          finished = true;
-          session->close();
-        },
-        asio::detached);
-    io.run_for(20s);
-    EXPECT_TRUE(finished) << "the test body did not finish";
-  }
-
-  asio::io_context io;
-  test::ArenaPool first_pool{11, 22};
-  test::ArenaPool second_pool{33, 44};
-  ExhaustedPool exhausted_pool;
-  std::vector<std::optional<Buffer>> first_regions;
-  std::vector<std::optional<Buffer>> second_regions;
-  std::size_t first_pool_leases_when_reissued = 99;
-  FakeDatamover* second = nullptr;
-  std::shared_ptr<Session> session;
 };
 
 }  // namespace
