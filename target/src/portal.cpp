@@ -204,7 +204,12 @@ struct TargetServer::Impl {
   /// Queues a rescan on the helper thread unless one is already queued.
   void queue_rbd_rescan(const char* why) {
     if (!config.export_rbd || stopping || rbd_rescan_queued.exchange(true)) return;
-    log::info("rbd: rescanning pool {} ({})", log::escaped(*config.export_rbd), why);
+    // A periodic rescan every 30 s would fill an info log; SIGHUP is the operator asking.
+    if (std::string_view(why) == "periodic") {
+      log::debug("rbd: rescanning pool {} ({})", log::escaped(*config.export_rbd), why);
+    } else {
+      log::info("rbd: rescanning pool {} ({})", log::escaped(*config.export_rbd), why);
+    }
     asio::post(rbd_rescan_thread, [this] {
       rbd_rescan_queued = false;
       if (!stopping) (void)rescan_rbd();
