@@ -69,7 +69,13 @@ Awaitable<bool> SessionEnd::wait_for(std::chrono::milliseconds bound) {
   auto timer = std::make_shared<asio::steady_timer>(ex, bound);
   // set() cancels the wait from whatever thread it runs on, through the waiter's own executor;
   // the cancel can only run once this coroutine is suspended in async_wait below (one thread).
-  on_set([timer, ex] { asio::post(ex, [timer] { timer->cancel(); }); });
+  // The callback holds the timer weakly: a wait that timed out leaves no timer behind in this
+  // latch (which may outlive the waiter's io_context), only an expired weak pointer.
+  on_set([weak = std::weak_ptr<asio::steady_timer>(timer), ex] {
+    asio::post(ex, [weak] {
+      if (auto t = weak.lock()) t->cancel();
+    });
+  });
   boost::system::error_code ec;
   co_await timer->async_wait(use_awaitable_ec(ec));
   co_return is_set();
