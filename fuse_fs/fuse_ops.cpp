@@ -51,9 +51,6 @@
 #include "iserkit/common/log.hpp"
 
 namespace iserkit::fuse_fs {
-namespace {
-
-constexpr std::size_t kib = 1024;
 
 // What an open file handle (fi->fh) points at.
 struct OpenFile {
@@ -62,6 +59,10 @@ struct OpenFile {
   std::string content;            // info files: the JSON at open time
   bool fua = false;               // O_DSYNC/O_SYNC opens write with FUA
 };
+
+namespace {
+
+constexpr std::size_t kib = 1024;
 
 // An opendir snapshot (fi->fh of a directory).
 struct DirEntry {
@@ -330,6 +331,11 @@ Awaitable<void> do_open(FuseContext& c, fuse_req_t req, Ino ino, fuse_file_info 
     }
   }
   fi.fh = reinterpret_cast<std::uint64_t>(f.get());
+  {
+    // Registered before the reply: FUSE_RELEASE may arrive on another thread as soon as it is sent.
+    std::lock_guard lock(c.open_files_mutex);
+    c.open_files.insert(f.get());
+  }
   int sent = 0;
   if (create) {
     const auto e = make_entry(c, *n);
@@ -337,7 +343,12 @@ Awaitable<void> do_open(FuseContext& c, fuse_req_t req, Ino ino, fuse_file_info 
   } else {
     sent = fuse_reply_open(req, &fi);
   }
-  if (sent == 0) f.release();  // else: interrupted; unique_ptr frees it here, on the loop
+  if (sent == 0) {
+    f.release();
+  } else {  // interrupted: no RELEASE will come; unique_ptr frees it here, on the loop
+    std::lock_guard lock(c.open_files_mutex);
+    c.open_files.erase(f.get());
+  }
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { spawn(ctx(req), req, do_open(ctx(req), req, ino, *fi)); }
@@ -500,7 +511,12 @@ void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
 }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete_on_loop(ctx(req), reinterpret_cast<OpenFile*>(fi->fh));
+  auto* f = reinterpret_cast<OpenFile*>(fi->fh);
+  {
+    std::lock_guard lock(ctx(req).open_files_mutex);
+    ctx(req).open_files.erase(f);
+  }
+  delete_on_loop(ctx(req), f);
   fuse_reply_err(req, 0);
 }
 
@@ -637,6 +653,15 @@ void op_init(void* userdata, fuse_conn_info* conn) {
 }
 
 }  // namespace
+
+void free_open_files(FuseContext& c) {
+  std::unordered_set<OpenFile*> left;
+  {
+    std::lock_guard lock(c.open_files_mutex);
+    left.swap(c.open_files);
+  }
+  for (OpenFile* f : left) delete f;
+}
 
 const fuse_lowlevel_ops& fuse_operations() noexcept {
   static const fuse_lowlevel_ops ops = [] {

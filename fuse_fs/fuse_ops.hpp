@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdint>
 #include <ctime>
+#include <mutex>
+#include <unordered_set>
 
 #include <fuse_lowlevel.h>
 
@@ -32,6 +34,9 @@ struct MountOptions {
 };
 
 /// Everything the operations need; the session's userdata. The view is used on its executor only.
+struct OpenFile;  // fuse_ops.cpp: what fi->fh of a file points at
+
+/// State shared by the operations (fuse_session userdata).
 struct FuseContext {
   FuseContext(PortalView& v, MountOptions o) : view(v), options(o) {}
   PortalView& view;
@@ -41,7 +46,15 @@ struct FuseContext {
   std::atomic<int> in_flight{0};
   /// WRITEs whose payload came through libfuse's pipe into a session-pool buffer (splice_writes).
   std::atomic<std::uint64_t> spliced_writes{0};
+  /// File handles (fi->fh) opened and not yet released. A handle still open when the loop ends
+  /// (no FUSE_RELEASE will come) is freed by free_open_files().
+  std::mutex open_files_mutex;
+  std::unordered_set<OpenFile*> open_files;
 };
+
+/// Frees every file handle still in `c.open_files` (unmount with files open). Call on the loop
+/// thread once the FUSE loop has ended and every session is closed.
+void free_open_files(FuseContext& c);
 
 /// The operations table (static storage).
 const fuse_lowlevel_ops& fuse_operations() noexcept;

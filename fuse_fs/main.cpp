@@ -279,7 +279,16 @@ int main(int argc, char** argv) {
   while (context.in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  asio::post(io, [&] { hangup.cancel(); });
+  // The last handler on the loop: handles released earlier were posted for deletion before it
+  // (one thread runs the loop, in order); handles never released (files still open at unmount)
+  // are freed here, while the loop still owns their LUN state.
+  std::promise<void> drained;
+  asio::post(io, [&] {
+    free_open_files(context);
+    hangup.cancel();
+    drained.set_value();
+  });
+  drained.get_future().wait();
   work.reset();
   io.stop();
   loop.join();  // nothing runs on the loop any more: no reply can touch the descriptor
