@@ -259,10 +259,29 @@ Awaitable<ScsiOutcome> execute_unmap(const CommandPlan& plan, ConstByteSpan para
       co_return ScsiOutcome::check_condition(scsi::SenseData::invalid_field_in_parameter_list(static_cast<std::uint16_t>(8 + 16 * i + 8)));
     if (d.blocks != 0 && !in_range(unit, d.lba, d.blocks)) co_return ScsiOutcome::check_condition(lba_out_of_range());
   }
-  const std::uint64_t bs = unit.block_size_bytes();
+  // Ranges that touch or overlap are merged first (unmapping is idempotent, so the result is the
+  // same): initiators send one descriptor per block (libiscsi's Unmap.Simple sends up to 256), and
+  // each backend discard is a round trip (a Ceph RBD discard is an OSD operation).
+  struct Range {
+    std::uint64_t lba, blocks;
+  };
+  std::vector<Range> ranges;
+  ranges.reserve(descriptors->size());
   for (const auto& d : *descriptors) {
-    if (d.blocks == 0) continue;
-    auto r = co_await unit.backend().discard(d.lba * bs, std::uint64_t{d.blocks} * bs);
+    if (d.blocks != 0) ranges.push_back({d.lba, d.blocks});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.lba < b.lba; });
+  std::vector<Range> merged;
+  for (const Range& r : ranges) {
+    if (!merged.empty() && r.lba <= merged.back().lba + merged.back().blocks) {
+      merged.back().blocks = std::max(merged.back().blocks, r.lba + r.blocks - merged.back().lba);
+    } else {
+      merged.push_back(r);
+    }
+  }
+  const std::uint64_t bs = unit.block_size_bytes();
+  for (const Range& m : merged) {
+    auto r = co_await unit.backend().discard(m.lba * bs, m.blocks * bs);
     if (!r) co_return outcome_of(r, true);
   }
   co_return ScsiOutcome::good();

@@ -383,6 +383,32 @@ TEST_F(Dispatcher, UnmapDiscardsAndReadsZero) {
   EXPECT_TRUE(std::equal(rd.data_in.begin() + 3072, rd.data_in.end(), expected.begin() + 3072));
 }
 
+TEST_F(Dispatcher, UnmapMergesDescriptorsThatTouchOrOverlap) {
+  run(scsi::write16({.lba = 0, .blocks = 64}), pattern(64 * 512, 7));
+  // One descriptor per block for LBAs 9..0 (in reverse), an overlapping pair 20..27 and 24..31,
+  // and a lone range at 40: three discards, and exactly those blocks read back as zeroes.
+  std::vector<scsi::UnmapDescriptor> list_in;
+  for (std::uint64_t lba = 10; lba-- > 0;) list_in.push_back({.lba = lba, .blocks = 1});
+  list_in.push_back({.lba = 20, .blocks = 8});
+  list_in.push_back({.lba = 24, .blocks = 8});
+  list_in.push_back({.lba = 40, .blocks = 2});
+  const auto list = scsi::unmap_parameter_list(list_in);
+  const auto r = run(scsi::unmap({.parameter_list_length_bytes = static_cast<std::uint16_t>(list.size())}), list);
+  ASSERT_EQ(r.outcome.status, scsi::Status::good);
+  EXPECT_EQ(backends_[0]->discards, 3);
+  const auto rd = run(scsi::read16({.lba = 0, .blocks = 64}));
+  const auto expected = pattern(64 * 512, 7);
+  for (std::uint64_t lba = 0; lba < 64; ++lba) {
+    const bool unmapped = lba < 10 || (lba >= 20 && lba < 32) || (lba >= 40 && lba < 42);
+    const auto* got = rd.data_in.data() + lba * 512;
+    if (unmapped) {
+      EXPECT_TRUE(std::all_of(got, got + 512, [](std::byte b) { return b == std::byte{0}; })) << "LBA " << lba;
+    } else {
+      EXPECT_TRUE(std::equal(got, got + 512, expected.begin() + static_cast<std::ptrdiff_t>(lba * 512))) << "LBA " << lba;
+    }
+  }
+}
+
 TEST_F(Dispatcher, UnmapValidation) {
   const std::uint64_t blocks = (16u << 20) / 512;
   // Out of range in the second descriptor: LBA OUT OF RANGE and nothing is discarded.
