@@ -14,6 +14,10 @@
 #                        sparse file on tmpfs (/dev/shm) stands in
 #                sparse  a sparse file (thin: holes are unmapped; tgtd: thin_provisioning=1)
 #                full    a fully allocated file (fallocate; tgtd: thin provisioning off)
+#                rbd     iserkit only: a Ceph RBD image (--lun rbd:rbd/IMAGE) in a throwaway
+#                        single-node cluster (tests/support/ceph_cluster.sh) started for the run;
+#                        a fresh image per family. Skips (77) when it is the only kind and the
+#                        Ceph packages are missing; dropped with a note otherwise
 #              default: $ISERKIT_CONFORMANCE_KINDS or "mem,sparse,full"
 #   --families iscsi-test-cu families (ALL.<Family>); default: every family iscsi-test-cu -l lists
 #   --timeout  seconds per family run (default 120); a family that times out fails its unfinished tests
@@ -45,7 +49,7 @@ while [[ $# -gt 0 ]]; do
     --logs) LOGS=$2; shift 2 ;;
     --bin) BIN_DIR=$2; shift 2 ;;
     --quiet) QUIET=1; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -88,6 +92,7 @@ stop_target() {
 }
 cleanup() {
   stop_target
+  [[ $(type -t ceph_cluster_stop) == function ]] && ceph_cluster_stop
   rm -rf "$WORK"
   [[ -n "$SHM_WORK" ]] && rm -rf "$SHM_WORK"
 }
@@ -110,6 +115,12 @@ make_lun() {
       path="$WORK/lun.img"; rm -f "$path"
       fallocate -l "$LUN_SIZE" "$path" 2>/dev/null || {
         rm -f "$path"; dd if=/dev/zero of="$path" bs=1M count=$(( $(numfmt --from=iec "$LUN_SIZE") >> 20 )) status=none; } ;;
+    rbd)
+      # A fresh image per family (as the files are fresh), named after it: rbd:POOL/IMAGE for --lun.
+      path="conformance-${family:-lun}"
+      rbd rm --no-progress "rbd/$path" >/dev/null 2>&1 || true
+      rbd create "rbd/$path" --size "$LUN_SIZE" >&2 || return 1
+      echo "rbd:rbd/$path"; return 0 ;;
     *) echo "unknown LUN kind $kind" >&2; return 1 ;;
   esac
   echo "$path"
@@ -122,8 +133,10 @@ start_target() {
   if [[ "$TARGET" == iserkit ]]; then
     local src=${lun:-mem:$LUN_SIZE}
     rm -f "$WORK/port"
+    local ceph=()
+    [[ "$kind" == rbd ]] && ceph=(--ceph-conf "$CEPH_CONF")
     "$BIN_DIR/iserkit-target" --iqn "$IQN" --listen 127.0.0.1:0 --port-file "$WORK/port" --lun "$src" \
-      --log-level warn ${ro:+--read-only} >"$WORK/target.out" 2>>"$WORK/target.err" &
+      "${ceph[@]}" --log-level warn ${ro:+--read-only} >"$WORK/target.out" 2>>"$WORK/target.err" &
     TARGET_PID=$!
     for _ in $(seq 200); do
       [[ -s "$WORK/port" ]] && break
@@ -204,6 +217,27 @@ if [[ -z "$FAMILIES" ]]; then
 fi
 IFS=, read -r -a FAMILY_LIST <<<"$FAMILIES"
 IFS=, read -r -a KIND_LIST <<<"$KINDS"
+
+# The rbd kind needs a cluster: started once for the whole run, stopped by cleanup().
+if [[ ",$KINDS," == *,rbd,* ]]; then
+  why=""
+  if [[ "$TARGET" != iserkit ]]; then
+    why="the rbd kind runs against iserkit-target only (tgtd's bs_rbd is in tgt-rbd, not used here)"
+  else
+    source "$HERE/../support/ceph_cluster.sh"
+    if ! ceph_cluster_available; then
+      why="ceph-mon, ceph-osd, ceph-common (rbd) or uuid-runtime not installed"
+    fi
+  fi
+  if [[ -n "$why" ]]; then
+    [[ "$KINDS" == rbd ]] && skip "$why"
+    echo "note: kind rbd dropped: $why"
+    KIND_LIST=($(printf '%s\n' "${KIND_LIST[@]}" | grep -vx rbd))
+  else
+    ceph_cluster_start "$WORK/ceph" >"$WORK/ceph-start.log" 2>&1 ||
+      { cat "$WORK/ceph-start.log" >&2; ceph_cluster_logs >&2; echo "run.sh: the Ceph cluster did not start" >&2; exit 1; }
+  fi
+fi
 
 status=0
 unexpected=()
