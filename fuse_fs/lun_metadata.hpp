@@ -51,7 +51,7 @@ std::string json_string(std::string_view s);
 struct PathInfo {
   std::string url;    ///< the path's URL (password hidden)
   std::string peer;   ///< "ip:port" while the path has a session, else empty
-  std::string state;  ///< "up", "recovering", "down" or "refused"
+  std::string state;  ///< "up", "recovering", "down", "refused"; "not-connected" before the device is opened
   std::string alua;   ///< the ALUA state of its target port group ("active/optimized", …)
   std::optional<std::uint16_t> target_port_group;
   std::uint64_t commands = 0;        ///< commands sent on it

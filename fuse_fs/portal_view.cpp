@@ -423,7 +423,7 @@ std::string PortalView::info_json(Ino dir) const {
     } else {
       info.session_state = t->last_error ? "failed: " + t->last_error.message() : "not-connected";
       for (const auto& u : t->paths)
-        info.paths.push_back(PathInfo{.url = initiator::format_url(u), .state = "down"});
+        info.paths.push_back(PathInfo{.url = initiator::format_url(u), .state = "not-connected"});
     }
     for (const auto& [index, l] : t->luns) {
       info.luns.push_back(l->metadata);
