@@ -62,7 +62,7 @@ int parse(int argc, char** argv, Config& cfg) {
       "       iserkit-fuse URL [URL…] MOUNTPOINT --multipath failover|round-robin   (a target reached through\n"
       "         several portals is one directory; its LUNs do I/O over every path, TCP only)\n"
       "  MOUNTPOINT/<target-iqn>/lun<N>   the LUN's data (its size is the LUN's capacity)\n"
-      "  MOUNTPOINT/<target-iqn>/info     JSON: portal, session parameters, LUNs\n"
+      "  MOUNTPOINT/<target-iqn>/info     JSON: portal, session parameters, LUNs (--multipath: each path, its state)\n"
       "  MOUNTPOINT/.rescan               write anything to rescan now (so does SIGHUP)\n"
       "Unmount with fusermount3 -u MOUNTPOINT, or SIGINT/SIGTERM to iserkit-fuse.");
   options.add_options()
@@ -73,7 +73,8 @@ int parse(int argc, char** argv, Config& cfg) {
       ("d,debug", "print every FUSE request (implies --foreground)")
       ("r,read-only", "refuse writes to LUN files (EROFS); .rescan stays writable (-o ro: nothing is)")
       ("timeout", "seconds a SCSI command, TCP connect or login may take; a target that stops answering gives EIO "
-                  "after at most this long",
+                  "after at most this long (with --multipath: each attempt on a path, a timed-out command is sent "
+                  "again on another path)",
        cxxopts::value<double>()->default_value("30"))
       ("replacement-timeout", "seconds a session waits for a new connection after losing one, its commands "
                               "held and sent again (each then gets --timeout); 0 = fail at once with EIO and log "
