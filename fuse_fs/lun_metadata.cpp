@@ -43,7 +43,8 @@ std::string path_json(const PathInfo& p) {
 
 std::string paths_json(const std::vector<PathInfo>& paths, std::string_view indent) {
   std::string j = "[";
-  for (std::size_t i = 0; i < paths.size(); ++i) j += (i == 0 ? "\n" : ",\n") + std::string(indent) + path_json(paths[i]);
+  for (std::size_t i = 0; i < paths.size(); ++i)
+    j += (i == 0 ? "\n" : ",\n") + std::string(indent) + path_json(paths[i]);
   return j + "]";
 }
 
@@ -174,7 +175,8 @@ std::string target_info_json(const TargetInfo& info) {
       j += (k == 0 ? "" : ", ") + json_string(designator_text(l.designators[k]));
     }
     j += "]";
-    if (i < info.lun_paths.size() && !info.lun_paths[i].empty()) j += ",\n     \"paths\": " + paths_json(info.lun_paths[i], "       ");
+    if (i < info.lun_paths.size() && !info.lun_paths[i].empty())
+      j += ",\n     \"paths\": " + paths_json(info.lun_paths[i], "       ");
     j += "}";
   }
   j += info.luns.empty() ? "]\n}\n" : "\n  ]\n}\n";

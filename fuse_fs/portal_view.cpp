@@ -211,7 +211,8 @@ Awaitable<Result<std::shared_ptr<initiator::CommandChannel>>> PortalView::channe
   } else {
     t.last_error = m.error();
     t.failed_at = Clock::now();
-    log::warn("fuse: multipath: open: {}: target={} paths={}", m.error().message(), log::escaped(t.iqn), t.paths.size());
+    log::warn("fuse: multipath: open: {}: target={} paths={}", m.error().message(), log::escaped(t.iqn),
+              t.paths.size());
   }
   t.connecting.finish();
   if (!m) co_return fail(m.error());
@@ -284,8 +285,9 @@ Awaitable<Result<void>> PortalView::scan_target(TargetState& t) {
     }
     auto old = t.luns.find(*index);
     // With multipath a LUN keeps its own device; without, its handle must be on the current session.
-    const bool current = old != t.luns.end() && old->second->handle &&
-                         (options_.multipath ? old->second->multipath != nullptr : old->second->handle->channel() == *s);
+    const bool current =
+        old != t.luns.end() && old->second->handle &&
+        (options_.multipath ? old->second->multipath != nullptr : old->second->handle->channel() == *s);
     if (current) {
       // Known LUN on the current session: pick up a capacity change (SBC-4 §5.20).
       auto& l = *old->second;

@@ -145,8 +145,8 @@ class PortalView {
 
   /// A handle on the LUN's current session, logging in again and re-opening the LUN when the
   /// session ended (with multipath: on the LUN's Multipath, opened again only after the target was
-  /// dropped from the listing and came back). Returned by value (it shares the session) so a reconnect meanwhile cannot pull
-  /// it from under the caller. Errors: login/open errors, or the last one during the backoff.
+  /// dropped from the listing and came back). Returned by value (it shares the session) so a
+  /// reconnect meanwhile cannot pull it from under the caller. Errors: login/open errors, or the last one during the backoff.
   Awaitable<Result<initiator::LunHandle>> handle(LunState& lun);
 
   /// Logs every open session out (commands in flight finish first; each bounded by the login

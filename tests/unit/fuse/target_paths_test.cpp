@@ -54,7 +54,8 @@ TEST(TargetPaths, WithMultipathEveryTargetAddressIsAPathOnce) {
 }
 
 TEST(TargetPaths, UrlsNamingTheSameTargetAreItsPathsAndIqnsCompareWithoutCase) {
-  const std::vector portals{url(std::string("iscsi://127.0.0.1:4001/") + a), url("iscsi://127.0.0.1:4002/IQN.2026-11.ORG.EXAMPLE:A"),
+  const std::vector portals{url(std::string("iscsi://127.0.0.1:4001/") + a),
+                            url("iscsi://127.0.0.1:4002/IQN.2026-11.ORG.EXAMPLE:A"),
                             url(std::string("iscsi://127.0.0.1:4001/") + a), url(std::string("iscsi://127.0.0.1:4003/") + b)};
   const auto one = group_target_paths(portals, {}, false);
   ASSERT_EQ(one.size(), 2u);
