@@ -26,7 +26,7 @@ Awaitable<Result<void>> write_zero_blocks(initiator::LunHandle h, std::uint64_t 
   const std::uint32_t bs = h.info().capacity.block_size_bytes;
   const std::uint64_t per = std::max<std::uint64_t>(1, zero_chunk_bytes / bs);
   // From the session's pool: registered memory on iSER, so the zeroes go out without a bounce.
-  auto zeros = h.session()->buffer_pool().allocate(static_cast<std::size_t>(std::min(per, blocks) * bs));
+  auto zeros = h.channel()->buffer_pool().allocate(static_cast<std::size_t>(std::min(per, blocks) * bs));
   std::memset(zeros.data(), 0, zeros.size());
   for (std::uint64_t done = 0; done < blocks;) {
     const auto n = static_cast<std::uint32_t>(std::min(per, blocks - done));
@@ -40,7 +40,7 @@ Awaitable<Result<void>> write_zero_blocks(initiator::LunHandle h, std::uint64_t 
 // Zeroes bytes [offset, offset + length) inside the LUN by read-modify-write (caller holds the lock).
 Awaitable<Result<void>> zero_bytes(initiator::LunHandle h, std::uint64_t offset, std::size_t length) {
   if (length == 0) co_return Result<void>{};
-  auto zeros = h.session()->buffer_pool().allocate(length);
+  auto zeros = h.channel()->buffer_pool().allocate(length);
   std::memset(zeros.data(), 0, zeros.size());
   co_return co_await h.write_bytes(offset, zeros.bytes());
 }
@@ -64,7 +64,7 @@ Awaitable<Result<ReadData>> lun_read(PortalView& view, std::shared_ptr<LunState>
   // the requested bytes inside it (no bounce copies for unaligned edges). The buffer comes from the
   // session's pool — registered memory on iSER — so the target RDMA-writes straight into it: no
   // bounce copy on any transport.
-  out.buffer = h->session()->buffer_pool().allocate(static_cast<std::size_t>(blocks * bs));
+  out.buffer = h->channel()->buffer_pool().allocate(static_cast<std::size_t>(blocks * bs));
   if (auto r = co_await h->read({.lba = first, .blocks = static_cast<std::uint32_t>(blocks)}, out.buffer.bytes()); !r)
     co_return fail(r.error());
   out.skip = static_cast<std::size_t>(offset - first * bs);
@@ -77,7 +77,7 @@ Awaitable<Result<PooledBuffer>> lun_payload_buffer(PortalView& view, std::shared
   auto h = co_await view.handle(*lun);
   if (!h) co_return fail(h.error());
   try {
-    co_return h->session()->buffer_pool().allocate(size);
+    co_return h->channel()->buffer_pool().allocate(size);
   } catch (const std::bad_alloc&) {
     co_return fail(std::make_error_code(std::errc::not_enough_memory));
   }

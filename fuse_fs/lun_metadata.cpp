@@ -32,6 +32,22 @@ std::string designators_text(const std::vector<scsi::Designator>& ds) {
   return s;
 }
 
+std::string path_json(const PathInfo& p) {
+  const auto n = [](std::uint64_t v) { return std::to_string(v); };
+  return "{\"url\": " + json_string(p.url) + ", \"peer\": " + json_string(p.peer) + ", \"state\": " +
+         json_string(p.state) + ", \"alua\": " + json_string(p.alua) + ", \"target_port_group\": " +
+         (p.target_port_group ? n(*p.target_port_group) : std::string("null")) + ", \"commands\": " + n(p.commands) +
+         ", \"failures\": " + n(p.failures) + ", \"downs\": " + n(p.downs) + ", \"reinstatements\": " +
+         n(p.reinstatements) + "}";
+}
+
+std::string paths_json(const std::vector<PathInfo>& paths, std::string_view indent) {
+  std::string j = "[";
+  for (std::size_t i = 0; i < paths.size(); ++i)
+    j += (i == 0 ? "\n" : ",\n") + std::string(indent) + path_json(paths[i]);
+  return j + "]";
+}
+
 }  // namespace
 
 std::optional<std::string> naa_hex(const std::vector<scsi::Designator>& ds) {
@@ -137,7 +153,12 @@ std::string target_info_json(const TargetInfo& info) {
     }
     j += "    }";
   }
-  j += "\n  },\n  \"luns\": [";
+  j += "\n  },\n";
+  if (!info.multipath_policy.empty()) {
+    j += "  \"multipath\": {\"policy\": " + json_string(info.multipath_policy) + ", \"paths\": " +
+         paths_json(info.paths, "      ") + "},\n";
+  }
+  j += "  \"luns\": [";
   for (std::size_t i = 0; i < info.luns.size(); ++i) {
     const auto& l = info.luns[i];
     j += i == 0 ? "\n" : ",\n";
@@ -153,7 +174,10 @@ std::string target_info_json(const TargetInfo& info) {
     for (std::size_t k = 0; k < l.designators.size(); ++k) {
       j += (k == 0 ? "" : ", ") + json_string(designator_text(l.designators[k]));
     }
-    j += "]}";
+    j += "]";
+    if (i < info.lun_paths.size() && !info.lun_paths[i].empty())
+      j += ",\n     \"paths\": " + paths_json(info.lun_paths[i], "       ");
+    j += "}";
   }
   j += info.luns.empty() ? "]\n}\n" : "\n  ]\n}\n";
   return j;

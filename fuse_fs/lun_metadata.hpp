@@ -47,6 +47,19 @@ std::optional<std::string> xattr_value(const LunMetadata& m, std::string_view na
 /// bytes ≥ 0x80 passed through (IQNs and INQUIRY strings are ASCII).
 std::string json_string(std::string_view s);
 
+/// One path of a multipath device, as the "info" file shows it (from initiator::PathStatus).
+struct PathInfo {
+  std::string url;    ///< the path's URL (password hidden)
+  std::string peer;   ///< "ip:port" while the path has a session, else empty
+  std::string state;  ///< "up", "recovering", "down", "refused"; "not-connected" before the device is opened
+  std::string alua;   ///< the ALUA state of its target port group ("active/optimized", …)
+  std::optional<std::uint16_t> target_port_group;
+  std::uint64_t commands = 0;        ///< commands sent on it
+  std::uint64_t failures = 0;        ///< commands that failed on it with a path error
+  std::uint64_t downs = 0;           ///< times it went down
+  std::uint64_t reinstatements = 0;  ///< times it came back
+};
+
 /// The content of a target directory's "info" file.
 struct TargetInfo {
   std::string target;   ///< IQN
@@ -57,11 +70,19 @@ struct TargetInfo {
   /// Negotiated operational parameters while logged in (RFC 7143 §13).
   std::optional<iscsi::OperationalParameters> parameters;
   std::vector<LunMetadata> luns;
+  /// With --multipath: the policy ("failover", "round-robin"); empty without multipath.
+  std::string multipath_policy;
+  /// With multipath: the paths of the target's control device (LUN 0's Multipath).
+  std::vector<PathInfo> paths;
+  /// With multipath: each LUN's own paths, parallel to `luns` (shorter or empty = none shown).
+  std::vector<std::vector<PathInfo>> lun_paths;
 };
 /// Renders `info` as pretty-printed JSON (2-space indent, a trailing newline): keys "target",
-/// "portal", "url", "session" {"state", "parameters" {RFC-spelled key: value}}, "luns"
-/// [{"lun", "file", "size_bytes", "block_size", "blocks", "thin", "vendor", "product", "revision",
-/// "serial", "naa", "designators"}].
+/// "portal", "url", "session" {"state", "parameters" {RFC-spelled key: value}}, with multipath
+/// "multipath" {"policy", "paths" [path]}, then "luns" [{"lun", "file", "size_bytes", "block_size",
+/// "blocks", "thin", "vendor", "product", "revision", "serial", "naa", "designators", with
+/// multipath "paths" [path]}]; a path is {"url", "peer", "state", "alua", "target_port_group"
+/// (number or null), "commands", "failures", "downs", "reinstatements"}.
 std::string target_info_json(const TargetInfo& info);
 
 /// The errno a FUSE reply carries for an initiator error: the SCSI sense table through

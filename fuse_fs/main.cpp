@@ -5,6 +5,10 @@
 // daemonize (fork: no thread may exist yet), then the loop thread and the FUSE worker threads.
 // Shutdown (SIGINT/SIGTERM or fusermount3 -u): leave the FUSE loop, log every session out, wait
 // for replies still in flight, stop the loop, then unmount (which closes /dev/fuse). THREAD MODEL: see fuse_ops.cpp.
+// MULTIPATH (--multipath failover|round-robin): a target reached through several portals (several
+// URLs naming it, or the TargetAddresses SendTargets lists for it) is one directory whose LUNs do
+// I/O through an initiator::Multipath (portal_view.hpp); --path-replacement-timeout is then how long
+// a path tries to come back by itself, --replacement-timeout how long requests wait with no path.
 #include <unistd.h>
 
 #include <climits>
@@ -55,8 +59,10 @@ int parse(int argc, char** argv, Config& cfg) {
       "iserkit-fuse",
       "Mount the targets and LUNs of iSCSI portals as a file tree.\n"
       "Usage: iserkit-fuse iscsi://HOST[:PORT][/TARGET-IQN] [MORE-URLS…] MOUNTPOINT [options]\n"
+      "       iserkit-fuse URL [URL…] MOUNTPOINT --multipath failover|round-robin   (a target reached through\n"
+      "         several portals is one directory; its LUNs do I/O over every path, TCP only)\n"
       "  MOUNTPOINT/<target-iqn>/lun<N>   the LUN's data (its size is the LUN's capacity)\n"
-      "  MOUNTPOINT/<target-iqn>/info     JSON: portal, session parameters, LUNs\n"
+      "  MOUNTPOINT/<target-iqn>/info     JSON: portal, session parameters, LUNs (--multipath: each path, its state)\n"
       "  MOUNTPOINT/.rescan               write anything to rescan now (so does SIGHUP)\n"
       "Unmount with fusermount3 -u MOUNTPOINT, or SIGINT/SIGTERM to iserkit-fuse.");
   options.add_options()
@@ -67,17 +73,27 @@ int parse(int argc, char** argv, Config& cfg) {
       ("d,debug", "print every FUSE request (implies --foreground)")
       ("r,read-only", "refuse writes to LUN files (EROFS); .rescan stays writable (-o ro: nothing is)")
       ("timeout", "seconds a SCSI command, TCP connect or login may take; a target that stops answering gives EIO "
-                  "after at most this long",
+                  "after at most this long (with --multipath: each attempt on a path, a timed-out command is sent "
+                  "again on another path)",
        cxxopts::value<double>()->default_value("30"))
       ("replacement-timeout", "seconds a session waits for a new connection after losing one, its commands "
                               "held and sent again (each then gets --timeout); 0 = fail at once with EIO and log "
-                              "in again on the next use",
+                              "in again on the next use. With --multipath: seconds requests wait while no path is "
+                              "usable, then EIO (0 = at once)",
        cxxopts::value<double>()->default_value("0"))
       ("nop-interval", "seconds of silence from a target before a NOP-Out ping (0 = never); a frozen target is "
                        "noticed after this plus --nop-timeout, and with --replacement-timeout its connection is "
                        "then replaced",
        cxxopts::value<double>()->default_value("5"))
       ("nop-timeout", "seconds a ping may stay unanswered before the connection counts as lost",
+       cxxopts::value<double>()->default_value("5"))
+      ("multipath", "failover (one path at a time) or round-robin (spread over the usable paths of the best ALUA "
+                    "group): every URL naming a target and every TargetAddress discovery lists for it is a path to "
+                    "it; without this option a target uses the first portal that listed it",
+       cxxopts::value<std::string>())
+      ("path-replacement-timeout", "with --multipath: seconds a path's session tries to log in again by itself "
+                                   "before its requests go to another path (paths are always checked with "
+                                   "NOP-Out pings; --nop-interval 0 means 5 s there)",
        cxxopts::value<double>()->default_value("5"))
       ("cache-time", "seconds a directory listing is reused before SendTargets/REPORT LUNS run again (0 = every time)",
        cxxopts::value<double>()->default_value("5"))
@@ -157,6 +173,20 @@ int parse(int argc, char** argv, Config& cfg) {
     const auto splice = fuse_fs::parse_splice_writes(args["splice-writes"].as<std::string>());
     if (!splice) return fail_usage("--splice-writes wants always, never or auto (as --splice-writes=MODE)");
     cfg.mount.splice_writes = fuse_fs::splice_wanted(*splice, cfg.urls, so.transport);
+    if (args.count("multipath")) {
+      const auto policy = initiator::parse_multipath_policy(args["multipath"].as<std::string>());
+      if (!policy) return fail_usage("--multipath wants failover or round-robin");
+      for (const auto& u : cfg.urls) {
+        // Multipath::open refuses iSER paths (the caller's buffers would need registering on
+        // every path's device).
+        if (u.transport != datamover::Transport::tcp)
+          return fail_usage("--multipath works over TCP portals only (iscsi://), not " + initiator::format_url(u));
+      }
+      cfg.view.multipath = *policy;
+    }
+    const double path_replacement = args["path-replacement-timeout"].as<double>();
+    if (path_replacement < 0) return fail_usage("--path-replacement-timeout must be >= 0");
+    cfg.view.path_replacement_timeout = seconds(path_replacement);
     cfg.view.portals = cfg.urls;
     cfg.view.cache_time = seconds(cache);
     log::set_level(args["log-level"].as<std::string>());
@@ -206,10 +236,8 @@ int main(int argc, char** argv) {
       continue;
     }
     ++discovered;
-    std::vector<std::string> names;
-    for (const auto& t : *found) names.push_back(t.name);
-    targets += names.size();
-    view.set_listing(i, names);
+    targets += found->size();
+    view.set_listing(i, *found);
   }
   if (tried > 0 && discovered == 0 && targets == 0) return 1;
   cfg.mount.uid = ::getuid();

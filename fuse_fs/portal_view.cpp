@@ -3,6 +3,10 @@
 // (SPC-5 §6.6.2 INQUIRY, §7.7.15 VPD 0x80, §7.7.6 VPD 0x83; SBC-4 §5.20 READ CAPACITY (16)).
 #include "fuse_fs/portal_view.hpp"
 
+#include <algorithm>
+#include <utility>
+
+#include "fuse_fs/target_paths.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/initiator/discovery.hpp"
@@ -17,20 +21,10 @@ PortalView::PortalView(asio::any_io_executor ex, ViewOptions options)
 
 void PortalView::rebuild_root() {
   // The union of every portal's listing, first portal first; an IQN keeps the first portal that
-  // listed it.
+  // listed it, or with multipath every path that leads to it (target_paths.hpp).
+  const auto grouped = group_target_paths(options_.portals, listings_, options_.multipath.has_value());
   std::vector<std::string> names;
-  std::map<std::string, std::size_t, std::less<>> first_portal;
-  for (std::size_t i = 0; i < options_.portals.size(); ++i) {
-    std::vector<std::string> listed;
-    if (!options_.portals[i].target.empty()) {
-      listed.push_back(options_.portals[i].target);
-    } else if (listings_[i]) {
-      listed = *listings_[i];
-    }
-    for (auto& n : listed) {
-      if (first_portal.emplace(n, i).second) names.push_back(std::move(n));
-    }
-  }
+  for (const auto& g : grouped) names.push_back(g.iqn);
   const auto diff = tree_.set_targets(names);
   for (const auto& s : diff.skipped)
     log::warn("fuse: target name cannot be a directory entry, skipped: name={}", log::escaped(s));
@@ -43,10 +37,15 @@ void PortalView::rebuild_root() {
       t->iqn = n->name;
       t->dir = n->ino;
     }
-    if (auto it = first_portal.find(n->name); it != first_portal.end()) {
-      t->portal = options_.portals[it->second];
-      t->portal.target = t->iqn;
-      t->portal.lun.reset();
+    const auto g = std::find_if(grouped.begin(), grouped.end(), [&](const TargetPaths& x) { return x.iqn == n->name; });
+    if (g != grouped.end()) {
+      t->portal = g->paths.front();
+      if (options_.multipath && g->paths != t->paths) {
+        if (!t->paths.empty() && t->multipath)
+          log::info("fuse: target's paths changed; the new ones are used when its LUNs are opened again: target={} "
+                    "paths={}", log::escaped(t->iqn), g->paths.size());
+        t->paths = g->paths;
+      }
     }
   }
   for (auto& [dir, t] : targets_) {
@@ -55,16 +54,31 @@ void PortalView::rebuild_root() {
   }
   for (const auto& r : diff.removed) {
     log::info("fuse: target no longer listed: {}", log::escaped(r));
-    if (TargetState* t = target(tree_.target_dir(r)); t != nullptr && t->session && t->session->is_open()) {
-      auto s = t->session;
-      asio::co_spawn(ex_, [s]() -> Awaitable<void> { co_await s->logout(); }, asio::detached);
-    }
+    if (TargetState* t = target(tree_.target_dir(r)); t != nullptr) drop_channels(*t);
   }
 }
 
-void PortalView::set_listing(std::size_t portal, const std::vector<std::string>& names) {
+void PortalView::drop_channels(TargetState& t) {
+  if (t.session && t.session->is_open()) {
+    auto s = t.session;
+    asio::co_spawn(ex_, [s]() -> Awaitable<void> { co_await s->logout(); }, asio::detached);
+  }
+  if (!options_.multipath) return;
+  // A Multipath never ends by itself (its paths are reinstated for ever): log it out, and open the
+  // target's LUNs again if it is listed again.
+  std::vector<std::shared_ptr<initiator::Multipath>> devices;
+  if (t.multipath) devices.push_back(std::exchange(t.multipath, nullptr));
+  for (auto& [index, l] : t.luns) {
+    if (l->multipath && (devices.empty() || l->multipath != devices.front())) devices.push_back(l->multipath);
+    l->multipath.reset();
+    l->handle.reset();
+  }
+  for (auto& m : devices) asio::co_spawn(ex_, [m]() -> Awaitable<void> { co_await m->logout(); }, asio::detached);
+}
+
+void PortalView::set_listing(std::size_t portal, const std::vector<initiator::DiscoveredTarget>& targets) {
   if (portal >= listings_.size()) return;
-  listings_[portal] = names;
+  listings_[portal] = targets;
   rebuild_root();
   root_scanned_at_ = Clock::now();
 }
@@ -77,9 +91,7 @@ Awaitable<void> PortalView::discover_one(std::size_t i, std::shared_ptr<std::siz
     if (!root_error_) root_error_ = found.error();
     log::warn("fuse: discovery: {}: portal={}", found.error().message(), initiator::format_url(url));
   } else {  // a portal that fails keeps what it listed before
-    std::vector<std::string> names;
-    for (const auto& t : *found) names.push_back(t.name);
-    listings_[i] = std::move(names);
+    listings_[i] = std::move(*found);
   }
   if (--*pending == 0) all_done->complete();
 }
@@ -141,12 +153,90 @@ Awaitable<Result<std::shared_ptr<initiator::Session>>> PortalView::session(Targe
   co_return *s;
 }
 
+Awaitable<Result<std::shared_ptr<initiator::Multipath>>> PortalView::open_multipath(TargetState& t,
+                                                                                   std::uint16_t index) {
+  if (shut_down_) co_return fail(errc::session_closed);
+  initiator::MultipathOptions mo;
+  mo.policy = *options_.multipath;
+  mo.session = options_.session;
+  mo.replacement_timeout = options_.session.replacement_timeout;
+  mo.path_replacement_timeout = options_.path_replacement_timeout;
+  // Discovered portals are grouped by name only: a path that leads to another logical unit is
+  // refused (logged by Multipath, and below) and the device uses the others.
+  mo.open_without_refused_paths = true;
+  const std::string iqn = t.iqn;
+  mo.on_event = [iqn, index](const initiator::PathEvent& e) {
+    log::warn("fuse: multipath: {}: target={} lun={} path={}{}", initiator::to_string(e.kind), log::escaped(iqn), index,
+              e.path, e.error ? " error=" + e.error.message() : std::string());
+  };
+  auto opened = co_await initiator::Multipath::open(ex_, t.paths, scsi::Lun::from_index(index), mo);
+  if (!opened) co_return fail(opened.error());
+  auto m = *opened;
+  if (shut_down_) {
+    m->close();
+    co_return fail(errc::session_closed);
+  }
+  const auto paths = m->paths();
+  std::size_t up = 0;
+  for (const auto& p : paths) {
+    if (p.state == initiator::PathStatus::State::refused)
+      log::warn("fuse: multipath: path refused, it leads to another logical unit: target={} lun={} url={}",
+                log::escaped(t.iqn), index, p.url);
+    if (p.state == initiator::PathStatus::State::up) ++up;
+  }
+  log::info("fuse: multipath: opened: target={} lun={} policy={} paths={} up={}", log::escaped(t.iqn), index,
+            initiator::to_string(mo.policy), paths.size(), up);
+  co_return m;
+}
+
+Awaitable<Result<std::shared_ptr<initiator::CommandChannel>>> PortalView::channel(TargetState& t) {
+  if (!options_.multipath) {
+    auto s = co_await session(t);
+    if (!s) co_return fail(s.error());
+    co_return std::shared_ptr<initiator::CommandChannel>(*s);
+  }
+  if (t.multipath) co_return std::shared_ptr<initiator::CommandChannel>(t.multipath);
+  if (shut_down_) co_return fail(errc::session_closed);
+  if (t.connecting.running()) {
+    co_await t.connecting.wait();
+    if (t.multipath) co_return std::shared_ptr<initiator::CommandChannel>(t.multipath);
+    co_return fail(t.last_error ? t.last_error : make_error_code(errc::connection_closed));
+  }
+  if (t.last_error && Clock::now() - t.failed_at < options_.reconnect_backoff) co_return fail(t.last_error);
+  t.connecting.start();
+  auto m = co_await open_multipath(t, 0);
+  if (m) {
+    t.multipath = *m;
+    t.last_error = {};
+  } else {
+    t.last_error = m.error();
+    t.failed_at = Clock::now();
+    log::warn("fuse: multipath: open: {}: target={} paths={}", m.error().message(), log::escaped(t.iqn),
+              t.paths.size());
+  }
+  t.connecting.finish();
+  if (!m) co_return fail(m.error());
+  co_return std::shared_ptr<initiator::CommandChannel>(*m);
+}
+
+Awaitable<Result<std::shared_ptr<initiator::CommandChannel>>> PortalView::lun_channel(TargetState& t,
+                                                                                     std::uint16_t index) {
+  if (!options_.multipath || index == 0) co_return co_await channel(t);
+  auto m = co_await open_multipath(t, index);
+  if (!m) co_return fail(m.error());
+  co_return std::shared_ptr<initiator::CommandChannel>(*m);
+}
+
 Awaitable<Result<std::shared_ptr<LunState>>> PortalView::open_lun(TargetState& t,
-                                                                  std::shared_ptr<initiator::Session> s,
+                                                                  std::shared_ptr<initiator::CommandChannel> ch,
                                                                   std::uint16_t index) {
-  auto h = co_await initiator::LunHandle::open(s, scsi::Lun::from_index(index));
-  if (!h) co_return fail(h.error());
+  auto h = co_await initiator::LunHandle::open(ch, scsi::Lun::from_index(index));
+  if (!h) {
+    if (auto m = std::dynamic_pointer_cast<initiator::Multipath>(ch); m && m != t.multipath) m->close();
+    co_return fail(h.error());
+  }
   auto l = std::make_shared<LunState>();
+  l->multipath = std::dynamic_pointer_cast<initiator::Multipath>(ch);
   l->target = &t;
   l->index = index;
   auto& m = l->metadata;
@@ -180,7 +270,7 @@ void PortalView::sync_tree(TargetState& t) {
 }
 
 Awaitable<Result<void>> PortalView::scan_target(TargetState& t) {
-  auto s = co_await session(t);
+  auto s = co_await channel(t);
   if (!s) co_return fail(s.error());
   auto listed = co_await initiator::report_luns(**s);
   if (!listed) co_return fail(listed.error());
@@ -194,12 +284,16 @@ Awaitable<Result<void>> PortalView::scan_target(TargetState& t) {
       continue;
     }
     auto old = t.luns.find(*index);
-    if (old != t.luns.end() && old->second->handle && old->second->handle->session() == *s) {
+    // With multipath a LUN keeps its own device; without, its handle must be on the current session.
+    const bool current =
+        old != t.luns.end() && old->second->handle &&
+        (options_.multipath ? old->second->multipath != nullptr : old->second->handle->channel() == *s);
+    if (current) {
       // Known LUN on the current session: pick up a capacity change (SBC-4 §5.20).
       auto& l = *old->second;
       if (auto cap = co_await l.handle->read_capacity(); cap && (cap->blocks != l.metadata.blocks ||
                                                                  cap->block_size_bytes != l.metadata.block_size_bytes)) {
-        if (auto h = co_await initiator::LunHandle::open(*s, lun)) {
+        if (auto h = co_await initiator::LunHandle::open(l.handle->channel(), lun)) {
           l.handle.emplace(std::move(*h));
           l.metadata.blocks = l.handle->info().capacity.blocks;
           l.metadata.block_size_bytes = l.handle->info().capacity.block_size_bytes;
@@ -211,16 +305,35 @@ Awaitable<Result<void>> PortalView::scan_target(TargetState& t) {
       continue;
     }
     if (old != t.luns.end()) {  // known LUN, new session: keep its state (open files share it)
-      if (auto h = co_await initiator::LunHandle::open(*s, lun)) old->second->handle.emplace(std::move(*h));
+      if (auto ch = co_await lun_channel(t, *index)) {
+        if (auto h = co_await initiator::LunHandle::open(*ch, lun)) {
+          old->second->handle.emplace(std::move(*h));
+          old->second->multipath = std::dynamic_pointer_cast<initiator::Multipath>(*ch);
+        } else if (auto m = std::dynamic_pointer_cast<initiator::Multipath>(*ch); m && m != t.multipath) {
+          m->close();
+        }
+      }
       next.emplace(*index, old->second);
       continue;
     }
-    auto opened = co_await open_lun(t, *s, *index);
+    auto ch = co_await lun_channel(t, *index);
+    if (!ch) {
+      log::warn("fuse: open LUN: {}: target={} lun={}", ch.error().message(), log::escaped(t.iqn), *index);
+      continue;
+    }
+    auto opened = co_await open_lun(t, *ch, *index);
     if (!opened) {
       log::warn("fuse: open LUN: {}: target={} lun={}", opened.error().message(), log::escaped(t.iqn), *index);
       continue;  // not a block device (errc::not_supported) or not ready: not shown
     }
     next.emplace(*index, *opened);
+  }
+  for (auto& [index, l] : t.luns) {  // a LUN no longer listed: its own device is closed
+    if (!next.contains(index) && l->multipath && l->multipath != t.multipath) {
+      l->multipath->close();
+      l->multipath.reset();
+      l->handle.reset();
+    }
   }
   t.luns = std::move(next);
   sync_tree(t);
@@ -262,6 +375,24 @@ Awaitable<Result<void>> PortalView::rescan_all() {
   co_return first;
 }
 
+namespace {
+std::vector<PathInfo> path_infos(const initiator::Multipath& m) {
+  std::vector<PathInfo> out;
+  for (const auto& p : m.paths()) {
+    out.push_back(PathInfo{.url = p.url,
+                           .peer = p.peer,
+                           .state = initiator::to_string(p.state),
+                           .alua = std::string(scsi::to_string(p.access_state)),
+                           .target_port_group = p.target_port_group,
+                           .commands = p.commands,
+                           .failures = p.failures,
+                           .downs = p.downs,
+                           .reinstatements = p.reinstatements});
+  }
+  return out;
+}
+}  // namespace
+
 TargetState* PortalView::target(Ino dir) const {
   auto it = targets_.find(dir);
   return it == targets_.end() ? nullptr : it->second.get();
@@ -284,6 +415,24 @@ std::string PortalView::info_json(Ino dir) const {
   const bool v6 = t->portal.host.find(':') != std::string::npos;
   info.portal = (v6 ? "[" + t->portal.host + "]" : t->portal.host) + ":" + std::to_string(t->portal.port);
   info.url = initiator::format_url(t->portal);
+  if (options_.multipath) {
+    info.multipath_policy = initiator::to_string(*options_.multipath);
+    if (t->multipath) {
+      info.session_state = t->multipath->any_path_usable() ? "logged-in"
+                           : t->multipath->gave_up()      ? "gave-up"
+                                                          : "all-paths-lost";
+      info.paths = path_infos(*t->multipath);
+    } else {
+      info.session_state = t->last_error ? "failed: " + t->last_error.message() : "not-connected";
+      for (const auto& u : t->paths)
+        info.paths.push_back(PathInfo{.url = initiator::format_url(u), .state = "not-connected"});
+    }
+    for (const auto& [index, l] : t->luns) {
+      info.luns.push_back(l->metadata);
+      info.lun_paths.push_back(l->multipath ? path_infos(*l->multipath) : std::vector<PathInfo>{});
+    }
+    return target_info_json(info);
+  }
   if (t->session && t->session->is_open()) {
     info.session_state = "logged-in";
     info.parameters = t->session->parameters();
@@ -304,20 +453,26 @@ std::string PortalView::info_json(Ino dir) const {
 }
 
 Awaitable<Result<initiator::LunHandle>> PortalView::handle(LunState& l) {
-  if (l.handle && l.handle->session()->is_open()) co_return *l.handle;
+  // A Multipath stays usable (its paths come back by themselves); a Session must still be open.
+  const auto usable = [](const LunState& x) {
+    return x.handle && (x.multipath != nullptr || (x.handle->session() && x.handle->session()->is_open()));
+  };
+  if (usable(l)) co_return *l.handle;
   if (l.reopening.running()) {
     co_await l.reopening.wait();
-    if (l.handle && l.handle->session()->is_open()) co_return *l.handle;
+    if (usable(l)) co_return *l.handle;
     co_return fail(l.last_error ? l.last_error : make_error_code(errc::connection_closed));
   }
   l.reopening.start();
   Result<initiator::LunHandle> out = fail(errc::connection_closed);
-  auto s = co_await session(*l.target);
+  auto s = co_await lun_channel(*l.target, l.index);
   if (!s) {
     out = fail(s.error());
   } else if (auto h = co_await initiator::LunHandle::open(*s, scsi::Lun::from_index(l.index)); !h) {
+    if (auto m = std::dynamic_pointer_cast<initiator::Multipath>(*s); m && m != l.target->multipath) m->close();
     out = fail(h.error());
   } else {
+    l.multipath = std::dynamic_pointer_cast<initiator::Multipath>(*s);
     l.handle.emplace(std::move(*h));
     l.metadata.blocks = l.handle->info().capacity.blocks;
     l.metadata.block_size_bytes = l.handle->info().capacity.block_size_bytes;
@@ -332,6 +487,16 @@ Awaitable<Result<initiator::LunHandle>> PortalView::handle(LunState& l) {
 Awaitable<void> PortalView::shutdown() {
   shut_down_ = true;
   for (auto& [dir, t] : targets_) {
+    // With multipath: every LUN's device, each path logged out after its commands finished.
+    std::vector<std::shared_ptr<initiator::Multipath>> devices;
+    if (t->multipath) devices.push_back(t->multipath);
+    for (auto& [index, l] : t->luns) {
+      if (l->multipath && l->multipath != t->multipath) devices.push_back(l->multipath);
+    }
+    for (auto& m : devices) {
+      co_await m->logout();
+      log::info("fuse: logged out: target={} paths={}", t->iqn, m->paths().size());
+    }
     if (!t->session || !t->session->is_open()) continue;
     if (auto r = co_await t->session->logout(); !r) {
       log::warn("fuse: logout: {}: target={}", r.error().message(), t->iqn);

@@ -12,6 +12,12 @@
 // attempt per target at a time and none for `reconnect_backoff` after a failed attempt (callers get
 // the failure at once meanwhile). Connect, login and every SCSI command are bounded by the session
 // options' timeouts, which main.cpp sets from --timeout.
+// MULTIPATH (ViewOptions::multipath): a target reached through several portals (target_paths.hpp)
+// is still one directory; each of its LUNs does I/O through an initiator::Multipath of its own over
+// every path (one session per path and LUN). LUN 0's Multipath is also the target's control
+// channel (REPORT LUNS), opened on the first look into the directory. A Multipath is never
+// replaced: its paths fail over and are reinstated by the library, so a LUN's handle stays valid.
+// Paths whose logical unit differs from the first path's are refused (logged) and the rest used.
 #pragma once
 
 #include <chrono>
@@ -28,7 +34,9 @@
 #include "fuse_fs/namespace_tree.hpp"
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/result.hpp"
+#include "iserkit/initiator/discovery.hpp"
 #include "iserkit/initiator/lun.hpp"
+#include "iserkit/initiator/multipath.hpp"
 #include "iserkit/initiator/options.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/initiator/url.hpp"
@@ -50,6 +58,14 @@ struct ViewOptions {
   std::chrono::milliseconds cache_time{5000};
   /// After a failed login, fail at once for this long instead of trying again.
   std::chrono::milliseconds reconnect_backoff{1000};
+  /// --multipath: nullopt = one Session per target through the first portal that listed it; a
+  /// policy = every portal that leads to a target is a path, and each LUN does I/O through an
+  /// initiator::Multipath over them (TCP portals only: Multipath refuses iSER paths).
+  std::optional<initiator::MultipathPolicy> multipath;
+  /// With multipath: how long a path's session logs in again by itself before its commands go to
+  /// another path (MultipathOptions::path_replacement_timeout). session.replacement_timeout is then
+  /// how long commands wait while no path is usable.
+  std::chrono::milliseconds path_replacement_timeout{5000};
 };
 
 struct TargetState;
@@ -60,8 +76,10 @@ struct LunState {
   TargetState* target = nullptr;  ///< owner; lives as long as the PortalView
   std::uint16_t index = 0;
   LunMetadata metadata;
-  /// The handle on the target's current session; replaced after a reconnect.
+  /// The handle on the target's current session (replaced after a reconnect), or on `multipath`.
   std::optional<initiator::LunHandle> handle;
+  /// With multipath: this LUN's device (LUN 0's is the target's `multipath`); kept for the mount.
+  std::shared_ptr<initiator::Multipath> multipath;
   std::error_code last_error;  ///< why the last (re)open failed
   SingleFlight reopening;
   /// Writes hold the logical blocks they touch (whole range) so partial-block read-modify-write
@@ -74,8 +92,11 @@ struct TargetState {
   std::string iqn;
   Ino dir = 0;
   bool present = true;
-  initiator::Url portal;  ///< where to log in (host, port; target = iqn)
-  std::shared_ptr<initiator::Session> session;
+  initiator::Url portal;  ///< where to log in (host, port; target = iqn); with multipath the first path
+  std::vector<initiator::Url> paths;  ///< with multipath: every path (target_paths.hpp), taken when opened
+  std::shared_ptr<initiator::Session> session;  ///< without multipath
+  /// With multipath: LUN 0's device, also the control channel (REPORT LUNS).
+  std::shared_ptr<initiator::Multipath> multipath;
   std::error_code last_error;       ///< why the last login or scan failed (empty after success)
   Clock::time_point failed_at{};    ///< when the last login failed
   SingleFlight connecting;
@@ -99,7 +120,7 @@ class PortalView {
   /// Records what portal `portal` (an index into options().portals) lists — from a discovery done
   /// before the mount — and rebuilds the root; counts the listing as fresh. Ignored for a URL that
   /// names a target (it always lists just that one).
-  void set_listing(std::size_t portal, const std::vector<std::string>& names);
+  void set_listing(std::size_t portal, const std::vector<initiator::DiscoveredTarget>& targets);
 
   /// Re-runs SendTargets discovery on every portal URL without a target when the root listing is
   /// older than cache_time (or `force`). Errors: the first discovery error; a portal that fails
@@ -123,8 +144,9 @@ class PortalView {
   [[nodiscard]] std::string info_json(Ino dir) const;
 
   /// A handle on the LUN's current session, logging in again and re-opening the LUN when the
-  /// session ended. Returned by value (it shares the session) so a reconnect meanwhile cannot pull
-  /// it from under the caller. Errors: login/open errors, or the last one during the backoff.
+  /// session ended (with multipath: on the LUN's Multipath, opened again only after the target was
+  /// dropped from the listing and came back). Returned by value (it shares the session) so a
+  /// reconnect meanwhile cannot pull it from under the caller. Errors: login/open errors, or the last one during the backoff.
   Awaitable<Result<initiator::LunHandle>> handle(LunState& lun);
 
   /// Logs every open session out (commands in flight finish first; each bounded by the login
@@ -133,8 +155,16 @@ class PortalView {
 
  private:
   Awaitable<Result<std::shared_ptr<initiator::Session>>> session(TargetState& t);
-  Awaitable<Result<std::shared_ptr<LunState>>> open_lun(TargetState& t, std::shared_ptr<initiator::Session> s,
+  /// The target's control channel: its Session, or with multipath LUN 0's Multipath.
+  Awaitable<Result<std::shared_ptr<initiator::CommandChannel>>> channel(TargetState& t);
+  /// With multipath: opens a Multipath for LUN `index` over t.paths.
+  Awaitable<Result<std::shared_ptr<initiator::Multipath>>> open_multipath(TargetState& t, std::uint16_t index);
+  /// The channel LUN `index` does I/O on: the control channel, or (multipath, index ≠ 0) a new Multipath.
+  Awaitable<Result<std::shared_ptr<initiator::CommandChannel>>> lun_channel(TargetState& t, std::uint16_t index);
+  Awaitable<Result<std::shared_ptr<LunState>>> open_lun(TargetState& t, std::shared_ptr<initiator::CommandChannel> ch,
                                                         std::uint16_t index);
+  /// Logs out and forgets every session or Multipath of `t` (it left the listing).
+  void drop_channels(TargetState& t);
   Awaitable<Result<void>> scan_target(TargetState& t);
   void sync_tree(TargetState& t);
   void rebuild_root();
@@ -145,7 +175,7 @@ class PortalView {
   ViewOptions options_;
   NamespaceTree tree_;
   std::map<Ino, std::unique_ptr<TargetState>> targets_;  // by directory inode; never erased
-  std::vector<std::optional<std::vector<std::string>>> listings_;  // per portal; nullopt = never listed
+  std::vector<std::optional<std::vector<initiator::DiscoveredTarget>>> listings_;  // per portal; nullopt = never listed
   SingleFlight root_scan_;
   std::error_code root_error_;
   Clock::time_point root_scanned_at_{};

@@ -557,6 +557,7 @@ Awaitable<Result<std::shared_ptr<Multipath>>> open_multipath(asio::any_io_execut
   for (std::size_t i = 0; i < m.paths.size(); ++i) {
     auto r = co_await m.connect_path(i);
     if (r) continue;
+    if (m.paths[i].state == PathStatus::State::refused && m.options.open_without_refused_paths) continue;  // logged
     if (m.paths[i].state == PathStatus::State::refused || r.error() == make_error_code(errc::not_supported)) {
       m.close_all();
       co_return fail(r.error());

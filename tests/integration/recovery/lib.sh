@@ -62,11 +62,15 @@ need_fuse() {
 
 # mount_fuse NAME ARGS...: iserkit-fuse of the target on $tmp/NAME (log $tmp/NAME.log, level info,
 # which shows the session's "connection lost" / "recovered" lines); sets fuse_pid and lun_file
-# (the LUN 0 file of the view).
+# (the LUN 0 file of the view). $fuse_urls (an array; default the target on 127.0.0.1:$port) are
+# the URLs given, and $fuse_prefix (an array, e.g. nsenter into a network namespace; default none)
+# runs before it; it must exec iserkit-fuse, so that $fuse_pid is the view's.
 mount_fuse() {
   local name=$1; shift
+  local urls=("iscsi://127.0.0.1:$port/$iqn")
+  [[ -n ${fuse_urls+x} ]] && urls=("${fuse_urls[@]}")
   mkdir -p "$tmp/$name"
-  "$BIN/iserkit-fuse" "iscsi://127.0.0.1:$port/$iqn" "$tmp/$name" --foreground --log-level info "$@" \
+  ${fuse_prefix+"${fuse_prefix[@]}"} "$BIN/iserkit-fuse" "${urls[@]}" "$tmp/$name" --foreground --log-level info "$@" \
     >"$tmp/$name.log" 2>&1 &
   fuse_pid=$!; pids+=($fuse_pid); mounts+=("$tmp/$name")
   lun_file=$tmp/$name/$iqn/lun0
@@ -105,4 +109,46 @@ wait_count() {
     ((SECONDS < guard)) || fail "no $3 lines '$2' in $(basename "$1") within $4 s"
     sleep 0.2
   done
+}
+
+# two_links: two network namespaces, $ns_target and $ns_initiator, joined by two veth pairs:
+# 10.201.N.1 (vtN, target side) and 10.201.N.2 (viN, initiator side) for N = 1, 2; the addresses
+# exist only inside the namespaces. Both namespaces (and so the veths) are deleted on exit. Skips
+# (77) without ip or the right to create namespaces. Take link N down with link_down N, up with
+# link_up N.
+two_links() {
+  command -v ip >/dev/null || skip "ip (iproute2) is not installed"
+  ns_target=iserkit-mpt-$$
+  ns_initiator=iserkit-mpi-$$
+  trap two_links_cleanup EXIT
+  ip netns add "$ns_target" 2>/dev/null || skip "cannot create a network namespace here (ip netns add needs CAP_SYS_ADMIN)"
+  ip netns add "$ns_initiator" || fail "ip netns add $ns_initiator"
+  ip -n "$ns_target" link set lo up
+  ip -n "$ns_initiator" link set lo up
+  local n
+  for n in 1 2; do
+    ip -n "$ns_initiator" link add "vi$n" type veth peer name "vt$n" netns "$ns_target" || fail "veth pair $n"
+    ip -n "$ns_target" addr add "10.201.$n.1/24" dev "vt$n"
+    ip -n "$ns_initiator" addr add "10.201.$n.2/24" dev "vi$n"
+    ip -n "$ns_target" link set "vt$n" up
+    ip -n "$ns_initiator" link set "vi$n" up
+  done
+}
+two_links_cleanup() {
+  cleanup
+  ip netns del "$ns_initiator" 2>/dev/null || true  # deleting a namespace deletes its veth ends
+  ip netns del "$ns_target" 2>/dev/null || true
+}
+link_down() { ip -n "$ns_initiator" link set "vi$1" down; }
+link_up() { ip -n "$ns_initiator" link set "vi$1" up; }
+
+# start_target_two_portals: iserkit-target in $ns_target on $tmp/lun.img, listening on
+# 10.201.1.1:3260 (portal group 1) and 10.201.2.1:3260 (portal group 2), TCP only.
+start_target_two_portals() {
+  rm -f "$tmp/port"
+  ip netns exec "$ns_target" "$BIN/iserkit-target" --iqn $iqn --lun "$tmp/lun.img" --no-iser \
+    --listen 10.201.1.1:3260 --listen 10.201.2.1:3260,tpgt=2 --port-file "$tmp/port" >>"$tmp/target.log" 2>&1 &
+  target_pid=$!; pids+=($target_pid)
+  for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
+  [[ -s $tmp/port ]] || fail "target did not start"
 }

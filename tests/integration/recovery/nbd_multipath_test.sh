@@ -10,33 +10,9 @@
 source "$(dirname "$0")/lib.sh"
 command -v fio >/dev/null || skip "fio is not installed"
 fio --enghelp 2>/dev/null | grep -qw nbd || skip "this fio has no nbd ioengine"
-command -v ip >/dev/null || skip "ip (iproute2) is not installed"
-ns_target=iserkit-mpt-$$
-ns_initiator=iserkit-mpi-$$
-netns_cleanup() {
-  cleanup
-  ip netns del "$ns_initiator" 2>/dev/null || true  # deleting a namespace deletes its veth ends
-  ip netns del "$ns_target" 2>/dev/null || true
-}
-trap netns_cleanup EXIT
-ip netns add "$ns_target" 2>/dev/null || skip "cannot create a network namespace here (ip netns add needs CAP_SYS_ADMIN)"
-ip netns add "$ns_initiator" || fail "ip netns add $ns_initiator"
-ip -n "$ns_target" link set lo up
-ip -n "$ns_initiator" link set lo up
-for n in 1 2; do
-  ip -n "$ns_initiator" link add "vi$n" type veth peer name "vt$n" netns "$ns_target" || fail "veth pair $n"
-  ip -n "$ns_target" addr add "10.201.$n.1/24" dev "vt$n"
-  ip -n "$ns_initiator" addr add "10.201.$n.2/24" dev "vi$n"
-  ip -n "$ns_target" link set "vt$n" up
-  ip -n "$ns_initiator" link set "vi$n" up
-done
-
+two_links
 truncate -s 256M "$tmp/lun.img"
-ip netns exec "$ns_target" "$BIN/iserkit-target" --iqn $iqn --lun "$tmp/lun.img" --no-iser \
-  --listen 10.201.1.1:3260 --listen 10.201.2.1:3260,tpgt=2 --port-file "$tmp/port" >>"$tmp/target.log" 2>&1 &
-target_pid=$!; pids+=($target_pid)
-for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
-[[ -s $tmp/port ]] || fail "target did not start"
+start_target_two_portals
 
 ip netns exec "$ns_initiator" "$BIN/iserkit-nbd" "iscsi://10.201.1.1:3260/$iqn/0" "iscsi://10.201.2.1:3260/$iqn/0" \
   --multipath failover --socket "$tmp/mp.sock" --stats-file "$tmp/mp.stats" --nop-interval 1 --nop-timeout 1 \
@@ -65,18 +41,18 @@ fio_pid=$!; pids+=($fio_pid)
 sleep 2
 kill -0 $fio_pid 2>/dev/null || fail "fio ended before the first fault"
 echo "== link 1 down for 5 s"
-ip -n "$ns_initiator" link set vi1 down
+link_down 1
 sleep 5
 path1_during=$(current path.1.commands)
 echo "   path.1.commands=$path1_during path.0.state=$(stat_of mp path.0.state)"
-ip -n "$ns_initiator" link set vi1 up
+link_up 1
 wait_path_up 0
 path0_before=$(current path.0.commands)
 kill -0 $fio_pid 2>/dev/null || fail "fio ended before the second fault"
 echo "== link 2 down for 5 s (path.0.commands=$path0_before)"
-ip -n "$ns_initiator" link set vi2 down
+link_down 2
 sleep 5
-ip -n "$ns_initiator" link set vi2 up
+link_up 2
 wait_path_up 1
 
 guard=$((SECONDS + 120))

@@ -141,6 +141,41 @@ TEST(TargetInfoJson, NotConnectedHasNoParametersAndNullSerial) {
   EXPECT_NE(target_info_json(info).find("\"luns\": []"), std::string::npos);
 }
 
+TEST(TargetInfoJson, MultipathShowsEveryPathAndItsStateForTheTargetAndEachLun) {
+  TargetInfo info;
+  info.target = "iqn.2026-11.org.x:a";
+  info.session_state = "logged-in";
+  info.luns = {sample()};
+  // Without a policy there is no multipath key, and LUN paths are not shown.
+  info.lun_paths = {{PathInfo{.url = "iscsi://10.0.0.1/iqn.2026-11.org.x:a", .state = "up"}}};
+  EXPECT_EQ(target_info_json(info).find("multipath"), std::string::npos);
+  info.multipath_policy = "failover";
+  info.paths = {PathInfo{.url = "iscsi://10.0.0.1/iqn.2026-11.org.x:a", .peer = "10.0.0.1:3260", .state = "up",
+                         .alua = "active/optimized", .target_port_group = 1, .commands = 12, .downs = 1,
+                         .reinstatements = 1},
+                PathInfo{.url = "iscsi://10.0.0.2/iqn.2026-11.org.x:a", .state = "down", .alua = "active/optimized",
+                         .failures = 3, .downs = 2}};
+  info.lun_paths = {info.paths};
+  info.lun_paths[0][1].state = "recovering";
+  const auto j = target_info_json(info);
+  EXPECT_NE(j.find("\"multipath\": {\"policy\": \"failover\", \"paths\": [\n      {\"url\": "
+                   "\"iscsi://10.0.0.1/iqn.2026-11.org.x:a\", \"peer\": \"10.0.0.1:3260\", \"state\": \"up\", "
+                   "\"alua\": \"active/optimized\", \"target_port_group\": 1, \"commands\": 12, \"failures\": 0, "
+                   "\"downs\": 1, \"reinstatements\": 1}"),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"peer\": \"\", \"state\": \"down\", \"alua\": \"active/optimized\", \"target_port_group\": null, "
+                   "\"commands\": 0, \"failures\": 3, \"downs\": 2"),
+            std::string::npos)
+      << j;
+  // The LUN's own device: the second path recovering there.
+  const auto lun = j.find("\"lun\": 3");
+  ASSERT_NE(lun, std::string::npos) << j;
+  EXPECT_NE(j.find("\"state\": \"recovering\"", lun), std::string::npos) << j;
+  EXPECT_EQ(j.find("\"state\": \"recovering\""), j.find("\"state\": \"recovering\"", lun)) << j;
+  EXPECT_EQ(j.back(), '\n');
+}
+
 std::error_code scsi_error(scsi::SenseKey key, scsi::AscPair pair) {
   scsi::ScsiResult r;
   r.status = scsi::Status::check_condition;

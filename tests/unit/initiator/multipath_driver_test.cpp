@@ -38,6 +38,7 @@ struct FakeUnit {
   std::vector<FakeDatamover*> dm{nullptr, nullptr};
   std::vector<int> connects{0, 0};
   std::vector<std::uint32_t> stat_sn{1, 1};
+  std::vector<std::uint8_t> naa_last{7, 7};  // last byte of the unit's NAA, per path (differs = another unit)
 
   void release() {
     auto h = std::move(held);
@@ -102,7 +103,7 @@ struct FakeUnit {
       const std::vector<scsi::Designator> ds{
           {.type = scsi::DesignatorType::naa, .association = scsi::Association::logical_unit,
            .value = {std::byte{0x60}, std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}, std::byte{5},
-                     std::byte{6}, std::byte{7}}},
+                     std::byte{6}, static_cast<std::byte>(naa_last[path])}},
           {.type = scsi::DesignatorType::relative_target_port, .association = scsi::Association::target_port,
            .value = port_designator_value(static_cast<std::uint16_t>(path + 1))},
           {.type = scsi::DesignatorType::target_port_group, .association = scsi::Association::target_port,
@@ -178,11 +179,14 @@ struct Rig {
   asio::io_context io;
   FakeUnit unit;
   std::vector<PathEvent> events;
+  bool open_without_refused_paths = false;
+  std::error_code open_error;  // set when open failed (the body then does not run)
 
   template <class Body>
-  void run(MultipathPolicy policy, Body body) {
+  void run(MultipathPolicy policy, Body body, bool expect_open = true) {
     MultipathOptions o;
     o.policy = policy;
+    o.open_without_refused_paths = open_without_refused_paths;
     o.session.nop_interval = std::chrono::hours(1);
     o.reinstate_delay_min = 10ms;
     o.reinstate_delay_max = 20ms;
@@ -197,8 +201,12 @@ struct Rig {
           urls[1].host = "p1";
           urls[0].target = urls[1].target = "iqn.2026-01.test:t";
           auto mp = co_await open_multipath(io.get_executor(), urls, scsi::Lun::from_index(0), o, connect);
-          EXPECT_TRUE(mp) << (mp ? "" : mp.error().message());
-          if (!mp) co_return;
+          EXPECT_EQ(bool(mp), expect_open) << (mp ? "" : mp.error().message());
+          if (!mp) {
+            open_error = mp.error();
+            finished = true;
+            co_return;
+          }
           co_await body(**mp);
           (*mp)->close();
           finished = true;
@@ -305,5 +313,31 @@ TEST(MultipathDriver, ALostPathsCommandGoesToTheOtherPathAndThePathIsReinstated)
     auto r = co_await mp.execute(command(0x00));
     EXPECT_TRUE(r);
     EXPECT_EQ(rig.unit.count(0, 0x00), 2u);
+  });
+}
+
+TEST(MultipathDriver, APathToAnotherLogicalUnitFailsTheOpenOrIsLeftOutWhenAsked) {
+  {
+    Rig rig;
+    rig.unit.naa_last[1] = 8;  // path 1 leads to another logical unit
+    rig.run(MultipathPolicy::round_robin, [](Multipath&) -> Awaitable<void> { co_return; }, false);
+    EXPECT_EQ(rig.open_error, make_error_code(errc::invalid_argument));
+  }
+  Rig rig;
+  rig.unit.naa_last[1] = 8;
+  rig.open_without_refused_paths = true;
+  rig.run(MultipathPolicy::round_robin, [&](Multipath& mp) -> Awaitable<void> {
+    EXPECT_EQ(mp.paths()[0].state, PathStatus::State::up);
+    EXPECT_EQ(mp.paths()[1].state, PathStatus::State::refused);
+    for (int k = 0; k < 4; ++k) {
+      auto r = co_await mp.execute(command(0x00));
+      EXPECT_TRUE(r && r->status == scsi::Status::good);
+    }
+    // Round-robin, but never on the refused path; and it is not reinstated.
+    EXPECT_EQ(rig.unit.count(0, 0x00), 4u);
+    EXPECT_EQ(rig.unit.count(1, 0x00), 0u);
+    co_await sleep_for(50ms);  // several reinstate delays
+    EXPECT_EQ(rig.unit.connects[1], 1);
+    EXPECT_EQ(mp.paths()[1].state, PathStatus::State::refused);
   });
 }

@@ -82,6 +82,11 @@ struct MultipathOptions {
   std::chrono::milliseconds replacement_timeout{120000};
   std::chrono::milliseconds reinstate_delay_min{1000};   ///< first wait before reinstating a failed path
   std::chrono::milliseconds reinstate_delay_max{5000};   ///< the longest wait between attempts
+  /// What open() does with a path whose logical-unit designators differ from the first path's:
+  /// false = open fails with errc::invalid_argument (a misconfigured device: iserkit-nbd);
+  /// true = that path stays refused (PathStatus::State::refused, never used) and the device opens
+  /// with the others (iserkit-fuse, which groups discovered portals by target name).
+  bool open_without_refused_paths = false;
   /// Called on the executor when a path goes down or up, all are lost, or the device gives up.
   /// Must not block; may be empty.
   std::function<void(const PathEvent&)> on_event;
@@ -133,7 +138,8 @@ class Multipath : public CommandChannel, public std::enable_shared_from_this<Mul
   /// the logical unit's designators match.
   /// Returns: the device, or
   ///  - errc::invalid_argument: no URL, a URL without a target, or a path whose logical-unit
-  ///    designators differ from the first path's (logged: it leads to another logical unit);
+  ///    designators differ from the first path's (logged: it leads to another logical unit), unless
+  ///    options.open_without_refused_paths;
   ///  - errc::not_supported: the unit reports no logical-unit designator to compare (with 2+ URLs);
   ///  - the first path's login error when no path could log in.
   static Awaitable<Result<std::shared_ptr<Multipath>>> open(asio::any_io_executor ex, std::vector<Url> urls,
