@@ -489,23 +489,10 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
     impl->acceptor_tags.push_back(l.portal_group);
   }
   impl->registry->set_portal_addresses(std::move(advertised), std::move(advertised_tags));
-  // ALUA (SPC-5 §5.16): one target port group per portal group, one target port in it (relative
-  // port id = tag), in the state the configuration gives (default active/optimized).
-  std::vector<TargetPortGroup> groups;
-  for (const auto& l : listen) {
-    if (std::any_of(groups.begin(), groups.end(), [&](const TargetPortGroup& g) { return g.id == l.portal_group; }))
-      continue;
-    const auto it = config.alua_states.find(l.portal_group);
-    groups.push_back(TargetPortGroup{.id = l.portal_group,
-                                     .state = it == config.alua_states.end() ? AluaState::active_optimized : it->second,
-                                     .relative_ports = {l.portal_group}});
-  }
-  for (const auto& [tag, state] : config.alua_states) {
-    if (std::none_of(groups.begin(), groups.end(), [&, t = tag](const TargetPortGroup& g) { return g.id == t; })) {
-      log::error("config: ALUA state for portal group {}, which no listen address uses (ADDRESS,tpgt={})", tag, tag);
-      return fail(errc::invalid_argument);
-    }
-  }
+  // ALUA (SPC-5 §5.16): one target port group per portal group, plus the peer gateways' groups.
+  auto made = make_port_groups(listen, config.alua_states, config.alua_peers);
+  if (!made) return fail(made.error());
+  const std::vector<TargetPortGroup> groups = std::move(*made);
   for (const auto& node : *impl->registry->nodes()) {
     if (auto r = node->dispatcher->set_port_groups(groups); !r) return fail(r.error());
   }
@@ -519,7 +506,8 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
   }
   for (const auto& g : groups)
     if (groups.size() > 1 || g.state != AluaState::active_optimized)
-      log::info("portal group {}: ALUA {}", g.id, to_string(g.state));
+      log::info("portal group {}: ALUA {}{}", g.id, to_string(g.state),
+                config.alua_peers.contains(g.id) ? " (a peer gateway's)" : "");
   impl->open_iser_portals(listen);
   return std::unique_ptr<TargetServer>(new TargetServer(std::move(impl)));
 }
