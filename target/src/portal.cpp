@@ -67,6 +67,12 @@ std::uint32_t fnv1a(std::string_view s) noexcept {
   return h;
 }
 
+std::uint64_t fnv1a64(std::string_view s) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
 Result<std::shared_ptr<BlockBackend>> open_lun(const LunSource& source, const TargetConfig& config) {
   if (source.memory) {
     return make_memory_backend(MemoryBackendOptions{.size_bytes = source.size_bytes,
@@ -79,7 +85,8 @@ Result<std::shared_ptr<BlockBackend>> open_lun(const LunSource& source, const Ta
                                               .ceph_conf = config.ceph_conf,
                                               .ceph_id = config.ceph_id,
                                               .read_only = config.read_only,
-                                              .block_size_bytes = config.block_size_bytes});
+                                              .block_size_bytes = config.block_size_bytes,
+                                              .shared_by_gateways = !config.alua_peers.empty()});
   }
   std::error_code ec;
   if (!std::filesystem::exists(source.open_path(), ec))
@@ -109,8 +116,13 @@ Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std
     }
     LogicalUnitOptions options;
     options.read_only = config.read_only;
-    // A distinct, stable serial per LUN (VPD 0x80), from which the NAA designator derives too.
-    options.identity.serial = fmt::format("{:08x}{:04x}", fnv1a(name), static_cast<unsigned>(i));
+    // A distinct, stable serial per LUN (VPD 0x80), from which the NAA designator derives too:
+    // from the storage's own name when it has one (an RBD image: the same on every gateway),
+    // else from the target name and LUN number.
+    if (const auto& id = (*backend)->capabilities().storage_id; !id.empty())
+      options.identity.serial = fmt::format("{:016x}", fnv1a64(id));
+    else
+      options.identity.serial = fmt::format("{:08x}{:04x}", fnv1a(name), static_cast<unsigned>(i));
     auto unit = std::make_shared<LogicalUnit>(std::move(*backend), options);
     if (auto r = node->dispatcher->add_logical_unit(static_cast<std::uint16_t>(i), unit); !r) return fail(r.error());
     line += fmt::format(" lun{}={}({} bytes)", i, log::escaped(luns[i].display()),
