@@ -10,7 +10,9 @@
 #  - fio writes and verifies through the bridge while gateway A is killed with kill -9: I/O moves
 #    to gateway B (whose librbd takes the image's exclusive lock from the dead client once its
 #    watch expires, fencing it with a blocklist entry), fio ends with no error and every block
-#    verifies, including those A acknowledged before it died (librbd's cache is off on gateways).
+#    verifies, including those A acknowledged before it died (librbd's cache is off on gateways);
+#  - a split: A restarted and both gateways written at once (a bridge each): fio verifies, and both
+#    gateways read the same bytes.
 # Skips (77) without the Ceph packages, a build without librbd, or fio without its nbd engine.
 set -euo pipefail
 skip() { echo "SKIP: $*" >&2; exit 77; }
@@ -134,5 +136,31 @@ echo "  bridge: state=$(stat_of state) path_downs=$(stat_of path_downs) path.0.s
 # Gateway B took the exclusive lock by breaking the dead gateway's, which fences it.
 ceph osd blocklist ls 2>&1 | grep -q '127.0.0.1' || { ceph osd blocklist ls >&2 || true; fail "gateway A's client was not blocklisted"; }
 kill -TERM $bridge_pid; wait $bridge_pid || fail "iserkit-nbd exited with $?"
-kill -TERM "$b_pid"; wait "$b_pid" 2>/dev/null || true
+
+# A split: both gateways written at once, as by two uncoordinated hosts (one bridge per gateway,
+# A restarted; fio writes and verifies one half through each, concurrently). The exclusive lock
+# moves to whichever gateway writes; every block verifies, and both gateways then read the same
+# bytes over the whole range.
+rm -f "$tmp/a.port"
+start_gateway a 1 --alua-peer 2=active/non-optimized
+for g in a b; do
+  port_var=${g}_port
+  "$BIN/iserkit-nbd" "iscsi://127.0.0.1:${!port_var}/$iqn/0" --socket "$tmp/$g.sock" --replacement-timeout 60 \
+    >"$tmp/nbd-$g.log" 2>&1 &
+  pids+=($!); eval "nbd_${g}_pid=$!"
+  for _ in $(seq 100); do [[ -S $tmp/$g.sock ]] && break; sleep 0.1; done
+  [[ -S $tmp/$g.sock ]] || fail "iserkit-nbd to gateway $g did not start"
+done
+fio --ioengine=nbd --rw=randwrite --bs=64k --iodepth=4 --size=8m --verify=crc32c --do_verify=1 --verify_fatal=1 \
+  --randrepeat=0 --verify_state_save=0 \
+  --name=via-a --uri="nbd+unix:///?socket=$tmp/a.sock" --offset=0 \
+  --name=via-b --uri="nbd+unix:///?socket=$tmp/b.sock" --offset=8m \
+  >"$tmp/fio-split.log" 2>&1 || fail "fio through both gateways failed: $(grep -iE 'err|verify' "$tmp/fio-split.log" | head -5)"
+(( $(grep -c "err= 0" "$tmp/fio-split.log") == 2 )) || fail "fio through both gateways reported errors"
+"$BIN/iserkit" read "iscsi://127.0.0.1:$a_port/$iqn/0" --length $((16 << 20)) -o "$tmp/split-a.bin" || fail "read via A"
+"$BIN/iserkit" read "$url_b" --length $((16 << 20)) -o "$tmp/split-b.bin" || fail "read via B"
+cmp "$tmp/split-a.bin" "$tmp/split-b.bin" || fail "the gateways read different data after a split"
+echo "ok: split: both gateways written at once, fio verified each half, both read the same 16 MiB"
+kill -TERM "$nbd_a_pid" "$nbd_b_pid"; wait "$nbd_a_pid" "$nbd_b_pid" || fail "iserkit-nbd exited with $?"
+kill -TERM "$a_pid" "$b_pid"; wait "$a_pid" "$b_pid" 2>/dev/null || true
 echo "PASS: $(( $(date +%s) - start )) s"
