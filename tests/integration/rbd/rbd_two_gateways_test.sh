@@ -4,7 +4,8 @@
 # serving it on two loopback ports: gateway A portal group 1 active/optimized, gateway B portal
 # group 2 active/non-optimized, each naming the other with --alua-peer. Checked:
 #  - both gateways report the same logical unit (serial, NAA and T10 designators of VPD 0x80/0x83),
-#    derived from the image, and their own target port designators;
+#    derived from the image, and their own target port designators; a gateway with peers reports
+#    WCE=0 in the Caching mode page (librbd's cache off), a target serving the image alone WCE=1;
 #  - iserkit-nbd with both URLs (--multipath failover) sees path 0 active/optimized and path 1
 #    active/non-optimized (each gateway's REPORT TARGET PORT GROUPS lists both groups);
 #  - fio writes and verifies through the bridge while gateway A is killed with kill -9: I/O moves
@@ -86,13 +87,19 @@ grep -q '^serial:' "$tmp/lu_a" && grep -qi 'naa' "$tmp/lu_a" || { cat "$tmp/inq_
 cmp -s "$tmp/lu_a" "$tmp/lu_b" || { diff "$tmp/lu_a" "$tmp/lu_b"; fail "the gateways report different logical units"; }
 # ... derived from the image, not from the target name: the target name differs, the identity not.
 "$BIN/iserkit-target" --iqn $iqn:other --ceph-conf "$CEPH_CONF" --lun rbd:rbd/shared --no-iser \
-  --listen 127.0.0.1:0,tpgt=3 --alua-peer 1=active/optimized --port-file "$tmp/c.port" >>"$tmp/c.log" 2>&1 &
+  --listen 127.0.0.1:0,tpgt=3 --port-file "$tmp/c.port" >>"$tmp/c.log" 2>&1 &
 c_pid=$!; pids+=($c_pid)
 for _ in $(seq 150); do [[ -s $tmp/c.port ]] && break; sleep 0.1; done
 [[ -s $tmp/c.port ]] || fail "gateway C did not start"
 "$BIN/iserkit" inquiry "iscsi://127.0.0.1:$(cat "$tmp/c.port")/$iqn:other/0" >"$tmp/inq_c" || fail "inquiry C"
 lu_ids "$tmp/inq_c" >"$tmp/lu_c"
 cmp -s "$tmp/lu_a" "$tmp/lu_c" || { diff "$tmp/lu_a" "$tmp/lu_c"; fail "the LU identity depends on the target name"; }
+# librbd's cache: off on a gateway with peers (WCE=0: nothing acknowledged only in its memory),
+# on (WCE=1) for a target serving the image alone, as C does.
+wce_a=$(timeout 30 python3 "$SRC/tests/integration/rbd/caching_page.py" "$a_port" $iqn) || fail "MODE SENSE via A"
+wce_c=$(timeout 30 python3 "$SRC/tests/integration/rbd/caching_page.py" "$(cat "$tmp/c.port")" $iqn:other) ||
+  fail "MODE SENSE via C"
+[[ $wce_a == wce=0 && $wce_c == wce=1 ]] || fail "Caching page: gateway with peers $wce_a (want wce=0), alone $wce_c (want wce=1)"
 kill -9 $c_pid
 echo "ok: one logical unit through both gateways: $(grep '^serial' "$tmp/lu_a")"
 
