@@ -112,6 +112,10 @@ int run(int argc, char** argv) {
       ("alua-state", "TPGT=STATE: the ALUA state of portal group TPGT (a --listen ADDRESS,tpgt=N): "
                      "active/optimized (default), active/non-optimized, standby or unavailable (repeatable)",
        cxxopts::value<std::vector<std::string>>())
+      ("alua-peer", "TPGT=STATE: a peer gateway's portal group TPGT serving the same logical units from another "
+                    "process (same LUN identity): listed in REPORT TARGET PORT GROUPS in STATE, not served here "
+                    "(repeatable; see README \"Two gateways, one RBD image\")",
+       cxxopts::value<std::vector<std::string>>())
       ("shutdown-timeout", "seconds SIGTERM/SIGINT lets sessions finish the commands they sent before closing "
                            "them (0 = at once)", cxxopts::value<double>()->default_value("10"))
       ("chap-algorithms", "CHAP_A accepted for the --lun/--export-dir targets and discovery, comma-separated "
@@ -209,8 +213,11 @@ int run(int argc, char** argv) {
   config.limits.global_payload_bytes = size_option(args, "global-payload-budget");
   config.limits.pool_idle_bytes = size_option(args, "pool-idle-cap");
   config.limits.shutdown_timeout = seconds_option(args, "shutdown-timeout", true);
-  if (args.count("alua-state")) {
-    for (const auto& a : args["alua-state"].as<std::vector<std::string>>()) {
+  // --alua-state and --alua-peer: TPGT=STATE, repeatable.
+  for (const char* flag : {"alua-state", "alua-peer"}) {
+    if (!args.count(flag)) continue;
+    auto& states = std::string_view(flag) == "alua-state" ? config.alua_states : config.alua_peers;
+    for (const auto& a : args[flag].as<std::vector<std::string>>()) {
       const auto eq = a.find('=');
       auto state = eq == std::string::npos ? std::nullopt : iserkit::target::parse_alua_state(a.substr(eq + 1));
       unsigned long tag = 0;
@@ -220,11 +227,11 @@ int run(int argc, char** argv) {
         tag = 0;
       }
       if (!state || tag == 0 || tag > 65535) {
-        std::cerr << "iserkit-target: --alua-state " << a
+        std::cerr << "iserkit-target: --" << flag << " " << a
                   << ": expected TPGT=active/optimized|active/non-optimized|standby|unavailable\n";
         return 2;
       }
-      config.alua_states[static_cast<std::uint16_t>(tag)] = *state;
+      states[static_cast<std::uint16_t>(tag)] = *state;
     }
   }
   if (args.count("allow-initiator")) config.allowed_initiators = args["allow-initiator"].as<std::vector<std::string>>();

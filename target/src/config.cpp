@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
 
 namespace iserkit::target {
 namespace {
@@ -131,6 +132,45 @@ Result<LunSource> parse_lun_source(std::string_view text) {
   }
   if (text.empty()) return fail(errc::invalid_argument);
   out.path = std::filesystem::path(std::string(text));
+  return out;
+}
+
+Result<std::vector<TargetPortGroup>> make_port_groups(const std::vector<ListenAddress>& listen,
+                                                      const std::map<std::uint16_t, AluaState>& alua_states,
+                                                      const std::map<std::uint16_t, AluaState>& alua_peers) {
+  // SPC-5 §5.16: one target port group per portal group, one target port in it (relative port id
+  // = tag), in the state the configuration gives (default active/optimized).
+  std::map<std::uint16_t, TargetPortGroup> groups;
+  for (const auto& l : listen) {
+    const auto it = alua_states.find(l.portal_group);
+    groups.emplace(l.portal_group,
+                   TargetPortGroup{.id = l.portal_group,
+                                   .state = it == alua_states.end() ? AluaState::active_optimized : it->second,
+                                   .relative_ports = {l.portal_group}});
+  }
+  for (const auto& [tag, state] : alua_states) {
+    if (!groups.contains(tag)) {
+      log::error("config: ALUA state for portal group {}, which no listen address uses (ADDRESS,tpgt={})", tag, tag);
+      return fail(errc::invalid_argument);
+    }
+  }
+  // A peer gateway's group: relative target port identifiers stay unique across the gateways
+  // (SPC-5 §7.7.6.5) because each gateway uses its own tags.
+  for (const auto& [tag, state] : alua_peers) {
+    if (tag == 0) {
+      log::error("config: ALUA peer portal group 0: tags are 1..65535");
+      return fail(errc::invalid_argument);
+    }
+    if (groups.contains(tag)) {
+      log::error("config: ALUA peer portal group {} is also served here (a listen address has tpgt={}); a peer "
+                 "gateway's group needs a tag of its own", tag, tag);
+      return fail(errc::invalid_argument);
+    }
+    groups.emplace(tag, TargetPortGroup{.id = tag, .state = state, .relative_ports = {tag}});
+  }
+  std::vector<TargetPortGroup> out;
+  out.reserve(groups.size());
+  for (auto& [tag, g] : groups) out.push_back(std::move(g));
   return out;
 }
 

@@ -255,7 +255,7 @@ struct Parser {
 
   tl::expected<TargetConfig, ConfigError> parse(const toml::table& root, TargetConfig config) const {
     if (auto e = check_keys(source, root,
-                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "limits", "login_throttle", "alua",
+                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "limits", "login_throttle", "alua", "alua_peers",
                              "ceph_conf", "ceph_id", "export_rbd", "rbd_rescan_interval"},
                             "the top level"))
       return *e;
@@ -268,10 +268,15 @@ struct Parser {
         config.listen.push_back(*a);
       }
     }
-    // [alua]: portal group tag = "state" (ALUA, SPC-5 §5.16.2.4).
-    if (const auto* node = root.get("alua")) {
+    // [alua] and [alua_peers]: portal group tag = "state" (ALUA, SPC-5 §5.16.2.4); the peers are
+    // other gateways' groups (TargetConfig::alua_peers).
+    for (const char* section : {"alua", "alua_peers"}) {
+      const auto* node = root.get(section);
+      if (node == nullptr) continue;
+      auto& states = std::string_view(section) == "alua" ? config.alua_states : config.alua_peers;
       const auto* table = node->as_table();
-      if (table == nullptr) return error_at(source, *node, "alua must be a table ([alua], \"TPGT\" = \"STATE\")");
+      if (table == nullptr)
+        return error_at(source, *node, std::string(section) + " must be a table ([" + section + "], \"TPGT\" = \"STATE\")");
       for (const auto& [key, value] : *table) {
         const std::string k(key.str());
         unsigned long tag = 0;
@@ -280,9 +285,10 @@ struct Parser {
         const auto name = value.value<std::string>();
         const auto state = name ? parse_alua_state(*name) : std::nullopt;
         if (tag == 0 || tag > 65535 || !state)
-          return error_at(source, value, "alua." + k + ": expected a portal group tag 1..65535 = \"active/optimized\", "
-                                         "\"active/non-optimized\", \"standby\" or \"unavailable\"");
-        config.alua_states[static_cast<std::uint16_t>(tag)] = *state;
+          return error_at(source, value, std::string(section) + "." + k +
+                                             ": expected a portal group tag 1..65535 = \"active/optimized\", "
+                                             "\"active/non-optimized\", \"standby\" or \"unavailable\"");
+        states[static_cast<std::uint16_t>(tag)] = *state;
       }
     }
     // value_exact: an integer only. value<int64_t>() also converts floats, and a float out of

@@ -67,6 +67,12 @@ std::uint32_t fnv1a(std::string_view s) noexcept {
   return h;
 }
 
+std::uint64_t fnv1a64(std::string_view s) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
 Result<std::shared_ptr<BlockBackend>> open_lun(const LunSource& source, const TargetConfig& config) {
   if (source.memory) {
     return make_memory_backend(MemoryBackendOptions{.size_bytes = source.size_bytes,
@@ -79,7 +85,8 @@ Result<std::shared_ptr<BlockBackend>> open_lun(const LunSource& source, const Ta
                                               .ceph_conf = config.ceph_conf,
                                               .ceph_id = config.ceph_id,
                                               .read_only = config.read_only,
-                                              .block_size_bytes = config.block_size_bytes});
+                                              .block_size_bytes = config.block_size_bytes,
+                                              .shared_by_gateways = !config.alua_peers.empty()});
   }
   std::error_code ec;
   if (!std::filesystem::exists(source.open_path(), ec))
@@ -109,8 +116,13 @@ Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std
     }
     LogicalUnitOptions options;
     options.read_only = config.read_only;
-    // A distinct, stable serial per LUN (VPD 0x80), from which the NAA designator derives too.
-    options.identity.serial = fmt::format("{:08x}{:04x}", fnv1a(name), static_cast<unsigned>(i));
+    // A distinct, stable serial per LUN (VPD 0x80), from which the NAA designator derives too:
+    // from the storage's own name when it has one (an RBD image: the same on every gateway),
+    // else from the target name and LUN number.
+    if (const auto& id = (*backend)->capabilities().storage_id; !id.empty())
+      options.identity.serial = fmt::format("{:016x}", fnv1a64(id));
+    else
+      options.identity.serial = fmt::format("{:08x}{:04x}", fnv1a(name), static_cast<unsigned>(i));
     auto unit = std::make_shared<LogicalUnit>(std::move(*backend), options);
     if (auto r = node->dispatcher->add_logical_unit(static_cast<std::uint16_t>(i), unit); !r) return fail(r.error());
     line += fmt::format(" lun{}={}({} bytes)", i, log::escaped(luns[i].display()),
@@ -489,23 +501,10 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
     impl->acceptor_tags.push_back(l.portal_group);
   }
   impl->registry->set_portal_addresses(std::move(advertised), std::move(advertised_tags));
-  // ALUA (SPC-5 §5.16): one target port group per portal group, one target port in it (relative
-  // port id = tag), in the state the configuration gives (default active/optimized).
-  std::vector<TargetPortGroup> groups;
-  for (const auto& l : listen) {
-    if (std::any_of(groups.begin(), groups.end(), [&](const TargetPortGroup& g) { return g.id == l.portal_group; }))
-      continue;
-    const auto it = config.alua_states.find(l.portal_group);
-    groups.push_back(TargetPortGroup{.id = l.portal_group,
-                                     .state = it == config.alua_states.end() ? AluaState::active_optimized : it->second,
-                                     .relative_ports = {l.portal_group}});
-  }
-  for (const auto& [tag, state] : config.alua_states) {
-    if (std::none_of(groups.begin(), groups.end(), [&, t = tag](const TargetPortGroup& g) { return g.id == t; })) {
-      log::error("config: ALUA state for portal group {}, which no listen address uses (ADDRESS,tpgt={})", tag, tag);
-      return fail(errc::invalid_argument);
-    }
-  }
+  // ALUA (SPC-5 §5.16): one target port group per portal group, plus the peer gateways' groups.
+  auto made = make_port_groups(listen, config.alua_states, config.alua_peers);
+  if (!made) return fail(made.error());
+  const std::vector<TargetPortGroup> groups = std::move(*made);
   for (const auto& node : *impl->registry->nodes()) {
     if (auto r = node->dispatcher->set_port_groups(groups); !r) return fail(r.error());
   }
@@ -519,7 +518,8 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
   }
   for (const auto& g : groups)
     if (groups.size() > 1 || g.state != AluaState::active_optimized)
-      log::info("portal group {}: ALUA {}", g.id, to_string(g.state));
+      log::info("portal group {}: ALUA {}{}", g.id, to_string(g.state),
+                config.alua_peers.contains(g.id) ? " (a peer gateway's)" : "");
   impl->open_iser_portals(listen);
   return std::unique_ptr<TargetServer>(new TargetServer(std::move(impl)));
 }

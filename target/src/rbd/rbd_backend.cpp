@@ -17,7 +17,11 @@
 #include <cassert>
 #include <map>
 #include <mutex>
+#include <string_view>
+#include <tuple>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "iserkit/common/log.hpp"
 #include "iserkit/target/backends.hpp"
@@ -112,9 +116,9 @@ class Cluster {
 
 Result<std::shared_ptr<Cluster>> connect_cluster(const RbdBackendOptions& o) {
   static std::mutex mutex;
-  static std::map<std::pair<std::string, std::string>, std::weak_ptr<Cluster>> clusters;
+  static std::map<std::tuple<std::string, std::string, bool>, std::weak_ptr<Cluster>> clusters;
   std::lock_guard lock(mutex);
-  const auto key = std::make_pair(o.ceph_conf.string(), o.ceph_id);
+  const auto key = std::make_tuple(o.ceph_conf.string(), o.ceph_id, o.shared_by_gateways);
   if (auto it = clusters.find(key); it != clusters.end())
     if (auto c = it->second.lock()) return c;
   rados_t handle = nullptr;
@@ -131,6 +135,9 @@ Result<std::shared_ptr<Cluster>> connect_cluster(const RbdBackendOptions& o) {
   const std::string mount_timeout = std::to_string(std::max<long>(1, static_cast<long>(o.connect_timeout.count())));
   rados_conf_set(handle, "client_mount_timeout", mount_timeout.c_str());
   rados_conf_set(handle, "rbd_skip_partial_discard", "false");
+  // Several gateways: no client-side cache (as tcmu-runner does for ceph-iscsi), so nothing a
+  // gateway acknowledged is only in its memory when it dies, and no read is served stale.
+  if (o.shared_by_gateways) rados_conf_set(handle, "rbd_cache", "false");
   r = rados_connect(handle);
   if (r < 0) {
     log::error("rbd: cannot connect to the cluster of {} as client.{}: {}", log::escaped(o.ceph_conf.string()),
@@ -285,7 +292,30 @@ Result<std::shared_ptr<BlockBackend>> open_rbd_backend(const RbdBackendOptions& 
   rbd_image_info_t info{};
   std::uint32_t object_bytes = 0;
   if (rbd_stat(image, &info, sizeof info) == 0 && info.obj_size <= (1u << 30)) object_bytes = static_cast<std::uint32_t>(info.obj_size);
+  // The image's identity for the LU designators: the cluster, the pool and the image id (which
+  // survives a rename), the same from every process that opens it.
+  std::string storage_id;
+  {
+    char id[64] = {};
+    char fsid[64] = {};
+    if (rbd_get_id(image, id, sizeof id) == 0 && rados_cluster_fsid((*cluster)->handle(), fsid, sizeof fsid) > 0)
+      storage_id = fmt::format("rbd:{}/{}/{}", fsid, rados_ioctx_get_id(ioctx), id);
+    else
+      log::warn("rbd: {}/{}: no image id; the LUN's identity comes from its target name", log::escaped(o.pool),
+                log::escaped(o.image));
+  }
+  // Several gateways rely on librbd's exclusive lock (target/README.md): warn when it is off.
+  std::uint64_t features = 0;
+  if (o.shared_by_gateways && !o.read_only && rbd_get_features(image, &features) == 0 &&
+      (features & RBD_FEATURE_EXCLUSIVE_LOCK) == 0)
+    log::warn("rbd: {}/{}: served by several gateways without the exclusive-lock feature: writes through two "
+              "gateways are not serialized and a dead gateway is not fenced (rbd feature enable ... exclusive-lock)",
+              log::escaped(o.pool), log::escaped(o.image));
+  char cache[16] = {};
+  const bool cache_on = rados_conf_get((*cluster)->handle(), "rbd_cache", cache, sizeof cache) != 0 ||
+                        std::string_view(cache) != "false";
   BackendCapabilities caps;
+  caps.storage_id = std::move(storage_id);
   caps.size_bytes = size - size % o.block_size_bytes;
   caps.block_size_bytes = o.block_size_bytes;
   caps.read_only = o.read_only;
@@ -293,7 +323,7 @@ Result<std::shared_ptr<BlockBackend>> open_rbd_backend(const RbdBackendOptions& 
   caps.discard_zeroes = true;  // rbd_skip_partial_discard=false (connect_cluster)
   caps.can_write_zeroes = !o.read_only;
   caps.thin = true;
-  caps.volatile_cache = true;  // librbd's cache: SYNCHRONIZE CACHE → rbd_aio_flush
+  caps.volatile_cache = cache_on;  // librbd's cache: SYNCHRONIZE CACHE → rbd_aio_flush
   caps.optimal_io_bytes = object_bytes;
   return std::shared_ptr<BlockBackend>(std::make_shared<RbdBackend>(std::move(*cluster), ioctx, image, caps));
 }

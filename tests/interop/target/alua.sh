@@ -9,6 +9,29 @@ PORT2=$(sed -n 's/^listening on 127\.0\.0\.2:\([0-9]*\)$/\1/p' "$WORK/target.out
 timeout 60 python3 "$(dirname "$0")/alua.py" "$PORT" "$IQN" "$PORT2" || fail "alua.py"
 kill -0 "$TARGET_PID" || fail "target died"
 stop_target
+# Two gateways (target/README.md "Two gateways, one RBD image"): the same checks when each portal
+# group is its own process, each naming the other's group with --alua-peer. A mem: LUN keeps no
+# data in common, but its identity comes from the target name and LUN number, the same in both.
+start_target --lun mem:16M --alua-peer 2=standby --no-iser
+grep -q "portal group 2: ALUA standby (a peer gateway's)" "$WORK/target.err" "$WORK/target.out" ||
+  fail "gateway A does not log its peer's group: $(cat "$WORK/target.err")"
+"$BIN/iserkit-target" --iqn "$IQN" --lun mem:16M --listen 127.0.0.2:0,tpgt=2 --alua-state 2=standby \
+  --alua-peer 1=active/optimized --no-iser --port-file "$WORK/port2" >"$WORK/b.out" 2>"$WORK/b.err" &
+PEER_PID=$!
+trap 'kill -9 $PEER_PID 2>/dev/null || true; cleanup' EXIT
+for _ in $(seq 100); do [[ -s "$WORK/port2" ]] && break; sleep 0.1; done
+[[ -s "$WORK/port2" ]] || fail "gateway B did not start: $(cat "$WORK/b.err")"
+timeout 60 python3 "$(dirname "$0")/alua.py" "$PORT" "$IQN" "$(cat "$WORK/port2")" || fail "alua.py, two gateways"
+kill -0 "$TARGET_PID" && kill -0 "$PEER_PID" || fail "a gateway died"
+kill -TERM "$PEER_PID"; wait "$PEER_PID" || true
+stop_target
+# A peer group that this process serves itself is refused at start-up, naming the tag.
+if "$BIN/iserkit-target" --iqn "$IQN" --lun mem:1M --listen 127.0.0.1:0 --alua-peer 1=standby --no-iser \
+    >"$WORK/bad.out" 2>&1; then
+  fail "the target started with --alua-peer naming its own portal group"
+fi
+grep -q "peer portal group 1 is also served here" "$WORK/bad.out" || fail "no clear error: $(cat "$WORK/bad.out")"
+echo "ok: two processes as two gateways list each other's group in RTPG and report one logical unit"
 # libiscsi's iscsi-inq logs in, sends TEST UNIT READY (which a standby port refuses with NOT READY,
 # as SPC-5 wants), then reads VPD 0x83: both groups active here, one non-optimized.
 if command -v iscsi-inq >/dev/null 2>&1; then

@@ -60,6 +60,52 @@ TEST(ConfigAlua, PortalGroupStatesByTag) {
   }
 }
 
+// Two gateways, one RBD image (target/README.md): each gateway lists the other's portal group.
+TEST(ConfigAlua, PeerGatewayGroupsByTag) {
+  auto c = parse_config_toml("listen = [\"127.0.0.1:3260,tpgt=2\"]\n[alua]\n2 = \"active/non-optimized\"\n"
+                             "[alua_peers]\n1 = \"active/optimized\"\n",
+                             "peers.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->alua_peers.size(), 1u);
+  EXPECT_EQ(c->alua_peers.at(1), AluaState::active_optimized);
+  EXPECT_EQ(c->alua_states.at(2), AluaState::active_non_optimized);
+  for (const char* bad : {"[alua_peers]\n1 = \"asleep\"\n", "[alua_peers]\n0 = \"standby\"\n",
+                          "[alua_peers]\n70000 = \"standby\"\n", "alua_peers = \"1=standby\"\n"}) {
+    auto e = parse_config_toml(bad, "bad.toml");
+    ASSERT_FALSE(e) << bad;
+    EXPECT_NE(e.error().message.find("alua_peers"), std::string::npos) << e.error().message;
+  }
+}
+
+TEST(ConfigAlua, PortGroupsListServedThenPeerGroupsByTag) {
+  const std::vector<ListenAddress> listen{{.host = "127.0.0.1", .port = 0, .portal_group = 3},
+                                          {.host = "127.0.0.2", .port = 0, .portal_group = 3}};
+  auto groups = make_port_groups(listen, {{3, AluaState::active_non_optimized}},
+                                 {{1, AluaState::active_optimized}, {7, AluaState::standby}});
+  ASSERT_TRUE(groups);
+  ASSERT_EQ(groups->size(), 3u);  // two portals of one group are one target port group
+  EXPECT_EQ((*groups)[0].id, 1);
+  EXPECT_EQ((*groups)[0].state, AluaState::active_optimized);
+  EXPECT_EQ((*groups)[0].relative_ports, std::vector<std::uint16_t>{1});
+  EXPECT_EQ((*groups)[1].id, 3);
+  EXPECT_EQ((*groups)[1].state, AluaState::active_non_optimized);
+  EXPECT_EQ((*groups)[1].relative_ports, std::vector<std::uint16_t>{3});
+  EXPECT_EQ((*groups)[2].id, 7);
+  EXPECT_EQ((*groups)[2].state, AluaState::standby);
+  // Without peers or states: the served group alone, active/optimized.
+  auto alone = make_port_groups(listen, {}, {});
+  ASSERT_TRUE(alone);
+  ASSERT_EQ(alone->size(), 1u);
+  EXPECT_EQ(alone->front().state, AluaState::active_optimized);
+}
+
+TEST(ConfigAlua, PortGroupsRefuseAPeerTagServedHereAndAStateForNoPortal) {
+  const std::vector<ListenAddress> listen{{.host = "127.0.0.1", .port = 0, .portal_group = 2}};
+  EXPECT_FALSE(make_port_groups(listen, {}, {{2, AluaState::active_optimized}}));
+  EXPECT_FALSE(make_port_groups(listen, {{1, AluaState::standby}}, {}));
+  EXPECT_FALSE(make_port_groups(listen, {}, {{0, AluaState::standby}}));
+}
+
 TEST(ConfigLimits, RefusesBadValuesWithTheKeyNamed) {
   const std::pair<const char*, const char*> cases[] = {
       {"[limits]\nlogin_timeout = 0\n", "limits.login_timeout"},

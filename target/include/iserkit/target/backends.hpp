@@ -63,6 +63,10 @@ struct RbdBackendOptions {
   bool read_only = false;                                ///< open the image read-only and refuse writes
   std::uint32_t block_size_bytes = 512;                  ///< logical block size to expose: 512 or 4096
   std::chrono::seconds connect_timeout{15};              ///< how long connecting to the monitors may take
+  /// The image is served by several gateways at once (target/README.md "Two gateways, one RBD
+  /// image"): librbd's cache is turned off (rbd_cache=false), so a write is on the OSDs when it
+  /// completes and no gateway serves reads from a cache another gateway's writes made stale.
+  bool shared_by_gateways = false;
 };
 
 /// Connects to the Ceph cluster of `options.ceph_conf` as client.`ceph_id` (one connection per
@@ -70,7 +74,9 @@ struct RbdBackendOptions {
 /// (FUA = write then flush), flush, discard and write_zeroes are librbd aio calls on the caller's
 /// buffers, completed on the caller's io_context; the allocation map comes from
 /// rbd_diff_iterate2. Thin, discard zeroes (rbd_skip_partial_discard=false), volatile cache
-/// (librbd's). The size is the image's, rounded down to a block multiple, read once.
+/// when librbd's cache is on (rbd_cache; off with shared_by_gateways). The size is the image's,
+/// rounded down to a block multiple, read once. capabilities().storage_id is
+/// "rbd:<cluster fsid>/<pool id>/<image id>" (rbd_get_id), the same from every gateway.
 /// Errors (errno codes): ENOENT no such pool or image; ETIMEDOUT / ENOTCONN no monitor within
 /// connect_timeout; EACCES / EPERM refused credentials; EINVAL a bad block size or an empty
 /// pool/image; std::errc::not_supported when this build has no librbd (WITH_RBD=OFF).

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/bytes.hpp"
@@ -30,6 +31,11 @@ struct BackendCapabilities {
   bool volatile_cache = true;                ///< a write cache exists, so flush() matters (WCE)
   std::uint32_t optimal_io_bytes = 0;        ///< preferred I/O size in bytes; 0 = not known
   std::uint32_t max_io_bytes = 0;            ///< largest single request in bytes; 0 = no limit
+  /// Names the storage itself, the same in every process that opens it (RBD: "rbd:" + cluster
+  /// fsid + pool id + image id). When set, the target derives the logical unit's serial number
+  /// and NAA designator (VPD 0x80, 0x83) from it instead of from the target name and LUN number,
+  /// so two gateways serving one image report one logical unit. Empty: no such name.
+  std::string storage_id;
 };
 
 /// One run of a backend's allocation map (thin provisioning: SBC-4 §4.7.2, GET LBA STATUS §5.8).

@@ -183,6 +183,12 @@ struct TargetConfig {
   /// ALUA state of each portal group (by tag); groups not listed are active/optimized. A tag no
   /// listen address uses is a configuration error (TargetServer::create).
   std::map<std::uint16_t, AluaState> alua_states;
+  /// Target port groups of peer gateways (by tag) that serve the same logical units from other
+  /// processes (target/README.md "Two gateways, one RBD image"): this target does not listen for
+  /// them but lists them, in the given state, in REPORT TARGET PORT GROUPS, each with one target
+  /// port whose relative target port identifier is the tag (as the peer's own portal group). A tag
+  /// that a listen address also uses is a configuration error (make_port_groups).
+  std::map<std::uint16_t, AluaState> alua_peers;
   std::vector<LunSource> luns;                         ///< LUNs of target `iqn`, lun0, lun1, … in order
   /// Each subdirectory is a target "<iqn>:<name>"; each regular file or block device in it a LUN,
   /// sorted by name (lun0, lun1, …). Symlinks are never followed and folder names must make valid
@@ -253,5 +259,14 @@ tl::expected<std::string, ConfigError> read_secret_file(const std::filesystem::p
 /// (RFC 7143 §12.1.3: 96 bits without IPsec), the same secret shared by several users. Names
 /// users, never secrets.
 std::vector<std::string> config_warnings(const TargetConfig& config);
+
+/// The ALUA target port groups a target reports (SPC-5 §5.16, implicit ALUA): one per portal group
+/// of `listen` (id = relative target port = tag, in `alua_states`' state, default
+/// active/optimized), then one per `alua_peers` entry (a peer gateway's group). Ordered by tag.
+/// Errors: errc::invalid_argument (after logging why) for an `alua_states` tag that no listen
+/// address uses, or an `alua_peers` tag that a listen address uses.
+Result<std::vector<TargetPortGroup>> make_port_groups(const std::vector<ListenAddress>& listen,
+                                                      const std::map<std::uint16_t, AluaState>& alua_states,
+                                                      const std::map<std::uint16_t, AluaState>& alua_peers);
 
 }  // namespace iserkit::target
