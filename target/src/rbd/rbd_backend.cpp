@@ -205,15 +205,19 @@ class RbdBackend final : public BlockBackend {
 
   /// rbd_aio_compare_and_write: librbd compares and writes in one OSD operation, so it is atomic
   /// against every client of the image (two gateways cannot interleave). On a mismatch librbd
-  /// answers -EILSEQ and the image offset of the first differing byte. librbd does it only within
-  /// one object (stripe unit): a range that crosses one is declined (EOPNOTSUPP), and the SCSI
-  /// layer then reads, compares and writes under its own range lock.
+  /// answers -EILSEQ and the image offset of the first differing byte. librbd (16.2) does it only
+  /// inside one 512-byte sector of one object (stripe unit) and answers -EINVAL otherwise (seen
+  /// against the test cluster): such ranges — every COMPARE AND WRITE of more than one 512-byte
+  /// block — are declined (EOPNOTSUPP), and the SCSI layer then reads, compares and writes under
+  /// its own range lock (atomic through this target only).
   Awaitable<Result<CompareAndWriteResult>> compare_and_write(std::uint64_t offset, ConstByteSpan compare,
                                                              ConstByteSpan data, Fua fua) override {
     check_range(offset, data.size());
     if (caps_.read_only) co_return fail(errno_code(EROFS));
     if (compare.size() != data.size() || data.empty()) co_return fail(errno_code(EINVAL));
-    if (stripe_unit_ == 0 || offset / stripe_unit_ != (offset + data.size() - 1) / stripe_unit_)
+    constexpr std::uint64_t sector = 512;  // librbd's compare-and-write unit
+    if (offset % sector + data.size() > sector || stripe_unit_ == 0 ||
+        offset / stripe_unit_ != (offset + data.size() - 1) / stripe_unit_)
       co_return fail(std::make_error_code(std::errc::operation_not_supported));
     std::uint64_t mismatch = 0;
     // librbd's buffers are non-const char*; it only reads them.
@@ -223,10 +227,20 @@ class RbdBackend final : public BlockBackend {
       return static_cast<int>(rbd_aio_compare_and_write(image_, offset, data.size(), cmp, buf, c, &mismatch, 0));
     });
     if (r == -EILSEQ) {
-      // The image offset of the first difference; SBC-4 §5.3.2 wants it from the start of the
-      // compared range. Outside the range (not seen from librbd) it is no offset we can trust:
-      // report a miscompare at the first byte rather than a wrong one past it.
-      const std::uint64_t at = mismatch >= offset && mismatch - offset < data.size() ? mismatch - offset : 0;
+      // SBC-4 §5.3.2 wants the offset of the first difference from the start of the compared
+      // range. librbd documents an image offset, but 16.2 answers the image offset of the start of
+      // the stripe unit (object) plus the offset in the range (seen against the test cluster:
+      // range at 4195840, byte 234 → 4194538). Both readings are accepted (they cannot both fit:
+      // the range is one sector, so they coincide when it starts the object); anything else is no
+      // offset we can trust, and the miscompare is reported at byte 0 rather than past the truth.
+      const std::uint64_t unit_start = offset - offset % stripe_unit_;
+      std::uint64_t at = 0;
+      if (mismatch >= offset && mismatch - offset < data.size()) {
+        at = mismatch - offset;
+      } else if (mismatch >= unit_start && mismatch - unit_start < data.size()) {
+        at = mismatch - unit_start;
+      }
+      log::debug("rbd: compare_and_write miscompare: offset={} mismatch_off={}", offset, mismatch);
       co_return CompareAndWriteResult{.mismatch_offset_bytes = at};
     }
     if (auto d = done(r, 0); !d) co_return fail(d.error());
