@@ -253,6 +253,12 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
     std::lock_guard g(unit_state->mutex);
     p.software_write_protect = unit_state->software_write_protect;
     p.write_protected = p.unit->read_only() || unit_state->software_write_protect;
+    // SBC-4 §4.6: when the medium was resized (an RBD image by `rbd resize`), every I_T nexus gets
+    // CAPACITY DATA HAS CHANGED and READ CAPACITY reports the new size. Checked here, under the
+    // LU's mutex, so exactly one command notices and raises it (one atomic load when unchanged).
+    if (unit_state->unit->refresh_capacity()) {
+      for (auto id : state_->all_nexuses()) unit_state->add_unit_attention(id, scsi::asc::capacity_data_has_changed);
+    }
     auto ua = unit_state->unit_attentions.find(nexus.value);
     if (ua != unit_state->unit_attentions.end()) {
       auto& queue = ua->second;

@@ -37,8 +37,12 @@ bool is_media_write(scsi::Opcode op) noexcept;
 /// range even with zero blocks.
 bool in_range(const LogicalUnit& unit, std::uint64_t lba, std::uint64_t blocks) noexcept;
 
-/// Backend error → sense (MEDIUM ERROR, DATA PROTECT for ENOSPC/EROFS).
-scsi::SenseData from_backend_error(std::error_code ec, bool writing) noexcept;
+/// A backend error (errno, BlockBackend contract) → the status and sense the command ends with:
+/// the one table of backend_errors.cpp (e.g. EIO → MEDIUM ERROR, ENOSPC → DATA PROTECT / SPACE
+/// ALLOCATION FAILED WRITE PROTECT, ETIMEDOUT → BUSY). `writing` picks WRITE ERROR over
+/// UNRECOVERED READ ERROR where the two differ.
+ScsiOutcome backend_error_outcome(std::error_code ec, bool writing) noexcept;
+/// GOOD for success, else backend_error_outcome().
 ScsiOutcome outcome_of(const Result<void>& r, bool writing) noexcept;
 
 // --- SPC-5 ---

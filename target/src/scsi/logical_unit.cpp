@@ -26,7 +26,7 @@ LogicalUnit::LogicalUnit(std::shared_ptr<BlockBackend> backend, LogicalUnitOptio
   assert(backend_);
   const auto& caps = backend_->capabilities();
   block_size_ = caps.block_size_bytes;
-  block_count_ = caps.size_bytes / block_size_;
+  block_count_.store(backend_->size_bytes() / block_size_, std::memory_order_release);
   read_only_ = options_.read_only || caps.read_only;
   thin_ = caps.can_discard && !read_only_;
   const auto& id = options_.identity;
@@ -50,6 +50,13 @@ LogicalUnit::LogicalUnit(std::shared_ptr<BlockBackend> backend, LogicalUnitOptio
     if (max_blocks == 0 || backend_max < max_blocks) max_blocks = backend_max;
   }
   max_transfer_blocks_ = max_blocks;
+}
+
+bool LogicalUnit::refresh_capacity() noexcept {
+  const std::uint64_t now = backend_->size_bytes() / block_size_;
+  if (block_count_.load(std::memory_order_acquire) == now) return false;
+  block_count_.store(now, std::memory_order_release);
+  return true;
 }
 
 }  // namespace iserkit::target

@@ -22,19 +22,6 @@ bool in_range(const LogicalUnit& unit, std::uint64_t lba, std::uint64_t blocks) 
   return lba < count && blocks <= count - lba;
 }
 
-scsi::SenseData from_backend_error(std::error_code ec, bool writing) noexcept {
-  using scsi::SenseKey;
-  if (ec == std::errc::no_space_on_device)
-    return scsi::SenseData::make(SenseKey::data_protect, scsi::asc::space_allocation_failed_write_protect);
-  if (ec == std::errc::read_only_file_system) return write_protected();
-  return scsi::SenseData::make(SenseKey::medium_error, writing ? scsi::asc::write_error : scsi::asc::unrecovered_read_error);
-}
-
-ScsiOutcome outcome_of(const Result<void>& r, bool writing) noexcept {
-  if (r) return ScsiOutcome::good();
-  return ScsiOutcome::check_condition(from_backend_error(r.error(), writing));
-}
-
 namespace {
 
 bool all_zero(ConstByteSpan data) noexcept {
@@ -302,7 +289,13 @@ Awaitable<ScsiOutcome> execute_write_same(const CommandPlan& plan, ConstByteSpan
   if (plan.ndob || all_zero(block)) {
     co_return outcome_of(co_await backend.write_zeroes(offset, length, Fua::no), true);
   }
-  // Replicate the block into a buffer of up to 1 MiB and write it repeatedly.
+  // A backend that repeats the block itself (RBD: rbd_aio_writesame) gets the one block; otherwise
+  // (or when it declines these sizes) replicate the block into a buffer of up to 1 MiB and write
+  // it repeatedly.
+  if (auto r = co_await backend.write_same(offset, length, block.first(bs), Fua::no);
+      r || r.error() != std::errc::operation_not_supported) {
+    co_return outcome_of(r, true);
+  }
   const std::uint64_t chunk_blocks = std::min<std::uint64_t>(plan.blocks, (1u << 20) / bs);
   std::vector<std::byte> buffer(chunk_blocks * bs);
   for (std::uint64_t i = 0; i < chunk_blocks; ++i) std::memcpy(buffer.data() + i * bs, block.data(), bs);

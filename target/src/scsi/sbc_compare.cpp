@@ -4,8 +4,9 @@
 // STATUS (§5.8), READ DEFECT DATA (10)/(12) (§5.19, §5.20). WRITE ATOMIC is a write under the LU's range lock: atomic against every other
 // write and COMPARE AND WRITE (SBC-4 §4.29); reads are not held off. Ranges are checked
 // in the plan phase; miscompares are found in execute, after the Data-Out arrived. COMPARE AND
-// WRITE runs under the LU's range lock (taken by the dispatcher), so no other write to its blocks
-// can come between its read and its write.
+// WRITE goes to the backend's atomic compare_and_write() when it has one (RBD); otherwise it runs
+// under the LU's range lock (taken by the dispatcher), so no other write to its blocks through this
+// target can come between its read and its write.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -168,12 +169,21 @@ Awaitable<ScsiOutcome> execute_compare_and_write(const CommandPlan& plan, ConstB
   const LogicalUnit& unit = *plan.unit;
   const std::uint64_t length = plan.blocks * unit.block_size_bytes();
   const std::uint64_t offset = plan.lba * unit.block_size_bytes();
+  const Fua fua = plan.fua ? Fua::yes : Fua::no;
+  // SBC-4 §5.3.2: the first half of the Data-Out is the verify data, the second the write data.
+  // A backend that can compare and write atomically itself (RBD: in the cluster, so two gateways
+  // cannot interleave) does; otherwise read, compare and write here, under the LU's range lock.
+  auto atomic = co_await unit.backend().compare_and_write(offset, data.first(length), data.subspan(length, length), fua);
+  if (atomic) {
+    if (atomic->mismatch_offset_bytes) co_return ScsiOutcome::check_condition(miscompare_at(*atomic->mismatch_offset_bytes));
+    co_return ScsiOutcome::good();
+  }
+  if (atomic.error() != std::errc::operation_not_supported) co_return backend_error_outcome(atomic.error(), true);
   std::vector<std::byte> medium(length);
   auto r = co_await unit.backend().read(offset, medium);
   if (!r) co_return outcome_of(r, false);
-  // SBC-4 §5.3.2: the first half of the Data-Out is the verify data, the second the write data.
   if (auto at = first_difference(data.first(length), medium)) co_return ScsiOutcome::check_condition(miscompare_at(*at));
-  auto w = co_await unit.backend().write(offset, data.subspan(length, length), plan.fua ? Fua::yes : Fua::no);
+  auto w = co_await unit.backend().write(offset, data.subspan(length, length), fua);
   co_return outcome_of(w, true);
 }
 
@@ -203,7 +213,7 @@ Awaitable<ScsiOutcome> execute_get_lba_status(const CommandPlan& plan, ConstByte
   for (std::size_t n = 0; n < max_descriptors && lba < unit.block_count(); ++n) {
     const std::uint64_t left_bytes = (unit.block_count() - lba) * bs;
     auto extent = co_await unit.backend().allocation(lba * bs, std::min<std::uint64_t>(left_bytes, 0xffffffffull * bs));
-    if (!extent) co_return ScsiOutcome::check_condition(from_backend_error(extent.error(), false));
+    if (!extent) co_return backend_error_outcome(extent.error(), false);
     // A block is mapped if any byte of it is: round mapped runs up, holes down.
     std::uint64_t blocks = extent->allocated ? (extent->length_bytes + bs - 1) / bs : extent->length_bytes / bs;
     bool allocated = extent->allocated;

@@ -3,8 +3,10 @@
 # (tests/support/ceph_cluster.sh), images created with the rbd CLI, served by iserkit-target as
 # --lun rbd:POOL/IMAGE, and checked both ways: what our initiator writes, `rbd export` reads back
 # byte for byte; what `rbd import` wrote, our initiator reads; a write acknowledged with FUA (and
-# one followed by SYNCHRONIZE CACHE) survives kill -9 of the target; a missing image or cluster is
-# a clear start-up error; and a set of libiscsi iscsi-test-cu families passes on the RBD LUN.
+# one followed by SYNCHRONIZE CACHE) survives kill -9 of the target; COMPARE AND WRITE (match,
+# miscompare with its offset), WRITE SAME, VPD 0xb2 and `rbd resize` (unit attention, new size);
+# a missing image or cluster is a clear start-up error; and a set of libiscsi iscsi-test-cu
+# families passes on the RBD LUN.
 # Skips (77) without the Ceph packages or a build without librbd.
 set -euo pipefail
 skip() { echo "SKIP: $*" >&2; exit 77; }
@@ -99,6 +101,82 @@ kill -9 $target_pid; wait $target_pid 2>/dev/null || true; target_pid=
 rbd export --no-progress rbd/vol "$tmp/vol2.bin"
 cmp -n 65536 -i $((20 << 20)):0 "$tmp/vol2.bin" "$tmp/fua.bin" || fail "the FUA write was lost at kill -9"
 cmp -n 65536 -i $((30 << 20)):0 "$tmp/vol2.bin" "$tmp/sync.bin" || fail "the flushed write was lost at kill -9"
+
+# SCSI operations that go to librbd's own calls (issue 12 item 2), checked with librbd's CLI:
+# COMPARE AND WRITE of one 512-byte block (rbd_aio_compare_and_write; librbd 16.2 does no more than
+# one sector, so longer ones fall back to the target's read-compare-write), WRITE SAME with a
+# non-zero block (rbd_aio_writesame), VPD 0xb2 and READ CAPACITY (16) thin provisioning, and
+# `rbd resize`: CAPACITY DATA HAS CHANGED on every session, then the new size.
+# iserkit-scsi-probe sends the raw commands.
+probe=$BIN/iserkit-scsi-probe
+[[ -x $probe ]] || fail "$probe is not built"
+rbd create rbd/ops --size 16M
+start_target --lun rbd:rbd/ops --log-level debug
+ops=iscsi://127.0.0.1:$port/$iqn/0
+# export_ops: a copy of the image through librbd's CLI; extract OFFSET LENGTH OUT: LENGTH bytes
+# of that copy at OFFSET (both multiples of 512).
+export_ops() { rm -f "$tmp/export.bin"; rbd export --no-progress rbd/ops "$tmp/export.bin" >/dev/null; }
+extract() { dd if="$tmp/export.bin" of="$3" bs=512 skip=$(($1 / 512)) count=$(($2 / 512)) status=none; }
+head -c 512 /dev/urandom >"$tmp/caw.old"
+head -c 512 /dev/urandom >"$tmp/caw.new"
+head -c 512 /dev/urandom >"$tmp/caw.third"
+caw_lba=8195  # inside the second 4 MiB object, not at offset 0 of the image
+"$BIN/iserkit" write "$ops" --offset $((caw_lba * 512)) -i "$tmp/caw.old" || fail "write before COMPARE AND WRITE"
+"$probe" "$ops" "caw:$caw_lba:$tmp/caw.old:$tmp/caw.new" >"$tmp/caw.out" || fail "probe caw"
+grep -qx "caw status=0x00" "$tmp/caw.out" || { cat "$tmp/caw.out"; fail "a matching COMPARE AND WRITE did not succeed"; }
+# Miscompare: byte 234 of the verify data differs; nothing is written, INFORMATION = 234, and it
+# was librbd that found it (its image offset is in the target's debug log).
+python3 -c 'import sys; d=bytearray(open(sys.argv[1],"rb").read()); d[234]^=0xff; open(sys.argv[2],"wb").write(d)' \
+  "$tmp/caw.new" "$tmp/caw.wrong"
+"$probe" "$ops" "caw:$caw_lba:$tmp/caw.wrong:$tmp/caw.third" >"$tmp/caw2.out" || fail "probe caw (miscompare)"
+grep -qx "caw status=0x02 sense=e/1d/00 information=234" "$tmp/caw2.out" ||
+  { cat "$tmp/caw2.out"; fail "a miscompare is not MISCOMPARE / MISCOMPARE DURING VERIFY with INFORMATION 234"; }
+grep -q "compare_and_write miscompare: offset=$((caw_lba * 512)) mismatch_off=" "$tmp/target.log" ||
+  fail "the miscompare did not come from rbd_aio_compare_and_write"
+# Eight blocks across the 4 MiB object boundary (LBA 8192): librbd cannot, the target's fallback does.
+cross_lba=8186  # 8186..8193: across LBA 8192, clear of caw_lba
+printf 'A%.0s' $(seq 4096) >"$tmp/a.bin"
+printf 'C%.0s' $(seq 4096) >"$tmp/c.bin"
+head -c 4096 /dev/urandom >"$tmp/r.bin"
+"$BIN/iserkit" write "$ops" --offset $((cross_lba * 512)) -i "$tmp/a.bin" || fail "write before the long COMPARE AND WRITE"
+"$probe" "$ops" "caw:$cross_lba:$tmp/a.bin:$tmp/c.bin" "caw:$cross_lba:$tmp/a.bin:$tmp/r.bin" >"$tmp/caw3.out" ||
+  fail "probe caw (eight blocks)"
+[[ $(cat "$tmp/caw3.out") == "caw status=0x00"$'\n'"caw status=0x02 sense=e/1d/00 information=0" ]] ||
+  { cat "$tmp/caw3.out"; fail "COMPARE AND WRITE of eight blocks: wrong answers"; }
+# WRITE SAME (16) of a non-zero block over 2048 blocks (1 MiB, three objects' worth of calls in one).
+head -c 512 /dev/urandom >"$tmp/ws.block"
+"$probe" "$ops" "writesame:16000:2048:$tmp/ws.block" >"$tmp/ws.out" || fail "probe writesame"
+grep -qx "writesame status=0x00" "$tmp/ws.out" || { cat "$tmp/ws.out"; fail "WRITE SAME did not succeed"; }
+python3 -c 'import sys; open(sys.argv[2],"wb").write(open(sys.argv[1],"rb").read() * 2048)' "$tmp/ws.block" "$tmp/ws.expected"
+# One copy of the image checks them all: the matching COMPARE AND WRITE wrote, the miscompared
+# one did not, the eight-block one wrote, WRITE SAME wrote its block 2048 times.
+export_ops
+extract $((caw_lba * 512)) 512 "$tmp/caw.got"
+cmp "$tmp/caw.got" "$tmp/caw.new" || fail "the image does not hold what COMPARE AND WRITE wrote (or a miscompare wrote)"
+extract $((cross_lba * 512)) 4096 "$tmp/caw.got3"
+cmp "$tmp/caw.got3" "$tmp/c.bin" || fail "COMPARE AND WRITE of eight blocks wrote the wrong data"
+extract $((16000 * 512)) $((2048 * 512)) "$tmp/ws.got"
+cmp "$tmp/ws.got" "$tmp/ws.expected" || fail "the image does not hold the WRITE SAME block 2048 times"
+# Thin provisioning: VPD 0xb2 (LBPU, LBPWS, LBPWS10, LBPRZ, provisioning type 2 = thin; iscsi-inq
+# takes the page code in decimal); LBPME/LBPRZ of READ CAPACITY (16) are checked below.
+if command -v iscsi-inq >/dev/null; then
+  iscsi-inq -e 1 -c 178 "$ops" >"$tmp/b2.out" 2>&1 || { cat "$tmp/b2.out"; fail "iscsi-inq VPD 0xb2"; }
+  for want in lbpu:1 lbpws:1 lbpws10:1 lbprz:1 "provisioning type:2"; do
+    grep -qx "$want" "$tmp/b2.out" || { cat "$tmp/b2.out"; fail "VPD 0xb2 lacks '$want'"; }
+  done
+fi
+# Resize: two sessions; after `rbd resize` both get CAPACITY DATA HAS CHANGED (2Ah/09h), then
+# READ CAPACITY (16) reports the new size, and the new blocks take writes.
+"$probe" --sessions 2 "$ops" readcap16 "exec:rbd resize --no-progress rbd/ops --size 24M" await-ua:2a:09:15 readcap16 \
+  >"$tmp/resize.out" || { cat "$tmp/resize.out"; fail "probe resize"; }
+[[ $(cat "$tmp/resize.out") == "readcap16 blocks=32768 block_size=512 lbpme=1 lbprz=1"$'\n'"ua session=0 seen"$'\n'"ua session=1 seen"$'\n'"readcap16 blocks=49152 block_size=512 lbpme=1 lbprz=1" ]] ||
+  { cat "$tmp/resize.out"; fail "resize: no unit attention on every session, or the old size"; }
+"$BIN/iserkit" write "$ops" --offset $((20 << 20)) -i "$tmp/caw.new" || fail "write past the old end after the resize"
+export_ops
+extract $((20 << 20)) 512 "$tmp/grown.got"
+cmp "$tmp/grown.got" "$tmp/caw.new" || fail "a write to the grown image did not reach it"
+kill -9 $target_pid; wait $target_pid 2>/dev/null || true; target_pid=
+echo "COMPARE AND WRITE, WRITE SAME, VPD 0xb2, resize: OK"
 
 # --export-rbd: the pool's images are targets <iqn>:<image>; a new image appears on SIGHUP (and by
 # the periodic rescan), a renamed one moves, a name that makes no valid iSCSI name is skipped.

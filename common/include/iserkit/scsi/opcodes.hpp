@@ -114,6 +114,7 @@ inline constexpr AscPair write_protected{0x27, 0x00};
 inline constexpr AscPair space_allocation_failed_write_protect{0x27, 0x07};
 inline constexpr AscPair power_on_reset_or_bus_device_reset{0x29, 0x00};
 inline constexpr AscPair parameters_changed{0x2a, 0x00};
+inline constexpr AscPair capacity_data_has_changed{0x2a, 0x09};  ///< UNIT ATTENTION after a resize (SBC-4 §4.6)
 inline constexpr AscPair medium_not_present{0x3a, 0x00};
 inline constexpr AscPair logical_unit_not_ready_cause_not_reportable{0x04, 0x00};
 inline constexpr AscPair internal_target_failure{0x44, 0x00};

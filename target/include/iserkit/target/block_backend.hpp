@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <system_error>
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/bytes.hpp"
@@ -19,7 +21,9 @@ namespace iserkit::target {
 /// completes successfully (SBC-4 §4.15 "FUA"; here: RWF_DSYNC / fdatasync).
 enum class Fua : bool { no = false, yes = true };
 
-/// What a backend can do and how big it is. Constant for the backend's lifetime.
+/// What a backend can do and how big it is. Constant for the backend's lifetime (size_bytes is the
+/// size at open; a backend whose medium can be resized reports the current one in
+/// BlockBackend::size_bytes()).
 struct BackendCapabilities {
   std::uint64_t size_bytes = 0;              ///< capacity in bytes (a multiple of block_size_bytes)
   std::uint32_t block_size_bytes = 512;      ///< logical block size: 512 or 4096
@@ -44,13 +48,22 @@ struct AllocationExtent {
   std::uint64_t length_bytes = 0; ///< bytes from the queried offset that share this state (> 0)
 };
 
+/// What an atomic compare-and-write found (BlockBackend::compare_and_write).
+struct CompareAndWriteResult {
+  /// nullopt: the medium matched and the new data was written. Otherwise the offset in bytes,
+  /// counted from the start of the compared range, of the first byte that differed; nothing was
+  /// written.
+  std::optional<std::uint64_t> mismatch_offset_bytes;
+};
+
 /// Asynchronous block storage addressed in bytes.
 ///
 /// Errors: every operation returns a std::error_code in std::generic_category() (an errno), e.g.
 /// EIO for a media failure, ENOSPC when a thin backend has no space left, EROFS when read-only.
 /// Preconditions (all operations): `offset_bytes` and the length are multiples of
-/// capabilities().block_size_bytes and offset + length <= size_bytes (checked by the SCSI layer;
-/// implementations assert). Buffers must stay valid until the awaitable completes.
+/// capabilities().block_size_bytes and offset + length <= size_bytes() (checked by the SCSI layer;
+/// implementations assert; a resizable backend whose medium shrank after the check answers EINVAL
+/// instead). Buffers must stay valid until the awaitable completes.
 /// Executor and thread: call from a coroutine running on an io_context that one thread runs (the
 /// target's one-io_context-per-thread model). The same backend object may be used from several
 /// io_contexts (threads) at once; implementations are thread-safe.
@@ -87,6 +100,41 @@ class BlockBackend {
     (void)offset_bytes;
     co_return AllocationExtent{.allocated = true, .length_bytes = max_length_bytes};
   }
+
+  // --- Optional operations. The defaults answer std::errc::operation_not_supported (EOPNOTSUPP),
+  // and the SCSI layer then does the work itself with read()/write(). ---
+
+  /// Atomically compares `compare` with the medium at `offset_bytes` and, only if every byte is
+  /// equal, writes `data` there (COMPARE AND WRITE, SBC-4 §5.3). A backend offers it when it can
+  /// make the pair atomic against every other writer of the medium, also other processes (RBD:
+  /// rbd_aio_compare_and_write, atomic in the cluster); the SCSI layer's own read-compare-write is
+  /// atomic only against writes through this process.
+  /// Preconditions: `compare.size() == data.size()`, both a multiple of the block size, in range.
+  /// Returns: the mismatch (if any); errors as for write(); EOPNOTSUPP when not offered, also for
+  /// a particular range only (then the SCSI layer falls back for that command).
+  virtual Awaitable<Result<CompareAndWriteResult>> compare_and_write(std::uint64_t offset_bytes, ConstByteSpan compare,
+                                                                     ConstByteSpan data, Fua fua) {
+    (void)offset_bytes, (void)compare, (void)data, (void)fua;
+    co_return fail(std::make_error_code(std::errc::operation_not_supported));
+  }
+
+  /// Writes `pattern` (one logical block, not all zeroes: zeroes go to write_zeroes()) over and over
+  /// across `length_bytes` at `offset_bytes` (WRITE SAME with a non-zero block, SBC-4 §5.49/§5.50)
+  /// without the caller building the whole range in memory. `length_bytes` is a multiple of
+  /// `pattern.size()`. Fua as for write().
+  /// Returns: errors as for write(); EOPNOTSUPP when not offered, or not for these sizes (then the
+  /// SCSI layer writes the replicated block itself).
+  virtual Awaitable<Result<void>> write_same(std::uint64_t offset_bytes, std::uint64_t length_bytes, ConstByteSpan pattern,
+                                             Fua fua) {
+    (void)offset_bytes, (void)length_bytes, (void)pattern, (void)fua;
+    co_return fail(std::make_error_code(std::errc::operation_not_supported));
+  }
+
+  /// The medium's current size in bytes (a multiple of the block size). Backends whose medium can
+  /// be resized while served (an RBD image: `rbd resize`) report the new size here once they
+  /// noticed it; the SCSI layer then raises CAPACITY DATA HAS CHANGED (SBC-4 §4.6) and ranges are
+  /// checked against it. Default: capabilities().size_bytes. Thread-safe, non-blocking.
+  [[nodiscard]] virtual std::uint64_t size_bytes() const noexcept { return capabilities().size_bytes; }
 };
 
 }  // namespace iserkit::target

@@ -1,8 +1,10 @@
 // LogicalUnit: one SCSI logical unit of the target (SAM-5 §4.6.4): a block backend plus the
 // identity and limits the device server reports in INQUIRY (SPC-5 §6.6), the VPD pages (SPC-5 §7.7,
-// SBC-4 §6.6) and MODE SENSE (SPC-5 §7.5). Immutable once built; shared between sessions.
+// SBC-4 §6.6) and MODE SENSE (SPC-5 §7.5). Immutable once built but for its capacity, which follows
+// a resizable backend (refresh_capacity()); shared between sessions.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -44,7 +46,8 @@ struct LogicalUnitOptions {
   std::uint32_t max_unmap_blocks = 0x100000;
 };
 
-/// A logical unit: backend + identity + limits. Thread-safe (immutable after construction).
+/// A logical unit: backend + identity + limits. Thread-safe: immutable after construction but for
+/// the block count, an atomic that refresh_capacity() updates.
 class LogicalUnit {
  public:
   /// Builds a logical unit over `backend` (must not be null).
@@ -55,8 +58,13 @@ class LogicalUnit {
   [[nodiscard]] const LogicalUnitOptions& options() const noexcept { return options_; }
   /// Logical block size in bytes.
   [[nodiscard]] std::uint32_t block_size_bytes() const noexcept { return block_size_; }
-  /// Number of logical blocks (capacity / block size).
-  [[nodiscard]] std::uint64_t block_count() const noexcept { return block_count_; }
+  /// Number of logical blocks (capacity / block size), as last refreshed.
+  [[nodiscard]] std::uint64_t block_count() const noexcept { return block_count_.load(std::memory_order_acquire); }
+  /// Takes the backend's current size (BlockBackend::size_bytes(), rounded down to blocks) as the
+  /// capacity. Returns true if it changed (the caller raises CAPACITY DATA HAS CHANGED, SBC-4
+  /// §4.6). Thread-safe; callers that must raise the unit attention once serialize the calls
+  /// (the dispatcher holds the LU's mutex).
+  bool refresh_capacity() noexcept;
   /// True if writes are refused (option or backend).
   [[nodiscard]] bool read_only() const noexcept { return read_only_; }
   /// True if UNMAP / WRITE SAME with UNMAP are offered (backend can discard, LUN writable).
@@ -72,7 +80,7 @@ class LogicalUnit {
   std::shared_ptr<BlockBackend> backend_;
   LogicalUnitOptions options_;
   std::uint32_t block_size_ = 512;
-  std::uint64_t block_count_ = 0;
+  std::atomic<std::uint64_t> block_count_{0};
   bool read_only_ = false;
   bool thin_ = false;
   std::string serial_;
