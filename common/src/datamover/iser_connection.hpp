@@ -26,6 +26,22 @@ std::string format_address(const sockaddr* sa);
 bool set_nonblocking(int fd) noexcept;
 const char* event_name(rdma_cm_event_type t) noexcept;
 
+/// Is the RDMA port under `id` (its `verbs` and `port_num`, set once the address is resolved)
+/// ACTIVE? True when it cannot be told (no device yet, the query fails).
+///
+/// Why it matters: a connection-manager MAD (CM REQ, DREQ) sent while the port is down can wedge
+/// the device's connection manager for good. Seen with Soft-RoCE on Debian 12's Linux 6.1: one
+/// rdma_connect() while the netdev under rdma_rxe was down, and no rdma_cm connection (rping
+/// included) could be made on that device after it came back up (tests/lab scenario iser-faults).
+bool port_active(rdma_cm_id* id) noexcept;
+
+/// Hands a connected cm_id whose Disconnect Request could not be sent (its port was down) to a
+/// process-wide list instead of destroying it, since rdma_destroy_id() would send that DREQ now;
+/// `channel` is its event channel, which must outlive it. reap_parked_ids() destroys the parked
+/// ids whose port is ACTIVE again (their DREQ then goes out). Thread-safe.
+void park_cm_id(CmId id, EventChannel channel) noexcept;
+void reap_parked_ids() noexcept;
+
 /// A CM event, copied out before it is acknowledged.
 struct CmEvent {
   rdma_cm_event_type type{};
@@ -74,7 +90,12 @@ class IserConnection {
   Awaitable<std::error_code> rdma(bool write, RemoteBuffer remote, std::uint64_t offset, Buffer local);
 
   /// Fails the connection: disconnects (flushing every work request) and wakes all waiters.
-  void abort_connection(std::error_code ec) noexcept;
+  /// Fails the connection: the QP goes to the error state (pending work flushed, waiters woken).
+  /// The Disconnect Request goes out now (rdma_disconnect) unless `hold_dreq` or the port is down;
+  /// then it waits for the cm_id's destruction, parked until the port is up (park_cm_id()).
+  /// `hold_dreq`: a work request of ours failed locally or ran out of retries, which is what a
+  /// link going down looks like before the port reports it.
+  void abort_connection(std::error_code ec, bool hold_dreq = false) noexcept;
   /// abort_connection() plus: stop the event loops and complete whatever is still pending. Called once the
   /// datamover is destroyed.
   void shutdown() noexcept;
@@ -138,6 +159,7 @@ class IserConnection {
   std::string local_ = "?";
   std::uint32_t max_recv_ = 8192;
   bool established_ = false;
+  bool disconnect_skipped_ = false;  // aborted while the port was down: no DREQ was sent
   bool failed_ = false;
   bool stopped_ = false;
   std::error_code error_;

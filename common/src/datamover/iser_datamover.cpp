@@ -96,6 +96,48 @@ bool set_nonblocking(int fd) noexcept {
 
 const char* event_name(rdma_cm_event_type t) noexcept { return rdma_event_str(t); }
 
+bool port_active(rdma_cm_id* id) noexcept {
+  if (id == nullptr || id->verbs == nullptr || id->port_num == 0) return true;
+  ibv_port_attr attr{};
+  if (ibv_query_port(id->verbs, id->port_num, &attr) != 0) return true;
+  return attr.state == IBV_PORT_ACTIVE;
+}
+
+namespace {
+struct ParkedId {
+  EventChannel channel;  // declared first: destroyed after the id
+  CmId id;
+};
+std::mutex parked_mutex;
+std::vector<ParkedId> parked_ids;
+}  // namespace
+
+void park_cm_id(CmId id, EventChannel channel) noexcept {
+  try {
+    const std::lock_guard lock(parked_mutex);
+    parked_ids.push_back({std::move(channel), std::move(id)});
+  } catch (...) {
+    // No memory for the list: destroy it now (and send the DREQ after all).
+  }
+}
+
+void reap_parked_ids() noexcept {
+  std::vector<ParkedId> ready;
+  {
+    const std::lock_guard lock(parked_mutex);
+    for (auto it = parked_ids.begin(); it != parked_ids.end();) {
+      if (port_active(it->id.get())) {
+        ready.push_back(std::move(*it));
+        it = parked_ids.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (!ready.empty())
+    log::debug("iser: {} connection(s) closed while their port was down: disconnected now", ready.size());
+}
+
 // ---------------------------------------------------------------------------------------------
 // IserConnection: setup
 // ---------------------------------------------------------------------------------------------
@@ -114,6 +156,9 @@ IserConnection::~IserConnection() {
   comp_.reset();
   recv_region_ = {};
   send_region_ = {};
+  // rdma_destroy_id() of a connected id sends the DREQ that abort_connection() held back: not
+  // while the port is still down (see port_active()).
+  if (id_ && disconnect_skipped_ && !port_active(id_.get())) park_cm_id(std::move(id_), std::move(channel_));
   id_.reset();
   channel_.reset();
 }
@@ -304,7 +349,7 @@ void IserConnection::on_completion(const ibv_wc& wc) {
     if (wc.status != IBV_WC_SUCCESS) {
       if (wc.status != IBV_WC_WR_FLUSH_ERR)
         log::info("iser {}: receive failed: {}", peer_, ibv_wc_status_str(wc.status));
-      abort_connection(make_error_code(errc::connection_closed));
+      abort_connection(make_error_code(errc::connection_closed), wc.status != IBV_WC_WR_FLUSH_ERR);
       return;
     }
     ready_.push_back({slot, wc.byte_len});
@@ -319,7 +364,7 @@ void IserConnection::on_completion(const ibv_wc& wc) {
       log::info("iser {}: work request failed: {} (opcode {})", peer_, ibv_wc_status_str(wc.status),
                 static_cast<int>(wc.opcode));
     if (!op->ec) op->ec = make_error_code(errc::connection_closed);
-    abort_connection(make_error_code(errc::connection_closed));
+    abort_connection(make_error_code(errc::connection_closed), wc.status != IBV_WC_WR_FLUSH_ERR);
   }
   if (--op->remaining == 0) {
     pending_.erase(op);
@@ -339,13 +384,29 @@ void IserConnection::wake_one(std::deque<Completion*>& waiters) noexcept {
   }
 }
 
-void IserConnection::abort_connection(std::error_code ec) noexcept {
+void IserConnection::abort_connection(std::error_code ec, bool hold_dreq) noexcept {
   if (failed_) return;
   failed_ = true;
   error_ = ec;
   // The QP goes to the error state: every posted receive, send and RDMA operation is flushed and
-  // completes with IBV_WC_WR_FLUSH_ERR, waking its waiter.
-  if (id_) rdma_disconnect(id_.get());
+  // completes with IBV_WC_WR_FLUSH_ERR, waking its waiter. rdma_disconnect() does that and sends
+  // a DREQ; while the port is down (or may be going down: hold_dreq) only the QP is moved (a MAD
+  // sent then can wedge the device's CM, see port_active()), and the DREQ goes when the id is
+  // destroyed with the port up (the destructor parks it until then).
+  if (id_) {
+    if (!hold_dreq && port_active(id_.get())) {
+      rdma_disconnect(id_.get());
+    } else {
+      disconnect_skipped_ = true;
+      log::info("iser {}: {}: connection closed, its Disconnect Request held back", peer_,
+                hold_dreq ? "a work request failed (the link may be going down)" : "the port is down");
+      if (id_->qp != nullptr) {
+        ibv_qp_attr attr{};
+        attr.qp_state = IBV_QPS_ERR;
+        ibv_modify_qp(id_->qp, &attr, IBV_QP_STATE);
+      }
+    }
+  }
   wake(receive_waiter_);
   for (auto* list : {&sq_waiters_, &slot_waiters_, &credit_waiters_, &gate_waiters_}) {
     auto waiters = std::move(*list);
@@ -833,6 +894,14 @@ Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor
     log::info("iser: route to {}:{}: {} status={}", host, port, rdma::event_name(ev->type), ev->status);
     co_return fail(std::make_error_code(std::errc::host_unreachable));
   }
+  // No CM REQ over a port that is down (it can wedge the device's CM, see port_active()): this
+  // attempt fails at once and the caller's backoff tries again.
+  if (!rdma::port_active(raw)) {
+    log::info("iser: connect {}:{}: port {} of {} is not active: not connecting", host, port,
+              static_cast<int>(raw->port_num), raw->verbs != nullptr ? ibv_get_device_name(raw->verbs->device) : "?");
+    co_return fail(std::make_error_code(std::errc::network_down));
+  }
+  rdma::reap_parked_ids();
   if (auto ec = c->create_resources()) co_return fail(ec);
   // RFC 7145 §5.1 / Annex "iSER CM REQ": ZBVA not supported, no Send with Invalidate (our STags are
   // long-lived slab registrations, not per-command).
@@ -939,6 +1008,7 @@ Awaitable<Result<std::unique_ptr<Datamover>>> IserListener::accept(asio::any_io_
       log::debug("iser portal: cm event {}", rdma::event_name(type));
       continue;
     }
+    rdma::reap_parked_ids();  // a request came in: the port is up again
     if (request && !request->zbva_not_supported)
       log::debug("iser portal: initiator offers ZBVA; iserkit uses virtual addresses (ZBVA not used)");
     // The connection gets its own event channel, watched by its own executor.
