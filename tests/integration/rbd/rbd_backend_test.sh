@@ -8,31 +8,9 @@
 # a missing image or cluster is a clear start-up error; and a set of libiscsi iscsi-test-cu
 # families passes on the RBD LUN.
 # Skips (77) without the Ceph packages or a build without librbd.
-set -euo pipefail
-skip() { echo "SKIP: $*" >&2; exit 77; }
-BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
-SRC=${ISERKIT_SOURCE:?ISERKIT_SOURCE must name the source tree}
-source "$SRC/tests/support/ceph_cluster.sh"
-ceph_cluster_available || skip "Ceph is not installed (Debian packages ceph-mon ceph-osd ceph-common uuid-runtime)"
-
-tmp=$(mktemp -d /tmp/iserkit-rbd.XXXXXX)
-target_pid=
-cleanup() {
-  [[ -n $target_pid ]] && kill -9 "$target_pid" 2>/dev/null || true
-  ceph_cluster_stop
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  [[ -f $tmp/target.log ]] && { echo "--- target.log"; tail -n 30 "$tmp/target.log"; }
-  ceph_cluster_logs
-  exit 1
-} >&2
-
-start=$(date +%s)
-ceph_cluster_start "$tmp/ceph" || fail "the test cluster did not start"
-echo "cluster up in $(( $(date +%s) - start )) s"
+source "$(dirname "$0")/lib.sh"
+rbd_test_init rbd
+rbd_cluster_up
 
 iqn=iqn.2026-11.org.iserkit:rbd
 rbd create rbd/vol --size 64M

@@ -5,36 +5,12 @@
 # image's (what `rbd import` wrote is read through the view; what is written through the view,
 # `rbd export` reads back); a new image appears after the target's SIGHUP and the view's .rescan.
 # Skips (77) without the Ceph packages, FUSE, or a build without librbd or iserkit-fuse.
-set -euo pipefail
-skip() { echo "SKIP: $*" >&2; exit 77; }
-BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
-SRC=${ISERKIT_SOURCE:?ISERKIT_SOURCE must name the source tree}
-source "$SRC/tests/support/ceph_cluster.sh"
-ceph_cluster_available || skip "Ceph is not installed (Debian packages ceph-mon ceph-osd ceph-common uuid-runtime)"
+source "$(dirname "$0")/lib.sh"
 [[ -c /dev/fuse ]] || skip "/dev/fuse is missing"
 command -v fusermount3 >/dev/null || skip "fusermount3 is not installed (package fuse3)"
 [[ -x $BIN/iserkit-fuse ]] || skip "iserkit-fuse is not built (libfuse3-dev missing at configure time)"
-
-tmp=$(mktemp -d /tmp/iserkit-rbd-fuse.XXXXXX)
-pids=()
-cleanup() {
-  fusermount3 -u -z "$tmp/view" 2>/dev/null || true
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  ceph_cluster_stop
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$tmp"/*.log; do [[ -f $f ]] && { echo "--- $(basename "$f")"; tail -n 25 "$f"; }; done
-  ceph_cluster_logs
-  exit 1
-} >&2
-
-start=$(date +%s)
-ceph_cluster_start "$tmp/ceph" || fail "the test cluster did not start"
-echo "cluster up in $(( $(date +%s) - start )) s"
+rbd_test_init rbd-fuse
+rbd_cluster_up
 iqn=iqn.2026-11.org.iserkit:pool
 head -c $((2 << 20)) /dev/urandom >"$tmp/seed.bin"
 rbd import --no-progress "$tmp/seed.bin" rbd/alpha

@@ -15,36 +15,12 @@
 #  - a split: A restarted and both gateways written at once (a bridge each): fio verifies, and both
 #    gateways read the same bytes.
 # Skips (77) without the Ceph packages, a build without librbd, or fio without its nbd engine.
-set -euo pipefail
-skip() { echo "SKIP: $*" >&2; exit 77; }
-BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
-SRC=${ISERKIT_SOURCE:?ISERKIT_SOURCE must name the source tree}
+source "$(dirname "$0")/lib.sh"
 export PATH=/usr/bin:$PATH
-source "$SRC/tests/support/ceph_cluster.sh"
-ceph_cluster_available || skip "Ceph is not installed (Debian packages ceph-mon ceph-osd ceph-common uuid-runtime)"
 command -v fio >/dev/null || skip "fio is not installed"
 fio --enghelp 2>/dev/null | grep -qw nbd || skip "this fio has no nbd ioengine"
-
-tmp=$(mktemp -d /tmp/iserkit-rbd-gw.XXXXXX)
-pids=()
-cleanup() {
-  # Only our own children: the cluster's daemons are stopped by ceph_cluster_stop.
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  ceph_cluster_stop
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$tmp"/*.log; do [[ -f $f ]] && { echo "--- $(basename "$f")"; tail -n 25 "$f"; }; done
-  ceph_cluster_logs
-  exit 1
-} >&2
-
-start=$(date +%s)
-ceph_cluster_start "$tmp/ceph" || fail "the test cluster did not start"
-echo "cluster up in $(( $(date +%s) - start )) s"
+rbd_test_init rbd-gw
+rbd_cluster_up
 # A dead gateway's watch on the image lasts osd_client_watch_timeout (30 s by default); only then
 # may librbd on the other gateway break its exclusive lock. 5 s keeps the test short.
 ceph tell osd.0 config set osd_client_watch_timeout 5 >/dev/null || fail "cannot set osd_client_watch_timeout"
