@@ -26,6 +26,7 @@ packages=(
   # peers and tools used by the tests and the demo
   libiscsi-bin            # iscsi-inq, iscsi-ls, iscsi-readcapacity16, iscsi-test-cu
   tgt                     # tgtd: a peer target for our initiator
+  tgt-rbd                 # tgtd's bs_rbd backing store: the peer of our RBD backend in scripts/bench.sh --rbd
   qemu-utils qemu-block-extra   # qemu-img and qemu-nbd with the libiscsi block driver (a peer bridge in the benchmarks)
   libnbd-bin python3-libnbd   # nbdinfo, nbdcopy, nbdfuse; nbdsh
   fuse3 e2fsprogs util-linux kmod nbd-client

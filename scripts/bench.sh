@@ -4,7 +4,10 @@
 # runs tests/bench/bench.py: every system on loopback, the same workloads against each, pinned and
 # unpinned, and writes docs/benchmarks.md (regenerated each time; never edit it by hand).
 #
-# Usage: scripts/bench.sh [--quick] [--output PATH] [--json PATH] [--keep]
+# Usage: scripts/bench.sh [--rbd] [--quick] [--output PATH] [--json PATH] [--keep]
+#        --rbd: the Ceph RBD profile (issue 12): iserkit-target's rbd: LUN vs tgtd's bs_rbd (tgt-rbd) on one
+#        throwaway one-OSD cluster, two images of 1 GiB (--quick: 256 MiB), pinned and unpinned; writes
+#        docs/benchmarks-rbd.md; exits 77 with the reason when Ceph, tgt-rbd or librbd-dev is missing.
 #        --quick: under 3 minutes (256 MiB file, 3 reps x 1 s, 3 workloads; unpinned: the two chains only); default: the full run
 #        (1 GiB file, 3 reps x 4 s, 6 workloads; unpinned: targets and the tgtd bridges), under 20 minutes.
 set -euo pipefail

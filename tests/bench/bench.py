@@ -47,6 +47,21 @@ PROFILES = {
     "smoke": dict(size=64 * MIB, runtime=1, reps=1, workloads=("rr4k-qd1", "sr1m-qd8"), cells={"pinned": ALL}),
 }
 
+# --rbd (issue 12): iserkit-target's RBD backend against tgtd's bs_rbd on one throwaway cluster
+# (tests/support/ceph_cluster.sh via rbd_cluster.sh). Two images of the same size holding the same
+# random data, one per target, so neither target's librbd fights the other for the exclusive lock
+# and each starts from identical, fully written objects. Same client for both: iscsi-perf straight
+# at the target and fio through iserkit-nbd. Every workload, since writes are where RBD differs.
+RBD_CELLS = ("iserkit-nbd>iserkit-target", "iserkit-nbd>tgtd", "iscsi-perf")
+RBD_IMAGES = {"iserkit-target": "bench-iserkit", "tgtd": "bench-tgtd"}
+RBD_WORKLOADS = ("rr4k-qd1", "rw4k-qd1", "rr4k-qd32", "rw4k-qd32", "sr1m-qd8", "sw1m-qd8")
+PROFILES["rbd"] = dict(size=GIB, runtime=4, reps=3, workloads=RBD_WORKLOADS,
+                       cells={"pinned": RBD_CELLS, "unpinned": RBD_CELLS})
+PROFILES["rbd-quick"] = dict(size=256 * MIB, runtime=2, reps=3, workloads=RBD_WORKLOADS,
+                             cells={"pinned": RBD_CELLS, "unpinned": RBD_CELLS})
+CEPH_TOOLS = ("ceph-mon", "ceph-osd", "ceph", "ceph-authtool", "monmaptool", "rbd", "uuidgen")
+BS_RBD = "/usr/lib/tgt/backing-store/bs_rbd.so"
+
 # fio-through-NBD combos: name -> (bridge, target). "file" and "nbdkit" are the ceilings.
 COMBOS = {
     "iserkit-nbd>iserkit-target": ("iserkit-nbd", "iserkit-target"),
@@ -121,6 +136,9 @@ class Bench:
         self.failures = []          # (mode, system, reason)
         self.pin = False
         self.mode = ""
+        self.rbd = bool(getattr(args, "rbd", False))
+        self.ceph_conf = None       # --rbd: the cluster's ceph.conf once it is up
+        self.cluster = None         # --rbd: the rbd_cluster.sh process (its stdin is its lifeline)
 
     # ---- process plumbing -------------------------------------------------------------------
     def logfile(self, name):
@@ -171,9 +189,43 @@ class Bench:
             dst.flush()
             os.fsync(dst.fileno())
 
+    def start_cluster(self):
+        """--rbd: starts the throwaway Ceph cluster (rbd_cluster.sh) with one image per target, each
+        a copy of the backing file; sets self.ceph_conf. Raises Failed (the run cannot go on)."""
+        log("ceph: starting a one-monitor, one-OSD cluster and importing the backing file into "
+            + ", ".join(f"rbd/{i}" for i in RBD_IMAGES.values()))
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rbd_cluster.sh")
+        argv = ["bash", script, os.path.join(self.rundir, "ceph"), self.backing, *RBD_IMAGES.values()]
+        with open(os.path.join(self.logdir, "ceph-cluster.log"), "ab") as err:
+            self.cluster = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        line = self.cluster.stdout.readline().decode(errors="replace").strip()
+        if not line.startswith("ready "):
+            self.stop_cluster()
+            raise Failed(f"the Ceph cluster did not come up (see {self.logdir}/ceph-cluster.log)")
+        self.ceph_conf = line.split(" ", 1)[1]
+        self.commands["ceph"] = ("tests/bench/rbd_cluster.sh $RUN/ceph $RUN/backing.img "
+                                 + " ".join(RBD_IMAGES.values()) + " (tests/support/ceph_cluster.sh, then rbd import)")
+
+    def stop_cluster(self):
+        """Closes rbd_cluster.sh's stdin (it then kills its monitor and OSD by PID); SIGTERM, then
+        SIGKILL, if it has not finished within 30 s."""
+        if self.cluster is None:
+            return
+        try:
+            self.cluster.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.cluster.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            stop_processes([self.cluster], grace=15)
+        self.cluster.stdout.close()
+        self.cluster = None
+
     def start_iserkit_target(self):
         port_file = os.path.join(self.rundir, f"{self.mode}-target.port")
-        d = self.spawn("iserkit-target", [os.path.join(self.bin, "iserkit-target"), "--lun", self.backing,
+        lun = [f"rbd:rbd/{RBD_IMAGES['iserkit-target']}", "--ceph-conf", self.ceph_conf] if self.rbd else [self.backing]
+        d = self.spawn("iserkit-target", [os.path.join(self.bin, "iserkit-target"), "--lun", *lun,
                                           "--listen", "127.0.0.1:0", "--port-file", port_file,
                                           "--log-level", "warn", "--no-iser"])
         if not wait_until(lambda: os.path.exists(port_file) and os.path.getsize(port_file) > 0, 20, [d.proc]):
@@ -206,14 +258,17 @@ class Bench:
         else:
             raise Failed("tgtd did not start")
         tgtadm("--op", "new", "--mode", "target", "--tid", "1", "-T", TGT_IQN)
-        lun = ["--op", "new", "--mode", "logicalunit", "--tid", "1", "--lun", "1", "-b", self.backing,
-               "--bsoflags", "direct"]
+        lun = ["--op", "new", "--mode", "logicalunit", "--tid", "1", "--lun", "1"]
+        if self.rbd:  # bs_rbd (tgt-rbd): the cluster from bsopts conf=, client.admin's key from its keyring
+            lun += ["--bstype", "rbd", "-b", f"rbd/{RBD_IMAGES['tgtd']}", "--bsopts", f"conf={self.ceph_conf}"]
+        else:
+            lun += ["-b", self.backing, "--bsoflags", "direct"]
         tgtadm(*lun)
         tgtadm("--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL")
         self.commands.setdefault("tgtd", self.commands.get("tgtd", ""))
         self.commands["tgtadm"] = ("tgtadm --lld iscsi --op new --mode target --tid 1 -T " + TGT_IQN + "; tgtadm --lld iscsi "
-                                   + " ".join(lun[:-2]).replace(self.rundir, "$RUN")
-                                   + " --bsoflags direct; tgtadm --lld iscsi --op bind --mode target --tid 1 -I ALL")
+                                   + " ".join(lun).replace(self.rundir, "$RUN")
+                                   + "; tgtadm --lld iscsi --op bind --mode target --tid 1 -I ALL")
         self.urls["tgtd"] = f"iscsi://127.0.0.1:{port}/{TGT_IQN}/1"
         return d
 
@@ -419,10 +474,15 @@ def machine_info():
             ("kernel", platform.release()), ("Debian", debian)]
 
 
-def versions():
+def versions(rbd=False):
     def first(argv):
         return sh(argv).splitlines()[0] if sh(argv) else "unknown"
     dpkg = lambda p: sh(["dpkg-query", "-W", "-f=${Version}", p])  # noqa: E731
+    if rbd:
+        return [("tgtd (tgt)", first(["tgtd", "--version"]) + f" (packages tgt {dpkg('tgt')}, tgt-rbd {dpkg('tgt-rbd')})"),
+                ("Ceph (ceph-osd, librbd1)", f"{dpkg('ceph-osd')}, {dpkg('librbd1')}"),
+                ("fio", first(["fio", "--version"])),
+                ("libiscsi (iscsi-perf)", dpkg("libiscsi7"))]
     return [("tgtd (tgt)", first(["tgtd", "--version"]) + f" (package {dpkg('tgt')})"),
             ("qemu-nbd", first(["qemu-nbd", "--version"])),
             ("fio", first(["fio", "--version"])),
@@ -515,10 +575,12 @@ def compare_table(t, mode, workloads, left, right, cpu_roles, title_left, title_
 
 
 def report(bench, t, elapsed, profile_name):
+    if bench.rbd:
+        return report_rbd(bench, t, elapsed, profile_name)
     p = bench.p
     wls = list(p["workloads"])
     head = sh(["git", "rev-parse", "--short=12", "HEAD"])
-    dirty = sh(["git", "status", "--porcelain", "--", ".", ":!docs/benchmarks.md"])
+    dirty = sh(["git", "status", "--porcelain", "--", ".", ":!docs/benchmarks.md", ":!docs/benchmarks-rbd.md"])
     build_type = "unknown"
     cache = os.path.join(os.path.dirname(bench.bin), "CMakeCache.txt")
     if os.path.exists(cache):
@@ -560,9 +622,76 @@ def report(bench, t, elapsed, profile_name):
           "uses O_DIRECT for aligned I/O.", ""]
     if bench.failures:
         L += ["## Failures", ""] + [f"- {m}: {s}: {r}" for m, s, r in bench.failures] + [""]
+    L += ["## Ceph RBD", "",
+          "iserkit-target's RBD backend against tgtd's bs_rbd on one throwaway cluster: "
+          "[docs/benchmarks-rbd.md](benchmarks-rbd.md) (`scripts/bench.sh --rbd [--quick]`).", ""]
     L += ["## Analysis", "",
           "What was profiled and changed, and why a goal is not met: [docs/performance.md](performance.md) "
           "(hand-written; this page is only ever generated).", ""]
+    return "\n".join(L) + "\n"
+
+
+def build_type_of(bench):
+    cache = os.path.join(os.path.dirname(bench.bin), "CMakeCache.txt")
+    if os.path.exists(cache):
+        m = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", open(cache).read(), re.M)
+        if m:
+            return m[1]
+    return "unknown"
+
+
+def report_rbd(bench, t, elapsed, profile_name):
+    """docs/benchmarks-rbd.md: iserkit-target (rbd: LUN) vs tgtd (bs_rbd), per mode, iscsi-perf and
+    fio through iserkit-nbd, ratios iserkit/tgtd and CPU s/GiB of both targets."""
+    p = bench.p
+    wls = list(p["workloads"])
+    head = sh(["git", "rev-parse", "--short=12", "HEAD"])
+    dirty = sh(["git", "status", "--porcelain", "--", ".", ":!docs/benchmarks.md", ":!docs/benchmarks-rbd.md"])
+    L = ["# Benchmarks: iserkit-target's RBD backend against tgtd's bs_rbd",
+         "",
+         "Generated by `scripts/bench.sh --rbd [--quick]` (tests/bench/bench.py --rbd); do not edit by hand — "
+         "rerun the command. The file-backed comparison is [benchmarks.md](benchmarks.md); the reading of "
+         "these figures is in [performance.md](performance.md).",
+         "",
+         f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+         f"- commit: {head}{' (working tree dirty)' if dirty else ' (clean tree)'}, build type {build_type_of(bench)}",
+         f"- profile: {profile_name}: one throwaway Ceph cluster (one monitor, one OSD, BlueStore on a sparse file "
+         f"in /var/tmp, pool `rbd` of size 1, cephx, loopback; tests/support/ceph_cluster.sh); two images of "
+         f"{p['size'] // MIB} MiB, each an `rbd import` of the same random data, one per target "
+         f"({', '.join(f'{k}: rbd/{v}' for k, v in RBD_IMAGES.items())}); "
+         f"{p['reps']} repetitions × {p['runtime']} s per cell, interleaved (every system once per repetition, "
+         f"starting system rotating); elapsed {elapsed:.0f} s",
+         "- machine: " + ", ".join(f"{k} {v}" for k, v in machine_info()),
+         "- peers: " + "; ".join(f"{k} {v}" for k, v in versions(rbd=True)),
+         "",
+         "Each cell: median (min–max) over the repetitions. Ratios are iserkit-target / tgtd of the medians: for "
+         "IOPS and MiB/s (↑) above 1 means iserkit-target is faster; for latency and CPU seconds per GiB moved (↓) "
+         "below 1 means iserkit-target is better. CPU s/GiB is utime+stime of the target's process (all threads, "
+         "librbd's and librados's included; /proc/PID/stat) across the run, divided by the GiB the client moved; "
+         "the OSD's and monitor's CPU is not counted for either. **Pinned** means both targets, iserkit-nbd, fio "
+         "and iscsi-perf ran on CPU 0 (`taskset -c 0`); the Ceph daemons are never pinned. Both targets use "
+         "librbd with the cluster's defaults (librbd's cache on, writethrough until the first flush; fio through "
+         "NBD sends no flush). Caveat: a one-OSD cluster on one disk on a shared 2-vCPU machine — the OSD, not "
+         "the gateway, bounds most cells, so ratios near 1 are expected there.",
+         ""]
+    for mode in p["cells"]:
+        L += [f"## {mode.capitalize()}", ""]
+        ip = [w for w in wls if w in ISCSI_PERF_WORKLOADS]
+        if ip:
+            L += ["iscsi-perf straight at each target (reads only):", ""]
+            L += compare_table(t, mode, ip, ("iscsi-perf", "iserkit-target"), ("iscsi-perf", "tgtd"),
+                               [("target", "target")], "iserkit-target", "tgtd") + [""]
+        L += ["fio (nbd engine) → iserkit-nbd → target:", ""]
+        L += compare_table(t, mode, wls, ("fio", "iserkit-nbd>iserkit-target"), ("fio", "iserkit-nbd>tgtd"),
+                           [("target", "target")], "iserkit-target", "tgtd") + [""]
+    L += ["## Commands", "", "Exactly what each system ran (`$RUN` is the run's temp dir in /var/tmp; "
+          "pinned runs prefix every command but the cluster's with `taskset -c 0`; ports are chosen by the kernel).", ""]
+    for k, v in bench.commands.items():
+        if v:
+            L.append(f"- {k}: `{v}`")
+    L.append("")
+    if bench.failures:
+        L += ["## Failures", ""] + [f"- {m}: {s}: {r}" for m, s, r in bench.failures] + [""]
     return "\n".join(L) + "\n"
 
 
@@ -707,6 +836,22 @@ def smoke_check(bench, t):
     return problems
 
 
+def missing_rbd_peers(bin_dir):
+    """What --rbd needs beyond tgtd, fio and iscsi-perf: the Ceph programs, tgt-rbd's bs_rbd, and an
+    iserkit-target built WITH_RBD."""
+    need = ["tgtd", "tgtadm", "fio", "iscsi-perf", "taskset", "bash", *CEPH_TOOLS]
+    miss = [n for n in need if shutil.which(n) is None]
+    if not os.path.exists(BS_RBD):
+        miss.append(f"tgt-rbd ({BS_RBD})")
+    miss += [p for p in ("iserkit-target", "iserkit-nbd") if not os.access(os.path.join(bin_dir, p), os.X_OK)]
+    if shutil.which("fio") and "nbd" not in sh(["fio", "--enghelp"]):
+        miss.append("fio nbd engine")
+    cache = os.path.join(os.path.dirname(bin_dir), "CMakeCache.txt")
+    if os.path.exists(cache) and re.search(r"^WITH_RBD:BOOL=OFF$", open(cache).read(), re.M):
+        miss.append("iserkit-target built with WITH_RBD=ON (librbd-dev)")
+    return miss
+
+
 def missing_peers(bin_dir):
     need = ["tgtd", "tgtadm", "qemu-nbd", "fio", "iscsi-perf", "nbdkit", "iperf3", "taskset"]
     miss = [n for n in need if shutil.which(n) is None]
@@ -725,7 +870,10 @@ def main():
     g.add_argument("--quick", action="store_true", help="under 3 minutes: 256 MiB, 3 reps x 1 s, 3 workloads, fewer cells unpinned")
     g.add_argument("--smoke", action="store_true", help="harness check: 1 rep x 1 s, pinned, 2 workloads; "
                    "exit 1 if a row is missing or a value is zero, 77 if a peer is missing")
-    ap.add_argument("--output", default=os.path.join(SOURCE, "docs", "benchmarks.md"), help="report path")
+    ap.add_argument("--rbd", action="store_true", help="the Ceph RBD profile: iserkit-target's rbd: LUN vs tgtd's "
+                    "bs_rbd on one throwaway cluster (1 GiB images; with --quick 256 MiB); writes "
+                    "docs/benchmarks-rbd.md; exit 77 if Ceph, tgt-rbd or a peer is missing")
+    ap.add_argument("--output", help="report path (default docs/benchmarks.md; with --rbd docs/benchmarks-rbd.md)")
     ap.add_argument("--json", help="also write the raw per-run results here")
     ap.add_argument("--bin", default=os.environ.get("ISERKIT_BIN", os.path.join(SOURCE, "build", "bin")),
                     help="directory holding iserkit-target and iserkit-nbd (default build/bin or $ISERKIT_BIN)")
@@ -736,7 +884,13 @@ def main():
                     help="qemu-nbd's cache/aio options (default: %(default)s)")
     ap.add_argument("--keep", action="store_true", help="keep the run dir (logs) even when nothing failed")
     args = ap.parse_args()
+    if args.rbd and args.smoke:
+        ap.error("--rbd takes --quick, not --smoke")
     name = "smoke" if args.smoke else "quick" if args.quick else "full"
+    if args.rbd:
+        name = "rbd-quick" if args.quick else "rbd"
+    if args.output is None:
+        args.output = os.path.join(SOURCE, "docs", "benchmarks-rbd.md" if args.rbd else "benchmarks.md")
     profile = dict(PROFILES[name])
     if args.runtime:
         profile["runtime"] = args.runtime
@@ -744,11 +898,11 @@ def main():
         profile["reps"] = args.reps
     args.bin = os.path.abspath(args.bin)
 
-    miss = missing_peers(args.bin)
+    miss = missing_rbd_peers(args.bin) if args.rbd else missing_peers(args.bin)
     if miss:
         print("SKIP: missing: " + ", ".join(miss) + " (packaging/install-deps.sh installs the peers; "
               "build iserkit-target and iserkit-nbd)")
-        return 77 if args.smoke else 1
+        return 77 if args.smoke or args.rbd else 1
 
     # SIGTERM/SIGHUP end the run like Ctrl-C: the finally below stops what was started.
     def on_signal(signum, _frame):
@@ -761,11 +915,17 @@ def main():
     ok = False
     try:
         bench.make_backing()
+        if args.rbd:
+            bench.start_cluster()
         for mode in profile["cells"]:
             bench.run_mode(mode)
         ok = True
+    except Failed as e:
+        bench.failures.append(("setup", "ceph", str(e)))
+        log(f"FAILED: {e}")
     finally:
         bench.stop_all()
+        bench.stop_cluster()
         if os.path.exists(bench.backing):
             os.unlink(bench.backing)
         failed = bool(bench.failures) or any("error" in r for r in bench.results)
@@ -782,6 +942,9 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(bench.results, f, indent=1)
+    if args.rbd:
+        log(text.split("## Commands")[0].split("\n\n", 1)[1])
+        return 0 if ok else 1
     log(pinned_summary(t, profile["workloads"]))
     log("\n".join(goals(t, profile["workloads"])))
     log(f"report: {args.output}; elapsed {elapsed:.0f} s ({elapsed / 60:.1f} min)")
