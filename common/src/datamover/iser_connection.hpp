@@ -89,7 +89,6 @@ class IserConnection {
   /// RDMA Write (`write`) of `local` to remote+offset, or RDMA Read into `local` from remote+offset.
   Awaitable<std::error_code> rdma(bool write, RemoteBuffer remote, std::uint64_t offset, Buffer local);
 
-  /// Fails the connection: disconnects (flushing every work request) and wakes all waiters.
   /// Fails the connection: the QP goes to the error state (pending work flushed, waiters woken).
   /// The Disconnect Request goes out now (rdma_disconnect) unless `hold_dreq` or the port is down;
   /// then it waits for the cm_id's destruction, parked until the port is up (park_cm_id()).
