@@ -157,6 +157,24 @@ MultipathOptions fast_options(MultipathPolicy policy) {
   return o;
 }
 
+/// The two paths of ISERKIT_MP_URL1/2, each through a Forwarder on 127.0.0.1 that a test can cut
+/// and restore; url1/url2 lead to the forwarders.
+struct ForwardedPaths {
+  std::shared_ptr<Forwarder> link1, link2;
+  Url url1, url2;
+};
+ForwardedPaths forwarded_paths(asio::io_context& io) {
+  ForwardedPaths f{nullptr, nullptr, *env_url("ISERKIT_MP_URL1"), *env_url("ISERKIT_MP_URL2")};
+  f.link1 = std::make_shared<Forwarder>(io, tcp::endpoint(asio::ip::make_address(f.url1.host), f.url1.port));
+  f.link2 = std::make_shared<Forwarder>(io, tcp::endpoint(asio::ip::make_address(f.url2.host), f.url2.port));
+  f.link1->start();
+  f.link2->start();
+  f.url1.host = f.url2.host = "127.0.0.1";
+  f.url1.port = f.link1->port();
+  f.url2.port = f.link2->port();
+  return f;
+}
+
 }  // namespace
 
 TEST(Multipath, TwoPortalGroupsToOneLunAreOneDeviceRoundRobin) {
@@ -223,15 +241,7 @@ TEST(Multipath, AnAluaStandbyGroupIsNotUsed) {
 TEST(Multipath, ACutPathFailsOverAndIsUsedAgainOnceItComesBack) {
   REQUIRE_URLS("ISERKIT_MP_URL1", "ISERKIT_MP_URL2");
   run([](asio::io_context& io) -> Awaitable<void> {
-    auto url1 = *env_url("ISERKIT_MP_URL1");
-    auto url2 = *env_url("ISERKIT_MP_URL2");
-    auto link1 = std::make_shared<Forwarder>(io, tcp::endpoint(asio::ip::make_address(url1.host), url1.port));
-    auto link2 = std::make_shared<Forwarder>(io, tcp::endpoint(asio::ip::make_address(url2.host), url2.port));
-    link1->start();
-    link2->start();
-    url1.host = url2.host = "127.0.0.1";
-    url1.port = link1->port();
-    url2.port = link2->port();
+    auto [link1, link2, url1, url2] = forwarded_paths(io);
     std::vector<PathEvent> events;
     auto options = fast_options(MultipathPolicy::failover);
     options.on_event = [&](const PathEvent& e) { events.push_back(e); };
@@ -281,15 +291,7 @@ TEST(Multipath, ACutPathFailsOverAndIsUsedAgainOnceItComesBack) {
 TEST(Multipath, NoPathForTheReplacementTimeoutFailsCommandsThenAReturningPathServesAgain) {
   REQUIRE_URLS("ISERKIT_MP_URL1", "ISERKIT_MP_URL2");
   run([](asio::io_context& io) -> Awaitable<void> {
-    auto url1 = *env_url("ISERKIT_MP_URL1");
-    auto url2 = *env_url("ISERKIT_MP_URL2");
-    auto link1 = std::make_shared<Forwarder>(io, tcp::endpoint(asio::ip::make_address(url1.host), url1.port));
-    auto link2 = std::make_shared<Forwarder>(io, tcp::endpoint(asio::ip::make_address(url2.host), url2.port));
-    link1->start();
-    link2->start();
-    url1.host = url2.host = "127.0.0.1";
-    url1.port = link1->port();
-    url2.port = link2->port();
+    auto [link1, link2, url1, url2] = forwarded_paths(io);
     auto options = fast_options(MultipathPolicy::round_robin);
     options.replacement_timeout = 1500ms;
     auto mp = co_await Multipath::open(io.get_executor(), two(url1, url2), scsi::Lun::from_index(0), options);
