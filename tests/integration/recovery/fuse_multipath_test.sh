@@ -75,10 +75,7 @@ echo "   path 1: $state1_down; path 0: $(path 0 state)"
 link_up 2
 wait_state 1 up
 
-wait_for $fio_pid 60 fio
-wait $fio_pid || fail "fio failed: $(grep -iE 'err|verify' "$tmp/fio.log" | head -5)"
-grep -q "err= 0" "$tmp/fio.log" || fail "fio reported errors"
-echo "  fio: $(grep -E 'WRITE:|READ:' "$tmp/fio.log" | tr -s ' ' | head -2 | tr '\n' ' ')"
+wait_fio $fio_pid 60
 path0_after=$(path 0 commands)
 echo "  paths: 0 $(path 0 state) commands=$path0_after downs=$(path 0 downs); 1 $(path 1 state)" \
   "commands=$(path 1 commands) downs=$(path 1 downs)"

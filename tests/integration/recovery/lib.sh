@@ -101,6 +101,15 @@ wait_for() {
   done
 }
 
+# wait_fio PID SECONDS: wait_for the fio job PID, then fails unless it exited 0 and reported
+# err= 0 in $tmp/fio.log; prints fio's WRITE/READ summary.
+wait_fio() {
+  wait_for "$1" "$2" fio
+  wait "$1" || fail "fio failed: $(grep -iE 'err|verify' "$tmp/fio.log" | head -5)"
+  grep -q "err= 0" "$tmp/fio.log" || fail "fio reported errors"
+  echo "  fio: $(grep -E 'WRITE:|READ:' "$tmp/fio.log" | tr -s ' ' | head -2 | tr '\n' ' ')"
+}
+
 # wait_count FILE PATTERN N SECONDS: waits until FILE has N lines matching PATTERN (e.g. the
 # front end's "recovered" lines, so the next fault does not land in the middle of a recovery).
 wait_count() {

@@ -25,13 +25,7 @@ sleep 2
 kill -STOP $target_pid
 sleep 3
 kill -CONT $target_pid
-guard=$((SECONDS + 60))
-while kill -0 $fio_pid 2>/dev/null; do
-  ((SECONDS < guard)) || fail "fio did not finish within 60 s"
-  sleep 0.5
-done
-wait $fio_pid || fail "fio failed: $(grep -iE 'err|verify' "$tmp/fio.log" | head -5)"
-grep -q "err= 0" "$tmp/fio.log" || fail "fio reported errors"
+wait_fio $fio_pid 60
 echo "  fio ok; bridge: state=$(stat_of short state) connections_lost=$(stat_of short connections_lost) recoveries=$(stat_of short recoveries) reissued=$(stat_of short commands_reissued)"
 [[ $(stat_of short state) == connected ]] || fail "the bridge did not end up connected"
 # fio kept writing while the target was frozen: those requests were on the dead connection.

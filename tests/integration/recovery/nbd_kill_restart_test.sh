@@ -32,14 +32,7 @@ for round in 1 2; do
   start_target
 done
 
-guard=$((SECONDS + 120))
-while kill -0 $fio_pid 2>/dev/null; do
-  ((SECONDS < guard)) || fail "fio did not finish within 120 s (a request hangs)"
-  sleep 0.5
-done
-wait $fio_pid || fail "fio failed: $(grep -iE 'err|verify' "$tmp/fio.log" | head -5)"
-grep -q "err= 0" "$tmp/fio.log" || fail "fio reported errors"
-echo "  fio: $(grep -E 'WRITE:|READ:' "$tmp/fio.log" | tr -s ' ' | head -2 | tr '\n' ' ')"
+wait_fio $fio_pid 120
 lost=$(stat_of nbd connections_lost); recovered=$(stat_of nbd recoveries)
 echo "  bridge: state=$(stat_of nbd state) connections_lost=$lost recoveries=$recovered reissued=$(stat_of nbd commands_reissued)"
 [[ $(stat_of nbd state) == connected ]] || fail "the bridge is not connected at the end"

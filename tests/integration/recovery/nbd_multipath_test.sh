@@ -55,14 +55,7 @@ sleep 5
 link_up 2
 wait_path_up 1
 
-guard=$((SECONDS + 120))
-while kill -0 $fio_pid 2>/dev/null; do
-  ((SECONDS < guard)) || fail "fio did not finish within 120 s (a request hangs)"
-  sleep 0.5
-done
-wait $fio_pid || fail "fio failed: $(grep -iE 'err|verify' "$tmp/fio.log" | head -5)"
-grep -q "err= 0" "$tmp/fio.log" || fail "fio reported errors"
-echo "  fio: $(grep -E 'WRITE:|READ:' "$tmp/fio.log" | tr -s ' ' | head -2 | tr '\n' ' ')"
+wait_fio $fio_pid 120
 path0_after=$(current path.0.commands)
 echo "  bridge: state=$(stat_of mp state) path_downs=$(stat_of mp path_downs) path_ups=$(stat_of mp path_ups)" \
   "path_retries=$(stat_of mp path_retries) path.0.commands=$path0_after path.1.commands=$(stat_of mp path.1.commands)"
