@@ -54,26 +54,9 @@ class Alua : public ::testing::Test {
     EXPECT_EQ(r.outcome.status, Status::good);
     return n;
   }
-  struct Run {
-    CommandPlan plan;
-    ScsiOutcome outcome;
-    std::vector<std::byte> data_in;
-  };
+  using Run = test::CommandRun;
   Run run(NexusId n, const scsi::Cdb& cdb, std::vector<std::byte> data_out = {}) {
-    Run r;
-    r.plan = dispatcher_.plan(n, Lun::from_index(0), cdb.span());
-    if (r.plan.rejected()) {
-      r.outcome = r.plan.early_outcome();
-      return r;
-    }
-    std::vector<std::byte> buffer(r.plan.transfer_length_bytes);
-    if (r.plan.direction == DataDirection::to_target) std::copy_n(data_out.begin(), buffer.size(), buffer.begin());
-    r.outcome = test::run(ctx_, dispatcher_.execute(n, Lun::from_index(0), cdb.span(), r.plan, buffer));
-    if (r.plan.direction == DataDirection::from_target) {
-      buffer.resize(r.outcome.data_length_bytes);
-      r.data_in = std::move(buffer);
-    }
-    return r;
+    return test::run_command(ctx_, dispatcher_, n, Lun::from_index(0), cdb, data_out);
   }
   static void expect_not_ready(const Run& r, std::uint8_t ascq) {
     EXPECT_EQ(r.outcome.status, Status::check_condition);

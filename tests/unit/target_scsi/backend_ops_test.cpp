@@ -165,29 +165,9 @@ class BackendOps : public ::testing::Test {
     run(b_, scsi::test_unit_ready());
   }
 
-  struct Run {
-    CommandPlan plan;
-    ScsiOutcome outcome;
-    std::vector<std::byte> data_in;
-  };
+  using Run = test::CommandRun;
   Run run(NexusId nexus, const scsi::Cdb& cdb, std::vector<std::byte> data_out = {}) {
-    Run r;
-    r.plan = dispatcher_.plan(nexus, Lun::from_index(0), cdb.span());
-    if (r.plan.rejected()) {
-      r.outcome = r.plan.early_outcome();
-      return r;
-    }
-    std::vector<std::byte> buffer(r.plan.transfer_length_bytes);
-    if (r.plan.direction == DataDirection::to_target) {
-      EXPECT_EQ(data_out.size(), buffer.size());
-      std::copy_n(data_out.begin(), std::min(data_out.size(), buffer.size()), buffer.begin());
-    }
-    r.outcome = test::run(ctx_, dispatcher_.execute(nexus, Lun::from_index(0), cdb.span(), r.plan, buffer));
-    if (r.plan.direction == DataDirection::from_target) {
-      buffer.resize(r.outcome.data_length_bytes);
-      r.data_in = std::move(buffer);
-    }
-    return r;
+    return test::run_command(ctx_, dispatcher_, nexus, Lun::from_index(0), cdb, data_out);
   }
   std::vector<std::byte> read(std::uint64_t lba, std::uint32_t blocks) {
     auto r = run(a_, scsi::read16({.lba = lba, .blocks = blocks}));

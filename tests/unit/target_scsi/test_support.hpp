@@ -1,13 +1,19 @@
 // Test helpers for the target SCSI layer: run an awaitable to completion on a private io_context,
-// and a BlockBackend decorator that counts calls (to prove a command never reached the backend).
+// run one command through a ScsiDispatcher, and a BlockBackend decorator that counts calls (to prove a command never reached the backend).
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "iserkit/common/asio.hpp"
+#include "iserkit/scsi/cdb.hpp"
 #include "iserkit/target/block_backend.hpp"
+#include "iserkit/target/scsi_dispatcher.hpp"
 
 namespace iserkit::target::test {
 
@@ -62,5 +68,35 @@ class CountingBackend final : public BlockBackend {
  private:
   std::shared_ptr<BlockBackend> inner_;
 };
+
+/// What one command through a ScsiDispatcher gave: its plan, its outcome and its Data-In.
+struct CommandRun {
+  CommandPlan plan;
+  ScsiOutcome outcome;
+  std::vector<std::byte> data_in;
+};
+
+/// Plans `cdb` for `nexus` on `lun` and, unless the plan is rejected, executes it on `ctx`;
+/// `data_out` is a to_target command's Data-Out (its size must be the plan's transfer length).
+inline CommandRun run_command(asio::io_context& ctx, ScsiDispatcher& dispatcher, NexusId nexus, scsi::Lun lun,
+                              const scsi::Cdb& cdb, const std::vector<std::byte>& data_out = {}) {
+  CommandRun r;
+  r.plan = dispatcher.plan(nexus, lun, cdb.span());
+  if (r.plan.rejected()) {
+    r.outcome = r.plan.early_outcome();
+    return r;
+  }
+  std::vector<std::byte> buffer(r.plan.transfer_length_bytes);
+  if (r.plan.direction == DataDirection::to_target) {
+    EXPECT_EQ(data_out.size(), buffer.size());
+    std::copy_n(data_out.begin(), std::min(data_out.size(), buffer.size()), buffer.begin());
+  }
+  r.outcome = run(ctx, dispatcher.execute(nexus, lun, cdb.span(), r.plan, buffer));
+  if (r.plan.direction == DataDirection::from_target) {
+    buffer.resize(r.outcome.data_length_bytes);
+    r.data_in = std::move(buffer);
+  }
+  return r;
+}
 
 }  // namespace iserkit::target::test
