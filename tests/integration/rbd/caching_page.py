@@ -11,31 +11,15 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "interop", "target"))
 sys.path.insert(0, os.path.join(here, "..", "..", "interop"))
 import bad_input as bi  # noqa: E402  (reads PORT IQN from argv)
+from alua import command_in  # noqa: E402  (returns status, data, sense)
 from iscsi_raw import full_feature_login, session_keys  # noqa: E402
-
-
-def command_in(c, cdb, alloc):
-    """A data-in command: (status, data)."""
-    _, bhs = bi.scsi_bhs(c, cdb, alloc, read=True)
-    c.send(bhs)
-    out = b""
-    while True:
-        rbhs, data = c.recv()
-        assert rbhs is not None, "connection closed"
-        op = rbhs[0] & 0x3F
-        if op == 0x25:
-            out += data
-            if rbhs[1] & 1:
-                return rbhs[3], out
-        elif op == 0x21:
-            return rbhs[3], out
 
 
 def main():
     c = bi.Conn()
     full_feature_login(c, session_keys("iqn.2026-11.org.test:wce", bi.IQN))
     command_in(c, bytes([0x03, 0, 0, 0, 252, 0]), 252)  # REQUEST SENSE clears the POWER ON UA
-    st, data = command_in(c, bytes([0x1A, 0x08, 0x08, 0, 252, 0]), 252)  # DBD, page 08h, current
+    st, data, _ = command_in(c, bytes([0x1A, 0x08, 0x08, 0, 252, 0]), 252)  # DBD, page 08h, current
     assert st == 0 and len(data) >= 4, f"MODE SENSE (6) status {st:#x}"
     page = data[4 + data[3]:]
     assert page and page[0] & 0x3F == 0x08, f"no Caching mode page: {data.hex()}"

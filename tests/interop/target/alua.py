@@ -19,8 +19,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import bad_input as bi  # noqa: E402  (reads PORT IQN from argv)
 from iscsi_raw import full_feature_login, session_keys  # noqa: E402
 
-PORT2 = int(sys.argv[3])
-
 
 class Conn(bi.Conn):
     """A connection to `address`:`port` (bi.Conn always dials 127.0.0.1:PORT)."""
@@ -103,7 +101,7 @@ def check_portal(port, address, want_tag):
 
 def main():
     c1, lu1 = check_portal(bi.PORT, "127.0.0.1", 1)
-    c2, lu2 = check_portal(PORT2, "127.0.0.2", 2)
+    c2, lu2 = check_portal(int(sys.argv[3]), "127.0.0.2", 2)  # PORT2
     assert lu1 == lu2 and lu1, "the logical unit designators differ between the two paths"
     print("ok: the same logical unit designators on both paths")
     # Both sessions used the same InitiatorName and ISID, through two portal groups: two I_T
