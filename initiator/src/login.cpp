@@ -28,6 +28,8 @@ iscsi::NegotiationPolicy initiator_policy(const SessionOptions& o, bool discover
   if (rdma) {
     w.rdma_extensions = true;
     w.initiator_recv_data_segment_length = o.iser_recv_data_segment_length;
+    // LIO proposes TargetRecvDataSegmentLength and waits for an answer before it transits.
+    p.answer_rdma_lengths = true;
     // Immediate data would be copied into a send descriptor, unsolicited Data-Out needs the
     // target's receive buffers: with neither, the target RDMA-reads all write data in place.
     w.immediate_data = false;
