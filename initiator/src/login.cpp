@@ -28,6 +28,8 @@ iscsi::NegotiationPolicy initiator_policy(const SessionOptions& o, bool discover
   if (rdma) {
     w.rdma_extensions = true;
     w.initiator_recv_data_segment_length = o.iser_recv_data_segment_length;
+    // LIO proposes TargetRecvDataSegmentLength and waits for an answer before it transits.
+    p.answer_rdma_lengths = true;
     // Immediate data would be copied into a send descriptor, unsolicited Data-Out needs the
     // target's receive buffers: with neither, the target RDMA-reads all write data in place.
     w.immediate_data = false;
@@ -51,7 +53,10 @@ iscsi::TextPairs LoginMachine::operational_offers() {
     // RFC 7145 §6: RDMAExtensions and the iSER receive length replace digests and
     // MaxRecvDataSegmentLength (as LIO's isert and open-iscsi do).
     if (config_.discovery) return negotiation_.offer({"RDMAExtensions", "InitiatorRecvDataSegmentLength"});
-    return negotiation_.offer({"RDMAExtensions", "InitiatorRecvDataSegmentLength", "MaxConnections", "InitialR2T",
+    // TargetRecvDataSegmentLength too, at the RFC default, as open-iscsi and FreeBSD's iscsid do:
+    // LIO proposes it itself otherwise and withholds transit for a round until it is answered.
+    return negotiation_.offer({"RDMAExtensions", "InitiatorRecvDataSegmentLength", "TargetRecvDataSegmentLength",
+                               "MaxConnections", "InitialR2T",
                                "ImmediateData", "MaxBurstLength", "FirstBurstLength", "DefaultTime2Wait",
                                "DefaultTime2Retain", "MaxOutstandingR2T", "DataPDUInOrder", "DataSequenceInOrder",
                                "ErrorRecoveryLevel"});

@@ -156,6 +156,13 @@ std::uint32_t min_or_zero(std::uint32_t a, std::uint32_t b) noexcept {
 }
 bool boolean(KeyKind k) noexcept { return k == KeyKind::boolean_and || k == KeyKind::boolean_or; }
 
+// RFC 7145 §6.4, §6.5: the role whose receive buffers each iSER length describes.
+std::optional<Role> rdma_length_owner(std::string_view name) noexcept {
+  if (name == "InitiatorRecvDataSegmentLength") return Role::initiator;
+  if (name == "TargetRecvDataSegmentLength") return Role::target;
+  return std::nullopt;
+}
+
 bool valid_value(const KeyDefinition& key, std::string_view v) {
   if (numeric(key.kind) || (key.kind == KeyKind::declarative && key.max != 0)) {
     auto n = parse_number(v);
@@ -189,6 +196,7 @@ TextPairs Negotiation::offer(std::initializer_list<std::string_view> keys) {
       if (value.empty()) continue;
       key->apply(params_, value, me_);  // our own declaration takes effect at once
       seen_.emplace(name);
+      declared_.emplace(name);
     } else {
       outstanding_.push_back({std::string(name), value});
     }
@@ -269,6 +277,15 @@ Result<TextPairs> Negotiation::receive(const TextPairs& from_peer) {
     }
     if (key->kind == KeyKind::declarative) {
       key->apply(params_, value, peer);
+      if (policy_.answer_rdma_lengths && !declared_.contains(name)) {
+        if (auto owner = rdma_length_owner(name)) {
+          // LIO waits for an answer to these (see NegotiationPolicy::answer_rdma_lengths).
+          std::string mine = *owner == peer ? value : key->local(policy_, me_);
+          if (*owner == me_) key->apply(params_, mine, me_);
+          declared_.emplace(name);
+          answers.push_back({name, std::move(mine)});
+        }
+      }
       continue;
     }
     std::string result = respond(*key, value);

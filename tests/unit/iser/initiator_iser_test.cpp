@@ -124,6 +124,67 @@ TEST(IserLogin, DiscoverySessionNeedsNoRdmaExtensionsAnswer) {
   EXPECT_TRUE(std::holds_alternative<LoginDone>(*step));
 }
 
+// LIO's isert (iscsi_target_parameters.c) over iSER: it answers our offers (leaving out the And/Or
+// answers our offers already decide), echoes the RDMA lengths we declared as an acceptor would,
+// and names its portal group and alias. Had we not sent TargetRecvDataSegmentLength, it would
+// have proposed it and kept T=0 until answered ("No response for proposed key").
+iscsi::TextPairs lio_response_text() {
+  return {{"MaxConnections", "1"},         {"TargetPortalGroupTag", "1"},
+          {"MaxBurstLength", "262144"},    {"FirstBurstLength", "65536"},
+          {"DefaultTime2Wait", "2"},       {"DefaultTime2Retain", "0"},
+          {"MaxOutstandingR2T", "1"},      {"ErrorRecoveryLevel", "0"},
+          {"RDMAExtensions", "Yes"},       {"InitiatorRecvDataSegmentLength", "8192"},
+          {"TargetRecvDataSegmentLength", "8192"}, {"TargetAlias", "LIO Target"}};
+}
+
+TEST(IserLogin, DeclaresTargetRecvDataSegmentLengthSoLioTransitsInOneRound) {
+  const auto c = iser_config();
+  LoginMachine m(c);
+  auto first = m.start();
+  // What LIO needs answered before it sets T (open-iscsi and FreeBSD's iscsid send it too).
+  EXPECT_EQ(*value(first.text, "TargetRecvDataSegmentLength"), "8192");
+  auto step = m.on_response(final_response(c), lio_response_text());
+  ASSERT_TRUE(step);
+  const auto* done = std::get_if<LoginDone>(&*step);
+  ASSERT_NE(done, nullptr);
+  EXPECT_TRUE(done->parameters.rdma_extensions);
+  EXPECT_EQ(done->parameters.max_send_segment(iscsi::Role::initiator), 8192u);
+  EXPECT_EQ(done->parameters.max_recv_segment(iscsi::Role::initiator), 8192u);
+  EXPECT_EQ(done->parameters.max_burst_length, 262144u);
+  EXPECT_EQ(done->parameters.first_burst_length, 65536u);
+}
+
+TEST(IserLogin, LioEchoesInAPartialResponseGetNoSecondAnswer) {
+  // A LIO that still withholds T (e.g. while CHAP or another key is pending) echoes our lengths:
+  // they are ours, so the next request carries no TargetRecvDataSegmentLength of its own.
+  const auto c = iser_config();
+  LoginMachine m(c);
+  m.start();
+  auto partial = final_response(c);
+  partial.transit = false;
+  partial.nsg = iscsi::LoginStage::operational_negotiation;
+  partial.tsih = 0;
+  auto second = m.on_response(partial, lio_response_text());
+  ASSERT_TRUE(second);
+  const auto& send = std::get<LoginSend>(*second);
+  EXPECT_TRUE(send.request.transit);
+  EXPECT_EQ(value(send.text, "TargetRecvDataSegmentLength"), nullptr);
+  EXPECT_EQ(value(send.text, "InitiatorRecvDataSegmentLength"), nullptr);
+  auto done_step = m.on_response(final_response(c), {});
+  ASSERT_TRUE(done_step);
+  EXPECT_TRUE(std::holds_alternative<LoginDone>(*done_step));
+}
+
+TEST(IserLogin, TargetThatDeclaresTargetRecvDataSegmentLengthWithTransitNeedsNoSecondRound) {
+  // tgtd and iserkit-target declare it in the final response: the login ends there.
+  const auto c = iser_config();
+  LoginMachine m(c);
+  m.start();
+  auto step = m.on_response(final_response(c), {{"RDMAExtensions", "Yes"}, {"TargetRecvDataSegmentLength", "8192"}});
+  ASSERT_TRUE(step);
+  EXPECT_TRUE(std::holds_alternative<LoginDone>(*step));
+}
+
 using datamover::TaskData;
 using test::ArenaPool;
 

@@ -97,6 +97,46 @@ TEST(RdmaNegotiation, ARoleCannotDeclareTheOthersReceiveLength) {
   EXPECT_EQ(initiator.parameters().target_recv_data_segment_length, 4096u);
 }
 
+TEST(RdmaNegotiation, RdmaLengthsProposedByThePeerAreAnsweredOnlyWhenAskedFor) {
+  // LIO proposes both lengths when the initiator has not declared them. With answer_rdma_lengths
+  // each gets one answer: the peer's own length echoed, ours stated for ours.
+  auto policy = iser_initiator();
+  policy.answer_rdma_lengths = true;
+  Negotiation initiator(Role::initiator, policy);
+  initiator.offer({"RDMAExtensions"});
+  auto answers = initiator.receive({{"RDMAExtensions", "Yes"},
+                                    {"InitiatorRecvDataSegmentLength", "262144"},
+                                    {"TargetRecvDataSegmentLength", "0x1000"}});
+  ASSERT_TRUE(answers);
+  EXPECT_EQ(answer(*answers, "TargetRecvDataSegmentLength"), "0x1000");
+  EXPECT_EQ(answer(*answers, "InitiatorRecvDataSegmentLength"), "8192");
+  EXPECT_EQ(answers->size(), 2u);
+  // A repeat of the declarations is not answered twice.
+  auto again = initiator.receive({{"TargetRecvDataSegmentLength", "4096"}});
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->empty());
+  initiator.finish();
+  EXPECT_EQ(initiator.parameters().initiator_max_recv_data_segment_length, 8192u);
+  EXPECT_EQ(initiator.parameters().target_max_recv_data_segment_length, 4096u);
+
+  // Without the policy (the default, and our target's) declarations stay unanswered (RFC 7145 §6.4).
+  Negotiation plain(Role::initiator, iser_initiator());
+  plain.offer({"RDMAExtensions"});
+  auto none = plain.receive({{"RDMAExtensions", "Yes"}, {"TargetRecvDataSegmentLength", "4096"}});
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(RdmaNegotiation, OurOwnDeclarationIsNotAnsweredWhenThePeerEchoesIt) {
+  auto policy = iser_initiator();
+  policy.answer_rdma_lengths = true;
+  Negotiation initiator(Role::initiator, policy);
+  initiator.offer({"RDMAExtensions", "InitiatorRecvDataSegmentLength"});
+  auto answers = initiator.receive({{"RDMAExtensions", "Yes"}, {"InitiatorRecvDataSegmentLength", "8192"}});
+  ASSERT_TRUE(answers);
+  EXPECT_TRUE(answers->empty());
+}
+
 TEST(RdmaNegotiation, TargetAnswersRdmaExtensionsNoWhenNotOffered) {
   Negotiation initiator(Role::initiator, iser_initiator());
   initiator.offer({"RDMAExtensions", "MaxRecvDataSegmentLength"});

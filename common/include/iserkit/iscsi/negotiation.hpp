@@ -74,6 +74,13 @@ struct NegotiationPolicy {
   OperationalParameters wanted;  ///< proposed values; the MaxRecvDataSegmentLength of this side's role is declared
   std::vector<std::string> header_digests{"None"};  ///< acceptable HeaderDigest values, most preferred first
   std::vector<std::string> data_digests{"None"};    ///< acceptable DataDigest values, most preferred first
+  /// Answer InitiatorRecvDataSegmentLength / TargetRecvDataSegmentLength when the peer sends one
+  /// this side has not declared itself. RFC 7145 §6.4, §6.5 make both lengths declarations, but
+  /// LIO's iscsi_target_parameters.c proposes them as negotiated numbers over iSER and withholds
+  /// the Login Response's T bit ("No response for proposed key") until each is answered. The
+  /// answer is the length's owner's value: the peer's, echoed, for the peer's own buffers; ours
+  /// otherwise. Declarations need no answer, so answering one is harmless to every other peer.
+  bool answer_rdma_lengths = false;
 };
 
 /// The result function of a key (RFC 7143 §6.2.1, §6.2.2).
@@ -149,6 +156,7 @@ class Negotiation {
   OperationalParameters params_;
   std::vector<TextPair> outstanding_;  // our offers not yet answered
   std::set<std::string, std::less<>> seen_;  // keys already negotiated (no renegotiation in one login)
+  std::set<std::string, std::less<>> declared_;  // declarative keys this side has stated or answered
 };
 
 }  // namespace iserkit::iscsi
