@@ -15,6 +15,7 @@ packages=(
   libcxxopts-dev          # command-line options
   libssl-dev              # OpenSSL libcrypto: CHAP digests (MD5, SHA-1, SHA-256, SHA3-256) and RAND_bytes challenges
   libtomlplusplus-dev     # toml++: iserkit-target --config FILE
+  libsystemd-dev          # sd_notify (iserkit-target Type=notify: READY/STATUS/RELOADING/STOPPING) and sd_listen_fds (iserkit-nbd socket activation)
   libfuse3-dev            # iserkit-fuse: the FUSE view (libfuse 3 low-level API)
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev

@@ -11,6 +11,7 @@ add_library(iserkit_target STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login_throttle.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/portal.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/reload.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/session_engine.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/session_table.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/target_node.cpp

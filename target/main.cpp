@@ -274,6 +274,7 @@ int run(int argc, char** argv) {
     config.auth.algorithms = *list;
     config.discovery_auth.algorithms = *list;
   }
+  const TargetConfig flags_config = config;  // SIGHUP reads the file again onto this
   if (args.count("config")) {
     auto loaded = iserkit::target::load_config_file(args["config"].as<std::string>(), config);
     if (!loaded) {
@@ -308,6 +309,7 @@ int run(int argc, char** argv) {
     }
     std::filesystem::rename(tmp, path);  // appears whole, never half-written
   }
+  if (args.count("config")) (*server)->watch_config_file(args["config"].as<std::string>(), flags_config);
   (*server)->run(true);
   // Payload bytes our code copied in user space (copy_counter.hpp): 0 on the TCP and iSER data
   // paths unless an initiator sends immediate data over iSER (copied out of the receive buffer).

@@ -16,12 +16,14 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/common/service_manager.hpp"
 #include "iserkit/datamover/iser_datamover.hpp"
 #include "iserkit/datamover/tcp_datamover.hpp"
 #include "iserkit/target/backends.hpp"
 #include "admission.hpp"
 #include "connection.hpp"
 #include "export_dir.hpp"
+#include "reload.hpp"
 
 namespace iserkit::target {
 namespace {
@@ -95,6 +97,30 @@ Result<std::shared_ptr<BlockBackend>> open_lun(const LunSource& source, const Ta
                                                .block_size_bytes = config.block_size_bytes});
 }
 
+// Opens LUN number `index` of target `name` from `source`: the backend and its logical unit.
+Result<std::shared_ptr<LogicalUnit>> make_unit(const std::string& name, std::size_t index, const LunSource& source,
+                                               const TargetConfig& config) {
+  auto backend = open_lun(source, config);
+  if (!backend) {
+    log::error("lun: cannot open {}: {}", log::escaped(source.display()), backend.error().message());
+    return fail(backend.error());
+  }
+  if ((*backend)->capabilities().size_bytes == 0) {
+    log::error("lun: {} is empty", log::escaped(source.display()));
+    return fail(errc::invalid_argument);
+  }
+  LogicalUnitOptions options;
+  options.read_only = config.read_only;
+  // A distinct, stable serial per LUN (VPD 0x80), from which the NAA designator derives too:
+  // from the storage's own name when it has one (an RBD image: the same on every gateway),
+  // else from the target name and LUN number.
+  if (const auto& id = (*backend)->capabilities().storage_id; !id.empty())
+    options.identity.serial = fmt::format("{:016x}", fnv1a64(id));
+  else
+    options.identity.serial = fmt::format("{:08x}{:04x}", fnv1a(name), static_cast<unsigned>(index));
+  return std::make_shared<LogicalUnit>(std::move(*backend), options);
+}
+
 Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std::string& alias,
                                               const std::vector<LunSource>& luns, const TargetConfig& config,
                                               std::vector<std::string>& lines) {
@@ -104,29 +130,11 @@ Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std
   node->dispatcher = std::make_shared<ScsiDispatcher>();
   std::string line = name + ":";
   for (std::size_t i = 0; i < luns.size(); ++i) {
-    auto backend = open_lun(luns[i], config);
-    if (!backend) {
-      log::error("lun: cannot open {}: {}", log::escaped(luns[i].display()),
-                 backend.error().message());
-      return fail(backend.error());
-    }
-    if ((*backend)->capabilities().size_bytes == 0) {
-      log::error("lun: {} is empty", log::escaped(luns[i].display()));
-      return fail(errc::invalid_argument);
-    }
-    LogicalUnitOptions options;
-    options.read_only = config.read_only;
-    // A distinct, stable serial per LUN (VPD 0x80), from which the NAA designator derives too:
-    // from the storage's own name when it has one (an RBD image: the same on every gateway),
-    // else from the target name and LUN number.
-    if (const auto& id = (*backend)->capabilities().storage_id; !id.empty())
-      options.identity.serial = fmt::format("{:016x}", fnv1a64(id));
-    else
-      options.identity.serial = fmt::format("{:08x}{:04x}", fnv1a(name), static_cast<unsigned>(i));
-    auto unit = std::make_shared<LogicalUnit>(std::move(*backend), options);
-    if (auto r = node->dispatcher->add_logical_unit(static_cast<std::uint16_t>(i), unit); !r) return fail(r.error());
+    auto unit = make_unit(name, i, luns[i], config);
+    if (!unit) return fail(unit.error());
+    if (auto r = node->dispatcher->add_logical_unit(static_cast<std::uint16_t>(i), *unit); !r) return fail(r.error());
     line += fmt::format(" lun{}={}({} bytes)", i, log::escaped(luns[i].display()),
-                        unit->block_count() * unit->block_size_bytes());
+                        (*unit)->block_count() * (*unit)->block_size_bytes());
   }
   lines.push_back(std::move(line));
   return node;
@@ -225,6 +233,110 @@ struct TargetServer::Impl {
     asio::post(rbd_rescan_thread, [this] {
       rbd_rescan_queued = false;
       if (!stopping) (void)rescan_rbd();
+    });
+  }
+
+  // --- Configuration reload (SIGHUP; target/README.md "Reloading"), on the helper thread too ---
+  std::optional<std::filesystem::path> config_file;  // set by watch_config_file()
+  TargetConfig flags_config;                         // the command line's part; the file is read onto it
+  std::atomic<bool> reload_queued{false};
+
+  /// "N session(s), M target(s)": the STATUS= line of the service manager.
+  std::string status_text() const {
+    return fmt::format("{} session(s), {} target(s)", registry->sessions().size(), registry->nodes()->size());
+  }
+
+  /// Reads the configuration file again and applies what changed in its targets. Everything that
+  /// can fail (reading, parsing, the plan, opening every new LUN) happens before the first change,
+  /// so on error the running configuration is untouched. Returns one line per change.
+  tl::expected<std::vector<std::string>, ConfigError> reload_config() {
+    auto next = load_config_file(*config_file, flags_config);
+    if (!next) return tl::unexpected(next.error());
+    auto plan = plan_reload(config, *next);
+    if (!plan) return tl::unexpected(plan.error());
+    std::vector<std::string> done;
+    // 1. Build: new targets and new LUNs, with the running block size and read-only setting.
+    std::vector<std::shared_ptr<TargetNode>> added;
+    for (const auto& t : plan->added) {
+      if (registry->find(t.iqn))
+        return tl::unexpected(ConfigError{fmt::format("target {}: a target of this name is served already "
+                                                      "(--export-dir or --export-rbd)", t.iqn)});
+      std::vector<std::string> lines;
+      auto node = make_node(t.iqn, t.alias, t.luns, config, lines);
+      if (!node) return tl::unexpected(ConfigError{fmt::format("target {}: {}", t.iqn, node.error().message())});
+      (*node)->allowed_initiators = t.allowed_initiators;
+      (*node)->auth = t.auth;
+      if (auto r = (*node)->dispatcher->set_port_groups(port_groups); !r)
+        return tl::unexpected(ConfigError{fmt::format("target {}: {}", t.iqn, r.error().message())});
+      added.push_back(std::move(*node));
+      done.push_back("added target " + (lines.empty() ? t.iqn : lines.front()));
+    }
+    struct Grown {
+      std::shared_ptr<TargetNode> node;  // as registered now
+      std::vector<std::pair<std::uint16_t, std::shared_ptr<LogicalUnit>>> units;
+      std::shared_ptr<TargetNode> replacement;  // new alias/ACL/CHAP, same dispatcher; or null
+    };
+    std::vector<Grown> grown;
+    for (const auto& c : plan->changed) {
+      const auto& t = c.definition;
+      Grown g{.node = registry->find(t.iqn), .units = {}, .replacement = nullptr};
+      if (!g.node) return tl::unexpected(ConfigError{fmt::format("target {}: not served now", t.iqn)});
+      for (std::size_t i = c.first_new_lun; i < t.luns.size(); ++i) {
+        auto unit = make_unit(t.iqn, i, t.luns[i], config);
+        if (!unit)
+          return tl::unexpected(ConfigError{fmt::format("target {}: lun {}: cannot open {}: {}", t.iqn, i,
+                                                        t.luns[i].display(), unit.error().message())});
+        done.push_back(fmt::format("target {}: added lun{}={}({} bytes)", t.iqn, i, t.luns[i].display(),
+                                   (*unit)->block_count() * (*unit)->block_size_bytes()));
+        g.units.emplace_back(static_cast<std::uint16_t>(i), std::move(*unit));
+      }
+      if (c.access_changed) {
+        g.replacement = std::make_shared<TargetNode>(*g.node);
+        g.replacement->alias = t.alias;
+        g.replacement->allowed_initiators = t.allowed_initiators;
+        g.replacement->auth = t.auth;
+        done.push_back(fmt::format("target {}: alias, ACL and CHAP settings updated for new logins", t.iqn));
+      }
+      grown.push_back(std::move(g));
+    }
+    // 2. Commit. Nothing here depends on the file: the steps below cannot fail for what it says.
+    for (auto& g : grown) {
+      for (auto& [index, unit] : g.units)
+        if (auto r = g.node->dispatcher->add_logical_unit(index, unit); !r)
+          log::error("reload: target {}: lun {}: {}", log::escaped(g.node->name), index, r.error().message());
+      if (g.replacement) (void)registry->replace(g.replacement);
+    }
+    for (auto& node : added) (void)registry->add(node);
+    for (const auto& name : plan->removed) {
+      registry->remove(name);
+      done.push_back(fmt::format("removed target {}: new logins refused, logged-in sessions keep it until they end",
+                                 name));
+    }
+    config.targets = next->targets;
+    for (const auto& w : config_warnings(*next)) log::warn("reload: {}", w);
+    for (const auto& what : plan->restart_needed)
+      log::warn("reload: {} changed in {}: applied at the next restart only", what, config_file->string());
+    return done;
+  }
+
+  /// Queues a reload of the configuration file on the helper thread unless one is queued already.
+  void queue_reload() {
+    if (!config_file || stopping || reload_queued.exchange(true)) return;
+    asio::post(rbd_rescan_thread, [this] {
+      reload_queued = false;
+      if (stopping) return;
+      const std::string file = config_file->string();
+      service::notify_reloading("reloading " + file);
+      log::info("reload: reading {}", log::escaped(file));
+      auto changes = reload_config();
+      if (!changes) {
+        log::error("reload: {}: kept the running configuration: {}", log::escaped(file), changes.error().message);
+        service::notify_ready(status_text() + "; last reload failed, see the log");
+        return;
+      }
+      if (changes->empty()) log::info("reload: {}: no target changed", log::escaped(file));
+      for (const auto& line : *changes) log::info("reload: {}", line);
+      service::notify_ready(status_text());
     });
   }
 
@@ -381,6 +493,7 @@ struct TargetServer::Impl {
   // is still open is closed. run() returns once every connection is gone.
   void stop() {
     if (stopping.exchange(true)) return;
+    service::notify_stopping("stopping: " + status_text());
     asio::post(*contexts[0], [this] {
       for (auto& a : acceptors) {
         boost::system::error_code ignored;
@@ -539,6 +652,11 @@ std::vector<std::string> TargetServer::describe() const { return impl_->descript
 
 void TargetServer::stop() { impl_->stop(); }
 
+void TargetServer::watch_config_file(std::filesystem::path path, TargetConfig flags_config) {
+  impl_->config_file = std::move(path);
+  impl_->flags_config = std::move(flags_config);
+}
+
 void TargetServer::run(bool handle_signals) {
   Impl& impl = *impl_;
   std::optional<asio::signal_set> signals;
@@ -554,22 +672,27 @@ void TargetServer::run(bool handle_signals) {
       impl.stop();
     });
   }
-  // --export-rbd: SIGHUP and a periodic timer queue a rescan of the pool.
+  // SIGHUP: reload the configuration file (watch_config_file) and rescan --export-rbd's pool; a
+  // periodic timer rescans the pool too. With neither, SIGHUP is logged and ignored (it must not
+  // end the target: `systemctl reload` sends it).
   std::optional<asio::signal_set> hangups;
   std::optional<asio::steady_timer> rescan_timer;
-  if (impl.config.export_rbd) {
+  if (handle_signals) {
     // Coroutine lambdas take what they use as parameters: captures would die with the closure.
-    if (handle_signals) {
-      hangups.emplace(*impl.contexts[0], SIGHUP);
-      asio::co_spawn(*impl.contexts[0], [](Impl& im, asio::signal_set& set) -> Awaitable<void> {
-        while (!im.stopping) {
-          boost::system::error_code ec;
-          co_await set.async_wait(use_awaitable_ec(ec));
-          if (ec || im.stopping) break;
-          im.queue_rbd_rescan("SIGHUP");
-        }
-      }(impl, *hangups), asio::detached);
-    }
+    hangups.emplace(*impl.contexts[0], SIGHUP);
+    asio::co_spawn(*impl.contexts[0], [](Impl& im, asio::signal_set& set) -> Awaitable<void> {
+      while (!im.stopping) {
+        boost::system::error_code ec;
+        co_await set.async_wait(use_awaitable_ec(ec));
+        if (ec || im.stopping) break;
+        if (!im.config_file && !im.config.export_rbd)
+          log::info("signal {}: nothing to reload (no --config file, no --export-rbd pool)", SIGHUP);
+        im.queue_reload();
+        im.queue_rbd_rescan("SIGHUP");
+      }
+    }(impl, *hangups), asio::detached);
+  }
+  if (impl.config.export_rbd) {
     if (impl.config.rbd_rescan_interval.count() > 0) {
       rescan_timer.emplace(*impl.contexts[0]);
       asio::co_spawn(*impl.contexts[0], [](Impl& im, asio::steady_timer& timer) -> Awaitable<void> {
@@ -587,6 +710,23 @@ void TargetServer::run(bool handle_signals) {
     asio::co_spawn(*impl.contexts[0], impl.accept_loop(*impl.acceptors[i], impl.acceptor_tags[i]), asio::detached);
   for (std::size_t i = 0; i < impl.iser_listeners.size(); ++i)
     asio::co_spawn(*impl.contexts[0], impl.iser_accept_loop(*impl.iser_listeners[i], impl.iser_tags[i]), asio::detached);
+  // Service manager (sd_notify): READY=1 now that every portal listens, then STATUS= whenever the
+  // session or target count changes (looked at every second).
+  std::optional<asio::steady_timer> status_timer;
+  service::notify_ready(impl.status_text());
+  if (service::notify_socket_set()) {
+    status_timer.emplace(*impl.contexts[0]);
+    asio::co_spawn(*impl.contexts[0], [](Impl& im, asio::steady_timer& timer) -> Awaitable<void> {
+      std::string sent = im.status_text();
+      while (!im.stopping) {
+        timer.expires_after(std::chrono::seconds(1));
+        boost::system::error_code ec;
+        co_await timer.async_wait(use_awaitable_ec(ec));
+        if (ec || im.stopping) break;
+        if (auto now = im.status_text(); now != sent && service::notify_status(now)) sent = std::move(now);
+      }
+    }(impl, *status_timer), asio::detached);
+  }
   std::vector<std::thread> threads;
   for (std::size_t i = 1; i < impl.contexts.size(); ++i)
     threads.emplace_back([&impl, i] { impl.contexts[i]->run(); });
@@ -602,6 +742,7 @@ void TargetServer::run(bool handle_signals) {
     hangups->cancel(ignored);
   }
   if (rescan_timer) rescan_timer->cancel();
+  if (status_timer) status_timer->cancel();
   impl.contexts[0]->run();
   for (auto& t : threads) t.join();
 }

@@ -31,6 +31,18 @@ Result<void> TargetRegistry::add(std::shared_ptr<TargetNode> node) {
   return {};
 }
 
+Result<void> TargetRegistry::replace(std::shared_ptr<TargetNode> node) {
+  if (!node || node->name.empty() || !node->dispatcher) return fail(errc::invalid_argument);
+  std::lock_guard lock(mutex_);
+  auto next = std::make_shared<NodeList>(*nodes_);
+  const auto it =
+      std::find_if(next->begin(), next->end(), [&](const auto& n) { return same_iscsi_name(n->name, node->name); });
+  if (it == next->end()) return fail(errc::invalid_argument);
+  *it = std::move(node);
+  nodes_ = std::move(next);
+  return {};
+}
+
 std::shared_ptr<TargetNode> TargetRegistry::remove(std::string_view name) {
   std::lock_guard lock(mutex_);
   auto next = std::make_shared<NodeList>(*nodes_);

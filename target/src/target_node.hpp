@@ -44,6 +44,11 @@ class TargetRegistry {
 
   /// Adds a node. Errors: errc::invalid_argument for an empty name, a null dispatcher or a duplicate name.
   Result<void> add(std::shared_ptr<TargetNode> node);
+  /// Puts `node` in the place of the node with the same name (case-insensitive), in one step: a
+  /// login at that moment finds either the old or the new node, never none (a configuration
+  /// reload changing a target's ACL or CHAP users). Errors: errc::invalid_argument for an empty
+  /// name or a null dispatcher, or when no node has that name.
+  Result<void> replace(std::shared_ptr<TargetNode> node);
   /// Removes the node named `name` (case-insensitive) and returns it, or nullptr when there is none.
   std::shared_ptr<TargetNode> remove(std::string_view name);
 

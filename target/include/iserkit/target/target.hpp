@@ -6,6 +6,7 @@
 // session and every command it runs, so the data path takes no locks and never changes thread.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,8 +34,22 @@ class TargetServer {
   /// One line per target node: its name and LUNs, for the startup log.
   [[nodiscard]] std::vector<std::string> describe() const;
 
+  /// Makes SIGHUP (in run() with `handle_signals`) read configuration file `path` again onto
+  /// `flags_config` (the configuration the command line alone gives, as load_config_file() takes
+  /// it) and apply what changed in its [[targets]] without dropping a session: new targets, LUNs
+  /// appended to a target, alias/ACL/CHAP changes (for new logins), removed targets (new logins
+  /// refused; logged-in sessions keep them until they end). A file that does not parse, a removed
+  /// or changed LUN, or a new LUN that cannot be opened keeps the running configuration whole and
+  /// logs why. Other settings are read at start only (a warning names them). The service manager
+  /// hears RELOADING=1, then READY=1 (service_manager.hpp). Call before run(). Target/README.md
+  /// "Reloading".
+  void watch_config_file(std::filesystem::path path, TargetConfig flags_config);
+
   /// Runs the I/O threads until stop() (or SIGINT/SIGTERM when `handle_signals`); then closes
-  /// every connection and returns when they are gone. Call once, from one thread.
+  /// every connection and returns when they are gone. Call once, from one thread. Tells the
+  /// service manager READY=1 at once (every portal listens since create()), STATUS= "N session(s),
+  /// M target(s)" as the counts change, and STOPPING=1 when the shutdown begins. With
+  /// `handle_signals`, SIGHUP reloads (watch_config_file(), --export-rbd) and never ends the process.
   /// With `handle_signals`, a second SIGINT/SIGTERM once the first one's drain began ends the
   /// process at once with _exit(128 + signal number): commands not answered yet are dropped (what
   /// was answered is in the kernel already; target/README.md "Shutdown").

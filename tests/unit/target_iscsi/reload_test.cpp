@@ -1,0 +1,143 @@
+// plan_reload() (target/src/reload.hpp): what a SIGHUP reload of the configuration file changes,
+// what it refuses (a removed or replaced LUN), which settings wait for a restart; and
+// TargetRegistry::replace(), which swaps a target's node in one step.
+#include "reload.hpp"
+
+#include <gtest/gtest.h>
+
+#include "target_node.hpp"
+
+namespace iserkit::target {
+namespace {
+
+TargetConfig parse(const std::string& text) {
+  auto c = parse_config_toml(text, "test.toml");
+  EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().message);
+  return c ? *c : TargetConfig{};
+}
+
+constexpr const char* base = R"(
+[[targets]]
+iqn = "iqn.2026-11.org.test:a"
+luns = ["mem:16M"]
+
+[[targets]]
+iqn = "iqn.2026-11.org.test:b"
+luns = ["mem:8M"]
+)";
+
+TEST(PlanReload, SameFileChangesNothing) {
+  auto plan = plan_reload(parse(base), parse(base));
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_TRUE(plan->empty());
+  EXPECT_TRUE(plan->restart_needed.empty());
+}
+
+TEST(PlanReload, AddedRemovedAndGrownTargets) {
+  auto plan = plan_reload(parse(base), parse(R"(
+[[targets]]
+iqn = "iqn.2026-11.org.test:A"
+luns = ["mem:16M", "mem:4M"]
+
+[[targets]]
+iqn = "iqn.2026-11.org.test:c"
+luns = ["mem:1M"]
+)"));
+  ASSERT_TRUE(plan.has_value()) << plan.error().message;
+  ASSERT_EQ(plan->added.size(), 1u);
+  EXPECT_EQ(plan->added[0].iqn, "iqn.2026-11.org.test:c");
+  ASSERT_EQ(plan->removed.size(), 1u);
+  EXPECT_EQ(plan->removed[0], "iqn.2026-11.org.test:b");
+  ASSERT_EQ(plan->changed.size(), 1u);  // names compare case-insensitively (RFC 7143 §4.2.7.1)
+  EXPECT_EQ(plan->changed[0].first_new_lun, 1u);
+  EXPECT_FALSE(plan->changed[0].access_changed);
+}
+
+TEST(PlanReload, AclAndChapChangesAreAccessChanges) {
+  for (const char* extra : {R"(allowed_initiators = ["iqn.2026-11.org.test:host"])",
+                            R"(chap_users = [{ user = "u", secret = "secret-secret-1" }])", R"(alias = "new")",
+                            R"(chap_algorithms = ["MD5"])"}) {
+    auto plan = plan_reload(parse(base), parse(std::string(base) + extra + "\n"));
+    ASSERT_TRUE(plan.has_value()) << extra << ": " << plan.error().message;
+    ASSERT_EQ(plan->changed.size(), 1u) << extra;
+    EXPECT_EQ(plan->changed[0].definition.iqn, "iqn.2026-11.org.test:b");
+    EXPECT_TRUE(plan->changed[0].access_changed) << extra;
+    EXPECT_EQ(plan->changed[0].first_new_lun, 1u) << extra;  // no LUN added
+  }
+  // Another secret for the same user is a change too.
+  const std::string one = std::string(base) + R"(chap_users = [{ user = "u", secret = "secret-secret-1" }])" "\n";
+  const std::string two = std::string(base) + R"(chap_users = [{ user = "u", secret = "secret-secret-2" }])" "\n";
+  auto plan = plan_reload(parse(one), parse(two));
+  ASSERT_TRUE(plan.has_value());
+  ASSERT_EQ(plan->changed.size(), 1u);
+  EXPECT_TRUE(plan->changed[0].access_changed);
+}
+
+TEST(PlanReload, RemovedOrReplacedLunIsRefused) {
+  auto replaced = plan_reload(parse(base), parse(R"(
+[[targets]]
+iqn = "iqn.2026-11.org.test:a"
+luns = ["mem:32M"]
+
+[[targets]]
+iqn = "iqn.2026-11.org.test:b"
+luns = ["mem:8M"]
+)"));
+  ASSERT_FALSE(replaced.has_value());
+  EXPECT_NE(replaced.error().message.find("lun 0 changed"), std::string::npos) << replaced.error().message;
+  EXPECT_NE(replaced.error().message.find("iqn.2026-11.org.test:a"), std::string::npos);
+
+  auto two = parse(R"(
+[[targets]]
+iqn = "iqn.2026-11.org.test:a"
+luns = ["mem:16M", "/srv/one.img"]
+)");
+  auto fewer = plan_reload(two, parse(R"(
+[[targets]]
+iqn = "iqn.2026-11.org.test:a"
+luns = ["mem:16M"]
+)"));
+  ASSERT_FALSE(fewer.has_value());
+  EXPECT_NE(fewer.error().message.find("lun 1 removed"), std::string::npos) << fewer.error().message;
+}
+
+TEST(PlanReload, NewTargetNamedLikeTheCommandLineTargetIsRefused) {
+  TargetConfig current = parse(base);
+  current.iqn = "iqn.2026-11.org.test:cli";
+  current.luns.push_back(LunSource{.memory = true, .size_bytes = 1 << 20});
+  TargetConfig next = current;
+  next.targets.push_back(TargetDefinition{.iqn = "iqn.2026-11.org.test:CLI", .luns = {current.luns[0]}});
+  auto plan = plan_reload(current, next);
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_NE(plan.error().message.find("--lun"), std::string::npos);
+}
+
+TEST(PlanReload, StartOnlySettingsAreNamed) {
+  auto plan = plan_reload(parse(base), parse(std::string("threads = 4\nlisten = [\"127.0.0.1:3261\"]\n") + base +
+                                             "[limits]\nlogin_timeout = 3\n"));
+  ASSERT_TRUE(plan.has_value()) << plan.error().message;
+  EXPECT_TRUE(plan->empty());
+  EXPECT_EQ(plan->restart_needed, (std::vector<std::string>{"listen", "threads", "[limits]"}));
+}
+
+TEST(TargetRegistry, ReplaceSwapsTheNodeOfThatName) {
+  TargetRegistry registry;
+  auto node = std::make_shared<TargetNode>();
+  node->name = "iqn.2026-11.org.test:a";
+  node->dispatcher = std::make_shared<ScsiDispatcher>();
+  ASSERT_TRUE(registry.add(node).has_value());
+  auto next = std::make_shared<TargetNode>(*node);
+  next->name = "iqn.2026-11.org.test:A";
+  next->allowed_initiators = {"iqn.2026-11.org.test:host"};
+  ASSERT_TRUE(registry.replace(next).has_value());
+  EXPECT_EQ(registry.find("iqn.2026-11.org.test:a"), next);
+  EXPECT_EQ(registry.nodes()->size(), 1u);
+  EXPECT_EQ(registry.find("iqn.2026-11.org.test:a")->dispatcher, node->dispatcher);
+  auto stranger = std::make_shared<TargetNode>(*node);
+  stranger->name = "iqn.2026-11.org.test:none";
+  EXPECT_FALSE(registry.replace(stranger).has_value());
+  EXPECT_EQ(registry.nodes()->size(), 1u);
+}
+
+}  // namespace
+}  // namespace iserkit::target
