@@ -33,6 +33,7 @@
 #include "iserkit/initiator/multipath.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/initiator/url.hpp"
+#include "nbd_bridge/config_file.hpp"
 #include "nbd_bridge/lun_export.hpp"
 #include "nbd_bridge/server.hpp"
 
@@ -351,13 +352,15 @@ int main(int argc, char** argv) {
                                    "requests wait while no path is usable)",
        cxxopts::value<double>()->default_value("5"))
       ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
+      ("config", "TOML file of options: keys are the long options above (url = \"iscsi://...\", socket = \"...\", "
+                 "read-only = true); the command line wins over it", cxxopts::value<std::string>())
       ("version", "print the version")
       ("h,help", "print this help");
   options.parse_positional({"url"});
   options.positional_help("URL");
   Config cfg;
   try {
-    auto args = options.parse(argc, argv);
+    auto args = nbd::parse_with_config_file(options, argc, argv);
     if (args.count("help")) {
       std::cout << options.help() << "\n";
       return 0;
@@ -436,6 +439,9 @@ int main(int argc, char** argv) {
     cfg.on_give_up = give_up == "exit" ? OnGiveUp::exit : OnGiveUp::error;
     log::set_level(args["log-level"].as<std::string>());
   } catch (const cxxopts::exceptions::exception& e) {
+    std::cerr << "iserkit-nbd: " << e.what() << "\n";
+    return 2;
+  } catch (const std::runtime_error& e) {  // --config FILE
     std::cerr << "iserkit-nbd: " << e.what() << "\n";
     return 2;
   }

@@ -31,6 +31,7 @@ packages=(
   qemu-utils qemu-block-extra   # qemu-img and qemu-nbd with the libiscsi block driver (a peer bridge in the benchmarks)
   libnbd-bin python3-libnbd   # nbdinfo, nbdcopy, nbdfuse; nbdsh
   fuse3 e2fsprogs util-linux kmod nbd-client
+  systemd                 # systemd-analyze verify of packaging/systemd/*, systemd-socket-activate for iserkit-nbd socket activation tests
   fio                     # FUSE view tests: psync/io_uring jobs with crc32c verification; benchmarks (nbd, io_uring engines)
   nbdkit                  # benchmarks: the NBD ceiling (memory plugin, no iSCSI) for scripts/bench.sh
   ceph-mon ceph-osd ceph-common   # RBD backend tests: a throwaway one-monitor, one-OSD cluster on loopback (tests/support/ceph_cluster.sh)

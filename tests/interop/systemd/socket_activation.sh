@@ -1,0 +1,74 @@
+# Socket activation of iserkit-nbd without systemd as PID 1: systemd-socket-activate holds the
+# listening Unix socket, as iserkit-nbd@.socket does, and starts `iserkit-nbd --config VOLUME.toml`
+# (the way iserkit-nbd@.service does) with it as LISTEN_FDS; nbdinfo and nbdcopy then attach
+# through that socket and the data round-trips to a real iserkit-target. A volume file with an
+# unknown key or a wrong type is refused with a clear error, and the command line wins over the file.
+source "$(dirname "$0")/../target/lib.sh"
+require systemd-socket-activate nbdinfo nbdcopy
+NBD_PID=""
+stop_nbd() {
+  if [[ -n $NBD_PID ]] && kill -0 "$NBD_PID" 2>/dev/null; then
+    kill -TERM "$NBD_PID"
+    wait "$NBD_PID" || true
+  fi
+  NBD_PID=""
+}
+trap 'stop_nbd; cleanup' EXIT
+
+start_target --lun mem:16M
+SOCK=$WORK/vol1.sock
+cat >"$WORK/vol1.toml" <<TOML
+# A volume file as /etc/iserkit/volumes/vol1.toml holds it: keys are iserkit-nbd's long options.
+url = "$URL/0"
+name = "vol1"
+replacement_timeout = 5
+log-level = "info"
+TOML
+
+systemd-socket-activate -l "$SOCK" "$BIN/iserkit-nbd" --config "$WORK/vol1.toml" \
+  >"$WORK/nbd.out" 2>"$WORK/nbd.err" &
+NBD_PID=$!
+for _ in $(seq 100); do [[ -S $SOCK ]] && break; sleep 0.05; done
+[[ -S $SOCK ]] || fail "systemd-socket-activate did not create $SOCK"
+# The first connection starts iserkit-nbd (which logs in first, then serves the passed socket).
+timeout 30 nbdinfo --json "nbd+unix:///vol1?socket=$SOCK" >"$WORK/info" || { cat "$WORK/nbd.err" >&2; fail "nbdinfo"; }
+grep -q '"export-size": 16777216' "$WORK/info" || { cat "$WORK/info" >&2; fail "export size"; }
+head -c 1048576 /dev/urandom >"$WORK/in"
+timeout 30 nbdcopy "$WORK/in" "nbd+unix:///vol1?socket=$SOCK" || fail "nbdcopy in"
+timeout 30 nbdcopy "nbd+unix:///vol1?socket=$SOCK" "$WORK/out" || fail "nbdcopy out"
+cmp <(head -c 1048576 "$WORK/out") "$WORK/in" || fail "data read back through the activated socket differs"
+grep -q "logged in over TCP" "$WORK/nbd.err" "$WORK/nbd.out" || { cat "$WORK/nbd.err" "$WORK/nbd.out" >&2; fail "log-level from the file not applied"; }
+stop_nbd
+echo "ok: socket activation: nbdinfo and nbdcopy through the passed socket"
+
+# The command line wins: --name on it replaces the file's name.
+systemd-socket-activate -l "$SOCK.2" "$BIN/iserkit-nbd" --config "$WORK/vol1.toml" --name other \
+  >/dev/null 2>"$WORK/nbd2.err" &
+NBD_PID=$!
+for _ in $(seq 100); do [[ -S $SOCK.2 ]] && break; sleep 0.05; done
+timeout 30 nbdinfo --list "nbd+unix:///?socket=$SOCK.2" >"$WORK/list" 2>&1 || { cat "$WORK/list" >&2; fail "nbdinfo --list"; }
+grep -q 'export="other"' "$WORK/list" || { cat "$WORK/list" >&2; fail "--name on the command line did not win"; }
+stop_nbd
+echo "ok: the command line wins over the file"
+
+# Bad files: exit status 2 and the file, line and key named.
+bad() {
+  local want=$1
+  local rc=0
+  "$BIN/iserkit-nbd" --config "$WORK/bad.toml" >"$WORK/bad.out" 2>&1 || rc=$?
+  [[ $rc -eq 2 ]] || { cat "$WORK/bad.out" >&2; fail "bad file: status $rc, want 2"; }
+  grep -q -- "$want" "$WORK/bad.out" || { cat "$WORK/bad.out" >&2; fail "bad file: no '$want' in the error"; }
+}
+printf 'url = "%s/0"\nsokcet = "/tmp/x"\n' "$URL" >"$WORK/bad.toml"
+bad "bad.toml:2:1: unknown key sokcet"
+printf 'url = "%s/0"\nread-only = "yes"\n' "$URL" >"$WORK/bad.toml"
+bad "read-only: expected true or false"
+printf 'url = "%s/0"\n[limits]\nx = 1\n' "$URL" >"$WORK/bad.toml"
+bad "unknown key limits"
+printf 'url = "%s/0\n' "$URL" >"$WORK/bad.toml"
+bad "bad.toml:1:"
+rc=0; "$BIN/iserkit-nbd" --config "$WORK/missing.toml" >"$WORK/bad.out" 2>&1 || rc=$?
+[[ $rc -eq 2 ]] && grep -q "cannot read" "$WORK/bad.out" || fail "a missing file: status $rc: $(cat "$WORK/bad.out")"
+echo "ok: bad volume files refused with the reason"
+stop_target
+echo PASS
