@@ -29,6 +29,7 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/common/service_manager.hpp"
 #include "iserkit/initiator/lun.hpp"
 #include "iserkit/initiator/multipath.hpp"
 #include "iserkit/initiator/session.hpp"
@@ -255,7 +256,14 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
                                   .read_only = cfg.read_only});
   nbd::Server server(io, exported, {.read_only = cfg.read_only, .single_threaded = true});
   bool listening = false;
-  for (int fd : nbd::Server::systemd_listen_fds()) {
+  // Socket activation (iserkit-nbd@.socket, systemd-socket-activate): sd_listen_fds through libsystemd.
+  auto passed = service::passed_sockets();
+  if (!passed) {
+    std::cerr << "iserkit-nbd: socket activation: " << passed.error().message()
+              << " (LISTEN_FDS must name listening stream sockets; passed sockets need a build with libsystemd)\n";
+    co_return 1;
+  }
+  for (int fd : *passed) {
     if (auto r = server.adopt_listener(fd); !r) {
       std::cerr << "iserkit-nbd: socket activation: " << r.error().message() << "\n";
       co_return 1;

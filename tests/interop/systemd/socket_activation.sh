@@ -70,5 +70,14 @@ bad "bad.toml:1:"
 rc=0; "$BIN/iserkit-nbd" --config "$WORK/missing.toml" >"$WORK/bad.out" 2>&1 || rc=$?
 [[ $rc -eq 2 ]] && grep -q "cannot read" "$WORK/bad.out" || fail "a missing file: status $rc: $(cat "$WORK/bad.out")"
 echo "ok: bad volume files refused with the reason"
+
+# A passed descriptor that is not a listening socket (here a file) is refused with the reason,
+# not served. exec keeps the shell's pid, so LISTEN_PID names iserkit-nbd.
+rc=0
+bash -c 'export LISTEN_PID=$$ LISTEN_FDS=1; exec 3<"$1"; exec "$2" --config "$3"' _ "$WORK/vol1.toml" \
+  "$BIN/iserkit-nbd" "$WORK/vol1.toml" >"$WORK/notsock.out" 2>&1 || rc=$?
+[[ $rc -eq 1 ]] && grep -q "socket activation: .*listening stream sockets" "$WORK/notsock.out" ||
+  fail "a passed file: status $rc: $(cat "$WORK/notsock.out")"
+echo "ok: a passed descriptor that is no listening socket is refused"
 stop_target
 echo PASS
