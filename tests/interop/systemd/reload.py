@@ -14,6 +14,7 @@ It binds an AF_UNIX datagram socket, starts the target with NOTIFY_SOCKET pointi
   good new target): RELOADING=1, READY=1 with "last reload failed", the log says why, and nothing
   changed (the good new target of the failed file is not served either);
 - SIGHUP removing a target: no longer listed or loginable (0x0203); its open session keeps working;
+  a CHAP secret rotated in the same reload: the old secret is refused (0x0201), the new one works;
 - SIGTERM: STOPPING=1 and exit status 0.
 Usage: reload.py BIN_DIR
 """
@@ -246,14 +247,16 @@ def main():
         assert old.read10(100, 8) == bytes((i * 31 + 1) & 0xFF for i in range(4096))
         print("ok: bad files (syntax, a removed LUN, a missing LUN file) changed nothing")
 
-        # C removed: not listed, not loginable; its open session works on.
-        write_config(V2.replace(target(C, ["mem:4M"]), ""))
+        # C removed: not listed, not loginable; its open session works on. Bob's secret rotated.
+        write_config(V2.replace(target(C, ["mem:4M"]), "").replace(SECRET, SECRET + "-v2"))
         reload(True)
         assert discover(port) == [A, B]
         assert login_answer(port, C, NEW) == 0x0203, "a removed target still takes logins"
+        assert chap_login(port, B, "127.0.0.1", "bob", SECRET) == "0201", "the old CHAP secret still works"
+        assert chap_login(port, B, "127.0.0.1", "bob", SECRET + "-v2") == "0000", "the new CHAP secret"
         c_session.io_roundtrip(16, 5)
         old.io_roundtrip(400, 6)
-        print("ok: a removed target refuses new logins; its open session keeps working")
+        print("ok: a removed target refuses new logins; its open session keeps working; CHAP secret rotated")
 
         proc.send_signal(signal.SIGTERM)
         m = notes.expect("STOPPING")
