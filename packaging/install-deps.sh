@@ -24,6 +24,10 @@ packages=(
   libibverbs-dev librdmacm-dev   # iSER datamover (RFC 7145): verbs + RDMA CM (WITH_ISER turns on when found)
   librbd-dev              # target Ceph RBD backend: librbd + librados (WITH_RBD turns on when found)
   rdma-core               # the userspace verbs providers (rxe, mlx5, …) and udev rules iSER runs on
+  # packaging (packaging/README.md)
+  scdoc                   # man pages from packaging/man/*.scd (small, one plain-text source per page)
+  debhelper dpkg-dev fakeroot   # packaging/build-debs.sh: dpkg-buildpackage -b with dh (compat 13)
+  lintian                 # the packages are checked for lintian errors (tests/packaging/debs)
   # peers and tools used by the tests and the demo
   libiscsi-bin            # iscsi-inq, iscsi-ls, iscsi-readcapacity16, iscsi-test-cu
   tgt                     # tgtd: a peer target for our initiator

@@ -27,8 +27,8 @@ done
 
 say "installing what is missing"
 "$ISERKIT_SOURCE/packaging/install-deps.sh"
-say "building"
-build_project
+say "building the programs (not the tests: scripts/test.sh builds those)"
+build_programs
 bin=$ISERKIT_BUILD/bin
 
 work=$(mktemp -d /tmp/iserkit-demo.XXXXXX)

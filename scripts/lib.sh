@@ -15,6 +15,20 @@ build_project() {
   ninja -C "$ISERKIT_BUILD" -j"$(nproc)" >/dev/null || ninja -C "$ISERKIT_BUILD" -j1
 }
 
+# build_programs: configure (once) and build only the four programs into $ISERKIT_BUILD/bin
+# (iserkit-target, iserkit, iserkit-nbd, iserkit-fuse), not the tests: what scripts/demo.sh needs.
+# The build directory is the same one scripts/test.sh later completes.
+build_programs() {
+  if [[ ! -f $ISERKIT_BUILD/build.ninja ]]; then
+    cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  fi
+  local targets=() t
+  for t in iserkit-target iserkit iserkit-nbd iserkit-fuse; do
+    ninja -C "$ISERKIT_BUILD" -t query "$t" >/dev/null 2>&1 && targets+=("$t")
+  done
+  ninja -C "$ISERKIT_BUILD" -j"$(nproc)" "${targets[@]}" >/dev/null || ninja -C "$ISERKIT_BUILD" -j1 "${targets[@]}"
+}
+
 # wait_for_file PATH SECONDS: wait until PATH exists and is non-empty.
 wait_for_file() {
   local path=$1 deadline=$((SECONDS + $2))
