@@ -1,5 +1,5 @@
 # systemd-analyze verify passes, with no warning at all, on every unit in packaging/systemd/
-# (docs/systemd.md). The units name /usr/bin/...; verify insists that ExecStart= programs exist,
+# (docs/systemd.md). The units name /usr/bin/... and /usr/sbin/...; verify insists that ExecStart= programs exist,
 # so a copy of each unit runs the build's programs instead. --man=no: the man pages come with the
 # Debian packages, not with the build.
 set -euo pipefail
@@ -13,7 +13,7 @@ WORK=$(mktemp -d /tmp/iserkit-units.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 units=()
 for f in "$SRC"/packaging/systemd/*.service "$SRC"/packaging/systemd/*.socket; do
-  sed "s|/usr/bin/|$BIN/|g" "$f" >"$WORK/$(basename "$f")"
+  sed -e "s|/usr/bin/|$BIN/|g" -e "s|/usr/sbin/|$BIN/|g" "$f" >"$WORK/$(basename "$f")"
   units+=("$WORK/$(basename "$f")")
 done
 ((${#units[@]} >= 4)) || { echo "FAIL: expected at least 4 units, found ${#units[@]}" >&2; exit 1; }
