@@ -1,11 +1,13 @@
-// The `iserkit` command line tool: discover, inquiry, readcap, read, write over the initiator's
-// public API (BlockingClient). Layer 6: exceptions (cxxopts) and blocking calls are allowed here.
-// Exit codes: 0 success, 1 error with "<operation>: <what>: key=value" on stderr.
+// The `iserkit` command line tool: discover, inquiry, readcap, luns, read, write over the
+// initiator's public API (BlockingClient). Layer 6: exceptions (cxxopts) and blocking calls are
+// allowed here. Exit codes: 0 success, 1 error with "<operation>: <what>: key=value" on stderr.
+// --json: one JSON document on stdout per run (cli_json.hpp; on error {"error": {...}} as well).
 // Unaligned --offset/--length are handled by read-modify-write of the edge blocks (write) or
 // partial copies (read); see LunHandle::write_bytes for the concurrency caveat.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -19,16 +21,34 @@
 #include "iserkit/common/log.hpp"
 #include "iserkit/initiator/client.hpp"
 #include "iserkit/initiator/errors.hpp"
+#include "iserkit/initiator/lun.hpp"
+#include "iserkit/initiator/session.hpp"
+#include "cli_json.hpp"
 
 namespace ik = iserkit::initiator;
 
 namespace {
 
+using iserkit::cli::Json;
+
 constexpr std::size_t chunk_bytes = 4u << 20;
+
+// --json: results and errors go to stdout as one JSON document.
+bool json_output = false;
+
+// Prints one JSON document (peer strings that are not UTF-8 are replaced, never a throw).
+void print_json(const Json& doc) {
+  std::cout << doc.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+}
 
 int error(const std::string& operation, const std::string& what, const std::string& kv = {}) {
   std::cerr << operation << ": " << what << (kv.empty() ? "" : ": " + kv) << "\n";
+  if (json_output) print_json({{"error", {{"operation", operation}, {"message", what}, {"detail", kv}}}});
   return 1;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 std::string describe(std::error_code ec) { return ec.message() + " (" + ec.category().name() + ":" + std::to_string(ec.value()) + ")"; }
@@ -106,6 +126,10 @@ int cmd_discover(const Common& c, const std::string& text) {
   if (!url) return rc;
   auto targets = ik::BlockingClient::discover(*url, c.options);
   if (!targets) return error("discover", describe(targets.error()), "portal=" + url->host + ":" + std::to_string(url->port));
+  if (json_output) {
+    print_json(iserkit::cli::discovery_json(iserkit::cli::portal_text(url->host, url->port), *targets));
+    return 0;
+  }
   for (const auto& t : *targets) {
     std::cout << t.name << "\n";
     for (const auto& p : t.portals) {
@@ -133,6 +157,17 @@ int cmd_inquiry(const Common& c, const std::string& text) {
   auto& cl = **client;
   auto inq = cl.inquiry();
   if (!inq) return error("inquiry", describe(inq.error()));
+  if (json_output) {
+    std::optional<std::string> serial;
+    if (auto sn = cl.unit_serial_number()) {
+      const auto first = sn->find_first_not_of(' ');
+      serial = first == std::string::npos ? std::string() : sn->substr(first);
+    }
+    std::optional<std::vector<iserkit::scsi::Designator>> ids;
+    if (auto d = cl.device_identification()) ids = std::move(*d);
+    print_json(iserkit::cli::inquiry_json(*inq, serial, ids, cl.info()));
+    return 0;
+  }
   std::cout << "vendor: " << inq->vendor << "\nproduct: " << inq->product << "\nrevision: " << inq->revision << "\n";
   std::cout << "peripheral type: " << static_cast<unsigned>(inq->type) << "\n";
   if (auto sn = cl.unit_serial_number()) {
@@ -167,8 +202,74 @@ int cmd_readcap(const Common& c, const std::string& text) {
   if (!client) return rc;
   auto cap = (*client)->read_capacity();
   if (!cap) return error("readcap", describe(cap.error()));
+  if (json_output) {
+    print_json(iserkit::cli::capacity_json(*cap));
+    return 0;
+  }
   std::cout << "blocks: " << cap->blocks << "\nblock size: " << cap->block_size_bytes << "\nbytes: " << cap->size_bytes()
             << "\nthin: " << (cap->thin ? "yes" : "no") << "\n";
+  return 0;
+}
+
+// One REPORT LUNS entry and, for a LUN LunHandle can open (a block device), its capacity.
+struct LunEntry {
+  iserkit::scsi::Lun lun;
+  std::optional<ik::Capacity> capacity;
+};
+
+// Logs in to url.target, runs REPORT LUNS (SPC-5 §6.33) on LUN 0's addressing (which need not be a
+// block device: tgtd's LUN 0 is its controller) and opens each LUN to read its capacity.
+iserkit::Awaitable<iserkit::Result<std::vector<LunEntry>>> list_luns(iserkit::asio::any_io_executor ex, ik::Url url,
+                                                                 ik::SessionOptions options) {
+  auto session = co_await ik::Session::connect(ex, url, std::move(options));
+  if (!session) co_return iserkit::fail(session.error());
+  auto luns = co_await ik::report_luns(**session);
+  std::vector<LunEntry> entries;
+  if (luns) {
+    for (const auto& l : *luns) {
+      LunEntry e{.lun = l, .capacity = std::nullopt};
+      if (auto h = co_await ik::LunHandle::open(*session, l)) e.capacity = h->info().capacity;
+      entries.push_back(e);
+    }
+  }
+  (void)co_await (*session)->logout();
+  (*session)->close();
+  if (!luns) co_return iserkit::fail(luns.error());
+  co_return entries;
+}
+
+int cmd_luns(const Common& c, const std::string& text) {
+  int rc = 0;
+  auto url = url_for("luns", text, true, rc);
+  if (!url) return rc;
+  iserkit::asio::io_context io;
+  std::optional<iserkit::Result<std::vector<LunEntry>>> result;
+  iserkit::asio::co_spawn(io, list_luns(io.get_executor(), *url, c.options),
+                          [&](std::exception_ptr e, iserkit::Result<std::vector<LunEntry>> r) {
+                            if (e) std::rethrow_exception(e);
+                            result = std::move(r);
+                          });
+  io.run();
+  if (!result || !*result)
+    return error("luns", "REPORT LUNS failed: " + describe(result ? result->error() : make_error_code(std::errc::io_error)),
+                 "url=" + ik::format_url(*url));
+  if (json_output) {
+    Json list = Json::array();
+    for (const auto& e : **result) {
+      Json j = iserkit::cli::lun_json(e.lun);
+      j["capacity"] = e.capacity ? iserkit::cli::capacity_json(*e.capacity) : Json(nullptr);
+      list.push_back(std::move(j));
+    }
+    print_json({{"target", url->target}, {"luns", std::move(list)}});
+    return 0;
+  }
+  for (const auto& e : **result) {
+    const auto index = e.lun.index();
+    std::cout << "lun " << (index ? std::to_string(*index) : std::string("-"))
+              << " address=" << iserkit::cli::lun_json(e.lun)["address"].get<std::string>();
+    if (e.capacity) std::cout << " bytes=" << e.capacity->size_bytes() << " block_size=" << e.capacity->block_size_bytes;
+    std::cout << "\n";
+  }
   return 0;
 }
 
@@ -185,6 +286,9 @@ int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std
     return error("read", "range past the end",
                  "offset=" + std::to_string(offset) + " length=" + std::to_string(len) + " size=" + std::to_string(size));
   int fd = STDOUT_FILENO;
+  if (json_output && (out_path.empty() || out_path == "-"))
+    return error("read", "--json needs -o FILE (stdout carries the JSON summary)");
+  const auto start = std::chrono::steady_clock::now();
   if (!out_path.empty() && out_path != "-") {
     fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return error("read", "cannot open output", "file=" + out_path + " errno=" + std::strerror(errno));
@@ -198,6 +302,9 @@ int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std
     done += n;
   }
   if (fd != STDOUT_FILENO) ::close(fd);
+  if (json_output)
+    print_json({{"operation", "read"}, {"offset_bytes", offset}, {"length_bytes", len}, {"output", out_path},
+                {"seconds", seconds_since(start)}});
   return 0;
 }
 
@@ -208,6 +315,7 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
   auto& cl = **client;
   const std::uint64_t size = cl.info().capacity.size_bytes();
   int fd = STDIN_FILENO;
+  const auto start = std::chrono::steady_clock::now();
   if (!in_path.empty() && in_path != "-") {
     fd = ::open(in_path.c_str(), O_RDONLY);
     if (fd < 0) return error("write", "cannot open input", "file=" + in_path + " errno=" + std::strerror(errno));
@@ -231,6 +339,10 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
   if (!fua) {
     if (auto r = cl.synchronize_cache(); !r) return error("write", "SYNCHRONIZE CACHE failed: " + describe(r.error()));
   }
+  if (json_output)
+    print_json({{"operation", "write"}, {"offset_bytes", offset}, {"length_bytes", pos - offset},
+                {"input", in_path.empty() ? std::string("-") : in_path}, {"fua", fua}, {"synchronized", !fua},
+                {"seconds", seconds_since(start)}});
   return 0;
 }
 
@@ -241,8 +353,10 @@ int main(int argc, char** argv) {
                         "  iserkit discover iscsi://HOST[:PORT]\n"
                         "  iserkit inquiry  iscsi://HOST[:PORT]/TARGET/LUN\n"
                         "  iserkit readcap  URL\n"
+                        "  iserkit luns     iscsi://HOST[:PORT]/TARGET   (REPORT LUNS)\n"
                         "  iserkit read     URL [--offset BYTES] [--length BYTES] [-o FILE]\n"
                         "  iserkit write    URL [--offset BYTES] [-i FILE] [--fua]\n\n"
+                        "--json prints one JSON document on stdout (field names: initiator/README.md).\n"
                         "Offsets and lengths are in bytes and may be unaligned (edge blocks are read-modify-written).\n"
                         "CHAP: iscsi://USER@HOST/... with the secret in --secret-file or $ISERKIT_CHAP_SECRET (or\n"
                         "iscsi://USER%SECRET@... where a command line is private); mutual CHAP adds the target's\n"
@@ -250,6 +364,7 @@ int main(int argc, char** argv) {
   opts.add_options()
     ("h,help", "show help")
     ("version", "print the version")
+    ("json", "print the result (or the error) as one JSON document on stdout")
     ("initiator-name", "InitiatorName (default iqn.2026-11.org.iserkit:initiator-<hostname>)", cxxopts::value<std::string>())
     ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
     ("header-digest", "None or CRC32C", cxxopts::value<std::string>()->default_value("None"))
@@ -277,7 +392,7 @@ int main(int argc, char** argv) {
      cxxopts::value<double>()->default_value("120"))
     ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
      cxxopts::value<std::string>()->default_value("url"))
-    ("command", "discover|inquiry|readcap|read|write", cxxopts::value<std::string>())
+    ("command", "discover|inquiry|readcap|luns|read|write", cxxopts::value<std::string>())
     ("url", "iscsi:// or iser:// URL", cxxopts::value<std::string>());
   opts.parse_positional({"command", "url"});
   opts.positional_help("COMMAND URL");
@@ -292,6 +407,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     iserkit::log::set_level(args["log-level"].as<std::string>());
+    json_output = args.count("json") > 0;
     if (!args.count("command") || !args.count("url")) return error("iserkit", "missing command or URL", "usage=iserkit --help");
     Common c;
     if (args.count("initiator-name")) c.options.initiator_name = args["initiator-name"].as<std::string>();
@@ -329,6 +445,7 @@ int main(int argc, char** argv) {
     if (command == "discover") return cmd_discover(c, url);
     if (command == "inquiry") return cmd_inquiry(c, url);
     if (command == "readcap") return cmd_readcap(c, url);
+    if (command == "luns") return cmd_luns(c, url);
     if (command == "read") {
       std::optional<std::uint64_t> length;
       if (args.count("length")) length = args["length"].as<std::uint64_t>();
