@@ -5,6 +5,7 @@
 // Unaligned --offset/--length are handled by read-modify-write of the edge blocks (write) or
 // partial copies (read); see LunHandle::write_bytes for the concurrency caveat.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,6 +25,7 @@
 #include "iserkit/initiator/lun.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "cli_json.hpp"
+#include "progress.hpp"
 
 namespace ik = iserkit::initiator;
 
@@ -105,6 +107,7 @@ std::string read_secret(const std::string& path) {
 
 struct Common {
   ik::SessionOptions options;
+  bool progress = false;  ///< show read/write progress on stderr (progress.hpp)
 };
 
 iserkit::Result<ik::Url> url_for(const std::string& op, const std::string& text, bool need_target, int& rc) {
@@ -294,14 +297,21 @@ int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std
     if (fd < 0) return error("read", "cannot open output", "file=" + out_path + " errno=" + std::strerror(errno));
   }
   auto buffer = iserkit::HeapBufferPool::shared().allocate(chunk_bytes);
+  iserkit::cli::Progress progress("read", len, c.progress);
   for (std::uint64_t done = 0; done < len;) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, len - done));
     auto r = cl.read_bytes(offset + done, buffer.bytes().first(n));
+    if (!r) progress.abandon();
     if (!r) return error("read", describe(r.error()), "offset=" + std::to_string(offset + done) + " length=" + std::to_string(n));
-    if (!write_all(fd, buffer.data(), n)) return error("read", "cannot write output", std::string("errno=") + std::strerror(errno));
+    if (!write_all(fd, buffer.data(), n)) {
+      progress.abandon();
+      return error("read", "cannot write output", std::string("errno=") + std::strerror(errno));
+    }
     done += n;
+    progress.update(done);
   }
   if (fd != STDOUT_FILENO) ::close(fd);
+  progress.finish();
   if (json_output)
     print_json({{"operation", "read"}, {"offset_bytes", offset}, {"length_bytes", len}, {"output", out_path},
                 {"seconds", seconds_since(start)}});
@@ -322,23 +332,38 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
   }
   auto buffer = iserkit::HeapBufferPool::shared().allocate(chunk_bytes);
   std::uint64_t pos = offset;
+  // The total is known when the input is a regular file (else the line shows bytes and rate only).
+  std::uint64_t total = 0;
+  if (struct stat st{}; ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    const auto here = ::lseek(fd, 0, SEEK_CUR);
+    if (here >= 0 && st.st_size > here) total = static_cast<std::uint64_t>(st.st_size - here);
+  }
+  iserkit::cli::Progress progress("write", total, c.progress);
   while (true) {
     bool failed = false;
     const std::size_t n = read_full(fd, buffer.data(), chunk_bytes, failed);
+    if (failed) progress.abandon();
     if (failed) return error("write", "cannot read input", std::string("errno=") + std::strerror(errno));
     if (n == 0) break;
+    if (pos > size || n > size - pos) progress.abandon();
     if (pos > size || n > size - pos)
       return error("write", "data past the end of the LUN",
                    "offset=" + std::to_string(pos) + " length=" + std::to_string(n) + " size=" + std::to_string(size));
     auto r = cl.write_bytes(pos, buffer.bytes().first(n), {.fua = fua});
+    if (!r) progress.abandon();
     if (!r) return error("write", describe(r.error()), "offset=" + std::to_string(pos) + " length=" + std::to_string(n));
     pos += n;
+    progress.update(pos - offset);
     if (n < chunk_bytes) break;
   }
   if (fd != STDIN_FILENO) ::close(fd);
   if (!fua) {
-    if (auto r = cl.synchronize_cache(); !r) return error("write", "SYNCHRONIZE CACHE failed: " + describe(r.error()));
+    if (auto r = cl.synchronize_cache(); !r) {
+      progress.abandon();
+      return error("write", "SYNCHRONIZE CACHE failed: " + describe(r.error()));
+    }
   }
+  progress.finish();
   if (json_output)
     print_json({{"operation", "write"}, {"offset_bytes", offset}, {"length_bytes", pos - offset},
                 {"input", in_path.empty() ? std::string("-") : in_path}, {"fua", fua}, {"synchronized", !fua},
@@ -365,6 +390,8 @@ int main(int argc, char** argv) {
     ("h,help", "show help")
     ("version", "print the version")
     ("json", "print the result (or the error) as one JSON document on stdout")
+    ("progress", "read/write progress and a closing summary on stderr: auto (when stderr is a terminal), always, never",
+     cxxopts::value<std::string>()->default_value("auto"))
     ("initiator-name", "InitiatorName (default iqn.2026-11.org.iserkit:initiator-<hostname>)", cxxopts::value<std::string>())
     ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
     ("header-digest", "None or CRC32C", cxxopts::value<std::string>()->default_value("None"))
@@ -440,6 +467,9 @@ int main(int argc, char** argv) {
     const auto transport = ik::parse_transport_policy(args["transport"].as<std::string>());
     if (!transport) return error("iserkit", "bad --transport", "want=url|tcp|iser|auto");
     c.options.transport = *transport;
+    const auto progress = iserkit::cli::parse_progress_mode(args["progress"].as<std::string>());
+    if (!progress) return error("iserkit", "bad --progress", "want=auto|always|never");
+    c.progress = iserkit::cli::progress_enabled(*progress);
     const auto command = args["command"].as<std::string>();
     const auto url = args["url"].as<std::string>();
     if (command == "discover") return cmd_discover(c, url);
