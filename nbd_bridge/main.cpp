@@ -16,6 +16,8 @@
 // spread by --multipath failover|round-robin and ALUA, a failed path's commands sent again on
 // another path, failed paths reinstated in the background. --replacement-timeout is then how
 // long requests wait while no path is usable. Per-path state goes to --stats-file and SIGUSR1.
+// STATUS QUERY: --status-socket PATH answers each connection with the same status as one JSON
+// document (nbd_bridge/README.md "Status"; `iserkit status PATH` reads it).
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -29,12 +31,14 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/common/status_socket.hpp"
 #include "iserkit/initiator/lun.hpp"
 #include "iserkit/initiator/multipath.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/initiator/url.hpp"
 #include "nbd_bridge/lun_export.hpp"
 #include "nbd_bridge/server.hpp"
+#include "nbd_bridge/status_json.hpp"
 
 namespace {
 
@@ -54,6 +58,7 @@ struct Config {
   std::string name;
   bool read_only = false;
   std::string stats_file;
+  std::string status_socket;
   initiator::SessionOptions session;
 };
 
@@ -115,6 +120,11 @@ struct BridgeStatus {
     }
     o << "copied_payload_bytes=" << copied_payload_bytes() << "\n";
     return o.str();
+  }
+  /// The same as one JSON document, for --status-socket (nbd_bridge/status_json.hpp).
+  std::string json() const {
+    return nbd::bridge_status_json(name(state), utc(since), session.lock().get(), multipath.lock().get(),
+                                   copied_payload_bytes());
   }
   /// One line for SIGUSR1.
   std::string line() const {
@@ -292,6 +302,15 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     co_return 1;
   }
 
+  std::unique_ptr<StatusSocket> status_socket;
+  if (!cfg.status_socket.empty()) {
+    auto opened = StatusSocket::open(ex, cfg.status_socket, [status] { return status->json(); });
+    if (!opened) {
+      std::cerr << "iserkit-nbd: status socket: " << opened.error().message() << ": path=" << cfg.status_socket << "\n";
+      co_return 1;
+    }
+    status_socket = std::move(*opened);
+  }
   asio::signal_set signals(ex, SIGINT, SIGTERM);
   signals.add(SIGUSR1);
   while (true) {
@@ -325,6 +344,8 @@ int main(int argc, char** argv) {
       ("s,socket", "serve on this Unix socket path", cxxopts::value<std::string>())
       ("l,listen", "serve on TCP HOST:PORT ([::]:10809, 127.0.0.1:0 for any free port)", cxxopts::value<std::string>())
       ("port-file", "write the bound TCP port to this file", cxxopts::value<std::string>())
+      ("status-socket", "answer each connection to this Unix socket (mode 0600) with the status as JSON "
+                        "(`iserkit status PATH`)", cxxopts::value<std::string>())
       ("n,name", "export name (default TARGET/LUN; the empty name is always accepted)", cxxopts::value<std::string>())
       ("r,read-only", "serve read-only")
       ("initiator-name", "InitiatorName to log in with", cxxopts::value<std::string>())
@@ -411,6 +432,7 @@ int main(int argc, char** argv) {
     }
     cfg.session.transport = *transport;
     if (args.count("stats-file")) cfg.stats_file = args["stats-file"].as<std::string>();
+    if (args.count("status-socket")) cfg.status_socket = args["status-socket"].as<std::string>();
     const double replacement = args["replacement-timeout"].as<double>();
     const double nop_interval = args["nop-interval"].as<double>();
     const double nop_timeout = args["nop-timeout"].as<double>();

@@ -20,6 +20,7 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/common/status_socket.hpp"
 #include "iserkit/initiator/client.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "iserkit/initiator/lun.hpp"
@@ -276,6 +277,31 @@ int cmd_luns(const Common& c, const std::string& text) {
   return 0;
 }
 
+// Prints `doc` as "key.sub[0].leaf: value" lines.
+void print_flat(const Json& doc, const std::string& prefix) {
+  if (doc.is_object()) {
+    for (const auto& [k, v] : doc.items()) print_flat(v, prefix.empty() ? k : prefix + "." + k);
+  } else if (doc.is_array()) {
+    for (std::size_t i = 0; i < doc.size(); ++i) print_flat(doc[i], prefix + "[" + std::to_string(i) + "]");
+  } else {
+    std::cout << prefix << ": " << (doc.is_string() ? doc.get<std::string>() : doc.dump()) << "\n";
+  }
+}
+
+// `iserkit status PATH`: the document a daemon's --status-socket answers.
+int cmd_status(const std::string& path) {
+  auto text = iserkit::query_status_socket(path);
+  if (!text) return error("status", "cannot query the status socket: " + text.error().message(), "path=" + path);
+  Json doc = Json::parse(*text, nullptr, false);
+  if (doc.is_discarded()) return error("status", "the status socket answered something that is not JSON", "path=" + path);
+  if (json_output) {
+    print_json(doc);
+  } else {
+    print_flat(doc, "");
+  }
+  return 0;
+}
+
 int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std::optional<std::uint64_t> length,
              const std::string& out_path) {
   int rc = 0;
@@ -379,6 +405,7 @@ int main(int argc, char** argv) {
                         "  iserkit inquiry  iscsi://HOST[:PORT]/TARGET/LUN\n"
                         "  iserkit readcap  URL\n"
                         "  iserkit luns     iscsi://HOST[:PORT]/TARGET   (REPORT LUNS)\n"
+                        "  iserkit status   PATH   (a daemon's --status-socket)\n"
                         "  iserkit read     URL [--offset BYTES] [--length BYTES] [-o FILE]\n"
                         "  iserkit write    URL [--offset BYTES] [-i FILE] [--fua]\n\n"
                         "--json prints one JSON document on stdout (field names: initiator/README.md).\n"
@@ -419,7 +446,7 @@ int main(int argc, char** argv) {
      cxxopts::value<double>()->default_value("120"))
     ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
      cxxopts::value<std::string>()->default_value("url"))
-    ("command", "discover|inquiry|readcap|luns|read|write", cxxopts::value<std::string>())
+    ("command", "discover|inquiry|readcap|luns|read|write|status", cxxopts::value<std::string>())
     ("url", "iscsi:// or iser:// URL", cxxopts::value<std::string>());
   opts.parse_positional({"command", "url"});
   opts.positional_help("COMMAND URL");
@@ -472,6 +499,7 @@ int main(int argc, char** argv) {
     c.progress = iserkit::cli::progress_enabled(*progress);
     const auto command = args["command"].as<std::string>();
     const auto url = args["url"].as<std::string>();
+    if (command == "status") return cmd_status(url);
     if (command == "discover") return cmd_discover(c, url);
     if (command == "inquiry") return cmd_inquiry(c, url);
     if (command == "readcap") return cmd_readcap(c, url);
