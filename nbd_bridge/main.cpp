@@ -37,6 +37,7 @@
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/initiator/url.hpp"
 #include "nbd_bridge/lun_export.hpp"
+#include "nbd_bridge/metrics.hpp"
 #include "nbd_bridge/server.hpp"
 #include "nbd_bridge/status_json.hpp"
 
@@ -59,6 +60,7 @@ struct Config {
   bool read_only = false;
   std::string stats_file;
   std::string status_socket;
+  std::string metrics;  // --metrics HOST:PORT (Prometheus)
   initiator::SessionOptions session;
 };
 
@@ -262,7 +264,19 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
       *lun, nbd::LunExportOptions{.name = cfg.name.empty() ? cfg.url.target + "/" + std::to_string(lun_index) : cfg.name,
                                   .description = description,
                                   .read_only = cfg.read_only});
-  nbd::Server server(io, exported, {.read_only = cfg.read_only, .single_threaded = true});
+  std::shared_ptr<nbd::Export> served = exported;
+  std::unique_ptr<nbd::BridgeMetrics> metrics;
+  if (!cfg.metrics.empty()) {
+    auto opened = nbd::BridgeMetrics::open(cfg.metrics);
+    if (!opened) {
+      std::cerr << "iserkit-nbd: metrics: " << opened.error().message() << ": address=" << cfg.metrics << "\n";
+      co_return 1;
+    }
+    metrics = std::move(*opened);
+    served = metrics->meter(exported);
+    std::cout << "metrics on " << cfg.metrics.substr(0, cfg.metrics.rfind(':')) << ":" << metrics->port() << std::endl;
+  }
+  nbd::Server server(io, served, {.read_only = cfg.read_only, .single_threaded = true});
   bool listening = false;
   for (int fd : nbd::Server::systemd_listen_fds()) {
     if (auto r = server.adopt_listener(fd); !r) {
@@ -344,6 +358,8 @@ int main(int argc, char** argv) {
       ("s,socket", "serve on this Unix socket path", cxxopts::value<std::string>())
       ("l,listen", "serve on TCP HOST:PORT ([::]:10809, 127.0.0.1:0 for any free port)", cxxopts::value<std::string>())
       ("port-file", "write the bound TCP port to this file", cxxopts::value<std::string>())
+      ("metrics", "serve Prometheus metrics on HOST:PORT (:PORT = 127.0.0.1:PORT; 0 = any free port), "
+                  "GET /metrics, 2 scrapes at a time", cxxopts::value<std::string>())
       ("status-socket", "answer each connection to this Unix socket (mode 0600) with the status as JSON "
                         "(`iserkit status PATH`)", cxxopts::value<std::string>())
       ("n,name", "export name (default TARGET/LUN; the empty name is always accepted)", cxxopts::value<std::string>())
@@ -433,6 +449,10 @@ int main(int argc, char** argv) {
     cfg.session.transport = *transport;
     if (args.count("stats-file")) cfg.stats_file = args["stats-file"].as<std::string>();
     if (args.count("status-socket")) cfg.status_socket = args["status-socket"].as<std::string>();
+    if (args.count("metrics")) {
+      cfg.metrics = args["metrics"].as<std::string>();
+      if (!cfg.metrics.empty() && cfg.metrics.front() == ':') cfg.metrics = "127.0.0.1" + cfg.metrics;  // loopback default
+    }
     const double replacement = args["replacement-timeout"].as<double>();
     const double nop_interval = args["nop-interval"].as<double>();
     const double nop_timeout = args["nop-timeout"].as<double>();

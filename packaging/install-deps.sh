@@ -17,6 +17,7 @@ packages=(
   libtomlplusplus-dev     # toml++: iserkit-target --config FILE
   libfuse3-dev            # iserkit-fuse: the FUSE view (libfuse 3 low-level API)
   libspdlog-dev libfmt-dev
+  prometheus-cpp-dev      # Prometheus client (pull exposer over civetweb): iserkit-nbd --metrics HOST:PORT
   nlohmann-json3-dev      # header-only JSON: `iserkit --json` documents and the daemons' --status-socket answers
   libgtest-dev libgmock-dev
   clang-14                # clang++-14: the libFuzzer targets (tests/fuzz; GCC has no -fsanitize=fuzzer)
