@@ -265,7 +265,7 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
                                   .description = description,
                                   .read_only = cfg.read_only});
   std::shared_ptr<nbd::Export> served = exported;
-  std::unique_ptr<nbd::BridgeMetrics> metrics;
+  std::shared_ptr<nbd::BridgeMetrics> metrics;
   if (!cfg.metrics.empty()) {
     auto opened = nbd::BridgeMetrics::open(cfg.metrics);
     if (!opened) {
@@ -324,6 +324,23 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
       co_return 1;
     }
     status_socket = std::move(*opened);
+  }
+  if (metrics) {
+    // Session counters into the metrics once a second (they live on this thread). The coroutine
+    // shares the metrics and ends with the io_context.
+    asio::co_spawn(ex, [metrics, status]() -> Awaitable<void> {
+      asio::steady_timer tick(co_await asio::this_coro::executor);
+      while (true) {
+        initiator::SessionStats st;
+        if (auto s = status->session.lock()) st = s->stats();
+        metrics->update_session(st.connections_lost, st.reconnect_attempts, st.recoveries, st.commands_reissued,
+                                copied_payload_bytes(), status->state == BridgeStatus::State::connected);
+        tick.expires_after(std::chrono::seconds(1));
+        boost::system::error_code ec;
+        co_await tick.async_wait(use_awaitable_ec(ec));
+        if (ec) co_return;
+      }
+    }, asio::detached);
   }
   asio::signal_set signals(ex, SIGINT, SIGTERM);
   signals.add(SIGUSR1);

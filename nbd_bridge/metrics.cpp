@@ -6,6 +6,7 @@
 
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
@@ -27,6 +28,11 @@ struct BridgeMetrics::Impl {
   std::array<prometheus::Counter*, kind_count> bytes{};
   std::array<prometheus::Counter*, kind_count> errors{};
   std::array<prometheus::Histogram*, kind_count> latency{};
+  // Session counters (update_session) and the values they had at the last update.
+  enum Session : std::size_t { lost, attempts, recovered, reissued, copied, session_count };
+  std::array<prometheus::Counter*, session_count> session{};
+  std::array<std::uint64_t, session_count> last{};
+  prometheus::Gauge* connected = nullptr;
 
   Impl() {
     auto& req = prometheus::BuildCounter().Name("iserkit_nbd_requests_total").Help("NBD requests served, by kind").Register(*registry);
@@ -50,6 +56,19 @@ struct BridgeMetrics::Impl {
       errors[k] = &err.Add({{"kind", kind_names[k]}});
       latency[k] = &lat.Add({{"kind", kind_names[k]}}, buckets);
     }
+    auto counter = [&](const char* name, const char* help) {
+      return &prometheus::BuildCounter().Name(name).Help(help).Register(*registry).Add({});
+    };
+    session[lost] = counter("iserkit_nbd_connections_lost_total", "iSCSI connections lost while the session was open");
+    session[attempts] = counter("iserkit_nbd_reconnect_attempts_total", "logins tried to replace lost connections");
+    session[recovered] = counter("iserkit_nbd_recoveries_total", "lost connections replaced (session reinstated)");
+    session[reissued] = counter("iserkit_nbd_commands_reissued_total", "SCSI commands sent again on a new connection");
+    session[copied] = counter("iserkit_nbd_copied_payload_bytes_total", "payload bytes copied in user space (0 over TCP)");
+    connected = &prometheus::BuildGauge()
+                     .Name("iserkit_nbd_connected")
+                     .Help("1 while the bridge has a usable session, else 0")
+                     .Register(*registry)
+                     .Add({});
   }
 
   void record(Kind k, std::uint64_t length_bytes, std::chrono::steady_clock::time_point start, std::error_code ec) {
@@ -133,6 +152,18 @@ Result<std::unique_ptr<BridgeMetrics>> BridgeMetrics::open(const std::string& ho
 int BridgeMetrics::port() const {
   const auto ports = impl_->exposer->GetListeningPorts();
   return ports.empty() ? 0 : ports.front();
+}
+
+void BridgeMetrics::update_session(std::uint64_t connections_lost, std::uint64_t reconnect_attempts,
+                                   std::uint64_t recoveries, std::uint64_t commands_reissued,
+                                   std::uint64_t copied_payload_bytes, bool connected) {
+  const std::array<std::uint64_t, Impl::session_count> now = {connections_lost, reconnect_attempts, recoveries,
+                                                              commands_reissued, copied_payload_bytes};
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    if (now[i] > impl_->last[i]) impl_->session[i]->Increment(static_cast<double>(now[i] - impl_->last[i]));
+    impl_->last[i] = now[i];
+  }
+  impl_->connected->Set(connected ? 1 : 0);
 }
 
 std::shared_ptr<Export> BridgeMetrics::meter(std::shared_ptr<Export> inner) {

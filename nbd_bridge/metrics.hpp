@@ -6,6 +6,7 @@
 // Field names and units: nbd_bridge/README.md "Metrics".
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,11 @@ class BridgeMetrics {
 
   /// The bound TCP port.
   [[nodiscard]] int port() const;
+  /// The session's recovery counters and the copied payload bytes, as cumulative values: each
+  /// counter grows by the difference from the last call (call from the bridge's thread, e.g.
+  /// once a second). `connected`: 1 while the bridge has a usable session, else 0.
+  void update_session(std::uint64_t connections_lost, std::uint64_t reconnect_attempts, std::uint64_t recoveries,
+                      std::uint64_t commands_reissued, std::uint64_t copied_payload_bytes, bool connected);
   /// Wraps `inner` so every request it serves is counted.
   std::shared_ptr<Export> meter(std::shared_ptr<Export> inner);
 

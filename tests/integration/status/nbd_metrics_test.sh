@@ -2,7 +2,8 @@
 # iserkit-nbd --metrics HOST:PORT: Prometheus text on GET /metrics, scraped with curl during real
 # I/O. The write byte counter grows by exactly the bytes nbdcopy wrote, the read counter by the
 # bytes it read back, request counters match the latency histograms' counts, flushes are counted,
-# and a malformed or busy address is refused with a clear message.
+# a malformed or busy address is refused with a clear message, and after kill -9 and a restart
+# of the target the lost connection, the reconnect attempts and the recovery are counted.
 set -u
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
@@ -14,7 +15,7 @@ cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$W
 trap cleanup EXIT
 
 "$B/iserkit-target" --listen 127.0.0.1:0 --lun mem:64M >"$W/target.log" 2>&1 &
-PIDS+=($!)
+TARGET=$!; PIDS+=($TARGET)
 for _ in $(seq 100); do grep -q 'listening on' "$W/target.log" && break; sleep 0.1; done
 PORTAL=$(grep -o 'listening on [0-9.]*:[0-9]*' "$W/target.log" | head -1 | cut -d' ' -f3)
 [ -n "$PORTAL" ] || { cat "$W/target.log"; fail "iserkit-target did not start"; }
@@ -65,4 +66,25 @@ for k in read write; do
 done
 [ "$(metric "$W/m1" iserkit_nbd_requests_total flush)" -ge 1 ] || fail "nbdcopy's flush was not counted"
 [ "$(metric "$W/m1" iserkit_nbd_request_errors_total write)" = 0 ] || fail "write errors counted"
+# plain: a sample without labels as an integer.
+plain() { awk -v n="$2" '$1 == n { printf "%.0f\n", $2; f=1 } END { if (!f) print -1 }' "$1"; }
+[ "$(plain "$W/m1" iserkit_nbd_connected)" = 1 ] || fail "not connected"
+[ "$(plain "$W/m1" iserkit_nbd_copied_payload_bytes_total)" = 0 ] || fail "payload copied over TCP"
+# Lose the target and bring it back on the same portal: the session counters follow.
+kill -9 "$TARGET"
+"$B/iserkit-target" --listen "$PORTAL" --lun mem:64M >"$W/target2.log" 2>&1 &
+PIDS+=($!)
+timeout 60 nbdcopy "nbd+unix:///?socket=$W/nbd.sock" "$W/back2" || fail "nbdcopy after the restart failed"
+ok=""
+for _ in $(seq 50); do
+  scrape "$W/m2"
+  if [ "$(plain "$W/m2" iserkit_nbd_recoveries_total)" -ge 1 ] && [ "$(plain "$W/m2" iserkit_nbd_connected)" = 1 ]; then
+    ok=1; break
+  fi
+  sleep 0.2
+done
+grep '^iserkit_nbd_[a-z_]* ' "$W/m2"
+[ -n "$ok" ] || fail "no recovery counted after the target came back"
+[ "$(plain "$W/m2" iserkit_nbd_connections_lost_total)" -ge 1 ] || fail "no lost connection counted"
+[ "$(plain "$W/m2" iserkit_nbd_reconnect_attempts_total)" -ge 1 ] || fail "no reconnect attempt counted"
 echo "PASS: iserkit-nbd metrics"
