@@ -16,6 +16,8 @@
 // spread by --multipath failover|round-robin and ALUA, a failed path's commands sent again on
 // another path, failed paths reinstated in the background. --replacement-timeout is then how
 // long requests wait while no path is usable. Per-path state goes to --stats-file and SIGUSR1.
+// STATUS QUERY: --status-socket PATH answers each connection with the same status as one JSON
+// document (nbd_bridge/README.md "Status"; `iserkit status PATH` reads it).
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -30,13 +32,16 @@
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/common/service_manager.hpp"
+#include "iserkit/common/status_socket.hpp"
 #include "iserkit/initiator/lun.hpp"
 #include "iserkit/initiator/multipath.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/initiator/url.hpp"
 #include "nbd_bridge/config_file.hpp"
 #include "nbd_bridge/lun_export.hpp"
+#include "nbd_bridge/metrics.hpp"
 #include "nbd_bridge/server.hpp"
+#include "nbd_bridge/status_json.hpp"
 
 namespace {
 
@@ -56,6 +61,8 @@ struct Config {
   std::string name;
   bool read_only = false;
   std::string stats_file;
+  std::string status_socket;
+  std::string metrics;  // --metrics HOST:PORT (Prometheus)
   initiator::SessionOptions session;
 };
 
@@ -117,6 +124,11 @@ struct BridgeStatus {
     }
     o << "copied_payload_bytes=" << copied_payload_bytes() << "\n";
     return o.str();
+  }
+  /// The same as one JSON document, for --status-socket (nbd_bridge/status_json.hpp).
+  std::string json() const {
+    return nbd::bridge_status_json(name(state), utc(since), session.lock().get(), multipath.lock().get(),
+                                   copied_payload_bytes());
   }
   /// One line for SIGUSR1.
   std::string line() const {
@@ -254,7 +266,19 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
       *lun, nbd::LunExportOptions{.name = cfg.name.empty() ? cfg.url.target + "/" + std::to_string(lun_index) : cfg.name,
                                   .description = description,
                                   .read_only = cfg.read_only});
-  nbd::Server server(io, exported, {.read_only = cfg.read_only, .single_threaded = true});
+  std::shared_ptr<nbd::Export> served = exported;
+  std::shared_ptr<nbd::BridgeMetrics> metrics;
+  if (!cfg.metrics.empty()) {
+    auto opened = nbd::BridgeMetrics::open(cfg.metrics);
+    if (!opened) {
+      std::cerr << "iserkit-nbd: metrics: " << opened.error().message() << ": address=" << cfg.metrics << "\n";
+      co_return 1;
+    }
+    metrics = std::move(*opened);
+    served = metrics->meter(exported);
+    std::cout << "metrics on " << cfg.metrics.substr(0, cfg.metrics.rfind(':')) << ":" << metrics->port() << std::endl;
+  }
+  nbd::Server server(io, served, {.read_only = cfg.read_only, .single_threaded = true});
   bool listening = false;
   // Socket activation (iserkit-nbd@.socket, systemd-socket-activate): sd_listen_fds through libsystemd.
   auto passed = service::passed_sockets();
@@ -301,6 +325,32 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     co_return 1;
   }
 
+  std::unique_ptr<StatusSocket> status_socket;
+  if (!cfg.status_socket.empty()) {
+    auto opened = StatusSocket::open(ex, cfg.status_socket, [status] { return status->json(); });
+    if (!opened) {
+      std::cerr << "iserkit-nbd: status socket: " << opened.error().message() << ": path=" << cfg.status_socket << "\n";
+      co_return 1;
+    }
+    status_socket = std::move(*opened);
+  }
+  if (metrics) {
+    // Session counters into the metrics once a second (they live on this thread). The coroutine
+    // shares the metrics and ends with the io_context.
+    asio::co_spawn(ex, [metrics, status]() -> Awaitable<void> {
+      asio::steady_timer tick(co_await asio::this_coro::executor);
+      while (true) {
+        initiator::SessionStats st;
+        if (auto s = status->session.lock()) st = s->stats();
+        metrics->update_session(st.connections_lost, st.reconnect_attempts, st.recoveries, st.commands_reissued,
+                                copied_payload_bytes(), status->state == BridgeStatus::State::connected);
+        tick.expires_after(std::chrono::seconds(1));
+        boost::system::error_code ec;
+        co_await tick.async_wait(use_awaitable_ec(ec));
+        if (ec) co_return;
+      }
+    }, asio::detached);
+  }
   asio::signal_set signals(ex, SIGINT, SIGTERM);
   signals.add(SIGUSR1);
   while (true) {
@@ -334,6 +384,10 @@ int main(int argc, char** argv) {
       ("s,socket", "serve on this Unix socket path", cxxopts::value<std::string>())
       ("l,listen", "serve on TCP HOST:PORT ([::]:10809, 127.0.0.1:0 for any free port)", cxxopts::value<std::string>())
       ("port-file", "write the bound TCP port to this file", cxxopts::value<std::string>())
+      ("metrics", "serve Prometheus metrics on HOST:PORT (:PORT = 127.0.0.1:PORT; 0 = any free port), "
+                  "GET /metrics, 2 scrapes at a time", cxxopts::value<std::string>())
+      ("status-socket", "answer each connection to this Unix socket (mode 0600) with the status as JSON "
+                        "(`iserkit status PATH`)", cxxopts::value<std::string>())
       ("n,name", "export name (default TARGET/LUN; the empty name is always accepted)", cxxopts::value<std::string>())
       ("r,read-only", "serve read-only")
       ("initiator-name", "InitiatorName to log in with", cxxopts::value<std::string>())
@@ -422,6 +476,11 @@ int main(int argc, char** argv) {
     }
     cfg.session.transport = *transport;
     if (args.count("stats-file")) cfg.stats_file = args["stats-file"].as<std::string>();
+    if (args.count("status-socket")) cfg.status_socket = args["status-socket"].as<std::string>();
+    if (args.count("metrics")) {
+      cfg.metrics = args["metrics"].as<std::string>();
+      if (!cfg.metrics.empty() && cfg.metrics.front() == ':') cfg.metrics = "127.0.0.1" + cfg.metrics;  // loopback default
+    }
     const double replacement = args["replacement-timeout"].as<double>();
     const double nop_interval = args["nop-interval"].as<double>();
     const double nop_timeout = args["nop-timeout"].as<double>();

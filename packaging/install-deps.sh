@@ -18,6 +18,8 @@ packages=(
   libsystemd-dev          # sd_notify (iserkit-target Type=notify: READY/STATUS/RELOADING/STOPPING) and sd_listen_fds (iserkit-nbd socket activation)
   libfuse3-dev            # iserkit-fuse: the FUSE view (libfuse 3 low-level API)
   libspdlog-dev libfmt-dev
+  prometheus-cpp-dev      # Prometheus client (pull exposer over civetweb): iserkit-nbd --metrics HOST:PORT
+  nlohmann-json3-dev      # header-only JSON: `iserkit --json` documents and the daemons' --status-socket answers
   libgtest-dev libgmock-dev
   clang-14                # clang++-14: the libFuzzer targets (tests/fuzz; GCC has no -fsanitize=fuzzer)
   libclang-rt-14-dev      # clang 14's compiler-rt: the libFuzzer runtime (libclang_rt.fuzzer) and ASan/UBSan

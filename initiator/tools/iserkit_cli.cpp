@@ -1,11 +1,14 @@
-// The `iserkit` command line tool: discover, inquiry, readcap, read, write over the initiator's
-// public API (BlockingClient). Layer 6: exceptions (cxxopts) and blocking calls are allowed here.
-// Exit codes: 0 success, 1 error with "<operation>: <what>: key=value" on stderr.
+// The `iserkit` command line tool: discover, inquiry, readcap, luns, read, write over the
+// initiator's public API (BlockingClient). Layer 6: exceptions (cxxopts) and blocking calls are
+// allowed here. Exit codes: 0 success, 1 error with "<operation>: <what>: key=value" on stderr.
+// --json: one JSON document on stdout per run (cli_json.hpp; on error {"error": {...}} as well).
 // Unaligned --offset/--length are handled by read-modify-write of the edge blocks (write) or
 // partial copies (read); see LunHandle::write_bytes for the concurrency caveat.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -17,18 +20,38 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/common/status_socket.hpp"
 #include "iserkit/initiator/client.hpp"
 #include "iserkit/initiator/errors.hpp"
+#include "iserkit/initiator/lun.hpp"
+#include "iserkit/initiator/session.hpp"
+#include "cli_json.hpp"
+#include "progress.hpp"
 
 namespace ik = iserkit::initiator;
 
 namespace {
 
+using iserkit::cli::Json;
+
 constexpr std::size_t chunk_bytes = 4u << 20;
+
+// --json: results and errors go to stdout as one JSON document.
+bool json_output = false;
+
+// Prints one JSON document (peer strings that are not UTF-8 are replaced, never a throw).
+void print_json(const Json& doc) {
+  std::cout << doc.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+}
 
 int error(const std::string& operation, const std::string& what, const std::string& kv = {}) {
   std::cerr << operation << ": " << what << (kv.empty() ? "" : ": " + kv) << "\n";
+  if (json_output) print_json({{"error", {{"operation", operation}, {"message", what}, {"detail", kv}}}});
   return 1;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 std::string describe(std::error_code ec) { return ec.message() + " (" + ec.category().name() + ":" + std::to_string(ec.value()) + ")"; }
@@ -85,6 +108,7 @@ std::string read_secret(const std::string& path) {
 
 struct Common {
   ik::SessionOptions options;
+  bool progress = false;  ///< show read/write progress on stderr (progress.hpp)
 };
 
 iserkit::Result<ik::Url> url_for(const std::string& op, const std::string& text, bool need_target, int& rc) {
@@ -106,6 +130,10 @@ int cmd_discover(const Common& c, const std::string& text) {
   if (!url) return rc;
   auto targets = ik::BlockingClient::discover(*url, c.options);
   if (!targets) return error("discover", describe(targets.error()), "portal=" + url->host + ":" + std::to_string(url->port));
+  if (json_output) {
+    print_json(iserkit::cli::discovery_json(iserkit::cli::portal_text(url->host, url->port), *targets));
+    return 0;
+  }
   for (const auto& t : *targets) {
     std::cout << t.name << "\n";
     for (const auto& p : t.portals) {
@@ -133,6 +161,17 @@ int cmd_inquiry(const Common& c, const std::string& text) {
   auto& cl = **client;
   auto inq = cl.inquiry();
   if (!inq) return error("inquiry", describe(inq.error()));
+  if (json_output) {
+    std::optional<std::string> serial;
+    if (auto sn = cl.unit_serial_number()) {
+      const auto first = sn->find_first_not_of(' ');
+      serial = first == std::string::npos ? std::string() : sn->substr(first);
+    }
+    std::optional<std::vector<iserkit::scsi::Designator>> ids;
+    if (auto d = cl.device_identification()) ids = std::move(*d);
+    print_json(iserkit::cli::inquiry_json(*inq, serial, ids, cl.info()));
+    return 0;
+  }
   std::cout << "vendor: " << inq->vendor << "\nproduct: " << inq->product << "\nrevision: " << inq->revision << "\n";
   std::cout << "peripheral type: " << static_cast<unsigned>(inq->type) << "\n";
   if (auto sn = cl.unit_serial_number()) {
@@ -167,8 +206,99 @@ int cmd_readcap(const Common& c, const std::string& text) {
   if (!client) return rc;
   auto cap = (*client)->read_capacity();
   if (!cap) return error("readcap", describe(cap.error()));
+  if (json_output) {
+    print_json(iserkit::cli::capacity_json(*cap));
+    return 0;
+  }
   std::cout << "blocks: " << cap->blocks << "\nblock size: " << cap->block_size_bytes << "\nbytes: " << cap->size_bytes()
             << "\nthin: " << (cap->thin ? "yes" : "no") << "\n";
+  return 0;
+}
+
+// One REPORT LUNS entry and, for a LUN LunHandle can open (a block device), its capacity.
+struct LunEntry {
+  iserkit::scsi::Lun lun;
+  std::optional<ik::Capacity> capacity;
+};
+
+// Logs in to url.target, runs REPORT LUNS (SPC-5 §6.33) on LUN 0's addressing (which need not be a
+// block device: tgtd's LUN 0 is its controller) and opens each LUN to read its capacity.
+iserkit::Awaitable<iserkit::Result<std::vector<LunEntry>>> list_luns(iserkit::asio::any_io_executor ex, ik::Url url,
+                                                                 ik::SessionOptions options) {
+  auto session = co_await ik::Session::connect(ex, url, std::move(options));
+  if (!session) co_return iserkit::fail(session.error());
+  auto luns = co_await ik::report_luns(**session);
+  std::vector<LunEntry> entries;
+  if (luns) {
+    for (const auto& l : *luns) {
+      LunEntry e{.lun = l, .capacity = std::nullopt};
+      if (auto h = co_await ik::LunHandle::open(*session, l)) e.capacity = h->info().capacity;
+      entries.push_back(e);
+    }
+  }
+  (void)co_await (*session)->logout();
+  (*session)->close();
+  if (!luns) co_return iserkit::fail(luns.error());
+  co_return entries;
+}
+
+int cmd_luns(const Common& c, const std::string& text) {
+  int rc = 0;
+  auto url = url_for("luns", text, true, rc);
+  if (!url) return rc;
+  iserkit::asio::io_context io;
+  std::optional<iserkit::Result<std::vector<LunEntry>>> result;
+  iserkit::asio::co_spawn(io, list_luns(io.get_executor(), *url, c.options),
+                          [&](std::exception_ptr e, iserkit::Result<std::vector<LunEntry>> r) {
+                            if (e) std::rethrow_exception(e);
+                            result = std::move(r);
+                          });
+  io.run();
+  if (!result || !*result)
+    return error("luns", "REPORT LUNS failed: " + describe(result ? result->error() : make_error_code(std::errc::io_error)),
+                 "url=" + ik::format_url(*url));
+  if (json_output) {
+    Json list = Json::array();
+    for (const auto& e : **result) {
+      Json j = iserkit::cli::lun_json(e.lun);
+      j["capacity"] = e.capacity ? iserkit::cli::capacity_json(*e.capacity) : Json(nullptr);
+      list.push_back(std::move(j));
+    }
+    print_json({{"target", url->target}, {"luns", std::move(list)}});
+    return 0;
+  }
+  for (const auto& e : **result) {
+    const auto index = e.lun.index();
+    std::cout << "lun " << (index ? std::to_string(*index) : std::string("-"))
+              << " address=" << iserkit::cli::lun_json(e.lun)["address"].get<std::string>();
+    if (e.capacity) std::cout << " bytes=" << e.capacity->size_bytes() << " block_size=" << e.capacity->block_size_bytes;
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+// Prints `doc` as "key.sub[0].leaf: value" lines.
+void print_flat(const Json& doc, const std::string& prefix) {
+  if (doc.is_object()) {
+    for (const auto& [k, v] : doc.items()) print_flat(v, prefix.empty() ? k : prefix + "." + k);
+  } else if (doc.is_array()) {
+    for (std::size_t i = 0; i < doc.size(); ++i) print_flat(doc[i], prefix + "[" + std::to_string(i) + "]");
+  } else {
+    std::cout << prefix << ": " << (doc.is_string() ? doc.get<std::string>() : doc.dump()) << "\n";
+  }
+}
+
+// `iserkit status PATH`: the document a daemon's --status-socket answers.
+int cmd_status(const std::string& path) {
+  auto text = iserkit::query_status_socket(path);
+  if (!text) return error("status", "cannot query the status socket: " + text.error().message(), "path=" + path);
+  Json doc = Json::parse(*text, nullptr, false);
+  if (doc.is_discarded()) return error("status", "the status socket answered something that is not JSON", "path=" + path);
+  if (json_output) {
+    print_json(doc);
+  } else {
+    print_flat(doc, "");
+  }
   return 0;
 }
 
@@ -185,19 +315,32 @@ int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std
     return error("read", "range past the end",
                  "offset=" + std::to_string(offset) + " length=" + std::to_string(len) + " size=" + std::to_string(size));
   int fd = STDOUT_FILENO;
+  if (json_output && (out_path.empty() || out_path == "-"))
+    return error("read", "--json needs -o FILE (stdout carries the JSON summary)");
+  const auto start = std::chrono::steady_clock::now();
   if (!out_path.empty() && out_path != "-") {
     fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return error("read", "cannot open output", "file=" + out_path + " errno=" + std::strerror(errno));
   }
   auto buffer = iserkit::HeapBufferPool::shared().allocate(chunk_bytes);
+  iserkit::cli::Progress progress("read", len, c.progress);
   for (std::uint64_t done = 0; done < len;) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, len - done));
     auto r = cl.read_bytes(offset + done, buffer.bytes().first(n));
+    if (!r) progress.abandon();
     if (!r) return error("read", describe(r.error()), "offset=" + std::to_string(offset + done) + " length=" + std::to_string(n));
-    if (!write_all(fd, buffer.data(), n)) return error("read", "cannot write output", std::string("errno=") + std::strerror(errno));
+    if (!write_all(fd, buffer.data(), n)) {
+      progress.abandon();
+      return error("read", "cannot write output", std::string("errno=") + std::strerror(errno));
+    }
     done += n;
+    progress.update(done);
   }
   if (fd != STDOUT_FILENO) ::close(fd);
+  progress.finish();
+  if (json_output)
+    print_json({{"operation", "read"}, {"offset_bytes", offset}, {"length_bytes", len}, {"output", out_path},
+                {"seconds", seconds_since(start)}});
   return 0;
 }
 
@@ -208,29 +351,49 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
   auto& cl = **client;
   const std::uint64_t size = cl.info().capacity.size_bytes();
   int fd = STDIN_FILENO;
+  const auto start = std::chrono::steady_clock::now();
   if (!in_path.empty() && in_path != "-") {
     fd = ::open(in_path.c_str(), O_RDONLY);
     if (fd < 0) return error("write", "cannot open input", "file=" + in_path + " errno=" + std::strerror(errno));
   }
   auto buffer = iserkit::HeapBufferPool::shared().allocate(chunk_bytes);
   std::uint64_t pos = offset;
+  // The total is known when the input is a regular file (else the line shows bytes and rate only).
+  std::uint64_t total = 0;
+  if (struct stat st{}; ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    const auto here = ::lseek(fd, 0, SEEK_CUR);
+    if (here >= 0 && st.st_size > here) total = static_cast<std::uint64_t>(st.st_size - here);
+  }
+  iserkit::cli::Progress progress("write", total, c.progress);
   while (true) {
     bool failed = false;
     const std::size_t n = read_full(fd, buffer.data(), chunk_bytes, failed);
+    if (failed) progress.abandon();
     if (failed) return error("write", "cannot read input", std::string("errno=") + std::strerror(errno));
     if (n == 0) break;
+    if (pos > size || n > size - pos) progress.abandon();
     if (pos > size || n > size - pos)
       return error("write", "data past the end of the LUN",
                    "offset=" + std::to_string(pos) + " length=" + std::to_string(n) + " size=" + std::to_string(size));
     auto r = cl.write_bytes(pos, buffer.bytes().first(n), {.fua = fua});
+    if (!r) progress.abandon();
     if (!r) return error("write", describe(r.error()), "offset=" + std::to_string(pos) + " length=" + std::to_string(n));
     pos += n;
+    progress.update(pos - offset);
     if (n < chunk_bytes) break;
   }
   if (fd != STDIN_FILENO) ::close(fd);
   if (!fua) {
-    if (auto r = cl.synchronize_cache(); !r) return error("write", "SYNCHRONIZE CACHE failed: " + describe(r.error()));
+    if (auto r = cl.synchronize_cache(); !r) {
+      progress.abandon();
+      return error("write", "SYNCHRONIZE CACHE failed: " + describe(r.error()));
+    }
   }
+  progress.finish();
+  if (json_output)
+    print_json({{"operation", "write"}, {"offset_bytes", offset}, {"length_bytes", pos - offset},
+                {"input", in_path.empty() ? std::string("-") : in_path}, {"fua", fua}, {"synchronized", !fua},
+                {"seconds", seconds_since(start)}});
   return 0;
 }
 
@@ -241,8 +404,11 @@ int main(int argc, char** argv) {
                         "  iserkit discover iscsi://HOST[:PORT]\n"
                         "  iserkit inquiry  iscsi://HOST[:PORT]/TARGET/LUN\n"
                         "  iserkit readcap  URL\n"
+                        "  iserkit luns     iscsi://HOST[:PORT]/TARGET   (REPORT LUNS)\n"
+                        "  iserkit status   PATH   (a daemon's --status-socket)\n"
                         "  iserkit read     URL [--offset BYTES] [--length BYTES] [-o FILE]\n"
                         "  iserkit write    URL [--offset BYTES] [-i FILE] [--fua]\n\n"
+                        "--json prints one JSON document on stdout (field names: initiator/README.md).\n"
                         "Offsets and lengths are in bytes and may be unaligned (edge blocks are read-modify-written).\n"
                         "CHAP: iscsi://USER@HOST/... with the secret in --secret-file or $ISERKIT_CHAP_SECRET (or\n"
                         "iscsi://USER%SECRET@... where a command line is private); mutual CHAP adds the target's\n"
@@ -250,6 +416,9 @@ int main(int argc, char** argv) {
   opts.add_options()
     ("h,help", "show help")
     ("version", "print the version")
+    ("json", "print the result (or the error) as one JSON document on stdout")
+    ("progress", "read/write progress and a closing summary on stderr: auto (when stderr is a terminal), always, never",
+     cxxopts::value<std::string>()->default_value("auto"))
     ("initiator-name", "InitiatorName (default iqn.2026-11.org.iserkit:initiator-<hostname>)", cxxopts::value<std::string>())
     ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
     ("header-digest", "None or CRC32C", cxxopts::value<std::string>()->default_value("None"))
@@ -277,7 +446,7 @@ int main(int argc, char** argv) {
      cxxopts::value<double>()->default_value("120"))
     ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
      cxxopts::value<std::string>()->default_value("url"))
-    ("command", "discover|inquiry|readcap|read|write", cxxopts::value<std::string>())
+    ("command", "discover|inquiry|readcap|luns|read|write|status", cxxopts::value<std::string>())
     ("url", "iscsi:// or iser:// URL", cxxopts::value<std::string>());
   opts.parse_positional({"command", "url"});
   opts.positional_help("COMMAND URL");
@@ -292,6 +461,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     iserkit::log::set_level(args["log-level"].as<std::string>());
+    json_output = args.count("json") > 0;
     if (!args.count("command") || !args.count("url")) return error("iserkit", "missing command or URL", "usage=iserkit --help");
     Common c;
     if (args.count("initiator-name")) c.options.initiator_name = args["initiator-name"].as<std::string>();
@@ -324,11 +494,16 @@ int main(int argc, char** argv) {
     const auto transport = ik::parse_transport_policy(args["transport"].as<std::string>());
     if (!transport) return error("iserkit", "bad --transport", "want=url|tcp|iser|auto");
     c.options.transport = *transport;
+    const auto progress = iserkit::cli::parse_progress_mode(args["progress"].as<std::string>());
+    if (!progress) return error("iserkit", "bad --progress", "want=auto|always|never");
+    c.progress = iserkit::cli::progress_enabled(*progress);
     const auto command = args["command"].as<std::string>();
     const auto url = args["url"].as<std::string>();
+    if (command == "status") return cmd_status(url);
     if (command == "discover") return cmd_discover(c, url);
     if (command == "inquiry") return cmd_inquiry(c, url);
     if (command == "readcap") return cmd_readcap(c, url);
+    if (command == "luns") return cmd_luns(c, url);
     if (command == "read") {
       std::optional<std::uint64_t> length;
       if (args.count("length")) length = args["length"].as<std::uint64_t>();

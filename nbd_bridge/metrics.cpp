@@ -1,0 +1,173 @@
+// BridgeMetrics and the metering Export decorator (metrics.hpp).
+#include "nbd_bridge/metrics.hpp"
+
+#include <array>
+#include <chrono>
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "iserkit/common/copy_counter.hpp"
+
+namespace iserkit::nbd {
+
+namespace {
+
+enum Kind : std::size_t { read_kind, write_kind, flush_kind, trim_kind, zero_kind, kind_count };
+constexpr std::array<const char*, kind_count> kind_names = {"read", "write", "flush", "trim", "write_zeroes"};
+
+}  // namespace
+
+struct BridgeMetrics::Impl {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::array<prometheus::Counter*, kind_count> requests{};
+  std::array<prometheus::Counter*, kind_count> bytes{};
+  std::array<prometheus::Counter*, kind_count> errors{};
+  std::array<prometheus::Histogram*, kind_count> latency{};
+  // Session counters (update_session) and the values they had at the last update.
+  enum Session : std::size_t { lost, attempts, recovered, reissued, copied, session_count };
+  std::array<prometheus::Counter*, session_count> session{};
+  std::array<std::uint64_t, session_count> last{};
+  prometheus::Gauge* connected = nullptr;
+
+  Impl() {
+    auto& req = prometheus::BuildCounter().Name("iserkit_nbd_requests_total").Help("NBD requests served, by kind").Register(*registry);
+    auto& byt = prometheus::BuildCounter()
+                    .Name("iserkit_nbd_request_bytes_total")
+                    .Help("bytes the NBD requests covered, by kind (read/write: payload; trim/write_zeroes: range)")
+                    .Register(*registry);
+    auto& err = prometheus::BuildCounter()
+                    .Name("iserkit_nbd_request_errors_total")
+                    .Help("NBD requests answered with an error, by kind")
+                    .Register(*registry);
+    auto& lat = prometheus::BuildHistogram()
+                    .Name("iserkit_nbd_request_duration_seconds")
+                    .Help("time from the request reaching the export to its answer, by kind")
+                    .Register(*registry);
+    const prometheus::Histogram::BucketBoundaries buckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                             0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5, 10};
+    for (std::size_t k = 0; k < kind_count; ++k) {
+      requests[k] = &req.Add({{"kind", kind_names[k]}});
+      bytes[k] = &byt.Add({{"kind", kind_names[k]}});
+      errors[k] = &err.Add({{"kind", kind_names[k]}});
+      latency[k] = &lat.Add({{"kind", kind_names[k]}}, buckets);
+    }
+    auto counter = [&](const char* name, const char* help) {
+      return &prometheus::BuildCounter().Name(name).Help(help).Register(*registry).Add({});
+    };
+    session[lost] = counter("iserkit_nbd_connections_lost_total", "iSCSI connections lost while the session was open");
+    session[attempts] = counter("iserkit_nbd_reconnect_attempts_total", "logins tried to replace lost connections");
+    session[recovered] = counter("iserkit_nbd_recoveries_total", "lost connections replaced (session reinstated)");
+    session[reissued] = counter("iserkit_nbd_commands_reissued_total", "SCSI commands sent again on a new connection");
+    session[copied] = counter("iserkit_nbd_copied_payload_bytes_total", "payload bytes copied in user space (0 over TCP)");
+    connected = &prometheus::BuildGauge()
+                     .Name("iserkit_nbd_connected")
+                     .Help("1 while the bridge has a usable session, else 0")
+                     .Register(*registry)
+                     .Add({});
+  }
+
+  void record(Kind k, std::uint64_t length_bytes, std::chrono::steady_clock::time_point start, std::error_code ec) {
+    requests[k]->Increment();
+    if (ec) {
+      errors[k]->Increment();
+    } else {
+      bytes[k]->Increment(static_cast<double>(length_bytes));
+    }
+    latency[k]->Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+};
+
+namespace {
+
+class MeteredExport final : public Export {
+ public:
+  MeteredExport(std::shared_ptr<Export> inner, BridgeMetrics::Impl& m) : inner_(std::move(inner)), m_(m) {}
+  [[nodiscard]] ExportInfo info() const override { return inner_->info(); }
+  [[nodiscard]] BufferPool* buffer_pool() const noexcept override { return inner_->buffer_pool(); }
+  Awaitable<std::error_code> read(std::uint64_t offset_bytes, ByteSpan dest) override {
+    const auto start = std::chrono::steady_clock::now();
+    const auto ec = co_await inner_->read(offset_bytes, dest);
+    m_.record(read_kind, dest.size(), start, ec);
+    co_return ec;
+  }
+  Awaitable<std::error_code> write(std::uint64_t offset_bytes, ConstByteSpan src, bool fua) override {
+    const auto start = std::chrono::steady_clock::now();
+    const auto ec = co_await inner_->write(offset_bytes, src, fua);
+    m_.record(write_kind, src.size(), start, ec);
+    co_return ec;
+  }
+  Awaitable<std::error_code> flush() override {
+    const auto start = std::chrono::steady_clock::now();
+    const auto ec = co_await inner_->flush();
+    m_.record(flush_kind, 0, start, ec);
+    co_return ec;
+  }
+  Awaitable<std::error_code> trim(std::uint64_t offset_bytes, std::uint64_t length_bytes, bool fua) override {
+    const auto start = std::chrono::steady_clock::now();
+    const auto ec = co_await inner_->trim(offset_bytes, length_bytes, fua);
+    m_.record(trim_kind, length_bytes, start, ec);
+    co_return ec;
+  }
+  Awaitable<std::error_code> write_zeroes(std::uint64_t offset_bytes, std::uint64_t length_bytes, bool may_trim,
+                                          bool fua) override {
+    const auto start = std::chrono::steady_clock::now();
+    const auto ec = co_await inner_->write_zeroes(offset_bytes, length_bytes, may_trim, fua);
+    m_.record(zero_kind, length_bytes, start, ec);
+    co_return ec;
+  }
+
+ private:
+  std::shared_ptr<Export> inner_;
+  BridgeMetrics::Impl& m_;
+};
+
+}  // namespace
+
+BridgeMetrics::BridgeMetrics(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+BridgeMetrics::~BridgeMetrics() = default;
+
+Result<std::unique_ptr<BridgeMetrics>> BridgeMetrics::open(const std::string& host_port, int max_connections) {
+  const auto colon = host_port.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == host_port.size()) return fail(std::errc::invalid_argument);
+  for (std::size_t i = colon + 1; i < host_port.size(); ++i)
+    if (host_port[i] < '0' || host_port[i] > '9') return fail(std::errc::invalid_argument);
+  auto impl = std::make_unique<Impl>();
+  try {
+    // civetweb's num_threads bounds the scrapes served at once.
+    impl->exposer = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", host_port, "num_threads", std::to_string(max_connections),
+                                 "request_timeout_ms", "5000"});  // an idle scraper holds a thread 5 s at most
+  } catch (const std::exception&) {
+    return fail(std::errc::address_in_use);
+  }
+  impl->exposer->RegisterCollectable(impl->registry);
+  return std::unique_ptr<BridgeMetrics>(new BridgeMetrics(std::move(impl)));
+}
+
+int BridgeMetrics::port() const {
+  const auto ports = impl_->exposer->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+void BridgeMetrics::update_session(std::uint64_t connections_lost, std::uint64_t reconnect_attempts,
+                                   std::uint64_t recoveries, std::uint64_t commands_reissued,
+                                   std::uint64_t copied_payload_bytes, bool connected) {
+  const std::array<std::uint64_t, Impl::session_count> now = {connections_lost, reconnect_attempts, recoveries,
+                                                              commands_reissued, copied_payload_bytes};
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    if (now[i] > impl_->last[i]) impl_->session[i]->Increment(static_cast<double>(now[i] - impl_->last[i]));
+    impl_->last[i] = now[i];
+  }
+  impl_->connected->Set(connected ? 1 : 0);
+}
+
+std::shared_ptr<Export> BridgeMetrics::meter(std::shared_ptr<Export> inner) {
+  return std::make_shared<MeteredExport>(std::move(inner), *impl_);
+}
+
+}  // namespace iserkit::nbd

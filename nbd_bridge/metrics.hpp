@@ -1,0 +1,46 @@
+// Prometheus metrics of iserkit-nbd (--metrics HOST:PORT): NBD requests, bytes, errors and
+// latency by kind (read, write, flush, trim, write_zeroes), from a decorator around the Export
+// the server serves. Exposition by prometheus-cpp's pull Exposer (civetweb): its own threads,
+// at most `max_connections` scrapes served at once (more wait in the listen backlog); counters
+// are atomic, so the io_context thread updates them without locks.
+// Field names and units: nbd_bridge/README.md "Metrics".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "iserkit/common/result.hpp"
+#include "nbd_bridge/export.hpp"
+
+namespace iserkit::nbd {
+
+/// The registry and the HTTP endpoint.
+class BridgeMetrics {
+ public:
+  /// Listens on `host_port` ("127.0.0.1:9100", "[::1]:0"; port 0 = any free port) serving
+  /// GET /metrics. Errors: std::errc::invalid_argument for a malformed address,
+  /// std::errc::address_in_use when civetweb cannot bind.
+  static Result<std::unique_ptr<BridgeMetrics>> open(const std::string& host_port, int max_connections = 2);
+  ~BridgeMetrics();
+  BridgeMetrics(const BridgeMetrics&) = delete;
+  BridgeMetrics& operator=(const BridgeMetrics&) = delete;
+
+  /// The bound TCP port.
+  [[nodiscard]] int port() const;
+  /// The session's recovery counters and the copied payload bytes, as cumulative values: each
+  /// counter grows by the difference from the last call (call from the bridge's thread, e.g.
+  /// once a second). `connected`: 1 while the bridge has a usable session, else 0.
+  void update_session(std::uint64_t connections_lost, std::uint64_t reconnect_attempts, std::uint64_t recoveries,
+                      std::uint64_t commands_reissued, std::uint64_t copied_payload_bytes, bool connected);
+  /// Wraps `inner` so every request it serves is counted.
+  std::shared_ptr<Export> meter(std::shared_ptr<Export> inner);
+
+  struct Impl;  ///< implementation detail (metrics.cpp)
+
+ private:
+  explicit BridgeMetrics(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace iserkit::nbd

@@ -1,0 +1,55 @@
+// The bridge's status as JSON (status_json.hpp).
+#include "nbd_bridge/status_json.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace iserkit::nbd {
+
+std::string bridge_status_json(const char* state, const std::string& since_utc, const initiator::Session* session,
+                               const initiator::Multipath* multipath, std::uint64_t copied_payload_bytes) {
+  using Json = nlohmann::ordered_json;
+  Json doc = {{"program", "iserkit-nbd"}, {"state", state}, {"since", since_utc}};
+  if (session) {
+    const auto& st = session->stats();
+    doc["session"] = {{"commands_sent", st.commands_sent},
+                      {"data_in_bytes", st.data_in_bytes_placed},
+                      {"data_out_bytes", st.data_out_bytes_sent},
+                      {"connections_lost", st.connections_lost},
+                      {"reconnect_attempts", st.reconnect_attempts},
+                      {"recoveries", st.recoveries},
+                      {"commands_reissued", st.commands_reissued},
+                      {"pings_sent", st.pings_sent},
+                      {"pings_answered", st.pings_answered}};
+  } else {
+    doc["session"] = nullptr;
+  }
+  if (multipath) {
+    const auto& st = multipath->stats();
+    Json paths = Json::array();
+    for (const auto& p : multipath->paths()) {
+      paths.push_back({{"url", p.url},
+                       {"peer", p.peer},
+                       {"state", initiator::to_string(p.state)},
+                       {"alua", scsi::to_string(p.access_state)},
+                       {"commands", p.commands},
+                       {"failures", p.failures},
+                       {"downs", p.downs},
+                       {"reinstatements", p.reinstatements}});
+    }
+    doc["multipath"] = {{"policy", initiator::to_string(multipath->policy())},
+                        {"commands", st.commands},
+                        {"path_downs", st.path_downs},
+                        {"path_ups", st.path_ups},
+                        {"path_retries", st.path_retries},
+                        {"alua_retries", st.alua_retries},
+                        {"flushes_held", st.flushes_held},
+                        {"gave_up", st.gave_up},
+                        {"paths", std::move(paths)}};
+  } else {
+    doc["multipath"] = nullptr;
+  }
+  doc["copied_payload_bytes"] = copied_payload_bytes;
+  return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace iserkit::nbd

@@ -1,0 +1,79 @@
+#!/bin/bash
+# Interop: `iserkit --json` against a real target (tgtd, or the bundled iserkit-target). Every
+# subcommand's stdout must be one well-formed JSON document (python3 -m json.tool and jq parse
+# it) whose values are the target's real ones: the LUN's size is the 64 MiB image, the target's
+# name is the one discovery returned, read/write summaries count the bytes moved, and an error is
+# {"error": {...}} with exit status 1. Field names: initiator/README.md "iserkit --json".
+# Usage: cli_json.sh tgtd|iserkit-target   (ISERKIT_BIN = build's bin directory)
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/target_env.sh"
+CLI="${ISERKIT_BIN:?ISERKIT_BIN not set}/iserkit"
+[ -x "$CLI" ] || { echo "FAIL: $CLI not built"; exit 1; }
+command -v jq >/dev/null || skip "jq not installed"
+start_target "${1:?target kind}"
+
+fail() { echo "FAIL: $*"; exit 1; }
+run() { echo "+ iserkit $*" >&2; timeout 60 "$CLI" "$@"; }
+W="$WORKDIR"
+# json FILE FILTER: the value of a jq filter (jq rejects a malformed document; python3's json
+# module checks every document once more at the end: one interpreter start, it is slow under load).
+json() { jq -er "$2" "$1" || fail "$1: no value for $2 (or not JSON)"; }
+
+run --json discover "iscsi://$ISERKIT_TEST_PORTAL" >"$W/discover.json" || fail "discover exited $?"
+cat "$W/discover.json"
+[ "$(json "$W/discover.json" '.portal')" = "$ISERKIT_TEST_PORTAL" ] || fail "discover: wrong portal"
+json "$W/discover.json" '.targets[].name' | grep -qx "$ISERKIT_TEST_TARGET" || fail "discover: target not listed"
+[ "$(json "$W/discover.json" ".targets[] | select(.name == \"$ISERKIT_TEST_TARGET\") | .portals[0].port")" = \
+  "${ISERKIT_TEST_PORTAL##*:}" ] || fail "discover: wrong portal port"
+
+run --json readcap "$ISERKIT_TEST_URL" >"$W/readcap.json" || fail "readcap exited $?"
+cat "$W/readcap.json"
+[ "$(json "$W/readcap.json" '.size_bytes')" = 67108864 ] || fail "readcap: size is not the 64 MiB image"
+[ "$(json "$W/readcap.json" '.blocks * .block_size_bytes')" = 67108864 ] || fail "readcap: blocks × block size ≠ size"
+
+run --json inquiry "$ISERKIT_TEST_URL" >"$W/inquiry.json" || fail "inquiry exited $?"
+cat "$W/inquiry.json"
+[ "$(json "$W/inquiry.json" '.peripheral_device_type')" = 0 ] || fail "inquiry: not a direct-access block device"
+# The vendor is the one the plain output and libiscsi's iscsi-inq see.
+vendor=$(run inquiry "$ISERKIT_TEST_URL" | sed -n 's/^vendor: //p')
+[ "$(json "$W/inquiry.json" '.vendor')" = "$vendor" ] || fail "inquiry: JSON vendor differs from the text output"
+json "$W/inquiry.json" '.designators | type' | grep -qx array || fail "inquiry: no designator list"
+json "$W/inquiry.json" 'has("block_limits") and has("provisioning") and has("serial")' | grep -qx true ||
+  fail "inquiry: missing fields"
+
+run --json luns "iscsi://$ISERKIT_TEST_PORTAL/$ISERKIT_TEST_TARGET" >"$W/luns.json" || fail "luns exited $?"
+cat "$W/luns.json"
+[ "$(json "$W/luns.json" '.target')" = "$ISERKIT_TEST_TARGET" ] || fail "luns: wrong target"
+lun=${ISERKIT_TEST_URL##*/}
+json "$W/luns.json" '.luns[].lun' | grep -qx "$lun" || fail "luns: LUN $lun not reported"
+[ "$(json "$W/luns.json" ".luns[] | select(.lun == $lun) | .capacity.size_bytes")" = 67108864 ] ||
+  fail "luns: LUN $lun's size is not the 64 MiB image"
+
+head -c 3000001 /dev/urandom >"$W/a.bin"
+run --json write "$ISERKIT_TEST_URL" --offset 4096 -i "$W/a.bin" >"$W/write.json" || fail "write exited $?"
+cat "$W/write.json"
+[ "$(json "$W/write.json" '.length_bytes')" = 3000001 ] || fail "write: wrong byte count"
+[ "$(json "$W/write.json" '.offset_bytes')" = 4096 ] || fail "write: wrong offset"
+run --json read "$ISERKIT_TEST_URL" --offset 4096 --length 3000001 -o "$W/a.back" >"$W/read.json" || fail "read exited $?"
+cat "$W/read.json"
+[ "$(json "$W/read.json" '.length_bytes')" = 3000001 ] || fail "read: wrong byte count"
+cmp "$W/a.bin" "$W/a.back" || fail "data read back differs"
+
+# Errors: exit 1, the text on stderr, {"error": {...}} on stdout.
+if run --json read "$ISERKIT_TEST_URL" --offset 67108860 --length 8 -o "$W/x" >"$W/err.json" 2>/dev/null; then
+  fail "read past the end succeeded"
+fi
+cat "$W/err.json"
+[ "$(json "$W/err.json" '.error.operation')" = read ] || fail "error: wrong operation"
+json "$W/err.json" '.error.detail' | grep -q 'offset=67108860' || fail "error: detail lacks the offset"
+# Data on stdout and a JSON summary cannot share it.
+if run --json read "$ISERKIT_TEST_URL" --length 8 >"$W/err2.json" 2>/dev/null; then fail "--json read to stdout succeeded"; fi
+json "$W/err2.json" '.error.message' >/dev/null || fail "--json read to stdout: no JSON error"
+python3 -c '
+import json, sys
+for path in sys.argv[1:]:
+    with open(path) as f:
+        json.load(f)  # exactly one document: trailing text is an error
+' "$W"/*.json || fail "python3 json rejected a document"
+echo "PASS: cli --json against $1"
