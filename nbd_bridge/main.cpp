@@ -65,6 +65,8 @@ struct BridgeStatus {
   std::string stats_file;
   std::weak_ptr<initiator::Session> session;
   std::weak_ptr<initiator::Multipath> multipath;  // with several URLs
+  std::weak_ptr<nbd::LunExport> exported;         // read_bytes, lba_status_commands
+  mutable std::uint64_t read_bytes = 0, lba_status_commands = 0;  // last seen (kept after the export is gone)
   std::function<void()> exit_on_give_up;  // set with --on-give-up exit
 
   static const char* name(State s) {
@@ -113,6 +115,11 @@ struct BridgeStatus {
           << k << "url=" << p.url << "\n";
       }
     }
+    if (auto e = exported.lock()) {
+      read_bytes = e->read_bytes();
+      lba_status_commands = e->lba_status_commands();
+    }
+    o << "read_bytes=" << read_bytes << "\nlba_status_commands=" << lba_status_commands << "\n";
     o << "copied_payload_bytes=" << copied_payload_bytes() << "\n";
     return o.str();
   }
@@ -252,6 +259,7 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
       *lun, nbd::LunExportOptions{.name = cfg.name.empty() ? cfg.url.target + "/" + std::to_string(lun_index) : cfg.name,
                                   .description = description,
                                   .read_only = cfg.read_only});
+  status->exported = exported;
   nbd::Server server(io, exported, {.read_only = cfg.read_only, .single_threaded = true});
   bool listening = false;
   for (int fd : nbd::Server::systemd_listen_fds()) {
