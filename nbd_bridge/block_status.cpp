@@ -115,7 +115,8 @@ Result<BlockStatusPayload> decode_block_status_payload(ConstByteSpan in) {
   BlockStatusPayload payload;
   payload.context_id = load_be32(in.data());
   for (std::size_t pos = 4; pos < in.size(); pos += 8) {
-    payload.descriptors.push_back({.length_bytes = load_be32(in.data() + pos), .flags = load_be32(in.data() + pos + 4)});
+    payload.descriptors.push_back(
+        {.length_bytes = load_be32(in.data() + pos), .flags = load_be32(in.data() + pos + 4)});
   }
   return payload;
 }

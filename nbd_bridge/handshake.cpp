@@ -275,7 +275,9 @@ Awaitable<Result<Negotiated>> run_server_handshake(Socket& socket, const ExportI
         }
         // LIST with no query lists every context the server has.
         bool selected = listing && request->queries.empty();
-        for (std::string_view query : request->queries) selected = selected || query_selects_base_allocation(query, listing);
+        for (std::string_view query : request->queries) {
+          selected = selected || query_selects_base_allocation(query, listing);
+        }
         if (!listing) base_allocation = selected;
         if (selected) {
           const auto reply = encode_rep_meta_context(listing ? 0 : base_allocation_context_id, base_allocation_context);

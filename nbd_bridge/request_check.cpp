@@ -76,7 +76,9 @@ RequestVerdict check_request(const RequestHeader& request, const TransmissionPar
       (command != Command::read || !params.structured_replies || !has(tflags, transmission_flag::send_df))) {
     return {NbdError::inval, "DF flag without structured replies or on a command other than READ"};
   }
-  if (has(flags, command_flag::req_one) && command != Command::block_status) return {NbdError::inval, "REQ_ONE flag on a command other than BLOCK_STATUS"};
+  if (has(flags, command_flag::req_one) && command != Command::block_status) {
+    return {NbdError::inval, "REQ_ONE flag on a command other than BLOCK_STATUS"};
+  }
   // proto.md: FUA is valid on every command once NBD_FLAG_SEND_FUA was advertised (and then ignored
   // where nothing is written); without it, the flag is invalid.
   if (has(flags, command_flag::fua) && !has(tflags, transmission_flag::send_fua)) {
