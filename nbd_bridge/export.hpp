@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/bytes.hpp"
+#include "nbd_bridge/block_status.hpp"
 
 namespace iserkit::nbd {
 
@@ -77,6 +79,20 @@ class Export {
   /// false (NBD_CMD_FLAG_NO_HOLE) the range must stay allocated.
   virtual Awaitable<std::error_code> write_zeroes(std::uint64_t offset_bytes, std::uint64_t length_bytes,
                                                   bool may_trim, bool fua) = 0;
+
+  /// The allocation map (`base:allocation`, proto.md NBD_CMD_BLOCK_STATUS) of the range
+  /// [offset_bytes, offset_bytes + length_bytes): runs in order from `offset_bytes`, each with
+  /// allocation_state flags (HOLE: unallocated, ZERO: reads as zeroes). The runs may cover less
+  /// than the range (at least one byte) or more (the server cuts them); with `one` the caller needs
+  /// only the first run. Lengths are multiples of min_block_size_bytes except at the export's end.
+  /// Errors as read(). Default: the whole range is allocated data (flags 0), which is always true.
+  virtual Awaitable<std::error_code> block_status(std::uint64_t offset_bytes, std::uint32_t length_bytes, bool one,
+                                                  std::vector<BlockExtent>& extents) {
+    (void)offset_bytes;
+    (void)one;
+    extents.assign(1, BlockExtent{.length_bytes = length_bytes, .flags = 0});
+    co_return std::error_code{};
+  }
 };
 
 }  // namespace iserkit::nbd

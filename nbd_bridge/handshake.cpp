@@ -9,6 +9,7 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "nbd_bridge/block_status.hpp"
 
 namespace iserkit::nbd {
 namespace {
@@ -103,6 +104,7 @@ Awaitable<Result<Negotiated>> run_server_handshake(Socket& socket, const ExportI
   const bool no_zeroes = (client_flags & client_flag::no_zeroes) != 0;
 
   bool structured_replies = false;
+  bool base_allocation = false;  // NBD_OPT_SET_META_CONTEXT selected base:allocation
   std::vector<std::byte> data;
   for (std::size_t count = 0;; ++count) {
     if (count >= options.max_options) {
@@ -143,6 +145,7 @@ Awaitable<Result<Negotiated>> run_server_handshake(Socket& socket, const ExportI
         co_return Negotiated{.params = {.size_bytes = info.size_bytes,
                                         .transmission_flags = flags,
                                         .structured_replies = structured_replies,
+                                        .base_allocation = base_allocation && structured_replies,
                                         .min_block_size_bytes = sizes.minimum_bytes,
                                         .max_payload_bytes = sizes.maximum_payload_bytes},
                              .block_size = sizes,
@@ -237,6 +240,7 @@ Awaitable<Result<Negotiated>> run_server_handshake(Socket& socket, const ExportI
           co_return Negotiated{.params = {.size_bytes = info.size_bytes,
                                           .transmission_flags = flags,
                                           .structured_replies = structured_replies,
+                                          .base_allocation = base_allocation,
                                           .min_block_size_bytes = sizes.minimum_bytes,
                                           .max_payload_bytes = sizes.maximum_payload_bytes},
                                .block_size = sizes,
@@ -245,9 +249,45 @@ Awaitable<Result<Negotiated>> run_server_handshake(Socket& socket, const ExportI
         break;
       }
 
-      case Option::starttls:
       case Option::list_meta_context:
-      case Option::set_meta_context:
+      case Option::set_meta_context: {
+        // proto.md "Metadata querying": both need structured replies first; SET replaces the
+        // selection; unknown namespaces and leaves are ignored; each context found is one
+        // NBD_REP_META_CONTEXT, then NBD_REP_ACK.
+        const bool listing = static_cast<Option>(option) == Option::list_meta_context;
+        if (!structured_replies) {
+          if (auto ec = co_await send_error(socket, option, OptionReply::err_invalid,
+                                            "metadata contexts need structured replies"))
+            co_return fail(ec);
+          break;
+        }
+        auto request = decode_meta_context_request(option_data);
+        if (!request) {
+          if (auto ec = co_await send_error(socket, option, OptionReply::err_invalid,
+                                            "malformed NBD_OPT_LIST/SET_META_CONTEXT data"))
+            co_return fail(ec);
+          break;
+        }
+        if (!name_matches(request->name, info)) {
+          if (auto ec = co_await send_error(socket, option, OptionReply::err_unknown, "no such export"))
+            co_return fail(ec);
+          break;
+        }
+        // LIST with no query lists every context the server has.
+        bool selected = listing && request->queries.empty();
+        for (std::string_view query : request->queries) {
+          selected = selected || query_selects_base_allocation(query, listing);
+        }
+        if (!listing) base_allocation = selected;
+        if (selected) {
+          const auto reply = encode_rep_meta_context(listing ? 0 : base_allocation_context_id, base_allocation_context);
+          if (auto ec = co_await send_reply(socket, option, OptionReply::meta_context, reply)) co_return fail(ec);
+        }
+        if (auto ec = co_await send_reply(socket, option, OptionReply::ack, {})) co_return fail(ec);
+        break;
+      }
+
+      case Option::starttls:
       case Option::peek_export:
       case Option::extended_headers:
       default:

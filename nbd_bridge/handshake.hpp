@@ -1,9 +1,11 @@
 // Server side of the NBD fixed-newstyle handshake (option haggling), layer 6: sends the greeting,
-// checks the client flags, answers NBD_OPT_EXPORT_NAME, ABORT, LIST, INFO, GO and STRUCTURED_REPLY,
-// and NBD_REP_ERR_UNSUP for everything else, until the client enters transmission or leaves.
+// checks the client flags, answers NBD_OPT_EXPORT_NAME, ABORT, LIST, INFO, GO, STRUCTURED_REPLY and
+// LIST/SET_META_CONTEXT (`base:allocation` only), and NBD_REP_ERR_UNSUP for everything else, until
+// the client enters transmission or leaves.
 // Oldstyle negotiation is never offered.
 // Spec: NBD proto.md "Newstyle negotiation", "Fixed newstyle negotiation", "Termination of the
-// session during option haggling", "Option types", "Option reply types", "Size constraints".
+// session during option haggling", "Option types", "Option reply types", "Size constraints",
+// "Metadata querying".
 #pragma once
 
 #include <cstddef>

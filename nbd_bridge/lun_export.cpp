@@ -43,6 +43,7 @@ ExportInfo LunExport::info() const {
 }
 
 Awaitable<std::error_code> LunExport::read(std::uint64_t offset_bytes, ByteSpan dest) {
+  read_bytes_ += dest.size();
   auto r = co_await lun_.read({.lba = lba(offset_bytes), .blocks = static_cast<std::uint32_t>(dest.size() / block_size_)},
                               dest);
   co_return as_errno(r);
@@ -69,6 +70,46 @@ Awaitable<std::error_code> LunExport::write_zeroes(std::uint64_t offset_bytes, s
       {.lba = lba(offset_bytes), .blocks = length_bytes / block_size_, .may_unmap = may_trim});
   if (auto ec = as_errno(r)) co_return ec;
   if (fua) co_return co_await flush();
+  co_return std::error_code{};
+}
+
+Awaitable<std::error_code> LunExport::block_status(std::uint64_t offset_bytes, std::uint32_t length_bytes, bool one,
+                                                   std::vector<BlockExtent>& extents) {
+  extents.clear();
+  const std::uint64_t end = offset_bytes + length_bytes;
+  if (!lba_status_unsupported_) {
+    ++lba_status_commands_;
+    // 64 descriptors a command: enough for a fragmented range, and the reply stays small.
+    auto r = co_await lun_.get_lba_status(lba(offset_bytes), one ? 1 : 64);
+    if (!r && r.error() == make_error_code(errc::not_supported)) {
+      lba_status_unsupported_ = true;
+    } else if (!r) {
+      co_return as_errno(r.error());
+    } else {
+      const bool zeroes = lun_.info().capacity.unmapped_reads_zero;  // LBPRZ
+      std::uint64_t position = offset_bytes;
+      for (const scsi::LbaStatusDescriptor& d : *r) {
+        const std::uint64_t run_start = d.lba * block_size_;
+        const std::uint64_t run_end = run_start + std::uint64_t{d.blocks} * block_size_;
+        if (d.blocks == 0 || run_end <= position) continue;  // before the request (SBC-4 allows it)
+        if (run_start > position) break;  // a gap: report what is known so far
+        const std::uint64_t stop = std::min(run_end, end);
+        const auto status = static_cast<scsi::ProvisioningStatus>(d.provisioning_status);
+        std::uint32_t flags = 0;
+        if (status == scsi::ProvisioningStatus::deallocated) {
+          flags = allocation_state::hole | (zeroes ? allocation_state::zero : 0u);
+        } else if (status == scsi::ProvisioningStatus::anchored && zeroes) {
+          flags = allocation_state::zero;
+        }
+        extents.push_back({.length_bytes = stop - position, .flags = flags});
+        position = stop;
+        if (position >= end) break;
+      }
+      if (!extents.empty()) co_return std::error_code{};
+    }
+  }
+  // Nothing known: all of it is data, which is always a true answer (proto.md base:allocation).
+  extents.push_back({.length_bytes = length_bytes, .flags = 0});
   co_return std::error_code{};
 }
 

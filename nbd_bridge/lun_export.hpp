@@ -45,6 +45,16 @@ class LunExport final : public Export {
   /// WRITE SAME of zeroes, with the UNMAP bit when `may_trim`; FUA adds a SYNCHRONIZE CACHE.
   Awaitable<std::error_code> write_zeroes(std::uint64_t offset_bytes, std::uint64_t length_bytes, bool may_trim,
                                           bool fua) override;
+  /// GET LBA STATUS (SBC-4 §5.8) from the request's first block: deallocated blocks are HOLE (and
+  /// ZERO when LBPRZ), anchored ones ZERO when LBPRZ, mapped ones data. A unit that is not thin
+  /// provisioned, or rejects the command, is all data (asked once, then remembered). One command
+  /// per request: the runs may cover less than the range (the client asks again for the rest).
+  Awaitable<std::error_code> block_status(std::uint64_t offset_bytes, std::uint32_t length_bytes, bool one,
+                                          std::vector<BlockExtent>& extents) override;
+  /// Payload bytes read from the LUN so far (NBD_CMD_READ; tests and the stats file).
+  [[nodiscard]] std::uint64_t read_bytes() const noexcept { return read_bytes_; }
+  /// GET LBA STATUS commands sent so far (tests and the stats file).
+  [[nodiscard]] std::uint64_t lba_status_commands() const noexcept { return lba_status_commands_; }
 
  private:
   std::uint64_t lba(std::uint64_t offset_bytes) const noexcept { return offset_bytes / block_size_; }
@@ -59,6 +69,9 @@ class LunExport final : public Export {
 
   std::uint32_t block_size_;
   bool shutting_down_ = false;
+  bool lba_status_unsupported_ = false;
+  std::uint64_t lba_status_commands_ = 0;
+  std::uint64_t read_bytes_ = 0;
 };
 
 }  // namespace iserkit::nbd

@@ -37,6 +37,7 @@
 #include "iserkit/initiator/multipath.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/initiator/url.hpp"
+#include "nbd_bridge/captive.hpp"
 #include "nbd_bridge/config_file.hpp"
 #include "nbd_bridge/lun_export.hpp"
 #include "nbd_bridge/metrics.hpp"
@@ -64,6 +65,7 @@ struct Config {
   std::string status_socket;
   std::string metrics;  // --metrics HOST:PORT (Prometheus)
   initiator::SessionOptions session;
+  nbd::ProcessMode process;  // --run, --fork, --pid-file (captive.hpp)
 };
 
 /// Where the bridge stands, for --stats-file and SIGUSR1. Lives on the io_context thread.
@@ -74,6 +76,8 @@ struct BridgeStatus {
   std::string stats_file;
   std::weak_ptr<initiator::Session> session;
   std::weak_ptr<initiator::Multipath> multipath;  // with several URLs
+  std::weak_ptr<nbd::LunExport> exported;         // read_bytes, lba_status_commands
+  mutable std::uint64_t read_bytes = 0, lba_status_commands = 0;  // last seen (kept after the export is gone)
   std::function<void()> exit_on_give_up;  // set with --on-give-up exit
 
   static const char* name(State s) {
@@ -122,6 +126,11 @@ struct BridgeStatus {
           << k << "url=" << p.url << "\n";
       }
     }
+    if (auto e = exported.lock()) {
+      read_bytes = e->read_bytes();
+      lba_status_commands = e->lba_status_commands();
+    }
+    o << "read_bytes=" << read_bytes << "\nlba_status_commands=" << lba_status_commands << "\n";
     o << "copied_payload_bytes=" << copied_payload_bytes() << "\n";
     return o.str();
   }
@@ -266,7 +275,8 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
       *lun, nbd::LunExportOptions{.name = cfg.name.empty() ? cfg.url.target + "/" + std::to_string(lun_index) : cfg.name,
                                   .description = description,
                                   .read_only = cfg.read_only});
-  std::shared_ptr<nbd::Export> served = exported;
+  status->exported = exported;
+  std::shared_ptr<nbd::Export> metered = exported;
   std::shared_ptr<nbd::BridgeMetrics> metrics;
   if (!cfg.metrics.empty()) {
     auto opened = nbd::BridgeMetrics::open(cfg.metrics);
@@ -275,11 +285,22 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
       co_return 1;
     }
     metrics = std::move(*opened);
-    served = metrics->meter(exported);
+    metered = metrics->meter(exported);
     std::cout << "metrics on " << cfg.metrics.substr(0, cfg.metrics.rfind(':')) << ":" << metrics->port() << std::endl;
   }
-  nbd::Server server(io, served, {.read_only = cfg.read_only, .single_threaded = true});
+  nbd::Server server(io, metered, {.read_only = cfg.read_only, .single_threaded = true});
   bool listening = false;
+  nbd::PrivateSocket private_socket;  // --run without --socket/--listen: a socket only CMD knows
+  if (!cfg.process.run_command.empty() && cfg.socket_path.empty() && cfg.listen.empty()) {
+    auto made = nbd::PrivateSocket::create();
+    if (!made) {
+      std::cerr << "iserkit-nbd: --run: private socket directory: " << made.error().message() << "\n";
+      co_return 1;
+    }
+    private_socket = std::move(*made);
+    cfg.socket_path = private_socket.path();
+  }
+  nbd::ServedAddress served{.export_name = cfg.name};
   // Socket activation (iserkit-nbd@.socket, systemd-socket-activate): sd_listen_fds through libsystemd.
   auto passed = service::passed_sockets();
   if (!passed) {
@@ -301,6 +322,7 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     }
     std::cout << "serving " << description << " (" << cap.size_bytes() << " bytes, "
               << cap.block_size_bytes << "-byte blocks) on unix:" << cfg.socket_path << std::endl;
+    served.unix_socket = cfg.socket_path;
     listening = true;
   }
   if (!cfg.listen.empty()) {
@@ -318,6 +340,8 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     std::cout << "serving " << description << " (" << cap.size_bytes() << " bytes) on tcp:"
               << host << ":" << *bound << std::endl;
     if (!cfg.port_file.empty()) std::ofstream(cfg.port_file) << *bound << "\n";
+    served.tcp_host = nbd::client_host(host);
+    served.tcp_port = *bound;
     listening = true;
   }
   if (!listening) {
@@ -353,10 +377,20 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
   }
   asio::signal_set signals(ex, SIGINT, SIGTERM);
   signals.add(SIGUSR1);
+  if (!cfg.process.run_command.empty()) signals.add(SIGCHLD);  // before the command can end
+  // --pid-file, --fork (the parent exits now), --run (captive.hpp).
+  auto command = nbd::start_process_mode(cfg.process, served);
+  if (!command) {
+    std::cerr << "iserkit-nbd: --pid-file/--run: " << command.error().message() << "\n";
+    co_return 1;
+  }
+  int exit_code = 0;
   while (true) {
+    if (command->running() && command->finished(exit_code)) break;
     boost::system::error_code ec;
     const int signal = co_await signals.async_wait(use_awaitable_ec(ec));
     if (ec) break;
+    if (signal == SIGCHLD) continue;  // checked at the top of the loop
     if (signal != SIGUSR1) break;
     std::cerr << status->line() << std::endl;
     status->write();
@@ -367,7 +401,9 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
   if (single) co_await single->logout();
   if (multipath) co_await multipath->logout();
   status->set(BridgeStatus::State::stopped);
-  co_return 0;
+  // Stopped by a signal while the command runs: it is told too, and its status is ours (nbdkit).
+  if (command->running()) exit_code = command->stop_and_wait();
+  co_return exit_code;
 }
 
 }  // namespace
@@ -413,6 +449,13 @@ int main(int argc, char** argv) {
                                    "before its requests go to another path (--replacement-timeout is then how long "
                                    "requests wait while no path is usable)",
        cxxopts::value<double>()->default_value("5"))
+      ("run", "captive mode: once serving, run CMD with /bin/sh (it may use $uri, $nbd, $unixsocket, $port, "
+              "$exportname); serve until it exits, then exit with its status. Without --socket/--listen the "
+              "export is served on a private Unix socket", cxxopts::value<std::string>())
+      ("fork", "go to the background once the listening socket is ready (the parent exits 0 then, 1 if "
+               "the server failed to start)")
+      ("pid-file", "write the server's pid to PATH once the listening socket is ready",
+       cxxopts::value<std::string>())
       ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
       ("config", "TOML file of options: keys are the long options above (url = \"iscsi://...\", socket = \"...\", "
                  "read-only = true); the command line wins over it", cxxopts::value<std::string>())
@@ -505,12 +548,20 @@ int main(int argc, char** argv) {
     }
     cfg.on_give_up = give_up == "exit" ? OnGiveUp::exit : OnGiveUp::error;
     log::set_level(args["log-level"].as<std::string>());
+    if (args.count("run")) cfg.process.run_command = args["run"].as<std::string>();
+    if (args.count("pid-file")) cfg.process.pid_file = args["pid-file"].as<std::string>();
+    cfg.process.daemonize = args.count("fork") > 0;
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "iserkit-nbd: " << e.what() << "\n";
     return 2;
   } catch (const std::runtime_error& e) {  // --config FILE
     std::cerr << "iserkit-nbd: " << e.what() << "\n";
     return 2;
+  }
+  // --fork: before any thread or io_context exists; only the child returns.
+  if (auto r = nbd::begin_process_mode(cfg.process); !r) {
+    std::cerr << "iserkit-nbd: --fork: " << r.error().message() << "\n";
+    return 1;
   }
   std::signal(SIGPIPE, SIG_IGN);
   asio::io_context io(1);

@@ -126,6 +126,32 @@ Awaitable<std::error_code> MemoryExport::write_zeroes(std::uint64_t offset_bytes
   co_return zero_now(offset_bytes, length_bytes, may_trim);
 }
 
+std::error_code MemoryExport::block_status_now(std::uint64_t offset_bytes, std::uint32_t length_bytes,
+                                               std::vector<BlockExtent>& extents) {
+  std::lock_guard lock(mutex_);
+  extents.clear();
+  if (auto ec = check(offset_bytes, length_bytes, std::errc::invalid_argument)) return ec;
+  std::uint64_t done = 0;
+  while (done < length_bytes) {
+    const std::uint64_t position = offset_bytes + done;
+    const std::uint64_t n = std::min<std::uint64_t>(chunk_bytes - position % chunk_bytes, length_bytes - done);
+    const std::uint32_t flags =
+        chunks_.contains(position / chunk_bytes) ? 0u : allocation_state::hole | allocation_state::zero;
+    if (!extents.empty() && extents.back().flags == flags) {
+      extents.back().length_bytes += n;
+    } else {
+      extents.push_back({.length_bytes = n, .flags = flags});
+    }
+    done += n;
+  }
+  return {};
+}
+
+Awaitable<std::error_code> MemoryExport::block_status(std::uint64_t offset_bytes, std::uint32_t length_bytes,
+                                                      bool /*one*/, std::vector<BlockExtent>& extents) {
+  co_return block_status_now(offset_bytes, length_bytes, extents);
+}
+
 void MemoryExport::inject_failure(std::uint64_t offset_bytes, std::uint64_t length_bytes, std::error_code error) {
   std::lock_guard lock(mutex_);
   failure_offset_ = offset_bytes;

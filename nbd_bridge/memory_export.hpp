@@ -43,6 +43,9 @@ class MemoryExport final : public Export {
   Awaitable<std::error_code> trim(std::uint64_t offset_bytes, std::uint64_t length_bytes, bool fua) override;
   Awaitable<std::error_code> write_zeroes(std::uint64_t offset_bytes, std::uint64_t length_bytes, bool may_trim,
                                           bool fua) override;
+  /// Chunks never written (or trimmed) are HOLE|ZERO, written chunks data (flags 0).
+  Awaitable<std::error_code> block_status(std::uint64_t offset_bytes, std::uint32_t length_bytes, bool one,
+                                          std::vector<BlockExtent>& extents) override;
 
   /// Synchronous forms of the operations above (used by the awaitables and by tests).
   /// Return std::errc::invalid_argument (read) / no_space_on_device (write) past the end, and the
@@ -50,6 +53,9 @@ class MemoryExport final : public Export {
   std::error_code read_now(std::uint64_t offset_bytes, ByteSpan dest);
   std::error_code write_now(std::uint64_t offset_bytes, ConstByteSpan src);
   std::error_code zero_now(std::uint64_t offset_bytes, std::uint64_t length_bytes, bool may_trim);
+  /// The allocation map of [offset, offset + length) at chunk granularity; errors as read_now().
+  std::error_code block_status_now(std::uint64_t offset_bytes, std::uint32_t length_bytes,
+                                   std::vector<BlockExtent>& extents);
 
   /// Makes every operation touching [offset, offset + length) fail with `error` (test hook for
   /// error paths). Pass length 0 to clear.

@@ -120,6 +120,12 @@ class MeteredExport final : public Export {
     m_.record(zero_kind, length_bytes, start, ec);
     co_return ec;
   }
+  // Not counted: a map query moves no payload. Forwarded, or the decorator would report every
+  // range as data and clients such as nbdcopy would read the LUN's holes.
+  Awaitable<std::error_code> block_status(std::uint64_t offset_bytes, std::uint32_t length_bytes, bool one,
+                                          std::vector<BlockExtent>& extents) override {
+    co_return co_await inner_->block_status(offset_bytes, length_bytes, one, extents);
+  }
 
  private:
   std::shared_ptr<Export> inner_;

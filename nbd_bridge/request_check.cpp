@@ -27,7 +27,8 @@ RequestVerdict check_request(const RequestHeader& request, const TransmissionPar
     case Command::write:
     case Command::trim:
     case Command::write_zeroes:
-    case Command::cache: {
+    case Command::cache:
+    case Command::block_status: {
       // proto.md "Size constraints": offset + length MUST NOT exceed the export size; the server
       // SHOULD answer NBD_ENOSPC for writes (and write zeroes) and NBD_EINVAL otherwise.
       const bool past_end = request.offset_bytes > params.size_bytes ||
@@ -44,13 +45,19 @@ RequestVerdict check_request(const RequestHeader& request, const TransmissionPar
         return {NbdError::inval, "flush with nonzero offset or length"};
       }
       break;
-    case Command::block_status:
-      // We never acknowledge NBD_OPT_SET_META_CONTEXT, so a client MUST NOT send this.
-      return {NbdError::inval, "block status without a negotiated metadata context"};
     case Command::disc:
     default:
       // proto.md "Error values": NBD_EINVAL for an unknown command.
       return {NbdError::inval, "unknown command"};
+  }
+
+  if (command == Command::block_status) {
+    // proto.md NBD_CMD_BLOCK_STATUS: the client MUST NOT send it unless it selected a context with
+    // NBD_OPT_SET_META_CONTEXT (which needs structured replies); a zero length is invalid.
+    if (!params.base_allocation || !params.structured_replies) {
+      return {NbdError::inval, "block status without a negotiated metadata context"};
+    }
+    if (request.length_bytes == 0) return {NbdError::inval, "block status with length 0"};
   }
 
   // proto.md "Command flags" / "Error values": unknown flags and flags not documented for the
@@ -69,7 +76,9 @@ RequestVerdict check_request(const RequestHeader& request, const TransmissionPar
       (command != Command::read || !params.structured_replies || !has(tflags, transmission_flag::send_df))) {
     return {NbdError::inval, "DF flag without structured replies or on a command other than READ"};
   }
-  if (has(flags, command_flag::req_one)) return {NbdError::inval, "REQ_ONE flag on a command other than BLOCK_STATUS"};
+  if (has(flags, command_flag::req_one) && command != Command::block_status) {
+    return {NbdError::inval, "REQ_ONE flag on a command other than BLOCK_STATUS"};
+  }
   // proto.md: FUA is valid on every command once NBD_FLAG_SEND_FUA was advertised (and then ignored
   // where nothing is written); without it, the flag is invalid.
   if (has(flags, command_flag::fua) && !has(tflags, transmission_flag::send_fua)) {

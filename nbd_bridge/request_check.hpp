@@ -16,6 +16,7 @@ struct TransmissionParams {
   std::uint64_t size_bytes = 0;               ///< export size
   std::uint16_t transmission_flags = transmission_flag::has_flags;  ///< as sent to the client
   bool structured_replies = false;            ///< NBD_OPT_STRUCTURED_REPLY was acknowledged
+  bool base_allocation = false;               ///< NBD_OPT_SET_META_CONTEXT selected `base:allocation`
   std::uint32_t min_block_size_bytes = 1;     ///< alignment of offset and length (power of 2)
   std::uint32_t max_payload_bytes = 32u << 20;  ///< largest READ/WRITE length accepted
 };
@@ -32,8 +33,9 @@ struct RequestVerdict {
 /// Returns NbdError::ok, or per proto.md: NBD_EPERM for WRITE/TRIM/WRITE_ZEROES on a read-only
 /// export; NBD_ENOSPC for WRITE/WRITE_ZEROES and NBD_EINVAL for READ/TRIM/CACHE reaching past the end;
 /// NBD_EINVAL for an unknown command, an unknown or misplaced flag, FLUSH with nonzero offset/length,
-/// misalignment to the minimum block size, a command whose transmission flag was not advertised, and a
-/// READ/WRITE longer than the maximum payload.
+/// misalignment to the minimum block size, a command whose transmission flag was not advertised, a
+/// READ/WRITE longer than the maximum payload, and BLOCK_STATUS without a selected metadata context,
+/// with length 0, or reaching past the end (REQ_ONE is valid only on BLOCK_STATUS).
 /// A WRITE that fails validation still has its payload on the wire: the caller must consume it (or
 /// hard-disconnect) before reading the next request.
 RequestVerdict check_request(const RequestHeader& request, const TransmissionParams& params) noexcept;

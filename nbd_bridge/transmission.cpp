@@ -18,7 +18,7 @@
 namespace iserkit::nbd {
 namespace {
 
-constexpr std::size_t max_replies_per_write = 64;  // replies gathered into one write (≤ 3 buffers each)
+constexpr std::size_t max_replies_per_write = 64;  // replies gathered into one write (≤ 4 buffers each)
 
 bool is_disconnect(const boost::system::error_code& ec) noexcept {
   return ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
@@ -213,6 +213,7 @@ Awaitable<void> Connection::handle_request(RequestHeader request, PooledBuffer p
   const bool fua = (request.flags & command_flag::fua) != 0;
   std::error_code ec;
   PooledBuffer data;
+  std::vector<BlockExtent> descriptors;
   try {
     switch (command) {
       case Command::read:
@@ -235,6 +236,17 @@ Awaitable<void> Connection::handle_request(RequestHeader request, PooledBuffer p
         ec = co_await export_->write_zeroes(request.offset_bytes, request.length_bytes, may_trim, fua);
         break;
       }
+      case Command::block_status: {
+        const bool req_one = (request.flags & command_flag::req_one) != 0;
+        std::vector<BlockExtent> extents;
+        ec = co_await export_->block_status(request.offset_bytes, request.length_bytes, req_one, extents);
+        if (!ec) {
+          descriptors = block_status_descriptors(extents, request.length_bytes, req_one);
+          // proto.md: a successful reply holds at least one descriptor.
+          if (descriptors.empty()) ec = std::make_error_code(std::errc::io_error);
+        }
+        break;
+      }
       case Command::cache:  // advisory only (proto.md NBD_CMD_CACHE); nothing to prefetch
       default:
         break;
@@ -253,6 +265,8 @@ Awaitable<void> Connection::handle_request(RequestHeader request, PooledBuffer p
     send_error(request, to_nbd_error(ec, request.flags), ec.message(), accounted_bytes);
   } else if (command == Command::read) {
     send_read_data(request, std::move(data), accounted_bytes);
+  } else if (command == Command::block_status) {
+    send_block_status(request, descriptors);
   } else {
     send_ok(request, accounted_bytes);
   }
@@ -292,6 +306,20 @@ void Connection::send_read_data(const RequestHeader& request, PooledBuffer data,
     reply.head_bytes = simple_reply_size;
   }
   reply.data = std::move(data);
+  enqueue(std::move(reply));
+}
+
+void Connection::send_block_status(const RequestHeader& request, std::span<const BlockExtent> descriptors) {
+  // proto.md NBD_REPLY_TYPE_BLOCK_STATUS: one chunk for the one selected context, so it is also
+  // the last one (DONE).
+  Reply reply;
+  reply.body = encode_block_status_payload(base_allocation_context_id, descriptors);
+  encode_chunk_header(std::span<std::byte, chunk_header_size>(reply.head.data(), chunk_header_size),
+                      {.flags = reply_flag::done,
+                       .type = ChunkType::block_status,
+                       .cookie = request.cookie,
+                       .length_bytes = static_cast<std::uint32_t>(reply.body.size())});
+  reply.head_bytes = chunk_header_size;
   enqueue(std::move(reply));
 }
 
@@ -342,7 +370,7 @@ Awaitable<void> Connection::write_loop() {
   std::vector<Reply> batch;
   std::vector<asio::const_buffer> buffers;
   batch.reserve(max_replies_per_write);
-  buffers.reserve(max_replies_per_write * 3);
+  buffers.reserve(max_replies_per_write * 4);
   while (!queue_.empty() && !dead_) {
     // One gather write carries every reply that is ready (up to a bound): fewer syscalls under load.
     batch.clear();
@@ -354,6 +382,7 @@ Awaitable<void> Connection::write_loop() {
     for (const Reply& reply : batch) {
       buffers.push_back(asio::buffer(reply.head.data(), reply.head_bytes));
       if (!reply.message.empty()) buffers.push_back(asio::buffer(reply.message));
+      if (!reply.body.empty()) buffers.push_back(asio::buffer(reply.body));
       if (reply.data) buffers.push_back(asio::buffer(reply.data.data(), reply.data.size()));
     }
     boost::system::error_code ec;

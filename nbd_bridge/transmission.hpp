@@ -25,7 +25,9 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/buffer.hpp"
@@ -84,6 +86,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::array<std::byte, 32> head{};
     std::size_t head_bytes = 0;
     std::string message;
+    std::vector<std::byte> body;  // a BLOCK_STATUS chunk's payload (context ID + descriptors)
     PooledBuffer data;
     std::size_t accounted_bytes = 0;  // payload bytes this request counted against the budget
   };
@@ -97,6 +100,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void send_ok(const RequestHeader& request, std::size_t accounted_bytes);
   void send_read_data(const RequestHeader& request, PooledBuffer data, std::size_t accounted_bytes);
+  void send_block_status(const RequestHeader& request, std::span<const BlockExtent> descriptors);
   void send_error(const RequestHeader& request, NbdError error, std::string message, std::size_t accounted_bytes);
   void enqueue(Reply reply);
   void retire(std::size_t accounted_bytes) noexcept;

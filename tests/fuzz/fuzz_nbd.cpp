@@ -3,13 +3,14 @@
 // and transmission-phase request validation (nbd_bridge/request_check.hpp). Input: the bytes a
 // peer sent; every decoder reads them from the start.
 // Invariants: fixed-size messages that decode re-encode to the same bytes; NBD_OPT_INFO/GO data
-// that decodes re-encodes exactly; check_request accepts only requests inside the export, aligned
+// and LIST/SET_META_CONTEXT data and block status payloads that decode re-encode exactly; check_request accepts only requests inside the export, aligned
 // and no longer than the maximum payload.
 #include <algorithm>
 #include <array>
 #include <vector>
 
 #include "fuzz_support.hpp"
+#include "nbd_bridge/block_status.hpp"
 #include "nbd_bridge/protocol.hpp"
 #include "nbd_bridge/request_check.hpp"
 
@@ -50,6 +51,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
     FUZZ_CHECK(std::equal(again.begin(), again.end(), data.begin(), data.end()));
   }
   (void)decode_info_reply(data);
+  // NBD_OPT_LIST/SET_META_CONTEXT data (nbd_bridge/block_status.hpp): what decodes re-encodes exactly.
+  if (auto meta = decode_meta_context_request(data)) {
+    const auto again = encode_meta_context_request(meta->name, meta->queries);
+    FUZZ_CHECK(std::equal(again.begin(), again.end(), data.begin(), data.end()));
+  }
+  if (auto status = decode_block_status_payload(data)) {
+    const auto again = encode_block_status_payload(status->context_id, status->descriptors);
+    FUZZ_CHECK(std::equal(again.begin(), again.end(), data.begin(), data.end()));
+  }
 
   std::array<std::byte, request_header_size> request_in{}, request_out{};
   if (auto r = decode_request_header(fixed(data, request_in))) {

@@ -253,6 +253,9 @@ def nbd_seeds():
     write(t, "simple_reply", struct.pack(">IIQ", 0x67446698, 0, 1))
     write(t, "chunk_header", struct.pack(">IHHQI", 0x668e33ef, 1, 0x8001, 1, 10))
     write(t, "error_chunk", struct.pack(">IH", 5, 4) + b"oops" + struct.pack(">Q", 4096))
+    q = b"base:allocation"
+    write(t, "meta_context_request", struct.pack(">I", 4) + b"fuzz" + struct.pack(">II", 1, len(q)) + q)
+    write(t, "block_status_payload", struct.pack(">IIIII", 1, 4096, 3, 512, 0))
 
 
 def nbd_server_seeds():
@@ -271,6 +274,12 @@ def nbd_server_seeds():
           req(4, 4096, 4096, cookie=4) + req(6, 0, 8192, cookie=5) + req(2, 0, 0))
     write(t, "list_info_abort", flags + opt(3) + opt(6, struct.pack(">I", 4) + b"fuzz" + struct.pack(">H", 0)) + opt(2))
     write(t, "export_name", flags + opt(1, b"fuzz") + req(0, 0, 512) + req(2, 0, 0))
+    q = b"base:allocation"
+    set_meta = opt(10, struct.pack(">I", 0) + struct.pack(">II", 1, len(q)) + q)
+    list_meta = opt(9, struct.pack(">II", 0, 0))
+    write(t, "meta_context_block_status",
+          flags + opt(8) + list_meta + set_meta + go + req(7, 0, 1 << 20) + req(7, 4096, 512, flags=8, cookie=2) +
+          req(7, 0, 0, cookie=3) + req(2, 0, 0))
     write(t, "unknown_option_bad_request", flags + opt(99, b"xx") + go + req(77, 0, 0) + req(0, 1 << 40, 512))
 
 

@@ -1,6 +1,7 @@
 // Typed SCSI commands on one LUN (SBC-4 §5: READ/WRITE 10/16, SYNCHRONIZE CACHE 10/16, UNMAP,
 // WRITE SAME 16, READ CAPACITY 10/16; SPC-5 §6.6 INQUIRY, §7.7 VPD, §6.33 REPORT LUNS, §6.47 TEST
 // UNIT READY; SBC-4 §6.6.4/§6.6.5 block limits and provisioning).
+#include <algorithm>
 #include <cstring>
 
 #include "io_plan.hpp"
@@ -396,6 +397,20 @@ Awaitable<Result<Capacity>> LunHandle::read_capacity() {
   auto d = scsi::parse_read_capacity10(std::span(buf10).first(received(*r10, buf10.size())));
   if (!d) co_return fail(d.error());
   co_return Capacity{.blocks = std::uint64_t{d->last_lba} + 1, .block_size_bytes = d->block_length_bytes};
+}
+
+Awaitable<Result<std::vector<scsi::LbaStatusDescriptor>>> LunHandle::get_lba_status(std::uint64_t lba,
+                                                                                   std::uint32_t max_descriptors) {
+  // SBC-4 §5.8: GET LBA STATUS exists with logical block provisioning management only.
+  if (!info_.capacity.thin) co_return fail(errc::not_supported);
+  if (lba >= info_.capacity.blocks) co_return fail(errc::invalid_argument);
+  const std::size_t wanted = std::clamp<std::size_t>(max_descriptors, 1, 4096);
+  std::vector<std::byte> data(scsi::lba_status_header_bytes + wanted * scsi::lba_status_descriptor_bytes);
+  auto r = co_await run(scsi::get_lba_status16(lba, static_cast<std::uint32_t>(data.size())), data);
+  if (!r) co_return fail(r.error());
+  if (is_illegal_request(*r)) co_return fail(errc::not_supported);
+  if (auto ok = check(*r); !ok) co_return fail(ok.error());
+  co_return scsi::parse_lba_status(std::span(data).first(received(*r, data.size())));
 }
 
 Awaitable<Result<void>> LunHandle::test_unit_ready() {

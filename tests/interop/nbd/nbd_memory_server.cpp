@@ -54,6 +54,11 @@ class DelayedExport final : public nbd::Export {
     co_await delay();
     co_return co_await inner_->write_zeroes(offset, length, may_trim, fua);
   }
+  Awaitable<std::error_code> block_status(std::uint64_t offset, std::uint32_t length, bool one,
+                                          std::vector<nbd::BlockExtent>& extents) override {
+    co_await delay();
+    co_return co_await inner_->block_status(offset, length, one, extents);
+  }
 
  private:
   Awaitable<void> delay() {

@@ -60,7 +60,7 @@ TEST(NbdRequestCheck, ReadOnlyGetsEperm) {
 TEST(NbdRequestCheck, UnknownCommandsAndFlags) {
   const auto p = writable();
   EXPECT_EQ(check_request(request(static_cast<Command>(42), 0, 0), p).error, NbdError::inval);
-  EXPECT_EQ(check_request(request(Command::block_status, 0, 512), p).error, NbdError::inval);
+  EXPECT_EQ(check_request(request(Command::block_status, 0, 512), p).error, NbdError::inval);  // no context
   EXPECT_EQ(check_request(request(Command::read, 0, 512, 0x8000), p).error, NbdError::inval);
   EXPECT_EQ(check_request(request(Command::write, 0, 512, command_flag::no_hole), p).error, NbdError::inval);
   EXPECT_EQ(check_request(request(Command::write_zeroes, 0, 512, command_flag::fast_zero), p).error, NbdError::inval);

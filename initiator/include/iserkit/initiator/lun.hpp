@@ -28,6 +28,7 @@
 #include "iserkit/common/result.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/scsi/cdb.hpp"
+#include "iserkit/scsi/lba_status.hpp"
 #include "iserkit/scsi/inquiry.hpp"
 #include "iserkit/scsi/lun.hpp"
 
@@ -150,6 +151,12 @@ class LunHandle {
   Awaitable<Result<Capacity>> read_capacity();
   /// TEST UNIT READY (SPC-5 §6.47).
   Awaitable<Result<void>> test_unit_ready();
+  /// GET LBA STATUS (16) from `lba` (SBC-4 §5.8): up to `max_descriptors` (≥ 1) LBA status
+  /// descriptors, in order, the first normally starting at `lba`. Errors: errc::not_supported when
+  /// the unit is not thin provisioned (READ CAPACITY LBPME = 0) or rejects the command (ILLEGAL
+  /// REQUEST); errc::invalid_argument for `lba` past the end; other SCSI and transport errors.
+  Awaitable<Result<std::vector<scsi::LbaStatusDescriptor>>> get_lba_status(std::uint64_t lba,
+                                                                          std::uint32_t max_descriptors);
 
  private:
   LunHandle(std::shared_ptr<CommandChannel> channel, scsi::Lun lun)
