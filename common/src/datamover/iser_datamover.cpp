@@ -177,6 +177,7 @@ void release_gone_devices() noexcept {
     changed = true;
   }
   if (changed) {
+    // (changed: something was released now, or a released device may still be open in librdmacm.)
     // librdmacm notices a removed device only when it re-reads the device list; then it closes its
     // context once its last cm_id there is gone (rdma-core librdmacm/cma.c sync_devices_list).
     // Until that close the kernel's device removal waits (ib_uverbs without disassociate support).
@@ -955,10 +956,11 @@ bool rdma_device_present() noexcept {
 
 Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor ex, std::string host,
                                                            std::uint16_t port, IserOptions options) {
-  if (!rdma_device_present()) co_return fail(std::make_error_code(std::errc::no_such_device));
-  // A device that went away since the last attempt is let go of first, before librdmacm resolves
-  // the address to a device (it may then close a removed device's context itself).
+  // A device that went away since the last attempt is let go of first (also when no device is
+  // left), before librdmacm resolves the address to a device (it may then close a removed
+  // device's context itself).
   rdma::release_gone_devices();
+  if (!rdma_device_present()) co_return fail(std::make_error_code(std::errc::no_such_device));
   auto c = std::make_shared<IserConnection>(ex, true, options);
   if (auto ec = c->open_channel()) co_return fail(ec);
   rdma_cm_id* raw = nullptr;

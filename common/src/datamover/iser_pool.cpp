@@ -234,7 +234,10 @@ bool retire_gone_devices(std::span<ibv_device* const> present) noexcept {
       log::info("iser: released the protection domain of a removed device");
     }
   }
-  return changed;
+  // Until librdmacm has re-read the device list after our last cm_id on a removed device is gone,
+  // it keeps that device's context open: keep telling it while removed devices are known (cheap,
+  // and only on connect attempts, re-listen ticks and releases).
+  return changed || !gone_devices.empty();
 }
 
 }  // namespace iserkit::datamover::rdma

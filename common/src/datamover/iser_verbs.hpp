@@ -132,7 +132,8 @@ bool device_gone(const Device* device) noexcept;
 /// The device part of release_gone_devices(): devices not in `present`, marked removed or with an
 /// IBV_EVENT_DEVICE_FATAL queued get their pools retired and move out of the registry; protection
 /// domains of released devices are freed when no QP holds them any more. True when anything was
-/// released (librdmacm should then be told to drop its contexts). Thread-safe.
+/// released or any device was ever released (librdmacm should then be told again to drop the
+/// contexts of removed devices). Thread-safe.
 bool retire_gone_devices(std::span<ibv_device* const> present) noexcept;
 
 /// Releases what this process holds on RDMA devices that are gone — removed (`rdma link delete`,

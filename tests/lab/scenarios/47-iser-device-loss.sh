@@ -1,32 +1,47 @@
 #!/bin/bash
 # iSER device loss: `rdma link delete` of the rxe device under fio verify via iserkit-nbd, then `rdma link add`
 # lab: opt-in (several minutes under TCG, more with an ASan build): ISERKIT_BUILD=build-asan scripts/lab.sh --only iser-device-loss
-# Issue 13 item 4. iserkit-target on the rxe device's address (iSER and TCP on one portal) and
-# iserkit-nbd over iser:// (replacement timeout 120 s, NOP-Out after 1 s, 2 s to answer) behind the
-# kernel nbd client. Under a fio job (24 MiB of random 64 KiB writes at 2 MiB/s, 8 in flight, crc32c
+# Issue 13 item 4. iserkit-target on the rxe device's address (iSER and TCP on one portal)
+# and on a second rxe device's (labrxe1 on dummy netdev labnet1, 10.212.0.1), and iserkit-nbd over
+# iser:// to the first (replacement timeout 120 s, NOP-Out after 1 s, 2 s to answer) behind the
+# kernel nbd client. The second device is needed, not only a second path: librdmacm (rdma-core 44
+# and its master today) drops a removed device's context only when it re-reads a device list that
+# is not empty (librdmacm/cma.c sync_devices_list returns ENODEV first), so the removal of a host's
+# last RDMA device waits for the processes using it to exit, whatever they release. Under a fio job (24 MiB of random 64 KiB writes at 2 MiB/s, 8 in flight, crc32c
 # verify of every block) the rxe device is deleted with `rdma link delete`. The kernel finishes that
 # only once every process has released every verbs object on the device (QPs, CQs, completion
 # channels, MRs, PDs, cm_ids): the command must return within 30 s while both programs keep running.
 # While the device is gone the target must still serve TCP (an `iserkit write`/`read iscsi://`
-# round trip at 192 MiB, away from fio's range). Then the device is added again: the target must
+# round trip at 192 MiB, away from fio's range) and iSER on the other device (the same at 160 MiB
+# over iser://10.212.0.1). Then the device is added again: the target must
 # listen on it again (its log says so) and the bridge must recover (fio ends with every block
 # verified; the bridge counted a lost connection and a recovery). Both programs must exit 0 on
 # SIGTERM; with an AddressSanitizer build (ISERKIT_BUILD=build-asan, -DISERKIT_SANITIZE=ON) neither
 # may print a LeakSanitizer or AddressSanitizer report (SKIP when the binaries are not ASan builds).
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
-plan soft-roce target bridge nbd-attach delete-under-io delete-prompt tcp-during-loss device-back \
-  target-relisten io-verified bridge-recovery nbd-detach bridge-exit target-exit no-sanitizer-report
+plan soft-roce second-device target bridge nbd-attach delete-under-io delete-prompt tcp-during-loss \
+  iser-other-device-during-loss device-back target-relisten io-verified bridge-recovery nbd-detach bridge-exit \
+  target-exit no-sanitizer-report second-device-removed
 
 check soft-roce rxe_up || give_up "no Soft-RoCE device"
 if reason=$(iser_missing); then give_up "$reason"; fi
+other_ip=10.212.0.1
+second_device() {
+  ip link show labnet1 >/dev/null 2>&1 ||
+    { ip link add labnet1 type dummy && ip addr add "$other_ip/24" dev labnet1 && ip link set labnet1 up; } || return 1
+  [[ -e /sys/class/infiniband/labrxe1 ]] || rdma link add labrxe1 type rxe netdev labnet1 || return 1
+  wait_until 20 grep -q ACTIVE /sys/class/infiniband/labrxe1/ports/1/state || return 1
+  echo "labrxe1 on labnet1 ($other_ip): $(cat /sys/class/infiniband/labrxe1/ports/1/state)"
+}
+check second-device second_device || give_up "no second Soft-RoCE device"
 
 iqn=iqn.2026-11.org.iserkit.lab:iser-device-loss
 portal=$LAB_RDMA_IP:3260
 truncate -s 256M "$work/lun.img"
 # ASan reports go to the daemons' logs (stderr); leaks are checked at exit.
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=0
-daemon target iserkit-target --iqn "$iqn" --lun "$work/lun.img" --listen "$portal" --port-file "$work/port" \
-  --log-level info
+daemon target iserkit-target --iqn "$iqn" --lun "$work/lun.img" --listen "$portal" --listen "$other_ip:3260" \
+  --port-file "$work/port" --log-level info
 check target serving iserkit-target "$work/port" 180 || give_up "iserkit-target did not start"
 target_log=$logdir/$scenario.target.log
 
@@ -110,6 +125,17 @@ tcp_roundtrip() {
 }
 check tcp-during-loss tcp_roundtrip
 
+other_iser_roundtrip() {
+  head -c $((4 << 20)) /dev/urandom >"$work/iser.in"
+  iserkit write "iser://$other_ip:3260/$iqn/0" --offset $((160 << 20)) -i "$work/iser.in" \
+    --initiator-name "$LAB_INITIATOR_IQN" || return 1
+  iserkit read "iser://$other_ip:3260/$iqn/0" --offset $((160 << 20)) --length $((4 << 20)) -o "$work/iser.out" \
+    --initiator-name "$LAB_INITIATOR_IQN" || return 1
+  cmp "$work/iser.in" "$work/iser.out" || return 1
+  echo "4 MiB written and read back over iSER on labrxe1 while $LAB_RDMA_DEV is gone: identical"
+}
+check iser-other-device-during-loss other_iser_roundtrip
+
 device_back() {
   rdma link add "$LAB_RDMA_DEV" type rxe netdev "$LAB_RDMA_NETDEV" || return 1
   wait_until 30 grep -q ACTIVE "/sys/class/infiniband/$LAB_RDMA_DEV/ports/1/state" ||
@@ -167,3 +193,8 @@ if ldd "$(command -v iserkit-target)" | grep -q libasan; then
 else
   skip no-sanitizer-report "iserkit-target is not an AddressSanitizer build (run with ISERKIT_BUILD=build-asan)"
 fi
+
+second_device_removed() {
+  rdma link delete labrxe1 && ip link del labnet1 && echo "labrxe1 and labnet1 removed"
+}
+check second-device-removed second_device_removed
