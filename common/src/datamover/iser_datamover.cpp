@@ -176,6 +176,7 @@ void release_gone_devices() noexcept {
     dead.clear();
     changed = true;
   }
+  reap_parked_ids();  // and those whose port is up again
   if (changed) {
     // (changed: something was released now, or a released device may still be open in librdmacm.)
     // librdmacm notices a removed device only when it re-reads the device list; then it closes its
