@@ -95,6 +95,12 @@ class IserConnection {
   /// `hold_dreq`: a work request of ours failed locally or ran out of retries, which is what a
   /// link going down looks like before the port reports it.
   void abort_connection(std::error_code ec, bool hold_dreq = false) noexcept;
+  /// The RDMA device is being removed (RDMA_CM_EVENT_DEVICE_REMOVAL): fails the connection without
+  /// a DREQ, completes every pending work request with connection_closed, and destroys the QP, CQ
+  /// and completion channel, deregisters the descriptors (their memory stays) and destroys the
+  /// cm_id, so the kernel's removal, which waits for user space to let go, can finish; then
+  /// release_gone_devices(). The event channel stays (it is not the device's).
+  void release_device() noexcept;
   /// abort_connection() plus: stop the event loops and complete whatever is still pending. Called once the
   /// datamover is destroyed.
   void shutdown() noexcept;
@@ -161,6 +167,7 @@ class IserConnection {
   bool disconnect_skipped_ = false;  // aborted while the port was down: no DREQ was sent
   bool failed_ = false;
   bool stopped_ = false;
+  bool released_ = false;  // release_device() ran: no verbs object left
   std::error_code error_;
 
   std::deque<Ready> ready_;            // received PDUs not yet handed out

@@ -138,6 +138,54 @@ void reap_parked_ids() noexcept {
     log::debug("iser: {} connection(s) closed while their port was down: disconnected now", ready.size());
 }
 
+void release_gone_devices() noexcept {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr) return;  // cannot tell which devices are there: release nothing
+  std::vector<ibv_device*> present;
+  try {
+    present.assign(list, list + n);
+  } catch (...) {
+    ibv_free_device_list(list);
+    return;
+  }
+  ibv_free_device_list(list);  // the ibv_device objects outlive the list; only pointers are compared
+  bool changed = retire_gone_devices(present);
+  // Parked ids on a device that is gone will never see their port come back: destroy them now
+  // (their DREQ cannot go anywhere, and they hold the device open).
+  std::vector<ParkedId> dead;
+  {
+    const std::lock_guard lock(parked_mutex);
+    for (auto it = parked_ids.begin(); it != parked_ids.end();) {
+      ibv_context* verbs = it->id->verbs;
+      if (verbs != nullptr && std::find(present.begin(), present.end(), verbs->device) == present.end()) {
+        try {
+          dead.push_back(std::move(*it));
+        } catch (...) {
+          ++it;
+          continue;
+        }
+        it = parked_ids.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (!dead.empty()) {
+    log::info("iser: {} parked connection(s) on a removed device destroyed", dead.size());
+    dead.clear();
+    changed = true;
+  }
+  reap_parked_ids();  // and those whose port is up again
+  if (changed) {
+    // (changed: something was released now, or a released device may still be open in librdmacm.)
+    // librdmacm notices a removed device only when it re-reads the device list; then it closes its
+    // context once its last cm_id there is gone (rdma-core librdmacm/cma.c sync_devices_list).
+    // Until that close the kernel's device removal waits (ib_uverbs without disassociate support).
+    if (ibv_context** contexts = rdma_get_devices(nullptr); contexts != nullptr) rdma_free_devices(contexts);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // IserConnection: setup
 // ---------------------------------------------------------------------------------------------
@@ -156,6 +204,12 @@ IserConnection::~IserConnection() {
   comp_.reset();
   recv_region_ = {};
   send_region_ = {};
+  // On a device that is gone, free its protection domain while this id still keeps librdmacm's
+  // device context open (the last id's destruction may close it).
+  if (id_ && device_ != nullptr && device_gone(device_)) {
+    disconnect_skipped_ = false;  // no DREQ can go out on a removed device: never park
+    release_gone_devices();
+  }
   // rdma_destroy_id() of a connected id sends the DREQ that abort_connection() held back: not
   // while the port is still down (see port_active()).
   if (id_ && disconnect_skipped_ && !port_active(id_.get())) park_cm_id(std::move(id_), std::move(channel_));
@@ -299,8 +353,8 @@ Awaitable<void> IserConnection::cm_loop(std::shared_ptr<IserConnection> self) {
         abort_connection(make_error_code(errc::connection_closed));
         break;
       case RDMA_CM_EVENT_DEVICE_REMOVAL:
-        log::warn("iser {}: RDMA device removed: closing", peer_);
-        abort_connection(make_error_code(errc::connection_closed));
+        log::warn("iser {}: RDMA device removed: closing and releasing its verbs objects", peer_);
+        release_device();
         break;
       case RDMA_CM_EVENT_TIMEWAIT_EXIT:
         break;
@@ -322,10 +376,10 @@ Awaitable<void> IserConnection::cm_loop(std::shared_ptr<IserConnection> self) {
 Awaitable<void> IserConnection::poll_loop(std::shared_ptr<IserConnection> self) {
   ibv_req_notify_cq(cq_.get(), 0);
   drain();
-  while (!stopped_) {
+  while (!stopped_ && !released_) {
     boost::system::error_code ec;
     co_await comp_fd_->async_wait(asio::posix::stream_descriptor::wait_read, use_awaitable_ec(ec));
-    if (ec || stopped_) break;
+    if (ec || stopped_ || released_) break;
     ibv_cq* cq = nullptr;
     void* context = nullptr;
     while (ibv_get_cq_event(comp_.get(), &cq, &context) == 0) ibv_ack_cq_events(cq, 1);
@@ -337,6 +391,7 @@ Awaitable<void> IserConnection::poll_loop(std::shared_ptr<IserConnection> self) 
 }
 
 void IserConnection::drain() {
+  if (!cq_) return;
   std::array<ibv_wc, 32> wc{};
   int n = 0;
   while ((n = ibv_poll_cq(cq_.get(), static_cast<int>(wc.size()), wc.data())) > 0)
@@ -413,6 +468,38 @@ void IserConnection::abort_connection(std::error_code ec, bool hold_dreq) noexce
     list->clear();
     for (Completion* c : waiters) c->complete();
   }
+}
+
+void IserConnection::release_device() noexcept {
+  if (released_ || !id_) return;
+  // Only the QP goes to the error state: no DREQ (the device is going; the kernel already tears
+  // down its side of the cm_id).
+  abort_connection(make_error_code(errc::connection_closed), true);
+  disconnect_skipped_ = false;
+  released_ = true;
+  // The CQ is destroyed below, so no flush completion will come: finish every pending work
+  // request now (their waiters resume later, on this executor, with connection_closed).
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (Op* op : pending) op->done.complete(error_);
+  if (comp_fd_) {
+    boost::system::error_code ignored;
+    comp_fd_->cancel(ignored);
+    comp_fd_->release();
+    comp_fd_.reset();
+  }
+  mark_device_removed(id_->verbs);
+  if (id_->qp != nullptr) rdma_destroy_qp(id_.get());
+  cq_.reset();
+  comp_.reset();
+  // The descriptors' memory stays (a PduIn handed out may still point into a receive slot).
+  recv_region_.deregister();
+  send_region_.deregister();
+  // Frees the device's PD once this was its last QP, while this id still holds librdmacm's
+  // device context open; then the id goes (librdmacm may close the context with it).
+  release_gone_devices();
+  id_.reset();
+  log::info("iser {}: released every verbs object on the removed device", peer_);
 }
 
 void IserConnection::shutdown() noexcept {
@@ -870,6 +957,10 @@ bool rdma_device_present() noexcept {
 
 Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor ex, std::string host,
                                                            std::uint16_t port, IserOptions options) {
+  // A device that went away since the last attempt is let go of first (also when no device is
+  // left), before librdmacm resolves the address to a device (it may then close a removed
+  // device's context itself).
+  rdma::release_gone_devices();
   if (!rdma_device_present()) co_return fail(std::make_error_code(std::errc::no_such_device));
   auto c = std::make_shared<IserConnection>(ex, true, options);
   if (auto ec = c->open_channel()) co_return fail(ec);
@@ -932,17 +1023,34 @@ Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor
 }
 
 struct IserListener::Impl {
-  explicit Impl(asio::any_io_executor e) : ex(std::move(e)) {}
+  explicit Impl(asio::any_io_executor e) : ex(std::move(e)), retry(ex) {}
   asio::any_io_executor ex;
   IserOptions options;
   rdma::EventChannel channel;
-  rdma::CmId id;
+  rdma::CmId id;  // null while the device under the address is gone (waiting to listen again)
+  std::string host;
+  std::uint16_t port = 0;  // the bound port
   std::optional<asio::posix::stream_descriptor> fd;
+  asio::steady_timer retry;
   bool closed = false;
   ~Impl() {
     if (fd) fd->release();
     id.reset();
     channel.reset();
+  }
+  /// A new listening id on `host`:`port` on the same event channel. Errors: bind/listen errno
+  /// (ENODEV or EADDRNOTAVAIL while no RDMA device serves the address).
+  std::error_code bind_and_listen() {
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return rdma::errno_error(errno);
+    rdma::CmId fresh(raw);
+    auto addresses = resolve(host, port, true);
+    if (!addresses) return addresses.error();
+    if (rdma_bind_addr(raw, (*addresses)->ai_addr) != 0) return rdma::errno_error(errno);
+    if (rdma_listen(raw, 64) != 0) return rdma::errno_error(errno);
+    port = ntohs(rdma_get_src_port(raw));
+    id = std::move(fresh);
+    return {};
   }
 };
 
@@ -954,15 +1062,11 @@ Result<std::unique_ptr<IserListener>> IserListener::listen(asio::any_io_executor
   if (!rdma_device_present()) return fail(std::make_error_code(std::errc::no_such_device));
   auto impl = std::make_shared<Impl>(ex);
   impl->options = options;
+  impl->host = host;
+  impl->port = port;
   impl->channel.reset(rdma_create_event_channel());
   if (!impl->channel || !rdma::set_nonblocking(impl->channel->fd)) return fail(rdma::errno_error(errno));
-  rdma_cm_id* raw = nullptr;
-  if (rdma_create_id(impl->channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return fail(rdma::errno_error(errno));
-  impl->id.reset(raw);
-  auto addresses = resolve(host, port, true);
-  if (!addresses) return fail(addresses.error());
-  if (rdma_bind_addr(raw, (*addresses)->ai_addr) != 0) return fail(rdma::errno_error(errno));
-  if (rdma_listen(raw, 64) != 0) return fail(rdma::errno_error(errno));
+  if (auto ec = impl->bind_and_listen()) return fail(ec);
   impl->fd.emplace(ex, impl->channel->fd);
   return std::unique_ptr<IserListener>(new IserListener(std::move(impl)));
 }
@@ -972,13 +1076,28 @@ void IserListener::close() noexcept {
   impl_->closed = true;
   boost::system::error_code ignored;
   if (impl_->fd) impl_->fd->cancel(ignored);
+  impl_->retry.cancel();
 }
 
-std::uint16_t IserListener::port() const noexcept { return ntohs(rdma_get_src_port(impl_->id.get())); }
+std::uint16_t IserListener::port() const noexcept { return impl_->port; }
 
 Awaitable<Result<std::unique_ptr<Datamover>>> IserListener::accept(asio::any_io_executor connection_executor) {
   auto impl = impl_;
   while (!impl->closed) {
+    if (!impl->id) {
+      // The device under the address went away: let go of it, and listen again once a device
+      // serves the address (rdma_bind_addr fails until then).
+      rdma::release_gone_devices();
+      if (const auto ec = impl->bind_and_listen(); !ec) {
+        log::info("iser portal: listening again on {}:{} (device {})", impl->host, impl->port,
+                  impl->id->verbs != nullptr ? ibv_get_device_name(impl->id->verbs->device) : "?");
+        continue;
+      }
+      boost::system::error_code ec;
+      impl->retry.expires_after(impl->options.relisten_interval);
+      co_await impl->retry.async_wait(use_awaitable_ec(ec));
+      continue;
+    }
     rdma_cm_event* ev = nullptr;
     if (rdma_get_cm_event(impl->channel.get(), &ev) != 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) co_return fail(rdma::errno_error(errno));
@@ -1000,9 +1119,13 @@ Awaitable<Result<std::unique_ptr<Datamover>>> IserListener::accept(asio::any_io_
                                                       ev->param.conn.private_data_len));
     rdma_ack_cm_event(ev);
     if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-      log::warn("iser portal: RDMA device removed: no more iSER connections on this portal");
-      impl->closed = true;
-      break;
+      if (id == impl->id.get()) {
+        log::warn("iser portal {}:{}: RDMA device removed: listening again when a device serves the address",
+                  impl->host, impl->port);
+        impl->id.reset();  // the kernel already dropped its side; this lets go of the device
+        rdma::release_gone_devices();
+      }
+      continue;
     }
     if (type != RDMA_CM_EVENT_CONNECT_REQUEST) {
       log::debug("iser portal: cm event {}", rdma::event_name(type));

@@ -4,6 +4,8 @@
 #ifdef ISERKIT_WITH_ISER
 #include "iser_verbs.hpp"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
@@ -20,6 +22,10 @@ RegisteredRegion::RegisteredRegion(ibv_pd* pd, std::size_t bytes, int access) {
   const std::size_t size = (bytes + 4095) & ~std::size_t{4095};
   memory_.reset(static_cast<std::byte*>(std::aligned_alloc(4096, size)));
   if (!memory_) return;
+  if (pd == nullptr) {  // plain memory (a retired pool)
+    size_ = size;
+    return;
+  }
   mr_.reset(ibv_reg_mr(pd, memory_.get(), size, access));
   if (!mr_) {
     log::warn("iser: ibv_reg_mr of {} bytes failed: errno={}", size, errno);
@@ -111,7 +117,7 @@ std::optional<Buffer> RegisteredBufferPool::registration(std::span<const std::by
   if (bytes.empty()) return std::nullopt;
   std::lock_guard lock(mutex_);
   const auto* r = find(bytes.data(), bytes.size());
-  if (r == nullptr) return std::nullopt;
+  if (r == nullptr || !r->registered()) return std::nullopt;
   return Buffer{.bytes = {const_cast<std::byte*>(bytes.data()), bytes.size()}, .lkey = r->lkey(), .rkey = r->rkey()};
 }
 
@@ -120,25 +126,46 @@ std::size_t RegisteredBufferPool::registrations() const noexcept {
   return regions_.size();
 }
 
+void RegisteredBufferPool::retire() noexcept {
+  std::lock_guard lock(mutex_);
+  pd_ = nullptr;
+  for (auto& r : regions_) r->deregister();
+}
+
+bool RegisteredBufferPool::retired() const noexcept {
+  std::lock_guard lock(mutex_);
+  return pd_ == nullptr;
+}
+
 Device::~Device() {
   local_pool.reset();
   remote_pool.reset();
   if (pd != nullptr) ibv_dealloc_pd(pd);
 }
 
+namespace {
+std::mutex registry_mutex;
+std::map<ibv_context*, std::unique_ptr<Device>> live_devices;
+// Devices that went away: released (pools retired, PD freed once no QP uses it) but kept, since
+// front ends may still hold their pools and lease buffers from them.
+std::vector<std::unique_ptr<Device>> gone_devices;
+std::vector<ibv_context*> removed_contexts;  // device_removed() marks, consumed by the next sweep
+}  // namespace
+
 Device* device_for(ibv_context* context) {
-  static std::mutex mutex;
-  static std::map<ibv_context*, std::unique_ptr<Device>> devices;
-  std::lock_guard lock(mutex);
-  auto& slot = devices[context];
+  std::lock_guard lock(registry_mutex);
+  auto& slot = live_devices[context];
   if (!slot) {
     auto d = std::make_unique<Device>();
     d->context = context;
     d->pd = ibv_alloc_pd(context);
     if (d->pd == nullptr) {
-      devices.erase(context);
+      live_devices.erase(context);
       return nullptr;
     }
+    // release_gone_devices() reads IBV_EVENT_DEVICE_FATAL from here without blocking.
+    if (const int flags = ::fcntl(context->async_fd, F_GETFL); flags >= 0)
+      ::fcntl(context->async_fd, F_SETFL, flags | O_NONBLOCK);
     ibv_query_device(context, &d->attr);
     d->local_pool = std::make_unique<RegisteredBufferPool>(d->pd, IBV_ACCESS_LOCAL_WRITE);
     d->remote_pool = std::make_unique<RegisteredBufferPool>(
@@ -149,6 +176,68 @@ Device* device_for(ibv_context* context) {
     slot = std::move(d);
   }
   return slot.get();
+}
+
+void mark_device_removed(ibv_context* context) noexcept {
+  try {
+    std::lock_guard lock(registry_mutex);
+    removed_contexts.push_back(context);
+  } catch (...) {
+    // No memory: the device list tells the sweep the same a moment later.
+  }
+}
+
+bool device_gone(const Device* device) noexcept {
+  std::lock_guard lock(registry_mutex);
+  for (const auto& d : gone_devices)
+    if (d.get() == device) return true;
+  return false;
+}
+
+bool retire_gone_devices(std::span<ibv_device* const> present) noexcept {
+  std::lock_guard lock(registry_mutex);
+  bool changed = false;
+  for (auto it = live_devices.begin(); it != live_devices.end();) {
+    Device& d = *it->second;
+    bool fatal = false;
+    ibv_async_event event{};
+    while (ibv_get_async_event(d.context, &event) == 0) {
+      fatal = fatal || event.event_type == IBV_EVENT_DEVICE_FATAL;
+      ibv_ack_async_event(&event);
+    }
+    const bool listed = std::find(present.begin(), present.end(), d.context->device) != present.end();
+    const bool marked = std::find(removed_contexts.begin(), removed_contexts.end(), d.context) != removed_contexts.end();
+    if (!fatal && listed && !marked) {
+      ++it;
+      continue;
+    }
+    log::warn("iser: device {} is gone ({}): releasing its memory registrations",
+              ibv_get_device_name(d.context->device),
+              fatal ? "IBV_EVENT_DEVICE_FATAL" : marked ? "RDMA_CM_EVENT_DEVICE_REMOVAL" : "no longer listed");
+    d.local_pool->retire();
+    d.remote_pool->retire();
+    try {
+      gone_devices.push_back(std::move(it->second));
+    } catch (...) {
+      (void)it->second.release();  // kept alive (leaked) rather than freed under its users
+    }
+    it = live_devices.erase(it);
+    changed = true;
+  }
+  removed_contexts.clear();
+  for (auto& d : gone_devices) {
+    if (d->pd == nullptr) continue;
+    // EBUSY while a connection still has a QP on it: that connection retries once it let go.
+    if (ibv_dealloc_pd(d->pd) == 0) {
+      d->pd = nullptr;
+      changed = true;
+      log::info("iser: released the protection domain of a removed device");
+    }
+  }
+  // Until librdmacm has re-read the device list after our last cm_id on a removed device is gone,
+  // it keeps that device's context open: keep telling it while removed devices are known (cheap,
+  // and only on connect attempts, re-listen ticks and releases).
+  return changed || !gone_devices.empty();
 }
 
 }  // namespace iserkit::datamover::rdma

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "iserkit/common/buffer.hpp"
@@ -34,13 +35,18 @@ using Mr = std::unique_ptr<ibv_mr, MrDeleter>;
 class RegisteredRegion {
  public:
   RegisteredRegion() = default;
-  /// Allocates `bytes` (rounded up to 4096) and registers them with `access` on `pd`.
+  /// Allocates `bytes` (rounded up to 4096) and registers them with `access` on `pd`; with a null
+  /// `pd` only allocates (plain memory, lkey and rkey 0: a retired pool's new chunks).
   /// Returns an empty region (operator bool false) when allocation or registration fails.
   RegisteredRegion(ibv_pd* pd, std::size_t bytes, int access);
   RegisteredRegion(RegisteredRegion&&) noexcept = default;
   RegisteredRegion& operator=(RegisteredRegion&&) noexcept = default;
   ~RegisteredRegion();
-  explicit operator bool() const noexcept { return mr_ != nullptr; }
+  explicit operator bool() const noexcept { return memory_ != nullptr; }
+  /// Drops the memory registration and keeps the memory (its device is gone: the MR must go so
+  /// the kernel can finish removing the device, while buffers in it may still be in use).
+  void deregister() noexcept { mr_.reset(); }
+  [[nodiscard]] bool registered() const noexcept { return mr_ != nullptr; }
   [[nodiscard]] std::byte* data() const noexcept { return memory_.get(); }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] std::uint32_t lkey() const noexcept { return mr_ ? mr_->lkey : 0; }
@@ -75,6 +81,11 @@ class RegisteredBufferPool final : public BufferPool {
   [[nodiscard]] std::optional<Buffer> registration(std::span<const std::byte> bytes) const noexcept override;
   /// Memory registrations made so far (slabs + large regions): constant in steady state.
   [[nodiscard]] std::size_t registrations() const noexcept;
+  /// The pool's device is gone: deregisters every region (memory and leases stay valid, as plain
+  /// memory). From then on registration() answers nothing and allocate() hands out unregistered
+  /// memory, so a caller still holding this pool bounces through a live device's pool instead.
+  void retire() noexcept;
+  [[nodiscard]] bool retired() const noexcept;
 
   static constexpr std::size_t slab_bytes = std::size_t{64} << 20;
 
@@ -84,7 +95,7 @@ class RegisteredBufferPool final : public BufferPool {
 
   static constexpr int min_shift = 12;
   static constexpr int max_shift = 24;
-  ibv_pd* pd_;
+  ibv_pd* pd_;  // null once retired
   int access_;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<RegisteredRegion>> regions_;  // slabs and large regions
@@ -96,10 +107,11 @@ class RegisteredBufferPool final : public BufferPool {
 
 /// Per-device resources shared by every connection on that device: the protection domain and
 /// the two registered pools (local-only for targets, remote-accessible for initiators). Lives
-/// until process exit (librdmacm keeps the device contexts open that long, too).
+/// until the device goes away (release_gone_devices()); the object itself (and its pools'
+/// memory, which front ends may still lease from) stays until process exit.
 struct Device {
   ibv_context* context = nullptr;
-  ibv_pd* pd = nullptr;
+  ibv_pd* pd = nullptr;  ///< null once released
   ibv_device_attr attr{};
   std::unique_ptr<RegisteredBufferPool> local_pool;   ///< IBV_ACCESS_LOCAL_WRITE
   std::unique_ptr<RegisteredBufferPool> remote_pool;  ///< + REMOTE_READ | REMOTE_WRITE
@@ -109,5 +121,31 @@ struct Device {
 /// The Device for a verbs context (created on first use). Thread-safe. nullptr when the protection
 /// domain cannot be allocated.
 Device* device_for(ibv_context* context);
+
+/// Marks the device of `context` as gone (an RDMA_CM_EVENT_DEVICE_REMOVAL came for it); the next
+/// release_gone_devices() releases it. Thread-safe.
+void mark_device_removed(ibv_context* context) noexcept;
+
+/// Has `device` been released (release_gone_devices())? Thread-safe.
+bool device_gone(const Device* device) noexcept;
+
+/// The device part of release_gone_devices(): devices not in `present`, marked removed or with an
+/// IBV_EVENT_DEVICE_FATAL queued get their pools retired and move out of the registry; protection
+/// domains of released devices are freed when no QP holds them any more. True when anything was
+/// released or any device was ever released (librdmacm should then be told again to drop the
+/// contexts of removed devices). Thread-safe.
+bool retire_gone_devices(std::span<ibv_device* const> present) noexcept;
+
+/// Releases what this process holds on RDMA devices that are gone — removed (`rdma link delete`,
+/// hot unplug: no longer in ibv_get_device_list()), reported with IBV_EVENT_DEVICE_FATAL on the
+/// context's async event queue, or marked by mark_device_removed() — so the kernel can finish removing
+/// them (it waits until user space has let go of every verbs object and closed the device):
+/// their pools are retired (MRs deregistered), their protection domain is freed once no QP uses
+/// it any more (connections release theirs on DEVICE_REMOVAL; a later call retries), parked
+/// cm_ids on them are destroyed, and librdmacm is asked to close its device context (it does once
+/// its last cm_id on the device is destroyed). Cheap when nothing changed (one device list).
+/// Thread-safe; call when a connection lost its device, before connecting, and while a listener
+/// waits for its device to come back.
+void release_gone_devices() noexcept;
 
 }  // namespace iserkit::datamover::rdma

@@ -14,6 +14,10 @@
 // Asio loop (posix::stream_descriptor::async_wait); nothing blocks and no extra thread runs.
 // Teardown: close() disconnects; the QP flushes every posted work request, each waiter gets
 // errc::connection_closed; DISCONNECTED and DEVICE_REMOVAL events close the connection too.
+// Device loss (RDMA_CM_EVENT_DEVICE_REMOVAL, IBV_EVENT_DEVICE_FATAL, or the device no longer
+// listed): every verbs object on it — QPs, CQs, completion channels, MRs, the PD, cm_ids — is
+// released at once, since the kernel's removal waits for user space; a listener listens again
+// when a device serves its address, and an initiator reconnects through its caller's recovery.
 //
 // Without WITH_ISER (no rdma-core at build time) the functions below exist and fail with
 // errc::not_supported, so front ends need no #ifdef.
@@ -53,6 +57,9 @@ struct IserOptions {
   /// Capabilities::max_transfer_bytes (0 = no limit). Targets' RDMA buffers limit it (tgt: 512 KiB
   /// per command). Unused by the target.
   std::uint32_t max_transfer_bytes = 0;
+  /// Target: how often a listener whose RDMA device went away (RDMA_CM_EVENT_DEVICE_REMOVAL)
+  /// tries to listen on its address again.
+  std::chrono::milliseconds relisten_interval{1000};
 };
 
 /// Initiator: resolves `host`:`port` (the iSCSI portal; RDMA CM maps it to the IB/RoCE service
@@ -81,6 +88,8 @@ class IserListener {
   /// Waits for the next connection request, accepts it (CM REP private data: ZBVA not used, Send
   /// with Invalidate not used) and returns its datamover, which runs on `connection_executor`.
   /// A request that cannot be served (QP creation fails) is rejected and the wait goes on.
+  /// When the RDMA device under the address is removed, the listener lets go of it and keeps
+  /// trying to listen again every IserOptions::relisten_interval; the wait goes on meanwhile.
   /// Errors: errc::connection_closed once close() was called.
   Awaitable<Result<std::unique_ptr<Datamover>>> accept(asio::any_io_executor connection_executor);
 

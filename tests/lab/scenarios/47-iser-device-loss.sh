@@ -1,0 +1,200 @@
+#!/bin/bash
+# iSER device loss: `rdma link delete` of the rxe device under fio verify via iserkit-nbd, then `rdma link add`
+# lab: opt-in (several minutes under TCG, more with an ASan build): ISERKIT_BUILD=build-asan scripts/lab.sh --only iser-device-loss
+# Issue 13 item 4. iserkit-target on the rxe device's address (iSER and TCP on one portal)
+# and on a second rxe device's (labrxe1 on dummy netdev labnet1, 10.212.0.1), and iserkit-nbd over
+# iser:// to the first (replacement timeout 120 s, NOP-Out after 1 s, 2 s to answer) behind the
+# kernel nbd client. The second device is needed, not only a second path: librdmacm (rdma-core 44
+# and its master today) drops a removed device's context only when it re-reads a device list that
+# is not empty (librdmacm/cma.c sync_devices_list returns ENODEV first), so the removal of a host's
+# last RDMA device waits for the processes using it to exit, whatever they release. Under a fio job (24 MiB of random 64 KiB writes at 2 MiB/s, 8 in flight, crc32c
+# verify of every block) the rxe device is deleted with `rdma link delete`. The kernel finishes that
+# only once every process has released every verbs object on the device (QPs, CQs, completion
+# channels, MRs, PDs, cm_ids): the command must return within 30 s while both programs keep running.
+# While the device is gone the target must still serve TCP (an `iserkit write`/`read iscsi://`
+# round trip at 192 MiB, away from fio's range) and iSER on the other device (the same at 160 MiB
+# over iser://10.212.0.1). Then the device is added again: the target must
+# listen on it again (its log says so) and the bridge must recover (fio ends with every block
+# verified; the bridge counted a lost connection and a recovery). Both programs must exit 0 on
+# SIGTERM; with an AddressSanitizer build (ISERKIT_BUILD=build-asan, -DISERKIT_SANITIZE=ON) neither
+# may print a LeakSanitizer or AddressSanitizer report (SKIP when the binaries are not ASan builds).
+source "$LAB_SOURCE/tests/lab/guest/lib.sh"
+plan soft-roce second-device target bridge nbd-attach delete-under-io delete-prompt tcp-during-loss \
+  iser-other-device-during-loss device-back target-relisten io-verified bridge-recovery nbd-detach bridge-exit \
+  target-exit no-sanitizer-report second-device-removed
+
+check soft-roce rxe_up || give_up "no Soft-RoCE device"
+if reason=$(iser_missing); then give_up "$reason"; fi
+other_ip=10.212.0.1
+second_device() {
+  ip link show labnet1 >/dev/null 2>&1 ||
+    { ip link add labnet1 type dummy && ip addr add "$other_ip/24" dev labnet1 && ip link set labnet1 up; } || return 1
+  [[ -e /sys/class/infiniband/labrxe1 ]] || rdma link add labrxe1 type rxe netdev labnet1 || return 1
+  wait_until 20 grep -q ACTIVE /sys/class/infiniband/labrxe1/ports/1/state || return 1
+  echo "labrxe1 on labnet1 ($other_ip): $(cat /sys/class/infiniband/labrxe1/ports/1/state)"
+}
+check second-device second_device || give_up "no second Soft-RoCE device"
+
+iqn=iqn.2026-11.org.iserkit.lab:iser-device-loss
+portal=$LAB_RDMA_IP:3260
+truncate -s 256M "$work/lun.img"
+# ASan reports go to the daemons' logs (stderr); leaks are checked at exit.
+export ASAN_OPTIONS=detect_leaks=1:halt_on_error=0
+daemon target iserkit-target --iqn "$iqn" --lun "$work/lun.img" --listen "$portal" --listen "$other_ip:3260" \
+  --port-file "$work/port" --log-level info
+check target serving iserkit-target "$work/port" 180 || give_up "iserkit-target did not start"
+target_log=$logdir/$scenario.target.log
+
+url=iser://$portal/$iqn/0
+stats=$work/bridge.stats
+daemon bridge iserkit-nbd "$url" --socket "$work/nbd.sock" --initiator-name "$LAB_INITIATOR_IQN" \
+  --replacement-timeout 120 --nop-interval 1 --nop-timeout 2 --stats-file "$stats" --log-level info
+bridge_log=$logdir/$scenario.bridge.log
+check bridge serving iserkit-nbd "$work/nbd.sock" 180 || give_up "iserkit-nbd did not serve $url"
+grep -q "^state=connected" "$stats" 2>/dev/null || wait_until 60 grep -q "^state=connected" "$stats"
+
+modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
+dev=/dev/nbd0
+attach() {
+  nbd-client -unix "$work/nbd.sock" "$dev" -b 4096 || return 1
+  wait_until 30 test "$(cat /sys/block/nbd0/size)" -gt 0 || { echo "nbd0 has no size"; return 1; }
+  echo "$dev: $(blockdev --getsize64 $dev) bytes through nbd-client -unix"
+}
+check nbd-attach attach || give_up "the kernel nbd client could not attach"
+command -v fio >/dev/null || give_up "fio is not installed in the guest (the host's userland)"
+
+stat_of() { sed -n "s/^$1=//p" "$stats"; }
+written_sectors() { awk '{ print $7 }' /sys/block/nbd0/stat; }
+wrote_since() { (($(written_sectors) - $1 >= $2)); }
+
+# fio in the background; returns once it has written 4 MiB
+fio_start() {
+  local before
+  lost_before=$(stat_of connections_lost) rec_before=$(stat_of recoveries)
+  before=$(written_sectors)
+  fio --name=loss --filename="$dev" --direct=1 --ioengine=libaio --iodepth=8 --rw=randwrite --bs=64k \
+    --offset=0 --size=24m --rate=2m --verify=crc32c --do_verify=1 --verify_fatal=1 \
+    --randrepeat=0 --output="$work/loss.fio.txt" >"$work/loss.fio.stderr" 2>&1 &
+  fio_pid=$!
+  wait_until 180 wrote_since "$before" 8192 ||
+    { echo "fio wrote less than 4 MiB in 180 s"; cat "$work/loss.fio.txt"; return 1; }
+  echo "fio has written $((($(written_sectors) - before) / 2048)) MiB: deleting $LAB_RDMA_DEV"
+}
+
+# rdma link delete in the background: the kernel blocks it until user space let go of the device,
+# and a blocked one cannot be killed, so it is waited for with a limit instead of run under timeout.
+delete_device() {
+  fio_start || return 1
+  delete_start=$EPOCHREALTIME
+  rdma link delete "$LAB_RDMA_DEV" >"$work/delete.txt" 2>&1 &
+  delete_pid=$!
+  echo "rdma link delete $LAB_RDMA_DEV started"
+}
+delete_prompt() {
+  if ! wait_until 30 bash -c "! kill -0 $delete_pid"; then
+    echo "rdma link delete $LAB_RDMA_DEV still blocked after 30 s: a process holds the device"
+    ls -l /proc/"$target_pid"/fd /proc/"$bridge_pid"/fd 2>/dev/null | grep -i infiniband
+    return 1
+  fi
+  wait "$delete_pid" || { echo "rdma link delete failed: $(cat "$work/delete.txt")"; return 1; }
+  [[ ! -e /sys/class/infiniband/$LAB_RDMA_DEV ]] || { echo "$LAB_RDMA_DEV is still there"; return 1; }
+  kill -0 "$target_pid" && kill -0 "$bridge_pid" || { echo "a program died with the device"; return 1; }
+  echo "rdma link delete returned after $(seconds_since "$delete_start") s; iserkit-target and iserkit-nbd still run"
+}
+if check delete-under-io delete_device; then
+  if ! check delete-prompt delete_prompt; then
+    # Unblock the kernel (it waits for the processes holding the device) so the lab can go on.
+    kill -9 "$bridge_pid" "$target_pid" 2>/dev/null
+    unset "_daemons[bridge]" "_daemons[target]"
+    wait_until 60 bash -c "! kill -0 $delete_pid"
+    kill "$fio_pid" 2>/dev/null
+    give_up "rdma link delete blocked: the rest needs the programs alive"
+  fi
+else
+  give_up "fio did not start writing"
+fi
+
+tcp_roundtrip() {
+  head -c $((4 << 20)) /dev/urandom >"$work/tcp.in"
+  iserkit write "iscsi://$portal/$iqn/0" --offset $((192 << 20)) -i "$work/tcp.in" --initiator-name "$LAB_INITIATOR_IQN" ||
+    return 1
+  iserkit read "iscsi://$portal/$iqn/0" --offset $((192 << 20)) --length $((4 << 20)) -o "$work/tcp.out" \
+    --initiator-name "$LAB_INITIATOR_IQN" || return 1
+  cmp "$work/tcp.in" "$work/tcp.out" || return 1
+  echo "4 MiB written and read back over iSCSI/TCP while $LAB_RDMA_DEV is gone: identical"
+}
+check tcp-during-loss tcp_roundtrip
+
+other_iser_roundtrip() {
+  head -c $((4 << 20)) /dev/urandom >"$work/iser.in"
+  iserkit write "iser://$other_ip:3260/$iqn/0" --offset $((160 << 20)) -i "$work/iser.in" \
+    --initiator-name "$LAB_INITIATOR_IQN" || return 1
+  iserkit read "iser://$other_ip:3260/$iqn/0" --offset $((160 << 20)) --length $((4 << 20)) -o "$work/iser.out" \
+    --initiator-name "$LAB_INITIATOR_IQN" || return 1
+  cmp "$work/iser.in" "$work/iser.out" || return 1
+  echo "4 MiB written and read back over iSER on labrxe1 while $LAB_RDMA_DEV is gone: identical"
+}
+check iser-other-device-during-loss other_iser_roundtrip
+
+device_back() {
+  rdma link add "$LAB_RDMA_DEV" type rxe netdev "$LAB_RDMA_NETDEV" || return 1
+  wait_until 30 grep -q ACTIVE "/sys/class/infiniband/$LAB_RDMA_DEV/ports/1/state" ||
+    { echo "$LAB_RDMA_DEV is not ACTIVE 30 s after rdma link add"; return 1; }
+  echo "$LAB_RDMA_DEV added again on $LAB_RDMA_NETDEV, $(seconds_since "$delete_start") s after the delete"
+}
+check device-back device_back
+
+relisten() {
+  wait_until 60 grep -q "listening again" "$target_log" || { echo "no 'listening again' in the target's log"; return 1; }
+  grep "RDMA device removed\|listening again\|released" "$target_log" | head -n 8
+}
+check target-relisten relisten
+
+fio_finish() {
+  local rc
+  wait_until 300 bash -c "! kill -0 $fio_pid" ||
+    { echo "fio did not finish within 300 s (a request hangs)"; kill -9 "$fio_pid"; return 1; }
+  wait "$fio_pid"
+  rc=$?
+  grep -E 'err=|verify|WRITE:|READ:' "$work/loss.fio.txt"
+  head -n 20 "$work/loss.fio.stderr"
+  ((rc == 0)) || { echo "fio exited with $rc"; return 1; }
+  grep -q 'err= 0' "$work/loss.fio.txt" || { echo "fio reported errors"; return 1; }
+  echo "fio: 24 MiB of random 64 KiB writes across the device loss, every block verified (crc32c)"
+}
+check io-verified fio_finish
+
+recovered() {
+  local lost rec
+  wait_until 60 grep -q "^state=connected" "$stats"
+  lost=$(stat_of connections_lost) rec=$(stat_of recoveries)
+  cat "$stats"
+  ((lost > lost_before && rec > rec_before)) ||
+    { echo "the bridge counted connections_lost $lost_before -> $lost, recoveries $rec_before -> $rec"; return 1; }
+  grep -q "^state=connected" "$stats" || { echo "the bridge is not connected"; return 1; }
+  grep "device removed\|released\|recovered" "$bridge_log" | head -n 8
+  echo "the bridge lost the iSER connection with the device and recovered on the new one"
+}
+check bridge-recovery recovered
+
+check nbd-detach nbd_detach "$dev"
+check bridge-exit stop_daemon bridge 120
+check target-exit stop_daemon target 120
+
+sanitizer_check() {
+  if grep -n "LeakSanitizer\|AddressSanitizer\|runtime error:" "$bridge_log" "$target_log"; then
+    echo "a sanitizer report in the programs' logs (above)"
+    return 1
+  fi
+  echo "AddressSanitizer/LeakSanitizer builds of iserkit-target and iserkit-nbd: no report at exit"
+}
+if ldd "$(command -v iserkit-target)" | grep -q libasan; then
+  check no-sanitizer-report sanitizer_check
+else
+  skip no-sanitizer-report "iserkit-target is not an AddressSanitizer build (run with ISERKIT_BUILD=build-asan)"
+fi
+
+second_device_removed() {
+  rdma link delete labrxe1 && ip link del labnet1 && echo "labrxe1 and labnet1 removed"
+}
+check second-device-removed second_device_removed
