@@ -29,7 +29,7 @@ ExportInfo LunExport::info() const {
       .min_block_size_bytes = block_size_,
       .preferred_block_size_bytes = std::max<std::uint32_t>(block_size_, 4096),
       // LunHandle splits a request larger than one command may carry (MAXIMUM TRANSFER LENGTH, the
-      // 512 KiB iSER cap), so clients may send up to 32 MiB whatever the LUN's limit is.
+      // iSER caps), so clients may send up to 32 MiB whatever the LUN's limit is.
       .max_block_size_bytes = std::max<std::uint32_t>(32u << 20, block_size_),
       .read_only = options_.read_only,
       .can_flush = true,

@@ -106,12 +106,12 @@ Awaitable<Result<LunHandle>> LunHandle::open(std::shared_ptr<CommandChannel> cha
   // emulation off), so front ends advertise FUA only when this says so. Optional: a unit that
   // rejects MODE SENSE still opens.
   if (auto mh = co_await h.mode_parameter_header()) h.info_.mode_header = *mh;
-  h.info_.max_transfer_blocks = max_transfer_blocks(h.info_.block_limits, h.info_.capacity.block_size_bytes);
-  if (const std::uint32_t cap = h.channel_->max_transfer_bytes(); cap != 0) {
-    // iSER: SessionOptions::iser_max_transfer_bytes (tgt's RDMA buffers hold 512 KiB per command).
-    h.info_.max_transfer_blocks =
-        std::min(h.info_.max_transfer_blocks, std::max<std::uint32_t>(1, cap / h.info_.capacity.block_size_bytes));
-  }
+  h.info_.max_transfer_blocks = max_transfer_blocks(TransferLimitInputs{
+      .block_limits = h.info_.block_limits,
+      .block_size_bytes = h.info_.capacity.block_size_bytes,
+      .transport_max_bytes = h.channel_->max_transfer_bytes(),
+      .unstated_max_bytes = h.channel_->unstated_max_transfer_bytes(),
+  });
   co_return h;
 }
 

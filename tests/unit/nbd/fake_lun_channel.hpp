@@ -28,6 +28,8 @@ struct FakeLunOptions {
   std::optional<std::uint32_t> maximum_transfer_length_blocks;
   /// CommandChannel::max_transfer_bytes() (the transport's cap; 0 = none).
   std::uint32_t transport_max_transfer_bytes = 0;
+  /// CommandChannel::unstated_max_transfer_bytes() (0 = none).
+  std::uint32_t transport_unstated_max_transfer_bytes = 0;
   /// WRITE with FUA fails with INVALID FIELD IN CDB when the unit has no DPOFUA (as LIO does).
   bool reject_fua_without_dpofua = true;
 };
@@ -52,6 +54,9 @@ class FakeLunChannel final : public initiator::CommandChannel {
   [[nodiscard]] BufferPool& buffer_pool() const noexcept override { return pool_; }
   [[nodiscard]] std::uint32_t max_transfer_bytes() const noexcept override {
     return options_.transport_max_transfer_bytes;
+  }
+  [[nodiscard]] std::uint32_t unstated_max_transfer_bytes() const noexcept override {
+    return options_.transport_unstated_max_transfer_bytes;
   }
   [[nodiscard]] asio::any_io_executor executor() const override { return executor_; }
 
