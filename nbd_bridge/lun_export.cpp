@@ -29,11 +29,13 @@ ExportInfo LunExport::info() const {
       .min_block_size_bytes = block_size_,
       .preferred_block_size_bytes = std::max<std::uint32_t>(block_size_, 4096),
       // LunHandle splits a request larger than one command may carry (MAXIMUM TRANSFER LENGTH, the
-      // 512 KiB iSER cap), so clients may send up to 32 MiB whatever the LUN's limit is.
+      // iSER caps), so clients may send up to 32 MiB whatever the LUN's limit is.
       .max_block_size_bytes = std::max<std::uint32_t>(32u << 20, block_size_),
       .read_only = options_.read_only,
       .can_flush = true,
-      .can_fua = true,
+      // Only when MODE SENSE reports DPOFUA (SBC-4 §6.5.1): a unit without it may reject WRITE with
+      // FUA (LIO does, with INVALID FIELD IN CDB); without SEND_FUA the client sends FLUSH instead.
+      .can_fua = i.mode_header && i.mode_header->dpofua,
       .can_trim = can_unmap,
       .can_write_zeroes = true,
       // Every NBD connection shares this one iSCSI session, so a FLUSH (SYNCHRONIZE CACHE) covers

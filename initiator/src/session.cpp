@@ -575,6 +575,9 @@ datamover::Transport Session::transport() const noexcept { return impl_->dm->tra
 std::uint32_t Session::max_transfer_bytes() const noexcept {
   return impl_->dm->capabilities().max_transfer_bytes;
 }
+std::uint32_t Session::unstated_max_transfer_bytes() const noexcept {
+  return impl_->dm->transport() == datamover::Transport::iser ? impl_->options.iser_unstated_max_transfer_bytes : 0;
+}
 BufferPool& Session::buffer_pool() const noexcept { return impl_->dm->buffer_pool(); }
 
 }  // namespace iserkit::initiator

@@ -194,6 +194,11 @@ int cmd_inquiry(const Common& c, const std::string& text) {
   } else {
     std::cout << "block limits: not reported\n";
   }
+  if (info.mode_header)
+    std::cout << "mode header: dpofua=" << info.mode_header->dpofua << " write_protected=" << info.mode_header->write_protected
+              << "\n";
+  else
+    std::cout << "mode header: not reported\n";
   if (info.provisioning)
     std::cout << "provisioning: unmap=" << info.provisioning->lbpu << " write_same_unmap=" << info.provisioning->lbpws
               << "\n";

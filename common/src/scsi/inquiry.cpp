@@ -239,6 +239,23 @@ Result<LogicalBlockProvisioning> parse_logical_block_provisioning(ConstByteSpan 
   return l;
 }
 
+Result<ModeParameterHeader> parse_mode_parameter_header(ConstByteSpan data, bool ten) {
+  const std::size_t header_bytes = ten ? 8 : 4;
+  if (data.size() < header_bytes) return fail(errc::malformed_pdu);
+  const std::byte* p = data.data();
+  ModeParameterHeader h;
+  // SPC-5 §7.5.5: (6) = length(1) medium(1) device-specific(1) bd-length(1);
+  // (10) = length(2) medium(1) device-specific(1) LONGLBA(1) reserved(1) bd-length(2).
+  h.mode_data_length_bytes = ten ? load_be16(p) : load_u8(p);
+  h.medium_type = load_u8(p + (ten ? 2 : 1));
+  const std::uint8_t device_specific = load_u8(p + (ten ? 3 : 2));
+  // SBC-4 §6.5.1: WP is bit 7, DPOFUA bit 4 of the DEVICE-SPECIFIC PARAMETER.
+  h.write_protected = (device_specific & 0x80) != 0;
+  h.dpofua = (device_specific & 0x10) != 0;
+  h.block_descriptor_length_bytes = ten ? load_be16(p + 6) : load_u8(p + 3);
+  return h;
+}
+
 void encode_read_capacity10(const ReadCapacity10Data& d, ByteSpan out) noexcept {
   store_be32(out.data(), d.last_lba);
   store_be32(out.data() + 4, d.block_length_bytes);

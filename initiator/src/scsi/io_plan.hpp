@@ -25,6 +25,32 @@ inline std::uint32_t max_transfer_blocks(const std::optional<scsi::BlockLimits>&
   return cap;
 }
 
+/// What bounds one READ/WRITE's transfer on a LUN (SBC-4 §6.6.4; RFC 7145 leaves the size of an
+/// iSER transfer to the two ends' buffers).
+struct TransferLimitInputs {
+  std::optional<scsi::BlockLimits> block_limits;  ///< VPD 0xb0 when the unit has it
+  std::uint32_t block_size_bytes = 512;           ///< logical block length
+  /// The transport's hard cap, bytes (CommandChannel::max_transfer_bytes(); iSER:
+  /// SessionOptions::iser_max_transfer_bytes); 0 = none.
+  std::uint32_t transport_max_bytes = 0;
+  /// The cap when the unit states no MAXIMUM TRANSFER LENGTH, bytes
+  /// (CommandChannel::unstated_max_transfer_bytes(); iSER: 512 KiB); 0 = none.
+  std::uint32_t unstated_max_bytes = 0;
+};
+
+/// Largest number of blocks one READ/WRITE carries, as Linux sizes an iSER host: the smallest of
+/// the transport's cap (ib_iser's max_sectors), the unit's MAXIMUM TRANSFER LENGTH when it states
+/// one — else the transport's cap for units that state none (ib_iser's default 512 KiB: tgt's
+/// fixed RDMA buffers refuse more and say nothing) — and default_max_transfer_bytes; at least 1.
+inline std::uint32_t max_transfer_blocks(const TransferLimitInputs& in) noexcept {
+  const std::uint32_t bs = std::max<std::uint32_t>(in.block_size_bytes, 1);
+  std::uint32_t cap = max_transfer_blocks(in.block_limits, bs);
+  const bool stated = in.block_limits && in.block_limits->maximum_transfer_length != 0;
+  if (!stated && in.unstated_max_bytes != 0) cap = std::min(cap, std::max<std::uint32_t>(1, in.unstated_max_bytes / bs));
+  if (in.transport_max_bytes != 0) cap = std::min(cap, std::max<std::uint32_t>(1, in.transport_max_bytes / bs));
+  return cap;
+}
+
 /// READ/WRITE CDB for one chunk: the 10-byte form when the unit has fewer than 2^32 blocks and the
 /// chunk is ≤ 65535 blocks, else the 16-byte form.
 inline scsi::Cdb read_write_cdb(bool write, std::uint64_t lba, std::uint32_t blocks, bool fua,

@@ -2,6 +2,7 @@
 // WRITE SAME 16, READ CAPACITY 10/16; SPC-5 §6.6 INQUIRY, §7.7 VPD, §6.33 REPORT LUNS, §6.47 TEST
 // UNIT READY; SBC-4 §6.6.4/§6.6.5 block limits and provisioning).
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "io_plan.hpp"
@@ -102,12 +103,16 @@ Awaitable<Result<LunHandle>> LunHandle::open(std::shared_ptr<CommandChannel> cha
       if (auto lbp = co_await h.logical_block_provisioning()) h.info_.provisioning = *lbp;
     }
   }
-  h.info_.max_transfer_blocks = max_transfer_blocks(h.info_.block_limits, h.info_.capacity.block_size_bytes);
-  if (const std::uint32_t cap = h.channel_->max_transfer_bytes(); cap != 0) {
-    // iSER: SessionOptions::iser_max_transfer_bytes (tgt's RDMA buffers hold 512 KiB per command).
-    h.info_.max_transfer_blocks =
-        std::min(h.info_.max_transfer_blocks, std::max<std::uint32_t>(1, cap / h.info_.capacity.block_size_bytes));
-  }
+  // Whether WRITE may carry FUA: LIO rejects FUA on a LUN without DPOFUA (write-through
+  // emulation off), so front ends advertise FUA only when this says so. Optional: a unit that
+  // rejects MODE SENSE still opens.
+  if (auto mh = co_await h.mode_parameter_header()) h.info_.mode_header = *mh;
+  h.info_.max_transfer_blocks = max_transfer_blocks(TransferLimitInputs{
+      .block_limits = h.info_.block_limits,
+      .block_size_bytes = h.info_.capacity.block_size_bytes,
+      .transport_max_bytes = h.channel_->max_transfer_bytes(),
+      .unstated_max_bytes = h.channel_->unstated_max_transfer_bytes(),
+  });
   co_return h;
 }
 
@@ -376,6 +381,25 @@ Awaitable<Result<scsi::LogicalBlockProvisioning>> LunHandle::logical_block_provi
   auto page = co_await vpd_page(scsi::vpd::logical_block_provisioning);
   if (!page) co_return fail(page.error());
   co_return scsi::parse_logical_block_provisioning(*page);
+}
+
+Awaitable<Result<scsi::ModeParameterHeader>> LunHandle::mode_parameter_header() {
+  // The Caching page (0x08) keeps the answer short; every direct-access unit has it. 64 bytes hold
+  // either header and the 20-byte page.
+  std::array<std::byte, 64> data{};
+  const scsi::ModeSenseOptions options{.page_code = 0x08, .dbd = true, .allocation_length = data.size()};
+  auto r = co_await run(scsi::mode_sense10(options), data);
+  bool ten = true;
+  if (r && is_illegal_request(*r)) {
+    // Some older units implement only MODE SENSE (6).
+    auto cdb6 = scsi::mode_sense6(options);
+    if (!cdb6) co_return fail(cdb6.error());
+    r = co_await run(*cdb6, data);
+    ten = false;
+  }
+  if (!r) co_return fail(r.error());
+  if (auto ok = check(*r); !ok) co_return fail(ok.error());
+  co_return scsi::parse_mode_parameter_header(std::span(data).first(received(*r, data.size())), ten);
 }
 
 Awaitable<Result<Capacity>> LunHandle::read_capacity() {

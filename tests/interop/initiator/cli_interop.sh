@@ -22,6 +22,8 @@ echo "$out"
 echo "$out" | grep -q '^vendor: ' || fail "inquiry printed no vendor"
 echo "$out" | grep -q '^product: ' || fail "inquiry printed no product"
 echo "$out" | grep -q '^block limits: ' || fail "inquiry printed no block limits"
+# Both targets report DPOFUA (MODE SENSE device-specific parameter, SBC-4 §6.5.1), writable.
+echo "$out" | grep -qx 'mode header: dpofua=1 write_protected=0' || fail "inquiry: expected DPOFUA and no WP"
 
 out=$(run readcap "$ISERKIT_TEST_URL") || fail "readcap exited $?"
 echo "$out"

@@ -1,8 +1,9 @@
 #!/bin/bash
 # iserkit -> the kernel's LIO target over iSER (isert, rtslib-fb): CLI round trip, then iserkit-nbd + nbd client
 # LIO (target_core_mod, iscsi_target_mod, ib_isert) is configured with rtslib-fb, the library of
-# targetcli-fb: one target, LUN 0 = a 512 MiB fileio backstore on the guest's tmpfs (write-back:
-# LIO rejects WRITE with FUA when the write cache is off, and iserkit-nbd passes the kernel's FUA on),
+# targetcli-fb: one target, LUN 0 = a 512 MiB fileio backstore on the guest's tmpfs, write-through
+# (write cache off: LIO then reports no DPOFUA and rejects WRITE with FUA, so iserkit-nbd must not
+# offer NBD_FLAG_SEND_FUA — the "no-fua" check — and the kernel's FUA becomes a FLUSH),
 # one portal on the Soft-RoCE address with enable_iser, demo-mode ACLs and no authentication.
 # Then: SendTargets over iSER, a normal-session login over iSER (issue 13: LIO proposes
 # TargetRecvDataSegmentLength unless the initiator sent it, and withholds transit until that
@@ -11,7 +12,7 @@
 # iser:// behind the kernel nbd client: mkfs.ext4, mount, a tree + 32 MiB copied in, remount,
 # every SHA-256 matches, e2fsck clean. LIO's kernel log must not say "No response for proposed key".
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
-plan soft-roce lio iser-portal discovery login write-read-128M backing-file bridge nbd-attach mkfs mount-copy \
+plan soft-roce lio iser-portal discovery login no-fua write-read-128M backing-file bridge nbd-attach mkfs mount-copy \
   e2fsck nbd-detach bridge-exit bridge-zero-copy lio-log lio-clear
 
 iqn=iqn.2026-11.org.iserkit.lab:lio-iser
@@ -42,7 +43,7 @@ lio_up() {
 import sys
 from rtslib_fb import FabricModule, FileIOStorageObject, LUN, NetworkPortal, Target, TPG
 iqn, ip, image = sys.argv[1:4]
-so = FileIOStorageObject("iserkit_lab", image, size=512 << 20, write_back=True)
+so = FileIOStorageObject("iserkit_lab", image, size=512 << 20, write_back=False)
 tpg = TPG(Target(FabricModule("iscsi"), iqn), 1)
 LUN(tpg, 0, so)
 portal = NetworkPortal(tpg, ip, 3260)
@@ -73,7 +74,15 @@ discover() {
 }
 check discovery discover
 url=iser://$portal/$iqn/0
-check login cli inquiry "$url" || give_up "login to LIO over iSER failed"
+login_inquiry() {
+  cli inquiry "$url" >"$work/inquiry.txt" 2>&1
+  local rc=$?
+  cat "$work/inquiry.txt"
+  return $rc
+}
+check login login_inquiry || give_up "login to LIO over iSER failed"
+# Write-through LUN: MODE SENSE's device-specific parameter has no DPOFUA (SBC-4 §6.5.1).
+check no-fua grep -qx 'mode header: dpofua=0 write_protected=0' "$work/inquiry.txt"
 
 write_read() {
   local want got

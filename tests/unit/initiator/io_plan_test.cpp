@@ -24,6 +24,38 @@ TEST(IoPlan, MaxTransferBlocksRespectsBlockLimits) {
   EXPECT_EQ(max_transfer_blocks(bl, 4096), 2048u);
 }
 
+// The iSER per-command limit, derived as Linux sizes an ib_iser host (max_sectors) against what
+// each kind of target reports in VPD 0xb0.
+TEST(IoPlan, IserTransferLimitFollowsWhatTheTargetStates) {
+  constexpr std::uint32_t kib = 1024, mib = 1024 * kib;
+  const TransferLimitInputs iser{.block_size_bytes = 512, .transport_max_bytes = 8 * mib,
+                                 .unstated_max_bytes = 512 * kib};
+  // tgtd: no MAXIMUM TRANSFER LENGTH (no page, or 0 in it) → ib_iser's default 512 KiB.
+  EXPECT_EQ(max_transfer_blocks(iser), 512 * kib / 512);
+  auto zero = iser;
+  zero.block_limits = scsi::BlockLimits{};
+  EXPECT_EQ(max_transfer_blocks(zero), 512 * kib / 512);
+  // iserkit-target: 65536 blocks (32 MiB) stated → the transport's 8 MiB.
+  auto ours = iser;
+  ours.block_limits = scsi::BlockLimits{.maximum_transfer_length = 65536};
+  EXPECT_EQ(max_transfer_blocks(ours), 8 * mib / 512);
+  // A unit stating 2 MiB (above the unstated default, below the transport's cap) gets 2 MiB.
+  auto two = iser;
+  two.block_limits = scsi::BlockLimits{.maximum_transfer_length = 4096};
+  EXPECT_EQ(max_transfer_blocks(two), 4096u);
+  // A smaller transport cap (SessionOptions::iser_max_transfer_bytes) wins over the unit.
+  two.transport_max_bytes = 1 * mib;
+  EXPECT_EQ(max_transfer_blocks(two), 2048u);
+  // 4096-byte blocks: the caps are in bytes, the result in blocks.
+  auto big_blocks = iser;
+  big_blocks.block_size_bytes = 4096;
+  EXPECT_EQ(max_transfer_blocks(big_blocks), 128u);
+  // TCP: no transport caps → the unit's limit, else 8 MiB.
+  EXPECT_EQ(max_transfer_blocks(TransferLimitInputs{.block_size_bytes = 512}), 8 * mib / 512);
+  // A cap below one block still allows one block per command.
+  EXPECT_EQ(max_transfer_blocks(TransferLimitInputs{.block_size_bytes = 4096, .transport_max_bytes = 100}), 1u);
+}
+
 TEST(IoPlan, UnalignedRangeSplitsIntoHeadMiddleTail) {
   auto p = plan_bytes(1000001, 3000000, 512);
   EXPECT_EQ(p.first_lba, 1953u);

@@ -4,6 +4,7 @@
 
 #include <array>
 
+#include "iserkit/common/errors.hpp"
 #include "iserkit/scsi/inquiry.hpp"
 
 namespace iserkit::scsi {
@@ -128,6 +129,27 @@ TEST(Inquiry, ReportLunsRoundTripAndTruncation) {
   ASSERT_TRUE(truncated);
   EXPECT_EQ(truncated->size(), 1u);
   EXPECT_EQ(*report_luns_full_size(ConstByteSpan(data.data(), 16)), 32u);
+}
+
+// SPC-5 §7.5.5 / SBC-4 §6.5.1: both header layouts, with and without WP and DPOFUA.
+TEST(Inquiry, ModeParameterHeaderBothLayouts) {
+  const auto bytes = [](std::initializer_list<int> v) {
+    std::vector<std::byte> out;
+    for (int b : v) out.push_back(static_cast<std::byte>(b));
+    return out;
+  };
+  auto six = parse_mode_parameter_header(bytes({0x17, 0x00, 0x10, 0x08}), false);
+  ASSERT_TRUE(six);
+  EXPECT_EQ(*six, (ModeParameterHeader{.mode_data_length_bytes = 0x17, .dpofua = true,
+                                       .block_descriptor_length_bytes = 8}));
+  auto ten = parse_mode_parameter_header(bytes({0x01, 0x02, 0x05, 0x80, 0x01, 0x00, 0x00, 0x10, 0xaa}), true);
+  ASSERT_TRUE(ten);
+  EXPECT_EQ(*ten, (ModeParameterHeader{.mode_data_length_bytes = 0x102, .medium_type = 5, .write_protected = true,
+                                       .dpofua = false, .block_descriptor_length_bytes = 16}));
+  // A (6) header read as (10) is too short; nothing is guessed.
+  EXPECT_EQ(parse_mode_parameter_header(bytes({0x03, 0x00, 0x10, 0x00}), true).error(),
+            make_error_code(errc::malformed_pdu));
+  EXPECT_FALSE(parse_mode_parameter_header({}, false));
 }
 
 }  // namespace

@@ -155,6 +155,21 @@ std::vector<std::byte> encode_logical_block_provisioning(const LogicalBlockProvi
 /// Parses the 0xb2 page. Errors: errc::malformed_pdu.
 Result<LogicalBlockProvisioning> parse_logical_block_provisioning(ConstByteSpan data);
 
+/// The mode parameter header of MODE SENSE (6) or (10) data (SPC-5 §7.5.5, tables 446 and 447),
+/// with the direct-access DEVICE-SPECIFIC PARAMETER decoded (SBC-4 §6.5.1, table 241).
+struct ModeParameterHeader {
+  std::uint16_t mode_data_length_bytes = 0;       ///< MODE DATA LENGTH (bytes after the field itself)
+  std::uint8_t medium_type = 0;
+  bool write_protected = false;                   ///< WP: the medium is write-protected
+  bool dpofua = false;                            ///< DPOFUA: the unit honours DPO and FUA bits
+  std::uint16_t block_descriptor_length_bytes = 0;  ///< BLOCK DESCRIPTOR LENGTH
+  friend bool operator==(const ModeParameterHeader&, const ModeParameterHeader&) = default;
+};
+/// Parses the header at the start of MODE SENSE parameter data; `ten` = the data came from
+/// MODE SENSE (10) (8-byte header) rather than (6) (4-byte header). Only the header is read, so a
+/// truncated page list is fine. Errors: errc::malformed_pdu when `data` is shorter than the header.
+Result<ModeParameterHeader> parse_mode_parameter_header(ConstByteSpan data, bool ten);
+
 /// READ CAPACITY (10) parameter data (SBC-4 §5.20.2).
 struct ReadCapacity10Data {
   std::uint32_t last_lba = 0;          ///< RETURNED LOGICAL BLOCK ADDRESS; 0xffffffff = use (16)

@@ -45,6 +45,10 @@ class CommandChannel {
   [[nodiscard]] virtual BufferPool& buffer_pool() const noexcept = 0;
   /// The largest transfer one command should carry, bytes, imposed by the transport; 0 = none.
   [[nodiscard]] virtual std::uint32_t max_transfer_bytes() const noexcept = 0;
+  /// The largest transfer one command should carry when the unit states no MAXIMUM TRANSFER
+  /// LENGTH (VPD 0xb0), bytes; 0 = only max_transfer_bytes() applies. iSER: 512 KiB (tgt's RDMA
+  /// buffers hold that much and it reports no limit).
+  [[nodiscard]] virtual std::uint32_t unstated_max_transfer_bytes() const noexcept { return 0; }
   /// The executor every call must run on.
   [[nodiscard]] virtual asio::any_io_executor executor() const = 0;
 };

@@ -1,6 +1,6 @@
 // Typed SCSI operations on one logical unit of a Session or a Multipath (any CommandChannel): READ/WRITE (10)/(16), SYNCHRONIZE
 // CACHE, UNMAP, WRITE SAME (write zeroes), INQUIRY and VPD pages, READ CAPACITY (16)/(10), TEST UNIT
-// READY, REPORT LUNS. SBC-4 §5 (commands), §6.6 (VPD 0xb0, 0xb2); SPC-5 §6.6, §6.33, §6.47, §7.7.
+// READY, REPORT LUNS, MODE SENSE (header only). SBC-4 §5 (commands), §6.6 (VPD 0xb0, 0xb2); SPC-5 §6.6, §6.33, §6.47, §7.7.
 // Layer 6 (public API) over initiator/src/scsi (layer 4).
 //
 // UNITS: the block-level calls take `lba` and `blocks` (logical blocks of info().block_size_bytes);
@@ -51,6 +51,10 @@ struct LunInfo {
   std::optional<scsi::BlockLimits> block_limits;
   /// VPD 0xb2 when the unit supports it.
   std::optional<scsi::LogicalBlockProvisioning> provisioning;
+  /// The DEVICE-SPECIFIC PARAMETER of MODE SENSE (SBC-4 §6.5.1) when the unit answered it: DPOFUA
+  /// (the unit accepts the FUA bit in READ/WRITE) and WP. Empty when MODE SENSE (10) and (6)
+  /// both failed; callers then treat FUA as unsupported.
+  std::optional<scsi::ModeParameterHeader> mode_header;
   /// Largest transfer one READ/WRITE carries here, in logical blocks (from block_limits, capped
   /// at 8 MiB worth of blocks and at 2^32 - 1 bytes).
   std::uint32_t max_transfer_blocks = 0;
@@ -147,6 +151,10 @@ class LunHandle {
   Awaitable<Result<scsi::BlockLimits>> block_limits();
   /// VPD 0xb2 (SBC-4 §6.6.5).
   Awaitable<Result<scsi::LogicalBlockProvisioning>> logical_block_provisioning();
+  /// The mode parameter header: MODE SENSE (10), DBD, Caching page (0x08), or MODE SENSE (6) when
+  /// (10) ends in ILLEGAL REQUEST (SPC-5 §6.13, §6.14). Errors: the SCSI/transport error of the
+  /// last command tried; errc::malformed_pdu for a short answer.
+  Awaitable<Result<scsi::ModeParameterHeader>> mode_parameter_header();
   /// READ CAPACITY (16), falling back to (10) when (16) ends in CHECK CONDITION/ILLEGAL REQUEST.
   Awaitable<Result<Capacity>> read_capacity();
   /// TEST UNIT READY (SPC-5 §6.47).

@@ -108,10 +108,15 @@ struct SessionOptions {
   /// On iSER: our InitiatorRecvDataSegmentLength (RFC 7145 §6.5), the data part of each posted
   /// receive buffer. Responses carry at most sense data and text, so 8192 (the default) suffices.
   std::uint32_t iser_recv_data_segment_length = 8192;
-  /// On iSER: the most bytes one READ/WRITE command moves (LunHandle splits larger transfers);
-  /// 0 = only the target's Block Limits VPD and 8 MiB. 512 KiB by default, like Linux ib_iser
-  /// (ISER_DEF_MAX_SECTORS), because tgtd's iSER refuses commands above its 512 KiB RDMA buffers.
-  std::uint32_t iser_max_transfer_bytes = 512 * 1024;
+  /// On iSER: the most bytes one READ/WRITE command moves (LunHandle splits larger transfers), like
+  /// Linux ib_iser's max_sectors; 0 = only the target's Block Limits VPD and 8 MiB. 8 MiB by
+  /// default (ib_iser's ceiling); the target's MAXIMUM TRANSFER LENGTH lowers it.
+  std::uint32_t iser_max_transfer_bytes = 8u << 20;
+  /// On iSER: the per-command cap for a LUN whose Block Limits VPD states no MAXIMUM TRANSFER
+  /// LENGTH (0 = iser_max_transfer_bytes alone). 512 KiB, ib_iser's default max_sectors
+  /// (ISER_DEF_MAX_SECTORS): tgtd's iSER refuses commands above its 512 KiB RDMA buffers and
+  /// reports no limit.
+  std::uint32_t iser_unstated_max_transfer_bytes = 512 * 1024;
   /// Recovery (RFC 7143 §6.3.5 session reinstatement at ErrorRecoveryLevel 0): when the connection
   /// fails (I/O error, the target closes it, an unanswered NOP-Out ping, an Async Message that
   /// drops it or asks for a logout), the session logs in again with the same ISID and TSIH 0,

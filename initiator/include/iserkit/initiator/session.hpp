@@ -188,6 +188,9 @@ class Session : public CommandChannel, public std::enable_shared_from_this<Sessi
   /// (datamover::Capabilities::max_transfer_bytes; on iSER SessionOptions::iser_max_transfer_bytes);
   /// 0 = no transport limit.
   [[nodiscard]] std::uint32_t max_transfer_bytes() const noexcept override;
+  /// On iSER SessionOptions::iser_unstated_max_transfer_bytes (for units without a MAXIMUM
+  /// TRANSFER LENGTH); 0 on TCP.
+  [[nodiscard]] std::uint32_t unstated_max_transfer_bytes() const noexcept override;
   /// Where to lease data buffers for execute() so they need no copy: registered memory of the
   /// connection's RDMA device on iSER, HeapBufferPool::shared() on TCP. Thread-safe; outlives the
   /// session. The pools belong to the device (one protection domain per device, process

@@ -1,0 +1,150 @@
+// FakeLunChannel: a CommandChannel that answers the commands LunHandle::open() and LunExport send
+// (TEST UNIT READY, INQUIRY + VPD 0x00/0xb0, READ CAPACITY (16), MODE SENSE (6)/(10), READ/WRITE
+// (10)/(16)) from an in-memory disk, and records every READ/WRITE it ran (LBA, blocks, FUA bit).
+// Test double for unit tests of the front ends and of LunHandle's splitting; SBC-4/SPC-5 layouts
+// come from the real codecs in common/scsi.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "iserkit/common/bytes.hpp"
+#include "iserkit/initiator/command_channel.hpp"
+#include "iserkit/scsi/inquiry.hpp"
+
+namespace iserkit::test {
+
+/// What the fake unit reports.
+struct FakeLunOptions {
+  std::uint64_t blocks = 2048;
+  std::uint32_t block_size_bytes = 512;
+  /// DEVICE-SPECIFIC PARAMETER DPOFUA in MODE SENSE; empty = MODE SENSE is rejected (ILLEGAL REQUEST).
+  std::optional<bool> dpofua = true;
+  /// MODE SENSE (10) rejected as an unknown opcode (only (6) works).
+  bool mode_sense10_unsupported = false;
+  /// VPD 0xb0 MAXIMUM TRANSFER LENGTH in logical blocks; empty = no 0xb0 page.
+  std::optional<std::uint32_t> maximum_transfer_length_blocks;
+  /// CommandChannel::max_transfer_bytes() (the transport's cap; 0 = none).
+  std::uint32_t transport_max_transfer_bytes = 0;
+  /// CommandChannel::unstated_max_transfer_bytes() (0 = none).
+  std::uint32_t transport_unstated_max_transfer_bytes = 0;
+  /// WRITE with FUA fails with INVALID FIELD IN CDB when the unit has no DPOFUA (as LIO does).
+  bool reject_fua_without_dpofua = true;
+};
+
+/// One READ or WRITE the fake ran.
+struct FakeTransfer {
+  bool write = false;
+  std::uint64_t lba = 0;
+  std::uint32_t blocks = 0;
+  bool fua = false;
+  std::size_t bytes = 0;  ///< size of the data buffer the command carried
+};
+
+class FakeLunChannel final : public initiator::CommandChannel {
+ public:
+  FakeLunChannel(asio::any_io_executor executor, FakeLunOptions options)
+      : executor_(std::move(executor)), options_(options), disk_(options.blocks * options.block_size_bytes) {}
+
+  Awaitable<Result<scsi::ScsiResult>> execute(const initiator::CommandRequest& request) override {
+    co_return run(request);
+  }
+  [[nodiscard]] BufferPool& buffer_pool() const noexcept override { return pool_; }
+  [[nodiscard]] std::uint32_t max_transfer_bytes() const noexcept override {
+    return options_.transport_max_transfer_bytes;
+  }
+  [[nodiscard]] std::uint32_t unstated_max_transfer_bytes() const noexcept override {
+    return options_.transport_unstated_max_transfer_bytes;
+  }
+  [[nodiscard]] asio::any_io_executor executor() const override { return executor_; }
+
+  [[nodiscard]] const std::vector<FakeTransfer>& transfers() const noexcept { return transfers_; }
+  [[nodiscard]] std::vector<std::byte>& disk() noexcept { return disk_; }
+
+ private:
+  static scsi::ScsiResult check(scsi::SenseData sense) {
+    return {.status = scsi::Status::check_condition, .sense = sense};
+  }
+  static scsi::ScsiResult reply(std::span<const std::byte> data, std::span<std::byte> in) {
+    const std::size_t n = std::min(data.size(), in.size());
+    std::memcpy(in.data(), data.data(), n);
+    return {.residual_bytes = static_cast<std::uint32_t>(in.size() - n)};
+  }
+
+  scsi::ScsiResult run(const initiator::CommandRequest& r) {
+    const auto* c = r.cdb.bytes.data();
+    const std::uint8_t op = load_u8(c);
+    const auto invalid_opcode = check(scsi::SenseData::invalid_field_in_cdb(0));
+    switch (op) {
+      case 0x00:  // TEST UNIT READY
+        return {};
+      case 0x12: {  // INQUIRY
+        if ((load_u8(c + 1) & 1) == 0) {
+          scsi::StandardInquiry s{.vendor = "FAKE", .product = "LUN", .revision = "1"};
+          return reply(scsi::encode_standard_inquiry(s), r.data_in);
+        }
+        const std::uint8_t page = load_u8(c + 2);
+        if (page == 0x00) {
+          std::vector<std::byte> pages{std::byte{0x00}};
+          if (options_.maximum_transfer_length_blocks) pages.push_back(std::byte{0xb0});
+          return reply(scsi::encode_vpd_page(0x00, pages), r.data_in);
+        }
+        if (page == 0xb0 && options_.maximum_transfer_length_blocks) {
+          scsi::BlockLimits b{.maximum_transfer_length = *options_.maximum_transfer_length_blocks};
+          return reply(scsi::encode_block_limits(b), r.data_in);
+        }
+        return check(scsi::SenseData::invalid_field_in_cdb(2));
+      }
+      case 0x9e: {  // READ CAPACITY (16)
+        std::array<std::byte, scsi::read_capacity16_size_bytes> d{};
+        scsi::encode_read_capacity16({.last_lba = options_.blocks - 1, .block_length_bytes = options_.block_size_bytes}, d);
+        return reply(d, r.data_in);
+      }
+      case 0x1a:
+      case 0x5a: {  // MODE SENSE (6)/(10): header only (DBD), then whatever page bytes fit
+        const bool ten = op == 0x5a;
+        if (!options_.dpofua || (ten && options_.mode_sense10_unsupported)) return invalid_opcode;
+        std::vector<std::byte> d(ten ? 8 : 4);
+        const std::uint8_t device_specific = *options_.dpofua ? 0x10 : 0x00;
+        store_u8(d.data() + (ten ? 3 : 2), device_specific);
+        if (ten) store_be16(d.data(), static_cast<std::uint16_t>(d.size() - 2));
+        else store_u8(d.data(), static_cast<std::uint8_t>(d.size() - 1));
+        return reply(d, r.data_in);
+      }
+      case 0x28:
+      case 0x2a:
+      case 0x88:
+      case 0x8a: {
+        const bool sixteen = op >= 0x88;
+        const bool write = op == 0x2a || op == 0x8a;
+        FakeTransfer t{.write = write,
+                       .lba = sixteen ? load_be64(c + 2) : load_be32(c + 2),
+                       .blocks = sixteen ? load_be32(c + 10) : load_be16(c + 7),
+                       .fua = (load_u8(c + 1) & 0x08) != 0,
+                       .bytes = write ? r.data_out.size() : r.data_in.size()};
+        transfers_.push_back(t);
+        // SBC-4 §5.43: FUA on a unit without DPOFUA support; LIO answers INVALID FIELD IN CDB.
+        if (t.fua && write && options_.reject_fua_without_dpofua && !(options_.dpofua && *options_.dpofua))
+          return check(scsi::SenseData::invalid_field_in_cdb(1, 3));
+        const std::size_t offset = t.lba * options_.block_size_bytes;
+        const std::size_t n = std::size_t{t.blocks} * options_.block_size_bytes;
+        if (t.bytes != n || offset + n > disk_.size()) return check(scsi::SenseData::invalid_field_in_cdb(2));
+        if (write) std::memcpy(disk_.data() + offset, r.data_out.data(), n);
+        else std::memcpy(r.data_in.data(), disk_.data() + offset, n);
+        return {};
+      }
+      default:
+        return invalid_opcode;
+    }
+  }
+
+  asio::any_io_executor executor_;
+  FakeLunOptions options_;
+  mutable HeapBufferPool pool_;
+  std::vector<std::byte> disk_;
+  std::vector<FakeTransfer> transfers_;
+};
+
+}  // namespace iserkit::test
