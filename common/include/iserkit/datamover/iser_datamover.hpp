@@ -53,6 +53,11 @@ struct IserOptions {
   /// Capabilities::max_transfer_bytes (0 = no limit). Targets' RDMA buffers limit it (tgt: 512 KiB
   /// per command). Unused by the target.
   std::uint32_t max_transfer_bytes = 0;
+  /// Initiator: the network namespace (/run/netns/NAME) the RDMA CM id is created in (empty: the
+  /// calling thread's); rdma_cm resolves and routes the connection in that namespace, so it goes
+  /// out of that namespace's netdev (e.g. a tenant's VXLAN device). Unused by the target (its
+  /// listeners are created inside the namespace instead).
+  std::string netns;
 };
 
 /// Initiator: resolves `host`:`port` (the iSCSI portal; RDMA CM maps it to the IB/RoCE service
