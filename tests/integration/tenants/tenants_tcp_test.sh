@@ -25,8 +25,9 @@ skip() { echo "SKIP: $*" >&2; exit 77; }
 [[ $(id -u) == 0 ]] || skip "needs root (network namespaces)"
 for tool in ip nbdcopy sha256sum iscsi-ls iscsi-inq; do command -v $tool >/dev/null || skip "$tool is not installed"; done
 BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
-ip link add iserkit-probe$$ type vxlan id 1 dstport 4789 2>/dev/null || skip "no VXLAN support in this kernel"
-ip link del iserkit-probe$$
+ip netns add ikt-probe-$$ || skip "cannot create network namespaces"
+ip -n ikt-probe-$$ link add probe type vxlan id 1 dstport 4789 2>/dev/null || { ip netns del ikt-probe-$$; skip "no VXLAN support in this kernel"; }
+ip netns del ikt-probe-$$
 
 s=$$   # namespace names are global: make ours unique
 tu=ikt-tu-$s iu=ikt-iu-$s tb=ikt-tb-$s tr=ikt-tr-$s ib=ikt-ib-$s ir=ikt-ir-$s
