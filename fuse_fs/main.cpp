@@ -23,6 +23,7 @@
 #include "fuse_fs/fuse_ops.hpp"
 #include "fuse_fs/portal_view.hpp"
 #include "fuse_fs/write_payload.hpp"
+#include "iserkit/common/netns.hpp"
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
@@ -72,6 +73,9 @@ int parse(int argc, char** argv, Config& cfg) {
       ("f,foreground", "stay in the foreground")
       ("d,debug", "print every FUSE request (implies --foreground)")
       ("r,read-only", "refuse writes to LUN files (EROFS); .rescan stays writable (-o ro: nothing is)")
+      ("netns", "open the iSCSI/iSER connections in network namespace /run/netns/NAME (e.g. a tenant's) while the "
+                "mount stays where this process runs (`ip netns exec` would hide it in its own mount namespace; "
+                "needs CAP_SYS_ADMIN)", cxxopts::value<std::string>())
       ("timeout", "seconds a SCSI command, TCP connect or login may take; a target that stops answering gives EIO "
                   "after at most this long (with --multipath: each attempt on a path, a timed-out command is sent "
                   "again on another path)",
@@ -151,6 +155,13 @@ int parse(int argc, char** argv, Config& cfg) {
       return fail_usage("--timeout must be > 0, --cache-time and --attr-timeout ≥ 0");
     auto& so = cfg.view.session;
     if (args.count("initiator-name")) so.initiator_name = args["initiator-name"].as<std::string>();
+    if (args.count("netns")) {
+      so.netns = args["netns"].as<std::string>();
+      if (!netns::valid_name(so.netns)) {
+        std::cerr << "iserkit-fuse: --netns wants a namespace name under /run/netns\n";
+        return 2;
+      }
+    }
     const auto digest = args["digest"].as<std::string>();
     if (digest != "none" && digest != "crc32c") return fail_usage("--digest wants none or crc32c");
     so.header_digest = so.data_digest = digest == "crc32c" ? initiator::Digest::crc32c : initiator::Digest::none;

@@ -31,6 +31,7 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/common/netns.hpp"
 #include "iserkit/common/service_manager.hpp"
 #include "iserkit/common/status_socket.hpp"
 #include "iserkit/initiator/lun.hpp"
@@ -430,6 +431,8 @@ int main(int argc, char** argv) {
       ("digest", "header and data digests to offer: none or crc32c", cxxopts::value<std::string>()->default_value("none"))
       ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
        cxxopts::value<std::string>()->default_value("url"))
+      ("netns", "open the iSCSI/iSER connections in network namespace /run/netns/NAME (e.g. a tenant's) while "
+                "NBD is served where this process runs (needs CAP_SYS_ADMIN)", cxxopts::value<std::string>())
       ("stats-file", "write the status (state=connected|recovering|gave_up, since=UTC, recovery counters, "
                      "copied_payload_bytes=N) to PATH on every change and at exit", cxxopts::value<std::string>())
       ("replacement-timeout", "seconds to wait for a new connection after losing one (requests wait and are sent "
@@ -518,6 +521,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     cfg.session.transport = *transport;
+    if (args.count("netns")) {
+      cfg.session.netns = args["netns"].as<std::string>();
+      if (!netns::valid_name(cfg.session.netns)) {
+        std::cerr << "iserkit-nbd: --netns wants a namespace name under /run/netns\n";
+        return 2;
+      }
+    }
     if (args.count("stats-file")) cfg.stats_file = args["stats-file"].as<std::string>();
     if (args.count("status-socket")) cfg.status_socket = args["status-socket"].as<std::string>();
     if (args.count("metrics")) {

@@ -40,10 +40,11 @@ Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio:
                                       .receive_depth = options.max_commands_in_flight + 8,
                                       .send_depth = options.max_commands_in_flight + 8,
                                       .timeout = options.connect_timeout,
-                                      .max_transfer_bytes = options.iser_max_transfer_bytes};
+                                      .max_transfer_bytes = options.iser_max_transfer_bytes,
+                                      .netns = options.netns};
     co_return co_await datamover::iser_connect(ex, url.host, url.port, iser);
   }
-  auto dm = co_await datamover::TcpDatamover::connect(ex, url.host, url.port, options.connect_timeout);
+  auto dm = co_await datamover::TcpDatamover::connect(ex, url.host, url.port, options.connect_timeout, options.netns);
   if (!dm) co_return fail(dm.error());
   co_return std::unique_ptr<datamover::Datamover>(std::move(*dm));
 }

@@ -170,7 +170,7 @@ struct Parser {
     const auto* table = node.as_table();
     if (table == nullptr) return error_at(source, node, "targets must be an array of tables ([[targets]])");
     if (auto e = check_keys(source, *table,
-                            {"iqn", "alias", "luns", "allowed_initiators", "chap_users", "mutual", "chap_algorithms"},
+                            {"iqn", "alias", "luns", "allowed_initiators", "chap_users", "mutual", "chap_algorithms", "tenant"},
                             "[[targets]]"))
       return *e;
     TargetDefinition t;
@@ -195,7 +195,75 @@ struct Parser {
       t.allowed_initiators = std::move(*names);
     }
     if (auto e = auth(*table, t.auth, "target " + t.iqn)) return *e;
+    if (const auto* n = table->get("tenant")) {
+      auto v = n->value_exact<std::string>();
+      if (!v || v->empty()) return error_at(source, *n, "target " + t.iqn + ": tenant must be a tenant's name");
+      t.tenant = *v;
+    }
     return t;
+  }
+
+  // [[tenants]]: name, netns, listen, limits = { max_sessions, payload_budget }.
+  tl::expected<TenantDefinition, ConfigError> tenant(const toml::node& node) const {
+    const auto* table = node.as_table();
+    if (table == nullptr) return error_at(source, node, "tenants must be an array of tables ([[tenants]])");
+    if (auto e = check_keys(source, *table, {"name", "netns", "listen", "limits"}, "[[tenants]]")) return *e;
+    TenantDefinition t;
+    const auto* name = table->get("name");
+    auto v = name != nullptr ? name->value_exact<std::string>() : std::nullopt;
+    if (!v) return error_at(source, node, "[[tenants]]: \"name\" is missing");
+    if (!valid_tenant_name(*v))
+      return error_at(source, *name, "[[tenants]]: name must be 1..64 bytes of a-z, A-Z, 0-9, '-', '_', '.'");
+    t.name = *v;
+    if (const auto* n = table->get("netns")) {
+      // A name under /run/netns: never a path, never "." or "..".
+      auto ns = n->value_exact<std::string>();
+      if (!ns || !valid_tenant_name(*ns) || *ns == "." || *ns == "..")
+        return error_at(source, *n, "tenant " + t.name + ": netns must be a namespace name under /run/netns "
+                                    "(1..64 bytes of a-z, A-Z, 0-9, '-', '_', '.')");
+      t.netns = *ns;
+    }
+    const auto* listen = table->get("listen");
+    if (listen == nullptr) return error_at(source, node, "tenant " + t.name + ": \"listen\" is missing");
+    auto list = strings(*listen, "listen");
+    if (!list) return tl::unexpected(list.error());
+    if (list->empty()) return error_at(source, *listen, "tenant " + t.name + ": \"listen\" is empty");
+    for (const auto& l : *list) {
+      auto a = parse_listen_address(l);
+      if (!a)
+        return error_at(source, *listen, "tenant " + t.name + ": listen: bad address \"" + l +
+                                             "\" (HOST:PORT or [IPV6]:PORT, optionally ,tpgt=N)");
+      t.listen.push_back(*a);
+    }
+    if (const auto* n = table->get("limits")) {
+      const auto* limits = n->as_table();
+      if (limits == nullptr) return error_at(source, *n, "tenant " + t.name + ": limits must be a table");
+      if (auto e = check_keys(source, *limits, {"max_sessions", "payload_budget"}, "tenant " + t.name + " limits"))
+        return *e;
+      if (const auto* m = limits->get("max_sessions")) {
+        auto count = m->value_exact<std::int64_t>();
+        if (!count || *count < 0 || *count > 1000000)
+          return error_at(source, *m, "tenant " + t.name + ": limits.max_sessions must be an integer 0..1000000");
+        t.limits.max_sessions = static_cast<std::uint32_t>(*count);
+      }
+      if (const auto* b = limits->get("payload_budget")) {
+        std::optional<std::uint64_t> bytes;
+        if (auto i = b->value_exact<std::int64_t>(); i && *i > 0) bytes = static_cast<std::uint64_t>(*i);
+        if (auto text = b->value_exact<std::string>())
+          if (auto parsed = parse_size(*text)) bytes = *parsed;
+        if (!bytes)
+          return error_at(source, *b, "tenant " + t.name + ": limits.payload_budget must be a size (bytes, or \"64M\")");
+        t.limits.payload_bytes = *bytes;
+      }
+    }
+    return t;
+  }
+
+  static bool valid_tenant_name(std::string_view name) {
+    return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+             c == '.';
+    });
   }
 
   // [limits]: timeouts in seconds (integer or float), counts, sizes as bytes or "64M" strings.
@@ -255,7 +323,7 @@ struct Parser {
 
   tl::expected<TargetConfig, ConfigError> parse(const toml::table& root, TargetConfig config) const {
     if (auto e = check_keys(source, root,
-                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "limits", "login_throttle", "alua", "alua_peers",
+                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "tenants", "limits", "login_throttle", "alua", "alua_peers",
                              "ceph_conf", "ceph_id", "export_rbd", "rbd_rescan_interval"},
                             "the top level"))
       return *e;
@@ -349,6 +417,28 @@ struct Parser {
         for (const auto& other : config.targets)
           if (other.iqn == t->iqn) return error_at(source, element, "target " + t->iqn + " is defined twice");
         config.targets.push_back(std::move(*t));
+      }
+    }
+    if (const auto* node = root.get("tenants")) {
+      const auto* array = node->as_array();
+      if (array == nullptr) return error_at(source, *node, "tenants must be an array of tables ([[tenants]])");
+      for (const auto& element : *array) {
+        auto t = tenant(element);
+        if (!t) return tl::unexpected(t.error());
+        for (const auto& other : config.tenants)
+          if (other.name == t->name) return error_at(source, element, "tenant " + t->name + " is defined twice");
+        config.tenants.push_back(std::move(*t));
+      }
+    }
+    // Every tenant a target names exists (a typo must not leave a target on no portal).
+    if (const auto* node = root.get("targets"); node != nullptr && node->as_array() != nullptr) {
+      const auto& array = *node->as_array();
+      for (std::size_t i = 0; i < array.size(); ++i) {
+        const auto& name = config.targets[config.targets.size() - array.size() + i].tenant;
+        if (name.empty()) continue;
+        if (std::none_of(config.tenants.begin(), config.tenants.end(), [&](const auto& t) { return t.name == name; }))
+          return error_at(source, array[i], "target " + config.targets[config.targets.size() - array.size() + i].iqn +
+                                                ": tenant \"" + name + "\" is not defined in [[tenants]]");
       }
     }
     return config;

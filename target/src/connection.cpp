@@ -160,6 +160,11 @@ Awaitable<bool> Connection::login() {
                   step.reason.empty() ? "" : ": ", step.reason);
     // RFC 7143 §6.3.5: a live session with this InitiatorName + ISID ends before the final Login
     // Response of its successor leaves (after authentication, as LIO checks it too).
+    // A cap on sessions (a tenant's max_sessions): RFC 7143 §11.13.5 0x0302 Out of resources.
+    if (step.action == LoginAction::send_then_full_feature && hooks_.admit_session && !hooks_.admit_session()) {
+      step = machine.refuse_final(step, LoginStatus::out_of_resources, "session limit reached");
+      log::info("login {}: rejected: status=0x0302: session limit of the portal's tenant reached", datamover_->peer());
+    }
     if (step.action == LoginAction::send_then_full_feature) {
       switch (co_await reinstate(machine.result())) {
         case Reinstatement::ready: break;
@@ -281,7 +286,7 @@ void Connection::start_engine() {
   }
   hooks.send_targets = [this](const std::string& value) {
     return send_targets(*registry_, value, session_.discovery, session_.target.get(), params_.initiator_name,
-                        datamover_->local(), options_.portal_group_tag);
+                        datamover_->local(), options_.portal_group_tag, options_.tenant);
   };
   hooks.request_budget = [this](iscsi::Itt itt, std::uint64_t bytes) { return request_budget(itt, bytes); };
   // The data phase is chosen once, from the transport (TCP: R2T/Data-Out/Data-In; iSER: RDMA).

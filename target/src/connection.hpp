@@ -40,6 +40,9 @@ namespace iserkit::target {
 /// connection's executor; either may be empty.
 struct ConnectionHooks {
   std::function<void()> logged_in;  ///< the login succeeded (full-feature phase starts)
+  /// Asked before the final Login Response of a successful login: false refuses the login with
+  /// 0x0302 (out of resources), e.g. at a tenant's session cap. Null = always admitted.
+  std::function<bool()> admit_session;
   std::function<void()> closed;     ///< run() is about to return
 };
 

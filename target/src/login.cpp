@@ -221,6 +221,15 @@ std::optional<LoginStatus> LoginMachine::check_names(const iscsi::TextPairs& pai
       reason_ = fmt::format("no such target: target={}", log::escaped(*name));
       return LoginStatus::not_found;
     }
+    // Tenants (target/README.md "Tenants"): a portal serves its own tenant's targets only. Another
+    // tenant's target is answered like a name that does not exist, so its existence stays hidden.
+    if (result_.target->tenant != options_.tenant) {
+      reason_ = fmt::format("target not served on this portal: target={} target-tenant={} portal-tenant={}",
+                            log::escaped(*name), log::escaped(result_.target->tenant.empty() ? "-" : result_.target->tenant),
+                            log::escaped(options_.tenant.empty() ? "-" : options_.tenant));
+      result_.target = nullptr;
+      return LoginStatus::not_found;
+    }
     // RFC 7143 §11.13.5: 0x0202 "the initiator is not allowed access to the given target".
     if (!result_.target->allows(*initiator)) {
       reason_ = fmt::format("initiator not in the target's ACL: initiator={} target={}", log::escaped(*initiator),

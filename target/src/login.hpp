@@ -63,6 +63,9 @@ struct TargetLoginOptions {
   std::uint32_t rdma_recv_data_segment_length = 8192;  ///< TargetRecvDataSegmentLength we declare
   std::uint32_t max_outstanding_unexpected_pdus = 0;   ///< our answer to that key (0 = no limit)
   std::uint16_t portal_group_tag = 1;  ///< the TargetPortalGroupTag of the portal the connection came in on
+  /// The tenant of the portal the connection came in on (empty: none). Only targets of that
+  /// tenant (TargetNode::tenant) can be logged in to; others get 0x0203 as unknown names do.
+  std::string tenant;
 };
 
 /// What the connection does after a login PDU.

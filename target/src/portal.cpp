@@ -16,6 +16,7 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/common/netns.hpp"
 #include "iserkit/common/service_manager.hpp"
 #include "iserkit/datamover/iser_datamover.hpp"
 #include "iserkit/datamover/tcp_datamover.hpp"
@@ -24,6 +25,7 @@
 #include "connection.hpp"
 #include "export_dir.hpp"
 #include "reload.hpp"
+#include "tenant.hpp"
 
 namespace iserkit::target {
 namespace {
@@ -140,6 +142,51 @@ Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std
   return node;
 }
 
+// One portal as configured: its address and the tenant it belongs to (-1: none).
+struct PortalSpec {
+  ListenAddress address;
+  int tenant = -1;
+};
+
+// Opens, binds and listens one TCP portal. With `netns` set, the socket is created by a thread
+// inside that network namespace (netns::run_in), so the portal and every connection it accepts
+// live there; the descriptor is then served by `context` like any other.
+Result<std::unique_ptr<asio::ip::tcp::acceptor>> open_tcp_portal(asio::io_context& context, const ListenAddress& l,
+                                                                 const std::string& netns) {
+  std::unique_ptr<asio::ip::tcp::acceptor> acceptor;
+  boost::system::error_code ec;
+  std::string where;
+  auto open = [&] {
+    asio::ip::tcp::resolver resolver(context);
+    auto results = resolver.resolve(l.host, std::to_string(l.port), asio::ip::tcp::resolver::numeric_service, ec);
+    if (ec || results.empty()) {
+      if (!ec) ec = asio::error::host_not_found;
+      where = "cannot resolve " + l.host;
+      return;
+    }
+    const auto endpoint = results.begin()->endpoint();
+    where = "cannot listen on " + format_endpoint(endpoint);
+    acceptor = std::make_unique<asio::ip::tcp::acceptor>(context);
+    acceptor->open(endpoint.protocol(), ec);
+    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec && endpoint.address().is_v6()) acceptor->set_option(asio::ip::v6_only(true), ec);
+    if (!ec) acceptor->bind(endpoint, ec);
+    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  };
+  if (netns.empty()) {
+    open();
+  } else if (auto entered = netns::run_in(netns, open); !entered) {
+    log::error("portal: cannot enter network namespace {} ({}): {}", log::escaped(netns), netns::path_of(netns),
+               entered.error().message());
+    return fail(entered.error());
+  }
+  if (ec) {
+    log::error("portal: {}{}: {}", where, netns.empty() ? "" : " in network namespace " + netns, ec.message());
+    return fail(std::error_code(ec));
+  }
+  return acceptor;
+}
+
 }  // namespace
 
 struct TargetServer::Impl {
@@ -164,6 +211,14 @@ struct TargetServer::Impl {
   std::shared_ptr<SharedPayloadBudget> global_budget;
   std::unique_ptr<asio::steady_timer> shutdown_timer;  // on contexts[0]: the drain's bound
   std::vector<TargetPortGroup> port_groups;            // ALUA groups every node's dispatcher gets
+  // Tenants (target/README.md "Tenants"), in configuration order; PortalSpec::tenant indexes them.
+  struct Tenant {
+    TenantDefinition definition;
+    std::shared_ptr<TenantSessions> sessions;
+    std::shared_ptr<SharedPayloadBudget> budget;  // replaces global_budget for its connections
+  };
+  std::vector<Tenant> tenants;
+  std::vector<PortalSpec> portals;  // one per acceptor, in the same order
 
   // --export-rbd: the targets the pool's images made, rescanned off the I/O threads (librbd's
   // listing and opening block) by one helper thread, one rescan at a time.
@@ -266,6 +321,7 @@ struct TargetServer::Impl {
       if (!node) return tl::unexpected(ConfigError{fmt::format("target {}: {}", t.iqn, node.error().message())});
       (*node)->allowed_initiators = t.allowed_initiators;
       (*node)->auth = t.auth;
+      (*node)->tenant = t.tenant;  // a running tenant (plan_reload checked)
       if (auto r = (*node)->dispatcher->set_port_groups(port_groups); !r)
         return tl::unexpected(ConfigError{fmt::format("target {}: {}", t.iqn, r.error().message())});
       added.push_back(std::move(*node));
@@ -340,7 +396,7 @@ struct TargetServer::Impl {
     });
   }
 
-  TargetLoginOptions login_options(std::uint16_t portal_group_tag) const {
+  TargetLoginOptions login_options(std::uint16_t portal_group_tag, int tenant) const {
     // .rdma is set by the connection from its datamover's capabilities.
     return TargetLoginOptions{.max_recv_data_segment_length = config.max_recv_data_segment_length,
                               .max_burst_length = config.max_burst_length,
@@ -349,10 +405,11 @@ struct TargetServer::Impl {
                               .cmd_window_depth = config.cmd_window_depth,
                               .rdma_recv_data_segment_length = iser_recv_data_segment_length,
                               .max_outstanding_unexpected_pdus = config.cmd_window_depth + iser_extra_receives,
-                              .portal_group_tag = portal_group_tag};
+                              .portal_group_tag = portal_group_tag,
+                              .tenant = tenant < 0 ? std::string{} : tenants[static_cast<std::size_t>(tenant)].definition.name};
   }
 
-  Awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor, std::uint16_t tag) {
+  Awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor, PortalSpec portal) {
     while (!stopping) {
       auto& context = *contexts[next_context++ % contexts.size()];
       boost::system::error_code ec;
@@ -365,12 +422,12 @@ struct TargetServer::Impl {
         co_await t.async_wait(use_awaitable_ec(ec));
         continue;
       }
-      start_connection(context, std::make_unique<datamover::TcpDatamover>(std::move(socket)), tag);
+      start_connection(context, std::make_unique<datamover::TcpDatamover>(std::move(socket)), portal);
     }
   }
 
   // The iSER portal: same as accept_loop, over an RDMA CM listener.
-  Awaitable<void> iser_accept_loop(datamover::IserListener& listener, std::uint16_t tag) {
+  Awaitable<void> iser_accept_loop(datamover::IserListener& listener, PortalSpec portal) {
     while (!stopping) {
       auto& context = *contexts[next_context++ % contexts.size()];
       auto dm = co_await listener.accept(asio::any_io_executor(context.get_executor()));
@@ -379,11 +436,11 @@ struct TargetServer::Impl {
         log::warn("portal: iSER accept failed: {}: iSER portal closed", dm.error().message());
         co_return;
       }
-      start_connection(context, std::move(*dm), tag);
+      start_connection(context, std::move(*dm), portal);
     }
   }
 
-  void start_connection(asio::io_context& context, std::unique_ptr<datamover::Datamover> dm, std::uint16_t tag) {
+  void start_connection(asio::io_context& context, std::unique_ptr<datamover::Datamover> dm, const PortalSpec& portal) {
     std::uint64_t id = 0;
     {
       std::lock_guard lock(mutex);
@@ -407,10 +464,19 @@ struct TargetServer::Impl {
         });
       }
     }
+    // A tenant portal's sessions count against the tenant's cap; its payload comes from the
+    // tenant's budget.
+    Tenant* tenant = portal.tenant < 0 ? nullptr : &tenants[static_cast<std::size_t>(portal.tenant)];
+    auto counted = std::make_shared<bool>(false);  // this connection holds one of the tenant's sessions
+    std::function<bool()> admit_session;
+    if (tenant != nullptr)
+      admit_session = [sessions = tenant->sessions, counted] { return *counted = sessions->try_open(); };
     ConnectionHooks hooks{
         .logged_in = [this, id] { admission->on_logged_in(id); },
+        .admit_session = std::move(admit_session),
         .closed =
-            [this, id] {
+            [this, id, counted, sessions = tenant != nullptr ? tenant->sessions : nullptr] {
+              if (*counted) sessions->close();
               admission->on_closed(id);
               std::lock_guard lock(mutex);
               connections.erase(id);
@@ -421,8 +487,8 @@ struct TargetServer::Impl {
             },
     };
     auto connection =
-        std::make_shared<Connection>(std::move(dm), registry, login_options(tag), config.limits, std::move(hooks),
-                                     global_budget);
+        std::make_shared<Connection>(std::move(dm), registry, login_options(portal.address.portal_group, portal.tenant),
+                                     config.limits, std::move(hooks), tenant != nullptr ? tenant->budget : global_budget);
     log::debug("portal: connection from {}", connection->peer());
     {
       std::lock_guard lock(mutex);
@@ -441,7 +507,7 @@ struct TargetServer::Impl {
 
   /// Opens an iSER listener beside each bound TCP portal. Without iSER in the build or without an
   /// RDMA device it logs once and the target serves TCP only.
-  void open_iser_portals(const std::vector<ListenAddress>& listen) {
+  void open_iser_portals() {
     if (!config.iser) return;
     if (!datamover::iser_built()) {
       log::info("portal: built without iSER (WITH_ISER=OFF): serving iSCSI/TCP only");
@@ -455,19 +521,34 @@ struct TargetServer::Impl {
         .recv_data_segment_length = iser_recv_data_segment_length,
         .receive_depth = config.cmd_window_depth + iser_extra_receives,
         .send_depth = 2 * config.cmd_window_depth + iser_extra_receives};
-    for (std::size_t i = 0; i < listen.size() && i < acceptors.size(); ++i) {
+    for (std::size_t i = 0; i < portals.size() && i < acceptors.size(); ++i) {
       boost::system::error_code ec;
       const auto port = acceptors[i]->local_endpoint(ec).port();
-      auto l = datamover::IserListener::listen(asio::any_io_executor(contexts[0]->get_executor()), listen[i].host,
-                                               port, options);
+      const auto& host = portals[i].address.host;
+      // A tenant's iSER listener: its RDMA CM id is created by a thread inside the tenant's
+      // namespace (rdma_create_id takes the caller's network namespace), so it binds to the
+      // tenant's overlay address and resolves its connections there (target/README.md "Tenants":
+      // RDMA namespace mode "shared").
+      const std::string netns =
+          portals[i].tenant < 0 ? std::string{} : tenants[static_cast<std::size_t>(portals[i].tenant)].definition.netns;
+      Result<std::unique_ptr<datamover::IserListener>> l = fail(errc::not_supported);
+      auto open = [&] {
+        l = datamover::IserListener::listen(asio::any_io_executor(contexts[0]->get_executor()), host, port, options);
+      };
+      if (netns.empty()) {
+        open();
+      } else if (auto entered = netns::run_in(netns, open); !entered) {
+        l = fail(entered.error());
+      }
       if (!l) {
-        log::warn("portal: no iSER on {}:{}: {}", listen[i].host, port, l.error().message());
+        log::warn("portal: no iSER on {}:{}{}: {}", host, port, netns.empty() ? "" : " in network namespace " + netns,
+                  l.error().message());
         continue;
       }
-      log::info("portal: iSER listening on {}", bound[i]);
+      log::info("portal: iSER listening on {}{}", bound[i], netns.empty() ? "" : " in network namespace " + netns);
       iser_bound.push_back(bound[i]);
       iser_listeners.push_back(std::move(*l));
-      iser_tags.push_back(listen[i].portal_group);
+      iser_portals.push_back(portals[i]);
     }
   }
 
@@ -477,8 +558,7 @@ struct TargetServer::Impl {
   // Receives beyond the CmdSN window: immediate commands (NOP-Out, TMF, Logout) and NOP-Out echoes.
   static constexpr std::uint32_t iser_extra_receives = 16;
   std::vector<std::string> iser_bound;
-  std::vector<std::uint16_t> iser_tags;     // portal group tag of each iSER listener
-  std::vector<std::uint16_t> acceptor_tags;  // portal group tag of each TCP acceptor
+  std::vector<PortalSpec> iser_portals;  // the portal of each iSER listener
 
   // Closes every connection still open (on its own executor). Call with `mutex` held.
   void close_all() {
@@ -553,6 +633,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
     if (!node) return fail(node.error());
     (*node)->allowed_initiators = t.allowed_initiators;
     (*node)->auth = t.auth;
+    (*node)->tenant = t.tenant;
     if (auto r = impl->registry->add(*node); !r) {
       log::error("config: target {} is defined twice", t.iqn);
       return fail(r.error());
@@ -581,39 +662,54 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
     impl->contexts.push_back(std::make_unique<asio::io_context>(1));
     impl->guards.push_back(asio::make_work_guard(*impl->contexts.back()));
   }
+  // Tenants: each with its session cap and payload budget (default: as large as the global one).
+  for (const auto& t : config.tenants) {
+    const std::uint64_t budget = t.limits.payload_bytes != 0 ? t.limits.payload_bytes : config.limits.global_payload_bytes;
+    impl->tenants.push_back(Impl::Tenant{.definition = t,
+                                         .sessions = std::make_shared<TenantSessions>(t.limits.max_sessions),
+                                         .budget = std::make_shared<SharedPayloadBudget>(budget)});
+  }
+  for (const auto& t : config.targets) {
+    if (!t.tenant.empty() && std::none_of(config.tenants.begin(), config.tenants.end(),
+                                          [&](const TenantDefinition& d) { return d.name == t.tenant; })) {
+      log::error("config: target {}: tenant {} is not defined", log::escaped(t.iqn), log::escaped(t.tenant));
+      return fail(errc::invalid_argument);
+    }
+  }
+  // The portals: those of no tenant (`listen`; 0.0.0.0:3260 when neither they nor tenants are
+  // given), then each tenant's, opened in the tenant's network namespace.
   std::vector<ListenAddress> listen = config.listen;
-  if (listen.empty()) listen.push_back(ListenAddress{.host = "0.0.0.0", .port = 3260});
+  if (listen.empty() && config.tenants.empty()) listen.push_back(ListenAddress{.host = "0.0.0.0", .port = 3260});
+  for (const auto& l : listen) impl->portals.push_back(PortalSpec{.address = l});
+  for (std::size_t i = 0; i < config.tenants.size(); ++i)
+    for (const auto& l : config.tenants[i].listen)
+      impl->portals.push_back(PortalSpec{.address = l, .tenant = static_cast<int>(i)});
   std::vector<std::string> advertised;
   std::vector<std::uint16_t> advertised_tags;
-  for (const auto& l : listen) {
+  std::vector<std::string> advertised_tenants;
+  for (const auto& portal : impl->portals) {
+    const std::string tenant_name = portal.tenant < 0 ? std::string{} : config.tenants[static_cast<std::size_t>(portal.tenant)].name;
+    const std::string netns = portal.tenant < 0 ? std::string{} : config.tenants[static_cast<std::size_t>(portal.tenant)].netns;
+    auto acceptor = open_tcp_portal(*impl->contexts[0], portal.address, netns);
+    if (!acceptor) {
+      if (!tenant_name.empty()) log::error("portal: tenant {}: portal {} not opened", tenant_name, portal.address.host);
+      return fail(acceptor.error());
+    }
     boost::system::error_code ec;
-    asio::ip::tcp::resolver resolver(*impl->contexts[0]);
-    auto results = resolver.resolve(l.host, std::to_string(l.port), asio::ip::tcp::resolver::numeric_service, ec);
-    if (ec || results.empty()) {
-      log::error("portal: cannot resolve {}: {}", l.host, ec.message());
-      return fail(std::error_code(ec));
-    }
-    const auto endpoint = results.begin()->endpoint();
-    auto acceptor = std::make_unique<asio::ip::tcp::acceptor>(*impl->contexts[0]);
-    acceptor->open(endpoint.protocol(), ec);
-    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec && endpoint.address().is_v6()) acceptor->set_option(asio::ip::v6_only(true), ec);
-    if (!ec) acceptor->bind(endpoint, ec);
-    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      log::error("portal: cannot listen on {}: {}", format_endpoint(endpoint), ec.message());
-      return fail(std::error_code(ec));
-    }
-    const auto local = acceptor->local_endpoint(ec);
+    const auto local = (*acceptor)->local_endpoint(ec);
     impl->bound.push_back(format_endpoint(local));
+    if (!tenant_name.empty())
+      log::info("portal: tenant {}: listening on {}{}", tenant_name, format_endpoint(local),
+                netns.empty() ? "" : " in network namespace " + netns);
     if (!local.address().is_unspecified()) {
       advertised.push_back(format_endpoint(local));
-      advertised_tags.push_back(l.portal_group);
+      advertised_tags.push_back(portal.address.portal_group);
+      advertised_tenants.push_back(tenant_name);
     }
-    impl->acceptors.push_back(std::move(acceptor));
-    impl->acceptor_tags.push_back(l.portal_group);
+    impl->acceptors.push_back(std::move(*acceptor));
   }
-  impl->registry->set_portal_addresses(std::move(advertised), std::move(advertised_tags));
+  impl->registry->set_portal_addresses(std::move(advertised), std::move(advertised_tags), std::move(advertised_tenants));
+  for (const auto& t : config.tenants) listen.insert(listen.end(), t.listen.begin(), t.listen.end());
   // ALUA (SPC-5 §5.16): one target port group per portal group, plus the peer gateways' groups.
   auto made = make_port_groups(listen, config.alua_states, config.alua_peers);
   if (!made) return fail(made.error());
@@ -633,7 +729,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
     if (groups.size() > 1 || g.state != AluaState::active_optimized)
       log::info("portal group {}: ALUA {}{}", g.id, to_string(g.state),
                 config.alua_peers.contains(g.id) ? " (a peer gateway's)" : "");
-  impl->open_iser_portals(listen);
+  impl->open_iser_portals();
   return std::unique_ptr<TargetServer>(new TargetServer(std::move(impl)));
 }
 
@@ -707,9 +803,9 @@ void TargetServer::run(bool handle_signals) {
     }
   }
   for (std::size_t i = 0; i < impl.acceptors.size(); ++i)
-    asio::co_spawn(*impl.contexts[0], impl.accept_loop(*impl.acceptors[i], impl.acceptor_tags[i]), asio::detached);
+    asio::co_spawn(*impl.contexts[0], impl.accept_loop(*impl.acceptors[i], impl.portals[i]), asio::detached);
   for (std::size_t i = 0; i < impl.iser_listeners.size(); ++i)
-    asio::co_spawn(*impl.contexts[0], impl.iser_accept_loop(*impl.iser_listeners[i], impl.iser_tags[i]), asio::detached);
+    asio::co_spawn(*impl.contexts[0], impl.iser_accept_loop(*impl.iser_listeners[i], impl.iser_portals[i]), asio::detached);
   // Service manager (sd_notify): READY=1 now that every portal listens, then STATUS= whenever the
   // session or target count changes (looked at every second).
   std::optional<asio::steady_timer> status_timer;

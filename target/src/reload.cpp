@@ -45,6 +45,15 @@ bool same_throttle(const LoginThrottleOptions& a, const LoginThrottleOptions& b)
          std::tie(b.free_failures, b.base_delay, b.max_delay, b.forget_after, b.max_addresses);
 }
 
+bool same_tenants(const std::vector<TenantDefinition>& a, const std::vector<TenantDefinition>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].name != b[i].name || a[i].netns != b[i].netns || !same_listen(a[i].listen, b[i].listen) ||
+        a[i].limits.max_sessions != b[i].limits.max_sessions || a[i].limits.payload_bytes != b[i].limits.payload_bytes)
+      return false;
+  return true;
+}
+
 const TargetDefinition* find_target(const std::vector<TargetDefinition>& targets, std::string_view name) {
   for (const auto& t : targets)
     if (same_iscsi_name(t.iqn, name)) return &t;
@@ -67,9 +76,20 @@ tl::expected<ReloadPlan, ConfigError> plan_reload(const TargetConfig& current, c
     if (old == nullptr) {
       if (!current.luns.empty() && same_iscsi_name(t.iqn, current.iqn))
         return tl::unexpected(ConfigError{fmt::format("target {}: the command line's --lun target has this name", t.iqn)});
+      // Tenants (their portals, namespaces and limits) are read at start: a new target may join a
+      // running tenant only.
+      if (!t.tenant.empty() && std::none_of(current.tenants.begin(), current.tenants.end(),
+                                            [&](const TenantDefinition& d) { return d.name == t.tenant; }))
+        return tl::unexpected(ConfigError{fmt::format(
+            "target {}: tenant {} is not running: a new tenant needs a restart", t.iqn, t.tenant)});
       plan.added.push_back(t);
       continue;
     }
+    // Moving a target to another tenant would leave its sessions on the old tenant's network.
+    if (t.tenant != old->tenant)
+      return tl::unexpected(ConfigError{fmt::format(
+          "target {}: tenant changed from \"{}\" to \"{}\": moving a target between tenants needs a restart",
+          t.iqn, old->tenant, t.tenant)});
     // LUNs only grow: a removed or replaced LUN would vanish under the sessions using it.
     if (t.luns.size() < old->luns.size())
       return tl::unexpected(ConfigError{fmt::format(
@@ -92,6 +112,7 @@ tl::expected<ReloadPlan, ConfigError> plan_reload(const TargetConfig& current, c
     if (!same) plan.restart_needed.emplace_back(what);
   };
   note(same_listen(current.listen, next.listen), "listen");
+  note(same_tenants(current.tenants, next.tenants), "[[tenants]]");
   note(current.threads == next.threads, "threads");
   note(current.block_size_bytes == next.block_size_bytes, "block_size");
   note(current.read_only == next.read_only, "read_only");

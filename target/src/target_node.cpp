@@ -74,17 +74,19 @@ std::uint16_t TargetRegistry::allocate_tsih() const noexcept {
 
 iscsi::TextPairs send_targets(const TargetRegistry& registry, std::string_view value, bool discovery_session,
                               const TargetNode* session_target, std::string_view initiator_name,
-                              std::string_view local_address, std::uint16_t local_portal_group) {
+                              std::string_view local_address, std::uint16_t local_portal_group,
+                              std::string_view tenant) {
   iscsi::TextPairs out;
   const auto& addresses = registry.portal_addresses();
   auto list = [&](const TargetNode& node) {
-    // Only targets this initiator may log in to (its ACL admits the session's InitiatorName).
-    if (!node.allows(initiator_name)) return;
+    // Only targets of this portal's tenant, and only targets this initiator may log in to (its
+    // ACL admits the session's InitiatorName).
+    if (node.tenant != tenant || !node.allows(initiator_name)) return;
     out.push_back({"TargetName", node.name});
     if (!local_address.empty())
       out.push_back({"TargetAddress", std::string(local_address) + "," + std::to_string(local_portal_group)});
     for (std::size_t i = 0; i < addresses.size(); ++i)
-      if (addresses[i] != local_address)
+      if (addresses[i] != local_address && registry.portal_tenant(i) == tenant)
         out.push_back({"TargetAddress", addresses[i] + "," + std::to_string(registry.portal_tag(i))});
   };
   if (!discovery_session) {

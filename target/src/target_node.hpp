@@ -28,6 +28,9 @@ struct TargetNode {
   std::vector<std::string> allowed_initiators;
   /// CHAP required to log in to this node when auth.required() (RFC 7143 §12.1.3).
   AuthConfig auth;
+  /// The tenant whose portals serve this node (TargetDefinition::tenant); empty = the portals of
+  /// no tenant.
+  std::string tenant;
 
   /// True when `initiator_name` may log in (the ACL is empty or lists it).
   [[nodiscard]] bool allows(std::string_view initiator_name) const noexcept;
@@ -59,14 +62,21 @@ class TargetRegistry {
 
   /// The portal addresses ("ip:port", IPv6 in brackets) advertised besides the connection's own.
   /// `tags`: the portal group tag of each address (RFC 7143 §13.9), in the same order; missing = 1.
-  void set_portal_addresses(std::vector<std::string> addresses, std::vector<std::uint16_t> tags = {}) {
+  /// `tenants`: the tenant of each address (empty string = none), in the same order; missing =
+  /// none. SendTargets on a tenant's portal lists only that tenant's addresses.
+  void set_portal_addresses(std::vector<std::string> addresses, std::vector<std::uint16_t> tags = {},
+                            std::vector<std::string> tenants = {}) {
     portal_addresses_ = std::move(addresses);
     portal_tags_ = std::move(tags);
     portal_tags_.resize(portal_addresses_.size(), 1);
+    portal_tenants_ = std::move(tenants);
+    portal_tenants_.resize(portal_addresses_.size());
   }
   [[nodiscard]] const std::vector<std::string>& portal_addresses() const noexcept { return portal_addresses_; }
   /// The portal group tag of portal_addresses()[i].
   [[nodiscard]] std::uint16_t portal_tag(std::size_t i) const noexcept { return portal_tags_.at(i); }
+  /// The tenant of portal_addresses()[i] (empty: none).
+  [[nodiscard]] const std::string& portal_tenant(std::size_t i) const noexcept { return portal_tenants_.at(i); }
 
   /// Authentication of discovery sessions (SessionType=Discovery).
   void set_discovery_auth(AuthConfig auth) { discovery_auth_ = std::move(auth); }
@@ -87,6 +97,7 @@ class TargetRegistry {
   std::shared_ptr<const NodeList> nodes_ = std::make_shared<const NodeList>();
   std::vector<std::string> portal_addresses_;
   std::vector<std::uint16_t> portal_tags_;
+  std::vector<std::string> portal_tenants_;
   AuthConfig discovery_auth_;
   mutable std::atomic<std::uint16_t> next_tsih_{1};
   std::shared_ptr<LoginThrottle> login_throttle_ = std::make_shared<LoginThrottle>();
@@ -101,9 +112,12 @@ class TargetRegistry {
 /// may not log in to is not disclosed. Each node gets TargetName followed by TargetAddress
 /// pairs "`address`,tpgt": first `local_address` (the portal the request came in on, in portal
 /// group `local_portal_group`), then the registry's other portal addresses with their own tags.
+/// `tenant`: the tenant of the portal the request came in on (empty: none); only nodes of that
+/// tenant and portal addresses of that tenant are listed (target/README.md "Tenants").
 iscsi::TextPairs send_targets(const TargetRegistry& registry, std::string_view value, bool discovery_session,
                               const TargetNode* session_target, std::string_view initiator_name,
-                              std::string_view local_address, std::uint16_t local_portal_group = 1);
+                              std::string_view local_address, std::uint16_t local_portal_group = 1,
+                              std::string_view tenant = {});
 
 /// Case-insensitive comparison of iSCSI names (RFC 7143 §4.2.7.1: names are case-folded).
 bool same_iscsi_name(std::string_view a, std::string_view b) noexcept;

@@ -52,6 +52,7 @@ std::uint16_t IserListener::port() const noexcept { return 0; }
 #include "iser_connection.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/common/netns.hpp"
 #include "iserkit/iser/header.hpp"
 
 namespace iserkit::datamover {
@@ -965,7 +966,18 @@ Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor
   auto c = std::make_shared<IserConnection>(ex, true, options);
   if (auto ec = c->open_channel()) co_return fail(ec);
   rdma_cm_id* raw = nullptr;
-  if (rdma_create_id(c->channel(), &raw, c.get(), RDMA_PS_TCP) != 0) co_return fail(rdma::errno_error(errno));
+  if (options.netns.empty()) {
+    if (rdma_create_id(c->channel(), &raw, c.get(), RDMA_PS_TCP) != 0) co_return fail(rdma::errno_error(errno));
+  } else {
+    // rdma_create_id takes the calling thread's network namespace: create the id from a thread
+    // inside `options.netns`; resolution and the connection then happen there.
+    int create_errno = 0;
+    auto entered = netns::run_in(options.netns, [&] {
+      if (rdma_create_id(c->channel(), &raw, c.get(), RDMA_PS_TCP) != 0) create_errno = errno;
+    });
+    if (!entered) co_return fail(entered.error());
+    if (create_errno != 0) co_return fail(rdma::errno_error(create_errno));
+  }
   c->adopt_id(raw);
   auto addresses = resolve(host, port, false);
   if (!addresses) co_return fail(addresses.error());

@@ -1,6 +1,13 @@
 // TcpDatamover: RFC 7143 §11 framing over a TCP socket with gather writes and in-place receives.
 #include "iserkit/datamover/tcp_datamover.hpp"
 
+#include <sys/socket.h>
+#include <cerrno>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "iserkit/common/netns.hpp"
+
 #include <array>
 #include <deque>
 
@@ -66,7 +73,8 @@ void TcpDatamover::close() noexcept {
 
 Awaitable<Result<std::unique_ptr<TcpDatamover>>> TcpDatamover::connect(asio::any_io_executor ex, std::string host,
                                                                        std::uint16_t port,
-                                                                       std::chrono::milliseconds timeout) {
+                                                                       std::chrono::milliseconds timeout,
+                                                                       std::string netns) {
   boost::system::error_code ec;
   asio::ip::tcp::resolver resolver(ex);
   auto endpoints = co_await resolver.async_resolve(host, std::to_string(port), use_awaitable_ec(ec));
@@ -85,7 +93,38 @@ Awaitable<Result<std::unique_ptr<TcpDatamover>>> TcpDatamover::connect(asio::any
     boost::system::error_code ignored;
     state->socket.close(ignored);
   });
-  co_await asio::async_connect(state->socket, endpoints, use_awaitable_ec(ec));
+  if (netns.empty()) {
+    co_await asio::async_connect(state->socket, endpoints, use_awaitable_ec(ec));
+  } else {
+    // Each socket is made by a thread inside the namespace, then connected from here.
+    ec = asio::error::host_not_found;
+    for (const auto& entry : endpoints) {
+      const auto endpoint = entry.endpoint();
+      int fd = -1;
+      int socket_errno = 0;
+      auto entered = netns::run_in(netns, [&] {
+        fd = ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+        if (fd < 0) socket_errno = errno;
+      });
+      if (!entered) {
+        timer.cancel();
+        co_return fail(entered.error());
+      }
+      if (fd < 0) {
+        ec = boost::system::error_code(socket_errno, boost::system::system_category());
+        continue;
+      }
+      boost::system::error_code ignored;
+      state->socket.close(ignored);
+      state->socket.assign(endpoint.protocol(), fd, ec);
+      if (ec) {
+        ::close(fd);
+        continue;
+      }
+      co_await state->socket.async_connect(endpoint, use_awaitable_ec(ec));
+      if (!ec || state->timed_out) break;
+    }
+  }
   timer.cancel();
   if (state->timed_out) co_return fail(errc::timeout);
   if (ec) co_return fail(std::error_code(ec));

@@ -120,6 +120,44 @@ TEST(PlanReload, StartOnlySettingsAreNamed) {
   EXPECT_EQ(plan->restart_needed, (std::vector<std::string>{"listen", "threads", "[limits]"}));
 }
 
+// Tenants are read at start: a reload may add a target to a running tenant, never to a new one,
+// never move a target between tenants, and names a change of [[tenants]] as restart-only.
+TEST(PlanReload, TenantsAreStartOnlyAndTargetsStayInTheirTenant) {
+  const std::string tenants = R"(
+[[tenants]]
+name = "blue"
+listen = ["127.0.0.1:3270"]
+)";
+  const std::string blue_target = R"(
+[[targets]]
+iqn = "iqn.2026-11.org.test:blue"
+tenant = "blue"
+luns = ["mem:1M"]
+)";
+  auto current = parse(tenants + base);
+  auto joined = plan_reload(current, parse(tenants + base + blue_target));
+  ASSERT_TRUE(joined.has_value()) << joined.error().message;
+  ASSERT_EQ(joined->added.size(), 1u);
+  EXPECT_EQ(joined->added[0].tenant, "blue");
+
+  auto new_tenant = plan_reload(parse(base), parse(tenants + base + blue_target));
+  ASSERT_FALSE(new_tenant.has_value());
+  EXPECT_NE(new_tenant.error().message.find("tenant blue is not running"), std::string::npos)
+      << new_tenant.error().message;
+
+  auto with_blue = parse(tenants + base + blue_target);
+  std::string moved = tenants + base + blue_target;
+  moved.replace(moved.find("tenant = \"blue\""), std::string("tenant = \"blue\"").size(), "");
+  auto move = plan_reload(with_blue, parse(moved));
+  ASSERT_FALSE(move.has_value());
+  EXPECT_NE(move.error().message.find("moving a target between tenants"), std::string::npos) << move.error().message;
+
+  auto relimited = plan_reload(current, parse(tenants + "limits = { max_sessions = 2 }\n" + base));
+  ASSERT_TRUE(relimited.has_value()) << relimited.error().message;
+  EXPECT_TRUE(relimited->empty());
+  EXPECT_EQ(relimited->restart_needed, (std::vector<std::string>{"[[tenants]]"}));
+}
+
 TEST(TargetRegistry, ReplaceSwapsTheNodeOfThatName) {
   TargetRegistry registry;
   auto node = std::make_shared<TargetNode>();

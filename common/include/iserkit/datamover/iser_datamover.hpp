@@ -60,6 +60,11 @@ struct IserOptions {
   /// Target: how often a listener whose RDMA device went away (RDMA_CM_EVENT_DEVICE_REMOVAL)
   /// tries to listen on its address again.
   std::chrono::milliseconds relisten_interval{1000};
+  /// Initiator: the network namespace (/run/netns/NAME) the RDMA CM id is created in (empty: the
+  /// calling thread's); rdma_cm resolves and routes the connection in that namespace, so it goes
+  /// out of that namespace's netdev (e.g. a tenant's VXLAN device). Unused by the target (its
+  /// listeners are created inside the namespace instead).
+  std::string netns;
 };
 
 /// Initiator: resolves `host`:`port` (the iSCSI portal; RDMA CM maps it to the IB/RoCE service

@@ -20,10 +20,15 @@ class TcpDatamover final : public Datamover {
   ~TcpDatamover() override;
 
   /// Connects to `host`:`port` (name or numeric, IPv4 or IPv6), trying each resolved address.
-  /// Errors: resolver and connect errors, errc::timeout after `timeout`.
+  /// `netns` (empty: the calling thread's namespace): the network namespace (/run/netns/NAME) the
+  /// socket is created in (netns::run_in; names are still resolved in the caller's); the
+  /// connection lives there for life. Creating each socket there costs a short-lived thread.
+  /// Errors: resolver and connect errors, errc::timeout after `timeout`; netns::run_in's errors
+  /// (ENOENT: no such namespace, EPERM: no CAP_SYS_ADMIN).
   static Awaitable<Result<std::unique_ptr<TcpDatamover>>> connect(asio::any_io_executor ex, std::string host,
                                                                   std::uint16_t port,
-                                                                  std::chrono::milliseconds timeout);
+                                                                  std::chrono::milliseconds timeout,
+                                                                  std::string netns = {});
 
   Awaitable<std::error_code> send(PduOut pdu) override;
   Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus) override;

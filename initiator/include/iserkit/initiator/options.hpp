@@ -105,6 +105,11 @@ struct SessionOptions {
   std::uint32_t max_commands_in_flight = 128;
   /// Transport choice; see TransportPolicy.
   TransportPolicy transport = TransportPolicy::from_url;
+  /// Network namespace (/run/netns/NAME) in which every connection of the session is opened (TCP
+  /// socket or RDMA CM id, created by a thread inside it); empty = the process's own. For a front
+  /// end that serves the host (an NBD socket, a FUSE mount) while its iSCSI connections live in a
+  /// tenant's network (docs/architecture.md "Tenants"). Needs CAP_SYS_ADMIN.
+  std::string netns;
   /// On iSER: our InitiatorRecvDataSegmentLength (RFC 7145 §6.5), the data part of each posted
   /// receive buffer. Responses carry at most sense data and text, so 8192 (the default) suffices.
   std::uint32_t iser_recv_data_segment_length = 8192;

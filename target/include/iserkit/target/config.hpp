@@ -129,6 +129,33 @@ struct TargetDefinition {
   /// in; empty = any. Others get login status 0x0202 (authorization failure).
   std::vector<std::string> allowed_initiators;
   AuthConfig auth;
+  /// The tenant (TenantDefinition::name) whose portals serve this target; empty = the target is
+  /// served on the portals of no tenant (`listen`), as without tenants. A target is never served on
+  /// another tenant's portals: logins there get 0x0203 and SendTargets does not list it.
+  std::string tenant;
+};
+
+/// Bounds on what one tenant's initiators can make the target hold (target/README.md "Tenants").
+struct TenantLimits {
+  /// Sessions (logged-in connections, normal and discovery) on the tenant's portals at once; a
+  /// login beyond it is refused with 0x0302 (Out of resources, RFC 7143 §11.13.5). 0 = no cap.
+  std::uint32_t max_sessions = 0;
+  /// Payload bytes (task buffers) held for all the tenant's connections together. The tenant's
+  /// connections take their buffers from this budget instead of the target-wide one
+  /// (ConnectionLimits::global_payload_bytes), so no tenant can starve another's I/O. 0 = the
+  /// size of the target-wide budget.
+  std::uint64_t payload_bytes = 0;
+};
+
+/// One tenant: a set of portals, inside a network namespace, serving only the tenant's targets
+/// (target/README.md "Tenants", docs/architecture.md "Tenants").
+struct TenantDefinition {
+  std::string name;   ///< 1..64 bytes of a-z, A-Z, 0-9, '-', '_', '.'
+  /// Network namespace (/run/netns/NAME, as `ip netns add` makes it) in which the tenant's portals
+  /// are created; empty = the target process's own namespace.
+  std::string netns;
+  std::vector<ListenAddress> listen;  ///< the tenant's portals; at least one
+  TenantLimits limits;
 };
 
 /// What any peer can make the target hold, bounded (target/README.md "Limits"). Flags
@@ -215,6 +242,9 @@ struct TargetConfig {
   std::uint32_t cmd_window_depth = 128;   ///< commands outstanding per session
   /// Targets from the configuration file, served besides `luns`/`export_dir` ones.
   std::vector<TargetDefinition> targets;
+  /// Tenants ([[tenants]] in the TOML file): each has its own portals and serves only the targets
+  /// that name it. Quick-mode, --export-dir and --export-rbd targets belong to no tenant.
+  std::vector<TenantDefinition> tenants;
   /// ACL and authentication of the quick-mode targets (`luns`, `export_dir`).
   std::vector<std::string> allowed_initiators;
   AuthConfig auth;
@@ -239,7 +269,8 @@ struct ConfigError {
 /// override). `source` names the text in error messages. The format is documented in
 /// target/README.md. Relative `secret_file` and LUN paths are taken from `base_dir`.
 /// Errors: a ConfigError for a syntax error, an unknown key, a wrong type, a bad size/address, a
-/// target without LUNs or name, a duplicate target, a credential without user or secret, a secret
+/// target without LUNs or name, a duplicate target, a tenant without name or portals, a duplicate
+/// tenant, a target naming an undefined tenant, a credential without user or secret, a secret
 /// longer than 255 bytes, or the same secret used for an initiator and a target
 /// (RFC 7143 §12.1.3: a secret MUST NOT serve both directions).
 tl::expected<TargetConfig, ConfigError> parse_config_toml(std::string_view text, std::string_view source,

@@ -27,9 +27,10 @@ class TargetServer {
   TargetServer(const TargetServer&) = delete;
   TargetServer& operator=(const TargetServer&) = delete;
 
-  /// The bound addresses as "ip:port" (IPv6 in brackets), in --listen order; port 0 resolved.
+  /// The bound addresses as "ip:port" (IPv6 in brackets), in --listen order, then each tenant's
+  /// (TargetConfig::tenants, in order); port 0 resolved.
   [[nodiscard]] std::vector<std::string> listening() const;
-  /// The bound port of each listen address, in order.
+  /// The bound port of each listen address, in the order of listening().
   [[nodiscard]] std::vector<std::uint16_t> ports() const;
   /// One line per target node: its name and LUNs, for the startup log.
   [[nodiscard]] std::vector<std::string> describe() const;
