@@ -50,7 +50,7 @@ r0=$(metric "$W/m0" iserkit_nbd_request_bytes_total read)
 
 head -c 4194304 /dev/urandom >"$W/data"
 timeout 60 nbdcopy --flush "$W/data" "nbd+unix:///?socket=$W/nbd.sock" || fail "nbdcopy write failed"
-timeout 60 nbdcopy "nbd+unix:///?socket=$W/nbd.sock" "$W/back" || fail "nbdcopy read failed"
+timeout 60 nbdcopy --no-extents "nbd+unix:///?socket=$W/nbd.sock" "$W/back" || fail "nbdcopy read failed"  # --no-extents: read every byte, holes too (BLOCK_STATUS would skip them)
 cmp -n 4194304 "$W/data" "$W/back" || fail "data read back differs"
 scrape "$W/m1"
 grep '^iserkit_nbd_request' "$W/m1" | grep -v '_bucket' | head -30
