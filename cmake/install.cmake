@@ -44,6 +44,9 @@ install(FILES ${PROJECT_BINARY_DIR}/iserkitConfig.cmake ${PROJECT_BINARY_DIR}/is
 
 # pkg-config: the static libraries and what they link (Requires are .pc names Debian ships).
 set(ISERKIT_PC_REQUIRES "spdlog fmt libcrypto libisal")
+if(WITH_SYSTEMD)
+  string(APPEND ISERKIT_PC_REQUIRES " libsystemd")
+endif()
 if(WITH_ISER)
   string(APPEND ISERKIT_PC_REQUIRES " libibverbs librdmacm")
 endif()
