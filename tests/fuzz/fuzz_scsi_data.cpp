@@ -9,6 +9,7 @@
 
 #include "fuzz_support.hpp"
 #include "iserkit/scsi/inquiry.hpp"
+#include "iserkit/scsi/lba_status.hpp"
 #include "iserkit/scsi/sense.hpp"
 
 using namespace iserkit;
@@ -76,5 +77,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
     FUZZ_CHECK(again.has_value() && *again == *luns);
   }
   (void)report_luns_full_size(data);
+  // MODE SENSE (6) and (10) headers (DPOFUA, WP) and GET LBA STATUS data: peer bytes the
+  // initiator reads at LUN open and for NBD BLOCK_STATUS.
+  (void)parse_mode_parameter_header(data, false);
+  (void)parse_mode_parameter_header(data, true);
+  if (auto descriptors = parse_lba_status(data)) FUZZ_CHECK(8 + descriptors->size() * 16 <= data.size());
   return 0;
 }
