@@ -4,22 +4,8 @@
 # bytes it read back, request counters match the latency histograms' counts, flushes are counted,
 # a malformed or busy address is refused with a clear message, and after kill -9 and a restart
 # of the target the lost connection, the reconnect attempts and the recovery are counted.
-set -u
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
-B=${ISERKIT_BIN:?ISERKIT_BIN not set}
-for t in nbdcopy curl; do command -v $t >/dev/null || skip "$t not installed"; done
-W=$(mktemp -d /tmp/iserkit-metrics.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$W"; }
-trap cleanup EXIT
-
-"$B/iserkit-target" --listen 127.0.0.1:0 --lun mem:64M >"$W/target.log" 2>&1 &
-TARGET=$!; PIDS+=($TARGET)
-for _ in $(seq 100); do grep -q 'listening on' "$W/target.log" && break; sleep 0.1; done
-PORTAL=$(grep -o 'listening on [0-9.]*:[0-9]*' "$W/target.log" | head -1 | cut -d' ' -f3)
-[ -n "$PORTAL" ] || { cat "$W/target.log"; fail "iserkit-target did not start"; }
-URL="iscsi://$PORTAL/$("$B/iserkit" discover "iscsi://$PORTAL" | head -1)/0"
+source "$(dirname "$0")/lib.sh" metrics nbdcopy curl
+start_target
 
 if timeout 30 "$B/iserkit-nbd" "$URL" --socket "$W/x.sock" --metrics "nonsense" 2>"$W/bad.err" >/dev/null; then
   fail "--metrics nonsense accepted"

@@ -5,23 +5,8 @@
 # least the bytes read back; after kill -9 of the target the state is "recovering" with a lost
 # connection counted. A regular file at the socket path is refused (and left alone); the socket
 # file is removed at exit.
-set -u
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
-B=${ISERKIT_BIN:?ISERKIT_BIN not set}
-for t in nbdcopy jq; do command -v $t >/dev/null || skip "$t not installed"; done
-W=$(mktemp -d /tmp/iserkit-status.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$W"; }
-trap cleanup EXIT
-
-"$B/iserkit-target" --listen 127.0.0.1:0 --lun mem:64M >"$W/target.log" 2>&1 &
-TARGET=$!; PIDS+=($TARGET)
-for _ in $(seq 100); do grep -q 'listening on' "$W/target.log" && break; sleep 0.1; done
-PORTAL=$(grep -o 'listening on [0-9.]*:[0-9]*' "$W/target.log" | head -1 | cut -d' ' -f3)
-[ -n "$PORTAL" ] || { cat "$W/target.log"; fail "iserkit-target did not start"; }
-NAME=$("$B/iserkit" discover "iscsi://$PORTAL" | head -1)
-URL="iscsi://$PORTAL/$NAME/0"
+source "$(dirname "$0")/lib.sh" status nbdcopy jq
+start_target
 
 # A regular file where the socket should go: refused with a clear message, the file kept.
 echo keep >"$W/not-a-socket"

@@ -1,0 +1,22 @@
+# Shared set-up of the bridge status tests (nbd_status_socket_test.sh, nbd_metrics_test.sh):
+# skip/fail, a work directory and the processes killed at exit, and start_target, which starts
+# iserkit-target on a 64 MiB memory LUN and sets TARGET (its pid), PORTAL and URL (its LUN 0).
+# Usage: source lib.sh NAME TOOL... (NAME names the work directory; each TOOL must be installed).
+set -u
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+B=${ISERKIT_BIN:?ISERKIT_BIN not set}
+for t in "${@:2}"; do command -v "$t" >/dev/null || skip "$t not installed"; done
+W=$(mktemp -d "/tmp/iserkit-$1.XXXXXX")
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$W"; }
+trap cleanup EXIT
+
+start_target() {
+  "$B/iserkit-target" --listen 127.0.0.1:0 --lun mem:64M >"$W/target.log" 2>&1 &
+  TARGET=$!; PIDS+=($TARGET)
+  for _ in $(seq 100); do grep -q 'listening on' "$W/target.log" && break; sleep 0.1; done
+  PORTAL=$(grep -o 'listening on [0-9.]*:[0-9]*' "$W/target.log" | head -1 | cut -d' ' -f3)
+  [ -n "$PORTAL" ] || { cat "$W/target.log"; fail "iserkit-target did not start"; }
+  URL="iscsi://$PORTAL/$("$B/iserkit" discover "iscsi://$PORTAL" | head -1)/0"
+}
