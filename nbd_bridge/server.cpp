@@ -279,25 +279,4 @@ void Server::stop() {
 
 std::size_t Server::connection_count() const noexcept { return state_->active.load(); }
 
-std::vector<int> Server::systemd_listen_fds(bool unset_environment) {
-  std::vector<int> fds;
-  const char* pid_text = std::getenv("LISTEN_PID");
-  const char* fds_text = std::getenv("LISTEN_FDS");
-  if (pid_text != nullptr && fds_text != nullptr) {
-    char* end = nullptr;
-    const long pid = std::strtol(pid_text, &end, 10);
-    const long count = std::strtol(fds_text, nullptr, 10);
-    // sd_listen_fds(3): the fds are meant for us only when LISTEN_PID is our pid; they start at 3.
-    if (end != pid_text && pid == static_cast<long>(::getpid()) && count > 0 && count < 1024) {
-      for (long i = 0; i < count; ++i) fds.push_back(3 + static_cast<int>(i));
-    }
-  }
-  if (unset_environment) {
-    ::unsetenv("LISTEN_PID");
-    ::unsetenv("LISTEN_FDS");
-    ::unsetenv("LISTEN_FDNAMES");
-  }
-  return fds;
-}
-
 }  // namespace iserkit::nbd

@@ -81,11 +81,6 @@ class Server {
   /// Connections currently open. Thread-safe.
   [[nodiscard]] std::size_t connection_count() const noexcept;
 
-  /// The listening sockets inherited through systemd socket activation: fds 3 … 3+LISTEN_FDS-1 when
-  /// LISTEN_PID is this process; empty otherwise. With `unset_environment`, removes LISTEN_PID,
-  /// LISTEN_FDS and LISTEN_FDNAMES so children do not inherit them. Spec: sd_listen_fds(3).
-  static std::vector<int> systemd_listen_fds(bool unset_environment = true);
-
  private:
   struct State;
   static asio::any_io_executor connection_executor(State& state);

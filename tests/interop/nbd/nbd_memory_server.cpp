@@ -16,6 +16,7 @@
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/common/service_manager.hpp"
 #include "nbd_bridge/memory_export.hpp"
 #include "nbd_bridge/server.hpp"
 
@@ -135,7 +136,13 @@ int main(int argc, char** argv) {
 
     asio::io_context io;
     asio::signal_set signals(io, SIGINT, SIGTERM);
-    const auto activation_fds = nbd::Server::systemd_listen_fds();
+    // Socket activation (nbdinfo's [ CMD ], systemd-socket-activate): sd_listen_fds through libsystemd.
+    const auto passed = iserkit::service::passed_sockets();
+    if (!passed) {
+      std::cerr << "nbd_memory_server: socket activation: " << passed.error().message() << "\n";
+      return 1;
+    }
+    const std::vector<int>& activation_fds = *passed;
     const bool one_shot = args.count("stdio") || (!activation_fds.empty() && !args.count("persistent"));
     std::unique_ptr<nbd::Server> server;
     nbd::ServerOptions options{.read_only = args.count("read-only") > 0,
