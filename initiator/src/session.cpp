@@ -326,13 +326,22 @@ struct Session::Impl final : datamover::DataPlacement {
     (void)self;
   }
 
-  Awaitable<void> send_loop(std::shared_ptr<Session> self) {
+  // Parked on outbox_ready (an Event this Impl owns) the sender holds no strong reference to the
+  // session: the parked coroutine's handler lives in the Event, so a strong one would be a cycle
+  // (Impl → Event → handler → frame → Session → Impl) that nothing breaks when the io_context stops
+  // with the session still open. If the session is destroyed meanwhile, the Event's destructor
+  // drops the handler and the frame is destroyed without resuming; if it was destroyed after set()
+  // posted the resumption, `weak` (a frame local) says so before `this` is touched.
+  Awaitable<void> send_loop(std::weak_ptr<Session> weak) {
     std::vector<datamover::PduOut> batch;
     std::vector<TaskId> borrowers;
     while (true) {
+      auto self = weak.lock();
+      if (!self) co_return;
       if (outbox.empty()) {
         if (ended) break;
         outbox_ready.reset();
+        self.reset();
         co_await outbox_ready.wait();
         continue;
       }
@@ -353,7 +362,6 @@ struct Session::Impl final : datamover::DataPlacement {
         apply();
       }
     }
-    (void)self;
   }
 
   // ---- commands ----
@@ -380,7 +388,10 @@ struct Session::Impl final : datamover::DataPlacement {
                      .timeout = req.timeout,
                      .task_data = &prepared.data};
     auto id = engine.submit(s, Clock::now());
-    if (!id) co_return fail(id.error());
+    if (!id) {
+      apply();  // whatever the engine decided on the way (none today) reaches the loops
+      co_return fail(id.error());
+    }
     TaskOutcome o = co_await await_task(*id, &prepared);
     if (o.error) co_return fail(o.error);
     // The read data that came: the buffer less an underflow residual (RFC 7143 §11.4.5.1).
@@ -393,7 +404,10 @@ struct Session::Impl final : datamover::DataPlacement {
   Awaitable<Result<TaskManagementResult>> task_management(std::shared_ptr<Session> self, TaskManagementOptions o) {
     if (o.timeout.count() <= 0) o.timeout = options.login_timeout;
     auto id = engine.submit_task_management(o, Clock::now());
-    if (!id) co_return fail(id.error() ? id.error() : make_error_code(errc::session_closed));
+    if (!id) {
+      apply();
+      co_return fail(id.error() ? id.error() : make_error_code(errc::session_closed));
+    }
     TaskOutcome out = co_await await_task(*id);
     (void)self;
     if (out.error) co_return fail(out.error);
@@ -406,7 +420,13 @@ struct Session::Impl final : datamover::DataPlacement {
       co_return fail(engine.error());
     }
     auto id = engine.logout(Clock::now());
-    if (!id) co_return fail(id.error());
+    if (!id) {
+      // A logout while recovering ends the session in the engine (no connection to log out on):
+      // its actions must be applied like any other, or the loops never hear that it ended (the
+      // sender stayed parked on outbox_ready, holding the session: a reference cycle, LSan).
+      apply();
+      co_return fail(id.error());
+    }
     TaskOutcome out = co_await await_task(*id);
     (void)self;
     if (out.error) co_return fail(out.error);
@@ -452,7 +472,7 @@ std::shared_ptr<Session> start_session(asio::any_io_executor ex, std::unique_ptr
   i.owner = session;
   asio::co_spawn(ex, i.receive_loop(session, i.dm, i.generation), asio::detached);
   asio::co_spawn(ex, i.timer_loop(session), asio::detached);
-  asio::co_spawn(ex, i.send_loop(session), asio::detached);
+  asio::co_spawn(ex, i.send_loop(std::weak_ptr<Session>(session)), asio::detached);
   return session;
 }
 
@@ -538,7 +558,10 @@ Awaitable<Result<std::vector<std::byte>>> SessionInternals::text_request(Session
   auto self = session.shared_from_this();  // alive until the answer
   Session::Impl& i = *session.impl_;
   auto id = i.engine.submit_text(std::move(text), Clock::now());
-  if (!id) co_return fail(id.error());
+  if (!id) {
+    i.apply();
+    co_return fail(id.error());
+  }
   TaskOutcome out = co_await i.await_task(*id);
   if (out.error) co_return fail(out.error);
   co_return std::move(out.text);

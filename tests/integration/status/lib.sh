@@ -20,3 +20,15 @@ start_target() {
   [ -n "$PORTAL" ] || { cat "$W/target.log"; fail "iserkit-target did not start"; }
   URL="iscsi://$PORTAL/$("$B/iserkit" discover "iscsi://$PORTAL" | head -1)/0"
 }
+
+# stop_bridge PID WHAT: SIGTERM to a bridge started by this shell, then fails unless it ended
+# within 10 s with status 0. Under the ASan build (scripts/test.sh: detect_leaks=1,
+# abort_on_error=1) a LeakSanitizer report at exit aborts the process, so it fails the test here.
+stop_bridge() {
+  local pid=$1 what=$2 rc=0
+  kill -TERM "$pid"
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "$what did not exit within 10 s of SIGTERM"
+  wait "$pid" || rc=$?
+  [ "$rc" = 0 ] || fail "$what exited with $rc on SIGTERM (134: aborted, e.g. a sanitizer report)"
+}

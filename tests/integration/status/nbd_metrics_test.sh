@@ -3,7 +3,8 @@
 # I/O. The write byte counter grows by exactly the bytes nbdcopy wrote, the read counter by the
 # bytes it read back, request counters match the latency histograms' counts, flushes are counted,
 # a malformed or busy address is refused with a clear message, and after kill -9 and a restart
-# of the target the lost connection, the reconnect attempts and the recovery are counted.
+# of the target the lost connection, the reconnect attempts and the recovery are counted; lost
+# again for good, the bridge stopped while it reconnects exits 0.
 source "$(dirname "$0")/lib.sh" metrics nbdcopy curl
 start_target
 
@@ -13,7 +14,7 @@ fi
 grep -q 'metrics: .*address=nonsense' "$W/bad.err" || { cat "$W/bad.err"; fail "unclear message for a bad --metrics"; }
 
 "$B/iserkit-nbd" "$URL" --socket "$W/nbd.sock" --metrics 127.0.0.1:0 >"$W/nbd.out" 2>"$W/nbd.err" &
-PIDS+=($!)
+NBD=$!; PIDS+=($NBD)
 for _ in $(seq 100); do grep -q '^metrics on' "$W/nbd.out" && [ -S "$W/nbd.sock" ] && break; sleep 0.1; done
 ADDR=$(sed -n 's/^metrics on //p' "$W/nbd.out")
 [ -n "$ADDR" ] || { cat "$W/nbd.out" "$W/nbd.err"; fail "no 'metrics on' line"; }
@@ -59,7 +60,7 @@ plain() { awk -v n="$2" '$1 == n { printf "%.0f\n", $2; f=1 } END { if (!f) prin
 # Lose the target and bring it back on the same portal: the session counters follow.
 kill -9 "$TARGET"
 "$B/iserkit-target" --listen "$PORTAL" --lun mem:64M >"$W/target2.log" 2>&1 &
-PIDS+=($!)
+TARGET2=$!; PIDS+=($TARGET2)
 timeout 60 nbdcopy "nbd+unix:///?socket=$W/nbd.sock" "$W/back2" || fail "nbdcopy after the restart failed"
 ok=""
 for _ in $(seq 50); do
@@ -73,4 +74,13 @@ grep '^iserkit_nbd_[a-z_]* ' "$W/m2"
 [ -n "$ok" ] || fail "no recovery counted after the target came back"
 [ "$(plain "$W/m2" iserkit_nbd_connections_lost_total)" -ge 1 ] || fail "no lost connection counted"
 [ "$(plain "$W/m2" iserkit_nbd_reconnect_attempts_total)" -ge 1 ] || fail "no reconnect attempt counted"
+# Lose the target for good and stop the bridge while it reconnects: it exits 0.
+kill -9 "$TARGET2"
+for _ in $(seq 100); do
+  scrape "$W/m3"
+  [ "$(plain "$W/m3" iserkit_nbd_connected)" = 0 ] && break
+  sleep 0.1
+done
+[ "$(plain "$W/m3" iserkit_nbd_connected)" = 0 ] || fail "still connected after the second kill"
+stop_bridge "$NBD" "iserkit-nbd (recovering)"
 echo "PASS: iserkit-nbd metrics"
