@@ -35,11 +35,19 @@ asan_status=0
 (cd "$asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$reports/asan \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan \
   ctest -j"$jobs" --output-on-failure --timeout 900 -L 'unit|integration') || asan_status=$?
+found_reports=0
 for r in "$reports"/*; do
   [[ -e $r ]] || continue
+  found_reports=1
   echo "=== sanitizer report $(basename "$r")"; cat "$r"
 done
 ((asan_status == 0)) || exit "$asan_status"
+# A report from a process whose exit status no test checks (a daemon stopped by a cleanup trap, a
+# --fork child) fails the stage too: every report is a bug, not only the ones a test saw.
+if ((found_reports)); then
+  echo "sanitizer reports were written (above) although every test passed" >&2
+  exit 1
+fi
 
 # ThreadSanitizer: the tests whose code runs on several threads — buffer pools (common_unit), the
 # FUSE view's loop-thread synchronisation (fuse_unit) and the FUSE view on a real mount
