@@ -67,6 +67,9 @@ struct Config {
   std::string metrics;  // --metrics HOST:PORT (Prometheus)
   initiator::SessionOptions session;
   nbd::ProcessMode process;  // --run, --fork, --pid-file (captive.hpp)
+  /// Listening sockets passed by socket activation (LISTEN_FDS), taken in main() before --fork:
+  /// sd_listen_fds() only hands them to the process LISTEN_PID names, which the forked child is not.
+  std::vector<int> passed_sockets;
 };
 
 /// Where the bridge stands, for --stats-file and SIGUSR1. Lives on the io_context thread.
@@ -302,14 +305,8 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     cfg.socket_path = private_socket.path();
   }
   nbd::ServedAddress served{.export_name = cfg.name};
-  // Socket activation (iserkit-nbd@.socket, systemd-socket-activate): sd_listen_fds through libsystemd.
-  auto passed = service::passed_sockets();
-  if (!passed) {
-    std::cerr << "iserkit-nbd: socket activation: " << passed.error().message()
-              << " (LISTEN_FDS must name listening stream sockets; passed sockets need a build with libsystemd)\n";
-    co_return 1;
-  }
-  for (int fd : *passed) {
+  // Socket activation (iserkit-nbd@.socket, systemd-socket-activate): taken in main().
+  for (int fd : cfg.passed_sockets) {
     if (auto r = server.adopt_listener(fd); !r) {
       std::cerr << "iserkit-nbd: socket activation: " << r.error().message() << "\n";
       co_return 1;
@@ -568,6 +565,15 @@ int main(int argc, char** argv) {
     std::cerr << "iserkit-nbd: " << e.what() << "\n";
     return 2;
   }
+  // Socket activation (sd_listen_fds through libsystemd) before --fork: LISTEN_PID names this
+  // process, not the child that will serve, so the child would find no passed socket.
+  auto passed = service::passed_sockets();
+  if (!passed) {
+    std::cerr << "iserkit-nbd: socket activation: " << passed.error().message()
+              << " (LISTEN_FDS must name listening stream sockets; passed sockets need a build with libsystemd)\n";
+    return 1;
+  }
+  cfg.passed_sockets = std::move(*passed);
   // --fork: before any thread or io_context exists; only the child returns.
   if (auto r = nbd::begin_process_mode(cfg.process); !r) {
     std::cerr << "iserkit-nbd: --fork: " << r.error().message() << "\n";

@@ -3,6 +3,7 @@
 # (the way iserkit-nbd@.service does) with it as LISTEN_FDS; nbdinfo and nbdcopy then attach
 # through that socket and the data round-trips to a real iserkit-target. A volume file with an
 # unknown key or a wrong type is refused with a clear error, and the command line wins over the file.
+# With --fork the child serves the passed socket.
 source "$(dirname "$0")/../target/lib.sh"
 require systemd-socket-activate nbdinfo nbdcopy
 NBD_PID=""
@@ -40,6 +41,33 @@ cmp <(head -c 1048576 "$WORK/out") "$WORK/in" || fail "data read back through th
 grep -q "logged in over TCP" "$WORK/nbd.err" "$WORK/nbd.out" || { cat "$WORK/nbd.err" "$WORK/nbd.out" >&2; fail "log-level from the file not applied"; }
 stop_nbd
 echo "ok: socket activation: nbdinfo and nbdcopy through the passed socket"
+
+# --fork under socket activation: the passed socket is taken before the fork (LISTEN_PID names the
+# process systemd started, not the child that serves), the parent exits 0 once the child serves,
+# the child answers on the passed socket and stops cleanly on SIGTERM.
+FORKED=""
+stop_forked() { [[ -n $FORKED ]] && kill -TERM "$FORKED" 2>/dev/null || true; }
+trap 'stop_forked; stop_nbd; cleanup' EXIT
+systemd-socket-activate -l "$SOCK.fork" "$BIN/iserkit-nbd" --config "$WORK/vol1.toml" --fork \
+  --pid-file "$WORK/fork.pid" >"$WORK/fork.out" 2>"$WORK/fork.err" &
+NBD_PID=$!
+for _ in $(seq 100); do [[ -S $SOCK.fork ]] && break; sleep 0.05; done
+[[ -S $SOCK.fork ]] || fail "systemd-socket-activate did not create $SOCK.fork"
+timeout 30 nbdcopy "$WORK/in" "nbd+unix:///vol1?socket=$SOCK.fork" || { cat "$WORK/fork.err" >&2; fail "--fork: nbdcopy in"; }
+rc=0; wait "$NBD_PID" || rc=$?
+NBD_PID=""
+[[ $rc -eq 0 ]] || { cat "$WORK/fork.err" >&2; fail "--fork: the parent exited with $rc"; }
+FORKED=$(cat "$WORK/fork.pid" 2>/dev/null || true)
+[[ -n $FORKED ]] && kill -0 "$FORKED" 2>/dev/null || fail "--fork: no serving child named by the pid file"
+timeout 30 nbdcopy "nbd+unix:///vol1?socket=$SOCK.fork" "$WORK/out.fork" || fail "--fork: nbdcopy out"
+cmp <(head -c 1048576 "$WORK/out.fork") "$WORK/in" || fail "--fork: data read back through the passed socket differs"
+kill -TERM "$FORKED"
+for _ in $(seq 100); do kill -0 "$FORKED" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$FORKED" 2>/dev/null && fail "--fork: the child did not stop on SIGTERM"
+FORKED=""
+# Not our child, so no exit status to wait for: its last words say it went through main's end.
+grep -q "copied payload bytes: 0" "$WORK/fork.err" || { cat "$WORK/fork.err" >&2; fail "--fork: the child did not exit cleanly"; }
+echo "ok: --fork with socket activation: the child serves the passed socket"
 
 # The command line wins: --name on it replaces the file's name.
 systemd-socket-activate -l "$SOCK.2" "$BIN/iserkit-nbd" --config "$WORK/vol1.toml" --name other \
