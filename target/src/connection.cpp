@@ -489,6 +489,10 @@ bool Connection::request_global_budget(std::uint64_t id) {
     hold.state = BudgetHold::State::granted;
     return true;
   }
+  // One line per episode of the shared budget being full (not one per waiting command).
+  if (auto used = global_budget_->take_full_notice())
+    log::info("connection {}: {} payload budget full ({} of {} bytes held): commands wait for buffers", peer(),
+              global_budget_->name(), *used, global_budget_->limit());
   return false;
 }
 

@@ -667,7 +667,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
     const std::uint64_t budget = t.limits.payload_bytes != 0 ? t.limits.payload_bytes : config.limits.global_payload_bytes;
     impl->tenants.push_back(Impl::Tenant{.definition = t,
                                          .sessions = std::make_shared<TenantSessions>(t.limits.max_sessions),
-                                         .budget = std::make_shared<SharedPayloadBudget>(budget)});
+                                         .budget = std::make_shared<SharedPayloadBudget>(budget, "tenant " + t.name)});
   }
   for (const auto& t : config.targets) {
     if (!t.tenant.empty() && std::none_of(config.tenants.begin(), config.tenants.end(),

@@ -83,6 +83,29 @@ TEST(SharedPayloadBudget, CallbackRunsOnGrantAndNeverAfterCancel) {
   EXPECT_EQ(b.used(), 5u);
 }
 
+TEST(SharedPayloadBudget, FullEpisodesAreCountedAndNoticedOnce) {
+  SharedPayloadBudget b(8, "tenant blue");
+  EXPECT_EQ(b.name(), "tenant blue");
+  EXPECT_EQ(b.limit(), 8u);
+  EXPECT_FALSE(b.take_full_notice().has_value());  // never full yet
+  ASSERT_TRUE(b.request(b.next_id(), 8, [] {}));
+  EXPECT_EQ(b.full_episodes(), 0u);
+  int granted = 0;
+  EXPECT_FALSE(b.request(b.next_id(), 4, [&] { ++granted; }));
+  EXPECT_FALSE(b.request(b.next_id(), 4, [&] { ++granted; }));
+  EXPECT_EQ(b.full_episodes(), 1u);  // one episode, two waiters
+  EXPECT_EQ(b.queued(), 2u);
+  EXPECT_EQ(b.take_full_notice(), std::optional<std::uint64_t>(8));
+  EXPECT_FALSE(b.take_full_notice().has_value());  // reported once
+  b.release(8);
+  EXPECT_EQ(granted, 2);
+  EXPECT_EQ(b.queued(), 0u);
+  // Full again: a new episode, noticed again.
+  EXPECT_FALSE(b.request(b.next_id(), 1, [&] { ++granted; }));
+  EXPECT_EQ(b.full_episodes(), 2u);
+  EXPECT_EQ(b.take_full_notice(), std::optional<std::uint64_t>(8));
+}
+
 TEST(SharedPayloadBudget, ReleasesFromManyThreadsBalance) {
   SharedPayloadBudget b(4);
   std::atomic<int> grants{0};
