@@ -161,7 +161,9 @@ Awaitable<bool> Connection::login() {
     // RFC 7143 §6.3.5: a live session with this InitiatorName + ISID ends before the final Login
     // Response of its successor leaves (after authentication, as LIO checks it too).
     // A cap on sessions (a tenant's max_sessions): RFC 7143 §11.13.5 0x0302 Out of resources.
-    if (step.action == LoginAction::send_then_full_feature && hooks_.admit_session && !hooks_.admit_session()) {
+    // A reinstatement is admitted at the cap: the session it replaces gives its slot back.
+    if (step.action == LoginAction::send_then_full_feature && hooks_.admit_session &&
+        !hooks_.admit_session(reinstates_live_session(machine.result()))) {
       step = machine.refuse_final(step, LoginStatus::out_of_resources, "session limit reached");
       log::info("login {}: rejected: status=0x0302: session limit of the portal's tenant reached", datamover_->peer());
     }
@@ -195,6 +197,12 @@ Awaitable<bool> Connection::login() {
             params_.target_max_recv_data_segment_length, params_.first_burst_length, params_.max_burst_length,
             params_.max_outstanding_r2t);
   co_return true;
+}
+
+bool Connection::reinstates_live_session(const LoginResult& result) const {
+  if (result.discovery || !result.target) return false;
+  const auto key = SessionKey::make(result.initiator_name, result.isid, result.target->name, options_.portal_group_tag);
+  return registry_->sessions().tsih(key).has_value();
 }
 
 Awaitable<Connection::Reinstatement> Connection::reinstate(const LoginResult& result) {

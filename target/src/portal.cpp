@@ -468,9 +468,15 @@ struct TargetServer::Impl {
     // tenant's budget.
     Tenant* tenant = portal.tenant < 0 ? nullptr : &tenants[static_cast<std::size_t>(portal.tenant)];
     auto counted = std::make_shared<bool>(false);  // this connection holds one of the tenant's sessions
-    std::function<bool()> admit_session;
+    std::function<bool(bool)> admit_session;
     if (tenant != nullptr)
-      admit_session = [sessions = tenant->sessions, counted] { return *counted = sessions->try_open(); };
+      admit_session = [sessions = tenant->sessions, counted](bool reinstating) {
+        if (reinstating) {
+          sessions->open_replacing();
+          return *counted = true;
+        }
+        return *counted = sessions->try_open();
+      };
     ConnectionHooks hooks{
         .logged_in = [this, id] { admission->on_logged_in(id); },
         .admit_session = std::move(admit_session),

@@ -16,106 +16,13 @@ Usage: tenants_budget.py TARGET_LOG BLUE_HOST:PORT BLUE_IQN RED_HOST:PORT RED_IQ
 import os
 import select
 import socket
-import struct
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.environ["ISERKIT_SOURCE"], "tests", "interop"))
-from iscsi_raw import RawConn, full_feature_login, session_keys  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tenant_raw import MiB, clear_unit_attention, cmd, finish_read, login, read, read_cdb, write  # noqa: E402
 
 LOG, BLUE, BLUE_IQN, RED, RED_IQN = sys.argv[1:6]
-MiB = 1 << 20
-_isid = [0]
-
-
-class Conn(RawConn):
-    """A session's connection to HOST:PORT (not only 127.0.0.1, as RawConn)."""
-
-    def __init__(self, where):
-        host, port = where.rsplit(":", 1)
-        self.s = socket.create_connection((host, int(port)), timeout=10)
-        self.data_digest = False
-        self.itt = 0
-
-    def next_itt(self):
-        self.itt += 1
-        return self.itt
-
-
-def login(where, iqn):
-    c = Conn(where)
-    _isid[0] += 1
-    isid = bytes([0x80, 0x42, 0, 0, 0, _isid[0]])
-    pairs = session_keys("iqn.2026-11.org.test:tenant-budget", iqn, ("ImmediateData", "Yes"),
-                         ("InitialR2T", "No"), ("FirstBurstLength", "65536"), ("MaxBurstLength", "262144"))
-    full_feature_login(c, pairs, isid)
-    return c
-
-
-def cmd(c, cdb, edtl, read=False, write=False):
-    itt = c.next_itt()
-    flags = 0x80 | (0x40 if read else 0) | (0x20 if write else 0) | 1
-    bhs = (bytes([0x01, flags, 0, 0, 0, 0, 0, 0]) + b"\0" * 8 +
-           struct.pack(">IIII", itt, edtl, c.cmd_sn, c.exp_stat_sn) + cdb.ljust(16, b"\0"))
-    c.cmd_sn += 1
-    return itt, bhs
-
-
-def read_cdb(lba, blocks):
-    return bytes([0x28, 0]) + struct.pack(">IBHB", lba, 0, blocks, 0)
-
-
-def finish_read(c):
-    out = b""
-    while True:
-        rbhs, data = c.recv()
-        assert rbhs is not None, "closed during READ"
-        op = rbhs[0] & 0x3F
-        if op == 0x25:
-            out += data
-            if rbhs[1] & 1:
-                assert rbhs[3] == 0, f"READ status {rbhs[3]:#x}"
-                return out
-        elif op == 0x21:
-            assert rbhs[3] == 0, f"READ status {rbhs[3]:#x}"
-            return out
-        else:
-            raise AssertionError(f"unexpected opcode {op:#x} during READ")
-
-
-def clear_unit_attention(c):
-    for _ in range(10):
-        _, bhs = cmd(c, bytes(6), 0)
-        c.send(bhs)
-        rbhs, _ = c.recv()
-        assert rbhs is not None and rbhs[0] & 0x3F == 0x21, "no SCSI Response to TEST UNIT READY"
-        if rbhs[3] == 0:
-            return
-    raise AssertionError("unit attentions do not clear")
-
-
-def write(c, lba, payload):
-    """WRITE(10) with 64 KiB immediate data, the rest through R2T/Data-Out."""
-    cdb = bytes([0x2A, 0]) + struct.pack(">IBHB", lba, 0, len(payload) // 512, 0)
-    itt, bhs = cmd(c, cdb, len(payload), write=True)
-    c.send(bhs, payload[:65536])
-    while True:
-        rbhs, _ = c.recv()
-        assert rbhs is not None, "closed during WRITE"
-        op = rbhs[0] & 0x3F
-        if op == 0x31:  # R2T
-            ttt, _, _, _, _, offset, length = struct.unpack(">IIIIIII", rbhs[20:48])
-            for o in range(offset, offset + length, 65536):
-                n = min(65536, offset + length - o)
-                final = o + n == offset + length
-                out = (bytes([0x05, 0x80 if final else 0, 0, 0, 0, 0, 0, 0]) + b"\0" * 8 +
-                       struct.pack(">IIIIIII", itt, ttt, 0, c.exp_stat_sn, 0, (o - offset) // 65536, o) + b"\0" * 4)
-                c.send(out, payload[o:o + n])
-        elif op == 0x21:
-            assert rbhs[3] == 0, f"WRITE status {rbhs[3]:#x}"
-            return
-        else:
-            raise AssertionError(f"unexpected opcode {op:#x} during WRITE")
 
 
 def log_lines(needle):
@@ -151,11 +58,7 @@ red = login(RED, RED_IQN)
 clear_unit_attention(red)
 payload = bytes((i * 13 + (i >> 9)) & 0xFF for i in range(MiB))
 write(red, 4096, payload)
-got = b""
-for k in range(MiB // 65536):
-    _, bhs = cmd(red, read_cdb(4096 + k * 128, 128), 65536, read=True)
-    red.send(bhs)
-    got += finish_read(red)
+got = b"".join(read(red, 4096 + k * 128, 128) for k in range(MiB // 65536))
 assert got == payload, "red read back other data"
 print("ok: red WRITEs and READs back 1 MiB while blue's budget is full")
 assert not log_lines("tenant red payload budget full"), "red's budget was reported full"
