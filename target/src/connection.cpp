@@ -128,7 +128,8 @@ Awaitable<bool> Connection::login() {
       c->close();
     }
   });
-  // Failed authentications are counted per source address (login_throttle.hpp); while an address
+  // Failed authentications are counted per source address (login_throttle.hpp), in the table of
+  // the portal's tenant (addresses of different tenants' overlays may be equal); while an address
   // is blocked, each of its Login Requests is refused with 0x0301 before its credentials are looked
   // at — also on connections opened before the block began.
   const std::string address = address_of_peer(datamover_->peer());
@@ -136,7 +137,7 @@ Awaitable<bool> Connection::login() {
   while (true) {
     auto in = co_await datamover_->receive(nullptr);
     if (!in) co_return false;
-    if (const auto wait = registry_->login_throttle().blocked_for(address, std::chrono::steady_clock::now());
+    if (const auto wait = registry_->login_throttle(options_.tenant).blocked_for(address, std::chrono::steady_clock::now());
         wait.count() > 0) {
       throttled = true;
       machine.refuse_login(LoginStatus::service_unavailable,
@@ -144,7 +145,7 @@ Awaitable<bool> Connection::login() {
     }
     LoginStep step = machine.on_pdu(in->bhs, in->data, in->pdu_error);
     if (step.response.status_class == 0x02 && step.response.status_detail == 0x01) {  // 0x0201
-      const auto block = registry_->login_throttle().record_failure(address, std::chrono::steady_clock::now());
+      const auto block = registry_->login_throttle(options_.tenant).record_failure(address, std::chrono::steady_clock::now());
       if (block.count() > 0) step.reason += fmt::format(" (logins from {} refused for {} ms)", address, block.count());
     }
     if (step.action == LoginAction::close) {

@@ -6,6 +6,8 @@
 #   budget     one tenant fills its payload budget, the other's I/O proceeds (tenants_budget.py)
 #   reinstate  a reinstatement is admitted at the tenant's session cap, a new session is not
 #              (tenants_reinstate.py)
+#   admission  one tenant (and the untenanted portal) floods connects, fills its connections and
+#              gets its address throttled; the other still logs in (tenants_admission.py)
 set -euo pipefail
 skip() { echo "SKIP: $*" >&2; exit 77; }
 scenario=${1:?scenario}
@@ -19,6 +21,7 @@ cleanup() { [[ -z $pid ]] || { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null;
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; echo "--- target log"; cat "$tmp/target.log"; exit 1; } >&2
 blue=iqn.2026-11.org.example:blue-vol red=iqn.2026-11.org.example:red-vol
+blue_chap=iqn.2026-11.org.example:blue-locked plain=iqn.2026-11.org.example:plain
 case "$scenario" in
   budget)
     # The target-wide budget as small as blue's: a budget shared with blue would stall red.
@@ -27,6 +30,15 @@ global_payload_budget = "4M"'
     blue_limits='{ payload_budget = "4M" }' red_limits='{}' ;;
   reinstate)
     global='' blue_limits='{}' red_limits='{ max_sessions = 1 }' ;;
+  admission)
+    global='[limits]
+max_logging_in = 16
+login_timeout = 30
+
+[login_throttle]
+free_failures = 1
+base_delay_ms = 30000'
+    blue_limits='{ max_logging_in = 4, max_connections = 6 }' red_limits='{}' ;;
   *) echo "unknown scenario $scenario" >&2; exit 2 ;;
 esac
 cat >"$tmp/target.toml" <<TOML
@@ -50,6 +62,16 @@ tenant = "blue"
 luns = ["mem:64M"]
 
 [[targets]]
+iqn = "$blue_chap"
+tenant = "blue"
+luns = ["mem:1M"]
+chap_users = [{ user = "blue", secret = "blue-secret-123" }]
+
+[[targets]]
+iqn = "$plain"
+luns = ["mem:1M"]
+
+[[targets]]
 iqn = "$red"
 tenant = "red"
 luns = ["mem:64M"]
@@ -63,6 +85,10 @@ bp=$(portal blue) rp=$(portal red)
 [[ -n $bp && -n $rp ]] || fail "no tenant portals in the log"
 case "$scenario" in
   budget) timeout 120 python3 "$here/tenants_budget.py" "$tmp/target.log" "$bp" "$blue" "$rp" "$red" ;;
+  admission)
+    ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+    timeout 120 python3 "$here/tenants_admission.py" "$tmp/target.log" "$bp" "$blue" "$blue_chap" "$rp" "$red" \
+      "127.0.0.1:$(cat "$tmp/port")" ;;
   reinstate) timeout 120 python3 "$here/tenants_reinstate.py" "$tmp/target.log" "$rp" "$red" ;;
 esac || fail "tenants_$scenario.py"
 kill -0 "$pid" || fail "the target died"
