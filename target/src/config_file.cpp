@@ -203,7 +203,8 @@ struct Parser {
     return t;
   }
 
-  // [[tenants]]: name, netns, listen, limits = { max_sessions, payload_budget }.
+  // [[tenants]]: name, netns, listen, limits = { max_sessions, payload_budget, max_connections,
+  // max_logging_in }.
   tl::expected<TenantDefinition, ConfigError> tenant(const toml::node& node) const {
     const auto* table = node.as_table();
     if (table == nullptr) return error_at(source, node, "tenants must be an array of tables ([[tenants]])");
@@ -238,13 +239,19 @@ struct Parser {
     if (const auto* n = table->get("limits")) {
       const auto* limits = n->as_table();
       if (limits == nullptr) return error_at(source, *n, "tenant " + t.name + ": limits must be a table");
-      if (auto e = check_keys(source, *limits, {"max_sessions", "payload_budget"}, "tenant " + t.name + " limits"))
+      if (auto e = check_keys(source, *limits, {"max_sessions", "payload_budget", "max_connections", "max_logging_in"},
+                              "tenant " + t.name + " limits"))
         return *e;
-      if (const auto* m = limits->get("max_sessions")) {
+      // Counts 0..1000000 (0 = no cap of the tenant's own).
+      for (auto [key, out] : {std::pair<const char*, std::uint32_t*>{"max_sessions", &t.limits.max_sessions},
+                              {"max_connections", &t.limits.max_connections},
+                              {"max_logging_in", &t.limits.max_logging_in}}) {
+        const auto* m = limits->get(key);
+        if (m == nullptr) continue;
         auto count = m->value_exact<std::int64_t>();
         if (!count || *count < 0 || *count > 1000000)
-          return error_at(source, *m, "tenant " + t.name + ": limits.max_sessions must be an integer 0..1000000");
-        t.limits.max_sessions = static_cast<std::uint32_t>(*count);
+          return error_at(source, *m, "tenant " + t.name + ": limits." + key + " must be an integer 0..1000000");
+        *out = static_cast<std::uint32_t>(*count);
       }
       if (const auto* b = limits->get("payload_budget")) {
         std::optional<std::uint64_t> bytes;

@@ -128,7 +128,8 @@ Awaitable<bool> Connection::login() {
       c->close();
     }
   });
-  // Failed authentications are counted per source address (login_throttle.hpp); while an address
+  // Failed authentications are counted per source address (login_throttle.hpp), in the table of
+  // the portal's tenant (addresses of different tenants' overlays may be equal); while an address
   // is blocked, each of its Login Requests is refused with 0x0301 before its credentials are looked
   // at — also on connections opened before the block began.
   const std::string address = address_of_peer(datamover_->peer());
@@ -136,7 +137,7 @@ Awaitable<bool> Connection::login() {
   while (true) {
     auto in = co_await datamover_->receive(nullptr);
     if (!in) co_return false;
-    if (const auto wait = registry_->login_throttle().blocked_for(address, std::chrono::steady_clock::now());
+    if (const auto wait = registry_->login_throttle(options_.tenant).blocked_for(address, std::chrono::steady_clock::now());
         wait.count() > 0) {
       throttled = true;
       machine.refuse_login(LoginStatus::service_unavailable,
@@ -144,7 +145,7 @@ Awaitable<bool> Connection::login() {
     }
     LoginStep step = machine.on_pdu(in->bhs, in->data, in->pdu_error);
     if (step.response.status_class == 0x02 && step.response.status_detail == 0x01) {  // 0x0201
-      const auto block = registry_->login_throttle().record_failure(address, std::chrono::steady_clock::now());
+      const auto block = registry_->login_throttle(options_.tenant).record_failure(address, std::chrono::steady_clock::now());
       if (block.count() > 0) step.reason += fmt::format(" (logins from {} refused for {} ms)", address, block.count());
     }
     if (step.action == LoginAction::close) {
@@ -161,7 +162,9 @@ Awaitable<bool> Connection::login() {
     // RFC 7143 §6.3.5: a live session with this InitiatorName + ISID ends before the final Login
     // Response of its successor leaves (after authentication, as LIO checks it too).
     // A cap on sessions (a tenant's max_sessions): RFC 7143 §11.13.5 0x0302 Out of resources.
-    if (step.action == LoginAction::send_then_full_feature && hooks_.admit_session && !hooks_.admit_session()) {
+    // A reinstatement is admitted at the cap: the session it replaces gives its slot back.
+    if (step.action == LoginAction::send_then_full_feature && hooks_.admit_session &&
+        !hooks_.admit_session(reinstates_live_session(machine.result()))) {
       step = machine.refuse_final(step, LoginStatus::out_of_resources, "session limit reached");
       log::info("login {}: rejected: status=0x0302: session limit of the portal's tenant reached", datamover_->peer());
     }
@@ -195,6 +198,12 @@ Awaitable<bool> Connection::login() {
             params_.target_max_recv_data_segment_length, params_.first_burst_length, params_.max_burst_length,
             params_.max_outstanding_r2t);
   co_return true;
+}
+
+bool Connection::reinstates_live_session(const LoginResult& result) const {
+  if (result.discovery || !result.target) return false;
+  const auto key = SessionKey::make(result.initiator_name, result.isid, result.target->name, options_.portal_group_tag);
+  return registry_->sessions().tsih(key).has_value();
 }
 
 Awaitable<Connection::Reinstatement> Connection::reinstate(const LoginResult& result) {
@@ -489,6 +498,10 @@ bool Connection::request_global_budget(std::uint64_t id) {
     hold.state = BudgetHold::State::granted;
     return true;
   }
+  // One line per episode of the shared budget being full (not one per waiting command).
+  if (auto used = global_budget_->take_full_notice())
+    log::info("connection {}: {} payload budget full ({} of {} bytes held): commands wait for buffers", peer(),
+              global_budget_->name(), *used, global_budget_->limit());
   return false;
 }
 

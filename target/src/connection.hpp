@@ -41,8 +41,10 @@ namespace iserkit::target {
 struct ConnectionHooks {
   std::function<void()> logged_in;  ///< the login succeeded (full-feature phase starts)
   /// Asked before the final Login Response of a successful login: false refuses the login with
-  /// 0x0302 (out of resources), e.g. at a tenant's session cap. Null = always admitted.
-  std::function<bool()> admit_session;
+  /// 0x0302 (out of resources), e.g. at a tenant's session cap. The argument is true when the
+  /// login reinstates a live session (same InitiatorName + ISID + target + portal group, RFC 7143
+  /// §6.3.5), which ends before this login completes. Null = always admitted.
+  std::function<bool(bool reinstating)> admit_session;
   std::function<void()> closed;     ///< run() is about to return
 };
 
@@ -99,6 +101,9 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   /// limits_.reinstate_timeout until it has wholly ended (tasks, budgets, I_T nexus). A session
   /// not ended in time stays this connection's predecessor_ (see session_ended()).
   Awaitable<Reinstatement> reinstate(const LoginResult& result);
+  /// True when `result` (a successful normal login) names the SessionKey of a live session: the
+  /// login will reinstate it (RFC 7143 §6.3.5).
+  [[nodiscard]] bool reinstates_live_session(const LoginResult& result) const;
   /// Unregisters the session and tells a reinstating login that it has ended (end of run()).
   void session_ended() noexcept;
   void open_nexus();

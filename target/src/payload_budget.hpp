@@ -9,6 +9,8 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -87,7 +89,9 @@ class PayloadBudget {
 /// granted, and must hand the grant over to its own thread (e.g. asio::post). Thread-safe.
 class SharedPayloadBudget {
  public:
-  explicit SharedPayloadBudget(std::uint64_t limit_bytes) : budget_(limit_bytes) {}
+  /// `limit_bytes`: as PayloadBudget; `name`: what logs call it ("target-wide", "tenant blue").
+  explicit SharedPayloadBudget(std::uint64_t limit_bytes, std::string name = "target-wide")
+      : budget_(limit_bytes), name_(std::move(name)) {}
 
   /// Returns a fresh request id.
   std::uint64_t next_id() {
@@ -103,7 +107,20 @@ class SharedPayloadBudget {
     std::unique_lock lock(mutex_);
     if (budget_.request(id, bytes)) return true;
     callbacks_.emplace(id, std::function<void()>(std::forward<OnGrant>(on_grant)));
+    if (budget_.queued() == 1) {
+      ++full_episodes_;
+      full_noticed_ = false;
+    }
     return false;
+  }
+
+  /// Once per episode of the budget being full (a request queued while none was): the bytes held
+  /// then, for one log line; std::nullopt when this episode was reported already or none began.
+  std::optional<std::uint64_t> take_full_notice() {
+    std::lock_guard lock(mutex_);
+    if (full_noticed_ || full_episodes_ == 0) return std::nullopt;
+    full_noticed_ = true;
+    return budget_.used();
   }
 
   /// Gives back `bytes` of a granted request and runs the callbacks of the requests granted now.
@@ -128,6 +145,19 @@ class SharedPayloadBudget {
     std::lock_guard lock(mutex_);
     return budget_.used();
   }
+  /// Requests waiting now.
+  [[nodiscard]] std::size_t queued() const {
+    std::lock_guard lock(mutex_);
+    return budget_.queued();
+  }
+  /// Times the budget became full: a request had to queue while none was queued (a counter for
+  /// logs and tests).
+  [[nodiscard]] std::uint64_t full_episodes() const {
+    std::lock_guard lock(mutex_);
+    return full_episodes_;
+  }
+  [[nodiscard]] std::uint64_t limit() const noexcept { return budget_.limit(); }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
 
  private:
   void notify(std::unique_lock<std::mutex>& lock, std::vector<std::uint64_t> granted) {
@@ -146,6 +176,9 @@ class SharedPayloadBudget {
   PayloadBudget budget_;
   std::unordered_map<std::uint64_t, std::function<void()>> callbacks_;
   std::uint64_t next_id_ = 1;
+  std::string name_;
+  std::uint64_t full_episodes_ = 0;
+  bool full_noticed_ = true;
 };
 
 }  // namespace iserkit::target

@@ -446,12 +446,18 @@ struct TargetServer::Impl {
       std::lock_guard lock(mutex);
       id = next_id++;
     }
-    const AdmissionDecision decision = admission->on_accept(id);
+    const std::size_t group = portal.tenant < 0 ? 0 : static_cast<std::size_t>(portal.tenant) + 1;
+    const AdmissionDecision decision = admission->on_accept(id, group);
     if (!decision.admit) {
-      // Every descriptor the reserve leaves is a session's: refuse at once (the reserve keeps the
-      // target's own files, io_uring and listeners working).
-      log::warn("portal: {} refused: {} connections open, descriptor reserve {} reached", dm->peer(),
-                admission->open(), config.limits.fd_reserve);
+      // Every descriptor the reserve leaves (or the tenant's max_connections) is a session's:
+      // refuse at once (the reserve keeps the target's own files, io_uring and listeners working).
+      if (portal.tenant >= 0 && admission->open(group) >= tenants[group - 1].definition.limits.max_connections &&
+          tenants[group - 1].definition.limits.max_connections != 0)
+        log::warn("portal: {} refused: tenant {} has {} connections open, its max_connections", dm->peer(),
+                  tenants[group - 1].definition.name, admission->open(group));
+      else
+        log::warn("portal: {} refused: {} connections open, descriptor reserve {} reached", dm->peer(),
+                  admission->open(), config.limits.fd_reserve);
       dm->close();
       return;
     }
@@ -468,9 +474,15 @@ struct TargetServer::Impl {
     // tenant's budget.
     Tenant* tenant = portal.tenant < 0 ? nullptr : &tenants[static_cast<std::size_t>(portal.tenant)];
     auto counted = std::make_shared<bool>(false);  // this connection holds one of the tenant's sessions
-    std::function<bool()> admit_session;
+    std::function<bool(bool)> admit_session;
     if (tenant != nullptr)
-      admit_session = [sessions = tenant->sessions, counted] { return *counted = sessions->try_open(); };
+      admit_session = [sessions = tenant->sessions, counted](bool reinstating) {
+        if (reinstating) {
+          sessions->open_replacing();
+          return *counted = true;
+        }
+        return *counted = sessions->try_open();
+      };
     ConnectionHooks hooks{
         .logged_in = [this, id] { admission->on_logged_in(id); },
         .admit_session = std::move(admit_session),
@@ -611,8 +623,12 @@ TargetServer::~TargetServer() = default;
 Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& config) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  // Admission groups: 0 = the portals of no tenant, 1 + i = tenant i (its own caps).
+  std::vector<AdmissionGroupLimits> admission_groups{AdmissionGroupLimits{}};
+  for (const auto& t : config.tenants)
+    admission_groups.push_back(AdmissionGroupLimits{.max_open = t.limits.max_connections, .max_logging_in = t.limits.max_logging_in});
   impl->admission = std::make_unique<ConnectionAdmission>(max_open_connections(config.limits),
-                                                          config.limits.max_logging_in);
+                                                          config.limits.max_logging_in, std::move(admission_groups));
   impl->global_budget = std::make_shared<SharedPayloadBudget>(config.limits.global_payload_bytes);
   HeapBufferPool::shared().set_idle_cap(config.limits.pool_idle_bytes);
   if (config.block_size_bytes != 512 && config.block_size_bytes != 4096) return fail(errc::invalid_argument);
@@ -641,6 +657,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
   }
   impl->registry->set_discovery_auth(config.discovery_auth);
   impl->registry->login_throttle().set_options(config.login_throttle);
+  for (const auto& t : config.tenants) impl->registry->add_tenant_throttle(t.name, config.login_throttle);
   if (config.export_dir) {
     // No symlinks followed, only regular files and block devices, valid iSCSI names (export_dir.hpp).
     auto scan = scan_export_dir(*config.export_dir, config.iqn);
@@ -667,7 +684,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
     const std::uint64_t budget = t.limits.payload_bytes != 0 ? t.limits.payload_bytes : config.limits.global_payload_bytes;
     impl->tenants.push_back(Impl::Tenant{.definition = t,
                                          .sessions = std::make_shared<TenantSessions>(t.limits.max_sessions),
-                                         .budget = std::make_shared<SharedPayloadBudget>(budget)});
+                                         .budget = std::make_shared<SharedPayloadBudget>(budget, "tenant " + t.name)});
   }
   for (const auto& t : config.targets) {
     if (!t.tenant.empty() && std::none_of(config.tenants.begin(), config.tenants.end(),

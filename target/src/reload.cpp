@@ -49,7 +49,9 @@ bool same_tenants(const std::vector<TenantDefinition>& a, const std::vector<Tena
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
     if (a[i].name != b[i].name || a[i].netns != b[i].netns || !same_listen(a[i].listen, b[i].listen) ||
-        a[i].limits.max_sessions != b[i].limits.max_sessions || a[i].limits.payload_bytes != b[i].limits.payload_bytes)
+        a[i].limits.max_sessions != b[i].limits.max_sessions || a[i].limits.payload_bytes != b[i].limits.payload_bytes ||
+        a[i].limits.max_connections != b[i].limits.max_connections ||
+        a[i].limits.max_logging_in != b[i].limits.max_logging_in)
       return false;
   return true;
 }

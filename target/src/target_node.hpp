@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include <utility>
 
 #include "iserkit/iscsi/text.hpp"
 #include "iserkit/target/config.hpp"
@@ -85,8 +86,21 @@ class TargetRegistry {
   /// A fresh non-zero TSIH (RFC 7143 §11.12.6). Thread-safe.
   std::uint16_t allocate_tsih() const noexcept;
 
-  /// Failed logins counted per source address (thread-safe; shared by every connection).
-  [[nodiscard]] LoginThrottle& login_throttle() const noexcept { return *login_throttle_; }
+  /// Failed logins counted per source address on the portals of `tenant` (empty: the portals of
+  /// no tenant, or a tenant without a table of its own). Each tenant has its own table
+  /// (add_tenant_throttle), so one tenant's failures never block another tenant's initiators —
+  /// tenants' overlays may use the same addresses — nor push their entries out. Thread-safe.
+  [[nodiscard]] LoginThrottle& login_throttle(std::string_view tenant = {}) const noexcept {
+    if (!tenant.empty())
+      for (const auto& [name, throttle] : tenant_throttles_)
+        if (name == tenant) return *throttle;
+    return *login_throttle_;
+  }
+  /// Gives tenant `name` a login throttle of its own with `options` (at setup, before any login:
+  /// the list is not guarded).
+  void add_tenant_throttle(std::string name, LoginThrottleOptions options) {
+    tenant_throttles_.emplace_back(std::move(name), std::make_shared<LoginThrottle>(options));
+  }
 
   /// The live normal sessions by InitiatorName + ISID + target, for session reinstatement
   /// (RFC 7143 §6.3.5; session_table.hpp). Thread-safe; shared by every connection.
@@ -101,6 +115,7 @@ class TargetRegistry {
   AuthConfig discovery_auth_;
   mutable std::atomic<std::uint16_t> next_tsih_{1};
   std::shared_ptr<LoginThrottle> login_throttle_ = std::make_shared<LoginThrottle>();
+  std::vector<std::pair<std::string, std::shared_ptr<LoginThrottle>>> tenant_throttles_;
   std::shared_ptr<SessionTable> sessions_ = std::make_shared<SessionTable>();
 };
 

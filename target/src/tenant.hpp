@@ -23,7 +23,17 @@ class TenantSessions {
     return true;
   }
 
-  /// A session try_open() counted has ended.
+  /// A reinstating login (RFC 7143 §6.3.5: same InitiatorName + ISID as a live session of the
+  /// same target, hence of the same tenant) is about to complete: counted even at the cap, since
+  /// the session it replaces holds a slot and ends (giving it back with close()) before this
+  /// login's final Login Response. So a tenant at its cap can always reinstate; the count exceeds
+  /// the cap only for that moment.
+  void open_replacing() noexcept {
+    std::lock_guard lock(mutex_);
+    ++open_;
+  }
+
+  /// A session try_open() or open_replacing() counted has ended.
   void close() noexcept {
     std::lock_guard lock(mutex_);
     if (open_ > 0) --open_;

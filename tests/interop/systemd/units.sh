@@ -16,6 +16,10 @@ for f in "$SRC"/packaging/systemd/*.service "$SRC"/packaging/systemd/*.socket; d
   sed -e "s|/usr/bin/|$BIN/|g" -e "s|/usr/sbin/|$BIN/|g" "$f" >"$WORK/$(basename "$f")"
   units+=("$WORK/$(basename "$f")")
 done
+# The tenants' drop-in (packaging/systemd/*.conf) is verified as it would be installed: in the
+# unit's .d directory beside it (verify reads drop-ins from the unit's own directory).
+mkdir -p "$WORK/iserkit-target.service.d"
+cp "$SRC/packaging/systemd/iserkit-target-tenants.conf" "$WORK/iserkit-target.service.d/tenants.conf"
 ((${#units[@]} >= 4)) || { echo "FAIL: expected at least 4 units, found ${#units[@]}" >&2; exit 1; }
 # systemd-analyze needs no running systemd for verify; if it cannot run at all here, skip with why.
 if ! systemd-analyze --version >/dev/null 2>&1; then echo "SKIP: systemd-analyze does not run here" >&2; exit 77; fi
@@ -32,6 +36,15 @@ grep -q '^ExecReload=/bin/kill -HUP \$MAINPID$' "$WORK/iserkit-target.service" |
 for d in ProtectSystem ProtectHome NoNewPrivileges PrivateTmp RestrictAddressFamilies CapabilityBoundingSet LimitMEMLOCK; do
   grep -q "^$d=" "$WORK/iserkit-target.service" || { echo "FAIL: iserkit-target.service has no $d=" >&2; exit 1; }
 done
+# The drop-in allows setns() into network namespaces and adds CAP_SYS_ADMIN (docs/systemd.md "Tenants").
+grep -qx 'RestrictNamespaces=net' "$WORK/iserkit-target.service.d/tenants.conf" || { echo "FAIL: the tenants drop-in does not allow network namespaces" >&2; exit 1; }
+grep -qx 'CapabilityBoundingSet=CAP_SYS_ADMIN' "$WORK/iserkit-target.service.d/tenants.conf" || { echo "FAIL: the tenants drop-in does not add CAP_SYS_ADMIN" >&2; exit 1; }
+# ... and verify really reads it: a bad key in a copy of it is reported.
+mkdir -p "$WORK/bad/iserkit-target.service.d"
+cp "$WORK/iserkit-target.service" "$WORK/bad/"
+{ cat "$WORK/iserkit-target.service.d/tenants.conf"; echo "NoSuchKey=1"; } >"$WORK/bad/iserkit-target.service.d/tenants.conf"
+systemd-analyze verify --man=no "$WORK/bad/iserkit-target.service" >"$WORK/bad.out" 2>&1 || true
+grep -q "tenants.conf.*NoSuchKey" "$WORK/bad.out" || { echo "FAIL: systemd-analyze verify did not read the drop-in:" >&2; cat "$WORK/bad.out" >&2; exit 1; }
 grep -q '^ListenStream=' "$WORK/iserkit-nbd@.socket" || { echo "FAIL: the socket unit listens on nothing" >&2; exit 1; }
 grep -q -- '--config /etc/iserkit/volumes/%i.toml' "$WORK/iserkit-nbd@.service" || { echo "FAIL: the NBD unit does not read its volume file" >&2; exit 1; }
-echo "PASS: ${#units[@]} units verified: $(cd "$WORK" && ls *.service *.socket | tr '\n' ' ')"
+echo "PASS: ${#units[@]} units and the tenants drop-in verified: $(cd "$WORK" && ls *.service *.socket | tr '\n' ' ')"

@@ -12,7 +12,7 @@ constexpr const char* two_tenants = R"(
 name = "blue"
 netns = "tnt-blue"
 listen = ["192.168.100.1:3260", "[fd00::1]:3261,tpgt=2"]
-limits = { max_sessions = 4, payload_budget = "32M" }
+limits = { max_sessions = 4, payload_budget = "32M", max_connections = 40, max_logging_in = 8 }
 
 [[tenants]]
 name = "red"
@@ -42,10 +42,14 @@ TEST(ConfigTenants, ParsesTenantsAndTheTargetsThatNameThem) {
   EXPECT_EQ(blue.listen[1].portal_group, 2);
   EXPECT_EQ(blue.limits.max_sessions, 4u);
   EXPECT_EQ(blue.limits.payload_bytes, 32u << 20);
+  EXPECT_EQ(blue.limits.max_connections, 40u);
+  EXPECT_EQ(blue.limits.max_logging_in, 8u);
   const auto& red = c->tenants[1];
   EXPECT_EQ(red.netns, "");  // the process's own namespace
   EXPECT_EQ(red.limits.max_sessions, 0u);
   EXPECT_EQ(red.limits.payload_bytes, 0u);
+  EXPECT_EQ(red.limits.max_connections, 0u);  // only the target-wide caps
+  EXPECT_EQ(red.limits.max_logging_in, 0u);
   ASSERT_EQ(c->targets.size(), 2u);
   EXPECT_EQ(c->targets[0].tenant, "blue");
   EXPECT_EQ(c->targets[1].tenant, "");  // no tenant: served on `listen`, as without tenants
@@ -88,6 +92,12 @@ INSTANTIATE_TEST_SUITE_P(
                   "unknown key \"max_session\""},
         BadTenant{"[[tenants]]\nname = \"t\"\nlisten = [\"127.0.0.1\"]\nlimits = { max_sessions = -1 }\n",
                   "max_sessions must be"},
+        BadTenant{"[[tenants]]\nname = \"t\"\nlisten = [\"127.0.0.1\"]\nlimits = { max_connections = 1.5 }\n",
+                  "max_connections must be"},
+        BadTenant{"[[tenants]]\nname = \"t\"\nlisten = [\"127.0.0.1\"]\nlimits = { max_logging_in = 2000000 }\n",
+                  "max_logging_in must be"},
+        BadTenant{"[[tenants]]\nname = \"t\"\nlisten = [\"127.0.0.1\"]\nlimits = { max_login = 2 }\n",
+                  "unknown key \"max_login\""},
         BadTenant{"[[tenants]]\nname = \"t\"\nlisten = [\"127.0.0.1\"]\nlimits = { payload_budget = \"lots\" }\n",
                   "payload_budget must be"},
         BadTenant{"[[tenants]]\nname = \"t\"\nlisten = [\"127.0.0.1\"]\n[[tenants]]\nname = \"t\"\nlisten = [\"127.0.0.2\"]\n",

@@ -83,6 +83,29 @@ TEST(SharedPayloadBudget, CallbackRunsOnGrantAndNeverAfterCancel) {
   EXPECT_EQ(b.used(), 5u);
 }
 
+TEST(SharedPayloadBudget, FullEpisodesAreCountedAndNoticedOnce) {
+  SharedPayloadBudget b(8, "tenant blue");
+  EXPECT_EQ(b.name(), "tenant blue");
+  EXPECT_EQ(b.limit(), 8u);
+  EXPECT_FALSE(b.take_full_notice().has_value());  // never full yet
+  ASSERT_TRUE(b.request(b.next_id(), 8, [] {}));
+  EXPECT_EQ(b.full_episodes(), 0u);
+  int granted = 0;
+  EXPECT_FALSE(b.request(b.next_id(), 4, [&] { ++granted; }));
+  EXPECT_FALSE(b.request(b.next_id(), 4, [&] { ++granted; }));
+  EXPECT_EQ(b.full_episodes(), 1u);  // one episode, two waiters
+  EXPECT_EQ(b.queued(), 2u);
+  EXPECT_EQ(b.take_full_notice(), std::optional<std::uint64_t>(8));
+  EXPECT_FALSE(b.take_full_notice().has_value());  // reported once
+  b.release(8);
+  EXPECT_EQ(granted, 2);
+  EXPECT_EQ(b.queued(), 0u);
+  // Full again: a new episode, noticed again.
+  EXPECT_FALSE(b.request(b.next_id(), 1, [&] { ++granted; }));
+  EXPECT_EQ(b.full_episodes(), 2u);
+  EXPECT_EQ(b.take_full_notice(), std::optional<std::uint64_t>(8));
+}
+
 TEST(SharedPayloadBudget, ReleasesFromManyThreadsBalance) {
   SharedPayloadBudget b(4);
   std::atomic<int> grants{0};
@@ -137,6 +160,57 @@ TEST(ConnectionAdmission, LoggedInConnectionsAreNeverEvicted) {
   EXPECT_EQ(a.open(), 3u);
   a.on_closed(2);
   EXPECT_TRUE(a.on_accept(6).admit);
+}
+
+TEST(ConnectionAdmission, AGroupAtItsLoginCapEvictsItsOwnOldest) {
+  // Group 1 (a tenant) may have 2 connections logging in; the target 10.
+  ConnectionAdmission a(100, 10, {{}, {.max_open = 0, .max_logging_in = 2}});
+  ASSERT_TRUE(a.on_accept(1, 2).admit);  // group 2: no caps of its own
+  ASSERT_TRUE(a.on_accept(2, 1).admit);
+  ASSERT_TRUE(a.on_accept(3, 1).admit);
+  auto d = a.on_accept(4, 1);
+  EXPECT_TRUE(d.admit);
+  EXPECT_EQ(d.evict, std::optional<std::uint64_t>(2));  // group 1's oldest, not group 2's older one
+  EXPECT_EQ(a.logging_in(1), 2u);
+  EXPECT_EQ(a.logging_in(2), 1u);
+  EXPECT_EQ(a.logging_in(), 3u);
+  a.on_closed(2);  // evicted: ignored
+  EXPECT_EQ(a.open(), 3u);
+}
+
+TEST(ConnectionAdmission, AtTheTargetCapTheGroupWithTheMostLoggingInLoses) {
+  ConnectionAdmission a(100, 4);
+  ASSERT_TRUE(a.on_accept(1, 2).admit);  // group 2's connection is the oldest
+  ASSERT_TRUE(a.on_accept(2, 1).admit);
+  ASSERT_TRUE(a.on_accept(3, 1).admit);
+  ASSERT_TRUE(a.on_accept(4, 1).admit);
+  for (std::uint64_t id = 5; id < 50; ++id) {  // group 1 floods
+    auto d = a.on_accept(id, 1);
+    ASSERT_TRUE(d.admit);
+    ASSERT_TRUE(d.evict.has_value());
+    EXPECT_NE(*d.evict, 1u) << "group 2's only connection was evicted by group 1's flood";
+  }
+  EXPECT_EQ(a.logging_in(2), 1u);
+  EXPECT_EQ(a.logging_in(), 4u);
+  a.on_logged_in(1);  // group 2 completes its login
+  EXPECT_EQ(a.logging_in(2), 0u);
+  EXPECT_EQ(a.open(2), 1u);
+}
+
+TEST(ConnectionAdmission, AGroupWhoseOpenConnectionsAreSessionsIsRefusedAtItsOpenCap) {
+  ConnectionAdmission a(100, 64, {{}, {.max_open = 2, .max_logging_in = 0}});
+  ASSERT_TRUE(a.on_accept(1, 1).admit);
+  ASSERT_TRUE(a.on_accept(2, 1).admit);
+  a.on_logged_in(1);
+  a.on_logged_in(2);
+  auto d = a.on_accept(3, 1);
+  EXPECT_FALSE(d.admit);
+  EXPECT_FALSE(d.evict.has_value());
+  EXPECT_TRUE(a.on_accept(4, 0).admit);  // another group is not affected
+  a.on_closed(1);
+  EXPECT_TRUE(a.on_accept(5, 1).admit);
+  EXPECT_EQ(a.open(1), 2u);
+  EXPECT_EQ(a.open(), 3u);
 }
 
 }  // namespace

@@ -105,6 +105,17 @@ TEST(TenantSessions, CapsSessionsAndFreesThemOnClose) {
   EXPECT_EQ(sessions.open(), 2u);
 }
 
+TEST(TenantSessions, AReinstatementIsCountedAtTheCapAndTheCountSettlesWhenThePredecessorEnds) {
+  TenantSessions sessions(1);
+  ASSERT_TRUE(sessions.try_open());
+  EXPECT_FALSE(sessions.try_open());  // a new session: refused
+  sessions.open_replacing();          // reinstating the one open: counted over the cap
+  EXPECT_EQ(sessions.open(), 2u);
+  sessions.close();                   // the predecessor ended
+  EXPECT_EQ(sessions.open(), 1u);
+  EXPECT_FALSE(sessions.try_open());  // still at the cap for new sessions
+}
+
 TEST(TenantSessions, ZeroMeansNoCap) {
   TenantSessions sessions(0);
   for (int i = 0; i < 1000; ++i) ASSERT_TRUE(sessions.try_open());

@@ -145,6 +145,16 @@ struct TenantLimits {
   /// (ConnectionLimits::global_payload_bytes), so no tenant can starve another's I/O. 0 = the
   /// size of the target-wide budget.
   std::uint64_t payload_bytes = 0;
+  /// Connections (logging in or logged in) open on the tenant's portals at once; at the cap a new
+  /// connection closes the tenant's oldest one still logging in, or is closed at once when all
+  /// are sessions. Under the target-wide descriptor cap (ConnectionLimits::fd_reserve). 0 = only
+  /// the target-wide cap.
+  std::uint32_t max_connections = 0;
+  /// Of those, connections in the login phase; at the cap a new one closes the tenant's oldest
+  /// one logging in. Under ConnectionLimits::max_logging_in (at that target-wide cap, the tenant,
+  /// or the untenanted portals, with the most connections logging in loses its oldest). 0 = only
+  /// the target-wide cap.
+  std::uint32_t max_logging_in = 0;
 };
 
 /// One tenant: a set of portals, inside a network namespace, serving only the tenant's targets
