@@ -306,6 +306,14 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     cfg.socket_path = private_socket.path();
   }
   nbd::ServedAddress served{.export_name = cfg.name};
+  if (cfg.tls.mode == nbd::TlsMode::require) {
+    // $uri of --run must then be TLS, with the credentials libnbd needs (the server's own files:
+    // the key file holds the PSK, the certificate directory ca-cert.pem).
+    served.tls = true;
+    served.tls_psk_file = cfg.tls.psk_file;
+    served.tls_certificates = cfg.tls.certificates_dir;
+    if (!cfg.tls_context->psk_identities().empty()) served.tls_username = cfg.tls_context->psk_identities().front();
+  }
   // Socket activation (iserkit-nbd@.socket, systemd-socket-activate): sd_listen_fds through libsystemd.
   auto passed = service::passed_sockets();
   if (!passed) {

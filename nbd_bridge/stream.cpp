@@ -34,6 +34,10 @@ Awaitable<Result<void>> Stream::start_tls(const TlsContext& context) {
 void Stream::close() noexcept {
   if (!socket_.is_open()) return;
   if (tls_) tls_->bye();
+  abort();
+}
+
+void Stream::abort() noexcept {
   boost::system::error_code ignored;
   socket_.shutdown(asio::socket_base::shutdown_both, ignored);
   socket_.close(ignored);

@@ -53,8 +53,13 @@ class Stream {
   /// The underlying socket (shutdown, close, options, executor).
   Socket& socket() noexcept { return socket_; }
 
-  /// Ends the connection: a best-effort TLS close_notify (never waits), then shutdown and close.
+  /// Ends the connection in order (no write outstanding): a best-effort TLS close_notify (never
+  /// waits), then shutdown and close.
   void close() noexcept;
+
+  /// Ends the connection at once (hard disconnect; a write may be outstanding, so no TLS alert is
+  /// sent, which could interleave with a half-sent record): shutdown and close.
+  void abort() noexcept;
 
  private:
   Socket socket_;

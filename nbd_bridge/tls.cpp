@@ -141,6 +141,7 @@ tl::expected<std::shared_ptr<TlsContext>, std::string> TlsContext::create(const 
     return tl::unexpected(std::string("--tls-verify-peer needs --tls-certificates (X.509)"));
   }
   auto credentials = std::make_unique<Credentials>();
+  std::vector<std::string> identities;
   credentials->verify_peer = settings.verify_peer;
   if (!settings.psk_file.empty()) {
     std::ifstream in(settings.psk_file);
@@ -149,7 +150,10 @@ tl::expected<std::shared_ptr<TlsContext>, std::string> TlsContext::create(const 
     text << in.rdbuf();
     auto entries = parse_psk_file(text.str());
     if (!entries) return tl::unexpected(fmt::format("{}: {}", settings.psk_file, entries.error()));
-    for (auto& entry : *entries) credentials->keys.emplace(std::move(entry.username), std::move(entry.key));
+    for (auto& entry : *entries) {
+      identities.push_back(entry.username);
+      credentials->keys.emplace(std::move(entry.username), std::move(entry.key));
+    }
     if (int rc = gnutls_psk_allocate_server_credentials(&credentials->psk); rc < 0) {
       return tl::unexpected(fmt::format("gnutls: {}", gnutls_strerror(rc)));
     }
@@ -180,7 +184,9 @@ tl::expected<std::shared_ptr<TlsContext>, std::string> TlsContext::create(const 
     }
     gnutls_certificate_set_known_dh_params(credentials->x509, GNUTLS_SEC_PARAM_MEDIUM);
   }
-  return std::shared_ptr<TlsContext>(new TlsContext(settings, std::move(credentials)));
+  auto context = std::shared_ptr<TlsContext>(new TlsContext(settings, std::move(credentials)));
+  context->psk_identities_ = std::move(identities);
+  return context;
 }
 
 struct TlsSession::Impl {

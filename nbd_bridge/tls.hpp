@@ -71,6 +71,9 @@ class TlsContext {
 
   [[nodiscard]] const TlsSettings& settings() const noexcept { return settings_; }
 
+  /// The PSK identities of the key file, in the file's order (empty with X.509).
+  [[nodiscard]] const std::vector<std::string>& psk_identities() const noexcept { return psk_identities_; }
+
   struct Credentials;  // GnuTLS handles (tls.cpp)
   [[nodiscard]] const Credentials& credentials() const noexcept { return *credentials_; }
 
@@ -78,6 +81,7 @@ class TlsContext {
   TlsContext(TlsSettings settings, std::unique_ptr<Credentials> credentials);
   TlsSettings settings_;
   std::unique_ptr<Credentials> credentials_;
+  std::vector<std::string> psk_identities_;
 };
 
 /// One connection's TLS session (server side). Created by handshake(); used through Stream.

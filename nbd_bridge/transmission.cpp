@@ -53,7 +53,7 @@ void Connection::request_stop() {
 void Connection::hard_close() noexcept {
   if (dead_) return;
   dead_ = true;
-  stream_.close();
+  stream_.abort();
   // Replies still queued will never be written: retire them so the drain can finish.
   while (!queue_.empty()) {
     retire(queue_.front().accounted_bytes);

@@ -8,7 +8,7 @@
 #  - --tls=require refuses a plain-text client with NBD_REP_ERR_TLS_REQD; --tls=on serves both;
 #  - a wrong PSK key, an unknown PSK user and a client that does not trust the server's CA fail
 #    cleanly, and the server goes on serving the next client;
-#  - the same keys in an `iserkit-nbd --config` TOML file;
+#  - the same keys in an `iserkit-nbd --config` TOML file; --run's $uri is nbds:// under require;
 #  - a client that sends STARTTLS and then stalls is dropped after --tls-handshake-timeout, and a
 #    bad --tls-psk file or certificate directory stops the bridge at start with a clear error.
 set -euo pipefail
@@ -68,6 +68,7 @@ start_bridge() {
   nbd_port=$(cat "$tmp/nbd.port")
 }
 stop_bridge() {
+  [[ -n $bridge_pid ]] || return 0
   kill -TERM "$bridge_pid"; wait "$bridge_pid" 2>/dev/null || true; bridge_pid=
 }
 alive() { kill -0 "$bridge_pid" 2>/dev/null || fail "iserkit-nbd died"; }
@@ -164,6 +165,17 @@ psk="nbds://alice@127.0.0.1:$nbd_port/?tls-psk-file=$pki/keys.psk"
 [[ $(nbdinfo --size "$psk" 2>>"$tmp/client.log") == "$size" ]] || fail "nbdinfo over PSK TLS set up by --config"
 rc=0; nbdinfo --size "nbd://127.0.0.1:$nbd_port/" >/dev/null 2>&1 || rc=$?
 [[ $rc -ne 0 ]] || fail "tls = \"require\" in the --config file served a plain-text client"
+
+echo "== --run under --tls=require: \$uri is nbds:// with the credentials"
+stop_bridge
+out=$("$BIN/iserkit-nbd" "$url" --tls=require --tls-psk "$pki/keys.psk" \
+  --run 'echo "$uri"; nbdinfo --size "$uri"' 2>>"$tmp/nbd.log") || fail "--run with PSK TLS: $?"
+read -r uri run_size <<<"$(grep -v '^serving' <<<"$out" | tr '\n' ' ')"
+[[ $uri == "nbds+unix://alice@/?socket="*"&tls-psk-file=$pki/keys.psk" && $run_size == "$size" ]] || fail "--run \$uri: $out"
+echo "  $uri"
+out=$("$BIN/iserkit-nbd" "$url" --listen 127.0.0.1:0 --tls=require --tls-certificates "$pki/server" \
+  --run 'nbdinfo --size "$uri"' 2>>"$tmp/nbd.log") || fail "--run with X.509 TLS: $?"
+[[ $(grep -v '^serving' <<<"$out") == "$size" ]] || fail "--run with X.509: $out"
 
 echo "== --tls=off refuses STARTTLS"
 stop_bridge

@@ -110,6 +110,11 @@ TEST(TlsContext, CredentialErrorsNameTheProblem) {
   ASSERT_FALSE(no_dir);
   EXPECT_NE(no_dir.error().find("/nonexistent/pki/server-cert.pem"), std::string::npos) << no_dir.error();
   const std::string bad = write_temp("alice:0g\n");
+  const std::string good = write_temp("bob:00\nalice:11\n");
+  auto psk = TlsContext::create({.mode = TlsMode::on, .psk_file = good});
+  std::remove(good.c_str());
+  ASSERT_TRUE(psk) << psk.error();
+  EXPECT_EQ((*psk)->psk_identities(), (std::vector<std::string>{"bob", "alice"}));
   auto bad_psk = TlsContext::create({.mode = TlsMode::on, .psk_file = bad});
   std::remove(bad.c_str());
   ASSERT_FALSE(bad_psk);
