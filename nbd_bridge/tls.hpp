@@ -21,8 +21,8 @@
 
 namespace iserkit::nbd {
 
-/// Whether and how TLS is offered (names as in qemu-nbd / nbdkit `--tls`).
-/// proto.md calls `on` SELECTIVETLS-like "offered" and `require` FORCEDTLS.
+/// Whether and how TLS is offered (names as in qemu-nbd / nbdkit `--tls`). `require` is proto.md's
+/// FORCEDTLS; `on` lets each client choose (SELECTIVETLS with no export that needs TLS).
 enum class TlsMode {
   off,      ///< NBD_OPT_STARTTLS gets NBD_REP_ERR_UNSUP
   on,       ///< STARTTLS accepted; plain-text clients are served too
