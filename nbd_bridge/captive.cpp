@@ -42,10 +42,20 @@ int shell_status(int status) {
 
 std::string nbd_uri(const ServedAddress& address) {
   const std::string name = percent_encode(address.export_name);
-  if (!address.unix_socket.empty()) return "nbd+unix:///" + name + "?socket=" + percent_encode(address.unix_socket);
+  const std::string scheme = address.tls ? "nbds" : "nbd";
+  const std::string user = address.tls && !address.tls_username.empty() ? percent_encode(address.tls_username) + "@" : "";
+  std::vector<std::string> query;
+  if (!address.unix_socket.empty()) query.push_back("socket=" + percent_encode(address.unix_socket));
+  if (address.tls && !address.tls_psk_file.empty()) query.push_back("tls-psk-file=" + percent_encode(address.tls_psk_file));
+  if (address.tls && !address.tls_certificates.empty()) {
+    query.push_back("tls-certificates=" + percent_encode(address.tls_certificates));
+  }
+  std::string tail;
+  for (const auto& q : query) tail += (tail.empty() ? "?" : "&") + q;
+  if (!address.unix_socket.empty()) return scheme + "+unix://" + user + "/" + name + tail;
   std::string host = address.tcp_host;
   if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  return "nbd://" + host + ":" + std::to_string(address.tcp_port) + "/" + name;
+  return scheme + "://" + user + host + ":" + std::to_string(address.tcp_port) + "/" + name + tail;
 }
 
 std::vector<std::string> captive_environment(const ServedAddress& address) {

@@ -26,11 +26,17 @@ struct ServedAddress {
   std::string tcp_host;     ///< the TCP host as clients should name it ("127.0.0.1", "::1"), or empty
   std::uint16_t tcp_port = 0;
   std::string export_name;  ///< the export name in the URI ("" = the default export)
+  bool tls = false;         ///< --tls=require: the URI is nbds:// / nbds+unix:// (libnbd then insists on TLS)
+  std::string tls_username;      ///< with tls: the PSK identity (URI user part), or empty
+  std::string tls_psk_file;      ///< with tls: the key file (query tls-psk-file=), or empty
+  std::string tls_certificates;  ///< with tls: the directory holding ca-cert.pem (query tls-certificates=), or empty
 };
 
 /// The NBD URI for `address` (the libnbd/qemu URI syntax, NBD URI spec doc/uri.md):
 /// "nbd+unix:///NAME?socket=PATH" when a Unix socket is served, else "nbd://HOST:PORT/NAME" (IPv6
-/// hosts in brackets). The export name is percent-encoded.
+/// hosts in brackets). The export name is percent-encoded. With `tls`: "nbds+unix://" / "nbds://",
+/// the PSK identity as the user part, and tls-psk-file= / tls-certificates= query parameters
+/// (libnbd's URI keys) when set.
 std::string nbd_uri(const ServedAddress& address);
 
 /// The environment entries "uri=…", "nbd=…" (the same URI; nbdkit's older name), "unixsocket=…"

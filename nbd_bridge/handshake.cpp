@@ -1,6 +1,6 @@
 // Server side of the NBD fixed-newstyle handshake (see handshake.hpp).
 // Spec: NBD proto.md "Newstyle negotiation", "Fixed newstyle negotiation", "Option types",
-// "Option reply types", "Size constraints".
+// "Option reply types", "Size constraints", "TLS support".
 #include "nbd_bridge/handshake.hpp"
 
 #include <algorithm>
@@ -22,20 +22,16 @@ std::error_code to_std(const boost::system::error_code& ec) {
   return {ec.value(), std::system_category()};
 }
 
-Awaitable<std::error_code> read_exact(Socket& socket, ByteSpan out) {
-  boost::system::error_code ec;
-  co_await asio::async_read(socket, asio::buffer(out.data(), out.size()), use_awaitable_ec(ec));
-  co_return to_std(ec);
+Awaitable<std::error_code> read_exact(Stream& stream, ByteSpan out) {
+  co_return to_std(co_await stream.read_exact(out));
 }
 
-Awaitable<std::error_code> write_all(Socket& socket, std::span<const asio::const_buffer> buffers) {
-  boost::system::error_code ec;
-  co_await asio::async_write(socket, buffers, use_awaitable_ec(ec));
-  co_return to_std(ec);
+Awaitable<std::error_code> write_all(Stream& stream, std::span<const asio::const_buffer> buffers) {
+  co_return to_std(co_await stream.write_all(buffers));
 }
 
 /// Sends one option reply: header plus `data`.
-Awaitable<std::error_code> send_reply(Socket& socket, std::uint32_t option, OptionReply type, ConstByteSpan data) {
+Awaitable<std::error_code> send_reply(Stream& socket, std::uint32_t option, OptionReply type, ConstByteSpan data) {
   std::array<std::byte, option_reply_header_size> header{};
   encode_option_reply_header(header, {.option = option,
                                       .reply_type = type,
@@ -45,7 +41,7 @@ Awaitable<std::error_code> send_reply(Socket& socket, std::uint32_t option, Opti
 }
 
 /// Sends an error reply with a human-readable message (proto.md: error replies MAY carry a string).
-Awaitable<std::error_code> send_error(Socket& socket, std::uint32_t option, OptionReply type,
+Awaitable<std::error_code> send_error(Stream& socket, std::uint32_t option, OptionReply type,
                                       std::string_view message) {
   log::debug("nbd handshake: {}: {}: {}", name_of(static_cast<Option>(option)), name_of(type), message);
   co_return co_await send_reply(socket, option, type, as_bytes(message));
@@ -86,7 +82,26 @@ BlockSize block_size_for(const ExportInfo& info, std::uint32_t cap_bytes) noexce
   return sizes;
 }
 
-Awaitable<Result<Negotiated>> run_server_handshake(Socket& socket, const ExportInfo& info,
+TlsGate tls_gate(std::uint32_t option, TlsMode mode, bool tls_active) noexcept {
+  if (mode != TlsMode::require || tls_active) return TlsGate::proceed;
+  switch (static_cast<Option>(option)) {
+    case Option::starttls:
+    case Option::abort:
+      return TlsGate::proceed;
+    case Option::export_name:
+      return TlsGate::disconnect;  // proto.md: it has no error reply; the server MUST disconnect
+    default:
+      return TlsGate::tls_required;
+  }
+}
+
+OptionReply starttls_reply(TlsMode mode, bool tls_active, std::size_t data_bytes) noexcept {
+  if (mode == TlsMode::off) return OptionReply::err_unsup;
+  if (data_bytes != 0 || tls_active) return OptionReply::err_invalid;
+  return OptionReply::ack;
+}
+
+Awaitable<Result<Negotiated>> run_server_handshake(Stream& socket, const ExportInfo& info,
                                                    const HandshakeOptions& options) {
   std::array<std::byte, greeting_size> greeting{};
   encode_greeting(greeting, handshake_flag::fixed_newstyle | handshake_flag::no_zeroes);
@@ -126,6 +141,19 @@ Awaitable<Result<Negotiated>> run_server_handshake(Socket& socket, const ExportI
     if (auto ec = co_await read_exact(socket, data)) co_return fail(ec);
     const std::uint32_t option = header->option;
     const ConstByteSpan option_data(data);
+
+    switch (tls_gate(option, options.tls_mode, socket.tls_active())) {
+      case TlsGate::proceed:
+        break;
+      case TlsGate::tls_required:
+        if (auto ec = co_await send_error(socket, option, OptionReply::err_tls_reqd,
+                                          "TLS is required: send NBD_OPT_STARTTLS first"))
+          co_return fail(ec);
+        continue;
+      case TlsGate::disconnect:
+        log::info("nbd handshake: NBD_OPT_EXPORT_NAME before TLS, which is required: closing");
+        co_return fail(errc::nbd_protocol_error);
+    }
 
     switch (static_cast<Option>(option)) {
       case Option::export_name: {
@@ -287,7 +315,25 @@ Awaitable<Result<Negotiated>> run_server_handshake(Socket& socket, const ExportI
         break;
       }
 
-      case Option::starttls:
+      case Option::starttls: {
+        const OptionReply answer = starttls_reply(options.tls_mode, socket.tls_active(), data.size());
+        if (answer != OptionReply::ack || options.tls == nullptr) {
+          const char* why = answer == OptionReply::ack || answer == OptionReply::err_unsup ? "TLS is off"
+                            : socket.tls_active()                                       ? "TLS is already on"
+                                                                                        : "NBD_OPT_STARTTLS takes no data";
+          if (auto ec = co_await send_error(socket, option, answer == OptionReply::ack ? OptionReply::err_unsup : answer,
+                                            why))
+            co_return fail(ec);
+          break;
+        }
+        if (auto ec = co_await send_reply(socket, option, OptionReply::ack, {})) co_return fail(ec);
+        if (auto started = co_await socket.start_tls(*options.tls); !started) co_return fail(started.error());
+        // proto.md "TLS support": what was negotiated in plain text does not carry over into TLS.
+        structured_replies = false;
+        base_allocation = false;
+        break;
+      }
+
       case Option::peek_export:
       case Option::extended_headers:
       default:

@@ -44,6 +44,7 @@
 #include "nbd_bridge/metrics.hpp"
 #include "nbd_bridge/server.hpp"
 #include "nbd_bridge/status_json.hpp"
+#include "nbd_bridge/tls.hpp"
 
 namespace {
 
@@ -70,6 +71,8 @@ struct Config {
   /// Listening sockets passed by socket activation (LISTEN_FDS), taken in main() before --fork:
   /// sd_listen_fds() only hands them to the process LISTEN_PID names, which the forked child is not.
   std::vector<int> passed_sockets;
+  nbd::TlsSettings tls;      // --tls, --tls-certificates, --tls-psk, --tls-verify-peer (tls.hpp)
+  std::shared_ptr<const nbd::TlsContext> tls_context;  // loaded before the login
 };
 
 /// Where the bridge stands, for --stats-file and SIGUSR1. Lives on the io_context thread.
@@ -292,7 +295,8 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     metered = metrics->meter(exported);
     std::cout << "metrics on " << cfg.metrics.substr(0, cfg.metrics.rfind(':')) << ":" << metrics->port() << std::endl;
   }
-  nbd::Server server(io, metered, {.read_only = cfg.read_only, .single_threaded = true});
+  nbd::Server server(io, metered,
+                     {.read_only = cfg.read_only, .single_threaded = true, .tls_mode = cfg.tls.mode, .tls = cfg.tls_context});
   bool listening = false;
   nbd::PrivateSocket private_socket;  // --run without --socket/--listen: a socket only CMD knows
   if (!cfg.process.run_command.empty() && cfg.socket_path.empty() && cfg.listen.empty()) {
@@ -305,6 +309,14 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     cfg.socket_path = private_socket.path();
   }
   nbd::ServedAddress served{.export_name = cfg.name};
+  if (cfg.tls.mode == nbd::TlsMode::require) {
+    // $uri of --run must then be TLS, with the credentials libnbd needs (the server's own files:
+    // the key file holds the PSK, the certificate directory ca-cert.pem).
+    served.tls = true;
+    served.tls_psk_file = cfg.tls.psk_file;
+    served.tls_certificates = cfg.tls.certificates_dir;
+    if (!cfg.tls_context->psk_identities().empty()) served.tls_username = cfg.tls_context->psk_identities().front();
+  }
   // Socket activation (iserkit-nbd@.socket, systemd-socket-activate): taken in main().
   for (int fd : cfg.passed_sockets) {
     if (auto r = server.adopt_listener(fd); !r) {
@@ -449,6 +461,15 @@ int main(int argc, char** argv) {
                                    "before its requests go to another path (--replacement-timeout is then how long "
                                    "requests wait while no path is usable)",
        cxxopts::value<double>()->default_value("5"))
+      ("tls", "TLS (NBD_OPT_STARTTLS): off; on (offered, plain-text clients served too); require (before TLS every "
+              "option but STARTTLS and ABORT is refused with NBD_REP_ERR_TLS_REQD)",
+       cxxopts::value<std::string>()->default_value("off"))
+      ("tls-certificates", "X.509 credentials: DIR with server-cert.pem, server-key.pem and ca-cert.pem (the CA "
+                           "client certificates must chain to, with --tls-verify-peer)", cxxopts::value<std::string>())
+      ("tls-psk", "TLS-PSK credentials: FILE of username:hexkey lines (psktool's format)", cxxopts::value<std::string>())
+      ("tls-verify-peer", "with --tls-certificates: require a client certificate signed by DIR/ca-cert.pem")
+      ("tls-handshake-timeout", "seconds a client may take to finish the TLS handshake after STARTTLS before it "
+                                "is dropped", cxxopts::value<double>()->default_value("10"))
       ("run", "captive mode: once serving, run CMD with /bin/sh (it may use $uri, $nbd, $unixsocket, $port, "
               "$exportname); serve until it exits, then exit with its status. Without --socket/--listen the "
               "export is served on a private Unix socket", cxxopts::value<std::string>())
@@ -558,6 +579,34 @@ int main(int argc, char** argv) {
     if (args.count("run")) cfg.process.run_command = args["run"].as<std::string>();
     if (args.count("pid-file")) cfg.process.pid_file = args["pid-file"].as<std::string>();
     cfg.process.daemonize = args.count("fork") > 0;
+    const auto tls_mode = nbd::parse_tls_mode(args["tls"].as<std::string>());
+    if (!tls_mode) {
+      std::cerr << "iserkit-nbd: --tls wants off, on or require\n";
+      return 2;
+    }
+    cfg.tls.mode = *tls_mode;
+    if (args.count("tls-certificates")) cfg.tls.certificates_dir = args["tls-certificates"].as<std::string>();
+    if (args.count("tls-psk")) cfg.tls.psk_file = args["tls-psk"].as<std::string>();
+    cfg.tls.verify_peer = args.count("tls-verify-peer") > 0;
+    const double tls_timeout = args["tls-handshake-timeout"].as<double>();
+    if (tls_timeout <= 0) {
+      std::cerr << "iserkit-nbd: --tls-handshake-timeout must be > 0\n";
+      return 2;
+    }
+    cfg.tls.handshake_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(tls_timeout * 1000));
+    if (cfg.tls.mode == nbd::TlsMode::off) {
+      if (!cfg.tls.certificates_dir.empty() || !cfg.tls.psk_file.empty() || cfg.tls.verify_peer) {
+        std::cerr << "iserkit-nbd: --tls-certificates, --tls-psk and --tls-verify-peer need --tls=on or --tls=require\n";
+        return 2;
+      }
+    } else {
+      auto context = nbd::TlsContext::create(cfg.tls);
+      if (!context) {
+        std::cerr << "iserkit-nbd: tls: " << context.error() << "\n";
+        return 2;
+      }
+      cfg.tls_context = std::move(*context);
+    }
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "iserkit-nbd: " << e.what() << "\n";
     return 2;

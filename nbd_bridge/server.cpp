@@ -64,6 +64,8 @@ struct Server::State {
       : io(io_context), strand(asio::make_strand(io_context)), exported(std::move(e)), options(o) {
     connection_options.handshake.force_read_only = options.read_only;
     connection_options.handshake.max_payload_cap_bytes = options.max_payload_bytes;
+    connection_options.handshake.tls_mode = options.tls_mode;
+    connection_options.handshake.tls = options.tls;
     connection_options.max_requests_in_flight = std::max<std::size_t>(options.max_requests_in_flight, 1);
     connection_options.max_buffered_bytes = options.max_buffered_bytes;
     connection_options.pool = exported->buffer_pool();  // e.g. the session's registered memory

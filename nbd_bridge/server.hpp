@@ -16,6 +16,7 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/result.hpp"
 #include "nbd_bridge/export.hpp"
+#include "nbd_bridge/tls.hpp"
 #include "nbd_bridge/transmission.hpp"
 
 namespace iserkit::nbd {
@@ -34,6 +35,10 @@ struct ServerOptions {
   /// its executor directly instead of a strand: no lock, no heap-held executor copy per handler
   /// (a strand costs ~17 allocations per 4 KiB request, measured with heaptrack).
   bool single_threaded = false;
+  /// NBD_OPT_STARTTLS policy (proto.md "TLS support"): off, on (offered) or require.
+  TlsMode tls_mode = TlsMode::off;
+  /// The TLS credentials (tls.hpp); required when tls_mode is not off.
+  std::shared_ptr<const TlsContext> tls;
 };
 
 /// An NBD server for one Export.

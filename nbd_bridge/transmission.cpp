@@ -33,7 +33,7 @@ std::shared_ptr<Connection> Connection::create(Socket socket, std::shared_ptr<Ex
 }
 
 Connection::Connection(Socket socket, std::shared_ptr<Export> exported, ConnectionOptions options)
-    : socket_(std::move(socket)), export_(std::move(exported)), options_(std::move(options)) {}
+    : stream_(std::move(socket)), export_(std::move(exported)), options_(std::move(options)) {}
 
 Connection::~Connection() = default;
 
@@ -42,20 +42,18 @@ BufferPool& Connection::pool() noexcept {
 }
 
 void Connection::request_stop() {
-  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+  asio::post(stream_.socket().get_executor(), [self = shared_from_this()] {
     self->stop_requested_ = true;
     // Shutting down the receive side makes the pending read see EOF, which starts the orderly drain.
     boost::system::error_code ignored;
-    self->socket_.shutdown(asio::socket_base::shutdown_receive, ignored);
+    self->stream_.socket().shutdown(asio::socket_base::shutdown_receive, ignored);
   });
 }
 
 void Connection::hard_close() noexcept {
   if (dead_) return;
   dead_ = true;
-  boost::system::error_code ignored;
-  socket_.shutdown(asio::socket_base::shutdown_both, ignored);
-  socket_.close(ignored);
+  stream_.abort();
   // Replies still queued will never be written: retire them so the drain can finish.
   while (!queue_.empty()) {
     retire(queue_.front().accounted_bytes);
@@ -78,7 +76,7 @@ Awaitable<void> Connection::wait_progress() {
 Awaitable<void> Connection::run() {
   auto self = shared_from_this();
   const ExportInfo info = export_->info();
-  auto negotiated = co_await run_server_handshake(socket_, info, options_.handshake);
+  auto negotiated = co_await run_server_handshake(stream_, info, options_.handshake);
   if (!negotiated) {
     if (negotiated.error() != make_error_code(errc::connection_closed)) {
       log::info("nbd: handshake failed: {}", negotiated.error().message());
@@ -94,11 +92,7 @@ Awaitable<void> Connection::run() {
 
   // proto.md NBD_CMD_DISC: the server MUST handle all outstanding requests before closing.
   while (in_flight_ > 0 || writing_) co_await wait_progress();
-  if (!dead_) {
-    boost::system::error_code ignored;
-    socket_.shutdown(asio::socket_base::shutdown_both, ignored);
-    socket_.close(ignored);
-  }
+  if (!dead_) stream_.close();
   log::debug("nbd: connection closed: requests={} errors={} batches={} max_in_flight={}", stats_.requests,
              stats_.errors, stats_.reply_batches, stats_.max_in_flight);
 }
@@ -107,8 +101,7 @@ Awaitable<std::error_code> Connection::discard_payload(std::size_t bytes) {
   std::array<std::byte, 16 * 1024> scratch;
   while (bytes > 0) {
     const std::size_t n = std::min(bytes, scratch.size());
-    boost::system::error_code ec;
-    co_await asio::async_read(socket_, asio::buffer(scratch.data(), n), use_awaitable_ec(ec));
+    const auto ec = co_await stream_.read_exact(ByteSpan(scratch.data(), n));
     if (ec) co_return make_error_code(errc::connection_closed);
     bytes -= n;
   }
@@ -126,8 +119,7 @@ Awaitable<void> Connection::receive_loop() {
     }
     if (dead_) break;
 
-    boost::system::error_code ec;
-    co_await asio::async_read(socket_, asio::buffer(header_bytes), use_awaitable_ec(ec));
+    auto ec = co_await stream_.read_exact(header_bytes);
     if (ec) {
       if (!is_disconnect(ec)) log::info("nbd: read request: {}", ec.message());
       // EOF without NBD_CMD_DISC: treated like a disconnect; outstanding requests still finish.
@@ -184,9 +176,9 @@ Awaitable<void> Connection::receive_loop() {
         send_error(*request, NbdError::nomem, "out of memory", 0);
         continue;
       }
-      // Zero copy: the payload lands in the buffer the export writes from.
-      co_await asio::async_read(socket_, asio::buffer(payload.data(), payload.size()), transfer_all_uncapped(),
-                                use_awaitable_ec(ec));
+      // Zero copy over a plain socket: the payload lands in the buffer the export writes from (over
+      // TLS, GnuTLS decrypts into it).
+      ec = co_await stream_.read_exact(ByteSpan(payload.data(), payload.size()));
       if (ec) {
         log::info("nbd: short write payload: {}", ec.message());
         break;
@@ -355,7 +347,7 @@ void Connection::enqueue(Reply reply) {
   queue_.push_back(std::move(reply));
   if (!writing_) {
     writing_ = true;
-    asio::co_spawn(socket_.get_executor(), write_loop(), [self = shared_from_this()](std::exception_ptr e) {
+    asio::co_spawn(stream_.socket().get_executor(), write_loop(), [self = shared_from_this()](std::exception_ptr e) {
       if (e) {
         log::error("nbd: writer threw; closing the connection");
         self->writing_ = false;
@@ -385,8 +377,7 @@ Awaitable<void> Connection::write_loop() {
       if (!reply.body.empty()) buffers.push_back(asio::buffer(reply.body));
       if (reply.data) buffers.push_back(asio::buffer(reply.data.data(), reply.data.size()));
     }
-    boost::system::error_code ec;
-    co_await asio::async_write(socket_, buffers, transfer_all_uncapped(), use_awaitable_ec(ec));
+    const auto ec = co_await stream_.write_all(buffers);
     ++stats_.reply_batches;
     for (const Reply& reply : batch) retire(reply.accounted_bytes);
     batch.clear();  // return READ buffers to the pool now

@@ -34,6 +34,7 @@
 #include "iserkit/common/completion.hpp"
 #include "nbd_bridge/export.hpp"
 #include "nbd_bridge/handshake.hpp"
+#include "nbd_bridge/stream.hpp"
 
 namespace iserkit::nbd {
 
@@ -107,7 +108,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void hard_close() noexcept;
   BufferPool& pool() noexcept;
 
-  Socket socket_;
+  Stream stream_;  // the socket, plain or TLS after NBD_OPT_STARTTLS
   std::shared_ptr<Export> export_;
   ConnectionOptions options_;
   TransmissionParams params_;

@@ -18,6 +18,7 @@ packages=(
   libsystemd-dev          # sd_notify (iserkit-target Type=notify: READY/STATUS/RELOADING/STOPPING) and sd_listen_fds (iserkit-nbd socket activation)
   libfuse3-dev            # iserkit-fuse: the FUSE view (libfuse 3 low-level API)
   libspdlog-dev libfmt-dev
+  libgnutls28-dev         # GnuTLS: iserkit-nbd --tls (NBD_OPT_STARTTLS with X.509 or PSK), the TLS library of qemu-nbd, nbdkit and libnbd
   prometheus-cpp-dev      # Prometheus client (pull exposer over civetweb): iserkit-nbd --metrics HOST:PORT
   nlohmann-json3-dev      # header-only JSON: `iserkit --json` documents and the daemons' --status-socket answers
   libgtest-dev libgmock-dev
@@ -36,6 +37,7 @@ packages=(
   tgt-rbd                 # tgtd's bs_rbd backing store: the peer of our RBD backend in scripts/bench.sh --rbd
   qemu-utils qemu-block-extra   # qemu-img and qemu-nbd with the libiscsi block driver (a peer bridge in the benchmarks)
   libnbd-bin python3-libnbd   # nbdinfo, nbdcopy, nbdfuse; nbdsh
+  gnutls-bin              # certtool and psktool: the NBD TLS test makes its CA, certificates and PSK keys
   fuse3 e2fsprogs util-linux kmod nbd-client
   systemd                 # systemd-analyze verify of packaging/systemd/*, systemd-socket-activate for iserkit-nbd socket activation tests
   fio                     # FUSE view tests: psync/io_uring jobs with crc32c verification; benchmarks (nbd, io_uring engines)

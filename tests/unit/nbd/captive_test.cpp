@@ -19,6 +19,13 @@ TEST(NbdCaptive, UriForUnixSocketAndTcp) {
   EXPECT_EQ(nbd_uri({.unix_socket = "/tmp/a b", .export_name = "x:y"}), "nbd+unix:///x%3Ay?socket=/tmp/a%20b");
   EXPECT_EQ(nbd_uri({.tcp_host = "127.0.0.1", .tcp_port = 10809}), "nbd://127.0.0.1:10809/");
   EXPECT_EQ(nbd_uri({.tcp_host = "::1", .tcp_port = 7, .export_name = "disk"}), "nbd://[::1]:7/disk");
+  // --tls=require: nbds, with the credentials libnbd needs in the URI.
+  EXPECT_EQ(nbd_uri({.tcp_host = "127.0.0.1", .tcp_port = 7, .tls = true, .tls_username = "alice",
+                     .tls_psk_file = "/k/keys.psk"}),
+            "nbds://alice@127.0.0.1:7/?tls-psk-file=/k/keys.psk");
+  EXPECT_EQ(nbd_uri({.unix_socket = "/s", .export_name = "d", .tls = true, .tls_certificates = "/pki"}),
+            "nbds+unix:///d?socket=/s&tls-certificates=/pki");
+  EXPECT_EQ(nbd_uri({.unix_socket = "/s", .tls = false, .tls_psk_file = "/k"}), "nbd+unix:///?socket=/s");
   EXPECT_EQ(client_host("*"), "127.0.0.1");
   EXPECT_EQ(client_host("0.0.0.0"), "127.0.0.1");
   EXPECT_EQ(client_host("::"), "::1");
