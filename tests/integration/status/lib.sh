@@ -4,7 +4,12 @@
 # Usage: source lib.sh NAME TOOL... (NAME names the work directory; each TOOL must be installed).
 set -u
 skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
+# fail: the reason, then the tail of every log in the work directory (bridge, target) to say why
+fail() {
+  echo "FAIL: $*"
+  for f in "$W"/*.log "$W"/*.err "$W"/*.out; do [ -s "$f" ] && { echo "--- ${f##*/}"; tail -n 30 "$f"; }; done
+  exit 1
+}
 B=${ISERKIT_BIN:?ISERKIT_BIN not set}
 for t in "${@:2}"; do command -v "$t" >/dev/null || skip "$t not installed"; done
 W=$(mktemp -d "/tmp/iserkit-$1.XXXXXX")
