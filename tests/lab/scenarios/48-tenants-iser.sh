@@ -1,0 +1,131 @@
+#!/bin/bash
+# Tenants over iSER: Soft-RoCE on each tenant's VXLAN overlay, the target's tenant portals in the tenants' namespaces
+# lab: opt-in (Debian 12's 6.1 rdma_rxe has no network-namespace support; this records whether the kernel can): scripts/lab.sh --only tenants-iser
+# Issue 14 item 4. The network of tests/integration/tenants/tenants_tcp_test.sh, in the VM: a veth
+# underlay between a "target host" namespace (tu) and an "initiator host" namespace (iu), two
+# VXLAN overlays on it (VNI 100 blue 192.168.100.0/24, VNI 200 red 192.168.200.0/24) whose
+# target-side ends live in the tenants' namespaces (tb, tr) and initiator-side ends in per-tenant
+# initiator namespaces (ib, ir). Soft-RoCE devices are added on the four VXLAN devices (RoCEv2
+# inside VXLAN), from inside each namespace. The RDMA subsystem stays in shared namespace mode
+# (the target process uses every tenant's device). First the lab's own RDMA is probed: rping over
+# rdma_cm from blue's initiator namespace to blue's target namespace. Only if that works are
+# iserkit-target (one process, tenant portals opened in tb and tr) and iserkit from ib and ir tried
+# over iser://: each tenant discovers only its own target, a login to the other tenant's target on
+# one's own portal gets 0x0203, the other tenant's portal is unreachable, and both tenants write
+# and read back data at once.
+source "$LAB_SOURCE/tests/lab/guest/lib.sh"
+plan netns-mode overlays rxe-on-overlays rping-in-tenant target discovery-isolation login-isolation \
+  portal-isolation io-both-tenants target-exit
+
+if reason=$(iser_missing); then give_up "$reason"; fi
+modprobe rdma_rxe && modprobe rdma_ucm || give_up "rdma_rxe cannot be loaded"
+mode() {
+  local m
+  m=$(rdma system show 2>/dev/null | grep -o 'netns [a-z]*' | cut -d' ' -f2)
+  [[ $m == shared ]] || { echo "RDMA netns mode is '${m:-unknown}', want shared"; return 1; }
+  echo "RDMA subsystem in shared network-namespace mode (every namespace sees every RDMA device)"
+}
+check netns-mode mode || give_up "the RDMA subsystem is not in shared mode"
+
+tu=lt-tu iu=lt-iu tb=lt-tb tr=lt-tr ib=lt-ib ir=lt-ir
+overlays() {
+  local n
+  for n in $tu $iu $tb $tr $ib $ir; do ip netns add $n && ip -n $n link set lo up || return 1; done
+  ip -n $tu link add ul type veth peer name ul netns $iu || return 1
+  ip -n $tu addr add 10.99.0.1/24 dev ul && ip -n $tu link set ul up || return 1
+  ip -n $iu addr add 10.99.0.2/24 dev ul && ip -n $iu link set ul up || return 1
+  # overlay UNDERLAY_NS NS LOCAL REMOTE VNI NAME ADDR
+  overlay() {
+    ip -n $1 link add $6 type vxlan id $5 local $3 remote $4 dstport 4789 dev ul &&
+      ip -n $1 link set $6 netns $2 && ip -n $2 addr add $7/24 dev $6 && ip -n $2 link set $6 up
+  }
+  overlay $tu $tb 10.99.0.1 10.99.0.2 100 vx-blue 192.168.100.1 &&
+    overlay $tu $tr 10.99.0.1 10.99.0.2 200 vx-red 192.168.200.1 &&
+    overlay $iu $ib 10.99.0.2 10.99.0.1 100 vx-blue 192.168.100.2 &&
+    overlay $iu $ir 10.99.0.2 10.99.0.1 200 vx-red 192.168.200.2 || return 1
+  ip netns exec $ib ping -c 1 -W 5 192.168.100.1 >/dev/null || { echo "no IP over blue's overlay"; return 1; }
+  echo "underlay veth, VXLAN 100 (blue) and 200 (red) up; ping over blue's overlay works"
+}
+check overlays overlays || give_up "the overlay network could not be built"
+rxe_on() {  # rxe_on NS NETDEV RXE
+  ip netns exec $1 rdma link add $3 type rxe netdev $2 || return 1
+  wait_until 20 grep -q ACTIVE /sys/class/infiniband/$3/ports/1/state || { echo "$3 not ACTIVE"; return 1; }
+}
+rxes() {
+  rxe_on $tb vx-blue lt-rxe-tb && rxe_on $tr vx-red lt-rxe-tr && rxe_on $ib vx-blue lt-rxe-ib &&
+    rxe_on $ir vx-red lt-rxe-ir || return 1
+  echo "rxe on the four VXLAN devices, ACTIVE: $(ls /sys/class/infiniband | tr '\n' ' ')"
+}
+check rxe-on-overlays rxes || give_up "Soft-RoCE could not be added on the overlays"
+rping_tenant() {
+  daemon rping-server ip netns exec $tb rping -s -a 192.168.100.1 -p 7175 -C 3
+  nap 2
+  timeout 60 ip netns exec $ib rping -c -a 192.168.100.1 -p 7175 -C 3 -S 4096 -v >"$work/rping.txt" 2>&1
+  local rc=$?
+  stop_daemon rping-server 5 >/dev/null
+  tail -n 3 "$work/rping.txt"
+  if ((rc != 0)); then
+    echo "rping over rdma_cm from $ib to 192.168.100.1 in $tb failed ($rc): kernel $(uname -r)'s rdma_rxe carries RoCEv2 only in the initial network namespace (its UDP 4791 socket and route lookups are init_net's)"
+    return 1
+  fi
+  echo "rping: 3 exchanges over rdma_cm inside blue's overlay"
+}
+check rping-in-tenant rping_tenant ||
+  give_up "Soft-RoCE does not work inside network namespaces on kernel $(uname -r), so tenants cannot be tried over iSER in this lab"
+
+blue=iqn.2026-11.org.iserkit.lab:blue red=iqn.2026-11.org.iserkit.lab:red
+truncate -s 64M "$work/blue.img" "$work/red.img"
+cat >"$work/target.toml" <<TOML
+listen = ["127.0.0.1:0"]
+[[tenants]]
+name = "blue"
+netns = "$tb"
+listen = ["192.168.100.1:3260"]
+[[tenants]]
+name = "red"
+netns = "$tr"
+listen = ["192.168.200.1:3260"]
+[[targets]]
+iqn = "$blue"
+tenant = "blue"
+luns = ["$work/blue.img"]
+[[targets]]
+iqn = "$red"
+tenant = "red"
+luns = ["$work/red.img"]
+TOML
+daemon target iserkit-target --config "$work/target.toml" --port-file "$work/port" --log-level debug
+check target serving iserkit-target "$work/port" 120 || give_up "iserkit-target did not start"
+cli() { local ns=$1; shift; timeout 300 ip netns exec "$ns" iserkit --initiator-name "$LAB_INITIATOR_IQN" "$@"; }
+disc() {
+  cli $ib discover iser://192.168.100.1 >"$work/d-blue" 2>&1 || { cat "$work/d-blue"; return 1; }
+  cli $ir discover iser://192.168.200.1 >"$work/d-red" 2>&1 || { cat "$work/d-red"; return 1; }
+  [[ $(grep -c '^iqn' "$work/d-blue") == 1 ]] && grep -qx "$blue" "$work/d-blue" || { echo "blue sees: $(cat "$work/d-blue")"; return 1; }
+  [[ $(grep -c '^iqn' "$work/d-red") == 1 ]] && grep -qx "$red" "$work/d-red" || { echo "red sees: $(cat "$work/d-red")"; return 1; }
+  echo "over iSER each tenant's SendTargets lists its own target only"
+}
+check discovery-isolation disc
+login_iso() {
+  if cli $ib inquiry "iser://192.168.100.1/$red/0" >"$work/cross" 2>&1; then echo "blue logged in to red's target"; return 1; fi
+  grep -qi '0x0203\|not found' "$work/cross" || { cat "$work/cross"; echo "refused, but not with 0x0203"; return 1; }
+  echo "blue's login to red's target on blue's portal: $(grep -oi '0x0203[^,]*' "$work/cross" | head -1)"
+}
+check login-isolation login_iso
+portal_iso() {
+  if cli $ib discover iser://192.168.200.1 >"$work/cross2" 2>&1; then echo "blue reached red's portal"; return 1; fi
+  echo "red's portal is unreachable from blue: $(tail -n 1 "$work/cross2")"
+}
+check portal-isolation portal_iso
+io_both() {
+  head -c "$(mib 16)" /dev/urandom >"$work/pb"; head -c "$(mib 16)" /dev/urandom >"$work/pr"
+  cli $ib write "iser://192.168.100.1/$blue/0" -i "$work/pb" & local a=$!
+  cli $ir write "iser://192.168.200.1/$red/0" -i "$work/pr" & local b=$!
+  wait $a && wait $b || { echo "a write failed"; return 1; }
+  [[ $(cli $ib read "iser://192.168.100.1/$blue/0" --length "$(mib 16)" | sha256sum) == "$(sha256sum <"$work/pb")" ]] || { echo "blue read back differs"; return 1; }
+  [[ $(cli $ir read "iser://192.168.200.1/$red/0" --length "$(mib 16)" | sha256sum) == "$(sha256sum <"$work/pr")" ]] || { echo "red read back differs"; return 1; }
+  [[ $(sha "$work/blue.img" "$(mib 16)") == "$(sha "$work/pb")" && $(sha "$work/red.img" "$(mib 16)") == "$(sha "$work/pr")" ]] ||
+    { echo "a backing file differs"; return 1; }
+  echo "both tenants wrote 16 MiB at once over iSER and read it back; backing files match"
+}
+check io-both-tenants io_both
+check target-exit stop_daemon target
