@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,6 +33,10 @@ struct HandshakeOptions {
   std::size_t max_option_bytes = 64 * 1024;  ///< longer option data ⇒ hard disconnect (DoS guard)
   TlsMode tls_mode = TlsMode::off;           ///< whether NBD_OPT_STARTTLS is accepted or required
   std::shared_ptr<const TlsContext> tls;     ///< the credentials; set whenever tls_mode is not off
+  /// The whole handshake (greeting, option haggling, a TLS handshake) must end within this of the
+  /// accept, else the connection is closed (qemu-nbd's --handshake-limit); zero: no limit. Without
+  /// it a client that connects and says nothing holds one of Server's max_connections for good.
+  std::chrono::milliseconds limit{10000};
 };
 
 /// What the server does with an option before acting on it, given the TLS policy.

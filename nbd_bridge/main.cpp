@@ -71,6 +71,7 @@ struct Config {
   /// Listening sockets passed by socket activation (LISTEN_FDS), taken in main() before --fork:
   /// sd_listen_fds() only hands them to the process LISTEN_PID names, which the forked child is not.
   std::vector<int> passed_sockets;
+  std::chrono::milliseconds handshake_limit{10000};  // --handshake-limit
   nbd::TlsSettings tls;      // --tls, --tls-certificates, --tls-psk, --tls-verify-peer (tls.hpp)
   std::shared_ptr<const nbd::TlsContext> tls_context;  // loaded before the login
 };
@@ -296,7 +297,8 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     std::cout << "metrics on " << cfg.metrics.substr(0, cfg.metrics.rfind(':')) << ":" << metrics->port() << std::endl;
   }
   nbd::Server server(io, metered,
-                     {.read_only = cfg.read_only, .single_threaded = true, .tls_mode = cfg.tls.mode, .tls = cfg.tls_context});
+                     {.read_only = cfg.read_only, .single_threaded = true, .tls_mode = cfg.tls.mode, .tls = cfg.tls_context,
+                      .handshake_limit = cfg.handshake_limit});
   bool listening = false;
   nbd::PrivateSocket private_socket;  // --run without --socket/--listen: a socket only CMD knows
   if (!cfg.process.run_command.empty() && cfg.socket_path.empty() && cfg.listen.empty()) {
@@ -470,6 +472,9 @@ int main(int argc, char** argv) {
       ("tls-verify-peer", "with --tls-certificates: require a client certificate signed by DIR/ca-cert.pem")
       ("tls-handshake-timeout", "seconds a client may take to finish the TLS handshake after STARTTLS before it "
                                 "is dropped", cxxopts::value<double>()->default_value("10"))
+      ("handshake-limit", "seconds a client has from connecting to the end of the NBD handshake (option "
+                          "haggling, TLS included) before it is dropped; 0: no limit",
+       cxxopts::value<double>()->default_value("10"))
       ("run", "captive mode: once serving, run CMD with /bin/sh (it may use $uri, $nbd, $unixsocket, $port, "
               "$exportname); serve until it exits, then exit with its status. Without --socket/--listen the "
               "export is served on a private Unix socket", cxxopts::value<std::string>())
@@ -594,6 +599,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     cfg.tls.handshake_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(tls_timeout * 1000));
+    const double handshake_limit = args["handshake-limit"].as<double>();
+    if (handshake_limit < 0) {
+      std::cerr << "iserkit-nbd: --handshake-limit must be >= 0\n";
+      return 2;
+    }
+    cfg.handshake_limit = std::chrono::milliseconds(static_cast<std::int64_t>(handshake_limit * 1000));
     if (cfg.tls.mode == nbd::TlsMode::off) {
       if (!cfg.tls.certificates_dir.empty() || !cfg.tls.psk_file.empty() || cfg.tls.verify_peer) {
         std::cerr << "iserkit-nbd: --tls-certificates, --tls-psk and --tls-verify-peer need --tls=on or --tls=require\n";

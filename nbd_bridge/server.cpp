@@ -66,6 +66,7 @@ struct Server::State {
     connection_options.handshake.max_payload_cap_bytes = options.max_payload_bytes;
     connection_options.handshake.tls_mode = options.tls_mode;
     connection_options.handshake.tls = options.tls;
+    connection_options.handshake.limit = options.handshake_limit;
     connection_options.max_requests_in_flight = std::max<std::size_t>(options.max_requests_in_flight, 1);
     connection_options.max_buffered_bytes = options.max_buffered_bytes;
     connection_options.pool = exported->buffer_pool();  // e.g. the session's registered memory

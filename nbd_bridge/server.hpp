@@ -39,6 +39,9 @@ struct ServerOptions {
   TlsMode tls_mode = TlsMode::off;
   /// The TLS credentials (tls.hpp); required when tls_mode is not off.
   std::shared_ptr<const TlsContext> tls;
+  /// Time a client has from its accept to the end of the handshake (HandshakeOptions::limit);
+  /// zero: none.
+  std::chrono::milliseconds handshake_limit{10000};
 };
 
 /// An NBD server for one Export.

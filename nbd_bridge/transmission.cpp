@@ -8,6 +8,7 @@
 #include <exception>
 #include <vector>
 
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 
 #include "iserkit/common/errors.hpp"
@@ -76,7 +77,25 @@ Awaitable<void> Connection::wait_progress() {
 Awaitable<void> Connection::run() {
   auto self = shared_from_this();
   const ExportInfo info = export_->info();
+  // The handshake's deadline: at expiry the connection is closed, which ends the handshake's
+  // pending read with an error. `handshaking` keeps a late timer from closing a connection that
+  // reached the transmission phase.
+  auto handshaking = std::make_shared<bool>(true);
+  asio::steady_timer limit(stream_.socket().get_executor());
+  if (options_.handshake.limit.count() > 0) {
+    limit.expires_after(options_.handshake.limit);
+    limit.async_wait([weak = weak_from_this(), handshaking, ms = options_.handshake.limit.count()](
+                         const boost::system::error_code& ec) {
+      if (ec || !*handshaking) return;
+      if (auto connection = weak.lock()) {
+        log::info("nbd: handshake not finished within {} ms of the accept: dropping the client", ms);
+        connection->hard_close();
+      }
+    });
+  }
   auto negotiated = co_await run_server_handshake(stream_, info, options_.handshake);
+  *handshaking = false;
+  limit.cancel();
   if (!negotiated) {
     if (negotiated.error() != make_error_code(errc::connection_closed)) {
       log::info("nbd: handshake failed: {}", negotiated.error().message());

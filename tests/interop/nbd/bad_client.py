@@ -4,6 +4,7 @@
 import socket
 import struct
 import sys
+import time
 
 SOCK = sys.argv[1]
 NBDMAGIC, IHAVEOPT, REPLY_MAGIC = 0x4E42444D41474943, 0x49484156454F5054, 0x3E889045565A9
@@ -162,6 +163,25 @@ d.sendall(b"".join(struct.pack(">IHHQQI", REQ, 0, WRITE, 2000 + i, i * 512, 512)
                    for i in range(20)) + struct.pack(">IHHQQI", REQ, 0, DISC, 0, 0, 0))
 assert {simple_reply(d)[1] for _ in range(20)} == set(range(2000, 2020))
 assert closed(d)
+assert read_ok(good, 19 * 512, 512) == bytes([19]) * 512
+
+# 9. The handshake limit (the server runs with --handshake-limit 2): a client that connects and
+#    says nothing is dropped, neither at once nor never; a connection already in transmission
+#    (good) idles longer than that and is still served.
+t0 = time.monotonic()
+q = socket.socket(socket.AF_UNIX)
+q.connect(SOCK)
+recv_exact(q, 18)  # the greeting, then silence
+q.settimeout(30)
+try:
+    gone = q.recv(1) == b""
+except ConnectionResetError:
+    gone = True
+except socket.timeout:
+    gone = False
+took = time.monotonic() - t0
+assert gone, "a silent client was not dropped within 30 s"
+assert 1.5 <= took <= 25, f"a silent client was dropped after {took:.1f} s, not about 2 s"
 assert read_ok(good, 19 * 512, 512) == bytes([19]) * 512
 
 request(good, DISC, 0, 0)

@@ -97,6 +97,8 @@ int main(int argc, char** argv) {
       ("max-block", "maximum payload in bytes", cxxopts::value<std::string>()->default_value("32M"))
       ("max-in-flight", "requests in flight per connection", cxxopts::value<std::size_t>()->default_value("64"))
       ("delay-us", "random delay of every operation, 0..N microseconds", cxxopts::value<unsigned>()->default_value("0"))
+      ("handshake-limit", "seconds a client has for the handshake (0: none)",
+       cxxopts::value<double>()->default_value("10"))
       ("fail-at", "OFFSET:LENGTH range where every operation fails with EIO", cxxopts::value<std::string>())
       ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
       ("h,help", "this help");
@@ -147,6 +149,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<nbd::Server> server;
     nbd::ServerOptions options{.read_only = args.count("read-only") > 0,
                                .max_requests_in_flight = args["max-in-flight"].as<std::size_t>()};
+    options.handshake_limit =
+        std::chrono::milliseconds(static_cast<std::int64_t>(args["handshake-limit"].as<double>() * 1000));
     if (one_shot) {
       // Like qemu-nbd without --persistent: exit once the last client has gone.
       options.on_connection_closed = [&](std::size_t open) {
