@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "iserkit/common/errors.hpp"
@@ -49,6 +50,25 @@ Awaitable<std::error_code> send_error(Stream& socket, std::uint32_t option, Opti
 
 bool name_matches(std::string_view requested, const ExportInfo& info) noexcept {
   return requested.empty() || requested == info.name;
+}
+
+/// Checks the decoded request of an option that names an export (NBD_OPT_INFO/GO,
+/// NBD_OPT_LIST/SET_META_CONTEXT): one that did not decode is answered NBD_REP_ERR_INVALID with
+/// `malformed`, one naming an export other than ours NBD_REP_ERR_UNKNOWN (proto.md); either way
+/// the option is done and the result is nullopt. Errors: the socket's, from sending the answer.
+template <class Request>
+Awaitable<Result<std::optional<Request>>> request_for_export(Socket& socket, std::uint32_t option,
+                                                             Result<Request> decoded, const ExportInfo& info,
+                                                             std::string_view malformed) {
+  if (!decoded) {
+    if (auto ec = co_await send_error(socket, option, OptionReply::err_invalid, malformed)) co_return fail(ec);
+    co_return std::optional<Request>{};
+  }
+  if (!name_matches(decoded->name, info)) {
+    if (auto ec = co_await send_error(socket, option, OptionReply::err_unknown, "no such export")) co_return fail(ec);
+    co_return std::optional<Request>{};
+  }
+  co_return std::optional<Request>{std::move(*decoded)};
 }
 
 }  // namespace
@@ -219,17 +239,11 @@ Awaitable<Result<Negotiated>> run_server_handshake(Stream& socket, const ExportI
 
       case Option::info:
       case Option::go: {
-        auto request = decode_info_request(option_data);
-        if (!request) {
-          if (auto ec = co_await send_error(socket, option, OptionReply::err_invalid, "malformed NBD_OPT_INFO/GO data"))
-            co_return fail(ec);
-          break;
-        }
-        if (!name_matches(request->name, info)) {
-          if (auto ec = co_await send_error(socket, option, OptionReply::err_unknown, "no such export"))
-            co_return fail(ec);
-          break;
-        }
+        auto checked = co_await request_for_export(socket, option, decode_info_request(option_data), info,
+                                                   "malformed NBD_OPT_INFO/GO data");
+        if (!checked) co_return fail(checked.error());
+        if (!*checked) break;
+        const auto& request = *checked;
         const std::uint16_t flags = transmission_flags_for(info, options.force_read_only, structured_replies);
         const BlockSize sizes = block_size_for(info, options.max_payload_cap_bytes);
         // proto.md NBD_OPT_INFO: NBD_INFO_EXPORT MUST be sent before NBD_REP_ACK, requested or not.
@@ -289,18 +303,11 @@ Awaitable<Result<Negotiated>> run_server_handshake(Stream& socket, const ExportI
             co_return fail(ec);
           break;
         }
-        auto request = decode_meta_context_request(option_data);
-        if (!request) {
-          if (auto ec = co_await send_error(socket, option, OptionReply::err_invalid,
-                                            "malformed NBD_OPT_LIST/SET_META_CONTEXT data"))
-            co_return fail(ec);
-          break;
-        }
-        if (!name_matches(request->name, info)) {
-          if (auto ec = co_await send_error(socket, option, OptionReply::err_unknown, "no such export"))
-            co_return fail(ec);
-          break;
-        }
+        auto checked = co_await request_for_export(socket, option, decode_meta_context_request(option_data), info,
+                                                   "malformed NBD_OPT_LIST/SET_META_CONTEXT data");
+        if (!checked) co_return fail(checked.error());
+        if (!*checked) break;
+        const auto& request = *checked;
         // LIST with no query lists every context the server has.
         bool selected = listing && request->queries.empty();
         for (std::string_view query : request->queries) {

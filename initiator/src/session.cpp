@@ -10,8 +10,9 @@
 // No polling: everything waits on an Event, a Completion or the timer.
 //
 // RECOVERY: when the engine reports a lost connection (EngineActions::connection_lost), the driver
-// closes the datamover, drops the PDUs not sent yet (the engine sends their commands again) and
-// starts a reconnect coroutine: it waits (reconnect_delay_min doubling to reconnect_delay_max,
+// resets the datamover (Datamover::abort: its send queue is dropped, never delivered later),
+// drops the PDUs not sent yet (the engine sends their commands again) and starts a reconnect
+// coroutine: it waits (reconnect_delay_min doubling to reconnect_delay_max,
 // jittered), logs in again through the Reconnector (same ISID, TSIH 0), hands the new datamover a
 // new receive loop and tells the engine (on_reconnected()). Each connection has a generation: a
 // receive loop or a send that belongs to an older one never touches the engine again. The
@@ -144,7 +145,13 @@ struct Session::Impl final : datamover::DataPlacement {
       } else {
         log::warn("session: failed: target={} peer={} error={}", log::escaped(target_name), dm->peer(), a.ended->message());
       }
-      dm->close();
+      // A failed session's connection is reset, not closed: nothing still queued on it may reach
+      // the target after the caller (a multipath device) sent its commands elsewhere.
+      if (*a.ended == make_error_code(errc::session_closed)) {
+        dm->close();
+      } else {
+        dm->abort();
+      }
       outbox_ready.set();
       timer.cancel();
       reconnect_timer.cancel();
@@ -172,7 +179,12 @@ struct Session::Impl final : datamover::DataPlacement {
     attempts = 0;
     log::warn("session: connection lost: target={} peer={} error={}: reconnecting for up to {} ms",
               log::escaped(target_name), dm->peer(), ec.message(), options.replacement_timeout.count());
-    dm->close();
+    // Reset (SO_LINGER 0), not closed: the bytes still in the lost connection's send queue are
+    // dropped here, before any of its commands is sent again — on the next connection, or by a
+    // multipath device on another path once this session gives up. A graceful close would leave
+    // them to an orphaned socket that delivers them when the link returns, after newer writes to
+    // the same blocks (tests/integration/recovery/nbd_multipath_stale_write_test.sh).
+    dm->abort();
     // Those PDUs belonged to the lost connection; the engine numbers and sends the commands again.
     while (!outbox.empty()) {
       const TaskId b = outbox.front().borrower;

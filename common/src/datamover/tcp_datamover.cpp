@@ -71,6 +71,15 @@ void TcpDatamover::close() noexcept {
   socket_.close(ignored);
 }
 
+void TcpDatamover::abort() noexcept {
+  boost::system::error_code ignored;
+  // SO_LINGER on with a zero timeout: close(2) drops the unsent and unacknowledged bytes of the
+  // send queue and sends an RST instead of a FIN, so an orphaned socket never retransmits them
+  // to the peer later (a link that comes back). No shutdown() first: that would queue a FIN.
+  socket_.set_option(asio::socket_base::linger(true, 0), ignored);
+  socket_.close(ignored);
+}
+
 Awaitable<Result<std::unique_ptr<TcpDatamover>>> TcpDatamover::connect(asio::any_io_executor ex, std::string host,
                                                                        std::uint16_t port,
                                                                        std::chrono::milliseconds timeout,

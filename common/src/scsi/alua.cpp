@@ -1,6 +1,9 @@
-// ALUA on the initiator side: REPORT TARGET PORT GROUPS (SPC-5 §6.36), the access states and
+// ALUA codecs for both ends: REPORT TARGET PORT GROUPS CDB and parameter data (SPC-5 §6.36), the access states and
 // their sense data (SPC-5 §5.16.2.4, §5.16.2.6), the target-port designators of VPD 0x83.
 #include "iserkit/scsi/alua.hpp"
+
+#include <algorithm>
+#include <array>
 
 #include "iserkit/common/errors.hpp"
 
@@ -27,6 +30,38 @@ Cdb report_target_port_groups(const ReportTargetPortGroupsOptions& o) noexcept {
   store_u8(c.bytes.data() + 1, static_cast<std::uint8_t>((o.extended_header ? 0x20 : 0x00) | 0x0a));
   store_be32(c.bytes.data() + 6, o.allocation_length);
   return c;
+}
+
+Result<ReportTargetPortGroupsOptions> parse_report_target_port_groups_cdb(ConstByteSpan cdb) {
+  if (cdb.size() < 12) return fail(errc::invalid_argument);
+  // SPC-5 §6.36.1: PARAMETER DATA FORMAT 000b (length only) or 001b (extended header); the rest
+  // are reserved.
+  const std::uint8_t format = load_u8(cdb.data() + 1) >> 5;
+  if (format > 1) return fail(errc::invalid_argument);
+  return ReportTargetPortGroupsOptions{.extended_header = format == 1, .allocation_length = load_be32(cdb.data() + 6)};
+}
+
+std::vector<std::byte> encode_report_target_port_groups(const std::vector<TargetPortGroupDescriptor>& groups,
+                                                        const ReportTargetPortGroupsFormat& format) {
+  std::vector<std::byte> data(format.extended_header ? 8 : 4);
+  if (format.extended_header) store_u8(data.data() + 4, 0x10);  // FORMAT TYPE 001b, transition time 0
+  for (const auto& g : groups) {
+    const std::size_t ports = std::min<std::size_t>(g.relative_ports.size(), 255);
+    std::array<std::byte, 8> d{};
+    store_u8(d.data(), static_cast<std::uint8_t>((g.preferred ? 0x80 : 0) | (static_cast<std::uint8_t>(g.state) & 0x0f)));
+    store_u8(d.data() + 1, format.supported_states);
+    store_be16(d.data() + 2, g.id);
+    store_u8(d.data() + 5, 0);  // STATUS CODE: no status available
+    store_u8(d.data() + 7, static_cast<std::uint8_t>(ports));
+    data.insert(data.end(), d.begin(), d.end());
+    for (std::size_t i = 0; i < ports; ++i) {
+      std::array<std::byte, 4> p{};
+      store_be16(p.data() + 2, g.relative_ports[i]);
+      data.insert(data.end(), p.begin(), p.end());
+    }
+  }
+  store_be32(data.data(), static_cast<std::uint32_t>(data.size() - 4));
+  return data;
 }
 
 Result<std::vector<TargetPortGroupDescriptor>> parse_report_target_port_groups(ConstByteSpan data) {

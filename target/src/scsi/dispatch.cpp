@@ -146,6 +146,7 @@ Result<void> ScsiDispatcher::set_port_groups(std::vector<TargetPortGroup> groups
   std::vector<std::uint16_t> ports;
   for (const auto& g : groups) {
     if (g.id == 0 || std::find(ids.begin(), ids.end(), g.id) != ids.end()) return fail(errc::invalid_argument);
+    if (!parse_alua_state(to_string(g.state))) return fail(errc::invalid_argument);  // only the four we run
     ids.push_back(g.id);
     for (auto p : g.relative_ports) {
       if (p == 0 || std::find(ports.begin(), ports.end(), p) != ports.end()) return fail(errc::invalid_argument);
@@ -157,16 +158,6 @@ Result<void> ScsiDispatcher::set_port_groups(std::vector<TargetPortGroup> groups
 }
 
 const std::vector<TargetPortGroup>& ScsiDispatcher::port_groups() const noexcept { return state_->port_groups; }
-
-std::string_view to_string(AluaState state) noexcept {
-  switch (state) {
-    case AluaState::active_optimized: return "active/optimized";
-    case AluaState::active_non_optimized: return "active/non-optimized";
-    case AluaState::standby: return "standby";
-    case AluaState::unavailable: return "unavailable";
-  }
-  return "?";
-}
 
 std::optional<AluaState> parse_alua_state(std::string_view name) noexcept {
   for (auto s : {AluaState::active_optimized, AluaState::active_non_optimized, AluaState::standby,
@@ -228,6 +219,8 @@ bool allowed_in_alua_state(AluaState state, Opcode op, ConstByteSpan cdb) noexce
       }
     case AluaState::unavailable:
       return op == Opcode::inquiry || op == Opcode::report_luns || op == Opcode::request_sense || rtpg;
+    default:
+      return false;  // set_port_groups() lets no other state in
   }
   return false;
 }

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 
+#include "iserkit/scsi/alua.hpp"
 #include "iserkit/scsi/inquiry.hpp"
 #include "scsi/command_table.hpp"
 #include "scsi/device_state.hpp"
@@ -330,11 +331,12 @@ void append_timeouts_descriptor(std::vector<std::byte>& data) {
 void plan_maintenance_in(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   if ((load_u8(cdb.data() + 1) & 0x1f) == report_target_port_groups_sa) {
     // SPC-5 §6.36: PARAMETER DATA FORMAT 000b (length only) or 001b (extended header).
-    if ((load_u8(cdb.data() + 1) >> 5) > 1) {
+    const auto options = scsi::parse_report_target_port_groups_cdb(cdb);
+    if (!options) {
       plan.error = scsi::SenseData::invalid_field_in_cdb(1, 7);
       return;
     }
-    plan_data_in(plan, load_be32(cdb.data() + 6));
+    plan_data_in(plan, options->allocation_length);
     return;
   }
   if ((load_u8(cdb.data() + 1) & 0x1f) != report_supported_opcodes_sa) {
@@ -397,27 +399,16 @@ ScsiOutcome execute_report_supported_opcodes(const CommandPlan& plan, ConstByteS
 
 ScsiOutcome execute_report_target_port_groups(const std::vector<TargetPortGroup>& groups, ConstByteSpan cdb,
                                               ByteSpan out) {
-  // SPC-5 §6.36.2: a 4-byte RETURN DATA LENGTH (the bytes after it), with format 001b four more
-  // header bytes (FORMAT TYPE 001b, IMPLICIT TRANSITION TIME 0 = unknown), then per group an
-  // 8-byte descriptor and a 4-byte descriptor per target port in it.
-  const bool extended = (load_u8(cdb.data() + 1) >> 5) == 1;
-  std::vector<std::byte> data(extended ? 8 : 4);
-  if (extended) store_u8(data.data() + 4, 0x10);
-  for (const auto& g : groups) {
-    std::array<std::byte, 8> d{};
-    store_u8(d.data(), static_cast<std::uint8_t>(g.state));  // PREF 0, ASYMMETRIC ACCESS STATE
-    store_u8(d.data() + 1, 0x0f);  // supported: U_SUP, S_SUP, AN_SUP, AO_SUP (no T, O or LBA dependent)
-    store_be16(d.data() + 2, g.id);
-    store_u8(d.data() + 5, 0);  // STATUS CODE: no status available
-    store_u8(d.data() + 7, static_cast<std::uint8_t>(std::min<std::size_t>(g.relative_ports.size(), 255)));
-    data.insert(data.end(), d.begin(), d.end());
-    for (std::size_t i = 0; i < g.relative_ports.size() && i < 255; ++i) {
-      std::array<std::byte, 4> p{};
-      store_be16(p.data() + 2, g.relative_ports[i]);
-      data.insert(data.end(), p.begin(), p.end());
-    }
-  }
-  store_be32(data.data(), static_cast<std::uint32_t>(data.size() - 4));
+  // SPC-5 §6.36.2, encoded by common's codec (the one the initiator parses with). Supported:
+  // U_SUP, S_SUP, AN_SUP, AO_SUP (no transitioning, offline or logical block dependent).
+  const auto options = scsi::parse_report_target_port_groups_cdb(cdb);  // checked in plan
+  std::vector<scsi::TargetPortGroupDescriptor> descriptors;
+  descriptors.reserve(groups.size());
+  for (const auto& g : groups) descriptors.push_back({.id = g.id, .state = g.state, .relative_ports = g.relative_ports});
+  using Sup = scsi::SupportedAccessStates;
+  const auto data = scsi::encode_report_target_port_groups(
+      descriptors, {.extended_header = options && options->extended_header,
+                    .supported_states = Sup::unavailable | Sup::standby | Sup::active_non_optimized | Sup::active_optimized});
   return reply_data(data, out);
 }
 

@@ -161,3 +161,16 @@ start_target_two_portals() {
   for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
   [[ -s $tmp/port ]] || fail "target did not start"
 }
+
+# start_multipath_bridge ARGS...: iserkit-nbd in $ns_initiator over both portals of
+# start_target_two_portals (--multipath failover, NOP-Out every second with a 1 s timeout) on
+# $tmp/mp.sock, stats in $tmp/mp.stats, log in $tmp/mp.log; ARGS add to or override its options.
+# Sets bridge_pid.
+start_multipath_bridge() {
+  ip netns exec "$ns_initiator" "$BIN/iserkit-nbd" "iscsi://10.201.1.1:3260/$iqn/0" "iscsi://10.201.2.1:3260/$iqn/0" \
+    --multipath failover --socket "$tmp/mp.sock" --stats-file "$tmp/mp.stats" --nop-interval 1 --nop-timeout 1 \
+    --log-level info "$@" >"$tmp/mp.log" 2>&1 &
+  bridge_pid=$!; pids+=($bridge_pid)
+  for _ in $(seq 100); do [[ -S $tmp/mp.sock ]] && break; sleep 0.1; done
+  [[ -S $tmp/mp.sock ]] || fail "iserkit-nbd did not start"
+}

@@ -14,12 +14,7 @@ two_links
 truncate -s 256M "$tmp/lun.img"
 start_target_two_portals
 
-ip netns exec "$ns_initiator" "$BIN/iserkit-nbd" "iscsi://10.201.1.1:3260/$iqn/0" "iscsi://10.201.2.1:3260/$iqn/0" \
-  --multipath failover --socket "$tmp/mp.sock" --stats-file "$tmp/mp.stats" --nop-interval 1 --nop-timeout 1 \
-  --path-replacement-timeout 2 --replacement-timeout 60 --log-level info >"$tmp/mp.log" 2>&1 &
-bridge_pid=$!; pids+=($bridge_pid)
-for _ in $(seq 100); do [[ -S $tmp/mp.sock ]] && break; sleep 0.1; done
-[[ -S $tmp/mp.sock ]] || fail "iserkit-nbd did not start"
+start_multipath_bridge --path-replacement-timeout 2 --replacement-timeout 60
 
 # current COUNTER: the bridge's status now (SIGUSR1 rewrites the stats file).
 current() {

@@ -8,7 +8,10 @@
 #    data and reads it back: same SHA-256, also in the target's backing file;
 #  - pkg-config finds the installed library at the package's version;
 #  - the packages are purged and their files are gone.
-# Usage: debs_test.sh WORK_DIR   (needs root; the packages must not be installed already)
+# Packages of ours left installed (or with their configuration files) by an earlier run that was
+# interrupted are purged first, so every run tests the packages it built; whatever happens, the
+# packages are purged again on exit.
+# Usage: debs_test.sh WORK_DIR   (needs root)
 set -euo pipefail
 skip() { echo "SKIP: $*" >&2; exit 77; }
 work=${1:?usage: debs_test.sh WORK_DIR}
@@ -18,24 +21,42 @@ for tool in dpkg-buildpackage dh fakeroot lintian apt-get sha256sum pkg-config; 
   command -v $tool >/dev/null || skip "$tool is not installed (packaging/install-deps.sh)"
 done
 packages=(iserkit-target iserkit libiserkit-dev)
-for p in "${packages[@]}"; do
-  if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
-    skip "$p is installed already; this test installs and purges it, so it leaves the machine alone"
-  fi
-done
 version=$(dpkg-parsechangelog -l "$source_dir/packaging/debian/changelog" -S Version)
 
+# present: those of our packages dpkg knows in any state but "not installed" (installed, half
+# installed, removed with configuration files left).
+present() {
+  local p status
+  for p in "${packages[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) || continue
+    [[ $status == *not-installed ]] || echo "$p"
+  done
+}
+# purge_ours: purges whatever present() lists; returns non-zero when some is still there.
+purge_ours() {
+  local left
+  left=$(present)
+  [[ -z $left ]] && return 0
+  # shellcheck disable=SC2086 # one package name a word
+  DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq $left >>"$tmp/purge.log" 2>&1 || true
+  [[ -z $(present) ]]
+}
+
 tmp=$(mktemp -d /tmp/iserkit-debs-test.XXXXXX)
-installed=0
 target_pid=""
 cleanup() {
   [[ -n $target_pid ]] && kill "$target_pid" 2>/dev/null
   wait 2>/dev/null
-  ((installed)) && DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "${packages[@]}" >/dev/null 2>&1
+  purge_ours || echo "WARNING: could not purge $(present | tr '\n' ' ')(see apt-get purge)" >&2
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [[ -f $tmp/target.log ]] && { echo "--- target log"; cat "$tmp/target.log"; } >&2; exit 1; }
+
+if [[ -n $(present) ]]; then
+  echo "--- purging packages an earlier run left: $(present | tr '\n' ' ')"
+  purge_ours || { cat "$tmp/purge.log"; fail "could not purge $(present | tr '\n' ' ')before the test"; }
+fi
 
 echo "--- build-debs.sh (work dir $work)"
 "$source_dir/packaging/build-debs.sh" "$tmp/debs" --work-dir "$work" --lintian --dev-flags || fail "building the packages failed"
@@ -44,7 +65,6 @@ for p in "${packages[@]}"; do
 done
 
 echo "--- apt install"
-installed=1
 (cd "$tmp/debs" && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   ./iserkit-target_*.deb ./iserkit_*.deb ./libiserkit-dev_*.deb) >"$tmp/apt.log" 2>&1 || { cat "$tmp/apt.log"; fail "apt install failed"; }
 
@@ -80,7 +100,7 @@ kill "$target_pid"; wait "$target_pid" 2>/dev/null || true; target_pid=""
 
 echo "--- purge"
 DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "${packages[@]}" >"$tmp/purge.log" 2>&1 || { cat "$tmp/purge.log"; fail "apt purge failed"; }
-installed=0
+[[ -z $(present) ]] || fail "still known to dpkg after purge: $(present | tr '\n' ' ')"
 for f in /usr/bin/iserkit /usr/sbin/iserkit-target /usr/include/iserkit; do
   [[ ! -e $f ]] || fail "$f is still there after purge"
 done

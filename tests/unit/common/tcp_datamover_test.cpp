@@ -1,5 +1,5 @@
 // TcpDatamover over a real loopback TCP connection: framing, padding, digests, placement,
-// concurrent sends, oversized segments and digest errors.
+// concurrent sends, oversized segments, digest errors and the reset of a failed connection.
 #include "iserkit/datamover/tcp_datamover.hpp"
 
 #include <gtest/gtest.h>
@@ -268,6 +268,42 @@ TEST(TcpDatamover, PeerCloseIsConnectionClosed) {
       EXPECT_EQ(in.error(), make_error_code(errc::connection_closed));
     }
   });
+}
+
+// A connection given up as failed is reset (Datamover::abort, SO_LINGER 0): a send still waiting
+// on a full socket fails at once, and the peer sees an RST (ECONNRESET), not an orderly FIN after
+// the rest of the queue — the queued bytes are dropped, never delivered later.
+TEST(TcpDatamover, AbortResetsTheConnectionAndDropsQueuedBytes) {
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  tcp::socket c(io);
+  c.connect(acceptor.local_endpoint());
+  tcp::socket peer = acceptor.accept();
+  auto dm = std::make_unique<TcpDatamover>(std::move(c));
+  const auto payload = pattern(256 * 1024);
+  constexpr std::size_t pdus = 64;  // 16 MiB: more than both socket buffers take
+  bool sent = false;
+  std::error_code send_error;
+  asio::co_spawn(io, [&]() -> Awaitable<void> {
+    std::vector<PduOut> batch;
+    for (std::uint32_t i = 0; i < pdus; ++i)
+      batch.push_back(make_pdu(iscsi::DataOut{.itt = iscsi::Itt{1}, .data_sn = i}, payload));
+    send_error = co_await dm->send_batch(std::move(batch));
+    sent = true;
+  }, asio::detached);
+  io.run_for(std::chrono::milliseconds(300));  // the peer reads nothing: the queue fills up
+  ASSERT_FALSE(sent) << "the socket took 16 MiB without the peer reading";
+  dm->abort();
+  io.restart();
+  for (int i = 0; i < 100 && !sent; ++i) io.run_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(sent);
+  EXPECT_TRUE(send_error);
+  std::vector<std::byte> buffer(1 << 20);
+  std::size_t received = 0;
+  boost::system::error_code ec;
+  while (!ec) received += peer.read_some(asio::buffer(buffer.data(), buffer.size()), ec);
+  EXPECT_EQ(ec, asio::error::connection_reset) << ec.message();
+  EXPECT_LT(received, pdus * payload.size());
 }
 
 // The receive lookahead (one BHS read together with the previous data segment) must keep framing

@@ -1,6 +1,7 @@
 // The Session driver's recovery end to end in-process: a real Session over FakeDatamover whose
 // connection dies with a command in flight; the Reconnector hands it a new FakeDatamover (after a
-// failed attempt), the command is sent again there and completes once; events reach the
+// failed attempt), the lost one having been reset (Datamover::abort), the command is sent again
+// there and completes once; events reach the
 // callback. Without a new connection within the replacement timeout the command fails with
 // errc::session_lost and the callback hears "gave up".
 #include <gtest/gtest.h>
@@ -50,6 +51,7 @@ std::size_t commands_in(const FakeDatamover& d) {
 // What the rig counts; a base before SessionRig, so it outlives the session that reports into it.
 struct RecoveryRecord {
   int commands_on_first = 0;
+  int aborts_of_first = 0;  // the lost connection reset (Datamover::abort), not closed
   FakeDatamover* second = nullptr;
   int attempts = 0;
   std::vector<SessionEvent> events;
@@ -64,6 +66,7 @@ struct RecoveryRig : RecoveryRecord, test::SessionRig {
     options.reconnect_delay_max = 4ms;
     options.on_event = [this](const SessionEvent& e) { events.push_back(e); };
     auto fake = std::make_unique<FakeDatamover>(io.get_executor());
+    fake->count_aborts_in(&aborts_of_first);
     // Counted here: the session frees the lost connection's datamover once its loop has returned,
     // so the first datamover (`dm`) must not be read after the session recovered.
     fake->respond_with([this](FakeDatamover& d, const CapturedPdu& p) {
@@ -98,6 +101,8 @@ TEST(SessionDriverRecovery, CommandInFlightIsSentAgainOnTheNewConnectionAndCompl
     EXPECT_TRUE(again) << (again ? "" : again.error().message());
   });
   EXPECT_EQ(rig.commands_on_first, 1);
+  // Reset before the command went out again: nothing queued on it can reach the target later.
+  EXPECT_EQ(rig.aborts_of_first, 1);
   ASSERT_NE(rig.second, nullptr);
   EXPECT_EQ(commands_in(*rig.second), 2u);
   EXPECT_EQ(buffer[0], std::byte{0x42});

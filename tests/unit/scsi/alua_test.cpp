@@ -1,4 +1,4 @@
-// ALUA codecs on the initiator side (scsi/alua.hpp): REPORT TARGET PORT GROUPS CDB and parameter
+// ALUA codecs of both ends (scsi/alua.hpp): REPORT TARGET PORT GROUPS CDB and parameter
 // data (SPC-5 §6.36), the ALUA sense conditions (SPC-5 §5.16.2.4, §5.16.2.6) and the target-port
 // designators of VPD 0x83 (SPC-5 §7.7.6.5, §7.7.6.6).
 #include <gtest/gtest.h>
@@ -25,6 +25,47 @@ TEST(Alua, ReportTargetPortGroupsCdbLayout) {
   EXPECT_EQ(c.bytes[6], std::byte{0x01});
   EXPECT_EQ(c.bytes[9], std::byte{0x04});
   EXPECT_EQ(report_target_port_groups().bytes[1], std::byte{0x0a});
+}
+
+TEST(Alua, ReportTargetPortGroupsCdbParsesWhatTheBuilderMakes) {
+  for (const bool extended : {false, true}) {
+    const Cdb c = report_target_port_groups({.extended_header = extended, .allocation_length = 0x00102030});
+    const auto o = parse_report_target_port_groups_cdb(c.span());
+    ASSERT_TRUE(o);
+    EXPECT_EQ(o->extended_header, extended);
+    EXPECT_EQ(o->allocation_length, 0x00102030u);
+  }
+  // SPC-5 §6.36.1: PARAMETER DATA FORMAT 010b..111b are reserved; a short CDB is refused too.
+  Cdb reserved = report_target_port_groups();
+  reserved.bytes[1] = std::byte{0x4a};
+  EXPECT_EQ(parse_report_target_port_groups_cdb(reserved.span()).error(), make_error_code(errc::invalid_argument));
+  EXPECT_FALSE(parse_report_target_port_groups_cdb(bytes({0xa3, 0x0a, 0, 0})));
+}
+
+TEST(Alua, EncodedParameterDataHasTheStandardLayoutAndParsesBack) {
+  const std::vector<TargetPortGroupDescriptor> groups{
+      {.id = 1, .state = AccessState::active_optimized, .preferred = true, .relative_ports = {1}},
+      {.id = 2, .state = AccessState::standby, .relative_ports = {2, 3}},
+      {.id = 9, .state = AccessState::unavailable, .relative_ports = {}}};
+  const auto data = encode_report_target_port_groups(
+      groups, {.supported_states = SupportedAccessStates::active_optimized | SupportedAccessStates::standby});
+  // 4-byte header, then 8 + 4, 8 + 8 and 8 bytes of descriptors (SPC-5 §6.36.2).
+  const auto expected = bytes({0, 0, 0, 36,
+                               0x80, 0x05, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1,
+                               0x02, 0x05, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 3,
+                               0x03, 0x05, 0, 9, 0, 0, 0, 0});
+  EXPECT_EQ(data, expected);
+  auto parsed = parse_report_target_port_groups(data);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(*parsed, groups);
+
+  const auto extended = encode_report_target_port_groups(groups, {.extended_header = true});
+  ASSERT_EQ(extended.size(), data.size() + 4);
+  EXPECT_EQ(extended[3], std::byte{40});    // RETURN DATA LENGTH counts the longer header
+  EXPECT_EQ(extended[4], std::byte{0x10});  // FORMAT TYPE 001b
+  parsed = parse_report_target_port_groups(extended);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(*parsed, groups);
 }
 
 TEST(Alua, ParsesTwoGroupsWithTheirPortsAndStates) {

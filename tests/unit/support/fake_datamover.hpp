@@ -45,6 +45,8 @@ class FakeDatamover final : public datamover::Datamover {
   /// Everything sent so far, in order.
   [[nodiscard]] const std::vector<CapturedPdu>& sent() const noexcept { return sent_; }
   [[nodiscard]] bool closed() const noexcept { return closed_; }
+  /// Each abort() (a reset, as opposed to close()) adds one to `*counter` (which must outlive this).
+  void count_aborts_in(int* counter) noexcept { abort_counter_ = counter; }
   /// buffer_pool() answers `pool` (e.g. a registered-looking pool to play an RDMA transport).
   void use_pool(BufferPool& pool) noexcept { pool_ = &pool; }
   /// While on, each send() waits "on the wire" until release_sends() (or close(), which fails it
@@ -66,6 +68,10 @@ class FakeDatamover final : public datamover::Datamover {
   void set_digests(bool, bool) noexcept override {}
   void set_max_recv_data_segment_length(std::uint32_t) noexcept override {}
   void close() noexcept override;
+  void abort() noexcept override {
+    if (abort_counter_ != nullptr) ++*abort_counter_;
+    close();
+  }
   [[nodiscard]] std::string peer() const override { return "fake-target:3260"; }
   [[nodiscard]] std::string local() const override { return "fake-initiator:0"; }
   [[nodiscard]] datamover::Transport transport() const noexcept override { return datamover::Transport::tcp; }
@@ -104,6 +110,7 @@ class FakeDatamover final : public datamover::Datamover {
   bool hold_ = false;
   std::deque<Waiting> waiting_;
   bool closed_ = false;
+  int* abort_counter_ = nullptr;
   std::error_code close_error_;
   BufferPool* pool_ = nullptr;
 };

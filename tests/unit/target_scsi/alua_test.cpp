@@ -182,6 +182,10 @@ TEST_F(Alua, PortGroupsAreValidated) {
   EXPECT_FALSE(dispatcher_.set_port_groups({{.id = 1, .relative_ports = {1}}, {.id = 1, .relative_ports = {2}}}));
   EXPECT_FALSE(dispatcher_.set_port_groups({{.id = 1, .relative_ports = {1}}, {.id = 2, .relative_ports = {1}}}));
   EXPECT_FALSE(dispatcher_.set_port_groups({{.id = 1, .relative_ports = {0}}}));
+  // Common's AccessState has states this target never runs (nor advertises as supported).
+  EXPECT_FALSE(dispatcher_.set_port_groups({{.id = 1, .state = AluaState::offline, .relative_ports = {1}}}));
+  EXPECT_FALSE(dispatcher_.set_port_groups({{.id = 1, .state = AluaState::transitioning, .relative_ports = {1}}}));
+  EXPECT_FALSE(parse_alua_state("offline"));
   EXPECT_EQ(dispatcher_.port_groups().size(), 1u);  // unchanged
   EXPECT_EQ(to_string(AluaState::active_non_optimized), "active/non-optimized");
   EXPECT_EQ(parse_alua_state("standby"), AluaState::standby);

@@ -202,8 +202,16 @@ class Datamover {
   /// where an oversize PDU ends the login anyway). Either way the announced length commits no memory.
   virtual void set_drain_oversize(bool drain) noexcept { (void)drain; }
 
-  /// Closes the connection; pending sends and receives complete with errors.
+  /// Closes the connection; pending sends and receives complete with errors. Bytes already
+  /// handed to the transport (a TCP send queue) may still be delivered after the call.
   virtual void close() noexcept = 0;
+  /// Closes the connection as failed: like close(), and nothing handed to the transport but not
+  /// yet delivered goes out later — TCP discards its send queue and resets the connection
+  /// (SO_LINGER 0, RST), so a PDU queued on a failed connection can never reach the target after
+  /// its command was sent again on another connection (a multipath retry, a re-issue after
+  /// reconnect). Synchronous: when it returns, the queue is gone. The default is close() (iSER:
+  /// the QP goes to error, which flushes every posted work request).
+  virtual void abort() noexcept { close(); }
   /// The peer's address as "ip:port" (IPv6 in brackets), for logs.
   [[nodiscard]] virtual std::string peer() const = 0;
   /// The local address as "ip:port", e.g. for TargetAddress in SendTargets.

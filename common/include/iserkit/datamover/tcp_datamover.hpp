@@ -37,6 +37,7 @@ class TcpDatamover final : public Datamover {
   void set_max_recv_data_segment_length(std::uint32_t bytes) noexcept override { max_recv_ = bytes; }
   void set_drain_oversize(bool drain) noexcept override { drain_oversize_ = drain; }
   void close() noexcept override;
+  void abort() noexcept override;
   [[nodiscard]] std::string peer() const override { return peer_; }
   [[nodiscard]] std::string local() const override { return local_; }
   [[nodiscard]] Transport transport() const noexcept override { return Transport::tcp; }

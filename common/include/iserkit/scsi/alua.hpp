@@ -1,9 +1,9 @@
-// Asymmetric logical unit access (ALUA) for the initiator: the REPORT TARGET PORT GROUPS CDB
-// builder and parameter data parser (SPC-5 §6.36), the asymmetric access states (SPC-5 §5.16.2.4),
+// Asymmetric logical unit access (ALUA), both ends: the REPORT TARGET PORT GROUPS CDB builder and
+// parser and the parameter data encoder and parser (SPC-5 §6.36), the asymmetric access states (SPC-5 §5.16.2.4),
 // the sense data that tell of them (SPC-5 §5.16.2.4, §5.16.2.6: NOT READY 04h/0Ah transitioning,
 // 04h/0Bh standby, 04h/0Ch unavailable; UNIT ATTENTION 2Ah/06h ASYMMETRIC ACCESS STATE CHANGED),
 // and the target-port designators of VPD 0x83 (SPC-5 §7.7.6.5 relative target port, §7.7.6.6
-// target port group). Layer 1 (pure codecs); the target has its own encoder.
+// target port group). Layer 1 (pure codecs); the initiator parses what the target encodes here.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +49,12 @@ struct ReportTargetPortGroupsOptions {
 /// The 12-byte REPORT TARGET PORT GROUPS CDB.
 Cdb report_target_port_groups(const ReportTargetPortGroupsOptions& o = {}) noexcept;
 
+/// Parses a REPORT TARGET PORT GROUPS CDB (SPC-5 §6.36.1); the caller has checked the opcode
+/// (MAINTENANCE IN) and service action (0Ah) and that `cdb` has 12 bytes.
+/// Errors: errc::invalid_argument for a PARAMETER DATA FORMAT other than 000b and 001b (the
+/// target answers INVALID FIELD IN CDB, byte 1 bit 7).
+Result<ReportTargetPortGroupsOptions> parse_report_target_port_groups_cdb(ConstByteSpan cdb);
+
 /// One target port group descriptor of the REPORT TARGET PORT GROUPS parameter data.
 struct TargetPortGroupDescriptor {
   std::uint16_t id = 0;                      ///< TARGET PORT GROUP
@@ -63,6 +69,27 @@ struct TargetPortGroupDescriptor {
 /// Errors: errc::protocol_error when the data is shorter than its header or a descriptor's port
 /// count runs past RETURN DATA LENGTH.
 Result<std::vector<TargetPortGroupDescriptor>> parse_report_target_port_groups(ConstByteSpan data);
+
+/// SUPPORTED states bits of a target port group descriptor (SPC-5 §6.36.2, byte 1).
+struct SupportedAccessStates {
+  static constexpr std::uint8_t active_optimized = 0x01;      ///< AO_SUP
+  static constexpr std::uint8_t active_non_optimized = 0x02;  ///< AN_SUP
+  static constexpr std::uint8_t standby = 0x04;               ///< S_SUP
+  static constexpr std::uint8_t unavailable = 0x08;           ///< U_SUP
+};
+
+/// How encode_report_target_port_groups() lays the parameter data out.
+struct ReportTargetPortGroupsFormat {
+  bool extended_header = false;  ///< PARAMETER DATA FORMAT 001b: the 8-byte header (transition time 0 = unknown)
+  /// SUPPORTED bits of every descriptor (SupportedAccessStates, ORed).
+  std::uint8_t supported_states = 0;
+};
+/// Encodes REPORT TARGET PORT GROUPS parameter data (SPC-5 §6.36.2): RETURN DATA LENGTH (the bytes
+/// after it), the extended header when asked, then per group an 8-byte descriptor (PREF, state,
+/// SUPPORTED bits, TARGET PORT GROUP, STATUS CODE 0) and 4 bytes per relative target port (at most
+/// 255 ports per group: the count is one byte). Whole: the caller cuts it to the allocation length.
+std::vector<std::byte> encode_report_target_port_groups(const std::vector<TargetPortGroupDescriptor>& groups,
+                                                        const ReportTargetPortGroupsFormat& format);
 
 /// What a command's result says about the access state of the port it went through.
 enum class AluaCondition {

@@ -33,6 +33,7 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/common/result.hpp"
+#include "iserkit/scsi/alua.hpp"
 #include "iserkit/scsi/lun.hpp"
 #include "iserkit/scsi/opcodes.hpp"
 #include "iserkit/scsi/sense.hpp"
@@ -55,17 +56,16 @@ struct NexusId {
   friend constexpr bool operator==(NexusId, NexusId) noexcept = default;
 };
 
-/// ALUA asymmetric access states (SPC-5 §5.16.2.4; the code values of REPORT TARGET PORT GROUPS).
-enum class AluaState : std::uint8_t {
-  active_optimized = 0x0,      ///< every command, best performance
-  active_non_optimized = 0x1,  ///< every command, lower performance
-  standby = 0x2,               ///< media access refused: NOT READY, 04h/0Bh
-  unavailable = 0x3,           ///< almost everything refused: NOT READY, 04h/0Ch
-};
+/// ALUA (SPC-5 §5.16.2.4): the asymmetric access state of a target port group: common's codec type (SPC-5 §6.36.2,
+/// scsi/alua.hpp), so the target encodes and the initiator parses the same values. A target port
+/// group here is in one of four: active/optimized (every command), active/non-optimized (every
+/// command), standby (media access refused: NOT READY, 04h/0Bh) and unavailable (almost
+/// everything refused: NOT READY, 04h/0Ch); set_port_groups() refuses the others.
+using AluaState = scsi::AccessState;
 
-/// "active/optimized", "active/non-optimized", "standby", "unavailable" (for configs and logs).
-std::string_view to_string(AluaState state) noexcept;
-/// Parses the names to_string() gives; nullopt for anything else.
+/// Parses "active/optimized", "active/non-optimized", "standby" or "unavailable" (the names
+/// scsi::to_string() gives, for configs and logs); nullopt for anything else, including the states
+/// a target port group here cannot take.
 std::optional<AluaState> parse_alua_state(std::string_view name) noexcept;
 
 /// A target port group (SPC-5 §5.16.2, implicit ALUA): its identifier, its asymmetric access
@@ -225,7 +225,8 @@ class ScsiDispatcher {
   /// REQUEST SENSE (§5.16.2.4.5). Default: group 1, active/optimized, relative port 1. A nexus
   /// whose group is not listed is treated as active/optimized. Call during setup, before any
   /// nexus is opened. Errors: errc::invalid_argument for an empty list, a group id 0, a duplicate
-  /// group id or relative port, or a relative port 0.
+  /// group id or relative port, a relative port 0, or a state other than the four AluaState
+  /// names (offline, transitioning, logical block dependent).
   Result<void> set_port_groups(std::vector<TargetPortGroup> groups);
   /// The groups set_port_groups() set.
   [[nodiscard]] const std::vector<TargetPortGroup>& port_groups() const noexcept;
