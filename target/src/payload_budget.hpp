@@ -128,6 +128,11 @@ class SharedPayloadBudget {
     std::lock_guard lock(mutex_);
     return budget_.used();
   }
+  /// The limit in bytes (fixed at construction).
+  [[nodiscard]] std::uint64_t limit() const {
+    std::lock_guard lock(mutex_);
+    return budget_.limit();
+  }
 
  private:
   void notify(std::unique_lock<std::mutex>& lock, std::vector<std::uint64_t> granted) {
