@@ -10,6 +10,8 @@
 # - a client that connects to the metrics port or the status socket and says nothing does not
 #   block another; a malformed --metrics or a `metrics` key of the wrong type is refused clearly.
 source "$(dirname "$0")/lib.sh" target-status curl python3
+# The system interpreter: a version-manager shim (pyenv) costs seconds per call.
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 
 if "$B/iserkit-target" --lun mem:1M --listen 127.0.0.1:0 --metrics nonsense >"$W/bad.out" 2>"$W/bad.err"; then
   fail "--metrics nonsense accepted"
@@ -36,7 +38,7 @@ URL="iscsi://$PORTAL/$IQN/0"
 
 st() { "$B/iserkit" status "$W/target.sock" --json >"$1" || fail "iserkit status failed"; }
 # js FILE EXPR: a Python expression over the document `d`.
-js() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+js() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 st "$W/s0"
 [ "$(js "$W/s0" 'd["program"]')" = iserkit-target ] || fail "not the target's status"
 [ "$(js "$W/s0" 'd["targets"][0]["name"]')" = "$IQN" ] || fail "target not listed"
@@ -103,7 +105,7 @@ done
 grep -q '^iserkit_target_backend_errors_total{error="EIO"} 0' "$W/m1" || fail "no backend error counters"
 
 # A status client that connects and says nothing does not block `iserkit status`.
-python3 -c 'import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(30)' \
+"$PY" -c 'import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(30)' \
   "$W/target.sock" &
 SILENT=$!; PIDS+=($SILENT)
 sleep 0.2
