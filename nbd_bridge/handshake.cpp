@@ -57,7 +57,7 @@ bool name_matches(std::string_view requested, const ExportInfo& info) noexcept {
 /// `malformed`, one naming an export other than ours NBD_REP_ERR_UNKNOWN (proto.md); either way
 /// the option is done and the result is nullopt. Errors: the socket's, from sending the answer.
 template <class Request>
-Awaitable<Result<std::optional<Request>>> request_for_export(Socket& socket, std::uint32_t option,
+Awaitable<Result<std::optional<Request>>> request_for_export(Stream& socket, std::uint32_t option,
                                                              Result<Request> decoded, const ExportInfo& info,
                                                              std::string_view malformed) {
   if (!decoded) {

@@ -87,6 +87,9 @@ struct BridgeStatus {
   std::weak_ptr<nbd::LunExport> exported;         // read_bytes, lba_status_commands
   mutable std::uint64_t read_bytes = 0, lba_status_commands = 0;  // last seen (kept after the export is gone)
   std::function<void()> exit_on_give_up;  // set with --on-give-up exit
+  // NBD payload bytes held by every client connection now (ServerOptions::buffered_total).
+  std::shared_ptr<std::atomic<std::uint64_t>> buffered = std::make_shared<std::atomic<std::uint64_t>>(0);
+  std::uint64_t buffer_limit_bytes = 0;  // per connection
 
   static const char* name(State s) {
     switch (s) {
@@ -145,7 +148,8 @@ struct BridgeStatus {
   /// The same as one JSON document, for --status-socket (nbd_bridge/status_json.hpp).
   std::string json() const {
     return nbd::bridge_status_json(name(state), utc(since), session.lock().get(), multipath.lock().get(),
-                                   copied_payload_bytes());
+                                   copied_payload_bytes(), buffered->load(std::memory_order_relaxed),
+                                   buffer_limit_bytes);
   }
   /// One line for SIGUSR1.
   std::string line() const {
@@ -296,9 +300,12 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     metered = metrics->meter(exported);
     std::cout << "metrics on " << cfg.metrics.substr(0, cfg.metrics.rfind(':')) << ":" << metrics->port() << std::endl;
   }
-  nbd::Server server(io, metered,
-                     {.read_only = cfg.read_only, .single_threaded = true, .tls_mode = cfg.tls.mode, .tls = cfg.tls_context,
-                      .handshake_limit = cfg.handshake_limit});
+  const nbd::ServerOptions server_options{.read_only = cfg.read_only, .single_threaded = true,
+                                          .tls_mode = cfg.tls.mode, .tls = cfg.tls_context,
+                                          .handshake_limit = cfg.handshake_limit,
+                                          .buffered_total = status->buffered};
+  nbd::Server server(io, metered, server_options);
+  status->buffer_limit_bytes = server_options.max_buffered_bytes;
   bool listening = false;
   nbd::PrivateSocket private_socket;  // --run without --socket/--listen: a socket only CMD knows
   if (!cfg.process.run_command.empty() && cfg.socket_path.empty() && cfg.listen.empty()) {
@@ -380,6 +387,8 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
         if (auto s = status->session.lock()) st = s->stats();
         metrics->update_session(st.connections_lost, st.reconnect_attempts, st.recoveries, st.commands_reissued,
                                 copied_payload_bytes(), status->state == BridgeStatus::State::connected);
+        if (auto mp = status->multipath.lock()) metrics->update_paths(mp->paths(), mp->stats().path_retries);
+        metrics->update_buffers(status->buffered->load(std::memory_order_relaxed), status->buffer_limit_bytes);
         tick.expires_after(std::chrono::seconds(1));
         boost::system::error_code ec;
         co_await tick.async_wait(use_awaitable_ec(ec));

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <chrono>
+#include <map>
 
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
@@ -33,6 +34,20 @@ struct BridgeMetrics::Impl {
   std::array<prometheus::Counter*, session_count> session{};
   std::array<std::uint64_t, session_count> last{};
   prometheus::Gauge* connected = nullptr;
+  // Multipath (update_paths): one child per path and counter, made at the first update.
+  enum PathCounter : std::size_t { p_commands, p_in, p_out, p_failures, p_downs, p_reinstatements, path_counter_count };
+  std::array<prometheus::Family<prometheus::Counter>*, path_counter_count> path_families{};
+  prometheus::Family<prometheus::Gauge>* path_up_family = nullptr;
+  struct PathMetrics {
+    std::array<prometheus::Counter*, path_counter_count> counters{};
+    std::array<std::uint64_t, path_counter_count> last{};
+    prometheus::Gauge* up = nullptr;
+  };
+  std::vector<PathMetrics> paths;
+  prometheus::Counter* failovers = nullptr;
+  std::uint64_t last_failovers = 0;
+  prometheus::Gauge* buffered = nullptr;
+  prometheus::Gauge* buffer_limit = nullptr;
 
   Impl() {
     auto& req = prometheus::BuildCounter().Name("iserkit_nbd_requests_total").Help("NBD requests served, by kind").Register(*registry);
@@ -64,6 +79,25 @@ struct BridgeMetrics::Impl {
     session[recovered] = counter("iserkit_nbd_recoveries_total", "lost connections replaced (session reinstated)");
     session[reissued] = counter("iserkit_nbd_commands_reissued_total", "SCSI commands sent again on a new connection");
     session[copied] = counter("iserkit_nbd_copied_payload_bytes_total", "payload bytes copied in user space (0 over TCP)");
+    auto path_family = [&](const char* name, const char* help) {
+      return &prometheus::BuildCounter().Name(name).Help(help).Register(*registry);
+    };
+    path_families[p_commands] = path_family("iserkit_nbd_path_commands_total", "SCSI commands sent on a multipath path");
+    path_families[p_in] = path_family("iserkit_nbd_path_data_in_bytes_total", "read bytes of commands completed on a path");
+    path_families[p_out] = path_family("iserkit_nbd_path_data_out_bytes_total", "write bytes of commands completed on a path");
+    path_families[p_failures] = path_family("iserkit_nbd_path_errors_total", "commands that failed on a path with a path error");
+    path_families[p_downs] = path_family("iserkit_nbd_path_downs_total", "times a path went down");
+    path_families[p_reinstatements] = path_family("iserkit_nbd_path_reinstatements_total", "times a path came back");
+    path_up_family = &prometheus::BuildGauge()
+                          .Name("iserkit_nbd_path_up")
+                          .Help("1 while a multipath path is up (logged in, taking commands), else 0")
+                          .Register(*registry);
+    failovers = counter("iserkit_nbd_failovers_total", "commands sent again on another path after a path error");
+    auto gauge = [&](const char* name, const char* help) {
+      return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry).Add({});
+    };
+    buffered = gauge("iserkit_nbd_buffer_budget_used_bytes", "NBD payload bytes held now by all client connections");
+    buffer_limit = gauge("iserkit_nbd_buffer_budget_limit_bytes", "NBD payload bytes one client connection may hold");
     connected = &prometheus::BuildGauge()
                      .Name("iserkit_nbd_connected")
                      .Help("1 while the bridge has a usable session, else 0")
@@ -170,6 +204,36 @@ void BridgeMetrics::update_session(std::uint64_t connections_lost, std::uint64_t
     impl_->last[i] = now[i];
   }
   impl_->connected->Set(connected ? 1 : 0);
+}
+
+void BridgeMetrics::update_paths(const std::vector<initiator::PathStatus>& paths, std::uint64_t failovers) {
+  auto& m = *impl_;
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    if (i == m.paths.size()) {
+      Impl::PathMetrics pm;
+      const std::map<std::string, std::string> labels = {{"path", std::to_string(i)}, {"url", paths[i].url}};
+      for (std::size_t c = 0; c < Impl::path_counter_count; ++c) pm.counters[c] = &m.path_families[c]->Add(labels);
+      pm.up = &m.path_up_family->Add(labels);
+      m.paths.push_back(pm);
+    }
+    if (i >= m.paths.size()) break;
+    auto& pm = m.paths[i];
+    const auto& p = paths[i];
+    const std::array<std::uint64_t, Impl::path_counter_count> now = {p.commands, p.data_in_bytes, p.data_out_bytes,
+                                                                     p.failures, p.downs, p.reinstatements};
+    for (std::size_t c = 0; c < now.size(); ++c) {
+      if (now[c] > pm.last[c]) pm.counters[c]->Increment(static_cast<double>(now[c] - pm.last[c]));
+      pm.last[c] = now[c];
+    }
+    pm.up->Set(p.state == initiator::PathStatus::State::up ? 1 : 0);
+  }
+  if (failovers > m.last_failovers) m.failovers->Increment(static_cast<double>(failovers - m.last_failovers));
+  m.last_failovers = failovers;
+}
+
+void BridgeMetrics::update_buffers(std::uint64_t used_bytes, std::uint64_t limit_bytes_per_connection) {
+  impl_->buffered->Set(static_cast<double>(used_bytes));
+  impl_->buffer_limit->Set(static_cast<double>(limit_bytes_per_connection));
 }
 
 std::shared_ptr<Export> BridgeMetrics::meter(std::shared_ptr<Export> inner) {

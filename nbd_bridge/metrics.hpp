@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "iserkit/common/result.hpp"
+#include "iserkit/initiator/multipath.hpp"
 #include "nbd_bridge/export.hpp"
 
 namespace iserkit::nbd {
@@ -33,6 +35,14 @@ class BridgeMetrics {
   /// once a second). `connected`: 1 while the bridge has a usable session, else 0.
   void update_session(std::uint64_t connections_lost, std::uint64_t reconnect_attempts, std::uint64_t recoveries,
                       std::uint64_t commands_reissued, std::uint64_t copied_payload_bytes, bool connected);
+  /// Multipath sessions: each path's state (gauge iserkit_nbd_path_up, 1 = up) and counters
+  /// (commands, bytes by direction, path errors, downs, reinstatements), as cumulative values like
+  /// update_session(), plus `failovers` (commands sent again on another path after a path error).
+  /// Paths are labelled path="INDEX" and url (password hidden). Call from the bridge's thread.
+  void update_paths(const std::vector<initiator::PathStatus>& paths, std::uint64_t failovers);
+  /// The NBD buffer budget: payload bytes held now by every client connection, and what one
+  /// connection may hold (--max-buffered-bytes... ServerOptions::max_buffered_bytes).
+  void update_buffers(std::uint64_t used_bytes, std::uint64_t limit_bytes_per_connection);
   /// Wraps `inner` so every request it serves is counted.
   std::shared_ptr<Export> meter(std::shared_ptr<Export> inner);
 

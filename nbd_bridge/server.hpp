@@ -42,6 +42,9 @@ struct ServerOptions {
   /// Time a client has from its accept to the end of the handshake (HandshakeOptions::limit);
   /// zero: none.
   std::chrono::milliseconds handshake_limit{10000};
+  /// Payload bytes held by all connections now (READ/WRITE buffers between request and reply),
+  /// summed here when set; each connection holds at most max_buffered_bytes.
+  std::shared_ptr<std::atomic<std::uint64_t>> buffered_total;
 };
 
 /// An NBD server for one Export.

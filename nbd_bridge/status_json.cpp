@@ -6,7 +6,8 @@
 namespace iserkit::nbd {
 
 std::string bridge_status_json(const char* state, const std::string& since_utc, const initiator::Session* session,
-                               const initiator::Multipath* multipath, std::uint64_t copied_payload_bytes) {
+                               const initiator::Multipath* multipath, std::uint64_t copied_payload_bytes,
+                               std::uint64_t buffered_bytes, std::uint64_t buffer_limit_bytes) {
   using Json = nlohmann::ordered_json;
   Json doc = {{"program", "iserkit-nbd"}, {"state", state}, {"since", since_utc}};
   if (session) {
@@ -34,7 +35,9 @@ std::string bridge_status_json(const char* state, const std::string& since_utc, 
                        {"commands", p.commands},
                        {"failures", p.failures},
                        {"downs", p.downs},
-                       {"reinstatements", p.reinstatements}});
+                       {"reinstatements", p.reinstatements},
+                       {"data_in_bytes", p.data_in_bytes},
+                       {"data_out_bytes", p.data_out_bytes}});
     }
     doc["multipath"] = {{"policy", initiator::to_string(multipath->policy())},
                         {"commands", st.commands},
@@ -49,6 +52,7 @@ std::string bridge_status_json(const char* state, const std::string& since_utc, 
     doc["multipath"] = nullptr;
   }
   doc["copied_payload_bytes"] = copied_payload_bytes;
+  doc["buffer_budget"] = {{"used_bytes", buffered_bytes}, {"limit_bytes_per_connection", buffer_limit_bytes}};
   return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 

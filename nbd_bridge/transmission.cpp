@@ -67,6 +67,7 @@ void Connection::retire(std::size_t accounted_bytes) noexcept {
   assert(in_flight_ > 0 && buffered_bytes_ >= accounted_bytes);
   --in_flight_;
   buffered_bytes_ -= accounted_bytes;
+  if (options_.buffered_total) options_.buffered_total->fetch_sub(accounted_bytes, std::memory_order_relaxed);
 }
 
 Awaitable<void> Connection::wait_progress() {
@@ -206,6 +207,7 @@ Awaitable<void> Connection::receive_loop() {
 
     ++in_flight_;
     buffered_bytes_ += accounted;
+    if (options_.buffered_total) options_.buffered_total->fetch_add(accounted, std::memory_order_relaxed);
     stats_.max_in_flight = std::max(stats_.max_in_flight, in_flight_);
     asio::co_spawn(executor, handle_request(*request, std::move(payload), accounted),
                    [self](std::exception_ptr e) {

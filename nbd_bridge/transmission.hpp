@@ -21,6 +21,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -46,6 +47,9 @@ struct ConnectionOptions {
   std::size_t max_discard_bytes = 64u << 20;   ///< a rejected WRITE payload up to this is read and dropped;
                                                ///< a longer one ends the connection (proto.md DoS clause)
   BufferPool* pool = nullptr;                ///< where payload buffers come from; nullptr = HeapBufferPool::shared()
+  /// Where the payload bytes held by every connection are summed (the buffer-budget metric);
+  /// null = not summed. Updated on the connection's executor, read from any thread.
+  std::shared_ptr<std::atomic<std::uint64_t>> buffered_total;
 };
 
 /// Counters of one connection, for tests and logs.

@@ -15,6 +15,8 @@ add_library(iserkit_target STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/session_engine.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/session_table.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/target_node.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/target_stats.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/target_status.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/write_sequencer.cpp)
 add_library(iserkit::target ALIAS iserkit_target)
 target_include_directories(iserkit_target
@@ -22,7 +24,7 @@ target_include_directories(iserkit_target
   PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 # toml++ (Debian libtomlplusplus-dev): the --config file.
 find_package(tomlplusplus REQUIRED)
-target_link_libraries(iserkit_target PUBLIC iserkit::target_scsi iserkit::common PRIVATE tomlplusplus::tomlplusplus)
+target_link_libraries(iserkit_target PUBLIC iserkit::target_scsi iserkit::common PRIVATE tomlplusplus::tomlplusplus nlohmann_json::nlohmann_json prometheus-cpp::pull)
 
 add_executable(iserkit-target ${CMAKE_CURRENT_SOURCE_DIR}/main.cpp)
 target_link_libraries(iserkit-target PRIVATE iserkit::target cxxopts::cxxopts)

@@ -122,6 +122,10 @@ int run(int argc, char** argv) {
                           "(default SHA-256,SHA3-256,SHA-1; add MD5 for libiscsi/QEMU)", cxxopts::value<std::string>())
       ("no-iser", "serve iSCSI/TCP only (by default each portal also listens for iSER when an RDMA device exists)")
       ("stats-file", "at exit, write counters (copied_payload_bytes=N) to PATH", cxxopts::value<std::string>())
+      ("status-socket", "answer status queries (JSON: targets, LUNs, sessions, counters; read with `iserkit status "
+                        "PATH`) on Unix socket PATH, mode 0600", cxxopts::value<std::string>())
+      ("metrics", "serve Prometheus metrics on http://HOST:PORT/metrics (port 0 picks a free port; printed as "
+                  "\"metrics on HOST:PORT\")", cxxopts::value<std::string>())
       ("version", "print the version and exit")
       ("h,help", "print this help and exit");
   auto args = options.parse(argc, argv);
@@ -274,6 +278,8 @@ int run(int argc, char** argv) {
     config.auth.algorithms = *list;
     config.discovery_auth.algorithms = *list;
   }
+  if (args.count("status-socket")) config.status_socket = args["status-socket"].as<std::string>();
+  if (args.count("metrics")) config.metrics = args["metrics"].as<std::string>();
   const TargetConfig flags_config = config;  // SIGHUP reads the file again onto this
   if (args.count("config")) {
     auto loaded = iserkit::target::load_config_file(args["config"].as<std::string>(), config);
@@ -299,6 +305,21 @@ int run(int argc, char** argv) {
   }
   for (const auto& line : (*server)->describe()) iserkit::log::info("target {}", line);
   for (const auto& a : (*server)->listening()) std::cout << "listening on " << a << "\n";
+  if (config.status_socket) {
+    if (auto r = (*server)->serve_status(*config.status_socket); !r) {
+      std::cerr << "iserkit-target: status socket: " << r.error().message() << " (path=" << *config.status_socket << ")\n";
+      return 1;
+    }
+  }
+  if (config.metrics) {
+    auto port = (*server)->serve_metrics(*config.metrics);
+    if (!port) {
+      std::cerr << "iserkit-target: metrics: " << port.error().message() << " (address=" << *config.metrics << ")\n";
+      return 1;
+    }
+    const auto colon = config.metrics->rfind(':');
+    std::cout << "metrics on " << config.metrics->substr(0, colon) << ":" << *port << "\n";
+  }
   std::cout.flush();
   if (args.count("port-file")) {
     const auto path = args["port-file"].as<std::string>();

@@ -1,5 +1,5 @@
-// StatusSocket: one coroutine accepts on a Unix socket and writes the current document to each
-// client, one client at a time (see status_socket.hpp for the bounds).
+// StatusSocket: one coroutine accepts on a Unix socket; each client gets its own coroutine that
+// writes the current document under a deadline (see status_socket.hpp for the bounds).
 #include "iserkit/common/status_socket.hpp"
 
 #include <sys/socket.h>
@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
 namespace iserkit {
@@ -18,15 +19,36 @@ namespace iserkit {
 namespace local = asio::local;
 
 struct StatusSocket::State {
-  State(asio::any_io_executor ex, std::string p, std::function<std::string()> d)
-      : acceptor(ex), path(std::move(p)), document(std::move(d)) {}
+  State(asio::any_io_executor ex, std::string p, std::function<std::string()> d, StatusSocketLimits l)
+      : acceptor(ex), path(std::move(p)), document(std::move(d)), limits(l) {}
   local::stream_protocol::acceptor acceptor;
   std::string path;
   std::function<std::string()> document;
+  StatusSocketLimits limits;
+  std::size_t clients = 0;  // being answered now
   bool stopped = false;
 };
 
 namespace {
+
+// Answers one client: the whole document, or nothing once `limits.write_timeout` has passed (a
+// client that does not read is closed; the others are served meanwhile).
+Awaitable<void> answer(std::shared_ptr<StatusSocket::State> state, local::stream_protocol::socket socket) {
+  auto client = std::make_shared<local::stream_protocol::socket>(std::move(socket));
+  asio::steady_timer deadline(client->get_executor(), state->limits.write_timeout);
+  deadline.async_wait([weak = std::weak_ptr(client)](const boost::system::error_code& ec) {
+    auto c = weak.lock();
+    if (ec || !c) return;
+    boost::system::error_code ignored;
+    c->close(ignored);
+  });
+  const std::string text = state->document();
+  boost::system::error_code ec;
+  co_await asio::async_write(*client, asio::buffer(text), use_awaitable_ec(ec));
+  deadline.cancel();
+  client->close(ec);
+  --state->clients;
+}
 
 Awaitable<void> serve(std::shared_ptr<StatusSocket::State> state) {
   while (!state->stopped) {
@@ -36,23 +58,28 @@ Awaitable<void> serve(std::shared_ptr<StatusSocket::State> state) {
       if (state->stopped || ec == asio::error::operation_aborted) co_return;
       continue;  // EMFILE and the like: the daemon keeps serving; the next accept may work
     }
-    const std::string text = state->document();
-    co_await asio::async_write(client, asio::buffer(text), use_awaitable_ec(ec));
-    client.close(ec);
+    if (state->stopped) co_return;
+    if (state->clients >= state->limits.max_clients) {
+      client.close(ec);  // over the bound: closed unanswered, the client may ask again
+      continue;
+    }
+    ++state->clients;
+    asio::co_spawn(state->acceptor.get_executor(), answer(state, std::move(client)), asio::detached);
   }
 }
 
 }  // namespace
 
 Result<std::unique_ptr<StatusSocket>> StatusSocket::open(asio::any_io_executor ex, std::string path,
-                                                         std::function<std::string()> document) {
+                                                         std::function<std::string()> document,
+                                                         StatusSocketLimits limits) {
   if (path.size() >= sizeof(sockaddr_un{}.sun_path)) return fail(std::errc::filename_too_long);
   struct stat st{};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) return fail(std::errc::file_exists);
     ::unlink(path.c_str());  // a stale socket from a daemon that did not clean up
   }
-  auto state = std::make_shared<State>(ex, path, std::move(document));
+  auto state = std::make_shared<State>(ex, path, std::move(document), limits);
   boost::system::error_code ec;
   state->acceptor.open(local::stream_protocol(), ec);
   if (!ec) state->acceptor.bind(local::stream_protocol::endpoint(path), ec);

@@ -132,6 +132,7 @@ struct Multipath::Impl {
     std::optional<std::uint16_t> target_port_group;
     std::optional<std::uint16_t> relative_port;
     std::uint64_t commands = 0, failures = 0, downs = 0, reinstatements = 0;
+    std::uint64_t data_in_bytes = 0, data_out_bytes = 0;  // of commands completed on this path
     bool reinstating = false;
     std::unique_ptr<asio::steady_timer> timer;
   };
@@ -489,7 +490,11 @@ struct Multipath::Impl {
         continue;
       }
       const auto condition = scsi::alua_condition(*r);
-      if (condition == scsi::AluaCondition::none) co_return r;
+      if (condition == scsi::AluaCondition::none) {
+        p.data_in_bytes += req.data_in.size();
+        p.data_out_bytes += req.data_out.size();
+        co_return r;
+      }
       // SPC-5 §5.16.2.4: the command was not processed through this port: learn the new states
       // and send it again where the unit accepts it (bounded, in case the target contradicts itself).
       if (++alua_tries > 16) co_return r;
@@ -602,7 +607,9 @@ std::vector<PathStatus> Multipath::paths() const {
                              .commands = p.commands,
                              .failures = p.failures,
                              .downs = p.downs,
-                             .reinstatements = p.reinstatements});
+                             .reinstatements = p.reinstatements,
+                             .data_in_bytes = p.data_in_bytes,
+                             .data_out_bytes = p.data_out_bytes});
   }
   return out;
 }

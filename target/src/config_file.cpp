@@ -331,7 +331,7 @@ struct Parser {
   tl::expected<TargetConfig, ConfigError> parse(const toml::table& root, TargetConfig config) const {
     if (auto e = check_keys(source, root,
                             {"listen", "block_size", "read_only", "threads", "discovery", "targets", "tenants", "limits", "login_throttle", "alua", "alua_peers",
-                             "ceph_conf", "ceph_id", "export_rbd", "rbd_rescan_interval"},
+                             "ceph_conf", "ceph_id", "export_rbd", "rbd_rescan_interval", "status_socket", "metrics"},
                             "the top level"))
       return *e;
     if (const auto* node = root.get("listen")) {
@@ -387,6 +387,17 @@ struct Parser {
       auto v = node->value_exact<std::int64_t>();
       if (!v || *v < 0 || *v > 86400) return error_at(source, *node, "rbd_rescan_interval must be 0..86400 seconds");
       config.rbd_rescan_interval = std::chrono::seconds(*v);
+    }
+    if (const auto* node = root.get("status_socket")) {
+      auto v = node->value_exact<std::string>();
+      if (!v || v->empty()) return error_at(source, *node, "status_socket must be the path of a Unix socket");
+      config.status_socket = resolve(*v).string();
+    }
+    if (const auto* node = root.get("metrics")) {
+      auto v = node->value_exact<std::string>();
+      if (!v || v->empty() || v->rfind(':') == std::string::npos)
+        return error_at(source, *node, "metrics must be HOST:PORT, e.g. \"127.0.0.1:9101\"");
+      config.metrics = *v;
     }
     if (const auto* node = root.get("ceph_id")) {
       auto v = node->value_exact<std::string>();

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <ctime>
+
+#include <fmt/chrono.h>
 #include <utility>
 
 #include "iserkit/common/errors.hpp"
@@ -40,6 +43,10 @@ Connection::Connection(std::unique_ptr<datamover::Datamover> datamover, std::sha
       session_id_(next_session_id.fetch_add(1, std::memory_order_relaxed)) {
   // Login negotiates the iSER keys when the transport moves data by RDMA.
   options_.rdma = datamover_->capabilities().rdma_data;
+  stats_->peer = datamover_->peer();
+  stats_->portal = datamover_->local();
+  stats_->transport = options_.rdma ? "iser" : "tcp";
+  stats_->tenant = options_.tenant;
 }
 
 Connection::~Connection() = default;
@@ -125,6 +132,7 @@ Awaitable<bool> Connection::login() {
     if (ec) return;
     if (auto c = weak.lock()) {
       log::info("login {}: not complete within {} ms: closing", c->datamover_->peer(), c->limits_.login_timeout.count());
+      c->registry_->stats().count_login_failure(LoginFailure::timeout);
       c->close();
     }
   });
@@ -149,6 +157,7 @@ Awaitable<bool> Connection::login() {
       if (block.count() > 0) step.reason += fmt::format(" (logins from {} refused for {} ms)", address, block.count());
     }
     if (step.action == LoginAction::close) {
+      registry_->stats().count_login_failure(LoginFailure::not_login);
       log::info("login {}: first PDU is not a Login Request (opcode 0x{:02x}): closing", datamover_->peer(),
                 iscsi::raw_opcode(in->bhs));
       co_return false;
@@ -178,6 +187,10 @@ Awaitable<bool> Connection::login() {
           break;
       }
     }
+    if (step.response.status_class != 0)
+      registry_->stats().count_login_failure(throttled ? LoginFailure::throttled
+                                                       : login_failure_of(step.response.status_class,
+                                                                          step.response.status_detail));
     const auto ec = co_await datamover_->send(datamover::make_pdu_owned(step.response, std::move(step.text)));
     if (ec || step.action == LoginAction::send_then_close) co_return false;
     if (step.action == LoginAction::send_then_full_feature) break;
@@ -186,6 +199,20 @@ Awaitable<bool> Connection::login() {
   datamover_->set_drain_oversize(true);
   session_ = machine.result();
   params_ = session_.parameters;
+  registry_->stats().logins.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(stats_->identity_mutex);
+    stats_->identity = ConnectionStats::Identity{
+        .logged_in = true,
+        .discovery = session_.discovery,
+        .initiator = params_.initiator_name,
+        .isid = isid_hex(session_.isid),
+        .tsih = session_.tsih,
+        .cid = session_.cid,
+        .target = session_.target ? session_.target->name : std::string{},
+        .since = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr))),
+    };
+  }
   // RFC 7143 §13.1, §13.12: digests and our declared MaxRecvDataSegmentLength apply from the
   // first PDU after the final Login Response.
   datamover_->set_digests(params_.header_digest_crc32c, params_.data_digest_crc32c);
@@ -283,6 +310,8 @@ void Connection::start_engine() {
       .max_immediate_commands = limits_.max_immediate_commands,
       .idle_interval = limits_.idle_interval,
       .ping_timeout = limits_.ping_timeout,
+      .stats = &registry_->stats(),
+      .connection_stats = stats_.get(),
   };
   SessionEngineHooks hooks;
   if (!session_.discovery && session_.target) {
@@ -419,8 +448,22 @@ Awaitable<void> Connection::execute(iscsi::Itt itt) {
   const EngineTask* task = engine_->task(itt);
   ScsiOutcome outcome = ScsiOutcome::good();
   if (task != nullptr) {
-    outcome = co_await session_.target->dispatcher->execute(nexus_, task->command.lun, task->cdb(), task->plan,
+    const auto cdb = task->cdb();
+    const auto kind = static_cast<std::size_t>(op_kind(cdb.empty() ? 0 : static_cast<std::uint8_t>(cdb[0])));
+    const std::uint32_t out_bytes = task->plan.direction == DataDirection::to_target ? task->plan.transfer_length_bytes : 0;
+    const auto start = std::chrono::steady_clock::now();
+    outcome = co_await session_.target->dispatcher->execute(nexus_, task->command.lun, cdb, task->plan,
                                                             engine_->task_data(itt));
+    // Counted here, not per PDU: relaxed atomics, no lock (target_stats.hpp).
+    auto& stats = registry_->stats();
+    stats.latency[kind].observe(std::chrono::steady_clock::now() - start);
+    stats.commands[kind].fetch_add(1, std::memory_order_relaxed);
+    stats_->commands[kind].fetch_add(1, std::memory_order_relaxed);
+    if (outcome.status == scsi::Status::good) {
+      const std::uint64_t moved = outcome.data_length_bytes + out_bytes;
+      stats.bytes[kind].fetch_add(moved, std::memory_order_relaxed);
+      stats_->bytes[kind].fetch_add(moved, std::memory_order_relaxed);
+    }
   }
   engine_->on_task_executed(itt, outcome);
   pump();
@@ -464,7 +507,9 @@ bool Connection::request_budget(iscsi::Itt itt, std::uint64_t bytes) {
     holds_.insert(std::move(node));
   }
   holds_by_itt(iscsi::to_u32(itt)).push_back(id);
-  if (!budget_.request(id, bytes)) {
+  const bool now = budget_.request(id, bytes);
+  stats_->payload_budget_bytes.store(budget_.used(), std::memory_order_relaxed);
+  if (!now) {
     holds_[id].state = BudgetHold::State::waiting_connection;
     return false;
   }
@@ -567,6 +612,7 @@ void Connection::release_budget(const ReleaseBudget& release) {
       break;
   }
   if (erase) erase_hold(it);
+  stats_->payload_budget_bytes.store(budget_.used(), std::memory_order_relaxed);
   wake_budget_waiters(granted);
 }
 

@@ -33,6 +33,7 @@
 #include "target_node.hpp"
 #include "session_engine.hpp"
 #include "session_table.hpp"
+#include "target_stats.hpp"
 
 namespace iserkit::target {
 
@@ -77,6 +78,10 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
 
   /// The peer's address, for logs.
   [[nodiscard]] std::string peer() const { return datamover_->peer(); }
+
+  /// This connection's identity and counters for the status socket (target_stats.hpp); readable
+  /// from any thread, alive as long as the caller holds it.
+  [[nodiscard]] std::shared_ptr<const ConnectionStats> stats() const noexcept { return stats_; }
 
  private:
   /// One payload-budget request of a task (payload_budget.hpp): the connection's, then the target's.
@@ -158,6 +163,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   // The session this login replaced and gave up waiting for (reinstate()); our end waits for its.
   std::shared_ptr<SessionEnd> predecessor_;
   bool nexus_open_ = false;
+  std::shared_ptr<ConnectionStats> stats_ = std::make_shared<ConnectionStats>();
 };
 
 }  // namespace iserkit::target

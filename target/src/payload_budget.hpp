@@ -156,6 +156,7 @@ class SharedPayloadBudget {
     std::lock_guard lock(mutex_);
     return full_episodes_;
   }
+  /// The limit in bytes (fixed at construction).
   [[nodiscard]] std::uint64_t limit() const noexcept { return budget_.limit(); }
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
 

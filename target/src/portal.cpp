@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <ctime>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -14,10 +15,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <fmt/chrono.h>
+
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/common/netns.hpp"
 #include "iserkit/common/service_manager.hpp"
+#include "iserkit/common/status_socket.hpp"
 #include "iserkit/datamover/iser_datamover.hpp"
 #include "iserkit/datamover/tcp_datamover.hpp"
 #include "iserkit/target/backends.hpp"
@@ -25,6 +29,7 @@
 #include "connection.hpp"
 #include "export_dir.hpp"
 #include "reload.hpp"
+#include "target_status.hpp"
 #include "tenant.hpp"
 
 namespace iserkit::target {
@@ -204,6 +209,7 @@ struct TargetServer::Impl {
   struct Open {
     asio::any_io_executor executor;
     std::weak_ptr<Connection> connection;
+    std::shared_ptr<const ConnectionStats> stats;  // for the status socket and the metrics
   };
   std::unordered_map<std::uint64_t, Open> connections;  // by admission id
   std::uint64_t next_id = 1;                            // under mutex
@@ -504,7 +510,7 @@ struct TargetServer::Impl {
     log::debug("portal: connection from {}", connection->peer());
     {
       std::lock_guard lock(mutex);
-      connections.emplace(id, Open{context.get_executor(), connection});
+      connections.emplace(id, Open{context.get_executor(), connection, connection->stats()});
     }
     asio::co_spawn(context, connection->run(), [connection](std::exception_ptr e) {
       if (e) {
@@ -571,6 +577,27 @@ struct TargetServer::Impl {
   static constexpr std::uint32_t iser_extra_receives = 16;
   std::vector<std::string> iser_bound;
   std::vector<PortalSpec> iser_portals;  // the portal of each iSER listener
+  // Declared last, destroyed first: its scrape threads read the members above.
+  std::unique_ptr<TargetMetrics> metrics;
+
+  // --- Status socket and metrics (target/README.md "Status and metrics") ---
+  std::string since;  // start time, UTC ISO 8601
+  std::unique_ptr<StatusSocket> status_socket;  // on contexts[0]
+
+  StatusSources status_sources() {
+    StatusSources s{.registry = registry, .global_budget = global_budget, .tenants = {}, .portals = bound, .since = since,
+                    .connections = {}};
+    for (const auto& t : tenants)
+      s.tenants.push_back({.name = t.definition.name, .netns = t.definition.netns, .sessions = t.sessions, .budget = t.budget});
+    s.connections = [this] {
+      std::vector<std::shared_ptr<const ConnectionStats>> out;
+      std::lock_guard lock(mutex);
+      out.reserve(connections.size());
+      for (const auto& [id, open] : connections) out.push_back(open.stats);
+      return out;
+    };
+    return s;
+  }
 
   // Closes every connection still open (on its own executor). Call with `mutex` held.
   void close_all() {
@@ -592,6 +619,7 @@ struct TargetServer::Impl {
         a->close(ignored);
       }
       for (auto& l : iser_listeners) l->close();
+      if (status_socket) status_socket->stop();  // its pending accept would keep contexts[0] running
       const auto bound = config.limits.shutdown_timeout;
       std::lock_guard lock(mutex);
       if (bound.count() <= 0 || connections.empty()) {
@@ -627,6 +655,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
   std::vector<AdmissionGroupLimits> admission_groups{AdmissionGroupLimits{}};
   for (const auto& t : config.tenants)
     admission_groups.push_back(AdmissionGroupLimits{.max_open = t.limits.max_connections, .max_logging_in = t.limits.max_logging_in});
+  impl->since = fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));
   impl->admission = std::make_unique<ConnectionAdmission>(max_open_connections(config.limits),
                                                           config.limits.max_logging_in, std::move(admission_groups));
   impl->global_budget = std::make_shared<SharedPayloadBudget>(config.limits.global_payload_bytes);
@@ -764,6 +793,25 @@ std::vector<std::uint16_t> TargetServer::ports() const {
 std::vector<std::string> TargetServer::describe() const { return impl_->description; }
 
 void TargetServer::stop() { impl_->stop(); }
+
+std::string TargetServer::status_json() const { return target_status_json(impl_->status_sources()); }
+
+Result<void> TargetServer::serve_status(const std::string& path) {
+  if (impl_->status_socket) return fail(errc::invalid_argument);
+  auto socket = StatusSocket::open(asio::any_io_executor(impl_->contexts[0]->get_executor()), path,
+                                   [sources = impl_->status_sources()] { return target_status_json(sources); });
+  if (!socket) return fail(socket.error());
+  impl_->status_socket = std::move(*socket);
+  return {};
+}
+
+Result<int> TargetServer::serve_metrics(const std::string& host_port) {
+  if (impl_->metrics) return fail(errc::invalid_argument);
+  auto metrics = TargetMetrics::open(host_port, impl_->status_sources());
+  if (!metrics) return fail(metrics.error());
+  impl_->metrics = std::move(*metrics);
+  return impl_->metrics->port();
+}
 
 void TargetServer::watch_config_file(std::filesystem::path path, TargetConfig flags_config) {
   impl_->config_file = std::move(path);

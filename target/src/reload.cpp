@@ -121,6 +121,8 @@ tl::expected<ReloadPlan, ConfigError> plan_reload(const TargetConfig& current, c
   note(current.ceph_conf == next.ceph_conf && current.ceph_id == next.ceph_id, "ceph_conf/ceph_id");
   note(current.export_rbd == next.export_rbd && current.rbd_rescan_interval == next.rbd_rescan_interval,
        "export_rbd/rbd_rescan_interval");
+  note(current.status_socket == next.status_socket, "status_socket");
+  note(current.metrics == next.metrics, "metrics");
   note(current.alua_states == next.alua_states, "[alua]");
   note(current.alua_peers == next.alua_peers, "[alua_peers]");
   note(same_auth(current.discovery_auth, next.discovery_auth), "[discovery]");

@@ -113,6 +113,7 @@ void SessionEngine::send(datamover::PduOut pdu, PooledBuffer keep) {
 
 void SessionEngine::send_reject(iscsi::RejectReason reason, const iscsi::Bhs& bhs) {
   // RFC 7143 §11.17: the data segment of a Reject is the complete header of the rejected PDU.
+  if (config_.stats) config_.stats->count_reject(reason);
   iscsi::Reject r{.reason = reason, .stat_sn = take_stat_sn()};
   stamp(r);
   send(datamover::make_pdu_owned(r, std::vector<std::byte>(bhs.begin(), bhs.end())));
@@ -532,6 +533,7 @@ void SessionEngine::on_logout(const iscsi::LogoutRequest& h) {
 
 void SessionEngine::on_task_management(const iscsi::TaskManagementRequest& h, const iscsi::Bhs& bhs) {
   using F = iscsi::TaskManagementFunction;
+  if (config_.stats) config_.stats->count_task_management(h.function);
   if (config_.discovery) {
     send_reject(iscsi::RejectReason::protocol_error, bhs);
     return;
@@ -759,6 +761,10 @@ void SessionEngine::send_data_in(EngineTask& task, std::uint32_t bytes, scsi::St
 
 void SessionEngine::respond(EngineTask& task, scsi::Status status, const std::optional<scsi::SenseData>& sense,
                             Residual residual) {
+  if (status != scsi::Status::good) {
+    if (config_.stats) config_.stats->count_status(status, sense);
+    if (config_.connection_stats) config_.connection_stats->errors.fetch_add(1, std::memory_order_relaxed);
+  }
   // RFC 7143 §11.4.6: ExpDataSN counts the R2T and Data-In PDUs sent for the task.
   iscsi::ScsiResponse r{.residual_overflow = residual.overflow, .residual_underflow = residual.underflow,
                         .response = 0x00, .status = static_cast<std::uint8_t>(status), .itt = task.itt(),

@@ -58,6 +58,7 @@
 #include "iserkit/target/scsi_dispatcher.hpp"
 #include "cmd_sn_window.hpp"
 #include "data_phase.hpp"
+#include "target_stats.hpp"
 #include "data_in.hpp"
 #include "write_sequencer.hpp"
 
@@ -84,6 +85,11 @@ struct SessionEngineConfig {
   std::uint32_t max_immediate_commands = 64;  ///< immediate SCSI commands (and TMFs) outstanding at most
   std::chrono::milliseconds idle_interval{0};   ///< silence before a NOP-In ping; 0 = off
   std::chrono::milliseconds ping_timeout{5000};  ///< how long the ping may stay unanswered
+  /// Where SCSI response statuses (not GOOD), Rejects and TMF requests are counted (null: not
+  /// counted); relaxed atomics, target_stats.hpp. Must outlive the engine.
+  TargetStats* stats = nullptr;
+  /// This session's own error count (null: not counted). Must outlive the engine.
+  ConnectionStats* connection_stats = nullptr;
 };
 
 /// Synchronous, non-blocking questions the engine asks the SCSI layer and the target registry.

@@ -17,6 +17,7 @@
 #include "iserkit/target/scsi_dispatcher.hpp"
 #include "login_throttle.hpp"
 #include "session_table.hpp"
+#include "target_stats.hpp"
 
 namespace iserkit::target {
 
@@ -106,6 +107,9 @@ class TargetRegistry {
   /// (RFC 7143 §6.3.5; session_table.hpp). Thread-safe; shared by every connection.
   [[nodiscard]] SessionTable& sessions() const noexcept { return *sessions_; }
 
+  /// The target-wide counters (target_stats.hpp: relaxed atomics; any thread).
+  [[nodiscard]] TargetStats& stats() const noexcept { return *stats_; }
+
  private:
   mutable std::mutex mutex_;  // guards nodes_ (the pointer; each list is immutable once published)
   std::shared_ptr<const NodeList> nodes_ = std::make_shared<const NodeList>();
@@ -117,6 +121,7 @@ class TargetRegistry {
   std::shared_ptr<LoginThrottle> login_throttle_ = std::make_shared<LoginThrottle>();
   std::vector<std::pair<std::string, std::shared_ptr<LoginThrottle>>> tenant_throttles_;
   std::shared_ptr<SessionTable> sessions_ = std::make_shared<SessionTable>();
+  std::shared_ptr<TargetStats> stats_ = std::make_shared<TargetStats>();
 };
 
 /// Builds the answer to SendTargets=`value` (RFC 7143 Appendix C): "All" lists every node (only

@@ -33,6 +33,7 @@
 // - anything else → HARDWARE ERROR, INTERNAL TARGET FAILURE (44h/00h): an error we cannot name
 //   is not evidence of bad media.
 #include <array>
+#include <atomic>
 #include <cerrno>
 
 #include "scsi/handlers.hpp"
@@ -80,16 +81,27 @@ constexpr std::array table{
           asc::invalid_command_operation_code},
 };
 
+constexpr std::array<const char*, table.size() + 1> error_names = {
+    "EIO", "ENOSPC", "EDQUOT", "EROFS", "EPERM", "EACCES", "ESHUTDOWN", "ENOTCONN", "ETIMEDOUT", "EAGAIN",
+    "EBUSY", "ENOMEM", "EILSEQ", "EINVAL", "ENOENT", "ENXIO", "ENODEV", "EOPNOTSUPP", "other"};
+
+// Backend errors seen, by table entry (the last: any other error). Process-wide, relaxed: every
+// LU of every thread comes through here, and a count per error is all the metrics need.
+std::array<std::atomic<std::uint64_t>, table.size() + 1> error_counts{};
+
 }  // namespace
 
 ScsiOutcome backend_error_outcome(std::error_code ec, bool writing) noexcept {
   if (ec.category() == std::generic_category() || ec.category() == std::system_category()) {
-    for (const auto& e : table) {
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      const auto& e = table[i];
       if (e.error != ec.value()) continue;
+      error_counts[i].fetch_add(1, std::memory_order_relaxed);
       if (e.status != S::check_condition) return ScsiOutcome{e.status, std::nullopt, 0};
       return ScsiOutcome::check_condition(scsi::SenseData::make(e.key, writing ? e.write_asc : e.read_asc));
     }
   }
+  error_counts[table.size()].fetch_add(1, std::memory_order_relaxed);
   return ScsiOutcome::check_condition(scsi::SenseData::make(K::hardware_error, asc::internal_target_failure));
 }
 
@@ -99,3 +111,14 @@ ScsiOutcome outcome_of(const Result<void>& r, bool writing) noexcept {
 }
 
 }  // namespace iserkit::target::detail
+
+namespace iserkit::target {
+
+std::vector<BackendErrorCount> backend_error_counts() {
+  std::vector<BackendErrorCount> out;
+  for (std::size_t i = 0; i < detail::error_names.size(); ++i)
+    out.push_back({detail::error_names[i], detail::error_counts[i].load(std::memory_order_relaxed)});
+  return out;
+}
+
+}  // namespace iserkit::target

@@ -1,11 +1,15 @@
 // A status query endpoint for the daemons (iserkit-nbd --status-socket, later iserkit-target):
 // a Unix stream socket that answers every connection with one document (the daemon's status as
 // JSON) and closes it. Nothing is read from the client, so a peer can send nothing that matters.
-// Bounded: connections are answered one at a time by one coroutine (the document is small, the
-// kernel's socket buffer takes it whole; a client that never reads costs one buffer until it
-// closes); the socket file is mode 0600 (the status names URLs and paths). Layer 6 helper.
+// Bounded (StatusSocketLimits): at most `max_clients` clients are answered at once, each by its own
+// coroutine, so a client that connects and never reads holds only its own answer; a client not
+// done reading within `write_timeout` is closed; connections above `max_clients` are closed
+// unanswered. Nothing is read, so the request size is 0. The socket file is mode 0600 (the status
+// names URLs, paths and initiator names). Layer 6 helper.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -15,6 +19,12 @@
 
 namespace iserkit {
 
+/// How much a status socket's clients may hold.
+struct StatusSocketLimits {
+  std::size_t max_clients = 16;  ///< clients answered at once; more are closed unanswered
+  std::chrono::milliseconds write_timeout{5000};  ///< time a client has to read the whole document
+};
+
 /// Serves `document()` on a Unix socket at `path` until stop() or destruction.
 /// Executor: `ex` must be single-threaded; document() is called there, once per client.
 class StatusSocket {
@@ -23,7 +33,8 @@ class StatusSocket {
   /// is an error: std::errc::file_exists) with mode 0600 and starts answering.
   /// Errors: the bind/listen errno (e.g. ENAMETOOLONG past 107 bytes, EACCES).
   static Result<std::unique_ptr<StatusSocket>> open(asio::any_io_executor ex, std::string path,
-                                                    std::function<std::string()> document);
+                                                    std::function<std::string()> document,
+                                                    StatusSocketLimits limits = {});
   /// Stops answering and removes the socket file.
   ~StatusSocket();
   StatusSocket(const StatusSocket&) = delete;

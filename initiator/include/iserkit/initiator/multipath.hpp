@@ -110,6 +110,10 @@ struct PathStatus {
   std::uint64_t failures = 0;        ///< commands that failed on it with a path error
   std::uint64_t downs = 0;           ///< times it went down
   std::uint64_t reinstatements = 0;  ///< times it came back (recovered or reinstated)
+  /// Bytes of the commands completed on this path (their read / write buffers; a command sent
+  /// again on another path counts only there).
+  std::uint64_t data_in_bytes = 0;
+  std::uint64_t data_out_bytes = 0;
 };
 /// "up", "recovering", "down", "refused".
 const char* to_string(PathStatus::State state) noexcept;

@@ -267,6 +267,10 @@ struct TargetConfig {
   bool iser = true;
   /// Bounds on what peers can make the target hold (timeouts, connection caps, payload budgets).
   ConnectionLimits limits;
+  /// Unix socket answering status queries with JSON (--status-socket, `status_socket` in the file).
+  std::optional<std::string> status_socket;
+  /// HOST:PORT of the Prometheus endpoint (--metrics, `metrics` in the file).
+  std::optional<std::string> metrics;
 };
 
 /// An error in the configuration file: where and what, never a secret's value.

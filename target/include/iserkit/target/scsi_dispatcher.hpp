@@ -119,6 +119,15 @@ struct ScsiOutcome {
 /// such response of ours is shorter (REPORT LUNS of 16384 LUNs: 131080 bytes).
 inline constexpr std::uint32_t max_data_in_allocation_bytes = 256 * 1024;
 
+/// Backend errors turned into a SCSI status so far, in this process (all LUs, all threads).
+struct BackendErrorCount {
+  const char* error;    ///< errno name ("EIO", "ENOSPC", ...), or "other" for any error not in the table
+  std::uint64_t count;  ///< errors seen
+};
+/// The backend error counts, one entry per errno the mapping table names plus "other" (metrics:
+/// iserkit_target_backend_errors_total). Thread-safe.
+std::vector<BackendErrorCount> backend_error_counts();
+
 /// The result of phase 1 for one command.
 ///
 /// How the transport uses it:

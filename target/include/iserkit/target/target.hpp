@@ -58,6 +58,21 @@ class TargetServer {
   /// Stops accepting and closes every connection. Thread-safe; returns at once.
   void stop();
 
+  /// The status document (JSON: portals, payload budgets, tenants, targets and LUNs, sessions with
+  /// initiator name, ISID, TSIH, connections, portal, transport and counters; target/README.md
+  /// "Status and metrics"). Thread-safe.
+  [[nodiscard]] std::string status_json() const;
+  /// Answers every connection to the Unix socket `path` (mode 0600) with status_json() until the
+  /// shutdown (iserkit-target --status-socket; StatusSocket bounds its clients). Call before run().
+  /// Errors: as StatusSocket::open (ENAMETOOLONG, EEXIST for a file that is no socket, EACCES…),
+  /// errc::invalid_argument when called twice.
+  Result<void> serve_status(const std::string& path);
+  /// Serves Prometheus metrics on GET http://`host_port`/metrics ("127.0.0.1:9101"; port 0 picks
+  /// a free one) until the server is destroyed (iserkit-target --metrics). Returns the bound
+  /// port. Errors: errc::invalid_argument for a malformed address or a second call,
+  /// errc::address_in_use when it cannot be bound.
+  Result<int> serve_metrics(const std::string& host_port);
+
  private:
   struct Impl;
   explicit TargetServer(std::unique_ptr<Impl> impl);
