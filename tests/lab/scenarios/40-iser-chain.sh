@@ -9,10 +9,11 @@
 # (inquiry says so), `--iser-max-transfer 1048576` lowers it (the CLI's --json says so, data verified),
 # and the target's counter of the largest command that arrived over iSER (--stats-file,
 # largest_command_bytes_iser) shows the CLI's 4 MiB writes went over iSER unsplit: > 512 KiB.
-# Without iSER in the build: SKIP.
+# CHAP over iSER: a second iserkit-target (port 3262) with --chap-user: no secret and a wrong one are
+# refused, the right one logs in and round-trips 4 MiB. Without iSER in the build: SKIP.
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
 plan soft-roce target discovery login large-io-limit write-read-256M backing-file iser-max-transfer-option bridge nbd-attach write-1G read-1G mkfs \
-  mount-copy e2fsck nbd-detach bridge-exit bridge-zero-copy target-exit target-zero-copy large-commands-over-iser
+  mount-copy e2fsck nbd-detach bridge-exit bridge-zero-copy target-exit target-zero-copy large-commands-over-iser chap
 
 check soft-roce rxe_up || give_up "no Soft-RoCE device"
 if reason=$(iser_missing); then give_up "$reason"; fi
@@ -148,3 +149,21 @@ large_commands() {
   echo "largest command that arrived over iSER: $n bytes (> 512 KiB, <= 8 MiB), data verified above"
 }
 check large-commands-over-iser large_commands
+chap() {
+  local secret=lab-chap-secret-1234 curl=iser://$LAB_RDMA_IP:3262/$iqn-chap/0
+  truncate -s 64M "$work/chap.img"
+  ISERKIT_TARGET_CHAP_SECRET=$secret daemon chap-target iserkit-target --iqn "$iqn-chap" --lun "$work/chap.img" \
+    --listen "$LAB_RDMA_IP:3262" --port-file "$work/chap.port" --chap-user labuser
+  serving iserkit-target "$work/chap.port" 120 || return 1
+  if cli inquiry "$curl" >/dev/null 2>&1; then echo "a login without CHAP got in"; return 1; fi
+  if ISERKIT_CHAP_SECRET=wrong-secret-5678 cli --chap-user labuser inquiry "$curl" >/dev/null 2>&1; then
+    echo "a wrong CHAP secret got in"; return 1
+  fi
+  head -c "$(mib 4)" /dev/urandom >"$work/chap.in"
+  ISERKIT_CHAP_SECRET=$secret cli --chap-user labuser write "$curl" -i "$work/chap.in" || return 1
+  ISERKIT_CHAP_SECRET=$secret cli --chap-user labuser read "$curl" --length "$(mib 4)" -o "$work/chap.out" || return 1
+  cmp "$work/chap.in" "$work/chap.out" || return 1
+  stop_daemon chap-target >/dev/null || { echo "the CHAP target did not exit 0"; return 1; }
+  echo "CHAP over iSER to iserkit-target: no secret and a wrong one refused, the right one logs in, 4 MiB round trip"
+}
+check chap chap

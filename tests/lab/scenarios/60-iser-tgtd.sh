@@ -7,9 +7,11 @@
 # MAXIMUM TRANSFER LENGTH and refuses commands above its 512 KiB RDMA buffers, so the initiator's
 # per-command cap must stay 512 KiB (inquiry and the write's --json say so) and the CLI's 4 MiB
 # pieces are split into 512 KiB commands (the 128 MiB round trip verifies the data).
+# CHAP over iSER: a tgtd account bound to the target; a login without CHAP and one with a wrong
+# secret are refused, one with the secret (CHAP_A MD5: all tgtd offers) logs in and round-trips 4 MiB.
 # Without iSER in the iserkit CLI: SKIP.
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
-plan soft-roce tgtd discovery large-io-limit write-read backing-file
+plan soft-roce tgtd discovery large-io-limit write-read backing-file chap
 
 check soft-roce rxe_up || give_up "no Soft-RoCE device"
 command -v tgtd >/dev/null || give_up "tgt is not installed"
@@ -60,5 +62,21 @@ backing() {
   echo "tgtd's backing file holds the same 128 MiB"
 }
 check backing-file backing
+chap() {
+  local secret=lab-chap-secret-1234
+  tgtadm --lld iser --op new --mode account --user labuser --password "$secret" &&
+    tgtadm --lld iser --op bind --mode account --tid 1 --user labuser || return 1
+  if cli inquiry "$url" >/dev/null 2>&1; then echo "tgtd let in a login without CHAP"; return 1; fi
+  if ISERKIT_CHAP_SECRET=wrong-secret-5678 cli --chap-user labuser --chap-algorithms MD5 inquiry "$url" >/dev/null 2>&1; then
+    echo "tgtd let in a wrong CHAP secret"; return 1
+  fi
+  head -c "$(mib 4)" /dev/urandom >"$work/chap.in"
+  ISERKIT_CHAP_SECRET=$secret cli --chap-user labuser --chap-algorithms MD5 write "$url" --offset "$(mib 200)" -i "$work/chap.in" || return 1
+  ISERKIT_CHAP_SECRET=$secret cli --chap-user labuser --chap-algorithms MD5 read "$url" --offset "$(mib 200)" --length "$(mib 4)" \
+    -o "$work/chap.out" || return 1
+  cmp "$work/chap.in" "$work/chap.out" || return 1
+  echo "CHAP over iSER to tgtd: no secret and a wrong one refused, the right one logs in, 4 MiB round trip"
+}
+check chap chap
 tgtadm --op delete --mode system >/dev/null 2>&1   # how tgtd is told to exit
 stop_daemon tgtd 20 >/dev/null || true
