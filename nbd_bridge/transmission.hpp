@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -45,6 +46,11 @@ struct ConnectionOptions {
   std::size_t max_discard_bytes = 64u << 20;   ///< a rejected WRITE payload up to this is read and dropped;
                                                ///< a longer one ends the connection (proto.md DoS clause)
   BufferPool* pool = nullptr;                ///< where payload buffers come from; nullptr = HeapBufferPool::shared()
+  /// When set, asked at every payload allocation and wins over `pool` (unless it answers nullptr):
+  /// the export's current pool. A session's pool changes when recovery replaces its connection
+  /// (iSER: the new connection's registered memory, perhaps on another RDMA device); a cached pool
+  /// would send every payload through a counted copy from then on.
+  std::function<BufferPool*()> pool_source;
 };
 
 /// Counters of one connection, for tests and logs.
