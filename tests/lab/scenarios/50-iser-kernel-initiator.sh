@@ -32,8 +32,11 @@ check target serving iserkit-target "$work/port" 120 || give_up "iserkit-target 
 modprobe ib_iser || give_up "modprobe ib_iser failed"
 # Large I/O: ib_iser sizes each new SCSI host from max_sectors (default 1024 = 512 KiB); raise it
 # before the login (the module may already be loaded by an earlier scenario: the parameter is writable).
-echo 8192 >/sys/module/ib_iser/parameters/max_sectors 2>/dev/null ||
-  echo "ib_iser's max_sectors is not writable: $(cat /sys/module/ib_iser/parameters/max_sectors 2>&1)"
+if ! echo 8192 >/sys/module/ib_iser/parameters/max_sectors 2>/dev/null; then
+  # not writable in this kernel: load the module again with it (no iSER session is open here yet)
+  modprobe -r ib_iser && modprobe ib_iser max_sectors=8192 ||
+    echo "cannot set ib_iser's max_sectors: $(cat /sys/module/ib_iser/parameters/max_sectors 2>&1)"
+fi
 check iscsid iscsid_up || give_up "iscsid did not start"
 
 discover() {
