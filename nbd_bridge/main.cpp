@@ -451,6 +451,9 @@ int main(int argc, char** argv) {
       ("digest", "header and data digests to offer: none or crc32c", cxxopts::value<std::string>()->default_value("none"))
       ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
        cxxopts::value<std::string>()->default_value("url"))
+      ("iser-max-transfer", "over iSER: the largest SCSI command in bytes (the target's MAXIMUM TRANSFER LENGTH "
+                            "lowers it; a target that states none gets 524288); larger requests are split",
+       cxxopts::value<std::uint32_t>()->default_value("8388608"))
       ("netns", "open the iSCSI/iSER connections in network namespace /run/netns/NAME (e.g. a tenant's) while "
                 "NBD is served where this process runs (needs CAP_SYS_ADMIN)", cxxopts::value<std::string>())
       ("stats-file", "write the status (state=connected|recovering|gave_up, since=UTC, recovery counters, "
@@ -553,6 +556,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     cfg.session.transport = *transport;
+    cfg.session.iser_max_transfer_bytes = args["iser-max-transfer"].as<std::uint32_t>();
+    if (cfg.session.iser_max_transfer_bytes < 4096) {
+      std::cerr << "iserkit-nbd: --iser-max-transfer must be at least 4096 bytes\n";
+      return 2;
+    }
+    cfg.session.iser_unstated_max_transfer_bytes =
+        std::min(cfg.session.iser_unstated_max_transfer_bytes, cfg.session.iser_max_transfer_bytes);
     if (args.count("netns")) {
       cfg.session.netns = args["netns"].as<std::string>();
       if (!netns::valid_name(cfg.session.netns)) {

@@ -71,6 +71,8 @@ struct Server::State {
     connection_options.max_buffered_bytes = options.max_buffered_bytes;
     connection_options.pool = exported->buffer_pool();  // e.g. the session's registered memory
     connection_options.buffered_total = options.buffered_total;
+    // ... asked again at each request: after a recovery the session's pool is the new connection's
+    connection_options.pool_source = [e = exported] { return e->buffer_pool(); };
   }
   asio::io_context& io;
   asio::strand<asio::io_context::executor_type> strand;  // listeners live here

@@ -39,6 +39,9 @@ Connection::Connection(Socket socket, std::shared_ptr<Export> exported, Connecti
 Connection::~Connection() = default;
 
 BufferPool& Connection::pool() noexcept {
+  if (options_.pool_source) {
+    if (BufferPool* current = options_.pool_source()) return *current;
+  }
   return options_.pool != nullptr ? *options_.pool : HeapBufferPool::shared();
 }
 

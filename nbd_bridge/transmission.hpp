@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -50,6 +51,11 @@ struct ConnectionOptions {
   /// Where the payload bytes held by every connection are summed (the buffer-budget metric);
   /// null = not summed. Updated on the connection's executor, read from any thread.
   std::shared_ptr<std::atomic<std::uint64_t>> buffered_total;
+  /// When set, asked at every payload allocation and wins over `pool` (unless it answers nullptr):
+  /// the export's current pool. A session's pool changes when recovery replaces its connection
+  /// (iSER: the new connection's registered memory, perhaps on another RDMA device); a cached pool
+  /// would send every payload through a counted copy from then on.
+  std::function<BufferPool*()> pool_source;
 };
 
 /// Counters of one connection, for tests and logs.

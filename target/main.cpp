@@ -12,6 +12,7 @@
 
 #include <cxxopts.hpp>
 
+#include "iserkit/common/command_size_counter.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/target/backends.hpp"
@@ -121,7 +122,7 @@ int run(int argc, char** argv) {
       ("chap-algorithms", "CHAP_A accepted for the --lun/--export-dir targets and discovery, comma-separated "
                           "(default SHA-256,SHA3-256,SHA-1; add MD5 for libiscsi/QEMU)", cxxopts::value<std::string>())
       ("no-iser", "serve iSCSI/TCP only (by default each portal also listens for iSER when an RDMA device exists)")
-      ("stats-file", "at exit, write counters (copied_payload_bytes=N) to PATH", cxxopts::value<std::string>())
+      ("stats-file", "at exit, write counters (copied_payload_bytes=N, largest_command_bytes_iser=N, largest_command_bytes_tcp=N) to PATH", cxxopts::value<std::string>())
       ("status-socket", "answer status queries (JSON: targets, LUNs, sessions, counters; read with `iserkit status "
                         "PATH`) on Unix socket PATH, mode 0600", cxxopts::value<std::string>())
       ("metrics", "serve Prometheus metrics on http://HOST:PORT/metrics (port 0 picks a free port; printed as "
@@ -335,8 +336,14 @@ int run(int argc, char** argv) {
   // Payload bytes our code copied in user space (copy_counter.hpp): 0 on the TCP and iSER data
   // paths unless an initiator sends immediate data over iSER (copied out of the receive buffer).
   std::cerr << "iserkit-target: copied payload bytes: " << iserkit::copied_payload_bytes() << "\n";
+  // The largest command (transfer length in bytes) each transport carried (command_size_counter.hpp).
+  const auto largest_iser = iserkit::largest_command_bytes(iserkit::CommandTransport::iser);
+  const auto largest_tcp = iserkit::largest_command_bytes(iserkit::CommandTransport::tcp);
+  std::cerr << "iserkit-target: largest command bytes: iser=" << largest_iser << " tcp=" << largest_tcp << "\n";
   if (args.count("stats-file")) std::ofstream(args["stats-file"].as<std::string>())
-      << "copied_payload_bytes=" << iserkit::copied_payload_bytes() << "\n";
+      << "copied_payload_bytes=" << iserkit::copied_payload_bytes() << "\n"
+      << "largest_command_bytes_iser=" << largest_iser << "\n"
+      << "largest_command_bytes_tcp=" << largest_tcp << "\n";
   return 0;
 }
 

@@ -194,6 +194,10 @@ int cmd_inquiry(const Common& c, const std::string& text) {
   } else {
     std::cout << "block limits: not reported\n";
   }
+  // The per-command cap the initiator derived (Block Limits VPD, the transport's caps): larger reads
+  // and writes are split into commands of at most this many bytes.
+  std::cout << "max transfer per command: " << std::uint64_t{info.max_transfer_blocks} * info.capacity.block_size_bytes
+            << " bytes\n";
   if (info.mode_header)
     std::cout << "mode header: dpofua=" << info.mode_header->dpofua << " write_protected=" << info.mode_header->write_protected
               << "\n";
@@ -307,6 +311,11 @@ int cmd_status(const std::string& path) {
   return 0;
 }
 
+/// The per-command cap in bytes (LunInfo::max_transfer_blocks × the logical block size).
+std::uint64_t max_transfer_bytes(const ik::LunInfo& info) {
+  return std::uint64_t{info.max_transfer_blocks} * info.capacity.block_size_bytes;
+}
+
 int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std::optional<std::uint64_t> length,
              const std::string& out_path) {
   int rc = 0;
@@ -345,7 +354,7 @@ int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std
   progress.finish();
   if (json_output)
     print_json({{"operation", "read"}, {"offset_bytes", offset}, {"length_bytes", len}, {"output", out_path},
-                {"seconds", seconds_since(start)}});
+                {"max_transfer_bytes", max_transfer_bytes(cl.info())}, {"seconds", seconds_since(start)}});
   return 0;
 }
 
@@ -398,7 +407,7 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
   if (json_output)
     print_json({{"operation", "write"}, {"offset_bytes", offset}, {"length_bytes", pos - offset},
                 {"input", in_path.empty() ? std::string("-") : in_path}, {"fua", fua}, {"synchronized", !fua},
-                {"seconds", seconds_since(start)}});
+                {"max_transfer_bytes", max_transfer_bytes(cl.info())}, {"seconds", seconds_since(start)}});
   return 0;
 }
 
@@ -451,6 +460,9 @@ int main(int argc, char** argv) {
      cxxopts::value<double>()->default_value("120"))
     ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
      cxxopts::value<std::string>()->default_value("url"))
+    ("iser-max-transfer", "over iSER: the largest SCSI command in bytes (the target's MAXIMUM TRANSFER LENGTH "
+                          "lowers it; a target that states none gets 524288); larger I/O is split",
+     cxxopts::value<std::uint32_t>()->default_value("8388608"))
     ("command", "discover|inquiry|readcap|luns|read|write|status", cxxopts::value<std::string>())
     ("url", "iscsi:// or iser:// URL", cxxopts::value<std::string>());
   opts.parse_positional({"command", "url"});
@@ -499,6 +511,11 @@ int main(int argc, char** argv) {
     const auto transport = ik::parse_transport_policy(args["transport"].as<std::string>());
     if (!transport) return error("iserkit", "bad --transport", "want=url|tcp|iser|auto");
     c.options.transport = *transport;
+    c.options.iser_max_transfer_bytes = args["iser-max-transfer"].as<std::uint32_t>();
+    if (c.options.iser_max_transfer_bytes < 4096)
+      return error("iserkit", "bad option", "--iser-max-transfer must be at least 4096 bytes");
+    c.options.iser_unstated_max_transfer_bytes =
+        std::min(c.options.iser_unstated_max_transfer_bytes, c.options.iser_max_transfer_bytes);
     const auto progress = iserkit::cli::parse_progress_mode(args["progress"].as<std::string>());
     if (!progress) return error("iserkit", "bad --progress", "want=auto|always|never");
     c.progress = iserkit::cli::progress_enabled(*progress);

@@ -9,6 +9,7 @@
 #include <fmt/chrono.h>
 #include <utility>
 
+#include "iserkit/common/command_size_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 
@@ -452,6 +453,11 @@ Awaitable<void> Connection::execute(iscsi::Itt itt) {
     const auto kind = static_cast<std::size_t>(op_kind(cdb.empty() ? 0 : static_cast<std::uint8_t>(cdb[0])));
     const std::uint32_t out_bytes = task->plan.direction == DataDirection::to_target ? task->plan.transfer_length_bytes : 0;
     const auto start = std::chrono::steady_clock::now();
+    // What arrived, per transport (iserkit-target prints the largest at exit: the lab's proof that
+    // commands above 512 KiB came over iSER).
+    note_command_bytes(datamover_->transport() == datamover::Transport::iser ? CommandTransport::iser
+                                                                              : CommandTransport::tcp,
+                       task->plan.transfer_length_bytes);
     outcome = co_await session_.target->dispatcher->execute(nexus_, task->command.lun, cdb, task->plan,
                                                             engine_->task_data(itt));
     // Counted here, not per PDU: relaxed atomics, no lock (target_stats.hpp).

@@ -337,6 +337,14 @@ if [[ ! -f $out/finished ]]; then
   [[ ! -s $out/qemu.log ]] || { note "qemu said:"; cat "$out/qemu.log" >&2; }
   exit 2
 fi
+# the interop matrix: this run's check results merged into docs/interop-results.tsv (a scenario's
+# newest run replaces its older one), docs/interop.md regenerated from them (interop_matrix.py)
+if [[ -s $out/results.tsv ]]; then
+  python3 "$lab_dir/interop_matrix.py" --cells "$lab_dir/interop.tsv" --store "$source_dir/docs/interop-results.tsv" \
+    --out "$source_dir/docs/interop.md" --results "$out/results.tsv" --date "$(date -u +%F)" \
+    --commit "$(source "$out/job.env" && echo "$LAB_COMMIT")" &&
+    note "updated docs/interop.md and docs/interop-results.tsv (the interop matrix)"
+fi
 # generated pages (benchmarks) the scenarios left in docs/: into the source tree's docs/
 if [[ -d $out/docs ]]; then
   for page in "$out"/docs/*.md; do

@@ -8,7 +8,8 @@
 #  - a bridge with CRC32C header and data digests reads back the same bytes;
 #  - iserkit-nbd and iserkit-target both exit cleanly on SIGTERM;
 #  - zero copies: both report copied_payload_bytes=0 (common/copy_counter.hpp) — over TCP the only
-#    copies of payload are the kernel's socket copies.
+#    copies of payload are the kernel's socket copies;
+#  - the target's largest command over TCP is 8 MiB (a 24 MiB NBD request split by the initiator).
 set -euo pipefail
 skip() { echo "SKIP: $*" >&2; exit 77; }
 for tool in nbdinfo nbdcopy nbdsh sha256sum; do command -v $tool >/dev/null || skip "$tool is not installed"; done
@@ -138,4 +139,10 @@ for f in nbd target; do
   echo "  iserkit-$f: $(cat "$tmp/$f.stats")"
   grep -qx 'copied_payload_bytes=0' "$tmp/$f.stats" || fail "iserkit-$f copied payload: $(cat "$tmp/$f.stats")"
 done
+# The largest command the target saw: nbdsh's 24 MiB request split at 8 MiB (the initiator's cap,
+# below the target's 32 MiB MAXIMUM TRANSFER LENGTH), all over TCP, none over iSER.
+grep -qx "largest_command_bytes_tcp=$((8 << 20))" "$tmp/target.stats" ||
+  fail "the target's largest TCP command is not 8 MiB: $(cat "$tmp/target.stats")"
+grep -qx 'largest_command_bytes_iser=0' "$tmp/target.stats" || fail "an iSER command counted: $(cat "$tmp/target.stats")"
+grep -q "largest command bytes: iser=0 tcp=$((8 << 20))" "$tmp/target.log" || fail "the target did not log its largest command"
 echo "PASS"

@@ -22,6 +22,11 @@ echo "$out"
 echo "$out" | grep -q '^vendor: ' || fail "inquiry printed no vendor"
 echo "$out" | grep -q '^product: ' || fail "inquiry printed no product"
 echo "$out" | grep -q '^block limits: ' || fail "inquiry printed no block limits"
+# The per-command cap the initiator derived: over TCP the unit's MAXIMUM TRANSFER LENGTH, at most
+# 8 MiB; iserkit-target states 32 MiB, so 8 MiB.
+cap=$(echo "$out" | sed -n 's/^max transfer per command: \([0-9]*\) bytes$/\1/p')
+[ -n "$cap" ] && [ "$cap" -gt 0 ] && [ "$cap" -le 8388608 ] || fail "inquiry: no or a bad 'max transfer per command' line"
+if [ "$1" = iserkit-target ]; then [ "$cap" = 8388608 ] || fail "inquiry: cap $cap bytes to iserkit-target, want 8388608"; fi
 # Both targets report DPOFUA (MODE SENSE device-specific parameter, SBC-4 §6.5.1), writable.
 echo "$out" | grep -qx 'mode header: dpofua=1 write_protected=0' || fail "inquiry: expected DPOFUA and no WP"
 

@@ -4,10 +4,16 @@
 # (SHA-256 compared, and with the target's backing file), then iserkit-nbd over iSER attached with
 # the kernel's nbd client: 1 GiB written and 1 GiB read with O_DIRECT, mkfs.ext4, mount, a file
 # copied in, e2fsck -fn clean. At exit iserkit-nbd and iserkit-target log
-# "copied payload bytes: N" (the copy counter); N must be 0. Without iSER in the build: SKIP.
+# "copied payload bytes: N" (the copy counter); N must be 0. Issue 13 item 3, large I/O: our target
+# states a MAXIMUM TRANSFER LENGTH (Block Limits VPD), so the initiator's per-command cap is 8 MiB
+# (inquiry says so), `--iser-max-transfer 1048576` lowers it (the CLI's --json says so, data verified),
+# and the target's counter of the largest command that arrived over iSER (--stats-file,
+# largest_command_bytes_iser) shows the CLI's 4 MiB writes went over iSER unsplit: > 512 KiB.
+# CHAP over iSER: a second iserkit-target (port 3262) with --chap-user: no secret and a wrong one are
+# refused, the right one logs in and round-trips 4 MiB. Without iSER in the build: SKIP.
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
-plan soft-roce target discovery login write-read-256M backing-file bridge nbd-attach write-1G read-1G mkfs \
-  mount-copy e2fsck nbd-detach bridge-exit bridge-zero-copy target-exit target-zero-copy
+plan soft-roce target discovery login large-io-limit write-read-256M backing-file iser-max-transfer-option bridge nbd-attach write-1G read-1G mkfs \
+  mount-copy e2fsck nbd-detach bridge-exit bridge-zero-copy target-exit target-zero-copy large-commands-over-iser chap
 
 check soft-roce rxe_up || give_up "no Soft-RoCE device"
 if reason=$(iser_missing); then give_up "$reason"; fi
@@ -15,7 +21,8 @@ if reason=$(iser_missing); then give_up "$reason"; fi
 iqn=iqn.2026-11.org.iserkit.lab:iser-chain
 portal=$LAB_RDMA_IP:3260
 truncate -s 1G "$work/lun.img"
-daemon target iserkit-target --iqn "$iqn" --lun "$work/lun.img" --listen "$portal" --port-file "$work/port"
+daemon target iserkit-target --iqn "$iqn" --lun "$work/lun.img" --listen "$portal" --port-file "$work/port" \
+  --stats-file "$work/target.stats"
 target_log=$logdir/$scenario.target.log
 check target serving iserkit-target "$work/port" 120 || give_up "iserkit-target did not start"
 url=iser://$portal/$iqn/0
@@ -42,7 +49,16 @@ case $rc in
   *) fail discovery "$(tail -n 1 "$work/d.log")" "$took" ;;
 esac
 
-check login cli inquiry "$url" || give_up "login over iSER failed"
+login_inquiry() { cli inquiry "$url" >"$work/inquiry.txt" 2>&1; local rc=$?; cat "$work/inquiry.txt"; return $rc; }
+check login login_inquiry || give_up "login over iSER failed"
+# Our target states MAXIMUM TRANSFER LENGTH (32 MiB by default): the cap is the initiator's 8 MiB.
+large_io_limit() {
+  grep '^block limits:' "$work/inquiry.txt"
+  grep -qx "max transfer per command: $(mib 8) bytes" "$work/inquiry.txt" ||
+    { echo "per-command cap over iSER: $(grep '^max transfer' "$work/inquiry.txt"), want $(mib 8) bytes"; return 1; }
+  echo "per-command cap over iSER to iserkit-target: 8 MiB (it states its MAXIMUM TRANSFER LENGTH)"
+}
+check large-io-limit large_io_limit
 
 write_read() {
   local want got
@@ -64,6 +80,19 @@ backing() {
   echo "the target's backing file holds the same 256 MiB"
 }
 check backing-file backing
+# --iser-max-transfer lowers the cap: 8 MiB written and read back in 1 MiB commands, same data
+max_transfer_option() {
+  local cap
+  head -c "$(mib 8)" /dev/urandom >"$work/small.in"
+  cli --iser-max-transfer "$(mib 1)" --json write "$url" --offset "$(mib 512)" -i "$work/small.in" >"$work/small.json" || return 1
+  cat "$work/small.json"
+  cap=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["max_transfer_bytes"])' "$work/small.json")
+  [[ $cap == "$(mib 1)" ]] || { echo "the write's cap is ${cap:-missing}, not 1 MiB"; return 1; }
+  cli --iser-max-transfer "$(mib 1)" read "$url" --offset "$(mib 512)" --length "$(mib 8)" -o "$work/small.out" || return 1
+  cmp "$work/small.in" "$work/small.out" || return 1
+  echo "--iser-max-transfer 1048576: cap 1 MiB, 8 MiB written and read back identical"
+}
+check iser-max-transfer-option max_transfer_option
 
 daemon bridge iserkit-nbd "$url" --socket "$work/nbd.sock" --initiator-name "$LAB_INITIATOR_IQN" --log-level info
 bridge_log=$logdir/$scenario.bridge.log
@@ -108,3 +137,33 @@ check bridge-exit stop_daemon bridge
 zero_copy_check bridge-zero-copy iserkit-nbd "$bridge_log"
 check target-exit stop_daemon target
 zero_copy_check target-zero-copy iserkit-target "$target_log"
+# The CLI writes and reads in 4 MiB pieces: with an 8 MiB cap each is one SCSI command, which the
+# target counted as arriving over iSER (not only the data was right: the commands were large).
+large_commands() {
+  local n
+  cat "$work/target.stats"
+  n=$(sed -n 's/^largest_command_bytes_iser=//p' "$work/target.stats")
+  [[ -n $n ]] || { echo "the target's stats have no largest_command_bytes_iser"; return 1; }
+  ((n > 512 * 1024)) || { echo "the largest command over iSER was $n bytes: nothing above 512 KiB"; return 1; }
+  ((n <= $(mib 8))) || { echo "a $n-byte command over iSER: above the 8 MiB cap"; return 1; }
+  echo "largest command that arrived over iSER: $n bytes (> 512 KiB, <= 8 MiB), data verified above"
+}
+check large-commands-over-iser large_commands
+chap() {
+  local secret=lab-chap-secret-1234 curl=iser://$LAB_RDMA_IP:3262/$iqn-chap/0
+  truncate -s 64M "$work/chap.img"
+  ISERKIT_TARGET_CHAP_SECRET=$secret daemon chap-target iserkit-target --iqn "$iqn-chap" --lun "$work/chap.img" \
+    --listen "$LAB_RDMA_IP:3262" --port-file "$work/chap.port" --chap-user labuser
+  serving iserkit-target "$work/chap.port" 120 || return 1
+  if cli inquiry "$curl" >/dev/null 2>&1; then echo "a login without CHAP got in"; return 1; fi
+  if ISERKIT_CHAP_SECRET=wrong-secret-5678 cli --chap-user labuser inquiry "$curl" >/dev/null 2>&1; then
+    echo "a wrong CHAP secret got in"; return 1
+  fi
+  head -c "$(mib 4)" /dev/urandom >"$work/chap.in"
+  ISERKIT_CHAP_SECRET=$secret cli --chap-user labuser write "$curl" -i "$work/chap.in" || return 1
+  ISERKIT_CHAP_SECRET=$secret cli --chap-user labuser read "$curl" --length "$(mib 4)" -o "$work/chap.out" || return 1
+  cmp "$work/chap.in" "$work/chap.out" || return 1
+  stop_daemon chap-target >/dev/null || { echo "the CHAP target did not exit 0"; return 1; }
+  echo "CHAP over iSER to iserkit-target: no secret and a wrong one refused, the right one logs in, 4 MiB round trip"
+}
+check chap chap

@@ -18,9 +18,13 @@
 # verified; the bridge counted a lost connection and a recovery). Both programs must exit 0 on
 # SIGTERM; with an AddressSanitizer build (ISERKIT_BUILD=build-asan, -DISERKIT_SANITIZE=ON) neither
 # may print a LeakSanitizer or AddressSanitizer report (SKIP when the binaries are not ASan builds).
+# After the recovery the bridge's NBD connection must take its buffers from the new session's
+# registered pool: 32 MiB of O_DIRECT writes and reads through nbd0 add 0 to its copied-payload
+# counter (read live from its --status-socket).
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
 plan soft-roce second-device target bridge nbd-attach delete-under-io delete-prompt tcp-during-loss \
-  iser-other-device-during-loss device-back target-relisten io-verified bridge-recovery nbd-detach bridge-exit \
+  iser-other-device-during-loss device-back target-relisten io-verified bridge-recovery no-copy-after-recovery \
+  nbd-detach bridge-exit \
   target-exit no-sanitizer-report second-device-removed
 
 check soft-roce rxe_up || give_up "no Soft-RoCE device"
@@ -48,7 +52,8 @@ target_log=$logdir/$scenario.target.log
 url=iser://$portal/$iqn/0
 stats=$work/bridge.stats
 daemon bridge iserkit-nbd "$url" --socket "$work/nbd.sock" --initiator-name "$LAB_INITIATOR_IQN" \
-  --replacement-timeout 120 --nop-interval 1 --nop-timeout 2 --stats-file "$stats" --log-level info
+  --replacement-timeout 120 --nop-interval 1 --nop-timeout 2 --stats-file "$stats" --log-level info \
+  --status-socket "$work/status.sock"
 bridge_log=$logdir/$scenario.bridge.log
 check bridge serving iserkit-nbd "$work/nbd.sock" 180 || give_up "iserkit-nbd did not serve $url"
 grep -q "^state=connected" "$stats" 2>/dev/null || wait_until 60 grep -q "^state=connected" "$stats"
@@ -176,6 +181,20 @@ recovered() {
   echo "the bridge lost the iSER connection with the device and recovered on the new one"
 }
 check bridge-recovery recovered
+copied_now() { iserkit status "$work/status.sock" | sed -n 's/^copied_payload_bytes: *//p'; }
+no_copy_after() {
+  local before after
+  before=$(copied_now)
+  [[ -n $before ]] || { echo "the bridge's status socket gave no copied_payload_bytes"; return 1; }
+  head -c "$(mib 16)" /dev/urandom >"$work/after.in"
+  dd if="$work/after.in" of="$dev" bs=1M seek=64 oflag=direct conv=fsync status=none || return 1
+  cmp <(dd if="$dev" bs=1M skip=64 count=16 iflag=direct status=none) "$work/after.in" || return 1
+  after=$(copied_now)
+  echo "copied payload bytes: $before before, $after after 32 MiB of I/O on the recovered session"
+  ((after == before)) || { echo "the bridge copied $((after - before)) payload bytes after the recovery (stale pool)"; return 1; }
+  echo "after the recovery: 16 MiB written and read back through nbd0, 0 payload bytes copied (the new session's pool)"
+}
+check no-copy-after-recovery no_copy_after
 
 check nbd-detach nbd_detach "$dev"
 check bridge-exit stop_daemon bridge 120

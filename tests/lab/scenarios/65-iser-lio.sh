@@ -11,9 +11,16 @@
 # `iserkit write iser://` and read back (SHA-256, and LIO's backing file), and iserkit-nbd over
 # iser:// behind the kernel nbd client: mkfs.ext4, mount, a tree + 32 MiB copied in, remount,
 # every SHA-256 matches, e2fsck clean. LIO's kernel log must not say "No response for proposed key".
+# Large I/O (issue 13 item 3): the "large-io-limit" check records what LIO states (its Block Limits
+# VPD: MAXIMUM TRANSFER LENGTH from the backstore's hw_max_sectors and the fabric's SG limit, and the
+# backstore's hw_max_sectors attribute) and asserts the initiator's cap follows the rule: the stated
+# limit (8 MiB at most), or 512 KiB when LIO states none; the 128 MiB round trip then verifies the
+# data through commands of that size. CHAP over iSER: the TPG's authentication turned on with a
+# TPG-wide user and secret (what demo-mode ACLs use): no secret and a wrong one are refused, the
+# right one logs in and round-trips 4 MiB.
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
-plan soft-roce lio iser-portal discovery login no-fua write-read-128M backing-file bridge nbd-attach mkfs mount-copy \
-  e2fsck nbd-detach bridge-exit bridge-zero-copy lio-log lio-clear
+plan soft-roce lio iser-portal discovery login no-fua large-io-limit write-read-128M backing-file bridge nbd-attach mkfs mount-copy \
+  e2fsck nbd-detach bridge-exit bridge-zero-copy chap lio-log lio-clear
 
 iqn=iqn.2026-11.org.iserkit.lab:lio-iser
 portal=$LAB_RDMA_IP:3260
@@ -84,6 +91,20 @@ check login login_inquiry || give_up "login to LIO over iSER failed"
 # Write-through LUN: MODE SENSE's device-specific parameter has no DPOFUA (SBC-4 §6.5.1).
 check no-fua grep -qx 'mode header: dpofua=0 write_protected=0' "$work/inquiry.txt"
 
+large_io_limit() {
+  local mtl bs want got attr
+  attr=$(cat /sys/kernel/config/target/core/fileio_*/iserkit_lab/attrib/hw_max_sectors 2>/dev/null)
+  grep '^block limits:\|^max transfer' "$work/inquiry.txt"
+  echo "LIO fileio hw_max_sectors=${attr:-unknown}"
+  bs=$(cli readcap "$url" | sed -n 's/^block size: //p')
+  mtl=$(sed -n 's/^block limits: max_transfer_length=\([0-9]*\).*/\1/p' "$work/inquiry.txt")
+  if [[ -n $mtl && $mtl != 0 ]]; then want=$((mtl * bs)); ((want > 8 << 20)) && want=$((8 << 20)); else want=$((512 << 10)); fi
+  got=$(sed -n 's/^max transfer per command: \([0-9]*\) bytes/\1/p' "$work/inquiry.txt")
+  [[ $got == "$want" ]] || { echo "cap $got bytes, want $want (LIO states max_transfer_length=${mtl:-none} x $bs)"; return 1; }
+  echo "LIO states max_transfer_length=${mtl:-none} blocks of $bs (hw_max_sectors=${attr:-?}): per-command cap $got bytes"
+}
+check large-io-limit large_io_limit
+
 write_read() {
   local want got
   head -c "$(mib 128)" /dev/urandom >"$work/pattern" || return 1
@@ -128,6 +149,23 @@ check e2fsck e2fsck -fn "$dev"
 check nbd-detach nbd_detach "$dev"
 check bridge-exit stop_daemon bridge
 zero_copy_check bridge-zero-copy iserkit-nbd "$bridge_log"
+chap() {
+  local tpg=/sys/kernel/config/target/iscsi/$iqn/tpgt_1 secret=lab-chap-secret-1234
+  echo labuser >"$tpg/auth/userid" && echo "$secret" >"$tpg/auth/password" &&
+    echo 1 >"$tpg/attrib/authentication" || return 1
+  if cli inquiry "$url" >/dev/null 2>&1; then echo "LIO let in a login without CHAP"; return 1; fi
+  if ISERKIT_CHAP_SECRET=wrong-secret-5678 cli --chap-user labuser inquiry "$url" >/dev/null 2>&1; then
+    echo "LIO let in a wrong CHAP secret"; return 1
+  fi
+  head -c "$(mib 4)" /dev/urandom >"$work/chap.in"
+  ISERKIT_CHAP_SECRET=$secret cli --chap-user labuser write "$url" --offset "$(mib 400)" -i "$work/chap.in" || return 1
+  ISERKIT_CHAP_SECRET=$secret cli --chap-user labuser read "$url" --offset "$(mib 400)" --length "$(mib 4)" -o "$work/chap.out" ||
+    return 1
+  cmp "$work/chap.in" "$work/chap.out" || return 1
+  echo 0 >"$tpg/attrib/authentication"
+  echo "CHAP over iSER to LIO: no secret and a wrong one refused, the right one logs in, 4 MiB round trip"
+}
+check chap chap
 lio_log() {
   local n
   dmesg | grep -iE 'isert|iscsi_target|iSCSI Login|proposed key' | tail -n 15

@@ -1,0 +1,110 @@
+// ConnectionOptions::pool_source (nbd_bridge/transmission): the connection asks for the payload pool
+// at every request, so a session whose pool changed (recovery onto a new iSER connection) gets its
+// buffers from the new pool, not from the one the NBD connection started with. Driven over a real
+// socketpair: a fixed-newstyle handshake (NBD_OPT_EXPORT_NAME), two 4 KiB WRITEs, NBD_CMD_DISC.
+#include <utility>
+
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "iserkit/common/asio.hpp"
+#include "nbd_bridge/memory_export.hpp"
+#include "nbd_bridge/protocol.hpp"
+#include "nbd_bridge/transmission.hpp"
+
+namespace iserkit::nbd {
+namespace {
+
+// Counts allocations; the buffers themselves come from the shared heap pool.
+class CountingPool final : public BufferPool {
+ public:
+  PooledBuffer allocate(std::size_t bytes) override {
+    ++allocations;
+    return HeapBufferPool::shared().allocate(bytes);
+  }
+  int allocations = 0;
+
+ protected:
+  void release(const Buffer&, std::size_t) noexcept override {}
+};
+
+void put_be(std::vector<std::byte>& out, std::uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
+}
+std::uint64_t get_be(const std::vector<std::byte>& in, std::size_t at, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | std::to_integer<std::uint64_t>(in.at(at + static_cast<std::size_t>(i)));
+  return v;
+}
+
+Awaitable<void> client(asio::local::stream_protocol::socket& s, std::vector<std::byte> input,
+                       std::vector<std::byte>& received) {
+  boost::system::error_code ec;
+  co_await asio::async_write(s, asio::buffer(input), use_awaitable_ec(ec));
+  std::array<std::byte, 4096> buf;
+  for (;;) {
+    const std::size_t n = co_await s.async_read_some(asio::buffer(buf), use_awaitable_ec(ec));
+    if (ec || n == 0) break;
+    received.insert(received.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+}
+
+TEST(PoolSource, EachRequestAllocatesFromTheExportsCurrentPool) {
+  asio::io_context io;
+  asio::local::stream_protocol::socket ours(io), theirs(io);
+  asio::local::connect_pair(ours, theirs);
+  Socket server_socket(io);
+  server_socket.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), theirs.release());
+  auto exported = std::make_shared<MemoryExport>(MemoryExportOptions{.size_bytes = 1u << 20, .name = "pool"});
+
+  CountingPool first, second, stale;
+  int asked = 0;
+  ConnectionOptions options;
+  options.pool = &stale;  // what the connection started with: must not be used once pool_source answers
+  options.pool_source = [&]() -> BufferPool* { return ++asked == 1 ? &first : &second; };
+  auto connection = Connection::create(std::move(server_socket), exported, options);
+
+  std::vector<std::byte> in;
+  put_be(in, 3, 4);                    // client flags: FIXED_NEWSTYLE | NO_ZEROES
+  put_be(in, 0x49484156454F5054, 8);   // IHAVEOPT
+  put_be(in, 1, 4);                    // NBD_OPT_EXPORT_NAME
+  put_be(in, 0, 4);                    // empty name: the default export
+  for (std::uint64_t cookie = 1; cookie <= 2; ++cookie) {
+    put_be(in, request_magic, 4);
+    put_be(in, 0, 2);                  // flags
+    put_be(in, 1, 2);                  // NBD_CMD_WRITE
+    put_be(in, cookie, 8);
+    put_be(in, cookie * 8192, 8);      // offset (bytes)
+    put_be(in, 4096, 4);               // length (bytes)
+    in.insert(in.end(), 4096, static_cast<std::byte>(cookie));
+  }
+  put_be(in, request_magic, 4);
+  put_be(in, 0, 2);
+  put_be(in, 2, 2);                    // NBD_CMD_DISC
+  put_be(in, 3, 8);
+  put_be(in, 0, 8);
+  put_be(in, 0, 4);
+
+  std::vector<std::byte> received;
+  asio::co_spawn(io, connection->run(), asio::detached);
+  asio::co_spawn(io, client(ours, std::move(in), received), asio::detached);
+  io.run();
+
+  EXPECT_EQ(first.allocations, 1) << "the first WRITE's payload comes from the pool current then";
+  EXPECT_EQ(second.allocations, 1) << "the second WRITE's payload comes from the pool current then";
+  EXPECT_EQ(stale.allocations, 0) << "the pool the connection started with must not be cached";
+  // greeting (18) + export name reply (10, no zeroes), then two simple replies (16 each) with error 0
+  constexpr std::size_t replies = 18 + export_name_reply_size;
+  ASSERT_GE(received.size(), replies + 32);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(get_be(received, replies + 16 * i, 4), simple_reply_magic);
+    EXPECT_EQ(get_be(received, replies + 16 * i + 4, 4), 0u) << "WRITE " << i + 1 << " failed";
+  }
+}
+
+}  // namespace
+}  // namespace iserkit::nbd
