@@ -1,0 +1,126 @@
+// StagTable (iser/stag_table.hpp): the lifecycle of per-command memory windows — a fresh rkey per
+// bind, Local Invalidate on release, Send with Invalidate from the peer, stale rkeys refused — and
+// the CM private data rule for Send with Invalidate (RFC 7145 §5.1, Linux include/scsi/iser.h).
+#include "iserkit/iser/stag_table.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace iserkit::iser {
+namespace {
+
+using State = StagTable::State;
+using Release = StagTable::Release;
+
+TEST(StagTable, NextStagAdvancesOnlyTheKeyByte) {
+  EXPECT_EQ(next_stag(0x00001200u), 0x00001201u);
+  EXPECT_EQ(next_stag(0x000012ffu), 0x00001200u);  // wraps inside the low byte, index kept
+  EXPECT_EQ(next_stag(0xabcdef7fu), 0xabcdef80u);
+}
+
+TEST(StagTable, EveryBindGetsAFreshRkeyAndReleaseNeedsALocalInvalidate) {
+  StagTable t({0x100, 0x200});
+  auto a = t.acquire();
+  ASSERT_TRUE(a);
+  EXPECT_EQ(t.state(a->slot), State::bound);
+  EXPECT_EQ(a->rkey, next_stag(a->slot == 0 ? 0x100u : 0x200u));
+  EXPECT_EQ(t.release(a->slot), Release::invalidate);
+  EXPECT_EQ(t.state(a->slot), State::invalidating);
+  // Not reusable before its Local Invalidate completed.
+  auto b = t.acquire();
+  ASSERT_TRUE(b);
+  EXPECT_NE(b->slot, a->slot);
+  EXPECT_FALSE(t.acquire());
+  t.invalidated(a->slot);
+  EXPECT_EQ(t.state(a->slot), State::free);
+  auto c = t.acquire();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->slot, a->slot);
+  EXPECT_NE(c->rkey, a->rkey);  // the old STag names no window any more
+  EXPECT_FALSE(t.find(a->rkey));
+}
+
+TEST(StagTable, SendWithInvalidateFreesTheWindowWithoutALocalInvalidate) {
+  StagTable t({0x300});
+  auto a = t.acquire();
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(t.remote_invalidated(a->rkey));
+  EXPECT_EQ(t.state(a->slot), State::peer_invalidated);
+  EXPECT_FALSE(t.acquire());  // still held by its command until released
+  EXPECT_EQ(t.release(a->slot), Release::reusable);
+  EXPECT_EQ(t.state(a->slot), State::free);
+  EXPECT_EQ(t.free_count(), 1u);
+}
+
+TEST(StagTable, StaleUnknownOrRepeatedInvalidationsAreRefused) {
+  StagTable t({0x400, 0x500});
+  auto a = t.acquire();
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(t.remote_invalidated(0xdead00u));             // never ours
+  EXPECT_FALSE(t.remote_invalidated(a->rkey - 1));           // the window's previous key
+  EXPECT_EQ(t.state(a->slot), State::bound);
+  EXPECT_TRUE(t.remote_invalidated(a->rkey));
+  EXPECT_FALSE(t.remote_invalidated(a->rkey));               // twice
+  EXPECT_EQ(t.release(a->slot), Release::reusable);
+  EXPECT_FALSE(t.remote_invalidated(a->rkey));               // after the command ended
+  // A window being invalidated locally cannot also be invalidated by the peer.
+  auto b = t.acquire();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(t.release(b->slot), Release::invalidate);
+  EXPECT_FALSE(t.remote_invalidated(b->rkey));
+  EXPECT_EQ(t.state(b->slot), State::invalidating);
+}
+
+TEST(StagTable, DoubleOrBogusReleasesChangeNothing) {
+  StagTable t({0x600});
+  auto a = t.acquire();
+  ASSERT_TRUE(a);
+  EXPECT_EQ(t.release(a->slot), Release::invalidate);
+  EXPECT_EQ(t.release(a->slot), Release::ignored);
+  EXPECT_EQ(t.release(7), Release::ignored);
+  t.invalidated(a->slot);
+  t.invalidated(a->slot);  // a second completion does not free it twice
+  EXPECT_EQ(t.free_count(), 1u);
+  EXPECT_EQ(t.release(a->slot), Release::ignored);  // free windows are not released
+  EXPECT_EQ(t.free_count(), 1u);
+}
+
+TEST(StagTable, ManyCommandsNeverShareAnRkey) {
+  StagTable t({0x1000, 0x2000, 0x3000});
+  std::set<std::uint32_t> live;
+  for (int round = 0; round < 600; ++round) {
+    auto a = t.acquire();
+    ASSERT_TRUE(a);
+    EXPECT_TRUE(live.insert(a->rkey).second);
+    if (round % 2 == 0) {
+      EXPECT_TRUE(t.remote_invalidated(a->rkey));
+      EXPECT_EQ(t.release(a->slot), Release::reusable);
+    } else {
+      ASSERT_EQ(t.release(a->slot), Release::invalidate);
+      t.invalidated(a->slot);
+    }
+    live.erase(a->rkey);
+  }
+  EXPECT_EQ(t.free_count(), 3u);
+}
+
+TEST(SendWithInvalidate, BothSidesMustAgreeInThePrivateData) {
+  const CmRequest wants{.zbva_not_supported = true, .send_with_invalidate_not_supported = false};
+  const CmRequest refuses{};
+  const CmReply uses{.zbva_not_used = true, .send_with_invalidate_not_used = false};
+  const CmReply does_not{};
+  EXPECT_TRUE(send_with_invalidate_agreed(wants, uses));
+  EXPECT_FALSE(send_with_invalidate_agreed(wants, does_not));
+  EXPECT_FALSE(send_with_invalidate_agreed(refuses, uses));
+  EXPECT_FALSE(send_with_invalidate_agreed(wants, std::nullopt));  // tgtd sends no REP data
+  EXPECT_FALSE(send_with_invalidate_agreed(std::nullopt, uses));
+  // Through the codecs, as the wire carries them.
+  EXPECT_TRUE(send_with_invalidate_agreed(decode_cm_request(encode_cm_request(wants)),
+                                          decode_cm_reply(encode_cm_reply(uses))));
+  EXPECT_FALSE(send_with_invalidate_agreed(decode_cm_request(encode_cm_request(refuses)),
+                                           decode_cm_reply(encode_cm_reply(uses))));
+}
+
+}  // namespace
+}  // namespace iserkit::iser
