@@ -41,7 +41,8 @@ Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio:
                                       .send_depth = options.max_commands_in_flight + 8,
                                       .timeout = options.connect_timeout,
                                       .max_transfer_bytes = options.iser_max_transfer_bytes,
-                                      .netns = options.netns};
+                                      .netns = options.netns,
+                                      .stags = options.iser_stags};
     co_return co_await datamover::iser_connect(ex, url.host, url.port, iser);
   }
   auto dm = co_await datamover::TcpDatamover::connect(ex, url.host, url.port, options.connect_timeout, options.netns);

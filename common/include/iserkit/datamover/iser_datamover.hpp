@@ -40,6 +40,20 @@ namespace iserkit::datamover {
 /// True when iSER is built and the host has at least one RDMA device (ibv_get_device_list).
 [[nodiscard]] bool rdma_device_present() noexcept;
 
+/// How an initiator exposes its buffers to the target (RFC 7145 §9.2 STags).
+enum class IserStags {
+  /// Per command when the device binds type 2 memory windows, else the whole slab.
+  automatic,
+  /// Each command's buffer through a memory window of its own, bound for that command and
+  /// invalidated when it ends (Local Invalidate, or the target's Send with Invalidate); the
+  /// registered pool itself has no remote access. Connecting fails (errc::not_supported) on a
+  /// device without type 2 windows.
+  per_command,
+  /// The registered slab's own rkey, valid for the connection's life (a command timeout then
+  /// closes the connection). For peers or devices the per-command mode cannot serve.
+  whole_slab,
+};
+
 /// Sizing of one iSER connection. Lengths in bytes, depths in work requests.
 struct IserOptions {
   /// This side's declared (Initiator|Target)RecvDataSegmentLength (RFC 7145 §6.4/§6.5): the data
@@ -65,11 +79,21 @@ struct IserOptions {
   /// out of that namespace's netdev (e.g. a tenant's VXLAN device). Unused by the target (its
   /// listeners are created inside the namespace instead).
   std::string netns;
+  /// Initiator: how command buffers are exposed (see IserStags). Unused by the target.
+  /// whole_slab by default: on Debian 12's Linux 6.1, Soft-RoCE (rdma_rxe) panicked the kernel in
+  /// the lab (__rxe_put from the Bind MW path, -EINVAL) at the first per-command bind, so the
+  /// per-command mode stays opt-in until it is proved on a kernel whose rxe binds windows safely.
+  IserStags stags = IserStags::whole_slab;
+  /// Target: accept Send with Invalidate when the initiator offers it in its CM REQ (its SCSI
+  /// Responses then invalidate the command's STag, IBV_WR_SEND_WITH_INV). Unused by the initiator,
+  /// which offers it exactly when it uses per-command STags. Off by default: not yet proved in the
+  /// lab (Linux ib_iser with fast registration offers it, so turning it on changes that path).
+  bool send_with_invalidate = false;
 };
 
 /// Initiator: resolves `host`:`port` (the iSCSI portal; RDMA CM maps it to the IB/RoCE service
 /// 3260 + TCP port space), resolves the route, creates the QP and connects with the iSER CM REQ
-/// private data (ZBVA not supported, Send with Invalidate not supported). The datamover runs on
+/// private data (ZBVA not supported; Send with Invalidate supported only with per-command STags). The datamover runs on
 /// `ex`, which must be single-threaded.
 /// Errors: errc::not_supported (no iSER in this build), errc::timeout, errc::connection_closed
 /// (rejected or unreachable), std::errc::no_such_device (no RDMA device for that address).
@@ -90,8 +114,8 @@ class IserListener {
   IserListener(const IserListener&) = delete;
   IserListener& operator=(const IserListener&) = delete;
 
-  /// Waits for the next connection request, accepts it (CM REP private data: ZBVA not used, Send
-  /// with Invalidate not used) and returns its datamover, which runs on `connection_executor`.
+  /// Waits for the next connection request, accepts it (CM REP private data: ZBVA not used; Send
+  /// with Invalidate used when the initiator supports it and IserOptions::send_with_invalidate) and returns its datamover, which runs on `connection_executor`.
   /// A request that cannot be served (QP creation fails) is rejected and the wait goes on.
   /// When the RDMA device under the address is removed, the listener lets go of it and keeps
   /// trying to listen again every IserOptions::relisten_interval; the wait goes on meanwhile.
