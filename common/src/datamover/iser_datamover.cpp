@@ -1187,9 +1187,11 @@ Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor
   rdma::reap_parked_ids();
   if (auto ec = c->create_resources()) co_return fail(ec);
   // RFC 7145 §5.1 / Linux "iSER CM REQ": ZBVA not supported; Send with Invalidate only with
-  // per-command STags (a slab STag is shared by every command and must never be invalidated).
-  const iser::CmRequest request{.zbva_not_supported = true,
-                                .send_with_invalidate_not_supported = !c->per_command_stags()};
+  // per-command STags (a slab STag is shared by every command and must never be invalidated) and
+  // when asked for (IserOptions::send_with_invalidate: see there why it is off by default).
+  const iser::CmRequest request{
+      .zbva_not_supported = true,
+      .send_with_invalidate_not_supported = !(c->per_command_stags() && options.send_with_invalidate)};
   const auto req = iser::encode_cm_request(request);
   rdma_conn_param param{};
   param.private_data = req.data();

@@ -7,7 +7,7 @@
 # "copied payload bytes: N" (the copy counter); N must be 0. Without iSER in the build: SKIP.
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
 plan soft-roce target discovery login write-read-256M backing-file bridge nbd-attach write-1G read-1G mkfs \
-  mount-copy e2fsck nbd-detach bridge-exit bridge-zero-copy target-exit target-zero-copy
+  mount-copy e2fsck nbd-detach bridge-exit bridge-zero-copy bridge-stags target-exit target-zero-copy
 
 check soft-roce rxe_up || give_up "no Soft-RoCE device"
 if reason=$(iser_missing); then give_up "$reason"; fi
@@ -106,5 +106,6 @@ check e2fsck e2fsck -fn "$dev"
 check nbd-detach nbd_detach "$dev"
 check bridge-exit stop_daemon bridge
 zero_copy_check bridge-zero-copy iserkit-nbd "$bridge_log"
+stags_check bridge-stags "$bridge_log"
 check target-exit stop_daemon target
 zero_copy_check target-zero-copy iserkit-target "$target_log"

@@ -13,7 +13,7 @@
 # every SHA-256 matches, e2fsck clean. LIO's kernel log must not say "No response for proposed key".
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
 plan soft-roce lio iser-portal discovery login no-fua write-read-128M backing-file bridge nbd-attach mkfs mount-copy \
-  e2fsck nbd-detach bridge-exit bridge-zero-copy lio-log lio-clear
+  e2fsck nbd-detach bridge-exit bridge-zero-copy bridge-stags lio-log lio-clear
 
 iqn=iqn.2026-11.org.iserkit.lab:lio-iser
 portal=$LAB_RDMA_IP:3260
@@ -128,6 +128,7 @@ check e2fsck e2fsck -fn "$dev"
 check nbd-detach nbd_detach "$dev"
 check bridge-exit stop_daemon bridge
 zero_copy_check bridge-zero-copy iserkit-nbd "$bridge_log"
+stags_check bridge-stags "$bridge_log"
 lio_log() {
   local n
   dmesg | grep -iE 'isert|iscsi_target|iSCSI Login|proposed key' | tail -n 15

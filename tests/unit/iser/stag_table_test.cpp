@@ -2,6 +2,7 @@
 // bind, Local Invalidate on release, Send with Invalidate from the peer, stale rkeys refused — and
 // the CM private data rule for Send with Invalidate (RFC 7145 §5.1, Linux include/scsi/iser.h).
 #include "iserkit/iser/stag_table.hpp"
+#include "iserkit/datamover/iser_datamover.hpp"
 
 #include <gtest/gtest.h>
 
@@ -120,6 +121,25 @@ TEST(SendWithInvalidate, BothSidesMustAgreeInThePrivateData) {
                                           decode_cm_reply(encode_cm_reply(uses))));
   EXPECT_FALSE(send_with_invalidate_agreed(decode_cm_request(encode_cm_request(refuses)),
                                            decode_cm_reply(encode_cm_reply(uses))));
+}
+
+TEST(IserStagsSpelling, ParsesTheThreeModesAndNothingElse) {
+  using datamover::IserStags;
+  using datamover::parse_iser_stags;
+  EXPECT_EQ(parse_iser_stags("per-command"), IserStags::per_command);
+  EXPECT_EQ(parse_iser_stags("automatic"), IserStags::automatic);
+  EXPECT_EQ(parse_iser_stags("auto"), IserStags::automatic);
+  EXPECT_EQ(parse_iser_stags("whole-slab"), IserStags::whole_slab);
+  EXPECT_EQ(parse_iser_stags(""), std::nullopt);
+  EXPECT_EQ(parse_iser_stags("per_command"), std::nullopt);
+  EXPECT_EQ(parse_iser_stags("Per-Command"), std::nullopt);
+}
+
+TEST(IserStagsDefaults, SendWithInvalidateIsNeverOfferedUnlessAsked) {
+  // Debian 12's rxe panics when a window the peer invalidated is invalidated again: neither side
+  // turns Send with Invalidate on by itself.
+  EXPECT_FALSE(datamover::IserOptions{}.send_with_invalidate);
+  EXPECT_EQ(datamover::IserOptions{}.stags, datamover::IserStags::whole_slab);
 }
 
 }  // namespace

@@ -26,7 +26,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/result.hpp"
@@ -53,6 +55,15 @@ enum class IserStags {
   /// closes the connection). For peers or devices the per-command mode cannot serve.
   whole_slab,
 };
+
+/// The IserStags named by `text`: "per-command", "automatic" (or "auto"), "whole-slab"; nullopt
+/// for anything else. The spelling of ISERKIT_ISER_STAGS (initiator/src/transport_select.cpp).
+[[nodiscard]] constexpr std::optional<IserStags> parse_iser_stags(std::string_view text) noexcept {
+  if (text == "per-command") return IserStags::per_command;
+  if (text == "automatic" || text == "auto") return IserStags::automatic;
+  if (text == "whole-slab") return IserStags::whole_slab;
+  return std::nullopt;
+}
 
 /// Sizing of one iSER connection. Lengths in bytes, depths in work requests.
 struct IserOptions {
@@ -84,10 +95,13 @@ struct IserOptions {
   /// the lab (__rxe_put from the Bind MW path, -EINVAL) at the first per-command bind, so the
   /// per-command mode stays opt-in until it is proved on a kernel whose rxe binds windows safely.
   IserStags stags = IserStags::whole_slab;
-  /// Target: accept Send with Invalidate when the initiator offers it in its CM REQ (its SCSI
-  /// Responses then invalidate the command's STag, IBV_WR_SEND_WITH_INV). Unused by the initiator,
-  /// which offers it exactly when it uses per-command STags. Off by default: not yet proved in the
-  /// lab (Linux ib_iser with fast registration offers it, so turning it on changes that path).
+  /// Send with Invalidate (RFC 7145 §5.1, CM private data). Target: accept it when the initiator
+  /// offers it in its CM REQ (its SCSI Responses then invalidate the command's STag,
+  /// IBV_WR_SEND_WITH_INV). Initiator: offer it when per-command STags are in use. Off by default
+  /// on both sides: on Debian 12's 6.1 rxe a window the peer invalidated must never be invalidated
+  /// again locally (rxe_do_invalidate_mw() then dereferences the window's NULL QP pointer and the
+  /// kernel panics), so the initiator may only offer it where the receive completion reliably
+  /// reports IBV_WC_WITH_INV; not yet proved in the lab (docs/iser.md).
   bool send_with_invalidate = false;
 };
 

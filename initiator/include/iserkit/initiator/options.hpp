@@ -129,6 +129,10 @@ struct SessionOptions {
   /// whole_slab (default) = the registered slab for the connection's life. Opt-in: Debian 12's
   /// Soft-RoCE panicked the lab's kernel at the first window bind (see IserOptions::stags).
   datamover::IserStags iser_stags = datamover::IserStags::whole_slab;
+  /// On iSER with per-command STags: offer Send with Invalidate in the CM REQ (the target's SCSI
+  /// Response then invalidates the command's window). Off by default: see
+  /// datamover::IserOptions::send_with_invalidate (Debian 12's rxe panics on a second invalidation).
+  bool iser_send_with_invalidate = false;
   /// Recovery (RFC 7143 §6.3.5 session reinstatement at ErrorRecoveryLevel 0): when the connection
   /// fails (I/O error, the target closes it, an unanswered NOP-Out ping, an Async Message that
   /// drops it or asks for a logout), the session logs in again with the same ISID and TSIH 0,
