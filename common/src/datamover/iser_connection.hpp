@@ -152,6 +152,9 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   void drain();
   void on_completion(const ibv_wc& wc);
   void on_window_completion(const ibv_wc& wc);
+  /// Acts on a StagTable answer for `slot`: posts its Local Invalidate, or wakes a sender waiting
+  /// for a window.
+  void after_release(std::uint32_t slot, iser::StagTable::Release release) noexcept;
   /// SEND, or SEND_WITH_INV for a target's SCSI Response whose command carried one STag.
   void set_send_opcode(ibv_send_wr& wr, const PduOut& pdu) noexcept;
   void note_command_stag(const PduIn& in);

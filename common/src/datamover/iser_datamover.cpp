@@ -927,8 +927,12 @@ Awaitable<std::error_code> IserConnection::bind_stags(const TaskData& task) {
 
 void IserConnection::release_stag(std::uint32_t slot) noexcept {
   if (!stags_) return;
-  const auto release = stags_->release(slot);
+  after_release(slot, stags_->release(slot));
+}
+
+void IserConnection::after_release(std::uint32_t slot, iser::StagTable::Release release) noexcept {
   if (release == iser::StagTable::Release::reusable) wake_one(window_waiters_);
+  // deferred: the Bind MW's completion decides (on_window_completion()).
   if (release != iser::StagTable::Release::invalidate) return;
   // A failed connection's QP is in the error state: no peer access can reach the window any more,
   // and a posted Local Invalidate would only be flushed. The window stays out of use.
@@ -948,14 +952,22 @@ void IserConnection::release_stag(std::uint32_t slot) noexcept {
 void IserConnection::on_window_completion(const ibv_wc& wc) {
   const auto slot = static_cast<std::uint32_t>(wc.wr_id >> 3);
   const bool invalidate = (wc.wr_id & 4u) != 0;
-  if (wc.status != IBV_WC_SUCCESS) {
+  const bool ok = wc.status == IBV_WC_SUCCESS;
+  // A bind's completion, good or bad, is what allows (or forbids) its window's Local Invalidate.
+  const auto after_bind =
+      (!invalidate && stags_) ? stags_->bind_completed(slot, ok) : iser::StagTable::Release::ignored;
+  if (!ok) {
     if (wc.status != IBV_WC_WR_FLUSH_ERR)
       log::info("iser {}: {} of memory window {} failed: {}", peer_, invalidate ? "local invalidate" : "bind", slot,
                 ibv_wc_status_str(wc.status));
     abort_connection(make_error_code(errc::connection_closed), wc.status != IBV_WC_WR_FLUSH_ERR);
     return;  // the window stays out of use: the connection is gone
   }
-  if (invalidate && stags_) {
+  if (!invalidate) {
+    after_release(slot, after_bind);
+    return;
+  }
+  if (stags_) {
     ++local_invalidations_;
     stags_->invalidated(slot);
     wake_one(window_waiters_);

@@ -1,6 +1,8 @@
 // StagTable: the lifecycle of per-command memory windows (see iser/stag_table.hpp).
 #include "iserkit/iser/stag_table.hpp"
 
+#include <utility>
+
 namespace iserkit::iser {
 
 StagTable::StagTable(std::vector<std::uint32_t> rkeys) {
@@ -17,12 +19,19 @@ std::optional<StagTable::Bound> StagTable::acquire() noexcept {
   Slot& s = slots_[slot];
   s.rkey = next_stag(s.rkey);
   s.state = State::bound;
+  s.bind_pending = true;
+  s.release_waiting = false;
   return Bound{.slot = slot, .rkey = s.rkey};
 }
 
 StagTable::Release StagTable::release(std::uint32_t slot) noexcept {
   if (slot >= slots_.size()) return Release::ignored;
   Slot& s = slots_[slot];
+  if (s.bind_pending && (s.state == State::bound || s.state == State::peer_invalidated)) {
+    if (s.release_waiting) return Release::ignored;  // a double release
+    s.release_waiting = true;
+    return Release::deferred;
+  }
   switch (s.state) {
     case State::bound:
       s.state = State::invalidating;
@@ -36,6 +45,19 @@ StagTable::Release StagTable::release(std::uint32_t slot) noexcept {
       break;
   }
   return Release::ignored;
+}
+
+StagTable::Release StagTable::bind_completed(std::uint32_t slot, bool ok) noexcept {
+  if (slot >= slots_.size() || !slots_[slot].bind_pending) return Release::ignored;
+  Slot& s = slots_[slot];
+  s.bind_pending = false;
+  const bool waiting = std::exchange(s.release_waiting, false);
+  if (!ok) {
+    // Never bound: nothing to invalidate, and not free either (the connection is failing).
+    s.state = State::invalidating;
+    return Release::ignored;
+  }
+  return waiting ? release(slot) : Release::ignored;
 }
 
 void StagTable::invalidated(std::uint32_t slot) noexcept {

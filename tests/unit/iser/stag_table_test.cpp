@@ -24,6 +24,7 @@ TEST(StagTable, EveryBindGetsAFreshRkeyAndReleaseNeedsALocalInvalidate) {
   StagTable t({0x100, 0x200});
   auto a = t.acquire();
   ASSERT_TRUE(a);
+  ASSERT_EQ(t.bind_completed(a->slot, true), Release::ignored);
   EXPECT_EQ(t.state(a->slot), State::bound);
   EXPECT_EQ(a->rkey, next_stag(a->slot == 0 ? 0x100u : 0x200u));
   EXPECT_EQ(t.release(a->slot), Release::invalidate);
@@ -31,12 +32,14 @@ TEST(StagTable, EveryBindGetsAFreshRkeyAndReleaseNeedsALocalInvalidate) {
   // Not reusable before its Local Invalidate completed.
   auto b = t.acquire();
   ASSERT_TRUE(b);
+  ASSERT_EQ(t.bind_completed(b->slot, true), Release::ignored);
   EXPECT_NE(b->slot, a->slot);
   EXPECT_FALSE(t.acquire());
   t.invalidated(a->slot);
   EXPECT_EQ(t.state(a->slot), State::free);
   auto c = t.acquire();
   ASSERT_TRUE(c);
+  ASSERT_EQ(t.bind_completed(c->slot, true), Release::ignored);
   EXPECT_EQ(c->slot, a->slot);
   EXPECT_NE(c->rkey, a->rkey);  // the old STag names no window any more
   EXPECT_FALSE(t.find(a->rkey));
@@ -46,6 +49,7 @@ TEST(StagTable, SendWithInvalidateFreesTheWindowWithoutALocalInvalidate) {
   StagTable t({0x300});
   auto a = t.acquire();
   ASSERT_TRUE(a);
+  ASSERT_EQ(t.bind_completed(a->slot, true), Release::ignored);
   EXPECT_TRUE(t.remote_invalidated(a->rkey));
   EXPECT_EQ(t.state(a->slot), State::peer_invalidated);
   EXPECT_FALSE(t.acquire());  // still held by its command until released
@@ -58,6 +62,7 @@ TEST(StagTable, StaleUnknownOrRepeatedInvalidationsAreRefused) {
   StagTable t({0x400, 0x500});
   auto a = t.acquire();
   ASSERT_TRUE(a);
+  ASSERT_EQ(t.bind_completed(a->slot, true), Release::ignored);
   EXPECT_FALSE(t.remote_invalidated(0xdead00u));             // never ours
   EXPECT_FALSE(t.remote_invalidated(a->rkey - 1));           // the window's previous key
   EXPECT_EQ(t.state(a->slot), State::bound);
@@ -68,6 +73,7 @@ TEST(StagTable, StaleUnknownOrRepeatedInvalidationsAreRefused) {
   // A window being invalidated locally cannot also be invalidated by the peer.
   auto b = t.acquire();
   ASSERT_TRUE(b);
+  ASSERT_EQ(t.bind_completed(b->slot, true), Release::ignored);
   EXPECT_EQ(t.release(b->slot), Release::invalidate);
   EXPECT_FALSE(t.remote_invalidated(b->rkey));
   EXPECT_EQ(t.state(b->slot), State::invalidating);
@@ -77,6 +83,7 @@ TEST(StagTable, DoubleOrBogusReleasesChangeNothing) {
   StagTable t({0x600});
   auto a = t.acquire();
   ASSERT_TRUE(a);
+  ASSERT_EQ(t.bind_completed(a->slot, true), Release::ignored);
   EXPECT_EQ(t.release(a->slot), Release::invalidate);
   EXPECT_EQ(t.release(a->slot), Release::ignored);
   EXPECT_EQ(t.release(7), Release::ignored);
@@ -93,6 +100,7 @@ TEST(StagTable, ManyCommandsNeverShareAnRkey) {
   for (int round = 0; round < 600; ++round) {
     auto a = t.acquire();
     ASSERT_TRUE(a);
+    ASSERT_EQ(t.bind_completed(a->slot, true), Release::ignored);
     EXPECT_TRUE(live.insert(a->rkey).second);
     if (round % 2 == 0) {
       EXPECT_TRUE(t.remote_invalidated(a->rkey));
@@ -104,6 +112,54 @@ TEST(StagTable, ManyCommandsNeverShareAnRkey) {
     live.erase(a->rkey);
   }
   EXPECT_EQ(t.free_count(), 3u);
+}
+
+TEST(StagTable, AReleaseBeforeTheBindCompletedWaitsForIt) {
+  // rxe dereferences NULL when it invalidates a window that is not bound: no Local Invalidate
+  // may be asked for before the window's Bind MW is seen complete.
+  StagTable t({0x700});
+  auto a = t.acquire();
+  ASSERT_TRUE(a);
+  EXPECT_EQ(t.release(a->slot), Release::deferred);
+  EXPECT_EQ(t.release(a->slot), Release::ignored);  // a double release
+  EXPECT_EQ(t.state(a->slot), State::bound);
+  EXPECT_EQ(t.free_count(), 0u);
+  EXPECT_EQ(t.bind_completed(a->slot, true), Release::invalidate);
+  EXPECT_EQ(t.state(a->slot), State::invalidating);
+  EXPECT_EQ(t.bind_completed(a->slot, true), Release::ignored);  // no bind pending any more
+  t.invalidated(a->slot);
+  EXPECT_EQ(t.free_count(), 1u);
+}
+
+TEST(StagTable, AFailedBindIsNeverInvalidatedNorReused) {
+  StagTable t({0x800});
+  auto a = t.acquire();
+  ASSERT_TRUE(a);
+  EXPECT_EQ(t.release(a->slot), Release::deferred);
+  EXPECT_EQ(t.bind_completed(a->slot, false), Release::ignored);
+  EXPECT_NE(t.state(a->slot), State::free);
+  EXPECT_EQ(t.free_count(), 0u);
+  EXPECT_FALSE(t.acquire());
+  EXPECT_EQ(t.release(a->slot), Release::ignored);
+  // A failed bind with no release yet: the later release asks for nothing either.
+  StagTable u({0x900});
+  auto b = u.acquire();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(u.bind_completed(b->slot, false), Release::ignored);
+  EXPECT_EQ(u.release(b->slot), Release::ignored);
+  EXPECT_EQ(u.free_count(), 0u);
+}
+
+TEST(StagTable, APeerInvalidationSeenBeforeTheBindCompletionFreesItAfterIt) {
+  StagTable t({0xa00});
+  auto a = t.acquire();
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(t.remote_invalidated(a->rkey));
+  EXPECT_EQ(t.release(a->slot), Release::deferred);
+  EXPECT_EQ(t.free_count(), 0u);  // the slot's bind completion must be seen before its reuse
+  EXPECT_EQ(t.bind_completed(a->slot, true), Release::reusable);
+  EXPECT_EQ(t.state(a->slot), State::free);
+  EXPECT_EQ(t.free_count(), 1u);
 }
 
 TEST(SendWithInvalidate, BothSidesMustAgreeInThePrivateData) {

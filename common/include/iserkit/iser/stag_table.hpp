@@ -44,6 +44,7 @@ class StagTable {
     invalidate,  ///< post a Local Invalidate of rkey(slot), then call invalidated(slot)
     reusable,    ///< the peer already invalidated it: the window is free again
     ignored,     ///< the slot was not held (a double release, or an index out of range)
+    deferred,    ///< its Bind MW has not completed yet: bind_completed() gives the answer
   };
   struct Bound {
     std::uint32_t slot;  ///< the window's index
@@ -57,8 +58,15 @@ class StagTable {
   /// in use (the caller fails the command, nothing changed).
   [[nodiscard]] std::optional<Bound> acquire() noexcept;
   /// The command that held `slot` ended: a bound window must be invalidated (Release::invalidate);
-  /// one the peer invalidated is free at once.
+  /// one the peer invalidated is free at once. While the window's Bind MW completion has not been
+  /// seen, the answer waits for it (Release::deferred): a Local Invalidate is only ever posted for
+  /// a window seen bound, because Linux rxe (6.1 and today) dereferences NULL when it invalidates
+  /// a type 2 window that is not bound (docs/iser.md).
   Release release(std::uint32_t slot) noexcept;
+  /// The Bind MW of `slot` completed, `ok` or not. Returns what a release() that came meanwhile
+  /// now asks (invalidate or reusable), else Release::ignored. A failed bind leaves the window out
+  /// of use for good (its connection is failing).
+  Release bind_completed(std::uint32_t slot, bool ok) noexcept;
   /// The Local Invalidate of `slot` completed (successfully or flushed): the window is free.
   void invalidated(std::uint32_t slot) noexcept;
   /// A received SEND carried "invalidate `rkey`" (IBV_WC_WITH_INV). True when that is the current
@@ -77,6 +85,8 @@ class StagTable {
   struct Slot {
     std::uint32_t rkey;
     State state = State::free;
+    bool bind_pending = false;     // Bind MW posted, its completion not seen yet
+    bool release_waiting = false;  // release() came while bind_pending
   };
   std::vector<Slot> slots_;
   std::vector<std::uint32_t> free_;  // a stack: reuse the most recently freed window
