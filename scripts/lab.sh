@@ -16,6 +16,9 @@ say "building iserkit-target, iserkit-nbd and iserkit"
 if [[ ! -f $ISERKIT_BUILD/build.ninja ]]; then
   cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-ninja -C "$ISERKIT_BUILD" -j"$(nproc)" iserkit-target iserkit-nbd iserkit >/dev/null
+# and the lab's own tools when the build has them (iserkit-mw-probe: a build with iSER)
+tools=()
+ninja -C "$ISERKIT_BUILD" -t targets all 2>/dev/null | grep -q '^iserkit-mw-probe:' && tools+=(iserkit-mw-probe)
+ninja -C "$ISERKIT_BUILD" -j"$(nproc)" iserkit-target iserkit-nbd iserkit "${tools[@]}" >/dev/null
 say "running the lab (QEMU; under TCG: minutes, not seconds)"
 exec "$ISERKIT_SOURCE/tests/lab/lab.sh" --install --bin "$ISERKIT_BUILD/bin" "$@"

@@ -1,6 +1,8 @@
 // Transport selection for normal and discovery sessions (see transport_select.hpp).
 #include "transport_select.hpp"
 
+#include <cstdlib>
+
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/datamover/iser_datamover.hpp"
@@ -34,6 +36,16 @@ Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio:
                                                                            const Url& url,
                                                                            const SessionOptions& options) {
   if (transport == datamover::Transport::iser) {
+    // ISERKIT_ISER_STAGS (per-command | automatic | whole-slab) overrides options.iser_stags: how
+    // the lab turns the per-command mode on for programs that have no flag for it.
+    auto stags = options.iser_stags;
+    if (const char* env = std::getenv("ISERKIT_ISER_STAGS"); env != nullptr && *env != '\0') {
+      if (auto parsed = datamover::parse_iser_stags(env)) {
+        stags = *parsed;
+      } else {
+        log::warn("ISERKIT_ISER_STAGS={} is none of per-command, automatic, whole-slab: ignored", env);
+      }
+    }
     // Receive buffers: a response per command in flight, plus 4 unexpected PDUs (NOP-In, Async;
     // Linux reserves as many) and 4 answers to immediate PDUs (NOP-Out, Logout).
     const datamover::IserOptions iser{.recv_data_segment_length = options.iser_recv_data_segment_length,
@@ -41,7 +53,9 @@ Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio:
                                       .send_depth = options.max_commands_in_flight + 8,
                                       .timeout = options.connect_timeout,
                                       .max_transfer_bytes = options.iser_max_transfer_bytes,
-                                      .netns = options.netns};
+                                      .netns = options.netns,
+                                      .stags = stags,
+                                      .send_with_invalidate = options.iser_send_with_invalidate};
     co_return co_await datamover::iser_connect(ex, url.host, url.port, iser);
   }
   auto dm = co_await datamover::TcpDatamover::connect(ex, url.host, url.port, options.connect_timeout, options.netns);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "iserkit/common/completion.hpp"
 #include "iserkit/datamover/iser_datamover.hpp"
 #include "iserkit/iser/credits.hpp"
+#include "iserkit/iser/stag_table.hpp"
 
 namespace iserkit::datamover::rdma {
 
@@ -59,7 +61,7 @@ struct Op {
   std::uint32_t remaining = 1;  ///< completions still to come
 };
 
-class IserConnection {
+class IserConnection final : public StagOwner, public std::enable_shared_from_this<IserConnection> {
  public:
   IserConnection(asio::any_io_executor ex, bool initiator, IserOptions options);
   ~IserConnection();
@@ -99,7 +101,8 @@ class IserConnection {
   /// a DREQ, completes every pending work request with connection_closed, and destroys the QP, CQ
   /// and completion channel, deregisters the descriptors (their memory stays) and destroys the
   /// cm_id, so the kernel's removal, which waits for user space to let go, can finish; then
-  /// release_gone_devices(). The event channel stays (it is not the device's).
+  /// release_gone_devices(). Memory windows (per-command STags) are deallocated with the QP. The
+  /// event channel stays (it is not the device's).
   void release_device() noexcept;
   /// abort_connection() plus: stop the event loops and complete whatever is still pending. Called once the
   /// datamover is destroyed.
@@ -109,6 +112,28 @@ class IserConnection {
     max_recv_ = std::min<std::uint32_t>(bytes, options_.recv_data_segment_length);
   }
   void set_unexpected_limit(std::uint32_t pdus) noexcept { credits_.set_limit(pdus); }
+
+  // ---- per-command STags (initiator; RFC 7145 §9.2) ----
+  /// True when this initiator connection exposes each command's buffers through a memory window of
+  /// its own (decided in create_resources() from IserOptions::stags and the device).
+  [[nodiscard]] bool per_command_stags() const noexcept { return stags_.has_value(); }
+  /// Send path, before a SCSI Command's SEND is posted: binds a window over each region of `task`
+  /// (a Bind MW work request, ahead of the SEND on the same send queue) and makes its STag the one
+  /// the iSER header carries; waits while every window is in use. Nothing to do without
+  /// per-command STags or when `task` is bound already.
+  /// Errors: errc::invalid_argument (a region outside the window pool), errc::connection_closed.
+  Awaitable<std::error_code> bind_stags(const TaskData& task);
+  /// StagOwner: the command ended; its window is invalidated (Local Invalidate) unless the peer
+  /// already did (Send with Invalidate).
+  void release_stag(std::uint32_t slot) noexcept override;
+  /// Whether the peer and we agreed on Send with Invalidate (CM private data): the initiator then
+  /// accepts its windows invalidated by the target; the target ends a command whose SCSI Command
+  /// carried one STag with a SEND_WITH_INV of that STag on the SCSI Response.
+  void set_send_with_invalidate(bool on) noexcept { send_with_invalidate_ = on; }
+  [[nodiscard]] bool send_with_invalidate() const noexcept { return send_with_invalidate_; }
+  /// Windows invalidated so far: by us (Local Invalidate) and by the peer (Send with Invalidate).
+  [[nodiscard]] std::uint64_t local_invalidations() const noexcept { return local_invalidations_; }
+  [[nodiscard]] std::uint64_t remote_invalidations() const noexcept { return remote_invalidations_; }
   [[nodiscard]] BufferPool& pool() const noexcept;
   [[nodiscard]] const IserOptions& options() const noexcept { return options_; }
   [[nodiscard]] const Device& device() const noexcept { return *device_; }
@@ -126,6 +151,13 @@ class IserConnection {
   Awaitable<void> cm_loop(std::shared_ptr<IserConnection> self);
   void drain();
   void on_completion(const ibv_wc& wc);
+  void on_window_completion(const ibv_wc& wc);
+  /// Acts on a StagTable answer for `slot`: posts its Local Invalidate, or wakes a sender waiting
+  /// for a window.
+  void after_release(std::uint32_t slot, iser::StagTable::Release release) noexcept;
+  /// SEND, or SEND_WITH_INV for a target's SCSI Response whose command carried one STag.
+  void set_send_opcode(ibv_send_wr& wr, const PduOut& pdu) noexcept;
+  void note_command_stag(const PduIn& in);
   Awaitable<bool> acquire_sq(std::uint32_t entries);
   Awaitable<bool> acquire_credit();
   /// Takes `n` send slots and `n` send-queue entries once no batch holds the gate (unless this
@@ -180,8 +212,18 @@ class IserConnection {
   std::deque<Completion*> credit_waiters_;
   bool batch_posting_ = false;             // a batch longer than the send queue is between chunks
   std::deque<Completion*> gate_waiters_;   // sends waiting for that batch to finish
+  std::deque<Completion*> window_waiters_;  // sends waiting for a free memory window
   std::unordered_set<Op*> pending_;
   iser::UnexpectedPduCredits credits_;
+  // per-command STags: windows_[slot] is the window StagTable slot `slot` describes
+  std::vector<ibv_mw*> windows_;
+  std::optional<iser::StagTable> stags_;
+  std::uint32_t window_wrs_ = 0;  // send-queue entries reserved for Bind MW / Local Invalidate
+  bool send_with_invalidate_ = false;
+  std::uint64_t local_invalidations_ = 0;
+  std::uint64_t remote_invalidations_ = 0;
+  // target: ITT → the one STag of a command in progress, invalidated by its SCSI Response (bounded)
+  std::unordered_map<std::uint32_t, std::uint32_t> invalidate_on_response_;
 };
 
 }  // namespace iserkit::datamover::rdma

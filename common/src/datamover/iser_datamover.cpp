@@ -200,6 +200,9 @@ IserConnection::IserConnection(asio::any_io_executor ex, bool initiator, IserOpt
 IserConnection::~IserConnection() {
   if (cm_fd_) cm_fd_->release();
   if (comp_fd_) comp_fd_->release();
+  // Windows before the QP their type 2 binding refers to (deallocating a bound window unbinds it).
+  for (ibv_mw* mw : windows_) ibv_dealloc_mw(mw);
+  windows_.clear();
   if (id_ && id_->qp != nullptr) rdma_destroy_qp(id_.get());
   cq_.reset();
   comp_.reset();
@@ -235,14 +238,44 @@ std::error_code IserConnection::create_resources() {
   const auto max_wr = static_cast<std::uint32_t>(std::max(device_->attr.max_qp_wr, 16));
   options_.receive_depth = std::clamp<std::uint32_t>(options_.receive_depth, 8, max_wr);
   options_.send_depth = std::clamp<std::uint32_t>(options_.send_depth, 8, max_wr);
-  const int cqe = static_cast<int>(options_.receive_depth + options_.send_depth);
+  // Per-command STags (initiator): one window per command that may hold one — in flight, queued
+  // for the window, or given up and not yet invalidated — each with at most two work requests
+  // outstanding (its Bind MW and its Local Invalidate), on send-queue entries of their own.
+  if (initiator_ && options_.stags != IserStags::whole_slab) {
+    if (device_->window_pool) {
+      const auto want = std::min({2 * options_.receive_depth + 16, static_cast<std::uint32_t>(device_->attr.max_mw),
+                                  (max_wr - std::min(max_wr, options_.send_depth)) / 2});
+      std::vector<std::uint32_t> rkeys;
+      for (std::uint32_t i = 0; i < want; ++i) {
+        ibv_mw* mw = ibv_alloc_mw(device_->pd, IBV_MW_TYPE_2);
+        if (mw == nullptr) break;
+        windows_.push_back(mw);
+        rkeys.push_back(mw->rkey);
+      }
+      if (windows_.size() >= 8) {
+        stags_.emplace(std::move(rkeys));
+        window_wrs_ = 2 * static_cast<std::uint32_t>(windows_.size());
+      } else {
+        for (ibv_mw* mw : windows_) ibv_dealloc_mw(mw);
+        windows_.clear();
+      }
+    }
+    if (!stags_) {
+      if (options_.stags == IserStags::per_command) {
+        log::warn("iser: per-command STags asked for, but the device cannot bind type 2 memory windows");
+        return make_error_code(errc::not_supported);
+      }
+      log::info("iser: the device cannot bind type 2 memory windows: the whole registered slab is exposed");
+    }
+  }
+  const int cqe = static_cast<int>(options_.receive_depth + options_.send_depth + window_wrs_);
   cq_.reset(ibv_create_cq(id->verbs, cqe, nullptr, comp_.get(), 0));
   if (!cq_) return errno_error(errno ? errno : ENOMEM);
   ibv_qp_init_attr attr{};
   attr.send_cq = cq_.get();
   attr.recv_cq = cq_.get();
   attr.qp_type = IBV_QPT_RC;
-  attr.cap.max_send_wr = options_.send_depth;
+  attr.cap.max_send_wr = options_.send_depth + window_wrs_;
   attr.cap.max_recv_wr = options_.receive_depth;
   attr.cap.max_send_sge = 2;
   attr.cap.max_recv_sge = 1;
@@ -289,10 +322,13 @@ void IserConnection::describe() {
 }
 
 BufferPool& IserConnection::pool() const noexcept {
-  return initiator_ ? *device_->remote_pool : *device_->local_pool;
+  if (!initiator_) return *device_->local_pool;
+  return stags_ ? *device_->window_pool : *device_->remote_pool;
 }
 
 std::optional<Buffer> IserConnection::lookup(ConstByteSpan bytes) const noexcept {
+  if (device_->window_pool)
+    if (auto b = device_->window_pool->registration(bytes)) return b;
   if (auto b = device_->remote_pool->registration(bytes)) return b;
   return device_->local_pool->registration(bytes);
 }
@@ -408,8 +444,23 @@ void IserConnection::on_completion(const ibv_wc& wc) {
       abort_connection(make_error_code(errc::connection_closed), wc.status != IBV_WC_WR_FLUSH_ERR);
       return;
     }
+    if ((wc.wc_flags & IBV_WC_WITH_INV) != 0) {
+      // Send with Invalidate (RFC 7145 §5.1): the target ended a command's STag. Only one of our
+      // bound windows may be named; anything else breaks what the CM private data agreed.
+      if (!send_with_invalidate_ || !stags_ || !stags_->remote_invalidated(wc.invalidated_rkey)) {
+        log::info("iser {}: peer invalidated STag 0x{:08x}, which is not a bound window of ours", peer_,
+                  wc.invalidated_rkey);
+        abort_connection(make_error_code(errc::protocol_error));
+        return;
+      }
+      ++remote_invalidations_;
+    }
     ready_.push_back({slot, wc.byte_len});
     wake(receive_waiter_);
+    return;
+  }
+  if ((wc.wr_id & 6u) != 0) {
+    on_window_completion(wc);
     return;
   }
   auto* op = reinterpret_cast<Op*>(static_cast<std::uintptr_t>(wc.wr_id));
@@ -464,7 +515,7 @@ void IserConnection::abort_connection(std::error_code ec, bool hold_dreq) noexce
     }
   }
   wake(receive_waiter_);
-  for (auto* list : {&sq_waiters_, &slot_waiters_, &credit_waiters_, &gate_waiters_}) {
+  for (auto* list : {&sq_waiters_, &slot_waiters_, &credit_waiters_, &gate_waiters_, &window_waiters_}) {
     auto waiters = std::move(*list);
     list->clear();
     for (Completion* c : waiters) c->complete();
@@ -490,6 +541,10 @@ void IserConnection::release_device() noexcept {
     comp_fd_.reset();
   }
   mark_device_removed(id_->verbs);
+  // Memory windows hold the PD (and a type 2 binding the QP): freed first, like in the destructor.
+  // The STag table stays, so leases still held are given back without posting anything (failed_).
+  for (ibv_mw* mw : windows_) ibv_dealloc_mw(mw);
+  windows_.clear();
   if (id_->qp != nullptr) rdma_destroy_qp(id_.get());
   cq_.reset();
   comp_.reset();
@@ -539,13 +594,13 @@ std::error_code IserConnection::prepare_send(const PduOut& pdu, std::uint32_t sl
   if (pdu.task_data != nullptr) {
     if (const auto& b = pdu.task_data->read_region()) {
       h.read_valid = true;
-      h.read_stag = b->rkey;
+      h.read_stag = pdu.task_data->read_stag();
       h.read_base_offset = reinterpret_cast<std::uintptr_t>(b->bytes.data());
     }
     if (const auto& b = pdu.task_data->write_region(); b && b->bytes.size() > pdu.data.size()) {
       // Linux iser_prepare_write_cmd: the Write Base Offset points past the immediate data.
       h.write_valid = true;
-      h.write_stag = b->rkey;
+      h.write_stag = pdu.task_data->write_stag();
       h.write_base_offset = reinterpret_cast<std::uintptr_t>(b->bytes.data()) + pdu.data.size();
     }
   }
@@ -597,6 +652,9 @@ Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
   if (iser::classify(pdu.bhs, initiator_) == iser::PduClass::unexpected) {
     if (!co_await acquire_credit()) co_return error_;
   }
+  // Per-command STags: the windows are bound (work requests posted) before this SEND is.
+  if (pdu.task_data != nullptr)
+    if (auto ec = co_await bind_stags(*pdu.task_data)) co_return ec;
   std::vector<std::uint32_t> slots;
   if (!co_await reserve_sends(1, slots, false)) co_return error_;
   SlotRelease guard{*this, slots};
@@ -613,7 +671,7 @@ Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
   wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
   wr.sg_list = sge.data();
   wr.num_sge = num_sge;
-  wr.opcode = IBV_WR_SEND;
+  set_send_opcode(wr, pdu);
   wr.send_flags = IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
   if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
@@ -640,6 +698,10 @@ Awaitable<std::error_code> IserConnection::send_batch(std::vector<PduOut> pdus) 
     // Credits first (RFC 7145 §8), holding no slot or send-queue entry while waiting.
     for (std::size_t i = next; i < next + n; ++i)
       if (iser::classify(pdus[i].bhs, initiator_) == iser::PduClass::unexpected && !co_await acquire_credit()) break;
+    // Per-command STags: each command's windows are bound (posted) before its SEND is.
+    for (std::size_t i = next; i < next + n && !result; ++i)
+      if (pdus[i].task_data != nullptr) result = co_await bind_stags(*pdus[i].task_data);
+    if (result) break;
     std::vector<std::uint32_t> slots;
     if (failed_ || !co_await reserve_sends(static_cast<std::uint32_t>(n), slots, gate_held)) {
       result = error_;
@@ -666,7 +728,7 @@ Awaitable<std::error_code> IserConnection::send_batch(std::vector<PduOut> pdus) 
       wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
       wr.sg_list = sges[prepared].data();
       wr.num_sge = num_sge;
-      wr.opcode = IBV_WR_SEND;
+      set_send_opcode(wr, pdus[next + prepared]);
       wr.send_flags = IBV_SEND_SIGNALED;
       wr.next = prepared + 1 < n ? &wrs[prepared + 1] : nullptr;
     }
@@ -815,6 +877,132 @@ Awaitable<std::error_code> IserConnection::rdma(bool write, RemoteBuffer remote,
 }
 
 // ---------------------------------------------------------------------------------------------
+// Per-command STags: memory windows (initiator) and Send with Invalidate (both ends)
+// ---------------------------------------------------------------------------------------------
+// Work request ids of window operations: (slot << 3) | 2 for a Bind MW, | 4 for a Local
+// Invalidate. Receives are odd and Op pointers are 8-byte aligned, so the three never collide.
+
+Awaitable<std::error_code> IserConnection::bind_stags(const TaskData& task) {
+  if (!stags_ || task.stags_bound()) co_return std::error_code{};
+  const std::size_t needed = (task.read_region() ? 1 : 0) + (task.write_region() ? 1 : 0);
+  while (!failed_ && stags_->free_count() < needed) {
+    Completion c;
+    window_waiters_.push_back(&c);
+    co_await c.wait();
+  }
+  if (failed_) co_return error_;
+  for (const bool read : {true, false}) {
+    const auto& region = read ? task.read_region() : task.write_region();
+    if (!region) continue;
+    ibv_mr* mr = device_->window_pool->memory_region(region->bytes);
+    if (mr == nullptr) co_return make_error_code(errc::invalid_argument);
+    auto bound = stags_->acquire();  // free_count() was checked with no suspension since
+    if (!bound) co_return make_error_code(errc::connection_closed);
+    ibv_send_wr wr{};
+    wr.wr_id = (std::uint64_t{bound->slot} << 3) | 2u;
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.bind_mw.mw = windows_[bound->slot];
+    wr.bind_mw.rkey = bound->rkey;
+    wr.bind_mw.bind_info.mr = mr;
+    wr.bind_mw.bind_info.addr = reinterpret_cast<std::uintptr_t>(region->bytes.data());
+    wr.bind_mw.bind_info.length = region->bytes.size();
+    // The target RDMA-writes read data and RDMA-reads write data: nothing more.
+    wr.bind_mw.bind_info.mw_access_flags = read ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
+    ibv_send_wr* bad = nullptr;
+    if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
+      log::info("iser {}: post bind memory window failed: {}", peer_, std::strerror(rc));
+      stags_->release(bound->slot);  // never bound: nothing to invalidate on a failing connection
+      abort_connection(make_error_code(errc::connection_closed));
+      co_return error_;
+    }
+    // A type 2 window bound by a work request: libibverbs leaves ibv_mw::rkey alone, and the next
+    // Bind MW must name the window by its current rkey (rxe checks it), so it is kept here.
+    windows_[bound->slot]->rkey = bound->rkey;
+    // From here the descriptor owns the window; its end gives it back (release_stag()).
+    task.bind_stag(read, bound->rkey, StagLease(std::shared_ptr<StagOwner>(shared_from_this()), bound->slot));
+  }
+  co_return std::error_code{};
+}
+
+void IserConnection::release_stag(std::uint32_t slot) noexcept {
+  if (!stags_) return;
+  after_release(slot, stags_->release(slot));
+}
+
+void IserConnection::after_release(std::uint32_t slot, iser::StagTable::Release release) noexcept {
+  if (release == iser::StagTable::Release::reusable) wake_one(window_waiters_);
+  // deferred: the Bind MW's completion decides (on_window_completion()).
+  if (release != iser::StagTable::Release::invalidate) return;
+  // A failed connection's QP is in the error state: no peer access can reach the window any more,
+  // and a posted Local Invalidate would only be flushed. The window stays out of use.
+  if (failed_ || stopped_) return;
+  ibv_send_wr wr{};
+  wr.wr_id = (std::uint64_t{slot} << 3) | 4u;
+  wr.opcode = IBV_WR_LOCAL_INV;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.invalidate_rkey = stags_->rkey(slot);
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
+    log::info("iser {}: post local invalidate failed: {}", peer_, std::strerror(rc));
+    abort_connection(make_error_code(errc::connection_closed));
+  }
+}
+
+void IserConnection::on_window_completion(const ibv_wc& wc) {
+  const auto slot = static_cast<std::uint32_t>(wc.wr_id >> 3);
+  const bool invalidate = (wc.wr_id & 4u) != 0;
+  const bool ok = wc.status == IBV_WC_SUCCESS;
+  // A bind's completion, good or bad, is what allows (or forbids) its window's Local Invalidate.
+  const auto after_bind =
+      (!invalidate && stags_) ? stags_->bind_completed(slot, ok) : iser::StagTable::Release::ignored;
+  if (!ok) {
+    if (wc.status != IBV_WC_WR_FLUSH_ERR)
+      log::info("iser {}: {} of memory window {} failed: {}", peer_, invalidate ? "local invalidate" : "bind", slot,
+                ibv_wc_status_str(wc.status));
+    abort_connection(make_error_code(errc::connection_closed), wc.status != IBV_WC_WR_FLUSH_ERR);
+    return;  // the window stays out of use: the connection is gone
+  }
+  if (!invalidate) {
+    after_release(slot, after_bind);
+    return;
+  }
+  if (stags_) {
+    ++local_invalidations_;
+    stags_->invalidated(slot);
+    wake_one(window_waiters_);
+  }
+}
+
+void IserConnection::set_send_opcode(ibv_send_wr& wr, const PduOut& pdu) noexcept {
+  wr.opcode = IBV_WR_SEND;
+  if (initiator_ || !send_with_invalidate_ || invalidate_on_response_.empty()) return;
+  if (static_cast<iscsi::Opcode>(iscsi::raw_opcode(pdu.bhs)) != iscsi::Opcode::scsi_response) return;
+  const auto it = invalidate_on_response_.find(iscsi::to_u32(iscsi::itt_of(pdu.bhs)));
+  if (it == invalidate_on_response_.end()) return;
+  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.invalidate_rkey = it->second;
+  invalidate_on_response_.erase(it);
+}
+
+void IserConnection::note_command_stag(const PduIn& in) {
+  if (static_cast<iscsi::Opcode>(iscsi::raw_opcode(in.bhs)) != iscsi::Opcode::scsi_command) return;
+  const auto itt = iscsi::to_u32(iscsi::itt_of(in.bhs));
+  // One STag per command (as Linux isert): a command with both or neither is left to the
+  // initiator's own Local Invalidate. A reused ITT replaces what an aborted command left.
+  if (in.remote_read.has_value() == in.remote_write.has_value()) {
+    invalidate_on_response_.erase(itt);
+    return;
+  }
+  const std::uint32_t stag = in.remote_read ? in.remote_read->stag : in.remote_write->stag;
+  // Bounded: ITTs are the initiator's to choose; past the bound the initiator invalidates itself.
+  if (invalidate_on_response_.size() >= 4 * std::size_t{options_.receive_depth} &&
+      !invalidate_on_response_.contains(itt))
+    return;
+  invalidate_on_response_[itt] = stag;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Control receive
 // ---------------------------------------------------------------------------------------------
 
@@ -857,6 +1045,7 @@ Awaitable<Result<PduIn>> IserConnection::receive(DataPlacement* placement) {
   in.ahs.assign(p + iser::headers_size, p + iser::headers_size + ahs_bytes);
   if (header->read_valid) in.remote_read = RemoteBuffer{header->read_stag, header->read_base_offset};
   if (header->write_valid) in.remote_write = RemoteBuffer{header->write_stag, header->write_base_offset};
+  if (!initiator_ && send_with_invalidate_) note_command_stag(in);
   if (iser::classify(in.bhs, !initiator_) == iser::PduClass::answer) {
     credits_.release();
     wake_one(credit_waiters_);
@@ -907,11 +1096,14 @@ class IserDatamover final : public Datamover {
     return {.rdma_data = true,
             .digests = false,
             .max_transfer_bytes = c_->options().max_transfer_bytes,
-            .exposes_task_buffers = true};  // the STags stay valid for the connection's lifetime
+            // Slab STags stay valid for the connection's life; per-command ones end with the command.
+            .exposes_task_buffers = !c_->per_command_stags()};
   }
   [[nodiscard]] BufferPool& buffer_pool() noexcept override { return c_->pool(); }
   // RFC 7145 §9.2: the command's buffers must be registered memory the target can RDMA to/from.
   Result<TaskData> prepare_task_data(std::span<std::byte> data_in, std::span<const std::byte> data_out) override {
+    // Per-command STags are bound when the SCSI Command is sent (IserConnection::bind_stags()), so
+    // a command waiting for the CmdSN window holds none.
     return TaskData::registered(c_->pool(), data_in, data_out);
   }
   Awaitable<std::error_code> put_data(RemoteBuffer dest, std::uint64_t offset, Buffer source) override {
@@ -1006,9 +1198,13 @@ Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor
   }
   rdma::reap_parked_ids();
   if (auto ec = c->create_resources()) co_return fail(ec);
-  // RFC 7145 §5.1 / Annex "iSER CM REQ": ZBVA not supported, no Send with Invalidate (our STags are
-  // long-lived slab registrations, not per-command).
-  const auto req = iser::encode_cm_request({});
+  // RFC 7145 §5.1 / Linux "iSER CM REQ": ZBVA not supported; Send with Invalidate only with
+  // per-command STags (a slab STag is shared by every command and must never be invalidated) and
+  // when asked for (IserOptions::send_with_invalidate: see there why it is off by default).
+  const iser::CmRequest request{
+      .zbva_not_supported = true,
+      .send_with_invalidate_not_supported = !(c->per_command_stags() && options.send_with_invalidate)};
+  const auto req = iser::encode_cm_request(request);
   rdma_conn_param param{};
   param.private_data = req.data();
   param.private_data_len = static_cast<std::uint8_t>(req.size());
@@ -1024,13 +1220,15 @@ Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor
     co_return fail(errc::connection_closed);
   }
   c->set_established();
-  if (auto rep = iser::decode_cm_reply(ev->private_data)) {
-    log::debug("iser: CM REP: zbva_not_used={} send_with_invalidate_not_used={}", rep->zbva_not_used,
-               rep->send_with_invalidate_not_used);
-  }
+  const auto reply = iser::decode_cm_reply(ev->private_data);
+  if (reply)
+    log::debug("iser: CM REP: zbva_not_used={} send_with_invalidate_not_used={}", reply->zbva_not_used,
+               reply->send_with_invalidate_not_used);
+  c->set_send_with_invalidate(iser::send_with_invalidate_agreed(request, reply));
   c->describe();
   c->start(c);
-  log::info("iser: connected to {} from {}", c->peer(), c->local());
+  log::info("iser: connected to {} from {} (STags: {}, send with invalidate: {})", c->peer(), c->local(),
+            c->per_command_stags() ? "per command" : "whole slab", c->send_with_invalidate());
   co_return std::unique_ptr<Datamover>(std::make_unique<IserDatamover>(std::move(c)));
 }
 
@@ -1162,7 +1360,12 @@ Awaitable<Result<std::unique_ptr<Datamover>>> IserListener::accept(asio::any_io_
       rdma_reject(id, nullptr, 0);
       continue;
     }
-    const auto rep = iser::encode_cm_reply({});
+    // Send with Invalidate when the initiator supports it and the device can send it.
+    const bool swi = impl->options.send_with_invalidate && request && !request->send_with_invalidate_not_supported &&
+                     (c->device().attr.device_cap_flags & IBV_DEVICE_MEM_MGT_EXTENSIONS) != 0;
+    const iser::CmReply reply{.zbva_not_used = true, .send_with_invalidate_not_used = !swi};
+    c->set_send_with_invalidate(iser::send_with_invalidate_agreed(request, reply));
+    const auto rep = iser::encode_cm_reply(reply);
     rdma_conn_param param{};
     param.private_data = rep.data();
     param.private_data_len = static_cast<std::uint8_t>(rep.size());
@@ -1179,7 +1382,8 @@ Awaitable<Result<std::unique_ptr<Datamover>>> IserListener::accept(asio::any_io_
     }
     c->describe();
     c->start(c);
-    log::debug("iser portal: accepted {} (rdma read depth {})", c->peer(), static_cast<int>(param.initiator_depth));
+    log::debug("iser portal: accepted {} (rdma read depth {}, send with invalidate {})", c->peer(),
+               static_cast<int>(param.initiator_depth), c->send_with_invalidate());
     co_return std::unique_ptr<Datamover>(std::make_unique<IserDatamover>(std::move(c)));
   }
   co_return fail(errc::connection_closed);

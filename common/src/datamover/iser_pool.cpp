@@ -121,6 +121,13 @@ std::optional<Buffer> RegisteredBufferPool::registration(std::span<const std::by
   return Buffer{.bytes = {const_cast<std::byte*>(bytes.data()), bytes.size()}, .lkey = r->lkey(), .rkey = r->rkey()};
 }
 
+ibv_mr* RegisteredBufferPool::memory_region(std::span<const std::byte> bytes) const noexcept {
+  if (bytes.empty()) return nullptr;
+  std::lock_guard lock(mutex_);
+  const auto* r = find(bytes.data(), bytes.size());
+  return r != nullptr ? r->mr() : nullptr;
+}
+
 std::size_t RegisteredBufferPool::registrations() const noexcept {
   std::lock_guard lock(mutex_);
   return regions_.size();
@@ -140,6 +147,7 @@ bool RegisteredBufferPool::retired() const noexcept {
 Device::~Device() {
   local_pool.reset();
   remote_pool.reset();
+  window_pool.reset();
   if (pd != nullptr) ibv_dealloc_pd(pd);
 }
 
@@ -170,9 +178,11 @@ Device* device_for(ibv_context* context) {
     d->local_pool = std::make_unique<RegisteredBufferPool>(d->pd, IBV_ACCESS_LOCAL_WRITE);
     d->remote_pool = std::make_unique<RegisteredBufferPool>(
         d->pd, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
-    log::info("iser: device {}: max_qp_wr={} max_qp_rd_atom={} max_qp_init_rd_atom={}",
+    if (d->type2_windows())
+      d->window_pool = std::make_unique<RegisteredBufferPool>(d->pd, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+    log::info("iser: device {}: max_qp_wr={} max_qp_rd_atom={} max_qp_init_rd_atom={} max_mw={} type2_windows={}",
               ibv_get_device_name(context->device), d->attr.max_qp_wr, d->attr.max_qp_rd_atom,
-              d->attr.max_qp_init_rd_atom);
+              d->attr.max_qp_init_rd_atom, d->attr.max_mw, d->type2_windows());
     slot = std::move(d);
   }
   return slot.get();
@@ -216,6 +226,7 @@ bool retire_gone_devices(std::span<ibv_device* const> present) noexcept {
               fatal ? "IBV_EVENT_DEVICE_FATAL" : marked ? "RDMA_CM_EVENT_DEVICE_REMOVAL" : "no longer listed");
     d.local_pool->retire();
     d.remote_pool->retire();
+    if (d.window_pool) d.window_pool->retire();
     try {
       gone_devices.push_back(std::move(it->second));
     } catch (...) {

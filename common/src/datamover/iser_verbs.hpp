@@ -51,6 +51,8 @@ class RegisteredRegion {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] std::uint32_t lkey() const noexcept { return mr_ ? mr_->lkey : 0; }
   [[nodiscard]] std::uint32_t rkey() const noexcept { return mr_ ? mr_->rkey : 0; }
+  /// The memory region (memory windows are bound over it).
+  [[nodiscard]] ibv_mr* mr() const noexcept { return mr_.get(); }
   [[nodiscard]] bool contains(const std::byte* p, std::size_t n) const noexcept {
     return p >= data() && n <= size_ && p - data() <= static_cast<std::ptrdiff_t>(size_ - n);
   }
@@ -79,6 +81,8 @@ class RegisteredBufferPool final : public BufferPool {
   /// memory cannot be allocated or registered.
   PooledBuffer allocate(std::size_t bytes) override;
   [[nodiscard]] std::optional<Buffer> registration(std::span<const std::byte> bytes) const noexcept override;
+  /// The memory region holding `bytes` (to bind a memory window over), or nullptr.
+  [[nodiscard]] ibv_mr* memory_region(std::span<const std::byte> bytes) const noexcept;
   /// Memory registrations made so far (slabs + large regions): constant in steady state.
   [[nodiscard]] std::size_t registrations() const noexcept;
   /// The pool's device is gone: deregisters every region (memory and leases stay valid, as plain
@@ -115,6 +119,13 @@ struct Device {
   ibv_device_attr attr{};
   std::unique_ptr<RegisteredBufferPool> local_pool;   ///< IBV_ACCESS_LOCAL_WRITE
   std::unique_ptr<RegisteredBufferPool> remote_pool;  ///< + REMOTE_READ | REMOTE_WRITE
+  /// IBV_ACCESS_LOCAL_WRITE | MW_BIND, no remote access of its own: initiator buffers the target
+  /// reaches only through per-command memory windows (null when the device has no type 2 windows).
+  std::unique_ptr<RegisteredBufferPool> window_pool;
+  /// The device binds type 2 memory windows with work requests (IBV_DEVICE_MEM_WINDOW_TYPE_2B).
+  [[nodiscard]] bool type2_windows() const noexcept {
+    return (attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0 && attr.max_mw > 0;
+  }
   ~Device();
 };
 

@@ -27,6 +27,10 @@ bb=/lab/busybox
 mkdir -p "$work"
 : >"$pidlist"
 export PATH=$LAB_BIN:$PATH
+# How iserkit initiators expose buffers over iSER (initiator/src/transport_select.cpp), when the
+# lab run asks for a mode: ISERKIT_LAB_ISER_STAGS=per-command scripts/lab.sh --only iser-chain
+lab_iser_stags=$(sed -n 's/^ISERKIT_LAB_ISER_STAGS=//p' "$out/job.env" 2>/dev/null)
+[[ -n $lab_iser_stags ]] && export ISERKIT_ISER_STAGS=$lab_iser_stags
 # Soft-RoCE needs an address on the netdev it is bound to (rdma_cm cannot resolve routes on lo):
 # a dummy interface with a private address, reachable only inside the VM.
 LAB_RDMA_IP=10.211.0.1
@@ -234,6 +238,17 @@ roundtrip() {
   rm -f "$work/pattern"
   [[ $want == "$got" ]] || { echo "read back $got, wrote $want"; return 1; }
   echo "$n MiB through $dev, sha256 ${want:0:16}… matches"
+}
+# stags_check CHECK LOG: when the run asked for per-command STags (ISERKIT_LAB_ISER_STAGS), the
+# initiator that wrote LOG must say it used them ("STags: per command"); SKIP otherwise
+stags_check() {
+  if [[ -z ${ISERKIT_ISER_STAGS:-} ]]; then
+    skip "$1" "the run did not ask for a STag mode (ISERKIT_LAB_ISER_STAGS)"
+  elif grep -q 'STags: per command' "$2"; then
+    pass "$1" "ISERKIT_ISER_STAGS=$ISERKIT_ISER_STAGS: $(grep -o 'STags: per command[^)]*' "$2" | head -n 1), $(grep -c 'STags: per command' "$2") connection(s)"
+  else
+    fail "$1" "ISERKIT_ISER_STAGS=$ISERKIT_ISER_STAGS but $(basename "$2") shows no per-command STags: $(grep -o 'STags: [^)]*' "$2" | head -n 1)"
+  fi
 }
 # copied_bytes LOG: the N of the last "copied payload bytes: N" line, or nothing
 copied_bytes() { sed -n 's/.*copied payload bytes: *\([0-9][0-9]*\).*/\1/p' "$1" | tail -n 1; }

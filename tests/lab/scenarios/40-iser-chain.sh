@@ -13,7 +13,7 @@
 # refused, the right one logs in and round-trips 4 MiB. Without iSER in the build: SKIP.
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
 plan soft-roce target discovery login large-io-limit write-read-256M backing-file iser-max-transfer-option bridge nbd-attach write-1G read-1G mkfs \
-  mount-copy e2fsck nbd-detach bridge-exit bridge-zero-copy target-exit target-zero-copy large-commands-over-iser chap
+  mount-copy e2fsck nbd-detach bridge-exit bridge-zero-copy bridge-stags target-exit target-zero-copy large-commands-over-iser chap
 
 check soft-roce rxe_up || give_up "no Soft-RoCE device"
 if reason=$(iser_missing); then give_up "$reason"; fi
@@ -135,6 +135,7 @@ check e2fsck e2fsck -fn "$dev"
 check nbd-detach nbd_detach "$dev"
 check bridge-exit stop_daemon bridge
 zero_copy_check bridge-zero-copy iserkit-nbd "$bridge_log"
+stags_check bridge-stags "$bridge_log"
 check target-exit stop_daemon target
 zero_copy_check target-zero-copy iserkit-target "$target_log"
 # The CLI writes and reads in 4 MiB pieces: with an 8 MiB cap each is one SCSI command, which the

@@ -20,7 +20,7 @@
 # right one logs in and round-trips 4 MiB.
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
 plan soft-roce lio iser-portal discovery login no-fua large-io-limit write-read-128M backing-file bridge nbd-attach mkfs mount-copy \
-  e2fsck nbd-detach bridge-exit bridge-zero-copy chap lio-log lio-clear
+  e2fsck nbd-detach bridge-exit bridge-zero-copy bridge-stags chap lio-log lio-clear
 
 iqn=iqn.2026-11.org.iserkit.lab:lio-iser
 portal=$LAB_RDMA_IP:3260
@@ -149,6 +149,7 @@ check e2fsck e2fsck -fn "$dev"
 check nbd-detach nbd_detach "$dev"
 check bridge-exit stop_daemon bridge
 zero_copy_check bridge-zero-copy iserkit-nbd "$bridge_log"
+stags_check bridge-stags "$bridge_log"
 chap() {
   local tpg=/sys/kernel/config/target/iscsi/$iqn/tpgt_1 secret=lab-chap-secret-1234
   echo labuser >"$tpg/auth/userid" && echo "$secret" >"$tpg/auth/password" &&

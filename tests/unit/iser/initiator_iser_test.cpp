@@ -1,7 +1,7 @@
 // The initiator's iSER pieces without a device: transport selection (iser://, --transport), the
 // iSER login offers (RFC 7145 §6), and the per-task data descriptor an RDMA datamover prepares
 // (datamover::TaskData: zero copy from registered memory, a counted bounce otherwise; TCP's costs
-// nothing).
+// nothing), and per-command STags (their release on completion and on a command timeout).
 #include <gtest/gtest.h>
 
 #include <new>
@@ -13,9 +13,12 @@
 #include "iserkit/datamover/iser_datamover.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "login.hpp"
+#include "session_rig.hpp"
 
 namespace iserkit::initiator {
 namespace {
+
+using namespace std::chrono_literals;
 
 using datamover::Transport;
 
@@ -282,6 +285,91 @@ TEST(TaskDataDescriptor, MovingKeepsTheBounceBuffer) {
   std::fill(moved.data_in().begin(), moved.data_in().end(), std::byte{4});
   moved.finish(100);
   EXPECT_EQ(sink[99], std::byte{4});
+}
+
+// Per-command STags (iSER memory windows, RFC 7145 §9.2): the peer reaches a command's buffer
+// only while it lives. A timed-out command's STag is given back (the iSER datamover invalidates
+// it) before the caller gets its buffer back; the command is aborted with ABORT TASK and, since
+// the buffer is no longer exposed (exposes_task_buffers false), the connection survives.
+struct RecordingStagOwner final : datamover::StagOwner {
+  std::vector<std::uint32_t> released;
+  void release_stag(std::uint32_t slot) noexcept override { released.push_back(slot); }
+};
+
+TEST(IserSessionStags, TimedOutCommandsStagIsReleasedAndTheConnectionSurvives) {
+  SessionOptions o;
+  o.command_timeout = 100ms;
+  test::SessionRig rig(o, {}, datamover::Capabilities{.rdma_data = true, .exposes_task_buffers = false});
+  auto owner = std::make_shared<RecordingStagOwner>();
+  rig.dm->bind_stags_with(owner);
+  iscsi::Itt silent_itt = iscsi::reserved_itt;
+  Completion abort_answered;
+  rig.dm->respond_with([&](test::FakeDatamover& d, const test::CapturedPdu& pdu) {
+    if (const auto* c = pdu.as<iscsi::ScsiCommand>()) {
+      if (c->read) {
+        silent_itt = c->itt;  // never answered
+      } else {
+        d.push(test::response_for(*c));
+      }
+    } else if (const auto* t = pdu.as<iscsi::TaskManagementRequest>()) {
+      EXPECT_EQ(t->function, iscsi::TaskManagementFunction::abort_task);
+      EXPECT_EQ(t->referenced_task_tag, silent_itt);
+      iscsi::TaskManagementResponse r;
+      r.itt = t->itt;
+      d.push(r);
+      abort_answered.complete();
+    }
+  });
+  std::vector<std::byte> buffer(512);
+  std::vector<std::byte> payload(512, std::byte{1});
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(test::read10(buffer));
+    test::expect_error(r, make_error_code(errc::timeout));
+    // The caller has its buffer back: its STag was given back by then, exactly once.
+    EXPECT_EQ(owner->released, (std::vector<std::uint32_t>{1}));
+    co_await abort_answered.wait();
+    EXPECT_TRUE(rig.session->is_open());
+    EXPECT_FALSE(rig.dm->closed());
+    CommandRequest w;  // a WRITE(10) with data: a new STag, given back when it completes
+    w.cdb.length = 10;
+    w.cdb.bytes[0] = std::byte{0x2a};
+    w.data_out = payload;
+    auto again = co_await rig.session->execute(w);
+    EXPECT_TRUE(again) << (again ? "" : again.error().message());
+    EXPECT_EQ(owner->released, (std::vector<std::uint32_t>{1, 2}));
+  });
+  EXPECT_TRUE(abort_answered.done());
+}
+
+// A per-command STag (iSER memory window) replaces the pool's rkey in what the iSER header
+// carries, survives a move, and is given back exactly once when the descriptor ends.
+struct CountingStagOwner final : datamover::StagOwner {
+  std::vector<std::uint32_t> released;
+  void release_stag(std::uint32_t slot) noexcept override { released.push_back(slot); }
+};
+
+TEST(TaskDataDescriptor, PerCommandStagIsAdvertisedAndGivenBackOnce) {
+  ArenaPool pool;
+  auto lease = pool.allocate(4096);
+  auto owner = std::make_shared<CountingStagOwner>();
+  {
+    auto t = TaskData::registered(pool, lease.bytes(), {});
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->read_stag(), ArenaPool::rkey);  // not bound yet: the pool's own
+    EXPECT_FALSE(t->stags_bound());
+    t->bind_stag(false, 0x777, datamover::StagLease(owner, 9));  // no write region: given back at once
+    EXPECT_EQ(owner->released, (std::vector<std::uint32_t>{9}));
+    EXPECT_EQ(t->write_stag(), 0u);
+    owner->released.clear();
+    t->bind_stag(true, 0xabc01, datamover::StagLease(owner, 3));
+    EXPECT_TRUE(t->stags_bound());
+    EXPECT_EQ(t->read_stag(), 0xabc01u);
+    EXPECT_EQ(t->write_stag(), 0u);
+    TaskData moved = std::move(*t);
+    EXPECT_EQ(moved.read_stag(), 0xabc01u);
+    EXPECT_TRUE(owner->released.empty());  // a move gives nothing back
+  }
+  EXPECT_EQ(owner->released, (std::vector<std::uint32_t>{3}));
 }
 
 }  // namespace

@@ -26,6 +26,13 @@ void FakeDatamover::push_error(std::error_code ec) {
 Awaitable<std::error_code> FakeDatamover::send(datamover::PduOut pdu) {
   if (closed_) co_return make_error_code(errc::connection_closed);
   if (!iscsi::decode_bhs(pdu.bhs)) co_return make_error_code(errc::malformed_pdu);
+  if (stag_owner_ && pdu.task_data != nullptr && !pdu.task_data->stags_bound()) {
+    for (const bool read : {true, false}) {
+      if (!(read ? pdu.task_data->read_region() : pdu.task_data->write_region())) continue;
+      const std::uint32_t slot = next_stag_slot_++;
+      pdu.task_data->bind_stag(read, 0x5000u + slot, datamover::StagLease(stag_owner_, slot));
+    }
+  }
   if (hold_) {
     Completion done;
     waiting_.push_back({&pdu, &done});

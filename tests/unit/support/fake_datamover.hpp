@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -57,6 +58,9 @@ class FakeDatamover final : public datamover::Datamover {
   /// Puts up to `max` waiting PDUs on the wire, in order (each captured, then shown to the
   /// responder); all of them by default.
   void release_sends(std::size_t max = static_cast<std::size_t>(-1));
+  /// Plays the iSER datamover's per-command STags: each SCSI Command's TaskData gets a fresh STag
+  /// per region when it is sent (TaskData::bind_stag()), leased from `owner` (slots 1, 2, …).
+  void bind_stags_with(std::shared_ptr<datamover::StagOwner> owner) noexcept { stag_owner_ = std::move(owner); }
   /// PDUs waiting in send().
   [[nodiscard]] std::size_t sends_waiting() const noexcept { return waiting_.size(); }
   /// True when a waiting PDU's data segment lies (partly) inside `bytes`.
@@ -113,6 +117,8 @@ class FakeDatamover final : public datamover::Datamover {
   int* abort_counter_ = nullptr;
   std::error_code close_error_;
   BufferPool* pool_ = nullptr;
+  std::shared_ptr<datamover::StagOwner> stag_owner_;
+  std::uint32_t next_stag_slot_ = 1;
 };
 
 }  // namespace iserkit::test

@@ -26,7 +26,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/result.hpp"
@@ -39,6 +41,29 @@ namespace iserkit::datamover {
 
 /// True when iSER is built and the host has at least one RDMA device (ibv_get_device_list).
 [[nodiscard]] bool rdma_device_present() noexcept;
+
+/// How an initiator exposes its buffers to the target (RFC 7145 §9.2 STags).
+enum class IserStags {
+  /// Per command when the device binds type 2 memory windows, else the whole slab.
+  automatic,
+  /// Each command's buffer through a memory window of its own, bound for that command and
+  /// invalidated when it ends (Local Invalidate, or the target's Send with Invalidate); the
+  /// registered pool itself has no remote access. Connecting fails (errc::not_supported) on a
+  /// device without type 2 windows.
+  per_command,
+  /// The registered slab's own rkey, valid for the connection's life (a command timeout then
+  /// closes the connection). For peers or devices the per-command mode cannot serve.
+  whole_slab,
+};
+
+/// The IserStags named by `text`: "per-command", "automatic" (or "auto"), "whole-slab"; nullopt
+/// for anything else. The spelling of ISERKIT_ISER_STAGS (initiator/src/transport_select.cpp).
+[[nodiscard]] constexpr std::optional<IserStags> parse_iser_stags(std::string_view text) noexcept {
+  if (text == "per-command") return IserStags::per_command;
+  if (text == "automatic" || text == "auto") return IserStags::automatic;
+  if (text == "whole-slab") return IserStags::whole_slab;
+  return std::nullopt;
+}
 
 /// Sizing of one iSER connection. Lengths in bytes, depths in work requests.
 struct IserOptions {
@@ -65,11 +90,24 @@ struct IserOptions {
   /// out of that namespace's netdev (e.g. a tenant's VXLAN device). Unused by the target (its
   /// listeners are created inside the namespace instead).
   std::string netns;
+  /// Initiator: how command buffers are exposed (see IserStags). Unused by the target.
+  /// whole_slab by default: on Debian 12's Linux 6.1, Soft-RoCE (rdma_rxe) panicked the kernel in
+  /// the lab (__rxe_put from the Bind MW path, -EINVAL) at the first per-command bind, so the
+  /// per-command mode stays opt-in until it is proved on a kernel whose rxe binds windows safely.
+  IserStags stags = IserStags::whole_slab;
+  /// Send with Invalidate (RFC 7145 §5.1, CM private data). Target: accept it when the initiator
+  /// offers it in its CM REQ (its SCSI Responses then invalidate the command's STag,
+  /// IBV_WR_SEND_WITH_INV). Initiator: offer it when per-command STags are in use. Off by default
+  /// on both sides: on Debian 12's 6.1 rxe a window the peer invalidated must never be invalidated
+  /// again locally (rxe_do_invalidate_mw() then dereferences the window's NULL QP pointer and the
+  /// kernel panics), so the initiator may only offer it where the receive completion reliably
+  /// reports IBV_WC_WITH_INV; not yet proved in the lab (docs/iser.md).
+  bool send_with_invalidate = false;
 };
 
 /// Initiator: resolves `host`:`port` (the iSCSI portal; RDMA CM maps it to the IB/RoCE service
 /// 3260 + TCP port space), resolves the route, creates the QP and connects with the iSER CM REQ
-/// private data (ZBVA not supported, Send with Invalidate not supported). The datamover runs on
+/// private data (ZBVA not supported; Send with Invalidate supported only with per-command STags). The datamover runs on
 /// `ex`, which must be single-threaded.
 /// Errors: errc::not_supported (no iSER in this build), errc::timeout, errc::connection_closed
 /// (rejected or unreachable), std::errc::no_such_device (no RDMA device for that address).
@@ -90,8 +128,8 @@ class IserListener {
   IserListener(const IserListener&) = delete;
   IserListener& operator=(const IserListener&) = delete;
 
-  /// Waits for the next connection request, accepts it (CM REP private data: ZBVA not used, Send
-  /// with Invalidate not used) and returns its datamover, which runs on `connection_executor`.
+  /// Waits for the next connection request, accepts it (CM REP private data: ZBVA not used; Send
+  /// with Invalidate used when the initiator supports it and IserOptions::send_with_invalidate) and returns its datamover, which runs on `connection_executor`.
   /// A request that cannot be served (QP creation fails) is rejected and the wait goes on.
   /// When the RDMA device under the address is removed, the listener lets go of it and keeps
   /// trying to listen again every IserOptions::relisten_interval; the wait goes on meanwhile.

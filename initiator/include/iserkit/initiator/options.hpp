@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "iserkit/datamover/iser_datamover.hpp"
 #include "iserkit/iscsi/chap.hpp"
 
 namespace iserkit::initiator {
@@ -122,6 +123,16 @@ struct SessionOptions {
   /// (ISER_DEF_MAX_SECTORS): tgtd's iSER refuses commands above its 512 KiB RDMA buffers and
   /// reports no limit.
   std::uint32_t iser_unstated_max_transfer_bytes = 512 * 1024;
+  /// On iSER: how command buffers are exposed to the target (datamover::IserStags). per_command /
+  /// automatic = a memory window per command (bound when the command is sent, invalidated when it
+  /// ends; a timed-out command is then aborted with ABORT TASK and the connection stays);
+  /// whole_slab (default) = the registered slab for the connection's life. Opt-in: Debian 12's
+  /// Soft-RoCE panicked the lab's kernel at the first window bind (see IserOptions::stags).
+  datamover::IserStags iser_stags = datamover::IserStags::whole_slab;
+  /// On iSER with per-command STags: offer Send with Invalidate in the CM REQ (the target's SCSI
+  /// Response then invalidates the command's window). Off by default: see
+  /// datamover::IserOptions::send_with_invalidate (Debian 12's rxe panics on a second invalidation).
+  bool iser_send_with_invalidate = false;
   /// Recovery (RFC 7143 §6.3.5 session reinstatement at ErrorRecoveryLevel 0): when the connection
   /// fails (I/O error, the target closes it, an unanswered NOP-Out ping, an Async Message that
   /// drops it or asks for a logout), the session logs in again with the same ISID and TSIH 0,
