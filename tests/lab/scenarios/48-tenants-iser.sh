@@ -43,7 +43,7 @@ overlays() {
     overlay $tu $tr 10.99.0.1 10.99.0.2 200 vx-red 192.168.200.1 &&
     overlay $iu $ib 10.99.0.2 10.99.0.1 100 vx-blue 192.168.100.2 &&
     overlay $iu $ir 10.99.0.2 10.99.0.1 200 vx-red 192.168.200.2 || return 1
-  ip netns exec $ib ping -c 1 -W 5 192.168.100.1 >/dev/null || { echo "no IP over blue's overlay"; return 1; }
+  ip netns exec $ib $bb ping -c 1 -W 5 192.168.100.1 >/dev/null || { echo "no IP over blue's overlay"; return 1; }
   echo "underlay veth, VXLAN 100 (blue) and 200 (red) up; ping over blue's overlay works"
 }
 check overlays overlays || give_up "the overlay network could not be built"
