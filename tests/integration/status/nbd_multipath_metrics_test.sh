@@ -53,7 +53,9 @@ timeout 60 nbdcopy "$W/b" "nbd+unix:///?socket=$W/nbd.sock" || fail "write after
 ok=""
 for _ in $(seq 50); do
   scrape "$W/m1"
-  [ "$(metric "$W/m1" iserkit_nbd_path_up 0)" = 0 ] && [ "$(metric "$W/m1" iserkit_nbd_path_downs_total 0)" -ge 1 ] && ok=1 && break
+  # the bridge refreshes path values once a second: wait for the down AND for path 1's bytes
+  [ "$(metric "$W/m1" iserkit_nbd_path_up 0)" = 0 ] && [ "$(metric "$W/m1" iserkit_nbd_path_downs_total 0)" -ge 1 ] &&
+    [ $(( $(metric "$W/m1" iserkit_nbd_path_data_out_bytes_total 1) - out1_before )) -ge 1048576 ] && ok=1 && break
   sleep 0.2
 done
 grep '^iserkit_nbd_path\|^iserkit_nbd_failovers\|^iserkit_nbd_buffer' "$W/m1"
