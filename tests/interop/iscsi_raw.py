@@ -137,3 +137,23 @@ class RawConn:
 
     def close(self):
         self.s.close()
+
+
+def read_data_in(c):
+    """Collects the Data-In of the READ sent last on RawConn `c` until its status (in the final
+    Data-In's S bit or a SCSI Response), asserting GOOD; returns the data (RFC 7143 §11.7)."""
+    out = b""
+    while True:
+        rbhs, data = c.recv()
+        assert rbhs is not None, "closed during READ"
+        op = rbhs[0] & 0x3F
+        if op == 0x25:
+            out += data
+            if rbhs[1] & 1:
+                assert rbhs[3] == 0, f"READ status {rbhs[3]:#x}"
+                return out
+        elif op == 0x21:
+            assert rbhs[3] == 0, f"READ status {rbhs[3]:#x}"
+            return out
+        else:
+            raise AssertionError(f"unexpected opcode {op:#x} during READ")

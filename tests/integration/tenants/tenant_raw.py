@@ -6,7 +6,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.environ["ISERKIT_SOURCE"], "tests", "interop"))
-from iscsi_raw import RawConn, full_feature_login, login_status, login_step, session_keys  # noqa: E402,F401
+from iscsi_raw import RawConn, full_feature_login, login_status, login_step, read_data_in, session_keys  # noqa: E402,F401
 
 MiB = 1 << 20
 INITIATOR = "iqn.2026-11.org.test:tenants"
@@ -72,21 +72,7 @@ def read_cdb(lba, blocks):
 
 def finish_read(c):
     """The Data-In of the READ sent last, until its status."""
-    out = b""
-    while True:
-        rbhs, data = c.recv()
-        assert rbhs is not None, "closed during READ"
-        op = rbhs[0] & 0x3F
-        if op == 0x25:
-            out += data
-            if rbhs[1] & 1:
-                assert rbhs[3] == 0, f"READ status {rbhs[3]:#x}"
-                return out
-        elif op == 0x21:
-            assert rbhs[3] == 0, f"READ status {rbhs[3]:#x}"
-            return out
-        else:
-            raise AssertionError(f"unexpected opcode {op:#x} during READ")
+    return read_data_in(c)
 
 
 def read(c, lba, blocks):

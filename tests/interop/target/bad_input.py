@@ -14,7 +14,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from iscsi_raw import RawConn, full_feature_login, login_bhs, session_keys, text  # noqa: E402
+from iscsi_raw import RawConn, full_feature_login, login_bhs, read_data_in, session_keys, text  # noqa: E402
 
 PORT, IQN = int(sys.argv[1]), sys.argv[2]
 
@@ -92,21 +92,7 @@ def read10(c, lba, blocks):
     cdb = bytes([0x28, 0]) + struct.pack(">IBHB", lba, 0, blocks, 0)
     itt, bhs = scsi_bhs(c, cdb, blocks * 512, read=True)
     c.send(bhs)
-    out = b""
-    while True:
-        rbhs, data = c.recv()
-        assert rbhs is not None, "closed during READ"
-        op = rbhs[0] & 0x3F
-        if op == 0x25:
-            out += data
-            if rbhs[1] & 1:
-                assert rbhs[3] == 0, "READ status"
-                return out
-        elif op == 0x21:
-            assert rbhs[3] == 0, f"READ failed: status {rbhs[3]:#x}"
-            return out
-        else:
-            raise AssertionError(f"unexpected opcode {op:#x} during READ")
+    return read_data_in(c)
 
 
 def write10(c, lba, payload):
