@@ -468,6 +468,9 @@ std::shared_ptr<Session> start_session(asio::any_io_executor ex, std::unique_ptr
   // Where the peer reaches the buffers itself (iSER), a timed-out command's connection is
   // replaced (with recovery) or the session ends: only closing it stops the peer's RDMA.
   config.fail_session_on_timeout = dm->capabilities().exposes_task_buffers;
+  // With per-command STags the connection survives a timeout (ABORT TASK), but the caller gets its
+  // buffers back only once the target has ended the task: until then its RDMA may still reach them.
+  config.hold_timed_out_until_aborted = dm->capabilities().rdma_data && !dm->capabilities().exposes_task_buffers;
   // Without a way to log in again a lost connection ends the session. Over iSER too, recovery
   // re-issues commands with task data prepared again on the new connection (prepare_again()).
   config.replacement_timeout = reconnect ? options.replacement_timeout : std::chrono::milliseconds(0);

@@ -98,6 +98,8 @@ void SessionEngine::complete(Task& t, std::error_code ec) {
   if (t.report && t.state != TaskState::timed_out_aborting) {
     t.outcome.error = ec;
     actions_.completions.push_back(std::move(t.outcome));
+  } else if (t.report && t.timeout_held) {
+    actions_.completions.push_back(std::move(t.outcome));  // its errc::timeout, held until now
   }
   if (t.replaying) {
     t.replaying = false;
@@ -107,14 +109,24 @@ void SessionEngine::complete(Task& t, std::error_code ec) {
   const TaskId aborts = t.aborts;
   const TaskKind kind = t.kind;
   const TaskId id = t.id;
+  // RFC 7143 §11.6.1: after "function complete" (0) or "task does not exist" (1) the target moves
+  // no more data for the aborted task.
+  const unsigned tmf_response = t.outcome.tmf_response;
+  const bool abort_done = !ec && (tmf_response == 0 || tmf_response == 1);
   if (id == ping_task_) ping_task_ = 0;
   if (id == logout_task_) logout_task_ = 0;
   erase_task(id);  // t is gone from here on
   if (aborts != 0) {
     // The ABORT TASK after a timeout is answered (or failed): the aborted task's ITT is free.
-    if (Task* a = find(aborts)) {
-      release(*a);
-      erase_task(aborts);
+    const Task* a = find(aborts);
+    if (a != nullptr && a->timeout_held && !abort_done && open_ && !recovering_) {
+      // The target may still be moving the task's data: only closing the connection stops its
+      // RDMA. lose_connection() ends the aborted task and hands its owner the timeout.
+      log::warn("session: ABORT TASK for itt=0x{:08x} did not end it ({}): closing the connection",
+                iscsi::to_u32(a->itt), ec ? ec.message() : "response " + std::to_string(tmf_response));
+      lose_connection(make_error_code(errc::connection_closed));
+    } else {
+      end_aborted(aborts);
     }
   }
   if (kind == TaskKind::logout) {
@@ -126,6 +138,14 @@ void SessionEngine::complete(Task& t, std::error_code ec) {
       end_session(make_error_code(errc::session_closed));
     }
   }
+}
+
+void SessionEngine::end_aborted(TaskId aborted) {
+  Task* a = find(aborted);
+  if (a == nullptr) return;
+  if (a->report && a->timeout_held) actions_.completions.push_back(std::move(a->outcome));
+  release(*a);
+  erase_task(aborted);
 }
 
 void SessionEngine::resolve_deferred(Task& t) {
@@ -220,9 +240,9 @@ void SessionEngine::lose_connection(std::error_code ec) {
       if (active_scsi(t->state)) {
         replay.push_back(t);
       } else if (t->state == TaskState::timed_out_aborting) {
-        // Its owner already heard errc::timeout; the old session's task is gone with it.
-        release(*t);
-        tasks_.erase(id);
+        // Its owner heard errc::timeout, or hears it now that the connection is closed (a held
+        // timeout); the old session's task is gone with it.
+        end_aborted(id);
       }
       continue;  // queued ones stay queued
     }
@@ -595,7 +615,13 @@ void SessionEngine::time_out(Task& t, TimePoint now) {
   }
   log::warn("command: timed out: itt=0x{:08x}", iscsi::to_u32(t.itt));
   t.outcome.error = make_error_code(errc::timeout);
-  if (t.report) actions_.completions.push_back(t.outcome);
+  if (t.report) {
+    if (config_.hold_timed_out_until_aborted && !config_.fail_session_on_timeout) {
+      t.timeout_held = true;  // the owner hears it when the ABORT TASK ends (end_aborted())
+    } else {
+      actions_.completions.push_back(t.outcome);
+    }
+  }
   t.state = TaskState::timed_out_aborting;
   t.deadline = TimePoint::max();
   // RFC 7143 §11.5.1: ABORT TASK tells the target to drop it (RefCmdSN = its CmdSN). The task's
@@ -611,10 +637,12 @@ void SessionEngine::time_out(Task& t, TimePoint now) {
   if (!take_itt(abort)) {
     // Cannot happen with the table's sizing; never leak the slot if it does.
     const TaskId aborted = t.id;
+    const bool held = t.timeout_held;
     erase_task(abort.id);
-    if (Task* a = find(aborted)) {
-      release(*a);
-      erase_task(aborted);
+    if (held) {
+      lose_connection(make_error_code(errc::connection_closed));  // nothing else stops the RDMA
+    } else {
+      end_aborted(aborted);
     }
   } else {
     send_request(abort, now);

@@ -86,6 +86,14 @@ struct EngineConfig {
   /// target could still RDMA into the buffer the caller gets back; only closing the connection
   /// makes that impossible).
   bool fail_session_on_timeout = false;
+  /// A timed-out command's owner hears errc::timeout only once the target answered its ABORT TASK
+  /// with "function complete" or "task does not exist" (RFC 7143 §11.6.1), or once the connection
+  /// is closed: until then the target may still RDMA into or out of the command's buffers through
+  /// its per-command STag, so they must not go back to their owner. Any other end of the ABORT TASK
+  /// (its own timeout, another response, a Reject) closes the connection first, with recovery
+  /// when it is on. Set for iSER with per-command STags (Capabilities::rdma_data without
+  /// exposes_task_buffers); TCP owners hear the timeout at once (late Data-In goes to scratch).
+  bool hold_timed_out_until_aborted = false;
   /// How long the session waits for a new connection after losing one, with the commands queued;
   /// 0 = a lost connection ends the session (every task fails with the connection's error).
   std::chrono::milliseconds replacement_timeout{0};
@@ -266,6 +274,7 @@ class SessionEngine {
     // task management
     TaskManagementOptions tmf;
     TaskId aborts = 0;                       ///< ABORT TASK after a timeout: the timed-out task
+    bool timeout_held = false;               ///< timed out; its owner hears it when the abort ends
     // text
     std::vector<std::byte> request_text;
   };
@@ -287,6 +296,7 @@ class SessionEngine {
   void maybe_send_logout(TimePoint now);
   void after_tmf(const Task& tmf);
   void resolve_deferred(Task& t);
+  void end_aborted(TaskId aborted);
   void lose_connection(std::error_code ec);
   void requeue(Task& t);
   bool absorb_unit_attention(Task& t);

@@ -6,7 +6,8 @@
 //
 // Input: 4 configuration bytes, then steps until the input ends (at most 256):
 //  - config[0]: bit 0 ImmediateData, bit 1 InitialR2T, bit 2 fail the session on a command timeout,
-//    bit 3 NOP-Out keepalive (interval 50 ms, timeout 100 ms), bit 4 command timeout 200 ms;
+//    bit 3 NOP-Out keepalive (interval 50 ms, timeout 100 ms), bit 4 command timeout 200 ms,
+//    bit 5 hold a timed-out command until its ABORT TASK ends (iSER per-command STags);
 //  - config[1]: FirstBurstLength = 512 << (bits 0-2), MaxBurstLength = 512 << (bits 3-5) (FirstBurst
 //    cut to MaxBurst);
 //  - config[2]: the target's MaxRecvDataSegmentLength = 512 << (bits 0-2); commands in flight
@@ -293,6 +294,7 @@ std::unique_ptr<Harness> start_harness(const std::array<std::uint8_t, 4>& c) {
   config.limits.immediate_data = (c[0] & 1) != 0;
   config.limits.initial_r2t = (c[0] & 2) != 0;
   config.fail_session_on_timeout = (c[0] & 4) != 0;
+  config.hold_timed_out_until_aborted = (c[0] & 32) != 0;
   config.nop_interval = (c[0] & 8) != 0 ? 50ms : 0ms;
   config.nop_timeout = 100ms;
   config.command_timeout = (c[0] & 16) != 0 ? 200ms : 0ms;

@@ -339,6 +339,53 @@ TEST(SessionDriver, MaxTransferBytesIsTheDatamoversCapability) {
 
 // Where the peer holds the task's buffers (exposes_task_buffers: iSER STags), a command timeout
 // closes the connection, so the target can no longer RDMA into the buffer the caller got back.
+// Per-command STags: the connection survives a timeout, but the caller gets its buffer back only
+// after the target ended the task. A target that never answers the ABORT TASK gets the connection
+// closed (nothing else stops its RDMA) before the caller hears errc::timeout.
+TEST(SessionDriver, PerCommandStagsHoldTheTimedOutBufferUntilTheAbortEnds) {
+  SessionOptions o;
+  o.command_timeout = 50ms;
+  o.login_timeout = 300ms;  // the ABORT TASK's own timeout
+  Rig rig(o, {}, datamover::Capabilities{.rdma_data = true, .exposes_task_buffers = false});
+  int aborts = 0;
+  rig.dm->respond_with([&](FakeDatamover&, const CapturedPdu& p) {
+    if (const auto* t = p.as<iscsi::TaskManagementRequest>(); t != nullptr) ++aborts;  // never answered
+  });
+  std::vector<std::byte> buffer(512);
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(read10(buffer));  // never answered
+    expect_error(r, make_error_code(errc::timeout));
+    EXPECT_EQ(aborts, 1);
+    EXPECT_FALSE(rig.session->is_open()) << "the caller got its buffer back while the connection was up";
+    if (!rig.session->is_open()) {
+      EXPECT_EQ(rig.session->error(), make_error_code(errc::connection_closed));
+    }
+  });
+}
+
+TEST(SessionDriver, PerCommandStagsKeepTheConnectionWhenTheAbortIsAnswered) {
+  SessionOptions o;
+  o.command_timeout = 50ms;
+  Rig rig(o, {}, datamover::Capabilities{.rdma_data = true, .exposes_task_buffers = false});
+  rig.dm->respond_with([&](FakeDatamover& d, const CapturedPdu& p) {
+    const auto* t = p.as<iscsi::TaskManagementRequest>();
+    if (t == nullptr) return;
+    iscsi::TaskManagementResponse rsp;
+    rsp.itt = t->itt;
+    rsp.response = 0;  // function complete
+    rsp.stat_sn = t->exp_stat_sn;
+    rsp.exp_cmd_sn = t->cmd_sn + 1;
+    rsp.max_cmd_sn = t->cmd_sn + 64;
+    d.push(rsp);
+  });
+  std::vector<std::byte> buffer(512);
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(read10(buffer));
+    expect_error(r, make_error_code(errc::timeout));
+    EXPECT_TRUE(rig.session->is_open());
+  });
+}
+
 TEST(SessionDriver, TimeoutClosesTheConnectionWhenThePeerHoldsTheBuffers) {
   SessionOptions o;
   o.command_timeout = 50ms;

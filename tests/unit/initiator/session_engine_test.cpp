@@ -49,6 +49,7 @@ class Harness {
   std::vector<Sent> sent;
   std::vector<TaskOutcome> done;
   std::optional<std::error_code> ended;
+  std::optional<std::error_code> connection_lost;
 
   /// Collects the engine's actions.
   void drain() {
@@ -64,6 +65,7 @@ class Harness {
       EXPECT_FALSE(ended) << "the session may end only once";
       ended = a.ended;
     }
+    if (a.connection_lost) connection_lost = a.connection_lost;
     engine.recycle_actions(std::move(a));  // as Session::Impl::apply() does: every test reuses them
   }
   std::vector<Sent> take_sent() {
@@ -620,6 +622,78 @@ TEST(SessionEngine, TimeoutEndsTheSessionWhenTheTransportNeedsIt) {
   EXPECT_EQ(*h.ended, make_error_code(errc::connection_closed));
   ASSERT_NE(h.outcome(b), nullptr);
   EXPECT_EQ(h.outcome(b)->error, make_error_code(errc::connection_closed));
+}
+
+// Per-command STags (iSER): the connection survives a timeout, but the owner gets its buffer back
+// only when the target has ended the task, since until then its RDMA may still reach the buffer.
+TEST(SessionEngine, HeldTimeoutReachesTheOwnerWhenTheAbortTaskIsAnswered) {
+  EngineConfig c;
+  c.hold_timed_out_until_aborted = true;
+  Harness h(c);
+  std::vector<std::byte> buffer(4096);
+  const TaskId id = h.read(buffer, 100ms);
+  const auto cmd = h.take_sent()[0].as<iscsi::ScsiCommand>();
+  h.engine.on_timer(t0 + 100ms);
+  EXPECT_EQ(h.outcome(id), nullptr) << "the owner heard the timeout before the target ended the task";
+  EXPECT_EQ(h.engine.state(id), TaskState::timed_out_aborting);
+  const auto abort = h.take_sent()[0].as<iscsi::TaskManagementRequest>();
+  EXPECT_EQ(abort.referenced_task_tag, cmd.itt);
+  iscsi::TaskManagementResponse rsp;
+  rsp.itt = abort.itt;
+  rsp.response = 1;  // task does not exist: the target moves no data for it either
+  h.deliver(rsp);
+  ASSERT_NE(h.outcome(id), nullptr);
+  EXPECT_EQ(h.outcome(id)->error, make_error_code(errc::timeout));
+  EXPECT_EQ(h.engine.itts_in_use(), 0u);
+  EXPECT_TRUE(h.engine.open());
+  EXPECT_FALSE(h.connection_lost);
+  EXPECT_EQ(h.done.size(), 1u);
+}
+
+TEST(SessionEngine, HeldTimeoutClosesTheConnectionWhenTheAbortTaskTimesOut) {
+  EngineConfig c;
+  c.hold_timed_out_until_aborted = true;
+  c.request_timeout = 1000ms;
+  c.replacement_timeout = 10000ms;
+  Harness h(c);
+  std::vector<std::byte> buffer(4096);
+  const TaskId id = h.read(buffer, 100ms);
+  const TaskId other = h.read(buffer);
+  h.take_sent();
+  h.engine.on_timer(t0 + 100ms);
+  EXPECT_EQ(h.outcome(id), nullptr);
+  h.engine.on_timer(t0 + 1099ms);
+  h.drain();
+  EXPECT_EQ(h.outcome(id), nullptr);
+  EXPECT_FALSE(h.connection_lost);
+  h.engine.on_timer(t0 + 1100ms);  // the ABORT TASK is not answered in time
+  h.drain();
+  ASSERT_TRUE(h.connection_lost) << "only a closed connection stops the target's RDMA";
+  ASSERT_NE(h.outcome(id), nullptr);
+  EXPECT_EQ(h.outcome(id)->error, make_error_code(errc::timeout));
+  // The other command is sent again on the next connection, not failed.
+  EXPECT_EQ(h.outcome(other), nullptr);
+  EXPECT_EQ(h.engine.state(other), TaskState::queued_for_window);
+  EXPECT_EQ(h.engine.state(id), TaskState::done);
+}
+
+TEST(SessionEngine, HeldTimeoutEndsTheSessionWhenTheAbortTaskIsRefusedAndNoRecovery) {
+  EngineConfig c;
+  c.hold_timed_out_until_aborted = true;
+  Harness h(c);
+  std::vector<std::byte> buffer(4096);
+  const TaskId id = h.read(buffer, 100ms);
+  h.take_sent();
+  h.engine.on_timer(t0 + 100ms);
+  const auto abort = h.take_sent()[0].as<iscsi::TaskManagementRequest>();
+  iscsi::TaskManagementResponse rsp;
+  rsp.itt = abort.itt;
+  rsp.response = 5;  // function not supported: the task may still be running
+  h.deliver(rsp);
+  ASSERT_TRUE(h.ended);
+  EXPECT_EQ(*h.ended, make_error_code(errc::connection_closed));
+  ASSERT_NE(h.outcome(id), nullptr);
+  EXPECT_EQ(h.outcome(id)->error, make_error_code(errc::timeout));
 }
 
 // ---- resource limits ----
