@@ -284,7 +284,7 @@ esac
   printf 'LAB_COMMIT=%q\n' "$(git -C "$source_dir" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(
     [[ -z $(git -C "$source_dir" status --porcelain --untracked-files=no 2>/dev/null) ]] || echo ' (with uncommitted changes)')"
   printf 'LAB_HOST_CPU=%q\n' "$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) CPUs"
-  while IFS='=' read -r k v; do printf '%s=%q\n' "$k" "$v"; done < <(env | grep -E '^ISERKIT_LAB_(BENCH_[A-Z0-9_]*|ISER_STAGS)=' || true)
+  while IFS='=' read -r k v; do printf '%s=%q\n' "$k" "$v"; done < <(env | grep -E '^ISERKIT_LAB_(BENCH_[A-Z0-9_]*|ISER_STAGS|ROUNDTRIPS)=' || true)
 } >"$out/job.env"
 
 qemu_args=(

@@ -239,6 +239,65 @@ roundtrip() {
   [[ $want == "$got" ]] || { echo "read back $got, wrote $want"; return 1; }
   echo "$n MiB through $dev, sha256 ${want:0:16}… matches"
 }
+# cli_roundtrip URL MIB BACKING [OFFSET_MIB]: MIB MiB of random data written with the scenario's `cli`
+# function (`iserkit --json write URL`, its JSON in $work/write.json) and read back to a file with
+# `iserkit read`; both must exit 0 and the data must match. BACKING (the target's backing file, or -
+# for none) must hold it too, checked right after the write, before the read. On a mismatch it says
+# which side is wrong (the target's copy, the read, or both), reads once more to tell a lasting
+# error from a passing one, and prints what the wrong blocks hold (diff_blocks.py). The CLI's
+# stderr is kept in $logdir/$scenario.cli.log. Leaves $work/pattern.sha on success.
+# ISERKIT_LAB_ROUNDTRIPS=N (job.env) repeats it N times with fresh data, to hunt an intermittent
+# error; the first failure ends it.
+lab_roundtrips=$(sed -n 's/^ISERKIT_LAB_ROUNDTRIPS=//p' "$out/job.env" 2>/dev/null)
+cli_roundtrip() {
+  local i
+  for ((i = 1; i < ${lab_roundtrips:-1}; i++)); do
+    _cli_roundtrip "$@" || { echo "round trip $i of $lab_roundtrips failed"; return 1; }
+  done
+  _cli_roundtrip "$@"
+}
+_cli_roundtrip() {
+  local url=$1 n=$2 backing=$3 off=$(mib "${4:-0}") want got stored=unchecked clilog=$logdir/$scenario.cli.log
+  rm -f "$work/pattern.sha"
+  head -c "$(mib "$n")" /dev/urandom >"$work/pattern" || return 1
+  want=$(sha "$work/pattern")
+  echo "### write $n MiB at $off to $url" >>"$clilog"
+  cli --log-level info --json write "$url" --offset "$off" -i "$work/pattern" >"$work/write.json" 2>>"$clilog" ||
+    { echo "iserkit write failed: $(tail -n 1 "$clilog")"; return 1; }
+  if [[ $backing != - ]]; then
+    sync
+    if [[ $(tail -c +$((off + 1)) "$backing" | head -c "$(mib "$n")" | sha256sum | cut -d' ' -f1) == "$want" ]]; then
+      stored=same
+    else
+      stored=different
+      tail -c +$((off + 1)) "$backing" | head -c "$(mib "$n")" >"$work/backing.part"
+      echo "the target's backing file differs from what was written:"
+      python3 "$LAB_SOURCE/tests/lab/guest/diff_blocks.py" "$work/pattern" "$work/backing.part"
+      rm -f "$work/backing.part"
+    fi
+  fi
+  echo "### read $n MiB at $off from $url" >>"$clilog"
+  cli --log-level info read "$url" --offset "$off" --length "$(mib "$n")" -o "$work/readback" 2>>"$clilog" ||
+    { echo "iserkit read failed: $(tail -n 1 "$clilog")"; return 1; }
+  got=$(sha "$work/readback")
+  if [[ $want != "$got" ]]; then
+    echo "the read differs from what was written (backing file: $stored):"
+    python3 "$LAB_SOURCE/tests/lab/guest/diff_blocks.py" "$work/pattern" "$work/readback"
+    echo "### read again $n MiB at $off from $url" >>"$clilog"
+    if cli --log-level info read "$url" --offset "$off" --length "$(mib "$n")" -o "$work/readback2" 2>>"$clilog"; then
+      if [[ $(sha "$work/readback2") == "$want" ]]; then echo "a second read matches: the first read was wrong"
+      else echo "a second read differs too:"; python3 "$LAB_SOURCE/tests/lab/guest/diff_blocks.py" "$work/pattern" "$work/readback2"; fi
+    fi
+    grep -iE 'warn|error|recover|lost|timed out' "$clilog" | tail -n 20
+    rm -f "$work/readback" "$work/readback2"
+    echo "read back $got, wrote $want (backing file: $stored)"
+    return 1
+  fi
+  rm -f "$work/pattern" "$work/readback"
+  [[ $stored == different ]] && { echo "read back what was written, but the backing file differs"; return 1; }
+  printf '%s\n' "$want" >"$work/pattern.sha"
+  echo "$n MiB written and read back, sha256 ${want:0:16}… matches (backing file: $stored)"
+}
 # stags_check CHECK LOG: when the run asked for per-command STags (ISERKIT_LAB_ISER_STAGS), the
 # initiator that wrote LOG must say it used them ("STags: per command"); SKIP otherwise
 stags_check() {

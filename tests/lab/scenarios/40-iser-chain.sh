@@ -60,17 +60,7 @@ large_io_limit() {
 }
 check large-io-limit large_io_limit
 
-write_read() {
-  local want got
-  head -c "$(mib 256)" /dev/urandom >"$work/pattern" || return 1
-  want=$(sha "$work/pattern")
-  cli write "$url" -i "$work/pattern" || return 1
-  rm -f "$work/pattern"
-  got=$(set -o pipefail; cli read "$url" --length "$(mib 256)" | sha256sum | cut -d' ' -f1) || return 1
-  [[ $want == "$got" ]] || { echo "read back $got, wrote $want"; return 1; }
-  printf '%s\n' "$want" >"$work/pattern.sha"
-  echo "256 MiB written and read back over iSER, sha256 ${want:0:16}… matches"
-}
+write_read() { cli_roundtrip "$url" 256 "$work/lun.img"; }
 check write-read-256M write_read
 backing() {
   local disk
