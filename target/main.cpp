@@ -144,7 +144,6 @@ int run(int argc, char** argv) {
     return 0;
   }
   iserkit::log::set_level(args["log-level"].as<std::string>());
-  spdlog::set_default_logger(spdlog::default_logger());
 
   TargetConfig config;
   config.iqn = args["iqn"].as<std::string>();

@@ -1,11 +1,20 @@
 // Log level selection for the executables, and the escaping of peer strings for logs.
 #include "iserkit/common/log.hpp"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+
 namespace iserkit::log {
 
 void set_level(std::string_view level) {
   auto l = spdlog::level::from_str(std::string(level));
   if (l == spdlog::level::off && level != "off") l = spdlog::level::info;
+  // spdlog's default logger writes to standard output, which the programs use for data (`iserkit
+  // read` without -o) and for JSON summaries: log lines go to standard error instead.
+  static const bool on_stderr = [] {
+    spdlog::set_default_logger(spdlog::stderr_color_mt("iserkit"));
+    return true;
+  }();
+  (void)on_stderr;
   spdlog::set_level(l);
 }
 

@@ -60,6 +60,18 @@ cat "$W/read.json"
 [ "$(json "$W/read.json" '.length_bytes')" = 3000001 ] || fail "read: wrong byte count"
 cmp "$W/a.bin" "$W/a.back" || fail "data read back differs"
 
+# Log lines go to stderr, whatever the level: stdout carries only the JSON summary, or the data of
+# a read to stdout (they were written to stdout once, and a warning at logout then corrupted
+# `iserkit read URL | sha256sum`).
+run --log-level debug --json write "$ISERKIT_TEST_URL" --offset 4096 -i "$W/a.bin" >"$W/write-debug.json" \
+  2>"$W/write-debug.log" || fail "write --log-level debug exited $?"
+grep -q 'debug' "$W/write-debug.log" || fail "--log-level debug wrote no log line to stderr"
+[ "$(json "$W/write-debug.json" '.length_bytes')" = 3000001 ] || fail "write --log-level debug: stdout is not the summary"
+run --log-level debug read "$ISERKIT_TEST_URL" --offset 4096 --length 3000001 >"$W/a.stdout" 2>"$W/read-debug.log" ||
+  fail "read to stdout exited $?"
+grep -q 'debug' "$W/read-debug.log" || fail "read --log-level debug wrote no log line to stderr"
+cmp "$W/a.bin" "$W/a.stdout" || fail "read to stdout with --log-level debug: stdout is not exactly the data"
+
 # Errors: exit 1, the text on stderr, {"error": {...}} on stdout.
 if run --json read "$ISERKIT_TEST_URL" --offset 67108860 --length 8 -o "$W/x" >"$W/err.json" 2>/dev/null; then
   fail "read past the end succeeded"

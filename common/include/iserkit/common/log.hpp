@@ -19,6 +19,8 @@ using spdlog::trace;
 using spdlog::warn;
 
 /// Sets the global level from a name: trace, debug, info, warn, error, off. Unknown names keep "info".
+/// The first call also sends every log line to standard error (spdlog's default logger writes to
+/// standard output, which the programs keep for data and JSON): every program calls this first.
 void set_level(std::string_view level);
 
 /// Default bound on how many bytes of a peer string are logged.
