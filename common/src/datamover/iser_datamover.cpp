@@ -387,6 +387,9 @@ Awaitable<void> IserConnection::cm_loop(std::shared_ptr<IserConnection> self) {
         break;
       case RDMA_CM_EVENT_DISCONNECTED:
         log::debug("iser {}: disconnected by peer", peer_);
+        // The peer's last SENDs (LIO sends a Logout or Login Response and disconnects at once)
+        // may sit in the CQ unpolled when this event is read first: take them before the flush.
+        drain();
         abort_connection(make_error_code(errc::connection_closed));
         break;
       case RDMA_CM_EVENT_DEVICE_REMOVAL:
@@ -1013,7 +1016,13 @@ Awaitable<Result<PduIn>> IserConnection::receive(DataPlacement* placement) {
     repost_.reset();
   }
   while (ready_.empty()) {
-    if (failed_) co_return fail(error_);
+    if (failed_) {
+      // A PDU that arrived before the failure is still delivered (its completion precedes the
+      // flush in the CQ): only an empty CQ ends the receiving.
+      drain();
+      if (ready_.empty()) co_return fail(error_);
+      break;
+    }
     Completion c;
     receive_waiter_ = &c;
     co_await c.wait();

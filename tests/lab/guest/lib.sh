@@ -241,7 +241,8 @@ roundtrip() {
 }
 # cli_roundtrip URL MIB BACKING [OFFSET_MIB]: MIB MiB of random data written with the scenario's `cli`
 # function (`iserkit --json write URL`, its JSON in $work/write.json) and read back to a file with
-# `iserkit read`; both must exit 0 and the data must match. BACKING (the target's backing file, or -
+# `iserkit read` to standard output (with info logging on: log lines must go to stderr); both must
+# exit 0 and the data must match. BACKING (the target's backing file, or -
 # for none) must hold it too, checked right after the write, before the read. On a mismatch it says
 # which side is wrong (the target's copy, the read, or both), reads once more to tell a lasting
 # error from a passing one, and prints what the wrong blocks hold (diff_blocks.py). The CLI's
@@ -277,7 +278,8 @@ _cli_roundtrip() {
     fi
   fi
   echo "### read $n MiB at $off from $url" >>"$clilog"
-  cli --log-level info read "$url" --offset "$off" --length "$(mib "$n")" -o "$work/readback" 2>>"$clilog" ||
+  # to standard output, as `iserkit read URL | …` is used: log lines must never mix into the data
+  cli --log-level info read "$url" --offset "$off" --length "$(mib "$n")" >"$work/readback" 2>>"$clilog" ||
     { echo "iserkit read failed: $(tail -n 1 "$clilog")"; return 1; }
   got=$(sha "$work/readback")
   if [[ $want != "$got" ]]; then
