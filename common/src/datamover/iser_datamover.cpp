@@ -62,6 +62,8 @@ namespace {
 
 constexpr std::size_t ahs_room = 1024;            // TotalAHSLength ≤ 255 words (RFC 7143 §11.2.1.5)
 constexpr std::uint32_t max_rdma_piece = 1u << 20;  // bytes per RDMA Read/Write work request
+// How long a connection the peer disconnected keeps its QP up for the peer's last SENDs.
+constexpr std::chrono::milliseconds disconnect_grace{250};
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
@@ -385,12 +387,23 @@ Awaitable<void> IserConnection::cm_loop(std::shared_ptr<IserConnection> self) {
         established_ = true;
         log::debug("iser {}: established", peer_);
         break;
-      case RDMA_CM_EVENT_DISCONNECTED:
+      case RDMA_CM_EVENT_DISCONNECTED: {
         log::debug("iser {}: disconnected by peer", peer_);
-        // The peer's last SENDs (LIO sends a Logout or Login Response and disconnects at once)
-        // may sit in the CQ unpolled when this event is read first: take them before the flush.
+        // The peer's last SENDs (LIO sends a Logout Response and disconnects at once) travel on
+        // the RC QP while its Disconnect Request takes the CM's path, and may arrive after it:
+        // the QP stays up for a short grace while the poll loop takes what still arrives, so
+        // that response is received, not flushed (the lab saw both orders).
         drain();
+        if (!failed_ && !stopped_) {
+          asio::steady_timer grace(ex_);
+          grace.expires_after(disconnect_grace);
+          boost::system::error_code ignored;
+          co_await grace.async_wait(use_awaitable_ec(ignored));
+          drain();
+        }
         abort_connection(make_error_code(errc::connection_closed));
+        break;
+      }
         break;
       case RDMA_CM_EVENT_DEVICE_REMOVAL:
         log::warn("iser {}: RDMA device removed: closing and releasing its verbs objects", peer_);
@@ -447,12 +460,22 @@ void IserConnection::on_completion(const ibv_wc& wc) {
       abort_connection(make_error_code(errc::connection_closed), wc.status != IBV_WC_WR_FLUSH_ERR);
       return;
     }
-    if ((wc.wc_flags & IBV_WC_WITH_INV) != 0) {
+    // Debian 12's 6.1 rxe reports a Send with Invalidate with the kernel's IB_WC_WITH_INVALIDATE
+    // bit (0x4, which libibverbs calls IBV_WC_IP_CSUM_OK, meaningless on an RC QP) instead of
+    // IBV_WC_WITH_INV (docs/iser.md). Both are honoured when they name one of our bound windows:
+    // that window is FREE now, and a Local Invalidate of it would panic that kernel, so a target
+    // that invalidates without having been offered Send with Invalidate is caught here.
+    constexpr unsigned rxe_with_invalidate = 0x4;
+    const bool invalidated =
+        (wc.wc_flags & IBV_WC_WITH_INV) != 0 ||
+        (stags_ && (wc.wc_flags & rxe_with_invalidate) != 0 && stags_->find(wc.invalidated_rkey).has_value());
+    if (invalidated) {
       // Send with Invalidate (RFC 7145 §5.1): the target ended a command's STag. Only one of our
       // bound windows may be named; anything else breaks what the CM private data agreed.
-      if (!send_with_invalidate_ || !stags_ || !stags_->remote_invalidated(wc.invalidated_rkey)) {
-        log::info("iser {}: peer invalidated STag 0x{:08x}, which is not a bound window of ours", peer_,
-                  wc.invalidated_rkey);
+      const bool ours = stags_ && stags_->remote_invalidated(wc.invalidated_rkey);
+      if (!send_with_invalidate_ || !ours) {
+        log::warn("iser {}: peer invalidated STag 0x{:08x}: {}", peer_, wc.invalidated_rkey,
+                  ours ? "Send with Invalidate was not agreed" : "not a bound window of ours");
         abort_connection(make_error_code(errc::protocol_error));
         return;
       }
