@@ -454,6 +454,9 @@ int main(int argc, char** argv) {
       ("iser-max-transfer", "over iSER: the largest SCSI command in bytes (the target's MAXIMUM TRANSFER LENGTH "
                             "lowers it; a target that states none gets 524288); larger requests are split",
        cxxopts::value<std::uint32_t>()->default_value("8388608"))
+      ("iser-stags", "over iSER: how command buffers are exposed to the target: automatic (a memory window per "
+                     "command where the device has them, else the whole registered pool), per-command, whole-slab",
+       cxxopts::value<std::string>())
       ("netns", "open the iSCSI/iSER connections in network namespace /run/netns/NAME (e.g. a tenant's) while "
                 "NBD is served where this process runs (needs CAP_SYS_ADMIN)", cxxopts::value<std::string>())
       ("stats-file", "write the status (state=connected|recovering|gave_up, since=UTC, recovery counters, "
@@ -563,6 +566,14 @@ int main(int argc, char** argv) {
     }
     cfg.session.iser_unstated_max_transfer_bytes =
         std::min(cfg.session.iser_unstated_max_transfer_bytes, cfg.session.iser_max_transfer_bytes);
+    if (args.count("iser-stags")) {
+      const auto stags = iserkit::datamover::parse_iser_stags(args["iser-stags"].as<std::string>());
+      if (!stags) {
+        std::cerr << "iserkit-nbd: --iser-stags wants automatic, per-command or whole-slab\n";
+        return 2;
+      }
+      cfg.session.iser_stags = *stags;
+    }
     if (args.count("netns")) {
       cfg.session.netns = args["netns"].as<std::string>();
       if (!netns::valid_name(cfg.session.netns)) {

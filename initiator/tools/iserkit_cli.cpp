@@ -463,6 +463,9 @@ int main(int argc, char** argv) {
     ("iser-max-transfer", "over iSER: the largest SCSI command in bytes (the target's MAXIMUM TRANSFER LENGTH "
                           "lowers it; a target that states none gets 524288); larger I/O is split",
      cxxopts::value<std::uint32_t>()->default_value("8388608"))
+    ("iser-stags", "over iSER: how command buffers are exposed to the target: automatic (a memory window per "
+                   "command where the device has them, else the whole registered pool), per-command, whole-slab",
+     cxxopts::value<std::string>())
     ("command", "discover|inquiry|readcap|luns|read|write|status", cxxopts::value<std::string>())
     ("url", "iscsi:// or iser:// URL", cxxopts::value<std::string>());
   opts.parse_positional({"command", "url"});
@@ -516,6 +519,11 @@ int main(int argc, char** argv) {
       return error("iserkit", "bad option", "--iser-max-transfer must be at least 4096 bytes");
     c.options.iser_unstated_max_transfer_bytes =
         std::min(c.options.iser_unstated_max_transfer_bytes, c.options.iser_max_transfer_bytes);
+    if (args.count("iser-stags")) {
+      const auto stags = iserkit::datamover::parse_iser_stags(args["iser-stags"].as<std::string>());
+      if (!stags) return error("iserkit", "bad --iser-stags", "want=automatic|per-command|whole-slab");
+      c.options.iser_stags = *stags;
+    }
     const auto progress = iserkit::cli::parse_progress_mode(args["progress"].as<std::string>());
     if (!progress) return error("iserkit", "bad --progress", "want=auto|always|never");
     c.progress = iserkit::cli::progress_enabled(*progress);

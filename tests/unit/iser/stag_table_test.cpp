@@ -195,7 +195,11 @@ TEST(IserStagsDefaults, SendWithInvalidateIsNeverOfferedUnlessAsked) {
   // Debian 12's rxe panics when a window the peer invalidated is invalidated again: neither side
   // turns Send with Invalidate on by itself.
   EXPECT_FALSE(datamover::IserOptions{}.send_with_invalidate);
-  EXPECT_EQ(datamover::IserOptions{}.stags, datamover::IserStags::whole_slab);
+}
+
+TEST(IserStagsDefaults, EachCommandIsExposedAloneByDefault) {
+  // A window per command where the device has them (issue 13 item 2), as the Linux initiator.
+  EXPECT_EQ(datamover::IserOptions{}.stags, datamover::IserStags::automatic);
 }
 
 }  // namespace

@@ -90,11 +90,12 @@ struct IserOptions {
   /// out of that namespace's netdev (e.g. a tenant's VXLAN device). Unused by the target (its
   /// listeners are created inside the namespace instead).
   std::string netns;
-  /// Initiator: how command buffers are exposed (see IserStags). Unused by the target.
-  /// whole_slab by default: on Debian 12's Linux 6.1, Soft-RoCE (rdma_rxe) panicked the kernel in
-  /// the lab (__rxe_put from the Bind MW path, -EINVAL) at the first per-command bind, so the
-  /// per-command mode stays opt-in until it is proved on a kernel whose rxe binds windows safely.
-  IserStags stags = IserStags::whole_slab;
+  /// Initiator: how command buffers are exposed (see IserStags). Unused by the target. automatic
+  /// by default: a window per command where the device binds type 2 windows. (The lab's first
+  /// per-command run panicked Debian 12's rxe; the cause was a Local Invalidate of a window the
+  /// target had already invalidated with Send with Invalidate, which iserkit no longer offers
+  /// unless asked and detects even when 6.1 rxe misreports it: docs/iser.md.)
+  IserStags stags = IserStags::automatic;
   /// Send with Invalidate (RFC 7145 §5.1, CM private data). Target: accept it when the initiator
   /// offers it in its CM REQ (its SCSI Responses then invalidate the command's STag,
   /// IBV_WR_SEND_WITH_INV). Initiator: offer it when per-command STags are in use. Off by default

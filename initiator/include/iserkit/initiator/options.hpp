@@ -123,12 +123,14 @@ struct SessionOptions {
   /// (ISER_DEF_MAX_SECTORS): tgtd's iSER refuses commands above its 512 KiB RDMA buffers and
   /// reports no limit.
   std::uint32_t iser_unstated_max_transfer_bytes = 512 * 1024;
-  /// On iSER: how command buffers are exposed to the target (datamover::IserStags). per_command /
-  /// automatic = a memory window per command (bound when the command is sent, invalidated when it
-  /// ends; a timed-out command is then aborted with ABORT TASK and the connection stays);
-  /// whole_slab (default) = the registered slab for the connection's life. Opt-in: Debian 12's
-  /// Soft-RoCE panicked the lab's kernel at the first window bind (see IserOptions::stags).
-  datamover::IserStags iser_stags = datamover::IserStags::whole_slab;
+  /// On iSER: how command buffers are exposed to the target (datamover::IserStags). automatic
+  /// (default) / per_command = a memory window per command (bound when the command is sent,
+  /// invalidated when it ends; a timed-out command is aborted with ABORT TASK, the connection
+  /// stays, and its caller hears the timeout once the target ended the task), as the Linux iSER
+  /// initiator exposes each command alone; automatic falls back to the whole slab on a device
+  /// without type 2 memory windows. whole_slab = the registered pool's rkey for the connection's
+  /// life: every buffer of the device's pool (other sessions' too) is reachable by the target.
+  datamover::IserStags iser_stags = datamover::IserStags::automatic;
   /// On iSER with per-command STags: offer Send with Invalidate in the CM REQ (the target's SCSI
   /// Response then invalidates the command's window). Off by default: see
   /// datamover::IserOptions::send_with_invalidate (Debian 12's rxe panics on a second invalidation).
