@@ -73,4 +73,9 @@ if run inquiry "iscsi://$ISERKIT_TEST_PORTAL/iqn.2026-11.org.iserkit.test:no-suc
 fi
 cat "$W/err"
 grep -q 'status=0x02' "$W/err" || fail "missing target: no login status in the message"
+# --iser-stags: a bad mode is refused before anything is sent; a good one is accepted (over TCP it
+# changes nothing)
+if run --iser-stags everything readcap "$ISERKIT_TEST_URL" >/dev/null 2>"$W/err"; then fail "--iser-stags everything accepted"; fi
+grep -q 'bad --iser-stags' "$W/err" || fail "--iser-stags everything: unclear message: $(cat "$W/err")"
+run --iser-stags whole-slab readcap "$ISERKIT_TEST_URL" >/dev/null || fail "--iser-stags whole-slab refused"
 echo "PASS: cli interop against $1"

@@ -198,6 +198,25 @@ def main():
         p(f"| {title} | " + " | ".join(spread(values(wl, n, "vm"), na=not_applicable.get((wl, n))) for n in names) + " |")
     p()
 
+    if "iserkit-iser-slab" in ran and "iserkit-iser" in ran:
+        p("## The cost of per-command STags (issue 13 item 2)")
+        p()
+        p("`iserkit-iser` ÷ `iserkit-iser-slab`: the same bridge and target over iSER; `iserkit-iser` (the")
+        p("default) binds a memory window before and invalidates it after every command, `iserkit-iser-slab`")
+        p("(`--iser-stags whole-slab`) exposes the whole registered pool under one STag. Throughput: above 1")
+        p("means per-command moved more. CPU per GiB (bridge, target, whole VM): above 1 means per-command")
+        p("cost more CPU for the same bytes. ≈ as above.")
+        p()
+        p("| workload | throughput | bridge CPU/GiB | target CPU/GiB | whole VM CPU/GiB |")
+        p("|---|---:|---:|---:|---:|")
+        for wl, title, key in WORKLOADS:
+            cols = []
+            for k in (key, "bridge", "target", "vm"):
+                sv, wv = values(wl, "iserkit-iser", k), values(wl, "iserkit-iser-slab", k)
+                cols.append(ratio(median(sv), median(wv), sv, wv))
+            p(f"| {title} | " + " | ".join(cols) + " |")
+        p()
+
     p("## Ratios at a glance")
     p()
     p("| workload | iSER/TCP (iserkit) | iserkit/tgtd (iSER) | iserkit iSER / qemu-nbd→tgtd TCP |")

@@ -10,10 +10,12 @@
 # and the target's counter of the largest command that arrived over iSER (--stats-file,
 # largest_command_bytes_iser) shows the CLI's 4 MiB writes went over iSER unsplit: > 512 KiB.
 # CHAP over iSER: a second iserkit-target (port 3262) with --chap-user: no secret and a wrong one are
-# refused, the right one logs in and round-trips 4 MiB. Without iSER in the build: SKIP.
+# refused, the right one logs in and round-trips 4 MiB. A command timeout (issue 13 item 2): a third
+# target on a dm-delay LUN; the timed-out read is aborted, the connection stays, and the caller hears
+# the timeout only after the target answered the ABORT TASK. Without iSER in the build: SKIP.
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
 plan soft-roce target discovery login large-io-limit write-read-256M backing-file iser-max-transfer-option bridge nbd-attach write-1G read-1G mkfs \
-  mount-copy e2fsck nbd-detach bridge-exit bridge-zero-copy bridge-stags target-exit target-zero-copy large-commands-over-iser chap
+  mount-copy e2fsck nbd-detach bridge-exit bridge-zero-copy bridge-stags target-exit target-zero-copy large-commands-over-iser chap timeout-abort
 
 check soft-roce rxe_up || give_up "no Soft-RoCE device"
 if reason=$(iser_missing); then give_up "$reason"; fi
@@ -158,3 +160,48 @@ chap() {
   echo "CHAP over iSER to iserkit-target: no secret and a wrong one refused, the right one logs in, 4 MiB round trip"
 }
 check chap chap
+# A command timeout with per-command STags (issue 13 item 2): a third target whose LUN is a
+# dm-delay device (reads take 4 s). `iserkit read --timeout 1000` times out after 1 s and sends
+# ABORT TASK; the target answers it once the delayed read ended; only then may the caller hear the
+# timeout (the target could RDMA-write into the buffer until it had ended the task), and the
+# connection stays (no "connection lost"). The window's Local Invalidate follows.
+timeout_abort() {
+  local loop start secs log=$work/timeout.log curl=iser://$LAB_RDMA_IP:3263/$iqn-slow/0 rc=1 tmf_line err_line
+  if [[ ${ISERKIT_ISER_STAGS:-automatic} == whole-slab ]]; then
+    echo "whole-slab STags: a timeout closes the connection by design"; return 0
+  fi
+  modprobe dm_delay && modprobe loop || { echo "no dm-delay or loop module"; return 1; }
+  truncate -s 64M "$work/slow.img"
+  loop=$(losetup -f --show "$work/slow.img") || return 1
+  # no udev in the VM: dmsetup makes the /dev/mapper node itself
+  if echo "0 $((64 * 2048)) delay $loop 0 4000 $loop 0 0" | dmsetup create --noudevsync lab-slow && dmsetup mknodes lab-slow; then
+    daemon slow-target iserkit-target --iqn "$iqn-slow" --lun /dev/mapper/lab-slow --listen "$LAB_RDMA_IP:3263" \
+      --port-file "$work/slow.port"
+    if serving iserkit-target "$work/slow.port" 120; then
+      start=$EPOCHREALTIME
+      if cli --log-level info --timeout 1000 read "$curl" --offset "$(mib 1)" --length 65536 >/dev/null 2>"$log"; then
+        echo "the read did not time out"
+      else
+        secs=$(seconds_since "$start")
+        tail -n 8 "$log"
+        tmf_line=$(grep -n 'task management response: .* response=0' "$log" | head -n 1 | cut -d: -f1)
+        err_line=$(grep -n '^read: ' "$log" | head -n 1 | cut -d: -f1)
+        if ! grep -q 'STags: per command' "$log"; then echo "the CLI did not use per-command STags"
+        elif ! grep -q 'command: timed out' "$log"; then echo "no command timed out"
+        elif [[ -z $tmf_line ]]; then echo "the ABORT TASK was not answered 'function complete'"
+        elif grep -q 'connection lost' "$log"; then echo "the connection was closed: it must survive the timeout"
+        elif [[ -z $err_line ]] || ((err_line < tmf_line)); then echo "the caller heard the timeout before the ABORT TASK was answered"
+        elif ! awk -v s="$secs" 'BEGIN { exit !(s >= 3.5) }'; then echo "the read returned after ${secs} s, before the delayed read (4 s) could end"
+        else
+          rc=0
+          echo "timed out after 1 s, ABORT TASK answered when the 4 s read ended, the caller heard it then (${secs} s), connection kept"
+        fi
+      fi
+    fi
+    stop_daemon slow-target >/dev/null
+    dmsetup remove lab-slow
+  fi
+  losetup -d "$loop"
+  return $rc
+}
+check timeout-abort timeout_abort

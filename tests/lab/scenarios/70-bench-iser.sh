@@ -4,6 +4,9 @@
 # Issue 6, part 3. fio's nbd engine drives, in one boot and interleaved, the same workloads through:
 #   iserkit-iser  iserkit-nbd iser://   -> iserkit-target (Soft-RoCE)
 #   iserkit-tcp   iserkit-nbd iscsi://  -> the same iserkit-target, same address (TCP)
+#   iserkit-iser-slab  as iserkit-iser (whose default exposes each command through a memory window of
+#                 its own, bound and invalidated per command), with --iser-stags whole-slab (the
+#                 registered pool's rkey for the connection's life): issue 13 item 2's cost
 #   tgtd-iser     iserkit-nbd iser://   -> tgtd's iSER portal (Soft-RoCE)
 #   qemu-tgtd     qemu-nbd iscsi:// (libiscsi) -> tgtd over TCP: the peers' chain, for reference
 # All four serve one backing file on the guest's tmpfs (the guest has no disk): a memory LUN for all
@@ -21,8 +24,9 @@
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
 # shellcheck disable=SC1091
 source "$out/job.env"   # LAB_ACCEL, LAB_CPUS, LAB_MEM, LAB_COMMIT, ISERKIT_LAB_BENCH_*: for the report
-plan soft-roce backing-file iserkit-target tgtd bridge-iserkit-iser bridge-iserkit-tcp bridge-tgtd-iser \
-  bridge-qemu-tgtd runs figures-iserkit-iser figures-iserkit-tcp figures-tgtd-iser figures-qemu-tgtd report
+plan soft-roce backing-file iserkit-target tgtd bridge-iserkit-iser bridge-iserkit-iser-slab bridge-iserkit-tcp \
+  bridge-tgtd-iser bridge-qemu-tgtd runs figures-iserkit-iser figures-iserkit-iser-slab figures-iserkit-tcp \
+  figures-tgtd-iser figures-qemu-tgtd report
 
 reps=${ISERKIT_LAB_BENCH_REPS:-3}
 secs=${ISERKIT_LAB_BENCH_SECONDS:-4}
@@ -78,15 +82,16 @@ tgtd_up() {
 check tgtd tgtd_up || give_up "tgtd did not come up"
 
 # The systems: name, bridge command, which daemon is the target. Every bridge serves a Unix socket.
-systems=(iserkit-iser iserkit-tcp tgtd-iser qemu-tgtd)
+systems=(iserkit-iser iserkit-iser-slab iserkit-tcp tgtd-iser qemu-tgtd)
 declare -A bridge_cmd=() target_of=() label=() bridge_name=()
-bridge_cmd[iserkit-iser]="iserkit-nbd iser://$our_portal/$iqn/0 --socket $work/iserkit-iser.sock --initiator-name $LAB_INITIATOR_IQN"
+bridge_cmd[iserkit-iser]="iserkit-nbd iser://$our_portal/$iqn/0 --socket $work/iserkit-iser.sock --initiator-name $LAB_INITIATOR_IQN --log-level info"
+bridge_cmd[iserkit-iser-slab]="iserkit-nbd iser://$our_portal/$iqn/0 --socket $work/iserkit-iser-slab.sock --initiator-name $LAB_INITIATOR_IQN --iser-stags whole-slab --log-level info"
 bridge_cmd[iserkit-tcp]="iserkit-nbd iscsi://$our_portal/$iqn/0 --socket $work/iserkit-tcp.sock --initiator-name $LAB_INITIATOR_IQN"
 bridge_cmd[tgtd-iser]="iserkit-nbd iser://$tgt_portal/$tgt_iqn/1 --socket $work/tgtd-iser.sock --initiator-name $LAB_INITIATOR_IQN"
 bridge_cmd[qemu-tgtd]="qemu-nbd --socket=$work/qemu-tgtd.sock --persistent --format=raw iscsi://$tgt_portal/$tgt_tcp_iqn/1"
-target_of=([iserkit-iser]=target [iserkit-tcp]=target [tgtd-iser]=tgtd [qemu-tgtd]=tgtd)
-bridge_name=([iserkit-iser]=iserkit-nbd [iserkit-tcp]=iserkit-nbd [tgtd-iser]=iserkit-nbd [qemu-tgtd]=qemu-nbd)
-label=([iserkit-iser]="iserkit-nbd → iserkit-target, iSER" [iserkit-tcp]="iserkit-nbd → iserkit-target, TCP"
+target_of=([iserkit-iser]=target [iserkit-iser-slab]=target [iserkit-tcp]=target [tgtd-iser]=tgtd [qemu-tgtd]=tgtd)
+bridge_name=([iserkit-iser]=iserkit-nbd [iserkit-iser-slab]=iserkit-nbd [iserkit-tcp]=iserkit-nbd [tgtd-iser]=iserkit-nbd [qemu-tgtd]=qemu-nbd)
+label=([iserkit-iser]="iserkit-nbd → iserkit-target, iSER" [iserkit-iser-slab]="iserkit-nbd → iserkit-target, iSER, whole-slab STag" [iserkit-tcp]="iserkit-nbd → iserkit-target, TCP"
   [tgtd-iser]="iserkit-nbd → tgtd, iSER" [qemu-tgtd]="qemu-nbd (libiscsi) → tgtd, TCP")
 ran=()
 declare -A max_request=()
@@ -102,6 +107,14 @@ for s in "${systems[@]}"; do
   # shellcheck disable=SC2086  # the command lines above are word lists without spaces in words
   daemon "bridge-$s" ${bridge_cmd[$s]}
   if check "bridge-$s" serving "${bridge_name[$s]}" "$work/$s.sock" 180; then
+    # the two iSER bridges of iserkit-target must run the STag modes they are compared in
+    want_stags=
+    [[ $s == iserkit-iser ]] && want_stags='STags: per command'
+    [[ $s == iserkit-iser-slab ]] && want_stags='STags: whole slab'
+    if [[ -n $want_stags ]] && ! wait_until 10 grep -q "$want_stags" "$logdir/$scenario.bridge-$s.log"; then
+      fail "figures-$s" "the bridge does not say '$want_stags': $(grep -o 'STags: [^)]*' "$logdir/$scenario.bridge-$s.log" | head -n 1)"
+      continue
+    fi
     ran+=("$s")
     max_request[$s]=$(max_request_of "$work/$s.sock")
     echo "$s: maximum NBD request ${max_request[$s]:-?} bytes (0: not advertised)"
