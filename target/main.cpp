@@ -304,7 +304,7 @@ int run(int argc, char** argv) {
     return 1;
   }
   for (const auto& line : (*server)->describe()) iserkit::log::info("target {}", line);
-  for (const auto& a : (*server)->listening()) std::cout << "listening on " << a << "\n";
+  for (const auto& a : (*server)->listening()) std::cout << "listening on " << a << std::endl;  // read by scripts
   if (config.status_socket) {
     if (auto r = (*server)->serve_status(*config.status_socket); !r) {
       std::cerr << "iserkit-target: status socket: " << r.error().message() << " (path=" << *config.status_socket << ")\n";

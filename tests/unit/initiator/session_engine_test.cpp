@@ -626,22 +626,37 @@ TEST(SessionEngine, TimeoutEndsTheSessionWhenTheTransportNeedsIt) {
 
 // Per-command STags (iSER): the connection survives a timeout, but the owner gets its buffer back
 // only when the target has ended the task, since until then its RDMA may still reach the buffer.
-TEST(SessionEngine, HeldTimeoutReachesTheOwnerWhenTheAbortTaskIsAnswered) {
+EngineConfig holding_timeouts() {
   EngineConfig c;
   c.hold_timed_out_until_aborted = true;
-  Harness h(c);
-  std::vector<std::byte> buffer(4096);
-  const TaskId id = h.read(buffer, 100ms);
+  return c;
+}
+
+/// A read with a 100 ms timeout, timed out: returns the ABORT TASK the engine sent for it.
+iscsi::TaskManagementRequest time_out_read(Harness& h, TaskId& id) {
+  static std::vector<std::byte> buffer(4096);
+  id = h.read(buffer, 100ms);
   const auto cmd = h.take_sent()[0].as<iscsi::ScsiCommand>();
   h.engine.on_timer(t0 + 100ms);
-  EXPECT_EQ(h.outcome(id), nullptr) << "the owner heard the timeout before the target ended the task";
-  EXPECT_EQ(h.engine.state(id), TaskState::timed_out_aborting);
   const auto abort = h.take_sent()[0].as<iscsi::TaskManagementRequest>();
   EXPECT_EQ(abort.referenced_task_tag, cmd.itt);
+  return abort;
+}
+
+void answer(Harness& h, const iscsi::TaskManagementRequest& abort, std::uint8_t response) {
   iscsi::TaskManagementResponse rsp;
   rsp.itt = abort.itt;
-  rsp.response = 1;  // task does not exist: the target moves no data for it either
+  rsp.response = response;
   h.deliver(rsp);
+}
+
+TEST(SessionEngine, HeldTimeoutReachesTheOwnerWhenTheAbortTaskIsAnswered) {
+  Harness h(holding_timeouts());
+  TaskId id = 0;
+  const auto abort = time_out_read(h, id);
+  EXPECT_EQ(h.outcome(id), nullptr) << "the owner heard the timeout before the target ended the task";
+  EXPECT_EQ(h.engine.state(id), TaskState::timed_out_aborting);
+  answer(h, abort, 1);  // task does not exist: the target moves no data for it either
   ASSERT_NE(h.outcome(id), nullptr);
   EXPECT_EQ(h.outcome(id)->error, make_error_code(errc::timeout));
   EXPECT_EQ(h.engine.itts_in_use(), 0u);
@@ -651,8 +666,7 @@ TEST(SessionEngine, HeldTimeoutReachesTheOwnerWhenTheAbortTaskIsAnswered) {
 }
 
 TEST(SessionEngine, HeldTimeoutClosesTheConnectionWhenTheAbortTaskTimesOut) {
-  EngineConfig c;
-  c.hold_timed_out_until_aborted = true;
+  EngineConfig c = holding_timeouts();
   c.request_timeout = 1000ms;
   c.replacement_timeout = 10000ms;
   Harness h(c);
@@ -678,18 +692,10 @@ TEST(SessionEngine, HeldTimeoutClosesTheConnectionWhenTheAbortTaskTimesOut) {
 }
 
 TEST(SessionEngine, HeldTimeoutEndsTheSessionWhenTheAbortTaskIsRefusedAndNoRecovery) {
-  EngineConfig c;
-  c.hold_timed_out_until_aborted = true;
-  Harness h(c);
-  std::vector<std::byte> buffer(4096);
-  const TaskId id = h.read(buffer, 100ms);
-  h.take_sent();
-  h.engine.on_timer(t0 + 100ms);
-  const auto abort = h.take_sent()[0].as<iscsi::TaskManagementRequest>();
-  iscsi::TaskManagementResponse rsp;
-  rsp.itt = abort.itt;
-  rsp.response = 5;  // function not supported: the task may still be running
-  h.deliver(rsp);
+  Harness h(holding_timeouts());
+  TaskId id = 0;
+  const auto abort = time_out_read(h, id);
+  answer(h, abort, 5);  // function not supported: the task may still be running
   ASSERT_TRUE(h.ended);
   EXPECT_EQ(*h.ended, make_error_code(errc::connection_closed));
   ASSERT_NE(h.outcome(id), nullptr);
