@@ -18,6 +18,7 @@
 
 #include <cxxopts.hpp>
 
+#include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/common/status_socket.hpp"
@@ -336,7 +337,8 @@ int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std
     fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return error("read", "cannot open output", "file=" + out_path + " errno=" + std::strerror(errno));
   }
-  auto buffer = iserkit::HeapBufferPool::shared().allocate(chunk_bytes);
+  // From the session's pool: registered memory on iSER, so the target RDMA-writes straight into it.
+  auto buffer = cl.session().buffer_pool().allocate(chunk_bytes);
   iserkit::cli::Progress progress("read", len, c.progress);
   for (std::uint64_t done = 0; done < len;) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, len - done));
@@ -354,7 +356,8 @@ int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std
   progress.finish();
   if (json_output)
     print_json({{"operation", "read"}, {"offset_bytes", offset}, {"length_bytes", len}, {"output", out_path},
-                {"max_transfer_bytes", max_transfer_bytes(cl.info())}, {"seconds", seconds_since(start)}});
+                {"max_transfer_bytes", max_transfer_bytes(cl.info())}, {"seconds", seconds_since(start)},
+                {"copied_payload_bytes", iserkit::copied_payload_bytes()}});
   return 0;
 }
 
@@ -370,7 +373,8 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
     fd = ::open(in_path.c_str(), O_RDONLY);
     if (fd < 0) return error("write", "cannot open input", "file=" + in_path + " errno=" + std::strerror(errno));
   }
-  auto buffer = iserkit::HeapBufferPool::shared().allocate(chunk_bytes);
+  // From the session's pool: registered memory on iSER, so the target RDMA-reads straight from it.
+  auto buffer = cl.session().buffer_pool().allocate(chunk_bytes);
   std::uint64_t pos = offset;
   // The total is known when the input is a regular file (else the line shows bytes and rate only).
   std::uint64_t total = 0;
@@ -407,7 +411,8 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
   if (json_output)
     print_json({{"operation", "write"}, {"offset_bytes", offset}, {"length_bytes", pos - offset},
                 {"input", in_path.empty() ? std::string("-") : in_path}, {"fua", fua}, {"synchronized", !fua},
-                {"max_transfer_bytes", max_transfer_bytes(cl.info())}, {"seconds", seconds_since(start)}});
+                {"max_transfer_bytes", max_transfer_bytes(cl.info())}, {"seconds", seconds_since(start)},
+                {"copied_payload_bytes", iserkit::copied_payload_bytes()}});
   return 0;
 }
 

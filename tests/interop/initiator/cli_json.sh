@@ -60,6 +60,17 @@ cat "$W/read.json"
 [ "$(json "$W/read.json" '.length_bytes')" = 3000001 ] || fail "read: wrong byte count"
 cmp "$W/a.bin" "$W/a.back" || fail "data read back differs"
 
+# Block-aligned transfers copy no payload in user space (the counter counts every copy; an
+# unaligned head or tail is staged through a bounce block, counted).
+head -c 1048576 /dev/urandom >"$W/aligned.bin"
+run --json write "$ISERKIT_TEST_URL" --offset 8388608 -i "$W/aligned.bin" >"$W/aligned-write.json" || fail "aligned write exited $?"
+[ "$(json "$W/aligned-write.json" '.copied_payload_bytes')" = 0 ] || fail "aligned write copied payload"
+run --json read "$ISERKIT_TEST_URL" --offset 8388608 --length 1048576 -o "$W/aligned.back" >"$W/aligned-read.json" ||
+  fail "aligned read exited $?"
+[ "$(json "$W/aligned-read.json" '.copied_payload_bytes')" = 0 ] || fail "aligned read copied payload"
+cmp "$W/aligned.bin" "$W/aligned.back" || fail "aligned data read back differs"
+[ "$(json "$W/write.json" '.copied_payload_bytes')" -gt 0 ] || fail "the unaligned write's bounced tail was not counted"
+
 # Log lines go to stderr, whatever the level: stdout carries only the JSON summary, or the data of
 # a read to stdout (they were written to stdout once, and a warning at logout then corrupted
 # `iserkit read URL | sha256sum`).

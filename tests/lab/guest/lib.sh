@@ -265,6 +265,10 @@ _cli_roundtrip() {
   echo "### write $n MiB at $off to $url" >>"$clilog"
   cli --log-level info --json write "$url" --offset "$off" -i "$work/pattern" >"$work/write.json" 2>>"$clilog" ||
     { echo "iserkit write failed: $(tail -n 1 "$clilog")"; return 1; }
+  # the CLI's buffer comes from the session's registered pool: no payload copy over iSER either
+  local copied
+  copied=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("copied_payload_bytes", "?"))' "$work/write.json")
+  if [[ $copied != 0 ]]; then echo "iserkit write copied $copied payload bytes (want 0: $n MiB, block-aligned)"; return 1; fi
   if [[ $backing != - ]]; then
     sync
     if [[ $(tail -c +$((off + 1)) "$backing" | head -c "$(mib "$n")" | sha256sum | cut -d' ' -f1) == "$want" ]]; then
