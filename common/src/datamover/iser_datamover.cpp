@@ -404,7 +404,6 @@ Awaitable<void> IserConnection::cm_loop(std::shared_ptr<IserConnection> self) {
         abort_connection(make_error_code(errc::connection_closed));
         break;
       }
-        break;
       case RDMA_CM_EVENT_DEVICE_REMOVAL:
         log::warn("iser {}: RDMA device removed: closing and releasing its verbs objects", peer_);
         release_device();

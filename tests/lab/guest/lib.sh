@@ -240,9 +240,9 @@ roundtrip() {
   echo "$n MiB through $dev, sha256 ${want:0:16}… matches"
 }
 # cli_roundtrip URL MIB BACKING [OFFSET_MIB]: MIB MiB of random data written with the scenario's `cli`
-# function (`iserkit --json write URL`, its JSON in $work/write.json) and read back to a file with
-# `iserkit read` to standard output (with info logging on: log lines must go to stderr); both must
-# exit 0 and the data must match. BACKING (the target's backing file, or -
+# function (`iserkit --json write URL`, its JSON in $work/write.json, which must report 0 copied
+# payload bytes) and read back with `iserkit read` to standard output (with info logging on: log
+# lines must go to stderr); both must exit 0 and the data must match. BACKING (the target's backing file, or -
 # for none) must hold it too, checked right after the write, before the read. On a mismatch it says
 # which side is wrong (the target's copy, the read, or both), reads once more to tell a lasting
 # error from a passing one, and prints what the wrong blocks hold (diff_blocks.py). The CLI's
