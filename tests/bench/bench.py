@@ -139,6 +139,7 @@ class Bench:
         self.rbd = bool(getattr(args, "rbd", False))
         self.ceph_conf = None       # --rbd: the cluster's ceph.conf once it is up
         self.cluster = None         # --rbd: the rbd_cluster.sh process (its stdin is its lifeline)
+        self.direct_io = True       # tgtd --bsoflags direct (the guard's tmpfs file has no O_DIRECT)
 
     # ---- process plumbing -------------------------------------------------------------------
     def logfile(self, name):
@@ -262,7 +263,7 @@ class Bench:
         if self.rbd:  # bs_rbd (tgt-rbd): the cluster from bsopts conf=, client.admin's key from its keyring
             lun += ["--bstype", "rbd", "-b", f"rbd/{RBD_IMAGES['tgtd']}", "--bsopts", f"conf={self.ceph_conf}"]
         else:
-            lun += ["-b", self.backing, "--bsoflags", "direct"]
+            lun += ["-b", self.backing] + (["--bsoflags", "direct"] if self.direct_io else [])
         tgtadm(*lun)
         tgtadm("--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL")
         self.commands.setdefault("tgtd", self.commands.get("tgtd", ""))
