@@ -5,11 +5,22 @@
 // buffered fd otherwise; FUA is RWF_DSYNC (SBC-4 §4.15); flush is IORING_OP_FSYNC with IORING_FSYNC_DATASYNC;
 // discard is IORING_OP_FALLOCATE(PUNCH_HOLE|KEEP_SIZE); write_zeroes is FALLOC_FL_ZERO_RANGE. Short
 // completions are continued until the full length is done (the backend contract).
+//
+// A file on a RAM file system (tmpfs, ramfs) is read and written inline, with preadv2/pwritev2 on
+// the loop's thread: its pages are memory, so the call is a memory copy that cannot wait on a disk.
+// Through io_uring every such request would go to a kernel worker thread (io-wq) instead: tmpfs
+// refuses non-blocking reads and writes (RWF_NOWAIT answers EOPNOTSUPP, buffered or O_DIRECT, on
+// Linux 6.1 and 6.18 alike), so io_uring cannot issue them inline, and the hop costs two context
+// switches plus the eventfd round trip per request. The one case
+// where the inline call can block is a tmpfs page swapped out (then the loop waits for swap-in).
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,10 +72,17 @@ const std::byte* zero_block() noexcept {
   return zeroes.data();
 }
 
+/// True when `fd` lives on a RAM file system (tmpfs, ramfs): its reads and writes are memory copies.
+bool on_memory_file_system(int fd) noexcept {
+  struct statfs sfs {};
+  if (::fstatfs(fd, &sfs) != 0) return false;
+  return sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC;
+}
+
 class UringBackend final : public BlockBackend {
  public:
-  UringBackend(int buffered_fd, int direct_fd, DirectAlignment alignment, BackendCapabilities caps)
-      : buffered_fd_(buffered_fd), direct_fd_(direct_fd), alignment_(alignment), caps_(caps) {}
+  UringBackend(int buffered_fd, int direct_fd, DirectAlignment alignment, BackendCapabilities caps, bool inline_io)
+      : buffered_fd_(buffered_fd), direct_fd_(direct_fd), alignment_(alignment), caps_(caps), inline_io_(inline_io) {}
   ~UringBackend() override {
     ::close(buffered_fd_);
     if (direct_fd_ >= 0) ::close(direct_fd_);
@@ -164,6 +182,7 @@ class UringBackend final : public BlockBackend {
 
   // Reads or writes all `length` bytes, continuing after short completions.
   Awaitable<Result<void>> transfer(bool writing, std::uint64_t offset, std::byte* p, std::size_t length, int rw_flags) {
+    if (inline_io_) co_return transfer_inline(writing, offset, p, length, rw_flags);
     while (length > 0) {
       const std::size_t n = std::min(length, max_op_bytes);
       const bool direct = direct_fd_ >= 0 && offset % alignment_.offset_align == 0 &&
@@ -188,10 +207,28 @@ class UringBackend final : public BlockBackend {
     co_return Result<void>{};
   }
 
+  // transfer() for a RAM file system (see the top of this file): synchronous, on this thread.
+  Result<void> transfer_inline(bool writing, std::uint64_t offset, std::byte* p, std::size_t length,
+                               int rw_flags) const {
+    while (length > 0) {
+      iovec iov{.iov_base = p, .iov_len = std::min(length, max_op_bytes)};
+      const ssize_t res = writing ? ::pwritev2(buffered_fd_, &iov, 1, static_cast<off_t>(offset), rw_flags)
+                                  : ::preadv2(buffered_fd_, &iov, 1, static_cast<off_t>(offset), rw_flags);
+      if (res < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (res < 0) return fail(errno_code(errno));
+      if (res == 0) return fail(errno_code(EIO));  // end of file inside the LUN: treat as I/O error
+      p += res;
+      offset += static_cast<std::uint64_t>(res);
+      length -= static_cast<std::size_t>(res);
+    }
+    return {};
+  }
+
   int buffered_fd_;
   int direct_fd_;
   DirectAlignment alignment_;
   BackendCapabilities caps_;
+  bool inline_io_;  // a RAM file system: transfer_inline()
 };
 
 }  // namespace
@@ -220,8 +257,11 @@ Result<std::shared_ptr<BlockBackend>> open_uring_backend(const OpenBackendOption
     ::close(fd);
     return fail(errno_code(EINVAL));
   }
-  // O_DIRECT may be refused (tmpfs: EINVAL); then every request goes through the page cache.
-  const int direct_fd = options.use_direct_io ? ::open(options.path.c_str(), flags | O_DIRECT) : -1;
+  // A RAM file system is served inline (top of this file). O_DIRECT means nothing there (tmpfs
+  // refuses it before Linux 6.6 and copies through its page cache after), so it is not opened.
+  const bool inline_io = S_ISREG(st.st_mode) && on_memory_file_system(fd);
+  // O_DIRECT may be refused; then every request goes through the page cache.
+  const int direct_fd = options.use_direct_io && !inline_io ? ::open(options.path.c_str(), flags | O_DIRECT) : -1;
   const DirectAlignment alignment = direct_fd >= 0 ? direct_alignment_of(direct_fd, S_ISBLK(st.st_mode)) : DirectAlignment{};
   BackendCapabilities caps;
   caps.block_size_bytes = options.block_size_bytes;
@@ -233,7 +273,7 @@ Result<std::shared_ptr<BlockBackend>> open_uring_backend(const OpenBackendOption
   caps.thin = S_ISREG(st.st_mode);
   caps.volatile_cache = true;
   caps.optimal_io_bytes = static_cast<std::uint32_t>(std::max<blksize_t>(st.st_blksize, 4096));
-  return std::shared_ptr<BlockBackend>(std::make_shared<UringBackend>(fd, direct_fd, alignment, caps));
+  return std::shared_ptr<BlockBackend>(std::make_shared<UringBackend>(fd, direct_fd, alignment, caps, inline_io));
 }
 
 Result<void> probe_io_uring() noexcept {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/uring_ring.hpp"
 #include "iserkit/target/backends.hpp"
 #include "test_support.hpp"
 
@@ -31,15 +32,17 @@ struct MemoryFactory {
   }
 };
 
-struct UringFactory {
+template <const char* Dir>
+struct UringFactoryIn {
   static std::string skip_reason() {
     auto r = probe_io_uring();
-    return r ? std::string{} : "io_uring unavailable: " + r.error().message();
+    if (!r) return "io_uring unavailable: " + r.error().message();
+    return ::access(Dir, W_OK) == 0 ? std::string{} : std::string("no writable ") + Dir;
   }
   std::shared_ptr<BlockBackend> make(bool read_only = false) {
     if (path_.empty()) {
-      char tmpl[] = "/tmp/iserkit-uring-XXXXXX";
-      const int fd = ::mkstemp(tmpl);
+      std::string tmpl = std::string(Dir) + "/iserkit-uring-XXXXXX";
+      const int fd = ::mkstemp(tmpl.data());
       if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(lun_size)) != 0) return nullptr;
       ::close(fd);
       path_ = tmpl;
@@ -47,11 +50,15 @@ struct UringFactory {
     auto r = open_uring_backend({.path = path_, .read_only = read_only});
     return r ? *r : nullptr;
   }
-  ~UringFactory() {
+  ~UringFactoryIn() {
     if (!path_.empty()) ::unlink(path_.c_str());
   }
   std::string path_;
 };
+constexpr char var_tmp[] = "/var/tmp";  // a disk file system: O_DIRECT and io_uring
+constexpr char dev_shm[] = "/dev/shm";  // tmpfs: served inline (uring_backend.cpp)
+using UringFactory = UringFactoryIn<var_tmp>;
+using TmpfsUringFactory = UringFactoryIn<dev_shm>;
 
 template <class Factory>
 class BackendContract : public ::testing::Test {
@@ -86,7 +93,7 @@ class BackendContract : public ::testing::Test {
   std::vector<std::unique_ptr<std::byte, decltype(&std::free)>> storage_;
 };
 
-using Factories = ::testing::Types<MemoryFactory, UringFactory>;
+using Factories = ::testing::Types<MemoryFactory, UringFactory, TmpfsUringFactory>;
 TYPED_TEST_SUITE(BackendContract, Factories);
 
 TYPED_TEST(BackendContract, Capabilities) {
@@ -262,6 +269,30 @@ TEST(UringBackendDirectIo, ReadAt512ByteOffsetBypassesThePageCache) {
   ::close(fd);
   EXPECT_EQ(resident[offset / 4096] & 1, 0) << "the read went through the page cache";
   EXPECT_EQ(resident[(offset + 4095) / 4096] & 1, 0) << "the read went through the page cache";
+}
+
+// A LUN file on tmpfs is read and written inline (uring_backend.cpp): the io_context never needs
+// an io_uring ring for it, while the same requests on a disk file system go through the ring.
+// Through io_uring each tmpfs request would be handed to a kernel worker thread (no FMODE_NOWAIT on
+// tmpfs before Linux 6.6).
+TEST(UringBackendInline, TmpfsLunIsServedWithoutTheRing) {
+  for (const bool tmpfs : {true, false}) {
+    SCOPED_TRACE(tmpfs ? "tmpfs" : "disk");
+    const std::string why = tmpfs ? TmpfsUringFactory::skip_reason() : UringFactory::skip_reason();
+    if (!why.empty()) GTEST_SKIP() << why;
+    TmpfsUringFactory on_tmpfs;
+    UringFactory on_disk;
+    auto backend = tmpfs ? on_tmpfs.make() : on_disk.make();
+    ASSERT_TRUE(backend);
+    asio::io_context ctx;
+    std::vector<std::byte> out(8192), in(8192);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::byte>(i * 7 + 3);
+    ASSERT_TRUE(test::run(ctx, backend->write(4096 * 5, out, Fua::no)));
+    ASSERT_TRUE(test::run(ctx, backend->write(512 * 3, ConstByteSpan(out).first(512), Fua::yes)));
+    ASSERT_TRUE(test::run(ctx, backend->read(4096 * 5, in)));
+    EXPECT_EQ(in, out);
+    EXPECT_EQ(asio::has_service<detail::UringService>(ctx), !tmpfs);
+  }
 }
 
 }  // namespace

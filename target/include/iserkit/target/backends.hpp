@@ -48,8 +48,11 @@ struct OpenBackendOptions {
 /// or BLKGETSIZE64 (block devices) and is rounded down to a block multiple; creating or sizing the
 /// file is the caller's job. Discard: fallocate(PUNCH_HOLE|KEEP_SIZE) (files and block devices),
 /// falling back to writing zeroes if the file system refuses; write_zeroes: FALLOC_FL_ZERO_RANGE,
-/// then hole punch, then writing zeroes. If O_DIRECT cannot be opened (tmpfs) only the buffered fd
-/// is used.
+/// then hole punch, then writing zeroes. If O_DIRECT cannot be opened only the buffered fd
+/// is used. A regular file on a RAM file system (tmpfs, ramfs) is read and written inline with
+/// preadv2/pwritev2 on the caller's thread, without O_DIRECT (memory copies; io_uring would hand
+/// each request to a kernel worker thread there); flush, discard and write_zeroes still go through
+/// io_uring.
 /// Errors: the errno of open/fstat/ioctl; EINVAL for a block size other than 512/4096 or a path
 /// that is neither a regular file nor a block device.
 Result<std::shared_ptr<BlockBackend>> open_uring_backend(const OpenBackendOptions& options);
