@@ -20,8 +20,19 @@ Awaitable<boost::system::error_code> Stream::read_exact(ByteSpan out) {
 Awaitable<boost::system::error_code> Stream::write_all(std::span<const asio::const_buffer> buffers) {
   if (tls_) co_return co_await tls_->write_all(socket_, buffers);
   boost::system::error_code ec;
-  co_await asio::async_write(socket_, buffers, transfer_all_uncapped(), use_awaitable_ec(ec));
+  const std::size_t sent = iserkit::write_now(socket_, buffers, ec);
+  if (ec || sent == asio::buffer_size(buffers)) co_return ec;
+  std::vector<asio::const_buffer> rest;
+  rest_of(buffers, sent, rest);
+  co_await asio::async_write(socket_, std::span<const asio::const_buffer>(rest), transfer_all_uncapped(),
+                             use_awaitable_ec(ec));
   co_return ec;
+}
+
+std::size_t Stream::write_now(std::span<const asio::const_buffer> buffers, boost::system::error_code& ec) {
+  ec.clear();
+  if (tls_) return 0;
+  return iserkit::write_now(socket_, buffers, ec);
 }
 
 Awaitable<Result<void>> Stream::start_tls(const TlsContext& context) {

@@ -37,8 +37,14 @@ class Stream {
   /// Reads exactly out.size() bytes (payload or header bytes; decrypted when TLS is on).
   Awaitable<boost::system::error_code> read_exact(ByteSpan out);
 
-  /// Writes every byte of `buffers` in order (encrypted into TLS records when TLS is on).
+  /// Writes every byte of `buffers` in order (encrypted into TLS records when TLS is on). Plain:
+  /// one non-blocking gather write first (no suspension when the socket takes it all).
   Awaitable<boost::system::error_code> write_all(std::span<const asio::const_buffer> buffers);
+
+  /// One non-blocking gather write on the calling thread (plain socket only; TLS: 0, nothing
+  /// written): the bytes the socket took now, 0 when it would block. `ec` is set only for a real
+  /// error. No write_all() may be outstanding. The rest is the caller's to write with write_all().
+  std::size_t write_now(std::span<const asio::const_buffer> buffers, boost::system::error_code& ec);
 
   /// Runs the server side of a TLS handshake with `context`'s credentials, bounded by its
   /// handshake timeout; on success every later read and write goes through TLS. Errors:

@@ -21,6 +21,24 @@ namespace {
 
 constexpr std::size_t max_replies_per_write = 64;  // replies gathered into one write (≤ 4 buffers each)
 
+/// The buffers one reply goes out as, in wire order: its header, then its error message, BLOCK_STATUS
+/// payload or read data (proto.md "Simple reply message", "Structured reply chunk message").
+template <class Reply, class Out>
+void gather(const Reply& reply, Out& out) {
+  out.push_back(asio::buffer(reply.head.data(), reply.head_bytes));
+  if (!reply.message.empty()) out.push_back(asio::buffer(reply.message));
+  if (!reply.body.empty()) out.push_back(asio::buffer(reply.body));
+  if (reply.data) out.push_back(asio::buffer(reply.data.data(), reply.data.size()));
+}
+
+/// A fixed-capacity list of the (at most 4) buffers of one reply.
+struct ReplyBuffers {
+  std::array<asio::const_buffer, 4> items;
+  std::size_t count = 0;
+  void push_back(asio::const_buffer b) { items[count++] = b; }
+  std::span<const asio::const_buffer> view() const { return std::span(items.data(), count); }
+};
+
 bool is_disconnect(const boost::system::error_code& ec) noexcept {
   return ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
          ec == asio::error::operation_aborted || ec == asio::error::bad_descriptor;
@@ -368,6 +386,29 @@ void Connection::enqueue(Reply reply) {
     progress_.complete();
     return;
   }
+  if (!writing_ && queue_.empty()) {
+    // Nothing is being written: send this reply now, on this thread, without a writer coroutine
+    // (plain sockets; over TLS write_now() writes nothing). Only what the socket does not take
+    // goes to the writer.
+    ReplyBuffers parts;
+    gather(reply, parts);
+    boost::system::error_code ec;
+    const std::size_t sent = stream_.write_now(parts.view(), ec);
+    if (ec) {
+      if (!is_disconnect(ec)) log::info("nbd: write reply: {}", ec.message());
+      retire(reply.accounted_bytes);
+      hard_close();
+      progress_.complete();
+      return;
+    }
+    if (sent == asio::buffer_size(parts.view())) {
+      ++stats_.reply_batches;
+      retire(reply.accounted_bytes);
+      progress_.complete();
+      return;
+    }
+    reply.sent_bytes = sent;
+  }
   queue_.push_back(std::move(reply));
   if (!writing_) {
     writing_ = true;
@@ -395,11 +436,11 @@ Awaitable<void> Connection::write_loop() {
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
-    for (const Reply& reply : batch) {
-      buffers.push_back(asio::buffer(reply.head.data(), reply.head_bytes));
-      if (!reply.message.empty()) buffers.push_back(asio::buffer(reply.message));
-      if (!reply.body.empty()) buffers.push_back(asio::buffer(reply.body));
-      if (reply.data) buffers.push_back(asio::buffer(reply.data.data(), reply.data.size()));
+    for (const Reply& reply : batch) gather(reply, buffers);
+    if (batch.front().sent_bytes > 0) {  // enqueue() wrote its start already
+      std::vector<asio::const_buffer> rest;
+      rest_of(buffers, batch.front().sent_bytes, rest);
+      buffers.swap(rest);
     }
     const auto ec = co_await stream_.write_all(buffers);
     ++stats_.reply_batches;

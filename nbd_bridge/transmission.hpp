@@ -100,6 +100,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::vector<std::byte> body;  // a BLOCK_STATUS chunk's payload (context ID + descriptors)
     PooledBuffer data;
     std::size_t accounted_bytes = 0;  // payload bytes this request counted against the budget
+    std::size_t sent_bytes = 0;       // already written by enqueue()'s immediate attempt
   };
   Connection(Socket socket, std::shared_ptr<Export> exported, ConnectionOptions options);
 

@@ -215,10 +215,17 @@ Awaitable<void> TcpDatamover::write_queued() {
       }
     }
     boost::system::error_code ec;
-    // A view, not the vector: async_write keeps a copy of its buffer sequence, and a vector copy is
-    // an allocation per gather write. The vector outlives the write (a member, untouched meanwhile).
-    co_await asio::async_write(socket_, std::span<const asio::const_buffer>(buffers), transfer_all_uncapped(),
-                               use_awaitable_ec(ec));
+    // First on this thread, without suspending: when the socket takes it all (the usual case) the
+    // batch costs one sendmsg and no posted completion. What is left waits for the socket.
+    const std::span<const asio::const_buffer> all(buffers);
+    const std::size_t sent = write_now(socket_, all, ec);
+    if (!ec && sent < asio::buffer_size(all)) {
+      rest_of(all, sent, write_rest_);
+      // A view, not the vector: async_write keeps a copy of its buffer sequence, and a vector copy
+      // is an allocation per gather write. The vector outlives the write (a member, untouched meanwhile).
+      co_await asio::async_write(socket_, std::span<const asio::const_buffer>(write_rest_), transfer_all_uncapped(),
+                                 use_awaitable_ec(ec));
+    }
     const std::error_code result = ec ? map_error(ec) : std::error_code{};
     if (result) send_error_ = result;
     for (auto& p : batch) finish(p, result);

@@ -20,11 +20,17 @@ struct Pair {
   asio::io_context io;
   std::unique_ptr<TcpDatamover> client;
   std::unique_ptr<TcpDatamover> server;
-  Pair() {
+  /// `buffer_bytes` > 0: the client's send and the server's receive buffer that small (SO_SNDBUF,
+  /// SO_RCVBUF; the kernel doubles the value), so a large send cannot go out at once.
+  explicit Pair(int buffer_bytes = 0) {
     tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
     tcp::socket c(io);
     c.connect(acceptor.local_endpoint());
     tcp::socket s = acceptor.accept();
+    if (buffer_bytes > 0) {
+      c.set_option(asio::socket_base::send_buffer_size(buffer_bytes));
+      s.set_option(asio::socket_base::receive_buffer_size(buffer_bytes));
+    }
     client = std::make_unique<TcpDatamover>(std::move(c));
     server = std::make_unique<TcpDatamover>(std::move(s));
   }
@@ -143,6 +149,45 @@ TEST(TcpDatamover, BatchGoesOutWholeInOrderWithNothingBetween) {
   });
   EXPECT_FALSE(batch_ec);
   EXPECT_FALSE(single_ec);
+}
+
+// The first write of a batch is a non-blocking one on the sender's thread (write_now); what the
+// socket does not take then goes out through async_write. With a small send buffer and a receiver
+// that starts late, a 1 MiB PDU is cut there: it must still arrive whole and in order.
+TEST(TcpDatamover, PduLargerThanTheSocketBufferArrivesWholeAfterAPartialFirstWrite) {
+  Pair p(16 * 1024);
+  p.server->set_max_recv_data_segment_length(2 << 20);
+  const auto big = pattern(1 << 20);
+  std::vector<std::byte> landing(big.size());
+  IntoBuffer placement;
+  placement.target = landing;
+  std::error_code ec = make_error_code(errc::timeout);
+  bool sent = false;
+  p.run([&]() -> Awaitable<void> {
+    asio::co_spawn(p.io, [&]() -> Awaitable<void> {
+      std::vector<PduOut> batch;
+      batch.push_back(make_pdu(iscsi::DataOut{.itt = iscsi::Itt{7}}, big));
+      batch.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{8}}));
+      ec = co_await p.client->send_batch(std::move(batch));
+      sent = true;
+    }, asio::detached);
+    asio::steady_timer late(p.io);
+    late.expires_after(std::chrono::milliseconds(50));
+    co_await late.async_wait(asio::use_awaitable);
+    EXPECT_FALSE(sent) << "1 MiB fit the socket buffers at once: the partial path was not taken";
+    auto in = co_await p.server->receive(&placement);
+    EXPECT_TRUE(in);
+    if (!in) co_return;
+    EXPECT_EQ(to_u32(iscsi::itt_of(in->bhs)), 7u);
+    EXPECT_TRUE(std::equal(big.begin(), big.end(), landing.begin(), landing.end()));
+    auto nop = co_await p.server->receive(nullptr);
+    EXPECT_TRUE(nop);
+    if (nop) {
+      EXPECT_EQ(to_u32(iscsi::itt_of(nop->bhs)), 8u);
+    }
+  });
+  EXPECT_TRUE(sent);
+  EXPECT_FALSE(ec);
 }
 
 TEST(TcpDatamover, OversizedSegmentIsDiscardedAndFramingKept) {

@@ -106,5 +106,76 @@ TEST(PoolSource, EachRequestAllocatesFromTheExportsCurrentPool) {
   }
 }
 
+// A reply is first written on the request's own thread with one non-blocking gather write
+// (Connection::enqueue); what the socket does not take goes to the writer coroutine. A 256 KiB
+// READ reply over a socket with a small send buffer, to a client that starts reading late, is cut
+// there: it must still arrive whole, after the WRITE's reply and in order.
+TEST(ReplyWrite, ReadReplyLargerThanTheSocketBufferArrivesWholeAfterAPartialFirstWrite) {
+  asio::io_context io;
+  asio::local::stream_protocol::socket ours(io), theirs(io);
+  asio::local::connect_pair(ours, theirs);
+  theirs.set_option(asio::socket_base::send_buffer_size(8192));
+  Socket server_socket(io);
+  server_socket.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), theirs.release());
+  auto exported = std::make_shared<MemoryExport>(MemoryExportOptions{.size_bytes = 1u << 20, .name = "big"});
+  auto connection = Connection::create(std::move(server_socket), exported, ConnectionOptions{});
+
+  constexpr std::size_t length = 256 * 1024;
+  std::vector<std::byte> data(length);
+  for (std::size_t i = 0; i < length; ++i) data[i] = static_cast<std::byte>((i * 13 + 5) & 0xff);
+  std::vector<std::byte> in;
+  put_be(in, 3, 4);                    // client flags: FIXED_NEWSTYLE | NO_ZEROES
+  put_be(in, 0x49484156454F5054, 8);   // IHAVEOPT
+  put_be(in, 1, 4);                    // NBD_OPT_EXPORT_NAME
+  put_be(in, 0, 4);                    // empty name: the default export
+  put_be(in, request_magic, 4);
+  put_be(in, 0, 2);
+  put_be(in, 1, 2);                    // NBD_CMD_WRITE
+  put_be(in, 1, 8);                    // cookie
+  put_be(in, 65536, 8);                // offset (bytes)
+  put_be(in, length, 4);
+  in.insert(in.end(), data.begin(), data.end());
+  put_be(in, request_magic, 4);
+  put_be(in, 0, 2);
+  put_be(in, 0, 2);                    // NBD_CMD_READ
+  put_be(in, 2, 8);
+  put_be(in, 65536, 8);
+  put_be(in, length, 4);
+  put_be(in, request_magic, 4);
+  put_be(in, 0, 2);
+  put_be(in, 2, 2);                    // NBD_CMD_DISC
+  put_be(in, 3, 8);
+  put_be(in, 0, 8);
+  put_be(in, 0, 4);
+
+  std::vector<std::byte> received;
+  asio::co_spawn(io, connection->run(), asio::detached);
+  asio::co_spawn(io, [&]() -> Awaitable<void> {
+    boost::system::error_code ec;
+    co_await asio::async_write(ours, asio::buffer(in), use_awaitable_ec(ec));
+    asio::steady_timer late(io);  // the reply meets a full socket buffer first
+    late.expires_after(std::chrono::milliseconds(50));
+    co_await late.async_wait(use_awaitable_ec(ec));
+    std::array<std::byte, 4096> buf;
+    for (;;) {
+      const std::size_t n = co_await ours.async_read_some(asio::buffer(buf), use_awaitable_ec(ec));
+      if (ec || n == 0) break;
+      received.insert(received.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+  }, asio::detached);
+  io.run();
+
+  constexpr std::size_t start = 18 + export_name_reply_size;  // greeting + export name reply
+  ASSERT_EQ(received.size(), start + 16 + 16 + length);
+  EXPECT_EQ(get_be(received, start, 4), simple_reply_magic);
+  EXPECT_EQ(get_be(received, start + 4, 4), 0u) << "the WRITE failed";
+  EXPECT_EQ(get_be(received, start + 8, 8), 1u);
+  EXPECT_EQ(get_be(received, start + 16, 4), simple_reply_magic);
+  EXPECT_EQ(get_be(received, start + 20, 4), 0u) << "the READ failed";
+  EXPECT_EQ(get_be(received, start + 24, 8), 2u);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), received.begin() + static_cast<std::ptrdiff_t>(start + 32)))
+      << "the READ reply's data is not what was written";
+}
+
 }  // namespace
 }  // namespace iserkit::nbd

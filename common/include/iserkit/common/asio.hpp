@@ -4,6 +4,9 @@
 
 #include <utility>  // must precede Boost.Asio's coroutine headers (Boost 1.74 + GCC 12)
 
+#include <span>
+#include <vector>
+
 #include <boost/asio.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -37,4 +40,40 @@ struct TransferAtLeast {
 inline TransferAtLeast transfer_all_uncapped() noexcept { return {static_cast<std::size_t>(-1)}; }
 /// transfer_at_least(n) without the 64 KiB per-call cap (see TransferAtLeast).
 inline TransferAtLeast transfer_at_least_uncapped(std::size_t n) noexcept { return {n}; }
+
+/// One non-blocking gather write of `buffers` on the calling thread, before any async_write: the
+/// bytes the socket took (0 when it would block). `ec` is set only for a real error (would_block
+/// is not one). Sends go out this way with no suspension and no posted completion whenever the
+/// socket buffer has room, which is nearly always; the caller writes what is left with
+/// async_write (rest_of()). Puts the socket in non-blocking mode (Asio's async operations do not
+/// mind; a blocking synchronous call on it would then fail with would_block).
+template <class Socket>
+std::size_t write_now(Socket& socket, std::span<const boost::asio::const_buffer> buffers,
+                      boost::system::error_code& ec) {
+  ec.clear();
+  if (!socket.non_blocking()) {
+    socket.non_blocking(true, ec);
+    if (ec) return 0;
+  }
+  const std::size_t n = socket.write_some(buffers, ec);
+  if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) {
+    ec.clear();
+    return 0;
+  }
+  return ec ? 0 : n;
+}
+
+/// The part of `buffers` after its first `skip` bytes, into `out` (cleared first).
+inline void rest_of(std::span<const boost::asio::const_buffer> buffers, std::size_t skip,
+                    std::vector<boost::asio::const_buffer>& out) {
+  out.clear();
+  for (const auto& b : buffers) {
+    if (skip >= b.size()) {
+      skip -= b.size();
+      continue;
+    }
+    out.push_back(b + skip);
+    skip = 0;
+  }
+}
 }  // namespace iserkit

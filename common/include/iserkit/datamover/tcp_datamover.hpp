@@ -68,6 +68,7 @@ class TcpDatamover final : public Datamover {
   std::vector<asio::const_buffer> write_buffers_;
   std::vector<std::array<std::byte, 4>> write_digests_;
   std::vector<Pending> write_batch_;
+  std::vector<asio::const_buffer> write_rest_;  // what the non-blocking first write left (write_now)
   std::vector<std::byte> scratch_;
   // Lookahead (zero copy): the read of a data segment also asks for up to one BHS of the next PDU,
   // so a stream of PDUs with data costs one recvmsg each instead of two. It never holds more than
