@@ -38,8 +38,13 @@ ExportInfo LunExport::info() const {
       .can_fua = i.mode_header && i.mode_header->dpofua,
       .can_trim = can_unmap,
       .can_write_zeroes = true,
-      // Every NBD connection shares this one iSCSI session, so a FLUSH (SYNCHRONIZE CACHE) covers
-      // writes completed on any of them (proto.md NBD_FLAG_CAN_MULTI_CONN).
+      // proto.md NBD_FLAG_CAN_MULTI_CONN: a FLUSH on any connection must make durable every write
+      // completed on any connection. flush() is SYNCHRONIZE CACHE with LBA 0 and NUMBER OF LOGICAL
+      // BLOCKS 0, the whole medium (SBC-4 SYNCHRONIZE CACHE (10)), and a logical unit's cache is
+      // the unit's, not the I_T nexus's: it covers writes that completed through this session or
+      // through another one (iserkit-nbd --threads N: a session per event loop; multipath: a
+      // session per path). A completed WRITE with FUA is durable by itself. nbd_bridge/README.md
+      // "Multi-conn".
       .can_multi_conn = true,
   };
 }

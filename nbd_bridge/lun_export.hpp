@@ -20,8 +20,8 @@ struct LunExportOptions {
 
 /// Serves one LUN. Payload moves without copies: READ data lands from Data-In straight in the
 /// server's reply buffer, WRITE data goes from the server's request buffer straight into Data-Out.
-/// Threading: must be called on the session's executor (the bridge runs the NBD server and the
-/// session on one io_context thread).
+/// Threading: must be called on the session's executor (the bridge runs each event loop's NBD
+/// connections and its session on one io_context thread).
 class LunExport final : public Export {
  public:
   LunExport(initiator::LunHandle lun, LunExportOptions options);
@@ -38,7 +38,8 @@ class LunExport final : public Export {
   Awaitable<std::error_code> read(std::uint64_t offset_bytes, ByteSpan dest) override;
   /// WRITE with FUA mapped to the FUA bit (SBC-4 §5.43).
   Awaitable<std::error_code> write(std::uint64_t offset_bytes, ConstByteSpan src, bool fua) override;
-  /// SYNCHRONIZE CACHE over the whole LUN.
+  /// SYNCHRONIZE CACHE over the whole LUN (LBA 0, NUMBER OF LOGICAL BLOCKS 0: through the last
+  /// LBA; SBC-4 SYNCHRONIZE CACHE (10)), so it also covers writes other sessions completed.
   Awaitable<std::error_code> flush() override;
   /// UNMAP of the range (split at the unit's limits); FUA adds a SYNCHRONIZE CACHE.
   Awaitable<std::error_code> trim(std::uint64_t offset_bytes, std::uint64_t length_bytes, bool fua) override;

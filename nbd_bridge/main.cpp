@@ -1,7 +1,15 @@
 // iserkit-nbd: serves one remote SCSI LUN (iscsi:// URL) as an NBD export on a Unix socket and/or a
 // TCP address, so the kernel's nbd client, qemu, nbdcopy, nbdfuse or fio can attach it.
-// THREAD MODEL: one io_context on the main thread runs the iSCSI session and the NBD server;
-// every NBD request becomes SCSI commands on the session without a thread hop.
+// THREAD MODEL: --threads N event loops (default 1), each an io_context run by one thread (loop 0
+// is the main thread), each with its own iSCSI session to the LUN (same target and LUN, distinct
+// ISIDs) logged in at start-up. NBD connections are accepted on loop 0 and handed to the loop with
+// the fewest open connections; from then on a connection, its requests and the SCSI commands they
+// become run on that loop only: no thread hop, no lock on the data path. A session per loop, not
+// per NBD connection nor MC/S: the target sees N sessions whatever the clients open, an NBD connect
+// costs no login, and MC/S is implemented by neither iserkit-target nor our initiator. With N = 1 this is
+// the one io_context of before. NBD_FLAG_CAN_MULTI_CONN stays offered: a FLUSH is SYNCHRONIZE CACHE
+// of the whole logical unit, which covers writes completed through any session (lun_export.cpp).
+// Several URLs (multipath) run on one loop: --threads > 1 is refused with them.
 // The session runs over TCP (iscsi://) or iSER (iser://, RFC 7145); --transport overrides. NBD
 // payload buffers come from the session's pool, so over iSER they are the registered memory the
 // target RDMA-reads and -writes: no copy in user space (counted, printed at exit).
@@ -18,12 +26,15 @@
 // long requests wait while no path is usable. Per-path state goes to --stats-file and SIGUSR1.
 // STATUS QUERY: --status-socket PATH answers each connection with the same status as one JSON
 // document (nbd_bridge/README.md "Status"; `iserkit status PATH` reads it).
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <sstream>
 
 #include <cxxopts.hpp>
@@ -40,6 +51,7 @@
 #include "iserkit/initiator/url.hpp"
 #include "nbd_bridge/captive.hpp"
 #include "nbd_bridge/config_file.hpp"
+#include "nbd_bridge/event_loops.hpp"
 #include "nbd_bridge/lun_export.hpp"
 #include "nbd_bridge/metrics.hpp"
 #include "nbd_bridge/server.hpp"
@@ -58,6 +70,7 @@ struct Config {
   std::vector<initiator::Url> urls;  // every path; more than one = multipath
   initiator::MultipathPolicy policy = initiator::MultipathPolicy::failover;
   std::chrono::milliseconds path_replacement_timeout{5000};
+  std::size_t threads = 1;  // --threads: event loops, each with its own session
   std::string socket_path;
   std::string listen;
   std::string port_file;
@@ -76,20 +89,81 @@ struct Config {
   std::shared_ptr<const nbd::TlsContext> tls_context;  // loaded before the login
 };
 
-/// Where the bridge stands, for --stats-file and SIGUSR1. Lives on the io_context thread.
+/// Counters of one worker loop (--threads N, loops 1..N-1), sampled on that loop (every 250 ms and
+/// at shutdown) and read by the main loop: a session is single-threaded, so the main loop never
+/// reads another loop's session directly.
+struct LoopSample {
+  mutable std::mutex mutex;
+  initiator::SessionStats session;
+  std::uint64_t read_bytes = 0, lba_status_commands = 0;
+};
+
+/// Where the bridge stands, for --stats-file and SIGUSR1. Lives on the main loop's thread.
 struct BridgeStatus {
   enum class State { connecting, connected, recovering, gave_up, stopped };
   State state = State::connecting;
   std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
   std::string stats_file;
-  std::weak_ptr<initiator::Session> session;
+  std::weak_ptr<initiator::Session> session;      // loop 0's
   std::weak_ptr<initiator::Multipath> multipath;  // with several URLs
-  std::weak_ptr<nbd::LunExport> exported;         // read_bytes, lba_status_commands
+  std::weak_ptr<nbd::LunExport> exported;         // loop 0's: read_bytes, lba_status_commands
   mutable std::uint64_t read_bytes = 0, lba_status_commands = 0;  // last seen (kept after the export is gone)
   std::function<void()> exit_on_give_up;  // set with --on-give-up exit
+  // Set by run() while it waits for a signal: starts the orderly shutdown (every loop's session
+  // logged out, connections drained) as SIGTERM does.
+  std::function<void()> shutdown;
   // NBD payload bytes held by every client connection now (ServerOptions::buffered_total).
   std::shared_ptr<std::atomic<std::uint64_t>> buffered = std::make_shared<std::atomic<std::uint64_t>>(0);
   std::uint64_t buffer_limit_bytes = 0;  // per connection
+  // --threads N > 1: each loop's session state, the worker loops' samples ([0] unused), the server's
+  // per-loop counters (last seen, kept after the server is gone).
+  std::vector<State> loop_states{State::connecting};
+  std::vector<std::shared_ptr<LoopSample>> samples{nullptr};
+  std::weak_ptr<nbd::Server> server;
+  mutable std::vector<nbd::ServerLoopStats> loop_stats;
+
+  [[nodiscard]] std::size_t threads() const noexcept { return loop_states.size(); }
+  void set_threads(std::size_t n) {
+    loop_states.assign(n, State::connecting);
+    samples.assign(n, nullptr);
+    for (std::size_t k = 1; k < n; ++k) samples[k] = std::make_shared<LoopSample>();
+    loop_stats.assign(n, {});
+  }
+  /// Loop `k`'s session counters: loop 0's read here, the others' last sample.
+  [[nodiscard]] std::optional<initiator::SessionStats> loop_session(std::size_t k) const {
+    if (k == 0) {
+      if (auto s = session.lock()) return s->stats();
+      return std::nullopt;
+    }
+    std::lock_guard lock(samples[k]->mutex);
+    return samples[k]->session;
+  }
+  /// The session counters summed over the loops; nullopt before loop 0's session exists.
+  [[nodiscard]] std::optional<initiator::SessionStats> session_total() const {
+    auto total = loop_session(0);
+    if (!total) return std::nullopt;
+    for (std::size_t k = 1; k < threads(); ++k) {
+      const auto st = *loop_session(k);
+      total->commands_sent += st.commands_sent;
+      total->data_in_bytes_placed += st.data_in_bytes_placed;
+      total->data_out_bytes_sent += st.data_out_bytes_sent;
+      total->pings_sent += st.pings_sent;
+      total->pings_answered += st.pings_answered;
+      total->connections_lost += st.connections_lost;
+      total->reconnect_attempts += st.reconnect_attempts;
+      total->recoveries += st.recoveries;
+      total->commands_reissued += st.commands_reissued;
+      total->gave_up += st.gave_up;
+    }
+    return total;
+  }
+  void refresh_exported_counters() const {
+    if (auto e = exported.lock()) {
+      read_bytes = e->read_bytes();
+      lba_status_commands = e->lba_status_commands();
+    }
+    if (auto s = server.lock()) loop_stats = s->loop_stats();
+  }
 
   static const char* name(State s) {
     switch (s) {
@@ -109,15 +183,15 @@ struct BridgeStatus {
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
   }
-  /// key=value lines: state, since (UTC), the session's recovery counters, copied payload bytes.
+  /// key=value lines: state, since (UTC), the session's recovery counters (summed over the loops),
+  /// copied payload bytes; with --threads N > 1 also threads=N and loop.K.* per loop.
   std::string text() const {
     std::ostringstream o;
     o << "state=" << name(state) << "\nsince=" << utc(since) << "\n";
-    if (auto s = session.lock()) {
-      const auto& st = s->stats();
-      o << "connections_lost=" << st.connections_lost << "\nreconnect_attempts=" << st.reconnect_attempts
-        << "\nrecoveries=" << st.recoveries << "\ncommands_reissued=" << st.commands_reissued
-        << "\ncommands_sent=" << st.commands_sent << "\n";
+    if (auto st = session_total()) {
+      o << "connections_lost=" << st->connections_lost << "\nreconnect_attempts=" << st->reconnect_attempts
+        << "\nrecoveries=" << st->recoveries << "\ncommands_reissued=" << st->commands_reissued
+        << "\ncommands_sent=" << st->commands_sent << "\n";
     }
     if (auto m = multipath.lock()) {
       const auto& st = m->stats();
@@ -137,19 +211,48 @@ struct BridgeStatus {
           << k << "url=" << p.url << "\n";
       }
     }
-    if (auto e = exported.lock()) {
-      read_bytes = e->read_bytes();
-      lba_status_commands = e->lba_status_commands();
+    refresh_exported_counters();
+    std::uint64_t read_total = read_bytes, lba_status_total = lba_status_commands;
+    for (std::size_t k = 1; k < threads(); ++k) {
+      std::lock_guard lock(samples[k]->mutex);
+      read_total += samples[k]->read_bytes;
+      lba_status_total += samples[k]->lba_status_commands;
     }
-    o << "read_bytes=" << read_bytes << "\nlba_status_commands=" << lba_status_commands << "\n";
+    o << "read_bytes=" << read_total << "\nlba_status_commands=" << lba_status_total << "\n";
     o << "copied_payload_bytes=" << copied_payload_bytes() << "\n";
+    if (threads() > 1) {
+      o << "threads=" << threads() << "\n";
+      for (std::size_t k = 0; k < threads(); ++k) {
+        const std::string p = "loop." + std::to_string(k) + ".";
+        const auto st = loop_session(k).value_or(initiator::SessionStats{});
+        o << p << "state=" << name(loop_states[k]) << "\n"
+          << p << "commands_sent=" << st.commands_sent << "\n"
+          << p << "connections_lost=" << st.connections_lost << "\n"
+          << p << "recoveries=" << st.recoveries << "\n"
+          << p << "open_connections=" << loop_stats[k].open_connections << "\n"
+          << p << "connections=" << loop_stats[k].connections << "\n"
+          << p << "requests=" << loop_stats[k].requests << "\n";
+      }
+    }
     return o.str();
   }
   /// The same as one JSON document, for --status-socket (nbd_bridge/status_json.hpp).
   std::string json() const {
-    return nbd::bridge_status_json(name(state), utc(since), session.lock().get(), multipath.lock().get(),
+    const auto total = session_total();
+    std::vector<nbd::LoopStatus> loops;
+    if (threads() > 1) {
+      refresh_exported_counters();
+      for (std::size_t k = 0; k < threads(); ++k) {
+        loops.push_back({.state = name(loop_states[k]),
+                         .session = loop_session(k).value_or(initiator::SessionStats{}),
+                         .open_connections = loop_stats[k].open_connections,
+                         .connections = loop_stats[k].connections,
+                         .requests = loop_stats[k].requests});
+      }
+    }
+    return nbd::bridge_status_json(name(state), utc(since), total ? &*total : nullptr, multipath.lock().get(),
                                    copied_payload_bytes(), buffered->load(std::memory_order_relaxed),
-                                   buffer_limit_bytes);
+                                   buffer_limit_bytes, loops);
   }
   /// One line for SIGUSR1.
   std::string line() const {
@@ -170,23 +273,38 @@ struct BridgeStatus {
     since = std::chrono::system_clock::now();
     write();
   }
-  void on_event(const initiator::SessionEvent& e) {
+  /// The bridge's state from its loops' (one loop: that loop's): gave up if one gave up, else
+  /// recovering if one recovers, else connecting if one still connects, else connected.
+  State combined() const {
+    for (State s : {State::gave_up, State::recovering, State::connecting})
+      if (std::find(loop_states.begin(), loop_states.end(), s) != loop_states.end()) return s;
+    return State::connected;
+  }
+  /// Loop `k`'s session `e` (called on the main loop; worker loops post it here).
+  void on_event(std::size_t k, const initiator::SessionEvent& e) {
     using K = initiator::SessionEvent::Kind;
+    const std::string who = threads() > 1 ? "loop " + std::to_string(k) + ": " : "";
     switch (e.kind) {
       case K::connection_lost:
-        std::cerr << "iserkit-nbd: connection lost (" << e.error.message() << "): recovering\n";
-        set(State::recovering);
+        std::cerr << "iserkit-nbd: " << who << "connection lost (" << e.error.message() << "): recovering\n";
+        loop_states[k] = State::recovering;
         break;
       case K::recovered:
-        std::cerr << "iserkit-nbd: recovered after " << e.attempts << " login attempt(s)\n";
-        set(State::connected);
+        std::cerr << "iserkit-nbd: " << who << "recovered after " << e.attempts << " login attempt(s)\n";
+        loop_states[k] = State::connected;
         break;
       case K::gave_up:
-        std::cerr << "iserkit-nbd: gave up: " << e.error.message() << "\n";
-        set(State::gave_up);
-        if (exit_on_give_up) exit_on_give_up();
+        std::cerr << "iserkit-nbd: " << who << "gave up: " << e.error.message() << "\n";
+        loop_states[k] = State::gave_up;
         break;
     }
+    const State now = combined();
+    if (now != state) {
+      set(now);
+    } else {
+      write();
+    }
+    if (e.kind == K::gave_up && exit_on_give_up) exit_on_give_up();
   }
   void on_path_event(const initiator::PathEvent& e) {
     using K = initiator::PathEvent::Kind;
@@ -233,26 +351,150 @@ bool split_host_port(const std::string& s, std::string& host, std::uint16_t& por
   return true;
 }
 
-Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatus> status) {
+/// What one event loop holds: its session and the LUN export its NBD connections call. Released
+/// by main() once every loop has stopped (Bridge::loops).
+struct LoopParts {
+  std::shared_ptr<initiator::Session> session;
+  std::shared_ptr<nbd::LunExport> exported;
+};
+
+/// Logs in one loop's session and opens the LUN on it. Runs on that loop (a session and every
+/// awaitable of it live on one executor). Errors are printed; `loop` names the loop when N > 1.
+Awaitable<Result<LoopParts>> open_loop(initiator::Url url, initiator::SessionOptions options, std::uint32_t lun_index,
+                                       nbd::LunExportOptions export_options, std::string loop) {
+  auto ex = co_await asio::this_coro::executor;
+  auto session = co_await initiator::Session::connect(ex, url, std::move(options));
+  if (!session) {
+    std::cerr << "iserkit-nbd: login: " << session.error().message() << ": url=" << initiator::format_url(url) << loop
+              << "\n";
+    co_return fail(session.error());
+  }
+  log::info("iserkit-nbd: logged in over {}{}", (*session)->transport() == datamover::Transport::iser ? "iSER" : "TCP",
+            loop);
+  auto lun = co_await initiator::LunHandle::open(*session, scsi::Lun::from_index(lun_index));
+  if (!lun) {
+    std::cerr << "iserkit-nbd: open LUN: " << lun.error().message() << ": lun=" << lun_index << loop << "\n";
+    (*session)->close();
+    co_return fail(lun.error());
+  }
+  co_return LoopParts{.session = *session,
+                      .exported = std::make_shared<nbd::LunExport>(std::move(*lun), std::move(export_options))};
+}
+
+/// Closes `session` at once (start-up failed). On the session's loop.
+Awaitable<void> close_session(std::shared_ptr<initiator::Session> session) {
+  session->close();
+  co_return;
+}
+
+/// Logs `session` out and samples its loop's counters a last time. On the session's loop; `exported`
+/// first answers ESHUTDOWN to requests the lost session fails.
+Awaitable<void> logout_loop(LoopParts parts, std::shared_ptr<LoopSample> sample) {
+  parts.exported->set_shutting_down();
+  co_await parts.session->logout();
+  if (sample) {
+    std::lock_guard lock(sample->mutex);
+    sample->session = parts.session->stats();
+    sample->read_bytes = parts.exported->read_bytes();
+    sample->lba_status_commands = parts.exported->lba_status_commands();
+  }
+}
+
+/// Runs `work` on loop `io` and resumes the caller on its own executor when it is done.
+template <class T>
+Awaitable<T> on_loop(asio::io_context& io, Awaitable<T> work) {
+  co_return co_await asio::co_spawn(io, std::move(work), asio::use_awaitable);
+}
+
+/// Samples a worker loop's session and export counters into `sample` every 250 ms, on that loop,
+/// until `stop` is set.
+Awaitable<void> sample_loop(LoopParts parts, std::shared_ptr<LoopSample> sample,
+                            std::shared_ptr<std::atomic<bool>> stop) {
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  while (!stop->load()) {
+    {
+      std::lock_guard lock(sample->mutex);
+      sample->session = parts.session->stats();
+      sample->read_bytes = parts.exported->read_bytes();
+      sample->lba_status_commands = parts.exported->lba_status_commands();
+    }
+    tick.expires_after(std::chrono::milliseconds(250));
+    boost::system::error_code ec;
+    co_await tick.async_wait(use_awaitable_ec(ec));
+  }
+}
+
+/// Every loop's parts, kept by main() until the loops have stopped, so that no session is destroyed
+/// on another loop's thread while that loop runs.
+struct Bridge {
+  std::vector<LoopParts> loops;
+};
+
+Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<BridgeStatus> status,
+                   std::shared_ptr<Bridge> bridge) {
+  asio::io_context& io = event_loops.io(0);
   auto ex = co_await asio::this_coro::executor;
   const auto lun_index = cfg.url.lun.value_or(0);
+  const std::size_t threads = event_loops.size();
   std::shared_ptr<initiator::CommandChannel> channel;
   std::shared_ptr<initiator::Session> single;
   std::shared_ptr<initiator::Multipath> multipath;
+  std::shared_ptr<nbd::LunExport> exported;  // loop 0's
+  auto stop_sampling = std::make_shared<std::atomic<bool>>(false);
   std::string description;
-  if (cfg.urls.size() <= 1) {
-    cfg.session.on_event = [status](const initiator::SessionEvent& e) { status->on_event(e); };
-    auto session = co_await initiator::Session::connect(ex, cfg.url, cfg.session);
-    if (!session) {
-      std::cerr << "iserkit-nbd: login: " << session.error().message() << ": url=" << initiator::format_url(cfg.url)
-                << "\n";
-      co_return 1;
+  const nbd::LunExportOptions export_options{
+      .name = cfg.name.empty() ? cfg.url.target + "/" + std::to_string(lun_index) : cfg.name,
+      .read_only = cfg.read_only};
+  // Closes every session opened so far, each on its own loop (start-up failed).
+  auto close_all = [&]() -> Awaitable<void> {
+    stop_sampling->store(true);
+    if (multipath) multipath->close();
+    for (std::size_t k = 0; k < bridge->loops.size(); ++k) {
+      auto session = bridge->loops[k].session;
+      co_await on_loop(event_loops.io(k), close_session(session));
     }
-    log::info("iserkit-nbd: logged in over {}", (*session)->transport() == datamover::Transport::iser ? "iSER" : "TCP");
-    single = *session;
-    status->session = single;
-    channel = single;
+  };
+  if (cfg.urls.size() <= 1) {
     description = initiator::format_url(cfg.url);
+    auto options = export_options;
+    options.description = description;
+    // --threads N: N sessions from one initiator to one target, told apart by their ISIDs.
+    const auto isids = threads > 1 ? nbd::loop_isids(threads) : std::vector<std::array<std::byte, 6>>{};
+    for (std::size_t k = 0; k < threads; ++k) {
+      auto session_options = cfg.session;
+      if (threads > 1) session_options.isid = isids[k];
+      if (k == 0) {
+        session_options.on_event = [status](const initiator::SessionEvent& e) { status->on_event(0, e); };
+      } else {
+        // Called on loop k; the status lives on the main loop.
+        session_options.on_event = [status, k, ex](const initiator::SessionEvent& e) {
+          asio::post(ex, [status, k, e] { status->on_event(k, e); });
+        };
+      }
+      const std::string loop_name = threads > 1 ? " loop=" + std::to_string(k) : "";
+      // Not one `?:` with a co_await in each arm: GCC 12 destroys the result early there.
+      Result<LoopParts> opened = fail(std::errc::operation_canceled);
+      if (k == 0) {
+        opened = co_await open_loop(cfg.url, std::move(session_options), lun_index, options, loop_name);
+      } else {
+        opened = co_await on_loop(event_loops.io(k),
+                                  open_loop(cfg.url, std::move(session_options), lun_index, options, loop_name));
+      }
+      if (!opened) {
+        co_await close_all();
+        co_return 1;
+      }
+      bridge->loops.push_back(*opened);
+      status->loop_states[k] = BridgeStatus::State::connected;
+      if (k > 0) {
+        asio::co_spawn(event_loops.io(k), sample_loop(*opened, status->samples[k], stop_sampling), asio::detached);
+      }
+    }
+    single = bridge->loops[0].session;
+    exported = bridge->loops[0].exported;
+    status->session = single;
+    status->exported = exported;
+    if (threads > 1) log::info("iserkit-nbd: {} event loops, one session each", threads);
   } else {
     initiator::MultipathOptions mo;
     mo.policy = cfg.policy;
@@ -270,41 +512,44 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     status->multipath = multipath;
     channel = multipath;
     for (const auto& u : cfg.urls) description += (description.empty() ? "" : " ") + initiator::format_url(u);
+    auto lun = co_await initiator::LunHandle::open(channel, scsi::Lun::from_index(lun_index));
+    if (!lun) {
+      std::cerr << "iserkit-nbd: open LUN: " << lun.error().message() << ": lun=" << lun_index << "\n";
+      co_await close_all();
+      co_return 1;
+    }
+    auto options = export_options;
+    options.description = description;
+    exported = std::make_shared<nbd::LunExport>(std::move(*lun), options);
+    status->exported = exported;
   }
-  auto close_all = [&] {
-    if (single) single->close();
-    if (multipath) multipath->close();
-  };
+  status->loop_states[0] = BridgeStatus::State::connected;
   status->set(BridgeStatus::State::connected);
-  auto lun = co_await initiator::LunHandle::open(channel, scsi::Lun::from_index(lun_index));
-  if (!lun) {
-    std::cerr << "iserkit-nbd: open LUN: " << lun.error().message() << ": lun=" << lun_index << "\n";
-    close_all();
-    co_return 1;
-  }
-  const auto cap = lun->info().capacity;
-  auto exported = std::make_shared<nbd::LunExport>(
-      *lun, nbd::LunExportOptions{.name = cfg.name.empty() ? cfg.url.target + "/" + std::to_string(lun_index) : cfg.name,
-                                  .description = description,
-                                  .read_only = cfg.read_only});
-  status->exported = exported;
-  std::shared_ptr<nbd::Export> metered = exported;
+  const auto cap = exported->info();
+  std::vector<std::shared_ptr<nbd::Export>> metered{exported};
+  for (std::size_t k = 1; k < bridge->loops.size(); ++k) metered.push_back(bridge->loops[k].exported);
   std::shared_ptr<nbd::BridgeMetrics> metrics;
   if (!cfg.metrics.empty()) {
     auto opened = nbd::BridgeMetrics::open(cfg.metrics);
     if (!opened) {
       std::cerr << "iserkit-nbd: metrics: " << opened.error().message() << ": address=" << cfg.metrics << "\n";
+      co_await close_all();
       co_return 1;
     }
     metrics = std::move(*opened);
-    metered = metrics->meter(exported);
+    // One decorator per loop; its counters are atomic, so every loop counts into the same metrics.
+    for (auto& m : metered) m = metrics->meter(m);
     std::cout << "metrics on " << cfg.metrics.substr(0, cfg.metrics.rfind(':')) << ":" << metrics->port() << std::endl;
   }
   const nbd::ServerOptions server_options{.read_only = cfg.read_only, .single_threaded = true,
                                           .tls_mode = cfg.tls.mode, .tls = cfg.tls_context,
                                           .handshake_limit = cfg.handshake_limit,
                                           .buffered_total = status->buffered};
-  nbd::Server server(io, metered, server_options);
+  std::vector<nbd::ServerLoop> server_loops;
+  for (std::size_t k = 0; k < metered.size(); ++k) server_loops.push_back({.io = &event_loops.io(k), .exported = metered[k]});
+  // Accepts on the main loop; each connection then runs on the least loaded loop (server.hpp).
+  auto server = std::make_shared<nbd::Server>(io, std::move(server_loops), server_options);
+  status->server = server;
   status->buffer_limit_bytes = server_options.max_buffered_bytes;
   bool listening = false;
   nbd::PrivateSocket private_socket;  // --run without --socket/--listen: a socket only CMD knows
@@ -328,19 +573,19 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
   }
   // Socket activation (iserkit-nbd@.socket, systemd-socket-activate): taken in main().
   for (int fd : cfg.passed_sockets) {
-    if (auto r = server.adopt_listener(fd); !r) {
+    if (auto r = server->adopt_listener(fd); !r) {
       std::cerr << "iserkit-nbd: socket activation: " << r.error().message() << "\n";
       co_return 1;
     }
     listening = true;
   }
   if (!cfg.socket_path.empty()) {
-    if (auto r = server.listen_unix(cfg.socket_path); !r) {
+    if (auto r = server->listen_unix(cfg.socket_path); !r) {
       std::cerr << "iserkit-nbd: listen: " << r.error().message() << ": socket=" << cfg.socket_path << "\n";
       co_return 1;
     }
-    std::cout << "serving " << description << " (" << cap.size_bytes() << " bytes, "
-              << cap.block_size_bytes << "-byte blocks) on unix:" << cfg.socket_path << std::endl;
+    std::cout << "serving " << description << " (" << cap.size_bytes << " bytes, "
+              << cap.min_block_size_bytes << "-byte blocks) on unix:" << cfg.socket_path << std::endl;
     served.unix_socket = cfg.socket_path;
     listening = true;
   }
@@ -351,12 +596,12 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
       std::cerr << "iserkit-nbd: --listen wants HOST:PORT, got " << cfg.listen << "\n";
       co_return 1;
     }
-    auto bound = server.listen_tcp(host, port);
+    auto bound = server->listen_tcp(host, port);
     if (!bound) {
       std::cerr << "iserkit-nbd: listen: " << bound.error().message() << ": address=" << cfg.listen << "\n";
       co_return 1;
     }
-    std::cout << "serving " << description << " (" << cap.size_bytes() << " bytes) on tcp:"
+    std::cout << "serving " << description << " (" << cap.size_bytes << " bytes) on tcp:"
               << host << ":" << *bound << std::endl;
     if (!cfg.port_file.empty()) std::ofstream(cfg.port_file) << *bound << "\n";
     served.tcp_host = nbd::client_host(host);
@@ -378,13 +623,12 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     status_socket = std::move(*opened);
   }
   if (metrics) {
-    // Session counters into the metrics once a second (they live on this thread). The coroutine
-    // shares the metrics and ends with the io_context.
+    // Session counters into the metrics once a second (loop 0's live, the other loops' sampled;
+    // summed). The coroutine shares the metrics and ends with the io_context.
     asio::co_spawn(ex, [metrics, status]() -> Awaitable<void> {
       asio::steady_timer tick(co_await asio::this_coro::executor);
       while (true) {
-        initiator::SessionStats st;
-        if (auto s = status->session.lock()) st = s->stats();
+        const initiator::SessionStats st = status->session_total().value_or(initiator::SessionStats{});
         metrics->update_session(st.connections_lost, st.reconnect_attempts, st.recoveries, st.commands_reissued,
                                 copied_payload_bytes(), status->state == BridgeStatus::State::connected);
         if (auto mp = status->multipath.lock()) metrics->update_paths(mp->paths(), mp->stats().path_retries);
@@ -405,6 +649,7 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     std::cerr << "iserkit-nbd: --pid-file/--run: " << command.error().message() << "\n";
     co_return 1;
   }
+  status->shutdown = [&signals] { signals.cancel(); };
   int exit_code = 0;
   while (true) {
     if (command->running() && command->finished(exit_code)) break;
@@ -416,11 +661,32 @@ Awaitable<int> run(asio::io_context& io, Config cfg, std::shared_ptr<BridgeStatu
     std::cerr << status->line() << std::endl;
     status->write();
   }
+  status->shutdown = nullptr;
   log::info("iserkit-nbd: shutting down");
+  stop_sampling->store(true);
   exported->set_shutting_down();  // requests failing from here on get NBD_ESHUTDOWN
-  server.stop();
-  if (single) co_await single->logout();
+  server->stop();
   if (multipath) co_await multipath->logout();
+  // Every loop's session logs out on its own loop (loop 0 here, the others through their loop).
+  for (std::size_t k = 0; k < bridge->loops.size(); ++k) {
+    if (k == 0) {
+      co_await logout_loop(bridge->loops[0], nullptr);
+    } else {
+      co_await on_loop(event_loops.io(k), logout_loop(bridge->loops[k], status->samples[k]));
+    }
+  }
+  // The connections drain (their requests fail with ESHUTDOWN once the sessions are gone); wait for
+  // them, bounded, so that no loop stops with a connection still on it.
+  {
+    asio::steady_timer wait(ex);
+    for (int i = 0; i < 500 && server->connection_count() > 0; ++i) {
+      wait.expires_after(std::chrono::milliseconds(10));
+      boost::system::error_code ec;
+      co_await wait.async_wait(use_awaitable_ec(ec));
+    }
+    if (server->connection_count() > 0) log::warn("iserkit-nbd: {} NBD connections still open at exit", server->connection_count());
+  }
+  status->refresh_exported_counters();
   status->set(BridgeStatus::State::stopped);
   // Stopped by a signal while the command runs: it is told too, and its status is ours (nbdkit).
   if (command->running()) exit_code = command->stop_and_wait();
@@ -438,6 +704,9 @@ int main(int argc, char** argv) {
   options.add_options()
       ("url", "iSCSI URL of the LUN; several URLs = several paths to the same LUN",
        cxxopts::value<std::vector<std::string>>())
+      ("threads", "event loops (threads), 1..64, each with its own iSCSI session to the LUN (distinct ISIDs, "
+                  "logged in at start); each NBD connection runs on the loop with the fewest. One URL only",
+       cxxopts::value<unsigned>()->default_value("1"))
       ("s,socket", "serve on this Unix socket path", cxxopts::value<std::string>())
       ("l,listen", "serve on TCP HOST:PORT ([::]:10809, 127.0.0.1:0 for any free port)", cxxopts::value<std::string>())
       ("port-file", "write the bound TCP port to this file", cxxopts::value<std::string>())
@@ -534,6 +803,17 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    const unsigned threads = args["threads"].as<unsigned>();
+    if (threads < 1 || threads > 64) {
+      std::cerr << "iserkit-nbd: --threads wants 1..64\n";
+      return 2;
+    }
+    if (threads > 1 && cfg.urls.size() > 1) {
+      std::cerr << "iserkit-nbd: --threads " << threads
+                << ": several URLs (multipath) run on one event loop; give one URL or --threads 1\n";
+      return 2;
+    }
+    cfg.threads = threads;
     const auto policy = initiator::parse_multipath_policy(args["multipath"].as<std::string>());
     if (!policy) {
       std::cerr << "iserkit-nbd: --multipath wants failover or round-robin\n";
@@ -671,24 +951,38 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGPIPE, SIG_IGN);
   asio::io_context io(1);
+  // Declared after `io`, so destroyed before it (event_loops.hpp).
+  nbd::EventLoops event_loops(io, cfg.threads);
   int rc = 1;
   auto status = std::make_shared<BridgeStatus>();
   status->stats_file = cfg.stats_file;
+  status->set_threads(cfg.threads);
   if (cfg.on_give_up == OnGiveUp::exit) {
     status->exit_on_give_up = [&] {
       std::cerr << "iserkit-nbd: exiting (--on-give-up exit)\n";
       rc = 3;
-      io.stop();
+      // One loop: stop at once, as always. Several: shut down in order (the other loops' sessions
+      // log out and their connections drain) unless still starting.
+      if (event_loops.size() > 1 && status->shutdown) {
+        status->shutdown();
+      } else {
+        io.stop();
+      }
     };
   }
-  asio::co_spawn(io, run(io, std::move(cfg), status), [&](std::exception_ptr e, int r) {
+  auto bridge = std::make_shared<Bridge>();
+  event_loops.start();
+  asio::co_spawn(io, run(event_loops, std::move(cfg), status, bridge), [&](std::exception_ptr e, int r) {
     if (rc != 3) rc = e ? 1 : r;
     io.stop();
   });
   io.run();
+  event_loops.stop_and_join();
   // Payload bytes our code copied in user space (copy_counter.hpp): NBD buffers go to the target
   // as Data-Out / come back as Data-In (TCP) or are RDMA-read / -written in place (iSER).
   std::cerr << "iserkit-nbd: copied payload bytes: " << copied_payload_bytes() << "\n";
   status->write();
+  // Every loop has stopped: the sessions go now, on this thread, before any loop is destroyed.
+  bridge.reset();
   return rc;
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -59,26 +60,46 @@ struct Server::Listener {
   Acceptor acceptor;
 };
 
+// One event loop connections may run on, with its export and the options its connections get.
+struct Server::Lane {
+  Lane(asio::io_context& loop, std::shared_ptr<Export> e) : io(loop), exported(std::move(e)) {}
+  asio::io_context& io;
+  std::shared_ptr<Export> exported;
+  ConnectionOptions connection_options;
+  std::atomic<std::size_t> open{0};         // connections running here now
+  std::atomic<std::uint64_t> connections{0};  // connections handed here so far
+  std::shared_ptr<std::atomic<std::uint64_t>> requests = std::make_shared<std::atomic<std::uint64_t>>(0);
+};
+
 struct Server::State {
-  State(asio::io_context& io_context, std::shared_ptr<Export> e, ServerOptions o)
-      : io(io_context), strand(asio::make_strand(io_context)), exported(std::move(e)), options(o) {
-    connection_options.handshake.force_read_only = options.read_only;
-    connection_options.handshake.max_payload_cap_bytes = options.max_payload_bytes;
-    connection_options.handshake.tls_mode = options.tls_mode;
-    connection_options.handshake.tls = options.tls;
-    connection_options.handshake.limit = options.handshake_limit;
-    connection_options.max_requests_in_flight = std::max<std::size_t>(options.max_requests_in_flight, 1);
-    connection_options.max_buffered_bytes = options.max_buffered_bytes;
-    connection_options.pool = exported->buffer_pool();  // e.g. the session's registered memory
-    connection_options.buffered_total = options.buffered_total;
-    // ... asked again at each request: after a recovery the session's pool is the new connection's
-    connection_options.pool_source = [e = exported] { return e->buffer_pool(); };
+  State(asio::io_context& io_context, std::vector<ServerLoop> loops, ServerOptions o)
+      : io(io_context), strand(asio::make_strand(io_context)), options(o) {
+    assert(!loops.empty());
+    ConnectionOptions common;
+    common.handshake.force_read_only = options.read_only;
+    common.handshake.max_payload_cap_bytes = options.max_payload_bytes;
+    common.handshake.tls_mode = options.tls_mode;
+    common.handshake.tls = options.tls;
+    common.handshake.limit = options.handshake_limit;
+    common.max_requests_in_flight = std::max<std::size_t>(options.max_requests_in_flight, 1);
+    common.max_buffered_bytes = options.max_buffered_bytes;
+    common.buffered_total = options.buffered_total;  // one sum over every loop's connections
+    for (auto& loop : loops) {
+      assert(loop.io != nullptr && loop.exported);
+      auto lane = std::make_unique<Lane>(*loop.io, std::move(loop.exported));
+      lane->connection_options = common;
+      lane->connection_options.pool = lane->exported->buffer_pool();  // e.g. the session's registered memory
+      // ... asked again at each request: after a recovery the session's pool is the new connection's
+      lane->connection_options.pool_source = [e = lane->exported] { return e->buffer_pool(); };
+      lane->connection_options.requests_total = lane->requests;
+      lanes.push_back(std::move(lane));
+    }
   }
   asio::io_context& io;
   asio::strand<asio::io_context::executor_type> strand;  // listeners live here
-  std::shared_ptr<Export> exported;
   ServerOptions options;
-  ConnectionOptions connection_options;
+  std::vector<std::unique_ptr<Lane>> lanes;  // fixed after construction
+  std::atomic<std::size_t> next_lane{0};     // where the search for the least loaded lane starts
   std::atomic<std::size_t> active{0};
   std::mutex mutex;  // guards the members below
   bool stopped = false;
@@ -87,14 +108,36 @@ struct Server::State {
   std::vector<std::string> unix_paths;
 };
 
-// Each connection gets its own strand, or the io_context's executor when one thread runs it.
-asio::any_io_executor Server::connection_executor(State& state) {
-  if (state.options.single_threaded) return state.io.get_executor();
-  return asio::make_strand(state.io);
+// Each connection gets its own strand, or its loop's executor when one thread runs that loop.
+asio::any_io_executor Server::connection_executor(State& state, Lane& lane) {
+  if (state.options.single_threaded) return lane.io.get_executor();
+  return asio::make_strand(lane.io);
+}
+
+// The lane with the fewest open connections; ties go in turn, so clients that open their
+// connections one after another (nbdcopy, nbd-client -C N) get one loop each.
+std::size_t Server::pick_lane(State& state) noexcept {
+  const std::size_t n = state.lanes.size();
+  if (n == 1) return 0;
+  const std::size_t start = state.next_lane.fetch_add(1, std::memory_order_relaxed) % n;
+  std::size_t best = start;
+  std::size_t best_open = state.lanes[start]->open.load(std::memory_order_relaxed);
+  for (std::size_t i = 1; i < n; ++i) {
+    const std::size_t k = (start + i) % n;
+    const std::size_t open = state.lanes[k]->open.load(std::memory_order_relaxed);
+    if (open < best_open) {
+      best = k;
+      best_open = open;
+    }
+  }
+  return best;
 }
 
 Server::Server(asio::io_context& io, std::shared_ptr<Export> exported, ServerOptions options)
-    : state_(std::make_shared<State>(io, std::move(exported), options)) {}
+    : Server(io, std::vector<ServerLoop>{ServerLoop{.io = &io, .exported = std::move(exported)}}, options) {}
+
+Server::Server(asio::io_context& io, std::vector<ServerLoop> loops, ServerOptions options)
+    : state_(std::make_shared<State>(io, std::move(loops), options)) {}
 
 Server::~Server() {
   stop();
@@ -210,15 +253,16 @@ Result<void> Server::adopt_listener(int fd) {
 Result<void> Server::serve_connected(int fd) {
   auto family = stream_socket_family(fd);
   if (!family) return fail(family.error());
-  Socket socket(connection_executor(*state_));
+  const std::size_t lane = pick_lane(*state_);
+  Socket socket(connection_executor(*state_, *state_->lanes[lane]));
   boost::system::error_code ec;
   socket.assign(protocol_for(*family), fd, ec);
   if (ec) return fail(to_std(ec));
-  start_connection(state_, std::move(socket));
+  start_connection(state_, lane, std::move(socket));
   return {};
 }
 
-void Server::start_connection(const std::shared_ptr<State>& state, Socket socket) {
+void Server::start_connection(const std::shared_ptr<State>& state, std::size_t lane_index, Socket socket) {
   boost::system::error_code ec;
   const int family = socket.local_endpoint(ec).protocol().family();
   if (family == AF_INET || family == AF_INET6) {
@@ -230,8 +274,11 @@ void Server::start_connection(const std::shared_ptr<State>& state, Socket socket
     log::warn("nbd: too many connections; refusing a client: limit={}", state->options.max_connections);
     return;  // the socket closes as it goes out of scope
   }
+  Lane& lane = *state->lanes[lane_index];
+  // The socket already belongs to the lane's loop (accepted or assigned there); from here on the
+  // connection lives on that loop only. Counted before the next accept picks a lane.
   auto executor = socket.get_executor();
-  auto connection = Connection::create(std::move(socket), state->exported, state->connection_options);
+  auto connection = Connection::create(std::move(socket), lane.exported, lane.connection_options);
   {
     std::lock_guard lock(state->mutex);
     std::erase_if(state->connections, [](const std::weak_ptr<Connection>& c) { return c.expired(); });
@@ -239,8 +286,12 @@ void Server::start_connection(const std::shared_ptr<State>& state, Socket socket
     if (state->stopped) connection->request_stop();
   }
   ++state->active;
-  asio::co_spawn(executor, connection->run(), [state, connection](std::exception_ptr e) {
+  lane.open.fetch_add(1, std::memory_order_relaxed);
+  lane.connections.fetch_add(1, std::memory_order_relaxed);
+  if (state->lanes.size() > 1) log::debug("nbd: connection handed to loop {}", lane_index);
+  asio::co_spawn(executor, connection->run(), [state, connection, &lane](std::exception_ptr e) {
     if (e) log::error("nbd: connection ended with an exception");
+    lane.open.fetch_sub(1, std::memory_order_relaxed);
     const std::size_t open = --state->active;
     if (state->options.on_connection_closed) state->options.on_connection_closed(open);
   });
@@ -248,7 +299,10 @@ void Server::start_connection(const std::shared_ptr<State>& state, Socket socket
 
 Awaitable<void> Server::accept_loop(std::shared_ptr<State> state, std::shared_ptr<Listener> listener) {
   for (;;) {
-    Socket socket(connection_executor(*state));
+    // The peer socket is made on the chosen loop, so the accepted connection never changes loop
+    // (Asio registers it with that loop's reactor as the accept completes).
+    const std::size_t lane = pick_lane(*state);
+    Socket socket(connection_executor(*state, *state->lanes[lane]));
     boost::system::error_code ec;
     co_await listener->acceptor.async_accept(socket, use_awaitable_ec(ec));
     if (ec == asio::error::operation_aborted || !listener->acceptor.is_open()) co_return;
@@ -259,7 +313,7 @@ Awaitable<void> Server::accept_loop(std::shared_ptr<State> state, std::shared_pt
       co_await timer.async_wait(use_awaitable_ec(ec));
       continue;
     }
-    start_connection(state, std::move(socket));
+    start_connection(state, lane, std::move(socket));
   }
 }
 
@@ -284,5 +338,16 @@ void Server::stop() {
 }
 
 std::size_t Server::connection_count() const noexcept { return state_->active.load(); }
+
+std::vector<ServerLoopStats> Server::loop_stats() const {
+  std::vector<ServerLoopStats> out;
+  out.reserve(state_->lanes.size());
+  for (const auto& lane : state_->lanes) {
+    out.push_back({.open_connections = lane->open.load(std::memory_order_relaxed),
+                   .connections = lane->connections.load(std::memory_order_relaxed),
+                   .requests = lane->requests->load(std::memory_order_relaxed)});
+  }
+  return out;
+}
 
 }  // namespace iserkit::nbd

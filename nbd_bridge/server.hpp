@@ -1,6 +1,8 @@
 // The NBD server (layer 6): listens on Unix-domain sockets and TCP (IPv4 and IPv6), adopts
 // inherited listening sockets (systemd socket activation, LISTEN_FDS) or an already-connected socket
-// (stdio mode, like `nbdkit -s`), and runs one Connection per client, all serving the same Export.
+// (stdio mode, like `nbdkit -s`), and runs one Connection per client. With several event loops
+// (ServerLoop, iserkit-nbd --threads N) it accepts on the first and hands each new connection to
+// the loop with the fewest open connections, where it calls that loop's Export.
 // Spec: NBD proto.md "Protocol phases" (TCP_NODELAY), "Handshake", "Transmission";
 // sd_listen_fds(3) for the LISTEN_PID / LISTEN_FDS convention.
 #pragma once
@@ -47,7 +49,20 @@ struct ServerOptions {
   std::shared_ptr<std::atomic<std::uint64_t>> buffered_total;
 };
 
-/// An NBD server for one Export.
+/// One event loop the server may hand connections to, and the Export its connections call.
+struct ServerLoop {
+  asio::io_context* io = nullptr;    ///< the loop; must outlive the server's connections
+  std::shared_ptr<Export> exported;  ///< called only from `io`'s executor; same info() on every loop
+};
+
+/// Counters of one loop (Server::loop_stats()).
+struct ServerLoopStats {
+  std::size_t open_connections = 0;  ///< connections running on the loop now
+  std::uint64_t connections = 0;     ///< connections handed to the loop so far
+  std::uint64_t requests = 0;        ///< NBD requests read on them so far (NBD_CMD_DISC not counted)
+};
+
+/// An NBD server for one Export (or one Export per event loop).
 ///
 /// Usage:
 /// ```
@@ -57,12 +72,20 @@ struct ServerOptions {
 /// io.run();                                         // until server.stop() and the clients are done
 /// ```
 /// Executor and thread: the server and each connection run on strands of `io`, so `io.run()` may be
-/// called from several threads — unless ServerOptions::single_threaded, which promises one thread. listen_*(), adopt_listener() and serve_connected() are meant for
-/// start-up (they bind synchronously); stop() is thread-safe. Accept loops and connections keep their
-/// own state alive, so the Server object may go away before `io` does; destroying it stops it.
+/// called from several threads — unless ServerOptions::single_threaded, which promises one thread
+/// per io_context. listen_*(), adopt_listener() and serve_connected() are meant for start-up (they
+/// bind synchronously); stop() is thread-safe. Accept loops and connections keep their own state
+/// alive, so the Server object may go away before `io` does; destroying it stops it.
 class Server {
  public:
+  /// One loop: listeners, accept loops and every connection on `io`, all calling `exported`.
   Server(asio::io_context& io, std::shared_ptr<Export> exported, ServerOptions options = {});
+  /// Several loops: listeners and accept loops on `io`; each accepted (or serve_connected) socket
+  /// goes to the loop of `loops` with the fewest open connections (ties in turn), where its
+  /// Connection runs and calls that loop's Export. `loops` must not be empty; `io` may be one of
+  /// them. ServerOptions limits (max_connections, buffered_total) count every loop together.
+  /// on_connection_closed is then called on the closing connection's loop.
+  Server(asio::io_context& io, std::vector<ServerLoop> loops, ServerOptions options = {});
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   /// Stops accepting (as stop()) and removes the Unix socket files this server created.
@@ -89,15 +112,21 @@ class Server {
   /// io.run() returns once they are done (if nothing else keeps `io` busy). Thread-safe.
   void stop();
 
-  /// Connections currently open. Thread-safe.
+  /// Connections currently open, on every loop. Thread-safe.
   [[nodiscard]] std::size_t connection_count() const noexcept;
+
+  /// Per-loop counters, in the order of the loops given (one entry with the one-loop constructor).
+  /// Thread-safe (relaxed atomics: each value is current, the set is not a snapshot).
+  [[nodiscard]] std::vector<ServerLoopStats> loop_stats() const;
 
  private:
   struct State;
-  static asio::any_io_executor connection_executor(State& state);
+  struct Lane;
+  static asio::any_io_executor connection_executor(State& state, Lane& lane);
+  static std::size_t pick_lane(State& state) noexcept;
   struct Listener;
   static Awaitable<void> accept_loop(std::shared_ptr<State> state, std::shared_ptr<Listener> listener);
-  static void start_connection(const std::shared_ptr<State>& state, Socket socket);
+  static void start_connection(const std::shared_ptr<State>& state, std::size_t lane, Socket socket);
   Result<void> add_listener(asio::basic_socket_acceptor<asio::generic::stream_protocol> acceptor);
 
   std::shared_ptr<State> state_;

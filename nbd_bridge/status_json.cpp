@@ -5,13 +5,14 @@
 
 namespace iserkit::nbd {
 
-std::string bridge_status_json(const char* state, const std::string& since_utc, const initiator::Session* session,
+std::string bridge_status_json(const char* state, const std::string& since_utc, const initiator::SessionStats* session,
                                const initiator::Multipath* multipath, std::uint64_t copied_payload_bytes,
-                               std::uint64_t buffered_bytes, std::uint64_t buffer_limit_bytes) {
+                               std::uint64_t buffered_bytes, std::uint64_t buffer_limit_bytes,
+                               std::span<const LoopStatus> loops) {
   using Json = nlohmann::ordered_json;
   Json doc = {{"program", "iserkit-nbd"}, {"state", state}, {"since", since_utc}};
   if (session) {
-    const auto& st = session->stats();
+    const auto& st = *session;
     doc["session"] = {{"commands_sent", st.commands_sent},
                       {"data_in_bytes", st.data_in_bytes_placed},
                       {"data_out_bytes", st.data_out_bytes_sent},
@@ -53,6 +54,26 @@ std::string bridge_status_json(const char* state, const std::string& since_utc, 
   }
   doc["copied_payload_bytes"] = copied_payload_bytes;
   doc["buffer_budget"] = {{"used_bytes", buffered_bytes}, {"limit_bytes_per_connection", buffer_limit_bytes}};
+  doc["threads"] = loops.empty() ? std::size_t{1} : loops.size();
+  if (loops.empty()) {
+    doc["loops"] = nullptr;
+  } else {
+    Json array = Json::array();
+    for (std::size_t i = 0; i < loops.size(); ++i) {
+      const auto& l = loops[i];
+      array.push_back({{"index", i},
+                       {"state", l.state},
+                       {"open_connections", l.open_connections},
+                       {"connections", l.connections},
+                       {"requests", l.requests},
+                       {"commands_sent", l.session.commands_sent},
+                       {"data_in_bytes", l.session.data_in_bytes_placed},
+                       {"data_out_bytes", l.session.data_out_bytes_sent},
+                       {"connections_lost", l.session.connections_lost},
+                       {"recoveries", l.session.recoveries}});
+    }
+    doc["loops"] = std::move(array);
+  }
   return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 

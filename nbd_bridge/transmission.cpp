@@ -179,6 +179,7 @@ Awaitable<void> Connection::receive_loop() {
       break;
     }
     ++stats_.requests;
+    if (options_.requests_total) options_.requests_total->fetch_add(1, std::memory_order_relaxed);
 
     const RequestVerdict verdict = check_request(*request, params_);
     if (!verdict.ok()) {

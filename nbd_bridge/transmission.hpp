@@ -51,6 +51,9 @@ struct ConnectionOptions {
   /// Where the payload bytes held by every connection are summed (the buffer-budget metric);
   /// null = not summed. Updated on the connection's executor, read from any thread.
   std::shared_ptr<std::atomic<std::uint64_t>> buffered_total;
+  /// Where the requests read are counted (one per request header, NBD_CMD_DISC not counted; e.g.
+  /// per event loop); null = not counted. Updated on the connection's executor, read from any thread.
+  std::shared_ptr<std::atomic<std::uint64_t>> requests_total;
   /// When set, asked at every payload allocation and wins over `pool` (unless it answers nullptr):
   /// the export's current pool. A session's pool changes when recovery replaces its connection
   /// (iSER: the new connection's registered memory, perhaps on another RDMA device); a cached pool

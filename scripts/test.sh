@@ -52,17 +52,20 @@ fi
 # ThreadSanitizer: the tests whose code runs on several threads — buffer pools (common_unit), the
 # FUSE view's loop-thread synchronisation (fuse_unit) and the FUSE view on a real mount
 # (integration_fuse_tree: iserkit-fuse's worker threads over BlockingClient), BlockingClient in the
-# iserkit CLI against iserkit-target, and the initiator's concurrent I/O. Only their binaries are
-# built. Suppressions, each with its reason: tests/tsan.supp.
+# iserkit CLI against iserkit-target, the initiator's concurrent I/O, and the NBD server's hand-off
+# of connections between event loops (nbd_server_loops_unit; integration_chain_nbd_multiconn:
+# iserkit-nbd --threads 2 under nbdcopy --connections=2). Only their binaries are built.
+# Suppressions, each with its reason: tests/tsan.supp.
 if [[ ${TSAN:-1} == 1 ]]; then
   tsan=$ISERKIT_SOURCE/build-tsan
   say "building the threaded tests with ThreadSanitizer"
   cmake -S "$ISERKIT_SOURCE" -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISERKIT_WERROR=ON -DISERKIT_TSAN=ON >/dev/null
-  ninja -C "$tsan" -j"$jobs" common_unit fuse_unit iserkit-fuse iserkit-target iserkit initiator_concurrent_io
+  ninja -C "$tsan" -j"$jobs" common_unit fuse_unit iserkit-fuse iserkit-target iserkit initiator_concurrent_io \
+    nbd_server_loops_unit iserkit-nbd
   say "running the threaded tests under ThreadSanitizer"
   (cd "$tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ISERKIT_SOURCE/tests/tsan.supp" \
     ctest -j"$jobs" --output-on-failure --timeout 900 \
-      -R '^(common_unit|fuse_unit|integration_fuse_tree|initiator_cli_interop_iserkit-target|initiator_concurrent_io_iserkit-target)$')
+      -R '^(common_unit|fuse_unit|integration_fuse_tree|initiator_cli_interop_iserkit-target|initiator_concurrent_io_iserkit-target|nbd_server_loops_unit|integration_chain_nbd_multiconn)$')
 fi
 
 # libFuzzer: every fuzz target for ISERKIT_FUZZ_SECONDS (10 s) on its seed corpus (ctest label

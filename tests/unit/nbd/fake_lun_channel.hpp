@@ -1,6 +1,7 @@
 // FakeLunChannel: a CommandChannel that answers the commands LunHandle::open() and LunExport send
 // (TEST UNIT READY, INQUIRY + VPD 0x00/0xb0, READ CAPACITY (16), MODE SENSE (6)/(10), READ/WRITE
-// (10)/(16)) from an in-memory disk, and records every READ/WRITE it ran (LBA, blocks, FUA bit).
+// (10)/(16), SYNCHRONIZE CACHE (10)/(16)) from an in-memory disk, and records every READ/WRITE it
+// ran (LBA, blocks, FUA bit) and every SYNCHRONIZE CACHE (its CDB's LBA and block count).
 // Test double for unit tests of the front ends and of LunHandle's splitting; SBC-4/SPC-5 layouts
 // come from the real codecs in common/scsi.
 #pragma once
@@ -43,6 +44,13 @@ struct FakeTransfer {
   std::size_t bytes = 0;  ///< size of the data buffer the command carried
 };
 
+/// One SYNCHRONIZE CACHE the fake ran, as its CDB gave it.
+struct FakeFlush {
+  std::uint8_t opcode = 0;  ///< 0x35 (10) or 0x91 (16)
+  std::uint64_t lba = 0;
+  std::uint32_t blocks = 0;  ///< NUMBER OF LOGICAL BLOCKS; 0 = through the last LBA
+};
+
 class FakeLunChannel final : public initiator::CommandChannel {
  public:
   FakeLunChannel(asio::any_io_executor executor, FakeLunOptions options)
@@ -62,6 +70,7 @@ class FakeLunChannel final : public initiator::CommandChannel {
 
   [[nodiscard]] const std::vector<FakeTransfer>& transfers() const noexcept { return transfers_; }
   [[nodiscard]] std::vector<std::byte>& disk() noexcept { return disk_; }
+  [[nodiscard]] const std::vector<FakeFlush>& flushes() const noexcept { return flushes_; }
 
  private:
   static scsi::ScsiResult check(scsi::SenseData sense) {
@@ -135,6 +144,14 @@ class FakeLunChannel final : public initiator::CommandChannel {
         else std::memcpy(r.data_in.data(), disk_.data() + offset, n);
         return {};
       }
+      case 0x35:    // SYNCHRONIZE CACHE (10)
+      case 0x91: {  // SYNCHRONIZE CACHE (16)
+        const bool sixteen = op == 0x91;
+        flushes_.push_back({.opcode = op,
+                            .lba = sixteen ? load_be64(c + 2) : load_be32(c + 2),
+                            .blocks = sixteen ? load_be32(c + 10) : load_be16(c + 7)});
+        return {};
+      }
       default:
         return invalid_opcode;
     }
@@ -145,6 +162,7 @@ class FakeLunChannel final : public initiator::CommandChannel {
   mutable HeapBufferPool pool_;
   std::vector<std::byte> disk_;
   std::vector<FakeTransfer> transfers_;
+  std::vector<FakeFlush> flushes_;
 };
 
 }  // namespace iserkit::test

@@ -1,5 +1,6 @@
 // LunExport (nbd_bridge/lun_export) over a FakeLunChannel: NBD_FLAG_SEND_FUA follows the unit's
-// DPOFUA bit (MODE SENSE device-specific parameter, SBC-4 §6.5.1), and WRITE carries FUA only then.
+// DPOFUA bit (MODE SENSE device-specific parameter, SBC-4 §6.5.1), and WRITE carries FUA only then;
+// NBD_CMD_FLUSH is one SYNCHRONIZE CACHE over the whole medium (what NBD_FLAG_CAN_MULTI_CONN rests on).
 #include "nbd_bridge/lun_export.hpp"
 
 #include <gtest/gtest.h>
@@ -39,6 +40,22 @@ TEST(LunExport, FuaAdvertisedAndSentWhenUnitHasDpofua) {
   EXPECT_FALSE(run_sync(io, exported->write(8192, data, true)));
   ASSERT_FALSE(channel->transfers().empty());
   EXPECT_TRUE(channel->transfers().back().fua);
+}
+
+// proto.md NBD_FLAG_CAN_MULTI_CONN: a FLUSH on one connection must cover writes completed on any
+// other, which with a session per event loop went out on another iSCSI session. It does because the
+// flush is SYNCHRONIZE CACHE with LBA 0 and NUMBER OF LOGICAL BLOCKS 0 ("through the last LBA",
+// SBC-4 SYNCHRONIZE CACHE (10)): the whole logical unit, whichever I_T nexus sends it.
+TEST(LunExport, FlushIsSynchronizeCacheOfTheWholeMediumSoMultiConnHolds) {
+  asio::io_context io;
+  auto [channel, exported] = open_export(io, {.blocks = 1u << 24});  // 8 GiB: past what (10) could name
+  EXPECT_TRUE(exported->info().can_flush);
+  EXPECT_TRUE(exported->info().can_multi_conn);
+  EXPECT_FALSE(run_sync(io, exported->flush()));
+  ASSERT_EQ(channel->flushes().size(), 1u);
+  EXPECT_EQ(channel->flushes()[0].opcode, 0x35);
+  EXPECT_EQ(channel->flushes()[0].lba, 0u);
+  EXPECT_EQ(channel->flushes()[0].blocks, 0u) << "a flush of a range would not cover the other sessions' writes";
 }
 
 TEST(LunExport, FuaNotAdvertisedWithoutDpofua) {
