@@ -11,6 +11,7 @@
 #    copies of payload are the kernel's socket copies;
 #  - the target's largest command over TCP is 8 MiB (a 24 MiB NBD request split by the initiator).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/round_trip.sh"
 skip() { echo "SKIP: $*" >&2; exit 77; }
 for tool in nbdinfo nbdcopy nbdsh sha256sum; do command -v $tool >/dev/null || skip "$tool is not installed"; done
 BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
@@ -57,15 +58,7 @@ PY
 echo "== nbdcopy in and out"
 head -c $((48 << 20)) /dev/urandom >"$tmp/random.img"
 truncate -s $size "$tmp/random.img"   # 16 MiB of zeroes at the end
-nbdcopy --requests=16 "$tmp/random.img" "$uri"
-nbdcopy "$uri" "$tmp/back.img"
-src=$(sha256sum <"$tmp/random.img" | cut -d' ' -f1)
-back=$(sha256sum <"$tmp/back.img" | cut -d' ' -f1)
-[[ $src == "$back" ]] || fail "read back differs: $src vs $back"
-nbdsh -u "$uri" -c 'h.flush()'
-disk=$(sha256sum <"$tmp/lun.img" | cut -d' ' -f1)
-[[ $src == "$disk" ]] || fail "the target's backing file differs from what was written"
-echo "  sha256 $src (source = read back = target's file)"
+round_trip "$uri" "$tmp/lun.img" --requests=16
 
 echo "== nbdsh: concurrency, FUA, flush, trim, zero, out of range"
 nbdsh -u "$uri" -c - <<'PY' || fail "nbdsh checks failed"

@@ -15,6 +15,7 @@
 #  - the `threads` key of --config works; --threads 2 with two URLs (multipath) is refused;
 #  - SIGTERM: the bridge exits 0 and both sessions are gone from the target (logged out).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/round_trip.sh"
 skip() { echo "SKIP: $*" >&2; exit 77; }
 for tool in nbdcopy nbdsh sha256sum python3; do command -v $tool >/dev/null || skip "$tool is not installed"; done
 BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
@@ -88,15 +89,7 @@ grep -qx 'threads=2' "$tmp/nbd.stats" || fail "stats file lacks threads=2: $(cat
 
 echo "== nbdcopy --connections=2: 64 MiB in and out"
 head -c $size /dev/urandom >"$tmp/random.img"
-nbdcopy --connections=2 --threads=2 --requests=16 "$tmp/random.img" "$uri"
-nbdcopy --connections=2 --threads=2 --requests=16 "$uri" "$tmp/back.img"
-src=$(sha256sum <"$tmp/random.img" | cut -d' ' -f1)
-back=$(sha256sum <"$tmp/back.img" | cut -d' ' -f1)
-[[ $src == "$back" ]] || fail "read back differs: $src vs $back"
-nbdsh -u "$uri" -c 'h.flush()'
-disk=$(sha256sum <"$tmp/lun.img" | cut -d' ' -f1)
-[[ $src == "$disk" ]] || fail "the target's backing file differs from what was written"
-echo "  sha256 $src (source = read back = target's file)"
+round_trip "$uri" "$tmp/lun.img" --connections=2 --threads=2 --requests=16
 # nbdcopy opens both connections (one per loop) but hands out work in large units: a 64 MiB copy
 # may run on one connection only, so the requests of both loops are checked with fio below.
 python3 - "$tmp" <<'PY' || fail "nbdcopy's connections did not go to both loops"

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -41,10 +42,39 @@ std::uint64_t get_be(const std::vector<std::byte>& in, std::size_t at, int bytes
   return v;
 }
 
+// The client's side of a fixed-newstyle handshake asking for the default export with
+// NBD_OPT_EXPORT_NAME (proto.md "Option haggling"), with NO_ZEROES.
+void put_export_name_handshake(std::vector<std::byte>& in) {
+  put_be(in, 3, 4);                    // client flags: FIXED_NEWSTYLE | NO_ZEROES
+  put_be(in, 0x49484156454F5054, 8);   // IHAVEOPT
+  put_be(in, 1, 4);                    // NBD_OPT_EXPORT_NAME
+  put_be(in, 0, 4);                    // empty name: the default export
+}
+
+// One request header (proto.md "Request message"): NBD_CMD_READ 0, WRITE 1, DISC 2.
+void put_request(std::vector<std::byte>& in, std::uint16_t type, std::uint64_t cookie, std::uint64_t offset_bytes,
+                 std::uint32_t length_bytes) {
+  put_be(in, request_magic, 4);
+  put_be(in, 0, 2);                    // flags
+  put_be(in, type, 2);
+  put_be(in, cookie, 8);
+  put_be(in, offset_bytes, 8);
+  put_be(in, length_bytes, 4);
+}
+
+// Writes `input`, waits `read_after` (0: not at all), then reads until the server closes. With
+// `pending` set, stores how many bytes were waiting to be read when the reading began.
 Awaitable<void> client(asio::local::stream_protocol::socket& s, std::vector<std::byte> input,
-                       std::vector<std::byte>& received) {
+                       std::vector<std::byte>& received, std::chrono::milliseconds read_after = {},
+                       std::size_t* pending = nullptr) {
   boost::system::error_code ec;
   co_await asio::async_write(s, asio::buffer(input), use_awaitable_ec(ec));
+  if (read_after.count() > 0) {
+    asio::steady_timer late(s.get_executor());
+    late.expires_after(read_after);
+    co_await late.async_wait(use_awaitable_ec(ec));
+  }
+  if (pending != nullptr) *pending = s.available(ec);
   std::array<std::byte, 4096> buf;
   for (;;) {
     const std::size_t n = co_await s.async_read_some(asio::buffer(buf), use_awaitable_ec(ec));
@@ -69,25 +99,12 @@ TEST(PoolSource, EachRequestAllocatesFromTheExportsCurrentPool) {
   auto connection = Connection::create(std::move(server_socket), exported, options);
 
   std::vector<std::byte> in;
-  put_be(in, 3, 4);                    // client flags: FIXED_NEWSTYLE | NO_ZEROES
-  put_be(in, 0x49484156454F5054, 8);   // IHAVEOPT
-  put_be(in, 1, 4);                    // NBD_OPT_EXPORT_NAME
-  put_be(in, 0, 4);                    // empty name: the default export
+  put_export_name_handshake(in);
   for (std::uint64_t cookie = 1; cookie <= 2; ++cookie) {
-    put_be(in, request_magic, 4);
-    put_be(in, 0, 2);                  // flags
-    put_be(in, 1, 2);                  // NBD_CMD_WRITE
-    put_be(in, cookie, 8);
-    put_be(in, cookie * 8192, 8);      // offset (bytes)
-    put_be(in, 4096, 4);               // length (bytes)
+    put_request(in, 1, cookie, cookie * 8192, 4096);  // NBD_CMD_WRITE
     in.insert(in.end(), 4096, static_cast<std::byte>(cookie));
   }
-  put_be(in, request_magic, 4);
-  put_be(in, 0, 2);
-  put_be(in, 2, 2);                    // NBD_CMD_DISC
-  put_be(in, 3, 8);
-  put_be(in, 0, 8);
-  put_be(in, 0, 4);
+  put_request(in, 2, 3, 0, 0);  // NBD_CMD_DISC
 
   std::vector<std::byte> received;
   asio::co_spawn(io, connection->run(), asio::detached);
@@ -124,49 +141,22 @@ TEST(ReplyWrite, ReadReplyLargerThanTheSocketBufferArrivesWholeAfterAPartialFirs
   std::vector<std::byte> data(length);
   for (std::size_t i = 0; i < length; ++i) data[i] = static_cast<std::byte>((i * 13 + 5) & 0xff);
   std::vector<std::byte> in;
-  put_be(in, 3, 4);                    // client flags: FIXED_NEWSTYLE | NO_ZEROES
-  put_be(in, 0x49484156454F5054, 8);   // IHAVEOPT
-  put_be(in, 1, 4);                    // NBD_OPT_EXPORT_NAME
-  put_be(in, 0, 4);                    // empty name: the default export
-  put_be(in, request_magic, 4);
-  put_be(in, 0, 2);
-  put_be(in, 1, 2);                    // NBD_CMD_WRITE
-  put_be(in, 1, 8);                    // cookie
-  put_be(in, 65536, 8);                // offset (bytes)
-  put_be(in, length, 4);
+  put_export_name_handshake(in);
+  put_request(in, 1, 1, 65536, length);  // NBD_CMD_WRITE
   in.insert(in.end(), data.begin(), data.end());
-  put_be(in, request_magic, 4);
-  put_be(in, 0, 2);
-  put_be(in, 0, 2);                    // NBD_CMD_READ
-  put_be(in, 2, 8);
-  put_be(in, 65536, 8);
-  put_be(in, length, 4);
-  put_be(in, request_magic, 4);
-  put_be(in, 0, 2);
-  put_be(in, 2, 2);                    // NBD_CMD_DISC
-  put_be(in, 3, 8);
-  put_be(in, 0, 8);
-  put_be(in, 0, 4);
+  put_request(in, 0, 2, 65536, length);  // NBD_CMD_READ
+  put_request(in, 2, 3, 0, 0);           // NBD_CMD_DISC
 
   std::vector<std::byte> received;
+  std::size_t pending = 0;
   asio::co_spawn(io, connection->run(), asio::detached);
-  asio::co_spawn(io, [&]() -> Awaitable<void> {
-    boost::system::error_code ec;
-    co_await asio::async_write(ours, asio::buffer(in), use_awaitable_ec(ec));
-    asio::steady_timer late(io);  // the reply meets a full socket buffer first
-    late.expires_after(std::chrono::milliseconds(50));
-    co_await late.async_wait(use_awaitable_ec(ec));
-    std::array<std::byte, 4096> buf;
-    for (;;) {
-      const std::size_t n = co_await ours.async_read_some(asio::buffer(buf), use_awaitable_ec(ec));
-      if (ec || n == 0) break;
-      received.insert(received.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
-    }
-  }, asio::detached);
+  // The reply meets a full socket buffer first: the client reads only after 50 ms.
+  asio::co_spawn(io, client(ours, std::move(in), received, std::chrono::milliseconds(50), &pending), asio::detached);
   io.run();
 
   constexpr std::size_t start = 18 + export_name_reply_size;  // greeting + export name reply
   ASSERT_EQ(received.size(), start + 16 + 16 + length);
+  EXPECT_LT(pending, received.size()) << "the whole reply fit the socket at once: the partial path was not taken";
   EXPECT_EQ(get_be(received, start, 4), simple_reply_magic);
   EXPECT_EQ(get_be(received, start + 4, 4), 0u) << "the WRITE failed";
   EXPECT_EQ(get_be(received, start + 8, 8), 1u);
