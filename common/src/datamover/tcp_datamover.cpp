@@ -8,7 +8,9 @@
 
 #include "iserkit/common/netns.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <deque>
 
 #include "iserkit/common/crc32c.hpp"
@@ -20,6 +22,9 @@ namespace {
 
 constexpr std::array<std::byte, 4> zero_pad{};
 constexpr std::size_t max_batch_pdus = 64;
+// PDUs received back to back without a wait (fill() reads without blocking) before receive()
+// yields the thread once: the bound of one burst, and so of how long the send pass is held.
+constexpr unsigned max_burst_pdus = 64;
 // Scratch (text, login, sense, dropped segments) grows by at most this much ahead of arriving bytes.
 constexpr std::size_t max_scratch_step = 64 * 1024;
 
@@ -59,11 +64,17 @@ TcpDatamover::TcpDatamover(asio::ip::tcp::socket socket)
     : socket_(std::move(socket)), executor_(socket_.get_executor()) {
   boost::system::error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  // Reads and writes are tried without blocking first (fill(), write_now()); Asio's async
+  // operations work the same on a non-blocking socket.
+  socket_.non_blocking(true, ec);
   if (auto ep = socket_.remote_endpoint(ec); !ec) peer_ = format_endpoint(ep);
   if (auto ep = socket_.local_endpoint(ec); !ec) local_ = format_endpoint(ep);
 }
 
-TcpDatamover::~TcpDatamover() { close(); }
+TcpDatamover::~TcpDatamover() {
+  end_burst();
+  close();
+}
 
 void TcpDatamover::close() noexcept {
   boost::system::error_code ignored;
@@ -236,30 +247,135 @@ Awaitable<void> TcpDatamover::write_queued() {
   }
 }
 
+void TcpDatamover::continue_burst() noexcept {
+  if (pass_ == nullptr || holding_ || receives_since_wait_ < 2) return;
+  pass_->hold();
+  holding_ = true;
+}
+
+void TcpDatamover::end_burst() {
+  receives_since_wait_ = 1;  // the receive() that now waits is the first of the next burst
+  if (!holding_) return;
+  holding_ = false;
+  pass_->release_later(executor_);
+}
+
+Awaitable<std::size_t> TcpDatamover::fill(std::span<const asio::mutable_buffer> parts, std::size_t minimum,
+                                          boost::system::error_code& ec) {
+  ec.clear();
+  std::size_t got = 0;
+  std::array<asio::mutable_buffer, 4> rest{};
+  while (true) {
+    std::size_t count = 0;
+    std::size_t skip = got;
+    for (const auto& part : parts) {
+      if (skip >= part.size()) {
+        skip -= part.size();
+        continue;
+      }
+      rest[count++] = asio::buffer(static_cast<std::byte*>(part.data()) + skip, part.size() - skip);
+      skip = 0;
+    }
+    const std::span<const asio::mutable_buffer> view(rest.data(), count);
+    const std::size_t asked = asio::buffer_size(view);
+    std::size_t n = 0;
+    if (!socket_dry_) {
+      // The last read filled all it asked for: more is probably there. Read it on this thread.
+      n = socket_.read_some(view, ec);
+      if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+        end_burst();  // the receive fails: nothing of this connection holds the pass any more
+        co_return got;
+      }
+    }
+    if (socket_dry_ || ec) {
+      // The socket had nothing, or the last read came back short (it emptied the socket): the
+      // burst ends here. Asio's read tries once more and then waits for the socket (no
+      // epoll_ctl, unlike async_wait).
+      end_burst();
+      n = co_await socket_.async_read_some(view, use_awaitable_ec(ec));
+      if (ec) co_return got;
+    } else {
+      continue_burst();
+    }
+    socket_dry_ = n < asked;
+    got += n;
+    if (got >= minimum) co_return got;
+  }
+}
+
+std::size_t TcpDatamover::take(std::span<std::byte> out) noexcept {
+  const std::size_t n = std::min(out.size(), staged_end_ - staged_begin_);
+  if (n == 0) return 0;
+  std::memcpy(out.data(), staged_.data() + staged_begin_, n);
+  staged_begin_ += n;
+  if (staged_begin_ == staged_end_) staged_begin_ = staged_end_ = 0;
+  return n;
+}
+
+Awaitable<void> TcpDatamover::read_exact(std::span<std::byte> out, boost::system::error_code& ec) {
+  ec.clear();
+  const std::size_t n = take(out);
+  if (n == out.size()) co_return;
+  const std::array<asio::mutable_buffer, 1> rest{asio::buffer(out.data() + n, out.size() - n)};
+  co_await fill(rest, out.size() - n, ec);
+}
+
+Awaitable<void> TcpDatamover::read_segment(std::span<std::byte> dest, std::size_t filled, std::span<std::byte> trailer,
+                                           boost::system::error_code& ec) {
+  ec.clear();
+  filled += take(dest.subspan(filled));
+  const std::size_t trailer_have = filled == dest.size() ? take(trailer) : 0;
+  const std::size_t needed = (dest.size() - filled) + (trailer.size() - trailer_have);
+  if (needed == 0) co_return;  // all of it had come with an earlier read
+  // The staging area is empty now: with the rest of the segment, read up to one BHS of the next
+  // PDU (never more: what follows it may be payload).
+  std::array<asio::mutable_buffer, 3> parts{asio::buffer(dest.data() + filled, dest.size() - filled),
+                                            asio::buffer(trailer.data() + trailer_have, trailer.size() - trailer_have),
+                                            asio::buffer(staged_.data(), iscsi::bhs_size)};
+  const std::size_t got = co_await fill(parts, needed, ec);
+  if (ec) co_return;
+  staged_begin_ = 0;
+  staged_end_ = got - needed;
+}
+
 Awaitable<Result<PduIn>> TcpDatamover::receive(DataPlacement* placement) {
   PduIn in;
   boost::system::error_code ec;
   if (framing_lost_) co_return fail(errc::protocol_error);
+  if (++receives_since_wait_ > max_burst_pdus) {
+    // A peer whose PDUs never stop coming must not keep this thread (other connections) or the
+    // send pass: end the burst and let the handlers queued meanwhile run.
+    end_burst();
+    co_await asio::post(executor_, asio::use_awaitable);
+    ++receives_since_wait_;
+  }
   // The previous PDU's data (valid until now) may have grown scratch up to MaxRecvDataSegmentLength:
   // an idle connection keeps at most one step of it.
   if (scratch_.size() > max_scratch_step) std::vector<std::byte>().swap(scratch_);
-  if (staged_bytes_ < staged_.size()) {
-    // Only the rest of this BHS: reading further could pull payload into the staging area.
-    co_await asio::async_read(socket_, asio::buffer(staged_.data() + staged_bytes_, staged_.size() - staged_bytes_),
-                              use_awaitable_ec(ec));
+  if (staged_end_ - staged_begin_ < iscsi::bhs_size) {
+    const std::size_t have = staged_end_ - staged_begin_;
+    std::memmove(staged_.data(), staged_.data() + staged_begin_, have);
+    staged_begin_ = 0;
+    staged_end_ = have;
+    // Only the rest of this BHS: what follows a BHS may be AHS or payload, which would then be
+    // copied out of the staging area (see staged_).
+    const std::array<asio::mutable_buffer, 1> room{asio::buffer(staged_.data() + have, iscsi::bhs_size - have)};
+    const std::size_t got = co_await fill(room, iscsi::bhs_size - have, ec);
     if (ec) co_return fail(map_error(ec));
+    staged_end_ = have + got;
+  } else {
+    continue_burst();  // the whole BHS came with an earlier read
   }
-  std::copy(staged_.begin(), staged_.end(), in.bhs.begin());
-  staged_bytes_ = 0;
+  take(in.bhs);
   const std::size_t ahs_bytes = std::size_t{iscsi::total_ahs_length_words(in.bhs)} * 4;
   if (ahs_bytes != 0) {
     in.ahs.resize(ahs_bytes);
-    co_await asio::async_read(socket_, asio::buffer(in.ahs), use_awaitable_ec(ec));
+    co_await read_exact(in.ahs, ec);
     if (ec) co_return fail(map_error(ec));
   }
   std::array<std::byte, 4> digest{};
   if (header_digest_) {
-    co_await asio::async_read(socket_, asio::buffer(digest), use_awaitable_ec(ec));
+    co_await read_exact(digest, ec);
     if (ec) co_return fail(map_error(ec));
     auto crc = crc32c_final(crc32c_update(crc32c_update(crc32c_init, in.bhs), in.ahs));
     // RFC 7143 §7.8: a header digest error means the PDU boundaries can't be trusted.
@@ -280,56 +396,46 @@ Awaitable<Result<PduIn>> TcpDatamover::receive(DataPlacement* placement) {
     // Longer than we declared: read and drop it through a bounded buffer so framing survives,
     // and let the caller Reject. The announced length commits no memory.
     std::size_t left = length + trailer;
+    const std::size_t staged_part = std::min(left, staged_end_ - staged_begin_);
+    staged_begin_ += staged_part;
+    if (staged_begin_ == staged_end_) staged_begin_ = staged_end_ = 0;
+    left -= staged_part;
     scratch_.resize(std::max(scratch_.size(), std::min<std::size_t>(left, max_scratch_step)));
     while (left > 0) {
       const std::size_t chunk = std::min(left, scratch_.size());
-      co_await asio::async_read(socket_, asio::buffer(scratch_.data(), chunk), use_awaitable_ec(ec));
+      const std::array<asio::mutable_buffer, 1> drop{asio::buffer(scratch_.data(), chunk)};
+      co_await fill(drop, chunk, ec);
       if (ec) co_return fail(map_error(ec));
       left -= chunk;
     }
     in.pdu_error = make_error_code(errc::pdu_too_large);
     co_return in;
   }
+  std::array<std::byte, 8> tail{};
+  const std::span<std::byte> trailer_bytes = std::span(tail).first(trailer);
   std::span<std::byte> dest = placement != nullptr ? placement->place(in.bhs, length) : std::span<std::byte>{};
-  if (dest.size() != length) {
+  if (dest.size() == length) {
+    // Payload (placed): it lands in place (the staging area never holds bytes past a BHS).
+    co_await read_segment(dest, 0, trailer_bytes, ec);
+  } else {
     // Scratch grows with the bytes that arrive, never ahead of them by more than one step: a
     // header announcing a long segment commits at most max_scratch_step before its data comes.
-    std::size_t filled = 0;
+    std::size_t filled = std::min<std::size_t>(length, staged_end_ - staged_begin_);
+    if (scratch_.size() < filled) scratch_.resize(filled);
+    take(std::span(scratch_).first(filled));
     while (length - filled > max_scratch_step) {
       const std::size_t want = std::min<std::size_t>(length, filled + max_scratch_step);
       if (scratch_.size() < want) scratch_.resize(want);
-      co_await asio::async_read(socket_, asio::buffer(scratch_.data() + filled, want - filled), use_awaitable_ec(ec));
+      const std::array<asio::mutable_buffer, 1> step{asio::buffer(scratch_.data() + filled, want - filled)};
+      co_await fill(step, want - filled, ec);
       if (ec) co_return fail(map_error(ec));
       filled = want;
     }
     if (scratch_.size() < length) scratch_.resize(length);
-    if (filled != 0) {
-      // The rest (at most one step) goes through the common path below, after what arrived.
-      std::array<std::byte, 8> tail{};
-      const std::size_t needed = std::size_t{length} - filled + trailer;
-      std::array<asio::mutable_buffer, 3> parts{asio::buffer(scratch_.data() + filled, length - filled),
-                                                asio::buffer(tail.data(), trailer), asio::buffer(staged_)};
-      const std::size_t got =
-          co_await asio::async_read(socket_, parts, transfer_at_least_uncapped(needed), use_awaitable_ec(ec));
-      if (ec) co_return fail(map_error(ec));
-      staged_bytes_ = got - needed;
-      in.data = std::span(scratch_).first(length);
-      if (data_digest_) {
-        auto crc = crc32c_final(crc32c_update(crc32c_update(crc32c_init, in.data), std::span(tail).first(pad)));
-        if (crc != load_digest(tail.data() + pad)) in.pdu_error = make_error_code(errc::data_digest_error);
-      }
-      co_return in;
-    }
     dest = std::span(scratch_).first(length);
+    co_await read_segment(dest, filled, trailer_bytes, ec);
   }
-  std::array<std::byte, 8> tail{};
-  // The segment, its padding and digest, and, if already there, the next PDU's BHS (see staged_).
-  const std::size_t needed = std::size_t{length} + trailer;
-  std::array<asio::mutable_buffer, 3> parts{asio::buffer(dest.data(), dest.size()), asio::buffer(tail.data(), trailer),
-                                            asio::buffer(staged_)};
-  const std::size_t got = co_await asio::async_read(socket_, parts, transfer_at_least_uncapped(needed), use_awaitable_ec(ec));
   if (ec) co_return fail(map_error(ec));
-  staged_bytes_ = got - needed;
   in.data = dest;
   if (data_digest_) {
     auto crc = crc32c_final(crc32c_update(crc32c_update(crc32c_init, dest), std::span(tail).first(pad)));

@@ -7,6 +7,7 @@
 #include <functional>
 #include <numeric>
 
+#include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/crc32c.hpp"
 #include "iserkit/common/errors.hpp"
 
@@ -38,6 +39,7 @@ struct Pair {
   void run(F f) {
     bool done = false;
     asio::co_spawn(io, [&]() -> Awaitable<void> { co_await f(); done = true; }, asio::detached);
+    io.restart();  // an earlier run() that ran out of work left the context stopped
     io.run_for(std::chrono::seconds(10));
     ASSERT_TRUE(done) << "coroutine did not finish";
   }
@@ -356,7 +358,12 @@ TEST(TcpDatamover, AbortResetsTheConnectionAndDropsQueuedBytes) {
 // both digests, delivered by a raw socket in chunks of 1 to 5000 bytes, arrives whole, in order,
 // and every data segment lands in the placed buffer (never in the datamover's scratch).
 TEST(TcpDatamover, LookaheadKeepsFramingAndPlacementUnderAnySegmentation) {
-  for (const bool digests : {false, true}) {
+  // at_once: the whole stream is there before the receiver starts (every read finds more than it
+  // asks for); otherwise it trickles in uneven chunks.
+  for (const auto& config : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true},
+                             std::pair{true, true}}) {
+    const bool digests = config.first;
+    const bool at_once = config.second;
     asio::io_context io;
     RawConnection receiving(io);
     tcp::socket& raw = receiving.raw;
@@ -400,13 +407,18 @@ TEST(TcpDatamover, LookaheadKeepsFramingAndPlacementUnderAnySegmentation) {
     std::size_t step = 1;
     std::function<void()> trickle = [&] {
       if (at >= wire.size()) return;
-      step = step * 7 % 5000 + 1;
+      step = at_once ? wire.size() : step * 7 % 5000 + 1;
       const std::size_t len = std::min(step, wire.size() - at);
       asio::write(raw, asio::buffer(wire.data() + at, len));
       at += len;
       asio::post(io, trickle);
     };
-    asio::post(io, trickle);
+    if (at_once) {
+      trickle();  // all of it, before the receiver runs
+    } else {
+      asio::post(io, trickle);
+    }
+    const std::uint64_t copied_before = copied_payload_bytes();
 
     std::vector<std::byte> landing(1 << 16);
     IntoBuffer placement;
@@ -429,9 +441,140 @@ TEST(TcpDatamover, LookaheadKeepsFramingAndPlacementUnderAnySegmentation) {
       }
     }, asio::detached);
     io.run_for(std::chrono::seconds(10));
-    EXPECT_EQ(received, n) << "digests=" << digests;
+    EXPECT_EQ(received, n) << "digests=" << digests << " at_once=" << at_once;
     EXPECT_EQ(at, wire.size());
+    // Zero copy: no payload byte went through the lookahead.
+    EXPECT_EQ(copied_payload_bytes() - copied_before, 0u);
   }
+}
+
+}  // namespace
+}  // namespace iserkit::datamover
+
+namespace iserkit::datamover {
+namespace {
+
+// The send pass (common/send_pass.hpp): receive() holds it from the second PDU that was already
+// there, keeps it while PDUs keep coming without a wait, and releases it (posted) just before it
+// waits for the socket, so a flusher deferred during the burst runs once, after it.
+TEST(TcpDatamover, ABurstOfArrivedPdusHoldsTheSendPassUntilTheSocketRunsDry) {
+  Pair p;
+  SendPass& pass = SendPass::of(p.io.get_executor());
+  p.server->set_send_pass(&pass);
+  p.server->set_max_recv_data_segment_length(1 << 20);
+  const auto payload = pattern(4096);
+  std::vector<PduOut> burst;
+  for (int i = 0; i < 10; ++i) {
+    // Every other one with a data segment: both read paths (BHS alone; segment + lookahead).
+    if (i % 2 == 0) {
+      burst.push_back(make_pdu(iscsi::DataOut{.itt = iscsi::Itt{static_cast<std::uint32_t>(i)}}, payload));
+    } else {
+      burst.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{static_cast<std::uint32_t>(i)}}));
+    }
+  }
+  p.run([&]() -> Awaitable<void> { EXPECT_FALSE(co_await p.client->send_batch(std::move(burst))); });
+
+  struct Flush : SendPass::Flusher {
+    int flushes = 0;
+    void flush_pass() override { ++flushes; }
+  } flush;
+  std::vector<bool> held;
+  int flushes_before_last = -1;
+  bool held_after_wait = true;
+  std::vector<std::byte> buffer(4096);
+  IntoBuffer placement;
+  placement.target = buffer;
+  asio::steady_timer later(p.io);
+  p.run([&]() -> Awaitable<void> {
+    for (int i = 0; i < 10; ++i) {
+      auto in = co_await p.server->receive(&placement);
+      EXPECT_TRUE(in);
+      if (!in) co_return;
+      EXPECT_EQ(to_u32(iscsi::itt_of(in->bhs)), static_cast<std::uint32_t>(i));
+      held.push_back(pass.held());
+      pass.defer(flush);  // what a reaction to this PDU would queue
+    }
+    // The socket is empty now: the next receive releases the pass before it waits. A PDU sent
+    // 50 ms later ends the wait.
+    later.expires_after(std::chrono::milliseconds(50));
+    later.async_wait([&](const boost::system::error_code&) {
+      asio::co_spawn(p.io, [&]() -> Awaitable<void> {
+        EXPECT_FALSE(co_await p.client->send(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{99}})));
+      }, asio::detached);
+    });
+    auto last = co_await p.server->receive(&placement);
+    EXPECT_TRUE(last);
+    flushes_before_last = flush.flushes;
+    held_after_wait = pass.held();
+  });
+  const std::vector<bool> want{false, true, true, true, true, true, true, true, true, true};
+  EXPECT_EQ(held, want) << "held from the second PDU of the burst on";
+  EXPECT_EQ(flushes_before_last, 1) << "one flush for the whole burst, before the wait ended";
+  EXPECT_FALSE(held_after_wait) << "a PDU after a wait starts a new burst: not held";
+}
+
+// A peer whose PDUs never stop coming: after a bounded number of PDUs received back to back the
+// receive yields the thread (other handlers run) and ends the burst (the pass is flushed), so one
+// connection can neither starve the others on its loop nor hold their output back.
+TEST(TcpDatamover, AnEndlessBurstYieldsTheThreadAndFlushesThePassOnTheWay) {
+  Pair p;
+  SendPass& pass = SendPass::of(p.io.get_executor());
+  p.server->set_send_pass(&pass);
+  constexpr int count = 200;
+  std::vector<PduOut> burst;
+  for (int i = 0; i < count; ++i) burst.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{static_cast<std::uint32_t>(i)}}));
+  p.run([&]() -> Awaitable<void> { EXPECT_FALSE(co_await p.client->send_batch(std::move(burst))); });
+  struct Flush : SendPass::Flusher {
+    int flushes = 0;
+    void flush_pass() override { ++flushes; }
+  } flush;
+  int received = 0;
+  int probe_ran_at = -1;
+  int flushes_during_burst = 0;
+  p.run([&]() -> Awaitable<void> {
+    for (int i = 0; i < count; ++i) {
+      auto in = co_await p.server->receive(nullptr);
+      EXPECT_TRUE(in);
+      if (!in) co_return;
+      ++received;
+      if (i == 0) asio::post(p.io, [&] { probe_ran_at = received; });
+      pass.defer(flush);
+    }
+    flushes_during_burst = flush.flushes;
+  });
+  EXPECT_EQ(received, count);
+  EXPECT_GT(probe_ran_at, 0);
+  EXPECT_LT(probe_ran_at, count) << "the receive never yielded the thread during the burst";
+  EXPECT_GE(flushes_during_burst, 2) << "the pass was held for the whole endless burst";
+}
+
+// At queue depth 1 (each PDU arrives alone, the receiver waits for each) the pass is never held:
+// nothing waits for the end of a burst and nothing is posted for it.
+TEST(TcpDatamover, PdusThatArriveOneAtATimeNeverHoldTheSendPass) {
+  Pair p;
+  SendPass& pass = SendPass::of(p.io.get_executor());
+  p.server->set_send_pass(&pass);
+  bool ever_held = false;
+  int received = 0;
+  asio::co_spawn(p.io, [&]() -> Awaitable<void> {
+    asio::steady_timer gap(p.io);
+    for (int i = 0; i < 5; ++i) {
+      gap.expires_after(std::chrono::milliseconds(20));
+      co_await gap.async_wait(asio::use_awaitable);
+      EXPECT_FALSE(co_await p.client->send(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{static_cast<std::uint32_t>(i)}})));
+    }
+  }, asio::detached);
+  p.run([&]() -> Awaitable<void> {
+    for (int i = 0; i < 5; ++i) {
+      auto in = co_await p.server->receive(nullptr);
+      EXPECT_TRUE(in);
+      if (!in) co_return;
+      ever_held = ever_held || pass.held();
+      ++received;
+    }
+  });
+  EXPECT_EQ(received, 5);
+  EXPECT_FALSE(ever_held);
 }
 
 }  // namespace

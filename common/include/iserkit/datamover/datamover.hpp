@@ -23,6 +23,7 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/result.hpp"
+#include "iserkit/common/send_pass.hpp"
 #include "iserkit/iscsi/pdu.hpp"
 
 namespace iserkit::datamover {
@@ -275,6 +276,18 @@ class Datamover {
   /// every receive fails with errc::protocol_error (the caller answers and closes: the login phase,
   /// where an oversize PDU ends the login anyway). Either way the announced length commits no memory.
   virtual void set_drain_oversize(bool drain) noexcept { (void)drain; }
+
+  /// Joins the event loop's send pass (send_pass.hpp; null: none, the default): receive() holds
+  /// `pass` while it returns PDUs that had already arrived (no wait between them) and releases it
+  /// (posted) just before it must wait for the transport, so what the caller's reactions to one
+  /// burst of PDUs queued leaves in one write per socket. Only for a loop run by one thread. The
+  /// default ignores it (no receive-side batching).
+  virtual void set_send_pass(SendPass* pass) noexcept { (void)pass; }
+
+  /// Ends the current receive burst: releases the send pass if this datamover holds it (posted).
+  /// The caller of receive() calls it before it waits for anything else (flow control): the
+  /// progress that wait needs may be output the pass holds back.
+  virtual void end_burst() {}
 
   /// Closes the connection; pending sends and receives complete with errors. Bytes already
   /// handed to the transport (a TCP send queue) may still be delivered after the call.

@@ -36,6 +36,9 @@ class TcpDatamover final : public Datamover {
   void set_digests(bool header, bool data) noexcept override { header_digest_ = header; data_digest_ = data; }
   void set_max_recv_data_segment_length(std::uint32_t bytes) noexcept override { max_recv_ = bytes; }
   void set_drain_oversize(bool drain) noexcept override { drain_oversize_ = drain; }
+  void set_send_pass(SendPass* pass) noexcept override { pass_ = pass; }
+  /// Also called by fill() when the socket has nothing more, before waiting.
+  void end_burst() override;
   void close() noexcept override;
   void abort() noexcept override;
   [[nodiscard]] std::string peer() const override { return peer_; }
@@ -51,6 +54,23 @@ class TcpDatamover final : public Datamover {
   };
   static void finish(const Pending& pending, std::error_code result);
   Awaitable<void> write_queued();
+  /// Reads into `parts` until at least `minimum` bytes came (at most their total), returning the
+  /// count: non-blocking reads on this thread while the socket has bytes (no suspension, no posted
+  /// completion); once a read came back short or found nothing, the burst ends (the send pass is
+  /// released) and Asio's async read takes over. Errors in `ec` (Asio's).
+  Awaitable<std::size_t> fill(std::span<const asio::mutable_buffer> parts, std::size_t minimum,
+                              boost::system::error_code& ec);
+  /// Copies up to out.size() staged bytes into `out` (consumed); returns how many.
+  std::size_t take(std::span<std::byte> out) noexcept;
+  /// Reads exactly out.size() bytes: staged ones first, then the socket (no read-ahead).
+  Awaitable<void> read_exact(std::span<std::byte> out, boost::system::error_code& ec);
+  /// Completes a data segment into `dest` (its first `filled` bytes already there) and its
+  /// trailer (padding, data digest): staged bytes first; the socket read of the rest also takes up
+  /// to one BHS of the next PDU into the staging area.
+  Awaitable<void> read_segment(std::span<std::byte> dest, std::size_t filled, std::span<std::byte> trailer,
+                               boost::system::error_code& ec);
+  /// Input for a PDU beyond the first since the last wait is here without waiting: hold the pass.
+  void continue_burst() noexcept;
 
   asio::ip::tcp::socket socket_;
   asio::any_io_executor executor_;
@@ -70,11 +90,20 @@ class TcpDatamover final : public Datamover {
   std::vector<Pending> write_batch_;
   std::vector<asio::const_buffer> write_rest_;  // what the non-blocking first write left (write_now)
   std::vector<std::byte> scratch_;
-  // Lookahead (zero copy): the read of a data segment also asks for up to one BHS of the next PDU,
-  // so a stream of PDUs with data costs one recvmsg each instead of two. It never holds more than
-  // one BHS, so no payload byte is ever read into it (and copied out of it).
+  // Lookahead (zero copy; staged_[staged_begin_, staged_end_)): the read of a data segment also
+  // asks for up to one BHS of the next PDU, so a stream of PDUs with data costs one recvmsg each
+  // instead of two. It never holds more than one BHS, so no payload byte is ever read into it (and
+  // copied out of it). A larger read-ahead after header-only PDUs was measured (one recvmsg for a
+  // run of SCSI Commands) and dropped: where such a run ends with a PDU that carries data, that
+  // data's start would be copied out of the staging area (docs/performance.md).
   std::array<std::byte, iscsi::bhs_size> staged_{};
-  std::size_t staged_bytes_ = 0;
+  std::size_t staged_begin_ = 0;
+  std::size_t staged_end_ = 0;
+  // The send pass (send_pass.hpp): held while receive() returns PDUs that were already here.
+  SendPass* pass_ = nullptr;
+  bool holding_ = false;
+  unsigned receives_since_wait_ = 0;  // receive() calls since the socket was last waited for
+  bool socket_dry_ = true;            // the last read got less than it asked for: the socket was emptied
 };
 
 }  // namespace iserkit::datamover
