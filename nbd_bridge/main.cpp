@@ -462,6 +462,7 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
     const auto isids = threads > 1 ? nbd::loop_isids(threads) : std::vector<std::array<std::byte, 6>>{};
     for (std::size_t k = 0; k < threads; ++k) {
       auto session_options = cfg.session;
+      session_options.batch_sends = true;  // each loop is one io_context run by one thread
       if (threads > 1) session_options.isid = isids[k];
       if (k == 0) {
         session_options.on_event = [status](const initiator::SessionEvent& e) { status->on_event(0, e); };

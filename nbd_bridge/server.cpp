@@ -84,6 +84,7 @@ struct Server::State {
     common.max_requests_in_flight = std::max<std::size_t>(options.max_requests_in_flight, 1);
     common.max_buffered_bytes = options.max_buffered_bytes;
     common.buffered_total = options.buffered_total;  // one sum over every loop's connections
+    common.batch_sends = options.single_threaded;    // a send pass needs a loop run by one thread
     for (auto& loop : loops) {
       assert(loop.io != nullptr && loop.exported);
       auto lane = std::make_unique<Lane>(*loop.io, std::move(loop.exported));

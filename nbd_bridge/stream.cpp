@@ -3,18 +3,98 @@
 
 #include "nbd_bridge/tls.hpp"
 
+#include <algorithm>
+#include <cstring>
+
+#include "iserkit/common/copy_counter.hpp"
+
 namespace iserkit::nbd {
+
+namespace {
+// Requests read back to back without a wait (read_exact() reads without blocking) before the
+// stream yields the thread once: the bound of one burst, and so of how long the send pass is held.
+constexpr unsigned max_burst_requests = 64;
+}  // namespace
 
 Stream::Stream(Socket socket) : socket_(std::move(socket)) {}
 
-Stream::~Stream() = default;
+Stream::~Stream() { end_burst(); }
 
-Awaitable<boost::system::error_code> Stream::read_exact(ByteSpan out) {
-  if (tls_) co_return co_await tls_->read_exact(socket_, out);
+void Stream::end_burst() {
+  requests_since_wait_ = 1;  // the read that now waits starts the next burst
+  if (!holding_) return;
+  holding_ = false;
+  pass_->release_later(socket_.get_executor());
+}
+
+Awaitable<boost::system::error_code> Stream::read_exact(ByteSpan out, ReadOptions options) {
+  if (tls_) {
+    end_burst();
+    co_return co_await tls_->read_exact(socket_, out);
+  }
   boost::system::error_code ec;
-  co_await asio::async_read(socket_, asio::buffer(out.data(), out.size()), transfer_all_uncapped(),
-                            use_awaitable_ec(ec));
+  if (options.starts_request && ++requests_since_wait_ > max_burst_requests) {
+    // A client whose requests never stop coming must not keep this thread (other connections,
+    // the iSCSI session) or the send pass: end the burst and let the queued handlers run.
+    end_burst();
+    co_await asio::post(socket_.get_executor(), asio::use_awaitable);
+    ++requests_since_wait_;
+  }
+  // What an earlier read took along first.
+  std::size_t got = std::min(out.size(), staged_end_ - staged_begin_);
+  if (got > 0) {
+    std::memcpy(out.data(), staged_.data() + staged_begin_, got);
+    if (options.payload) count_payload_copy(got);
+    staged_begin_ += got;
+    if (staged_begin_ == staged_end_) staged_begin_ = staged_end_ = 0;
+  }
+  if (got == out.size()) {
+    if (options.starts_request) hold_for_burst();
+    co_return ec;
+  }
+  // The read-ahead area is empty now.
+  if (!socket_.non_blocking()) {
+    socket_.non_blocking(true, ec);
+    if (ec) co_return ec;
+  }
+  ec.clear();
+  const std::size_t ahead = std::min(options.read_ahead, staged_.size());
+  while (got < out.size()) {
+    const std::array<asio::mutable_buffer, 2> parts{asio::buffer(out.data() + got, out.size() - got),
+                                                    asio::buffer(staged_.data(), ahead)};
+    const std::size_t asked = asio::buffer_size(parts);
+    std::size_t n = 0;
+    if (!socket_dry_) {
+      // The last read filled all it asked for: more is probably there. Read it on this thread.
+      n = socket_.read_some(parts, ec);
+      if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+        end_burst();
+        co_return ec;
+      }
+    }
+    if (socket_dry_ || ec) {
+      // The socket had nothing, or the last read came back short (it emptied the socket): the
+      // burst ends here. Asio's read tries once more and then waits (no epoll_ctl, unlike async_wait).
+      end_burst();
+      n = co_await socket_.async_read_some(parts, use_awaitable_ec(ec));
+      if (ec) co_return ec;
+    } else {
+      hold_for_burst();
+    }
+    socket_dry_ = n < asked;
+    got += n;
+    if (got > out.size()) {
+      staged_end_ = got - out.size();
+      got = out.size();
+    }
+  }
   co_return ec;
+}
+
+void Stream::hold_for_burst() noexcept {
+  if (pass_ == nullptr || holding_ || requests_since_wait_ < 2) return;
+  pass_->hold();  // a second request of this burst: what the first ones caused waits for its end
+  holding_ = true;
 }
 
 Awaitable<boost::system::error_code> Stream::write_all(std::span<const asio::const_buffer> buffers) {

@@ -4,6 +4,7 @@
 // Spec: NBD proto.md "TLS support" (after STARTTLS every byte in both directions is TLS records).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <span>
@@ -11,6 +12,7 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/common/result.hpp"
+#include "iserkit/common/send_pass.hpp"
 
 namespace iserkit::nbd {
 
@@ -34,8 +36,41 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
   ~Stream();
 
-  /// Reads exactly out.size() bytes (payload or header bytes; decrypted when TLS is on).
-  Awaitable<boost::system::error_code> read_exact(ByteSpan out);
+  /// How read_exact() reads (plain sockets; TLS ignores it).
+  struct ReadOptions {
+    /// These are a request's first bytes (its header): a burst of requests is counted in them
+    /// for the send pass (set_send_pass()).
+    bool starts_request = false;
+    /// These are payload bytes: the ones taken from the read-ahead area are counted as a copy
+    /// (copy_counter.hpp).
+    bool payload = false;
+    /// The socket read may also take up to this many bytes beyond `out` into the read-ahead area
+    /// (at most read_ahead_capacity), which later read_exact() calls take first: the next request
+    /// header after a WRITE payload. Bytes read ahead that turn out to be payload are copied out
+    /// of the area (counted), so the caller asks only for what cannot be payload.
+    std::size_t read_ahead = 0;
+  };
+  /// The most bytes read_exact() reads ahead (one NBD request header).
+  static constexpr std::size_t read_ahead_capacity = 28;
+
+  /// Reads exactly out.size() bytes (payload or header bytes; decrypted when TLS is on). Plain:
+  /// bytes read ahead earlier first, then non-blocking reads, so a request that already arrived
+  /// costs no suspension and no posted completion; it waits for the socket only when the socket
+  /// has nothing.
+  Awaitable<boost::system::error_code> read_exact(ByteSpan out, ReadOptions options);
+  /// read_exact() with the default options (no read-ahead).
+  Awaitable<boost::system::error_code> read_exact(ByteSpan out) { return read_exact(out, ReadOptions{}); }
+
+  /// Joins the loop's send pass (common/send_pass.hpp; null: none): while read_exact() returns
+  /// requests that had already arrived (a second one or more since the last wait), the pass is
+  /// held, so the commands and replies they cause leave in one write per socket; it is released
+  /// (posted) before the stream waits for the socket. Plain sockets only (TLS: never held).
+  void set_send_pass(SendPass* pass) noexcept { pass_ = pass; }
+
+  /// Ends the current burst: releases the send pass if this stream holds it (posted). The reader
+  /// calls it before it waits for anything but the socket (flow control), whose progress needs
+  /// the output the pass holds back.
+  void end_burst();
 
   /// Writes every byte of `buffers` in order (encrypted into TLS records when TLS is on). Plain:
   /// one non-blocking gather write first (no suspension when the socket takes it all).
@@ -68,8 +103,18 @@ class Stream {
   void abort() noexcept;
 
  private:
+  /// Input for a second request since the last wait is here without waiting: hold the pass.
+  void hold_for_burst() noexcept;
+
   Socket socket_;
   std::unique_ptr<TlsSession> tls_;
+  SendPass* pass_ = nullptr;
+  bool holding_ = false;
+  unsigned requests_since_wait_ = 0;
+  bool socket_dry_ = true;  // the last read got less than it asked for: the socket was emptied
+  std::array<std::byte, read_ahead_capacity> staged_{};  // read ahead: [staged_begin_, staged_end_)
+  std::size_t staged_begin_ = 0;
+  std::size_t staged_end_ = 0;
 };
 
 }  // namespace iserkit::nbd

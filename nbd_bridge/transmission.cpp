@@ -20,6 +20,7 @@ namespace iserkit::nbd {
 namespace {
 
 constexpr std::size_t max_replies_per_write = 64;  // replies gathered into one write (≤ 4 buffers each)
+static_assert(Stream::read_ahead_capacity == request_header_size, "a payload read takes one request header along");
 
 /// The buffers one reply goes out as, in wire order: its header, then its error message, BLOCK_STATUS
 /// payload or read data (proto.md "Simple reply message", "Structured reply chunk message").
@@ -129,7 +130,12 @@ Awaitable<void> Connection::run() {
   log::debug("nbd: transmission: size={} flags=0x{:x} structured={} max_payload={}", params_.size_bytes,
              params_.transmission_flags, params_.structured_replies, params_.max_payload_bytes);
 
+  if (options_.batch_sends) {
+    pass_ = &SendPass::of(stream_.socket().get_executor());
+    stream_.set_send_pass(pass_);
+  }
   co_await receive_loop();
+  stream_.end_burst();  // the replies still to come must not wait for a pass this reader held
 
   // proto.md NBD_CMD_DISC: the server MUST handle all outstanding requests before closing.
   while (in_flight_ > 0 || writing_) co_await wait_progress();
@@ -153,14 +159,18 @@ Awaitable<void> Connection::receive_loop() {
   auto self = shared_from_this();
   auto executor = co_await asio::this_coro::executor;
   std::array<std::byte, request_header_size> header_bytes{};
+  // Lookahead: a WRITE payload read takes the next request header along (one recvmsg per write
+  // request instead of two); header reads are exact, so no payload byte is ever read ahead of its
+  // buffer (zero copy).
   while (!dead_ && !stop_requested_) {
     // Flow control: stop reading while too many requests or too many payload bytes are held.
     while (!dead_ && (in_flight_ >= options_.max_requests_in_flight || buffered_bytes_ >= options_.max_buffered_bytes)) {
+      stream_.end_burst();  // the replies that make progress must not wait for this reader's pass
       co_await wait_progress();
     }
     if (dead_) break;
 
-    auto ec = co_await stream_.read_exact(header_bytes);
+    auto ec = co_await stream_.read_exact(header_bytes, {.starts_request = true});
     if (ec) {
       if (!is_disconnect(ec)) log::info("nbd: read request: {}", ec.message());
       // EOF without NBD_CMD_DISC: treated like a disconnect; outstanding requests still finish.
@@ -220,7 +230,8 @@ Awaitable<void> Connection::receive_loop() {
       }
       // Zero copy over a plain socket: the payload lands in the buffer the export writes from (over
       // TLS, GnuTLS decrypts into it).
-      ec = co_await stream_.read_exact(ByteSpan(payload.data(), payload.size()));
+      ec = co_await stream_.read_exact(ByteSpan(payload.data(), payload.size()),
+                                       {.payload = true, .read_ahead = request_header_size});
       if (ec) {
         log::info("nbd: short write payload: {}", ec.message());
         break;
@@ -387,40 +398,59 @@ void Connection::enqueue(Reply reply) {
     progress_.complete();
     return;
   }
-  if (!writing_ && queue_.empty()) {
-    // Nothing is being written: send this reply now, on this thread, without a writer coroutine
-    // (plain sockets; over TLS write_now() writes nothing). Only what the socket does not take
-    // goes to the writer.
-    ReplyBuffers parts;
-    gather(reply, parts);
-    boost::system::error_code ec;
-    const std::size_t sent = stream_.write_now(parts.view(), ec);
-    if (ec) {
-      if (!is_disconnect(ec)) log::info("nbd: write reply: {}", ec.message());
-      retire(reply.accounted_bytes);
-      hard_close();
-      progress_.complete();
-      return;
-    }
-    if (sent == asio::buffer_size(parts.view())) {
-      ++stats_.reply_batches;
-      retire(reply.accounted_bytes);
-      progress_.complete();
-      return;
-    }
-    reply.sent_bytes = sent;
-  }
   queue_.push_back(std::move(reply));
-  if (!writing_) {
-    writing_ = true;
-    asio::co_spawn(stream_.socket().get_executor(), write_loop(), [self = shared_from_this()](std::exception_ptr e) {
-      if (e) {
-        log::error("nbd: writer threw; closing the connection");
-        self->writing_ = false;
-        self->hard_close();
-      }
-    });
+  if (writing_) return;  // the writer takes it, in order
+  // While requests or iSCSI responses that already arrived are being handled (the loop's send
+  // pass is held), the reply waits: the pass's end writes every reply of the burst at once.
+  if (pass_ != nullptr && pass_->defer(*this)) return;
+  write_queued_now();
+}
+
+void Connection::flush_pass() {
+  if (!writing_ && !dead_ && !queue_.empty()) write_queued_now();
+}
+
+void Connection::write_queued_now() {
+  // One non-blocking gather write of the queued replies, on this thread, without a writer
+  // coroutine (plain sockets; over TLS write_now() writes nothing). Replies written whole are
+  // retired; what the socket does not take goes to the writer.
+  const std::size_t count = std::min(queue_.size(), max_replies_per_write);
+  now_buffers_.clear();
+  for (std::size_t i = 0; i < count; ++i) gather(queue_[i], now_buffers_);
+  boost::system::error_code ec;
+  std::size_t sent = stream_.write_now(now_buffers_, ec);
+  if (ec) {
+    if (!is_disconnect(ec)) log::info("nbd: write reply: {}", ec.message());
+    hard_close();  // retires every queued reply
+    return;
   }
+  bool retired_any = false;
+  for (std::size_t i = 0; i < count; ++i) {
+    ReplyBuffers parts;
+    gather(queue_.front(), parts);
+    const std::size_t size = asio::buffer_size(parts.view());
+    if (sent < size) {
+      queue_.front().sent_bytes = sent;
+      break;
+    }
+    sent -= size;
+    retire(queue_.front().accounted_bytes);
+    queue_.pop_front();
+    retired_any = true;
+  }
+  if (retired_any) {
+    ++stats_.reply_batches;
+    progress_.complete();
+  }
+  if (queue_.empty()) return;
+  writing_ = true;
+  asio::co_spawn(stream_.socket().get_executor(), write_loop(), [self = shared_from_this()](std::exception_ptr e) {
+    if (e) {
+      log::error("nbd: writer threw; closing the connection");
+      self->writing_ = false;
+      self->hard_close();
+    }
+  });
 }
 
 Awaitable<void> Connection::write_loop() {

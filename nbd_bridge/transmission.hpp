@@ -59,6 +59,11 @@ struct ConnectionOptions {
   /// (iSER: the new connection's registered memory, perhaps on another RDMA device); a cached pool
   /// would send every payload through a counted copy from then on.
   std::function<BufferPool*()> pool_source;
+  /// Batch replies per event-loop pass (common/send_pass.hpp): while requests that already
+  /// arrived are being read, and while the iSCSI side returns responses that already arrived,
+  /// replies wait and leave in one gather write when the burst ends. Only when the connection's
+  /// executor is run by one thread (iserkit-nbd's loops).
+  bool batch_sends = false;
 };
 
 /// Counters of one connection, for tests and logs.
@@ -70,7 +75,7 @@ struct ConnectionStats {
 };
 
 /// One client connection. Create with Connection::create() and co_spawn run() on the socket's executor.
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection : public std::enable_shared_from_this<Connection>, private SendPass::Flusher {
  public:
   /// Takes ownership of a connected socket. `exported` is shared with other connections.
   static std::shared_ptr<Connection> create(Socket socket, std::shared_ptr<Export> exported,
@@ -118,6 +123,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void send_block_status(const RequestHeader& request, std::span<const BlockExtent> descriptors);
   void send_error(const RequestHeader& request, NbdError error, std::string message, std::size_t accounted_bytes);
   void enqueue(Reply reply);
+  void flush_pass() override;
+  void write_queued_now();
   void retire(std::size_t accounted_bytes) noexcept;
   void hard_close() noexcept;
   BufferPool& pool() noexcept;
@@ -128,6 +135,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   TransmissionParams params_;
   ConnectionStats stats_;
   std::deque<Reply> queue_;
+  SendPass* pass_ = nullptr;  // ConnectionOptions::batch_sends: the loop's send pass
+  std::vector<asio::const_buffer> now_buffers_;  // write_queued_now()'s gather list, kept between calls
   Completion progress_;          // completed whenever a reply is retired or the writer stops
   std::size_t in_flight_ = 0;    // requests read whose reply has not been written (or dropped)
   std::size_t buffered_bytes_ = 0;

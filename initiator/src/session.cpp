@@ -51,10 +51,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
 
-struct Session::Impl final : datamover::DataPlacement {
+struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
   Impl(asio::any_io_executor e, std::unique_ptr<datamover::Datamover> d, SessionOptions o, EngineConfig config,
        EngineStart start)
       : ex(std::move(e)),
+        pass(o.batch_sends ? &SendPass::of(ex) : nullptr),
         dm(std::move(d)),
         options(std::move(o)),
         engine(config, start, Clock::now()),
@@ -62,6 +63,7 @@ struct Session::Impl final : datamover::DataPlacement {
         reconnect_timer(ex) {}
 
   asio::any_io_executor ex;
+  SendPass* pass;  // SessionOptions::batch_sends: the loop's send pass, else null
   // Shared: a loop still awaiting the previous connection keeps it alive until it returns.
   std::shared_ptr<datamover::Datamover> dm;
   SessionOptions options;
@@ -131,7 +133,8 @@ struct Session::Impl final : datamover::DataPlacement {
         if (p.borrower != 0) ++borrowed_count(p.borrower);
         outbox.push_back(std::move(p));
       }
-      if (!defer_wake) outbox_ready.set();
+      // During a burst of received PDUs (the send pass held) the sender waits for its end.
+      if (!defer_wake && !(pass != nullptr && pass->defer(*this))) outbox_ready.set();
     }
     for (auto& c : a.completions) {
       if (borrowed.contains(c.id)) {
@@ -225,6 +228,7 @@ struct Session::Impl final : datamover::DataPlacement {
         continue;
       }
       dm = std::shared_ptr<datamover::Datamover>(std::move(r->datamover));
+      dm->set_send_pass(pass);
       ++connection_serial;
       params = r->parameters;
       prepare_again();
@@ -294,12 +298,19 @@ struct Session::Impl final : datamover::DataPlacement {
     // post and no resumption of the send loop per command (that hop cost about 14 % of the
     // bridge's instructions per 4 KiB read at QD1, docs/performance.md). While a send is under way
     // its sender takes these PDUs too, in order, when its write completes.
+    // During a burst of received PDUs (the send pass held: other commands are being issued in the
+    // same pass) the PDUs wait for the pass to end and leave together (flush_pass()).
     defer_wake = true;
     apply();
     defer_wake = false;
-    if (!outbox.empty() && !sender_busy) co_await send_outbox();
+    if (!outbox.empty() && !sender_busy && !(pass != nullptr && pass->defer(*this))) co_await send_outbox();
     co_await w.done.wait();
     co_return std::move(w.outcome);
+  }
+
+  // ---- SendPass::Flusher: the pass ended; what it queued goes out in one batch ----
+  void flush_pass() override {
+    if (!outbox.empty()) outbox_ready.set();
   }
 
   // ---- DataPlacement: Data-In lands in the command's buffer at BufferOffset ----
@@ -506,6 +517,7 @@ std::shared_ptr<Session> start_session(asio::any_io_executor ex, std::unique_ptr
   Session::Impl& i = *impl;
   auto session = std::make_shared<Session>(std::move(impl));
   i.owner = session;
+  i.dm->set_send_pass(i.pass);
   asio::co_spawn(ex, i.receive_loop(session, i.dm, i.generation), asio::detached);
   asio::co_spawn(ex, i.timer_loop(session), asio::detached);
   asio::co_spawn(ex, i.send_loop(std::weak_ptr<Session>(session)), asio::detached);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <ctime>
+#include <iterator>
 
 #include <fmt/chrono.h>
 #include <utility>
@@ -96,6 +97,12 @@ Awaitable<void> Connection::run() {
     if (hooks_.logged_in) hooks_.logged_in();
     open_nexus();
     start_engine();
+    // Batch sends per loop pass (common/send_pass.hpp): each of the target's io_contexts is run by
+    // one thread. While the datamover returns commands that already arrived, or the io_uring
+    // backend reaps several completions, the writer waits and then sends every response of the
+    // burst in one gather write.
+    pass_ = &SendPass::of(datamover_->executor());
+    datamover_->set_send_pass(pass_);
     backend_idle_.set();
     asio::co_spawn(datamover_->executor(), writer(), asio::detached);
     if (limits_.idle_interval.count() > 0) asio::co_spawn(datamover_->executor(), timer_loop(), asio::detached);
@@ -351,6 +358,9 @@ Awaitable<void> Connection::receive_loop() {
     engine_->on_pdu(*in, std::chrono::steady_clock::now());
     pump();
     while (ordered_.size() > max_ordered_actions && !closed_) {
+      // The writer must not wait for a send pass this receive holds (a peer that stopped reading
+      // would stall every connection of the loop: limits.py immediate_reads).
+      datamover_->end_burst();
       ordered_room_.reset();
       co_await ordered_room_.wait();
     }
@@ -404,6 +414,8 @@ void Connection::pump() {
   if (queued) ordered_ready_.set();
 }
 
+void Connection::flush_pass() { ordered_ready_.set(); }
+
 Awaitable<void> Connection::writer() {
   auto self = shared_from_this();
   while (true) {
@@ -414,8 +426,27 @@ Awaitable<void> Connection::writer() {
       co_await ordered_ready_.wait();
       continue;
     }
+    // A burst of commands or backend completions is being handled (the loop's send pass is held):
+    // wait for its end and send every response it produced together. Not when the queue is at
+    // its bound: the receive loop waits for room then, and the pass may be its datamover's.
+    if (!writer_stop_ && pass_ != nullptr && ordered_.size() <= max_ordered_actions && pass_->defer(*this)) {
+      ordered_ready_.reset();
+      co_await ordered_ready_.wait();
+      continue;
+    }
     EngineAction action = std::move(ordered_.front());
     ordered_.pop_front();
+    if (auto* batch = std::get_if<SendPdus>(&action)) {
+      // The PDU batches queued right behind it join it (in order): the responses of one pass
+      // leave in one gather write.
+      while (!ordered_.empty()) {
+        auto* next = std::get_if<SendPdus>(&ordered_.front());
+        if (next == nullptr) break;
+        std::move(next->pdus.begin(), next->pdus.end(), std::back_inserter(batch->pdus));
+        std::move(next->keep.begin(), next->keep.end(), std::back_inserter(batch->keep));
+        ordered_.pop_front();
+      }
+    }
     if (ordered_.size() <= max_ordered_actions) ordered_room_.set();
     if (auto* batch = std::get_if<SendPdus>(&action)) {
       // One ordered batch: a read's Data-In PDUs and its status in one gather write on TCP.

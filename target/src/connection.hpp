@@ -50,7 +50,9 @@ struct ConnectionHooks {
 };
 
 /// One target connection (and its single-connection session).
-class Connection final : public std::enable_shared_from_this<Connection>, private datamover::DataPlacement {
+class Connection final : public std::enable_shared_from_this<Connection>,
+                         private datamover::DataPlacement,
+                         private SendPass::Flusher {
  public:
   /// `registry` is shared by every connection; `datamover` is connected.
   /// `limits`: timeouts and per-connection bounds (login timeout, idle NOP-In ping, immediate
@@ -93,6 +95,8 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   };
 
   std::span<std::byte> place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept override;
+  /// The loop's send pass ended: the writer takes what the pass queued (SendPass::Flusher).
+  void flush_pass() override;
 
   Awaitable<bool> login();
   /// What reinstate() found.
@@ -149,6 +153,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   iscsi::OperationalParameters params_;
   std::unique_ptr<SessionEngine> engine_;
   std::deque<EngineAction> ordered_;  // for writer(), in order
+  SendPass* pass_ = nullptr;          // the loop's send pass (full-feature phase)
   Event ordered_ready_;               // ordered_ got work (or the writer must stop)
   Event ordered_room_;                // ordered_ drained below the receive loop's bound
   bool writer_stop_ = false;

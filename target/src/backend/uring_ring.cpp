@@ -3,6 +3,7 @@
 #include "backend/uring_ring.hpp"
 
 #include "iserkit/common/log.hpp"
+#include "iserkit/common/send_pass.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -130,7 +131,15 @@ void UringService::arm() {
 
 void UringService::reap() {
   io_uring_cqe* cqe = nullptr;
+  // Two or more completions at once: hold the loop's send pass (common/send_pass.hpp) until the
+  // coroutines they resume have run, so their responses leave in one write per connection.
+  SendPass* pass = nullptr;
+  std::size_t reaped = 0;
   while (io_uring_peek_cqe(&*ring_, &cqe) == 0 && cqe != nullptr) {
+    if (++reaped == 2) {
+      pass = &SendPass::of(*executor_);
+      pass->hold();
+    }
     auto* op = static_cast<UringOp*>(io_uring_cqe_get_data(cqe));
     const int res = cqe->res;
     io_uring_cqe_seen(&*ring_, cqe);
@@ -140,6 +149,7 @@ void UringService::reap() {
       op->done.complete();  // resumes the coroutine through its executor (never inline)
     }
   }
+  if (pass != nullptr) pass->release_later(*executor_);
 }
 
 }  // namespace iserkit::target::detail

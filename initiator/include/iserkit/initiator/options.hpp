@@ -104,6 +104,11 @@ struct SessionOptions {
   /// Cap on commands in flight in this session (on top of the target's CmdSN window); also the ITT
   /// table size. 1..65535.
   std::uint32_t max_commands_in_flight = 128;
+  /// Batch sends per event-loop pass (common/send_pass.hpp): while the connection's receive
+  /// returns PDUs that had already arrived, the commands and PDUs queued meanwhile wait and leave
+  /// in one gather write when the burst ends (at queue depth 1 nothing waits). Only for an
+  /// executor whose execution context one thread runs (iserkit-nbd's loops); off by default.
+  bool batch_sends = false;
   /// Transport choice; see TransportPolicy.
   TransportPolicy transport = TransportPolicy::from_url;
   /// Network namespace (/run/netns/NAME) in which every connection of the session is opened (TCP
