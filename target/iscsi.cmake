@@ -10,6 +10,7 @@ add_library(iserkit_target STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data_phase.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login_throttle.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/lu_identity_store.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/portal.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/reload.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/session_engine.cpp

@@ -49,8 +49,9 @@ int run(int argc, char** argv) {
   cxxopts::Options options("iserkit-target", "iSCSI target serving files, block devices and memory LUNs");
   options.add_options()
       ("lun", "LUN source: a file or block device, mem:SIZE for a sparse memory LUN (e.g. mem:64M; "
-              "suffixes K, M, G, T are powers of 1024), or rbd:POOL/IMAGE for a Ceph RBD image. Repeat for "
-              "lun0, lun1, ...",
+              "suffixes K, M, G, T are powers of 1024), or rbd:POOL/IMAGE for a Ceph RBD image, optionally "
+              "followed by the LU identity: ,uuid=UUID ,serial=TEXT ,naa=HEX (default: a UUID kept with the file "
+              "in xattr user.iserkit.lu-uuid; see README \"LU identity\"). Repeat for lun0, lun1, ...",
        cxxopts::value<std::vector<std::string>>())
       ("iqn", "target name; with --export-dir the base name of the targets",
        cxxopts::value<std::string>()->default_value("iqn.2026-11.org.iserkit:target"))
@@ -167,10 +168,21 @@ int run(int argc, char** argv) {
     }
   }
   if (args.count("lun")) {
+    // cxxopts splits vector values at commas: glue "SOURCE,uuid=…,serial=…,naa=…" back together.
+    std::vector<std::string> luns;
     for (const auto& l : args["lun"].as<std::vector<std::string>>()) {
+      if (!luns.empty() && (l.starts_with("uuid=") || l.starts_with("serial=") || l.starts_with("naa="))) {
+        luns.back() += "," + l;
+      } else {
+        luns.push_back(l);
+      }
+    }
+    for (const auto& l : luns) {
       auto s = iserkit::target::parse_lun_source(l);
       if (!s) {
-        std::cerr << "iserkit-target: --lun " << l << ": expected a path, mem:SIZE or rbd:POOL/IMAGE\n";
+        std::cerr << "iserkit-target: --lun " << l << ": expected a path, mem:SIZE or rbd:POOL/IMAGE, optionally "
+                     "followed by ,uuid=UUID (8-4-4-4-12 hex digits) ,serial=TEXT (1..247 printable ASCII, no comma) "
+                     ",naa=HEX (16 hex digits of NAA 2, 3 or 5, or 32 of NAA 6), each at most once\n";
         return 2;
       }
       if (s->rbd && !iserkit::target::rbd_backend_available()) {
@@ -178,7 +190,7 @@ int run(int argc, char** argv) {
         return 2;
       }
       if (!s->memory && !s->rbd && !std::filesystem::exists(s->path)) {
-        std::cerr << "iserkit-target: --lun " << l << ": no such file or device\n";
+        std::cerr << "iserkit-target: --lun " << s->path.string() << ": no such file or device\n";
         return 2;
       }
       config.luns.push_back(*s);

@@ -102,13 +102,51 @@ std::filesystem::path LunSource::open_path() const {
 }
 
 std::string LunSource::display() const {
-  if (memory) return "mem";
-  if (rbd) return "rbd:" + rbd->pool + "/" + rbd->image;
-  return path.string();
+  std::string out = memory ? "mem" : rbd ? "rbd:" + rbd->pool + "/" + rbd->image : path.string();
+  if (identity.uuid) out += ",uuid=" + to_string(*identity.uuid);
+  if (!identity.serial.empty()) out += ",serial=" + identity.serial;
+  if (!identity.naa.empty()) {
+    out += ",naa=";
+    for (auto b : identity.naa) out += fmt::format("{:02x}", b);
+  }
+  return out;
 }
+
+namespace {
+
+// Takes ",uuid=…", ",serial=…" and ",naa=…" off the end of a --lun value into `identity`.
+Result<void> take_identity_options(std::string_view& text, LuIdentityOverride& identity) {
+  for (;;) {
+    const auto comma = text.rfind(',');
+    if (comma == std::string_view::npos) return {};
+    const std::string_view option = text.substr(comma + 1);
+    const auto eq = option.find('=');
+    if (eq == std::string_view::npos) return {};
+    const std::string_view key = option.substr(0, eq);
+    const std::string_view value = option.substr(eq + 1);
+    if (key == "uuid") {
+      auto uuid = parse_uuid(value);
+      if (!uuid || identity.uuid) return fail(errc::invalid_argument);
+      identity.uuid = *uuid;
+    } else if (key == "serial") {
+      if (!check_unit_serial(value) || !identity.serial.empty()) return fail(errc::invalid_argument);
+      identity.serial = std::string(value);
+    } else if (key == "naa") {
+      auto naa = parse_naa_designator(value);
+      if (!naa || !identity.naa.empty()) return fail(errc::invalid_argument);
+      identity.naa = std::move(*naa);
+    } else {
+      return {};  // not an identity option: part of the source (a path with a comma)
+    }
+    text = text.substr(0, comma);
+  }
+}
+
+}  // namespace
 
 Result<LunSource> parse_lun_source(std::string_view text) {
   LunSource out;
+  if (auto r = take_identity_options(text, out.identity); !r) return fail(r.error());
   if (text.starts_with("rbd:")) {
     text.remove_prefix(4);
     const auto slash = text.find('/');

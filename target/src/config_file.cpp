@@ -185,7 +185,7 @@ struct Parser {
     if (lun_texts->empty()) return error_at(source, *luns, "target " + t.iqn + ": \"luns\" is empty");
     for (const auto& l : *lun_texts) {
       auto s = parse_lun_source(l);
-      if (!s) return error_at(source, *luns, "target " + t.iqn + ": bad LUN \"" + l + "\" (a path, mem:SIZE or rbd:POOL/IMAGE)");
+      if (!s) return error_at(source, *luns, "target " + t.iqn + ": bad LUN \"" + l + "\" (a path, mem:SIZE or rbd:POOL/IMAGE, optionally followed by ,uuid=UUID ,serial=TEXT ,naa=HEX)");
       if (!s->memory && !s->rbd) s->path = resolve(s->path.string());
       t.luns.push_back(std::move(*s));
     }

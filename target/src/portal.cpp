@@ -1,7 +1,7 @@
 // TargetServer: TCP portals (RFC 7143 §4.2.6) and, beside each, an iSER portal on the same address
 // and port (RFC 7145 §5: an RDMA CM listener; the connection then runs the same login and
 // full-feature code over the iSER datamover), I/O threads, and building target nodes and LUNs
-// from the configuration (SAM-5 §4.6.4 logical units; SPC-5 §7.7.3/§7.7.6 serial and designators).
+// from the configuration (SAM-5 §4.6.4 logical units; their names: docs/lu-identity.md).
 #include "iserkit/target/target.hpp"
 
 #include <algorithm>
@@ -28,6 +28,7 @@
 #include "admission.hpp"
 #include "connection.hpp"
 #include "export_dir.hpp"
+#include "lu_identity_store.hpp"
 #include "reload.hpp"
 #include "target_status.hpp"
 #include "tenant.hpp"
@@ -70,18 +71,6 @@ std::uint64_t max_open_connections(const ConnectionLimits& limits) {
   return r.rlim_cur > reserve + 1 ? r.rlim_cur - reserve : 1;
 }
 
-std::uint32_t fnv1a(std::string_view s) noexcept {
-  std::uint32_t h = 2166136261u;
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
-  return h;
-}
-
-std::uint64_t fnv1a64(std::string_view s) noexcept {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  return h;
-}
-
 Result<std::shared_ptr<BlockBackend>> open_lun(const LunSource& source, const TargetConfig& config) {
   if (source.memory) {
     return make_memory_backend(MemoryBackendOptions{.size_bytes = source.size_bytes,
@@ -104,8 +93,8 @@ Result<std::shared_ptr<BlockBackend>> open_lun(const LunSource& source, const Ta
                                                .block_size_bytes = config.block_size_bytes});
 }
 
-// Opens LUN number `index` of target `name` from `source`: the backend and its logical unit.
-Result<std::shared_ptr<LogicalUnit>> make_unit(const std::string& name, std::size_t index, const LunSource& source,
+// Opens a LUN of target `name` from `source`: the backend and its logical unit.
+Result<std::shared_ptr<LogicalUnit>> make_unit(const std::string& name, const LunSource& source,
                                                const TargetConfig& config) {
   auto backend = open_lun(source, config);
   if (!backend) {
@@ -118,14 +107,48 @@ Result<std::shared_ptr<LogicalUnit>> make_unit(const std::string& name, std::siz
   }
   LogicalUnitOptions options;
   options.read_only = config.read_only;
-  // A distinct, stable serial per LUN (VPD 0x80), from which the NAA designator derives too:
-  // from the storage's own name when it has one (an RBD image: the same on every gateway),
-  // else from the target name and LUN number.
-  if (const auto& id = (*backend)->capabilities().storage_id; !id.empty())
-    options.identity.serial = fmt::format("{:016x}", fnv1a64(id));
-  else
-    options.identity.serial = fmt::format("{:08x}{:04x}", fnv1a(name), static_cast<unsigned>(index));
-  return std::make_shared<LogicalUnit>(std::move(*backend), options);
+  // The LU's name (docs/lu-identity.md): configured; else the storage's own name (an RBD image:
+  // the same on every gateway); else kept with the file (xattr) or the device's identity; a
+  // memory LUN, which lives and dies with this process, gets a new one per run.
+  const auto& configured = source.identity;
+  Result<LuUuid> lu;
+  if (configured.uuid) {
+    lu = LuUuid{.uuid = *configured.uuid, .origin = LuUuidOrigin::configured, .detail = {}};
+  } else if (const auto& id = (*backend)->capabilities().storage_id; !id.empty()) {
+    lu = lu_uuid_of_storage(id);
+  } else if (source.memory) {
+    auto fresh = random_uuid();
+    if (fresh) lu = LuUuid{.uuid = *fresh, .origin = LuUuidOrigin::process, .detail = {}};
+    else lu = fail(fresh.error());
+  } else if (source.rbd) {
+    // An image without an id (rbd_unavailable never opens one): one name per target and LUN.
+    const std::string id = fmt::format("rbd-name:{}:{}/{}", name, source.rbd->pool, source.rbd->image);
+    lu = LuUuid{.uuid = name_based_uuid(id), .origin = LuUuidOrigin::storage_name, .detail = id};
+  } else {
+    static const std::string host = host_id();
+    lu = lu_uuid_of_file(source.open_path(), host);
+  }
+  if (!lu) {
+    if (lu.error() == make_error_code(errc::invalid_argument))
+      log::error("lun: {}: xattr {} holds no UUID; give the LUN ,uuid=UUID or remove it (setfattr -x {} FILE) "
+                 "to have a new one made (the LU's identity then changes)",
+                 log::escaped(source.display()), lu_uuid_xattr, lu_uuid_xattr);
+    else
+      log::error("lun: {}: cannot find its LU UUID: {}", log::escaped(source.display()), lu.error().message());
+    return fail(lu.error());
+  }
+  options.identity.uuid = lu->uuid;
+  options.identity.serial = configured.serial;
+  options.identity.naa = configured.naa;
+  if (lu->origin == LuUuidOrigin::host_file)
+    log::warn("lun: {}: LU UUID {} not kept with the storage ({}): it changes if the file is moved or copied, and "
+              "other hosts derive another; give ,uuid= for shared storage (docs/lu-identity.md)",
+              log::escaped(source.display()), to_string(lu->uuid), lu->detail);
+  auto unit = std::make_shared<LogicalUnit>(std::move(*backend), options);
+  const bool show_detail = lu->origin == LuUuidOrigin::device_id || lu->origin == LuUuidOrigin::storage_name;
+  log::info("lun: {}: LU UUID {} ({}{}), serial {}", log::escaped(source.display()), to_string(unit->uuid()),
+            to_string(lu->origin), show_detail ? ", " + lu->detail : std::string(), log::escaped(unit->serial()));
+  return unit;
 }
 
 Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std::string& alias,
@@ -137,7 +160,7 @@ Result<std::shared_ptr<TargetNode>> make_node(const std::string& name, const std
   node->dispatcher = std::make_shared<ScsiDispatcher>();
   std::string line = name + ":";
   for (std::size_t i = 0; i < luns.size(); ++i) {
-    auto unit = make_unit(name, i, luns[i], config);
+    auto unit = make_unit(name, luns[i], config);
     if (!unit) return fail(unit.error());
     if (auto r = node->dispatcher->add_logical_unit(static_cast<std::uint16_t>(i), *unit); !r) return fail(r.error());
     line += fmt::format(" lun{}={}({} bytes)", i, log::escaped(luns[i].display()),
@@ -344,7 +367,7 @@ struct TargetServer::Impl {
       Grown g{.node = registry->find(t.iqn), .units = {}, .replacement = nullptr};
       if (!g.node) return tl::unexpected(ConfigError{fmt::format("target {}: not served now", t.iqn)});
       for (std::size_t i = c.first_new_lun; i < t.luns.size(); ++i) {
-        auto unit = make_unit(t.iqn, i, t.luns[i], config);
+        auto unit = make_unit(t.iqn, t.luns[i], config);
         if (!unit)
           return tl::unexpected(ConfigError{fmt::format("target {}: lun {}: cannot open {}: {}", t.iqn, i,
                                                         t.luns[i].display(), unit.error().message())});

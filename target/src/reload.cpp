@@ -65,6 +65,7 @@ const TargetDefinition* find_target(const std::vector<TargetDefinition>& targets
 }  // namespace
 
 bool same_lun_source(const LunSource& a, const LunSource& b) {
+  if (a.identity != b.identity) return false;  // another identity is another logical unit
   if (a.memory != b.memory || a.rbd.has_value() != b.rbd.has_value()) return false;
   if (a.memory) return a.size_bytes == b.size_bytes;
   if (a.rbd) return a.rbd->pool == b.rbd->pool && a.rbd->image == b.rbd->image;

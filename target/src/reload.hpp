@@ -44,7 +44,7 @@ struct ReloadPlan {
 tl::expected<ReloadPlan, ConfigError> plan_reload(const TargetConfig& current, const TargetConfig& next);
 
 /// True when two LUN sources name the same storage (memory LUN of the same size, the same RBD
-/// image, or the same path).
+/// image, or the same path) with the same configured identity (LuIdentityOverride).
 [[nodiscard]] bool same_lun_source(const LunSource& a, const LunSource& b);
 
 }  // namespace iserkit::target

@@ -405,7 +405,7 @@ Result<std::shared_ptr<BlockBackend>> open_rbd_backend(const RbdBackendOptions& 
     if (rbd_get_id(image, id, sizeof id) == 0 && rados_cluster_fsid((*cluster)->handle(), fsid, sizeof fsid) > 0)
       storage_id = fmt::format("rbd:{}/{}/{}", fsid, rados_ioctx_get_id(ioctx), id);
     else
-      log::warn("rbd: {}/{}: no image id; the LUN's identity comes from its target name", log::escaped(o.pool),
+      log::warn("rbd: {}/{}: no image id; the LUN's identity comes from its target, pool and image names", log::escaped(o.pool),
                 log::escaped(o.image));
   }
   // Several gateways rely on librbd's exclusive lock (target/README.md): warn when it is off.

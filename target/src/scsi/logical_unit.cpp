@@ -1,25 +1,12 @@
-// LogicalUnit: derives the reported identity (serial number, NAA locally assigned designator,
-// SPC-5 §7.7.6.6.4) and limits (SBC-4 §6.6.4) of one logical unit from its backend and options.
+// LogicalUnit: derives the reported identity (serial number, SPC-5 §7.7.15; NAA IEEE Registered
+// Extended designator, §7.7.6.6; both from the unit's UUID, docs/lu-identity.md) and limits
+// (SBC-4 §6.6.4) of one logical unit from its backend and options.
 #include "iserkit/target/logical_unit.hpp"
 
 #include <cassert>
-#include <cstdio>
-#include <string_view>
 #include <utility>
 
 namespace iserkit::target {
-namespace {
-
-// FNV-1a, 64 bits: a stable, dependency-free hash for deriving identifiers.
-std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 0xcbf29ce484222325ull) noexcept {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-}  // namespace
 
 LogicalUnit::LogicalUnit(std::shared_ptr<BlockBackend> backend, LogicalUnitOptions options)
     : backend_(std::move(backend)), options_(std::move(options)) {
@@ -29,21 +16,17 @@ LogicalUnit::LogicalUnit(std::shared_ptr<BlockBackend> backend, LogicalUnitOptio
   block_count_.store(backend_->size_bytes() / block_size_, std::memory_order_release);
   read_only_ = options_.read_only || caps.read_only;
   thin_ = caps.can_discard && !read_only_;
+  // docs/lu-identity.md: every designator of the unit derives from one name, its UUID; a
+  // configured serial or NAA designator replaces the derived one.
   const auto& id = options_.identity;
-  if (id.naa_locally_assigned) {
-    naa_ = *id.naa_locally_assigned;
+  uuid_ = id.uuid ? *id.uuid : name_based_uuid("unit:" + id.vendor + "\n" + id.product + "\n" + id.serial);
+  if (id.naa.empty()) {
+    const auto naa = naa_from_uuid(uuid_);
+    naa_.assign(naa.begin(), naa.end());
   } else {
-    naa_ = fnv1a(id.serial, fnv1a(id.product, fnv1a(id.vendor)));
+    naa_ = id.naa;
   }
-  // SPC-5 §7.7.6.6.4: NAA field 3h (locally assigned) in the top nibble, 60 bits of value.
-  naa_ = (naa_ & 0x0fffffffffffffffull) | 0x3000000000000000ull;
-  if (id.serial.empty()) {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(naa_));
-    serial_ = buf;
-  } else {
-    serial_ = id.serial;
-  }
+  serial_ = id.serial.empty() ? unit_serial_from_uuid(uuid_) : id.serial;
   std::uint32_t max_blocks = options_.max_transfer_bytes / block_size_;
   if (caps.max_io_bytes != 0) {
     const std::uint32_t backend_max = caps.max_io_bytes / block_size_;

@@ -57,13 +57,15 @@ std::vector<std::byte> vpd_page(const LogicalUnit& unit, std::uint8_t page, Targ
       return scsi::encode_vpd_page(page, as_bytes(unit.serial()));
     case scsi::vpd::device_identification: {
       std::vector<scsi::Designator> ds;
-      // NAA locally assigned (SPC-5 §7.7.6.6.4), binary, associated with the logical unit.
+      // NAA (SPC-5 §7.7.6.6), binary, associated with the logical unit: NAA 6h IEEE Registered
+      // Extended derived from the unit's UUID (docs/lu-identity.md), or the configured one.
       scsi::Designator naa;
       naa.type = scsi::DesignatorType::naa;
-      naa.value.resize(8);
-      store_be64(naa.value.data(), unit.naa());
+      naa.value.assign(reinterpret_cast<const std::byte*>(unit.naa().data()),
+                       reinterpret_cast<const std::byte*>(unit.naa().data() + unit.naa().size()));
       ds.push_back(std::move(naa));
-      // T10 vendor ID based (SPC-5 §7.7.6.4): 8-byte vendor + vendor specific (the serial).
+      // T10 vendor ID based (SPC-5 §7.7.6): 8-byte vendor + vendor specific: the serial, itself
+      // from the unit's UUID unless configured, so the WWID Linux may take from it is unique too.
       scsi::Designator t10;
       t10.type = scsi::DesignatorType::t10_vendor_id;
       t10.code_set = scsi::CodeSet::ascii;

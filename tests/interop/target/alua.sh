@@ -11,11 +11,13 @@ kill -0 "$TARGET_PID" || fail "target died"
 stop_target
 # Two gateways (target/README.md "Two gateways, one RBD image"): the same checks when each portal
 # group is its own process, each naming the other's group with --alua-peer. A mem: LUN keeps no
-# data in common, but its identity comes from the target name and LUN number, the same in both.
-start_target --lun mem:16M --alua-peer 2=standby --no-iser
+# data in common, and each process would give its own an identity of its own (docs/lu-identity.md):
+# both name it with the same ,uuid= so that they report one logical unit.
+LU_UUID=0b6f1d7e-3c2a-4e59-8a41-7d9c2e5f6a13
+start_target --lun "mem:16M,uuid=$LU_UUID" --alua-peer 2=standby --no-iser
 grep -q "portal group 2: ALUA standby (a peer gateway's)" "$WORK/target.err" "$WORK/target.out" ||
   fail "gateway A does not log its peer's group: $(cat "$WORK/target.err")"
-"$BIN/iserkit-target" --iqn "$IQN" --lun mem:16M --listen 127.0.0.2:0,tpgt=2 --alua-state 2=standby \
+"$BIN/iserkit-target" --iqn "$IQN" --lun "mem:16M,uuid=$LU_UUID" --listen 127.0.0.2:0,tpgt=2 --alua-state 2=standby \
   --alua-peer 1=active/optimized --no-iser --port-file "$WORK/port2" >"$WORK/b.out" 2>"$WORK/b.err" &
 PEER_PID=$!
 trap 'kill -9 $PEER_PID 2>/dev/null || true; cleanup' EXIT

@@ -30,7 +30,7 @@ chap_algorithms = ["SHA-256", "MD5"]
 
 [[targets]]
 iqn = "iqn.2026-11.org.example:open"
-luns = ["disk.img"]
+luns = ["disk.img", "other.img,uuid=9bf074cc-cb20-4476-afe9-95d0ab4e2176,serial=OLD-7"]
 )";
 
 TEST(ConfigFile, ParsesTargetsAclsAndCredentials) {
@@ -66,6 +66,13 @@ TEST(ConfigFile, ParsesTargetsAclsAndCredentials) {
   const auto& open = c->targets[1];
   EXPECT_FALSE(open.auth.required());
   EXPECT_EQ(open.luns[0].path, std::filesystem::path("/srv/disk.img"));  // relative to the file
+  EXPECT_TRUE(open.luns[0].identity.empty());
+  // A LUN's identity options (docs/lu-identity.md), after its path.
+  ASSERT_EQ(open.luns.size(), 2u);
+  EXPECT_EQ(open.luns[1].path, std::filesystem::path("/srv/other.img"));
+  ASSERT_TRUE(open.luns[1].identity.uuid);
+  EXPECT_EQ(to_string(*open.luns[1].identity.uuid), "9bf074cc-cb20-4476-afe9-95d0ab4e2176");
+  EXPECT_EQ(open.luns[1].identity.serial, "OLD-7");
 }
 
 struct Bad {
@@ -118,6 +125,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"ceph_conf = 3\n", "ceph_conf must be a path"},
         Bad{"ceph_id = \"\"\n", "ceph_id must be a client id"},
         Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"rbd:novolume\"]\n", "bad LUN"},
+        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"disk.img,uuid=nope\"]\n", ",uuid=UUID ,serial=TEXT ,naa=HEX"},
         Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_file=\"/nonexistent/s\"}]\n",
             "cannot read it"}));
 

@@ -62,6 +62,52 @@ TEST(Config, ParsesRbdLunSources) {
   }
 }
 
+// The LU identity options of --lun (docs/lu-identity.md): ",uuid=", ",serial=", ",naa=" after
+// any source, each at most once; a comma that starts no such option stays in the path.
+TEST(Config, LunSourceCarriesItsIdentityOptions) {
+  auto f = parse_lun_source("/srv/disk.img,uuid=9BF074CC-CB20-4476-AFE9-95D0AB4E2176,serial=SN 7,naa=naa.6001405abcdef0123456789abcdef012");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->path, "/srv/disk.img");
+  ASSERT_TRUE(f->identity.uuid);
+  EXPECT_EQ(to_string(*f->identity.uuid), "9bf074cc-cb20-4476-afe9-95d0ab4e2176");
+  EXPECT_EQ(f->identity.serial, "SN 7");
+  ASSERT_EQ(f->identity.naa.size(), 16u);
+  EXPECT_EQ(f->display(),
+            "/srv/disk.img,uuid=9bf074cc-cb20-4476-afe9-95d0ab4e2176,serial=SN 7,naa=6001405abcdef0123456789abcdef012");
+  // display() reads back the same.
+  auto again = parse_lun_source(f->display());
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->identity, f->identity);
+  EXPECT_EQ(again->path, f->path);
+
+  auto m = parse_lun_source("mem:16M,uuid=79c94a783e6445d48f8a256534ce3612");
+  ASSERT_TRUE(m);
+  EXPECT_TRUE(m->memory);
+  EXPECT_EQ(m->size_bytes, 16u << 20);
+  ASSERT_TRUE(m->identity.uuid);
+  auto r = parse_lun_source("rbd:pool/vol,naa=3000000000000001");
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(r->rbd);
+  EXPECT_EQ(r->rbd->image, "vol");
+  EXPECT_EQ(r->identity.naa.size(), 8u);
+
+  auto comma = parse_lun_source("/srv/a,b.img");  // not an option: part of the path
+  ASSERT_TRUE(comma);
+  EXPECT_EQ(comma->path, "/srv/a,b.img");
+  EXPECT_TRUE(comma->identity.empty());
+
+  for (const char* bad : {"disk.img,uuid=", "disk.img,uuid=not-a-uuid", "disk.img,uuid=00000000-0000-0000-0000-000000000000",
+                          "disk.img,uuid=9bf074cc-cb20-4476-afe9-95d0ab4e217", "disk.img,serial=", "disk.img,serial=tab\there",
+                          "disk.img,naa=3000", "disk.img,naa=6000000000000001",   // NAA 6 is 16 bytes
+                          "disk.img,naa=30000000000000000000000000000001",       // NAA 3 is 8 bytes
+                          "disk.img,naa=4000000000000001", "disk.img,naa=zz00000000000001",
+                          "disk.img,serial=a,serial=b", ",uuid=9bf074cc-cb20-4476-afe9-95d0ab4e2176"}) {
+    EXPECT_FALSE(parse_lun_source(bad)) << bad;
+  }
+  EXPECT_FALSE(parse_lun_source("disk.img,serial=" + std::string(max_unit_serial_bytes + 1, 'x')));
+  EXPECT_TRUE(parse_lun_source("disk.img,serial=" + std::string(max_unit_serial_bytes, 'x')));
+}
+
 TEST(Config, ListenAddressCarriesItsPortalGroupTag) {
   auto a = parse_listen_address("127.0.0.2:3260,tpgt=2");
   ASSERT_TRUE(a);

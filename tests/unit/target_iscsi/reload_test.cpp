@@ -101,6 +101,23 @@ luns = ["mem:16M"]
   EXPECT_NE(fewer.error().message.find("lun 1 removed"), std::string::npos) << fewer.error().message;
 }
 
+// Another configured identity is another logical unit: refused like a replaced LUN.
+TEST(PlanReload, ChangedLunIdentityIsRefused) {
+  auto changed = plan_reload(parse(base), parse(R"(
+[[targets]]
+iqn = "iqn.2026-11.org.test:a"
+luns = ["mem:16M,uuid=9bf074cc-cb20-4476-afe9-95d0ab4e2176"]
+
+[[targets]]
+iqn = "iqn.2026-11.org.test:b"
+luns = ["mem:8M"]
+)"));
+  ASSERT_FALSE(changed.has_value());
+  EXPECT_NE(changed.error().message.find("lun 0 changed from mem to mem,uuid=9bf074cc-cb20-4476-afe9-95d0ab4e2176"),
+            std::string::npos)
+      << changed.error().message;
+}
+
 TEST(PlanReload, NewTargetNamedLikeTheCommandLineTargetIsRefused) {
   TargetConfig current = parse(base);
   current.iqn = "iqn.2026-11.org.test:cli";

@@ -5,6 +5,7 @@
 // INVALID COMMAND OPERATION CODE, DATA PROTECT on read-only LUNs, LOGICAL UNIT NOT SUPPORTED.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -129,6 +130,83 @@ TEST_F(Dispatcher, InquiryInvalidFields) {
                scsi::asc::invalid_field_in_cdb);
 }
 
+// The LU identity (docs/lu-identity.md): serial, NAA and T10 designator of VPD 0x80/0x83 all come
+// from the unit's UUID; a configured serial or NAA replaces the derived one, the T10 designator
+// follows the serial.
+std::vector<scsi::Designator> lu_designators(const std::vector<std::byte>& page) {
+  auto ds = scsi::parse_device_identification(page);
+  EXPECT_TRUE(ds);
+  std::vector<scsi::Designator> out;
+  if (ds)
+    for (auto& d : *ds)
+      if (d.association == scsi::Association::logical_unit) out.push_back(d);
+  return out;
+}
+
+std::string text_of(const scsi::Designator& d) {
+  return std::string(reinterpret_cast<const char*>(d.value.data()), d.value.size());
+}
+
+TEST(LogicalUnitIdentityVpd, SerialNaaAndT10DeriveFromTheUuid) {
+  asio::io_context ctx;
+  ScsiDispatcher dispatcher;
+  LogicalUnitOptions o;
+  o.identity.uuid = *parse_uuid("9bf074cc-cb20-4476-afe9-95d0ab4e2176");
+  ASSERT_TRUE(dispatcher.add_logical_unit(0, std::make_shared<LogicalUnit>(make_memory_backend({.size_bytes = 1u << 20}), o)));
+  auto vpd = [&](std::uint8_t page) {
+    const auto cdb = scsi::inquiry({.evpd = true, .page_code = page, .allocation_length = 512});
+    const auto plan = dispatcher.plan(Lun::from_index(0), cdb.span());
+    EXPECT_FALSE(plan.error);
+    std::vector<std::byte> buffer(plan.transfer_length_bytes);
+    const auto outcome = test::run(ctx, dispatcher.execute(Lun::from_index(0), cdb.span(), plan, buffer));
+    buffer.resize(outcome.data_length_bytes);
+    return buffer;
+  };
+  EXPECT_EQ(*scsi::parse_unit_serial_number(vpd(0x80)), "9bf074cccb204476afe995d0ab4e2176");
+  const auto ds = lu_designators(vpd(0x83));
+  ASSERT_EQ(ds.size(), 2u);
+  EXPECT_EQ(ds[0].type, scsi::DesignatorType::naa);
+  EXPECT_EQ(scsi::designator_text(ds[0]), "naa 60249539bf074cccb20476bfa65742ad");  // computed independently (Python)
+  EXPECT_EQ(ds[1].type, scsi::DesignatorType::t10_vendor_id);
+  EXPECT_EQ(text_of(ds[1]), "ISERKIT 9bf074cccb204476afe995d0ab4e2176");
+}
+
+TEST(LogicalUnitIdentityVpd, ConfiguredSerialAndNaaWin) {
+  const auto uuid = *parse_uuid("9bf074cc-cb20-4476-afe9-95d0ab4e2176");
+  LogicalUnitOptions o;
+  o.identity.uuid = uuid;
+  o.identity.serial = "LEGACY-0001";
+  o.identity.naa = *parse_naa_designator("naa.6001405abcdef0123456789abcdef012");
+  LogicalUnit unit(make_memory_backend({.size_bytes = 1u << 20}), o);
+  EXPECT_EQ(unit.serial(), "LEGACY-0001");
+  ASSERT_EQ(unit.naa().size(), 16u);
+  EXPECT_EQ(unit.naa()[0], 0x60);
+  EXPECT_EQ(unit.naa()[1], 0x01);
+  EXPECT_EQ(unit.uuid(), uuid);
+  // Two units with only different UUIDs differ in serial and NAA; the same UUID gives the same.
+  LogicalUnitOptions a, b, c;
+  a.identity.uuid = uuid;
+  b.identity.uuid = *parse_uuid("79c94a78-3e64-45d4-8f8a-256534ce3612");
+  c.identity.uuid = uuid;
+  LogicalUnit ua(make_memory_backend({.size_bytes = 1u << 20}), a), ub(make_memory_backend({.size_bytes = 1u << 20}), b),
+      uc(make_memory_backend({.size_bytes = 1u << 20}), c);
+  EXPECT_NE(ua.serial(), ub.serial());
+  EXPECT_FALSE(std::equal(ua.naa().begin(), ua.naa().end(), ub.naa().begin(), ub.naa().end()));
+  EXPECT_EQ(ua.serial(), uc.serial());
+  EXPECT_TRUE(std::equal(ua.naa().begin(), ua.naa().end(), uc.naa().begin(), uc.naa().end()));
+}
+
+TEST(LogicalUnitIdentityVpd, WithoutUuidTheNameComesFromVendorProductSerial) {
+  LogicalUnitOptions o;
+  o.identity.serial = "SN0";
+  LogicalUnit one(make_memory_backend({.size_bytes = 1u << 20}), o), two(make_memory_backend({.size_bytes = 1u << 20}), o);
+  EXPECT_EQ(one.uuid(), two.uuid());
+  EXPECT_EQ(one.uuid(), name_based_uuid("unit:ISERKIT\nVIRTUAL-DISK\nSN0"));
+  o.identity.serial = "SN1";
+  LogicalUnit three(make_memory_backend({.size_bytes = 1u << 20}), o);
+  EXPECT_NE(one.uuid(), three.uuid());
+}
+
 TEST_F(Dispatcher, VpdPages) {
   auto r = run(scsi::inquiry({.evpd = true, .page_code = 0x00}));
   EXPECT_EQ(*scsi::parse_supported_vpd_pages(r.data_in), (std::vector<std::uint8_t>{0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2}));
@@ -139,8 +217,8 @@ TEST_F(Dispatcher, VpdPages) {
   ASSERT_TRUE(ds);
   ASSERT_EQ(ds->size(), 4u);  // two of the LU, then the target port and its group (ALUA)
   EXPECT_EQ((*ds)[0].type, scsi::DesignatorType::naa);
-  ASSERT_EQ((*ds)[0].value.size(), 8u);
-  EXPECT_EQ(static_cast<int>((*ds)[0].value[0]) >> 4, 3);  // NAA locally assigned
+  ASSERT_EQ((*ds)[0].value.size(), 16u);
+  EXPECT_EQ(static_cast<int>((*ds)[0].value[0]) >> 4, 6);  // NAA IEEE Registered Extended
   EXPECT_EQ((*ds)[1].type, scsi::DesignatorType::t10_vendor_id);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>((*ds)[1].value.data()), (*ds)[1].value.size()), "ISERKIT SN0");
   EXPECT_EQ((*ds)[2].type, scsi::DesignatorType::relative_target_port);

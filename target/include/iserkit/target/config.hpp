@@ -18,6 +18,7 @@
 
 #include "iserkit/common/result.hpp"
 #include "iserkit/iscsi/chap.hpp"
+#include "iserkit/target/lu_identity.hpp"
 #include "iserkit/target/scsi_dispatcher.hpp"
 
 namespace iserkit::target {
@@ -61,6 +62,16 @@ struct RbdImageName {
   std::string image;  ///< image in that pool
 };
 
+/// A LUN's identity as configured (`,uuid=`, `,serial=`, `,naa=` after its source; docs/lu-identity.md).
+/// Whatever is given wins over what the target would derive.
+struct LuIdentityOverride {
+  std::optional<Uuid> uuid;        ///< the LU's name, from which serial and NAA derive
+  std::string serial;              ///< VPD 0x80 serial (check_unit_serial); empty = from the UUID
+  std::vector<std::uint8_t> naa;   ///< NAA designator bytes (parse_naa_designator); empty = from the UUID
+  [[nodiscard]] bool empty() const noexcept { return !uuid && serial.empty() && naa.empty(); }
+  friend bool operator==(const LuIdentityOverride&, const LuIdentityOverride&) = default;
+};
+
 /// One LUN's source as given to --lun.
 struct LunSource {
   bool memory = false;           ///< "mem:SIZE": a sparse in-memory LUN
@@ -70,14 +81,21 @@ struct LunSource {
   /// Set by --export-dir: the inode that was checked. The LUN is opened through it, never by
   /// `path` again, so a swap of `path` for a symlink after the check cannot redirect the open.
   std::shared_ptr<const PinnedFile> pinned;
+  /// Identity given with the source (",uuid=…,serial=…,naa=…"); empty = derived (docs/lu-identity.md).
+  LuIdentityOverride identity;
   /// What to open: "/proc/self/fd/N" of `pinned` (that very inode), else `path`.
   [[nodiscard]] std::filesystem::path open_path() const;
-  /// How logs name the source: "mem", "rbd:POOL/IMAGE" or the path.
+  /// How logs name the source: "mem", "rbd:POOL/IMAGE" or the path, followed by the configured
+  /// identity options as parse_lun_source() reads them (",uuid=…", ",serial=…", ",naa=…").
   [[nodiscard]] std::string display() const;
 };
 
-/// Parses a --lun value: "mem:SIZE", "rbd:POOL/IMAGE" or a path. Errors: errc::invalid_argument
-/// for a bad size, or a pool or image name that is empty, holds '/', '@' or a control character.
+/// Parses a --lun value: "mem:SIZE", "rbd:POOL/IMAGE" or a path, optionally followed by identity
+/// options, each at most once: ",uuid=UUID" (parse_uuid), ",serial=TEXT" (check_unit_serial),
+/// ",naa=HEX" (parse_naa_designator). Only these three keys are taken off the end, so a path that
+/// holds a comma otherwise stays whole.
+/// Errors: errc::invalid_argument for a bad size, a pool or image name that is empty, holds '/',
+/// '@' or a control character, an empty source, a bad or repeated identity option.
 Result<LunSource> parse_lun_source(std::string_view text);
 
 /// A CHAP name and secret (RFC 7143 §12.1.3, CHAP_N and the shared secret).

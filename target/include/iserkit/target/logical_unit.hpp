@@ -8,23 +8,30 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "iserkit/target/block_backend.hpp"
+#include "iserkit/target/lu_identity.hpp"
 
 namespace iserkit::target {
 
-/// What INQUIRY and VPD 0x80/0x83 report for a logical unit.
+/// What INQUIRY and VPD 0x80/0x83 report for a logical unit (docs/lu-identity.md).
 struct LogicalUnitIdentity {
   std::string vendor = "ISERKIT";        ///< T10 vendor id, at most 8 ASCII characters
   std::string product = "VIRTUAL-DISK";  ///< at most 16 ASCII characters
   std::string revision = "0001";         ///< at most 4 ASCII characters
-  /// Unit serial number (VPD 0x80), printable ASCII. Empty: derived from the NAA identifier.
+  /// The logical unit's name, from which the serial and the NAA designator derive (lu_identity.hpp:
+  /// unit_serial_from_uuid, naa_from_uuid). nullopt: the name-based UUID of vendor, product and
+  /// serial (so a unit given only a serial still gets a stable NAA); the target always sets it.
+  std::optional<Uuid> uuid;
+  /// Unit serial number (VPD 0x80), printable ASCII (check_unit_serial). It is also the vendor
+  /// specific part of the T10 vendor ID based designator. Empty: derived from `uuid`.
   std::string serial;
-  /// 60-bit value for the NAA locally assigned designator (NAA 3, SPC-5 §7.7.6.6.4) in VPD 0x83.
-  /// nullopt: derived from a hash of vendor, product and serial (stable across restarts as long as
-  /// those are). Give each LUN of a target a distinct serial or NAA value.
-  std::optional<std::uint64_t> naa_locally_assigned;
+  /// An NAA designator's bytes (8 bytes of NAA 2h/3h/5h or 16 of NAA 6h; parse_naa_designator) for
+  /// VPD 0x83. Empty: the NAA IEEE Registered Extended designator derived from `uuid`.
+  std::vector<std::uint8_t> naa;
 };
 
 /// Options of a logical unit beyond its backend.
@@ -69,10 +76,14 @@ class LogicalUnit {
   [[nodiscard]] bool read_only() const noexcept { return read_only_; }
   /// True if UNMAP / WRITE SAME with UNMAP are offered (backend can discard, LUN writable).
   [[nodiscard]] bool thin() const noexcept { return thin_; }
-  /// The unit serial number reported in VPD 0x80 (derived if the identity had none).
+  /// The logical unit's name (LogicalUnitIdentity::uuid, or the one derived when it had none).
+  [[nodiscard]] const Uuid& uuid() const noexcept { return uuid_; }
+  /// The unit serial number reported in VPD 0x80 and in the T10 vendor ID based designator
+  /// (derived from uuid() if the identity had none).
   [[nodiscard]] const std::string& serial() const noexcept { return serial_; }
-  /// The 64-bit NAA locally assigned designator value (first nibble 3).
-  [[nodiscard]] std::uint64_t naa() const noexcept { return naa_; }
+  /// The NAA designator reported in VPD 0x83: 16 bytes of NAA 6h derived from uuid(), or the
+  /// configured one (8 or 16 bytes).
+  [[nodiscard]] std::span<const std::uint8_t> naa() const noexcept { return naa_; }
   /// Max transfer length in logical blocks (0 = no limit).
   [[nodiscard]] std::uint32_t max_transfer_blocks() const noexcept { return max_transfer_blocks_; }
 
@@ -83,8 +94,9 @@ class LogicalUnit {
   std::atomic<std::uint64_t> block_count_{0};
   bool read_only_ = false;
   bool thin_ = false;
+  Uuid uuid_;
   std::string serial_;
-  std::uint64_t naa_ = 0;
+  std::vector<std::uint8_t> naa_;
   std::uint32_t max_transfer_blocks_ = 0;
 };
 
