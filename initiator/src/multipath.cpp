@@ -296,6 +296,9 @@ struct Multipath::Impl {
     SessionOptions so = options.session;
     so.isid = p.isid;
     so.replacement_timeout = options.path_replacement_timeout;
+    // A path whose session gives up is dropped and reinstated by reinstate_loop() (its own
+    // bounded back-off, for ever): the session itself must end, not linger in SessionState::failed.
+    so.reconnect_after_give_up = false;
     so.on_event = [w = owner, this, i, gen](const SessionEvent& e) {
       if (auto self = w.lock()) on_session_event(i, gen, e);
     };

@@ -71,7 +71,8 @@ const char* to_string(PathEvent::Kind kind) noexcept;
 struct MultipathOptions {
   MultipathPolicy policy = MultipathPolicy::failover;
   /// Options of every path's session. Multipath sets per path: isid (random, one per path, kept
-  /// when the path is reinstated), replacement_timeout (= path_replacement_timeout) and on_event;
+  /// when the path is reinstated), replacement_timeout (= path_replacement_timeout),
+  /// reconnect_after_give_up (false: a path that gives up is reinstated here) and on_event;
   /// nop_interval 0 becomes 5 s (paths are always checked with NOP-Out pings).
   SessionOptions session;
   /// How long a path's session tries to log in again by itself before its commands go to another
