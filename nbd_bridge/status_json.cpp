@@ -8,7 +8,7 @@ namespace iserkit::nbd {
 std::string bridge_status_json(const char* state, const std::string& since_utc, const initiator::SessionStats* session,
                                const initiator::Multipath* multipath, std::uint64_t copied_payload_bytes,
                                std::uint64_t buffered_bytes, std::uint64_t buffer_limit_bytes,
-                               std::span<const LoopStatus> loops) {
+                               std::span<const LoopStatus> loops, const ReconnectView* reconnect) {
   using Json = nlohmann::ordered_json;
   Json doc = {{"program", "iserkit-nbd"}, {"state", state}, {"since", since_utc}};
   if (session) {
@@ -20,10 +20,19 @@ std::string bridge_status_json(const char* state, const std::string& since_utc, 
                       {"reconnect_attempts", st.reconnect_attempts},
                       {"recoveries", st.recoveries},
                       {"commands_reissued", st.commands_reissued},
+                      {"gave_up", st.gave_up},
                       {"pings_sent", st.pings_sent},
                       {"pings_answered", st.pings_answered}};
   } else {
     doc["session"] = nullptr;
+  }
+  if (reconnect) {
+    doc["reconnect"] = {{"attempts", reconnect->attempts},
+                        {"next_attempt_in_ms", reconnect->next_attempt_in_ms ? Json(*reconnect->next_attempt_in_ms)
+                                                                             : Json(nullptr)},
+                        {"last_error", reconnect->last_error}};
+  } else {
+    doc["reconnect"] = nullptr;
   }
   if (multipath) {
     const auto& st = multipath->stats();
