@@ -275,9 +275,11 @@ struct Session::Impl final : datamover::DataPlacement {
       ++failed_logins_not_logged;
       return;
     }
-    log::warn("session: reconnect: attempt {} failed: target={} error={} ({} more failed since the last report); "
-              "commands fail until a login succeeds", attempts, log::escaped(target_name), ec.message(),
-              failed_logins_not_logged);
+    log::warn("session: reconnect: attempt {} failed: target={} error={}{}: commands fail until a login succeeds",
+              attempts, log::escaped(target_name), ec.message(),
+              failed_logins_not_logged == 0
+                  ? std::string{}
+                  : " (" + std::to_string(failed_logins_not_logged) + " more failed since the last report)");
     failed_login_logged_at = now;
     failed_logins_not_logged = 0;
   }

@@ -197,8 +197,8 @@ void SessionEngine::give_up() {
   // open-iscsi's replacement_timeout: the waiting commands fail (queued for ever they would hold
   // their callers and buffers), new ones fail at once, and the driver keeps logging in again; a
   // login that succeeds makes the session logged in again (on_reconnected()).
-  log::warn("session: no new connection within the replacement timeout ({} ms): commands fail; logging in again "
-            "goes on", config_.replacement_timeout.count());
+  log::warn("session: no new connection within the replacement timeout ({} ms): giving up on the waiting "
+            "commands; logging in again goes on", config_.replacement_timeout.count());
   failed_ = true;
   recovery_deadline_ = TimePoint::max();
   actions_.gave_up = lost;
