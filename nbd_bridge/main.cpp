@@ -255,6 +255,7 @@ struct BridgeStatus {
           << k << "failures=" << p.failures << "\n"
           << k << "downs=" << p.downs << "\n"
           << k << "reinstatements=" << p.reinstatements << "\n"
+          << k << "reinstate_attempts=" << p.reinstate_attempts << "\n"
           << k << "url=" << p.url << "\n";
       }
     }
