@@ -153,6 +153,12 @@ std::string target_info_json(const TargetInfo& info) {
     }
     j += "    }";
   }
+  if (info.reconnect) {
+    const auto& r = *info.reconnect;
+    j += ",\n    \"reconnect\": {\"attempts\": " + n(r.attempts) + ", \"next_attempt_in_ms\": " +
+         (r.next_attempt_in_ms ? n(*r.next_attempt_in_ms) : std::string("null")) +
+         ", \"last_error\": " + json_string(r.last_error) + "}";
+  }
   j += "\n  },\n";
   if (!info.multipath_policy.empty()) {
     j += "  \"multipath\": {\"policy\": " + json_string(info.multipath_policy) + ", \"paths\": " +

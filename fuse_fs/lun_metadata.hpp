@@ -65,8 +65,18 @@ struct TargetInfo {
   std::string target;   ///< IQN
   std::string portal;   ///< "host:port" the view logs in to
   std::string url;      ///< iscsi://host:port/iqn
-  /// "logged-in", "not-connected" or "failed: <reason>".
+  /// "logged-in", "recovering" (connection lost, logging in again, requests wait), "gave-up" (past
+  /// the replacement timeout: requests fail with EIO while logins go on in the background),
+  /// "not-connected" or "failed: <reason>"; with multipath also "all-paths-lost".
   std::string session_state;
+  /// While "recovering" or "gave-up" without multipath: the background logins
+  /// (initiator::Session::reconnect_status()), as "session": {"reconnect": {…}}.
+  struct Reconnect {
+    std::uint64_t attempts = 0;                       ///< logins tried since the connection was lost
+    std::optional<std::uint64_t> next_attempt_in_ms;  ///< nullopt while one is under way
+    std::string last_error;                           ///< of the last failed login; empty if none
+  };
+  std::optional<Reconnect> reconnect;
   /// Negotiated operational parameters while logged in (RFC 7143 §13).
   std::optional<iscsi::OperationalParameters> parameters;
   std::vector<LunMetadata> luns;

@@ -433,7 +433,19 @@ std::string PortalView::info_json(Ino dir) const {
     }
     return target_info_json(info);
   }
-  if (t->session && t->session->is_open()) {
+  if (t->session && t->session->is_open() && t->session->recovering()) {
+    // Logging in again by itself: requests wait (recovering), or past the replacement timeout
+    // fail with EIO until a login succeeds (gave-up, as a Multipath without a usable path says).
+    info.session_state = t->session->state() == initiator::SessionState::failed ? "gave-up" : "recovering";
+    const initiator::ReconnectStatus r = t->session->reconnect_status();
+    TargetInfo::Reconnect shown{.attempts = r.attempts, .next_attempt_in_ms = std::nullopt,
+                                .last_error = r.last_error ? r.last_error.message() : std::string{}};
+    if (r.next_attempt) {
+      const auto in = std::chrono::duration_cast<std::chrono::milliseconds>(*r.next_attempt - Clock::now()).count();
+      shown.next_attempt_in_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(0, in));
+    }
+    info.reconnect = shown;
+  } else if (t->session && t->session->is_open()) {
     info.session_state = "logged-in";
     info.parameters = t->session->parameters();
     if (info.parameters->initiator_name.empty()) {

@@ -15,10 +15,13 @@
 // target RDMA-reads and -writes: no copy in user space (counted, printed at exit).
 // RECOVERY: the session rides through a lost connection (target restart, network loss, a target
 // frozen past the NOP-Out ping timeout) for --replacement-timeout seconds: requests wait and are
-// sent again. After that it gives up: --on-give-up error keeps serving and fails every request
-// with NBD_EIO; --on-give-up exit exits with status 3 so a supervisor restarts the bridge. Where it
-// stands (connected / recovering since / gave up, counters) goes to --stats-file on every change
-// and at exit, and to stderr on SIGUSR1.
+// sent again. After that it gives up: --on-give-up error keeps serving, fails every request at
+// once with NBD_EIO (none is queued) and the session keeps logging in in the background (bounded
+// back-off, as iscsid does): once a login succeeds requests are served again, without a restart;
+// --on-give-up exit exits with status 3 so a supervisor restarts the bridge. Where it stands
+// (connected / recovering since / gave up, the logins tried and when the next one starts,
+// counters) goes to --stats-file on every change and at exit, to stderr on SIGUSR1, and to
+// --status-socket / --metrics.
 // MULTIPATH: several URLs are several paths to one LUN (initiator::Multipath): one session per
 // path with a short replacement timeout (--path-replacement-timeout) and NOP-Out checks, commands
 // spread by --multipath failover|round-robin and ALUA, a failed path's commands sent again on
@@ -95,8 +98,17 @@ struct Config {
 struct LoopSample {
   mutable std::mutex mutex;
   initiator::SessionStats session;
+  initiator::ReconnectStatus reconnect;  // while that loop's session logs in again
+  bool reconnecting = false;
   std::uint64_t read_bytes = 0, lba_status_commands = 0;
 };
+
+/// Copies what the main loop shows of a worker loop's session into `sample`. On the session's loop.
+void sample_session(const initiator::Session& session, LoopSample& sample) {
+  sample.session = session.stats();
+  sample.reconnecting = session.recovering();
+  sample.reconnect = session.reconnect_status();
+}
 
 /// Where the bridge stands, for --stats-file and SIGUSR1. Lives on the main loop's thread.
 struct BridgeStatus {
@@ -157,6 +169,36 @@ struct BridgeStatus {
     }
     return total;
   }
+  /// The background logins while a loop's session is recovering or failed (the loop furthest
+  /// along: most attempts; the soonest next attempt of any); nullopt while every session is
+  /// logged in, and with multipath (its paths' states say it).
+  [[nodiscard]] std::optional<nbd::ReconnectView> reconnect_view() const {
+    std::optional<nbd::ReconnectView> out;
+    const auto now = std::chrono::steady_clock::now();
+    for (std::size_t k = 0; k < threads(); ++k) {
+      initiator::ReconnectStatus r;
+      if (k == 0) {
+        auto s = session.lock();
+        if (!s || !s->recovering()) continue;
+        r = s->reconnect_status();
+      } else {
+        std::lock_guard lock(samples[k]->mutex);
+        if (!samples[k]->reconnecting) continue;
+        r = samples[k]->reconnect;
+      }
+      if (!out) out.emplace();
+      if (r.attempts >= out->attempts) {
+        out->attempts = r.attempts;
+        out->last_error = r.last_error ? r.last_error.message() : std::string{};
+      }
+      if (r.next_attempt) {
+        const auto in = static_cast<std::uint64_t>(
+            std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(*r.next_attempt - now).count()));
+        out->next_attempt_in_ms = std::min(out->next_attempt_in_ms.value_or(in), in);
+      }
+    }
+    return out;
+  }
   void refresh_exported_counters() const {
     if (auto e = exported.lock()) {
       read_bytes = e->read_bytes();
@@ -191,7 +233,12 @@ struct BridgeStatus {
     if (auto st = session_total()) {
       o << "connections_lost=" << st->connections_lost << "\nreconnect_attempts=" << st->reconnect_attempts
         << "\nrecoveries=" << st->recoveries << "\ncommands_reissued=" << st->commands_reissued
-        << "\ncommands_sent=" << st->commands_sent << "\n";
+        << "\ncommands_sent=" << st->commands_sent << "\ngave_up=" << st->gave_up << "\n";
+    }
+    if (const auto r = reconnect_view()) {
+      o << "reconnect.attempts=" << r->attempts << "\nreconnect.next_attempt_in_ms="
+        << (r->next_attempt_in_ms ? std::to_string(*r->next_attempt_in_ms) : std::string("running"))
+        << "\nreconnect.last_error=" << r->last_error << "\n";
     }
     if (auto m = multipath.lock()) {
       const auto& st = m->stats();
@@ -208,6 +255,7 @@ struct BridgeStatus {
           << k << "failures=" << p.failures << "\n"
           << k << "downs=" << p.downs << "\n"
           << k << "reinstatements=" << p.reinstatements << "\n"
+          << k << "reinstate_attempts=" << p.reinstate_attempts << "\n"
           << k << "url=" << p.url << "\n";
       }
     }
@@ -250,9 +298,10 @@ struct BridgeStatus {
                          .requests = loop_stats[k].requests});
       }
     }
+    const auto reconnect = reconnect_view();
     return nbd::bridge_status_json(name(state), utc(since), total ? &*total : nullptr, multipath.lock().get(),
                                    copied_payload_bytes(), buffered->load(std::memory_order_relaxed),
-                                   buffer_limit_bytes, loops);
+                                   buffer_limit_bytes, loops, reconnect ? &*reconnect : nullptr);
   }
   /// One line for SIGUSR1.
   std::string line() const {
@@ -294,7 +343,8 @@ struct BridgeStatus {
         loop_states[k] = State::connected;
         break;
       case K::gave_up:
-        std::cerr << "iserkit-nbd: " << who << "gave up: " << e.error.message() << "\n";
+        std::cerr << "iserkit-nbd: " << who << "gave up: " << e.error.message()
+                  << (exit_on_give_up ? "\n" : ": requests fail with EIO; logging in again in the background\n");
         loop_states[k] = State::gave_up;
         break;
     }
@@ -326,7 +376,8 @@ struct BridgeStatus {
         set(State::recovering);
         break;
       case K::gave_up:
-        std::cerr << "iserkit-nbd: gave up: no usable path\n";
+        std::cerr << "iserkit-nbd: gave up: no usable path"
+                  << (exit_on_give_up ? "\n" : ": requests fail with EIO; paths reinstated in the background\n");
         set(State::gave_up);
         if (exit_on_give_up) exit_on_give_up();
         break;
@@ -394,7 +445,7 @@ Awaitable<void> logout_loop(LoopParts parts, std::shared_ptr<LoopSample> sample)
   co_await parts.session->logout();
   if (sample) {
     std::lock_guard lock(sample->mutex);
-    sample->session = parts.session->stats();
+    sample_session(*parts.session, *sample);
     sample->read_bytes = parts.exported->read_bytes();
     sample->lba_status_commands = parts.exported->lba_status_commands();
   }
@@ -414,7 +465,7 @@ Awaitable<void> sample_loop(LoopParts parts, std::shared_ptr<LoopSample> sample,
   while (!stop->load()) {
     {
       std::lock_guard lock(sample->mutex);
-      sample->session = parts.session->stats();
+      sample_session(*parts.session, *sample);
       sample->read_bytes = parts.exported->read_bytes();
       sample->lba_status_commands = parts.exported->lba_status_commands();
     }
@@ -632,6 +683,11 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
         const initiator::SessionStats st = status->session_total().value_or(initiator::SessionStats{});
         metrics->update_session(st.connections_lost, st.reconnect_attempts, st.recoveries, st.commands_reissued,
                                 copied_payload_bytes(), status->state == BridgeStatus::State::connected);
+        const auto reconnect = status->reconnect_view();
+        const auto mp_gave_up = status->multipath.lock() ? status->multipath.lock()->stats().gave_up : 0;
+        metrics->update_reconnect(status->state == BridgeStatus::State::gave_up, st.gave_up + mp_gave_up,
+                                  reconnect && reconnect->next_attempt_in_ms ? *reconnect->next_attempt_in_ms / 1000.0
+                                                                             : 0.0);
         if (auto mp = status->multipath.lock()) metrics->update_paths(mp->paths(), mp->stats().path_retries);
         metrics->update_buffers(status->buffered->load(std::memory_order_relaxed), status->buffer_limit_bytes);
         tick.expires_after(std::chrono::seconds(1));
@@ -732,10 +788,11 @@ int main(int argc, char** argv) {
       ("stats-file", "write the status (state=connected|recovering|gave_up, since=UTC, recovery counters, "
                      "copied_payload_bytes=N) to PATH on every change and at exit", cxxopts::value<std::string>())
       ("replacement-timeout", "seconds to wait for a new connection after losing one (requests wait and are sent "
-                              "again); then requests fail with EIO; 0 = fail at once",
+                              "again); then requests fail at once with EIO while logins go on in the background "
+                              "(every 5 s at most) until one succeeds; 0 = fail at once, no recovery",
        cxxopts::value<double>()->default_value("120"))
-      ("on-give-up", "after the replacement timeout: error (keep serving, fail requests with EIO) or exit "
-                     "(exit with status 3, for a supervisor to restart)",
+      ("on-give-up", "after the replacement timeout: error (keep serving, fail requests with EIO until a "
+                     "background login succeeds) or exit (exit with status 3, for a supervisor to restart)",
        cxxopts::value<std::string>()->default_value("error"))
       ("nop-interval", "seconds of silence from the target before a NOP-Out ping (0 = never); a frozen target "
                        "is noticed after this plus --nop-timeout",

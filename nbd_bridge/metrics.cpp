@@ -34,6 +34,11 @@ struct BridgeMetrics::Impl {
   std::array<prometheus::Counter*, session_count> session{};
   std::array<std::uint64_t, session_count> last{};
   prometheus::Gauge* connected = nullptr;
+  // update_reconnect()
+  prometheus::Gauge* failed = nullptr;
+  prometheus::Gauge* next_attempt = nullptr;
+  prometheus::Counter* gave_up = nullptr;
+  std::uint64_t last_gave_up = 0;
   // Multipath (update_paths): one child per path and counter, made at the first update.
   enum PathCounter : std::size_t { p_commands, p_in, p_out, p_failures, p_downs, p_reinstatements, path_counter_count };
   std::array<prometheus::Family<prometheus::Counter>*, path_counter_count> path_families{};
@@ -98,6 +103,11 @@ struct BridgeMetrics::Impl {
     };
     buffered = gauge("iserkit_nbd_buffer_budget_used_bytes", "NBD payload bytes held now by all client connections");
     buffer_limit = gauge("iserkit_nbd_buffer_budget_limit_bytes", "NBD payload bytes one client connection may hold");
+    failed = gauge("iserkit_nbd_gave_up",
+                   "1 while the replacement timeout has passed: requests fail with EIO, logins go on in the background");
+    next_attempt = gauge("iserkit_nbd_reconnect_next_attempt_seconds",
+                         "seconds until the next background login (0: logged in, or a login under way)");
+    gave_up = counter("iserkit_nbd_gave_up_total", "times the replacement timeout passed without a new connection");
     connected = &prometheus::BuildGauge()
                      .Name("iserkit_nbd_connected")
                      .Help("1 while the bridge has a usable session, else 0")
@@ -204,6 +214,14 @@ void BridgeMetrics::update_session(std::uint64_t connections_lost, std::uint64_t
     impl_->last[i] = now[i];
   }
   impl_->connected->Set(connected ? 1 : 0);
+}
+
+void BridgeMetrics::update_reconnect(bool failed, std::uint64_t gave_up_total, double next_attempt_seconds) {
+  auto& m = *impl_;
+  m.failed->Set(failed ? 1 : 0);
+  m.next_attempt->Set(next_attempt_seconds);
+  if (gave_up_total > m.last_gave_up) m.gave_up->Increment(static_cast<double>(gave_up_total - m.last_gave_up));
+  m.last_gave_up = gave_up_total;
 }
 
 void BridgeMetrics::update_paths(const std::vector<initiator::PathStatus>& paths, std::uint64_t failovers) {

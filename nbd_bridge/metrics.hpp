@@ -35,6 +35,12 @@ class BridgeMetrics {
   /// once a second). `connected`: 1 while the bridge has a usable session, else 0.
   void update_session(std::uint64_t connections_lost, std::uint64_t reconnect_attempts, std::uint64_t recoveries,
                       std::uint64_t commands_reissued, std::uint64_t copied_payload_bytes, bool connected);
+  /// After the replacement timeout: `failed` (gauge iserkit_nbd_gave_up, 1 while requests fail
+  /// with EIO and the session — or the multipath paths — log in again in the background),
+  /// `gave_up_total` (cumulative, as update_session()'s counters: times the replacement timeout
+  /// passed), `next_attempt_seconds` (gauge iserkit_nbd_reconnect_next_attempt_seconds: until the
+  /// next background login, 0 when none is waiting). Call from the bridge's thread.
+  void update_reconnect(bool failed, std::uint64_t gave_up_total, double next_attempt_seconds);
   /// Multipath sessions: each path's state (gauge iserkit_nbd_path_up, 1 = up) and counters
   /// (commands, bytes by direction, path errors, downs, reinstatements), as cumulative values like
   /// update_session(), plus `failovers` (commands sent again on another path after a path error).

@@ -1,14 +1,27 @@
 // The bridge's status as JSON (status_json.hpp).
 #include "nbd_bridge/status_json.hpp"
 
+#include <algorithm>
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 namespace iserkit::nbd {
+namespace {
+
+/// Milliseconds from now until `at` (0 once passed), or null when there is none.
+nlohmann::ordered_json next_attempt_in_ms(const std::optional<std::chrono::steady_clock::time_point>& at) {
+  if (!at) return nullptr;
+  const auto in = std::chrono::duration_cast<std::chrono::milliseconds>(*at - std::chrono::steady_clock::now()).count();
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(0, in));
+}
+
+}  // namespace
 
 std::string bridge_status_json(const char* state, const std::string& since_utc, const initiator::SessionStats* session,
                                const initiator::Multipath* multipath, std::uint64_t copied_payload_bytes,
                                std::uint64_t buffered_bytes, std::uint64_t buffer_limit_bytes,
-                               std::span<const LoopStatus> loops) {
+                               std::span<const LoopStatus> loops, const ReconnectView* reconnect) {
   using Json = nlohmann::ordered_json;
   Json doc = {{"program", "iserkit-nbd"}, {"state", state}, {"since", since_utc}};
   if (session) {
@@ -20,10 +33,19 @@ std::string bridge_status_json(const char* state, const std::string& since_utc, 
                       {"reconnect_attempts", st.reconnect_attempts},
                       {"recoveries", st.recoveries},
                       {"commands_reissued", st.commands_reissued},
+                      {"gave_up", st.gave_up},
                       {"pings_sent", st.pings_sent},
                       {"pings_answered", st.pings_answered}};
   } else {
     doc["session"] = nullptr;
+  }
+  if (reconnect) {
+    doc["reconnect"] = {{"attempts", reconnect->attempts},
+                        {"next_attempt_in_ms", reconnect->next_attempt_in_ms ? Json(*reconnect->next_attempt_in_ms)
+                                                                             : Json(nullptr)},
+                        {"last_error", reconnect->last_error}};
+  } else {
+    doc["reconnect"] = nullptr;
   }
   if (multipath) {
     const auto& st = multipath->stats();
@@ -37,6 +59,8 @@ std::string bridge_status_json(const char* state, const std::string& since_utc, 
                        {"failures", p.failures},
                        {"downs", p.downs},
                        {"reinstatements", p.reinstatements},
+                       {"reinstate_attempts", p.reinstate_attempts},
+                       {"next_attempt_in_ms", next_attempt_in_ms(p.next_attempt)},
                        {"data_in_bytes", p.data_in_bytes},
                        {"data_out_bytes", p.data_out_bytes}});
     }

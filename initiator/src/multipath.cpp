@@ -134,6 +134,8 @@ struct Multipath::Impl {
     std::uint64_t commands = 0, failures = 0, downs = 0, reinstatements = 0;
     std::uint64_t data_in_bytes = 0, data_out_bytes = 0;  // of commands completed on this path
     bool reinstating = false;
+    std::uint64_t reinstate_attempts = 0;           // since the path went down
+    std::optional<Clock::time_point> next_attempt;  // while reinstate_loop waits
     std::unique_ptr<asio::steady_timer> timer;
   };
 
@@ -296,6 +298,9 @@ struct Multipath::Impl {
     SessionOptions so = options.session;
     so.isid = p.isid;
     so.replacement_timeout = options.path_replacement_timeout;
+    // A path whose session gives up is dropped and reinstated by reinstate_loop() (its own
+    // bounded back-off, for ever): the session itself must end, not linger in SessionState::failed.
+    so.reconnect_after_give_up = false;
     so.on_event = [w = owner, this, i, gen](const SessionEvent& e) {
       if (auto self = w.lock()) on_session_event(i, gen, e);
     };
@@ -357,18 +362,25 @@ struct Multipath::Impl {
     Path& p = paths[i];
     if (p.reinstating) co_return;
     p.reinstating = true;
+    p.reinstate_attempts = 0;
     auto delay = std::max(options.reinstate_delay_min, std::chrono::milliseconds(1));
     while (!closed && p.state == PathStatus::State::down) {
       const auto half = delay.count() / 2;
-      p.timer->expires_after(std::chrono::milliseconds(half + static_cast<long>(random() % static_cast<unsigned long>(half + 1))));
+      const auto wait = std::chrono::milliseconds(half + static_cast<long>(random() % static_cast<unsigned long>(half + 1)));
+      p.timer->expires_after(wait);
+      p.next_attempt = Clock::now() + wait;
       boost::system::error_code ec;
       co_await p.timer->async_wait(use_awaitable_ec(ec));
+      p.next_attempt.reset();
       if (closed || p.state != PathStatus::State::down) break;
+      ++p.reinstate_attempts;
       auto r = co_await connect_path(i);
       if (r || p.state == PathStatus::State::refused) break;
       log::info("multipath: path {}: reinstating: login failed: url={} error={}", i, url_text(i), r.error().message());
       delay = std::min(delay * 2, std::max(options.reinstate_delay_max, delay));
     }
+    p.next_attempt.reset();
+    if (p.state != PathStatus::State::down) p.reinstate_attempts = 0;
     p.reinstating = false;
     (void)self;
   }
@@ -608,6 +620,8 @@ std::vector<PathStatus> Multipath::paths() const {
                              .failures = p.failures,
                              .downs = p.downs,
                              .reinstatements = p.reinstatements,
+                             .reinstate_attempts = p.reinstate_attempts,
+                             .next_attempt = p.next_attempt,
                              .data_in_bytes = p.data_in_bytes,
                              .data_out_bytes = p.data_out_bytes});
   }

@@ -16,7 +16,10 @@
 // jittered), logs in again through the Reconnector (same ISID, TSIH 0), hands the new datamover a
 // new receive loop and tells the engine (on_reconnected()). Each connection has a generation: a
 // receive loop or a send that belongs to an older one never touches the engine again. The
-// replacement timeout itself is the engine's (a deadline like any other).
+// replacement timeout itself is the engine's (a deadline like any other). Past it (EngineActions::
+// gave_up, SessionOptions::reconnect_after_give_up) the same reconnect coroutine goes on with the
+// same bounded back-off — one timer, one login at a time, nothing queued (the engine fails new
+// commands at once) — and logs a failed attempt once a minute instead of each time.
 //
 // NOTES ON THE THREAD MODEL: everything here runs on the session's executor, one thread.
 // BUFFER LIFETIME: a PDU the engine emits may borrow a task's buffer (OutgoingPdu::borrower). A
@@ -32,6 +35,7 @@
 #include "iserkit/initiator/session.hpp"
 
 #include <deque>
+#include <optional>
 #include <span>
 #include <random>
 #include <unordered_map>
@@ -104,6 +108,12 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
   std::uint64_t connection_serial = 0;  // bumped whenever `dm` is replaced by a new connection
   asio::steady_timer reconnect_timer;
   unsigned attempts = 0;         // logins tried since the connection was lost
+  std::optional<Clock::time_point> next_attempt;  // while reconnect_loop waits: when it tries again
+  std::error_code last_attempt_error;             // of the last failed login since the loss
+  // Past the replacement timeout a failed login is logged once a minute (with how many were not).
+  static constexpr std::chrono::seconds failed_login_log_interval{60};
+  std::optional<Clock::time_point> failed_login_logged_at;
+  unsigned failed_logins_not_logged = 0;
 
   void emit(SessionEvent::Kind kind, std::error_code ec) {
     if (!options.on_event) return;
@@ -144,6 +154,14 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
       }
     }
     if (a.connection_lost && !a.ended && !ended) lose_connection(*a.connection_lost);
+    if (a.gave_up && !a.ended && !ended) {
+      log::warn("session: failed: target={} error={}: commands fail until a login succeeds; logging in again every "
+                "{} ms at most", log::escaped(target_name), a.gave_up->message(),
+                std::max(options.reconnect_delay_max, options.reconnect_delay_min).count());
+      failed_login_logged_at.reset();
+      failed_logins_not_logged = 0;
+      emit(SessionEvent::Kind::gave_up, *a.gave_up);
+    }
     if (a.ended && !ended) {
       ended = true;
       if (*a.ended == make_error_code(errc::session_closed)) {
@@ -183,6 +201,7 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
   void lose_connection(std::error_code ec) {
     ++generation;
     attempts = 0;
+    last_attempt_error.clear();
     log::warn("session: connection lost: target={} peer={} error={}: reconnecting for up to {} ms",
               log::escaped(target_name), dm->peer(), ec.message(), options.replacement_timeout.count());
     // Reset (SO_LINGER 0), not closed: the bytes still in the lost connection's send queue are
@@ -211,8 +230,10 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
       const auto half = delay.count() / 2;
       const auto wait = std::chrono::milliseconds(half + static_cast<long>(random() % static_cast<unsigned long>(half + 1)));
       reconnect_timer.expires_after(wait);
+      next_attempt = Clock::now() + wait;
       boost::system::error_code ec;
       co_await reconnect_timer.async_wait(use_awaitable_ec(ec));
+      next_attempt.reset();
       if (!still_wanted()) break;
       ++attempts;
       engine.count_reconnect_attempt();
@@ -222,24 +243,49 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
         break;
       }
       if (!r) {
-        log::info("session: reconnect: attempt {} failed: target={} error={}", attempts, log::escaped(target_name),
-                  r.error().message());
+        last_attempt_error = r.error();
+        log_failed_login(r.error());
+        // Bounded: reconnect_delay_max also between the attempts after the replacement timeout.
         delay = std::min(delay * 2, std::max(options.reconnect_delay_max, delay));
         continue;
       }
+      const bool had_failed = engine.failed();
       dm = std::shared_ptr<datamover::Datamover>(std::move(r->datamover));
       dm->set_send_pass(pass);
       ++connection_serial;
       params = r->parameters;
       prepare_again();
       engine.on_reconnected(r->start, write_limits_of(params), Clock::now());
-      log::warn("session: recovered: target={} peer={} after {} attempt(s)", log::escaped(target_name), dm->peer(),
-                attempts);
+      log::warn("session: recovered{}: target={} peer={} after {} attempt(s)",
+                had_failed ? " after the replacement timeout" : "", log::escaped(target_name), dm->peer(), attempts);
       asio::co_spawn(ex, receive_loop(self, dm, gen), asio::detached);
       apply();
       emit(SessionEvent::Kind::recovered, {});
       break;
     }
+    next_attempt.reset();
+  }
+
+  /// A background login failed: each one while commands wait; past the replacement timeout, when
+  /// the target may stay away for days, one line a minute.
+  void log_failed_login(std::error_code ec) {
+    if (!engine.failed()) {
+      log::info("session: reconnect: attempt {} failed: target={} error={}", attempts, log::escaped(target_name),
+                ec.message());
+      return;
+    }
+    const auto now = Clock::now();
+    if (failed_login_logged_at && now - *failed_login_logged_at < failed_login_log_interval) {
+      ++failed_logins_not_logged;
+      return;
+    }
+    log::warn("session: reconnect: attempt {} failed: target={} error={}{}: commands fail until a login succeeds",
+              attempts, log::escaped(target_name), ec.message(),
+              failed_logins_not_logged == 0
+                  ? std::string{}
+                  : " (" + std::to_string(failed_logins_not_logged) + " more failed since the last report)");
+    failed_login_logged_at = now;
+    failed_logins_not_logged = 0;
   }
 
   /// After a reconnect, before the queued commands go out again: each one's buffers are prepared
@@ -414,6 +460,7 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
     if (!req.data_in.empty() && !req.data_out.empty()) co_return fail(errc::invalid_argument);
     if (req.data_in.size() > 0xffffffffu || req.data_out.size() > 0xffffffffu) co_return fail(errc::invalid_argument);
     if (!engine.accepting()) co_return fail(engine.error() ? engine.error() : make_error_code(errc::session_closed));
+    if (engine.failed()) co_return fail(errc::session_lost);  // past the replacement timeout: at once
     // The transport's view of the buffers (iSER: registered memory whose STags the command
     // carries, RFC 7145 §9.2; TCP: the spans as they are). Lives until the task's PDUs were sent;
     // prepared again on the new datamover if the command is re-issued after a reconnect.
@@ -506,6 +553,7 @@ std::shared_ptr<Session> start_session(asio::any_io_executor ex, std::unique_ptr
   // Without a way to log in again a lost connection ends the session. Over iSER too, recovery
   // re-issues commands with task data prepared again on the new connection (prepare_again()).
   config.replacement_timeout = reconnect ? options.replacement_timeout : std::chrono::milliseconds(0);
+  config.reconnect_after_give_up = options.reconnect_after_give_up;
   log::debug("session: logged in: target={} peer={} ImmediateData={} InitialR2T={} FirstBurstLength={} "
              "MaxBurstLength={} MaxRecvDataSegmentLength(target)={} window=[{},{}]",
              target_name, dm->peer(), p.immediate_data, p.initial_r2t, p.first_burst_length, p.max_burst_length,
@@ -556,6 +604,16 @@ const char* to_string(SessionEvent::Kind kind) noexcept {
     case SessionEvent::Kind::connection_lost: return "connection lost";
     case SessionEvent::Kind::recovered: return "recovered";
     case SessionEvent::Kind::gave_up: return "gave up";
+  }
+  return "unknown";
+}
+
+const char* to_string(SessionState state) noexcept {
+  switch (state) {
+    case SessionState::logged_in: return "logged-in";
+    case SessionState::recovering: return "recovering";
+    case SessionState::failed: return "failed";
+    case SessionState::ended: return "ended";
   }
   return "unknown";
 }
@@ -633,6 +691,18 @@ void Session::close() noexcept {
 }
 bool Session::is_open() const noexcept { return impl_->engine.accepting(); }
 bool Session::recovering() const noexcept { return impl_->engine.recovering(); }
+SessionState Session::state() const noexcept {
+  const SessionEngine& e = impl_->engine;
+  if (!e.open()) return SessionState::ended;
+  if (e.failed()) return SessionState::failed;
+  return e.recovering() ? SessionState::recovering : SessionState::logged_in;
+}
+ReconnectStatus Session::reconnect_status() const noexcept {
+  if (!impl_->engine.recovering()) return ReconnectStatus{};
+  return ReconnectStatus{.attempts = impl_->attempts,
+                         .next_attempt = impl_->next_attempt,
+                         .last_error = impl_->last_attempt_error};
+}
 std::chrono::steady_clock::time_point Session::recovering_since() const noexcept {
   return impl_->engine.recovering_since();
 }

@@ -165,6 +165,7 @@ void SessionEngine::end_session(std::error_code ec) {
   if (!open_) return;
   open_ = false;
   recovering_ = false;
+  failed_ = false;
   reconnect_after_logout_ = false;
   error_ = ec;
   actions_.ended = ec;
@@ -183,6 +184,32 @@ void SessionEngine::end_session(std::error_code ec) {
 }
 
 void SessionEngine::fail_session(std::error_code ec) { end_session(ec); }
+
+void SessionEngine::give_up() {
+  const std::error_code lost = make_error_code(errc::session_lost);
+  ++stats_.gave_up;
+  if (!config_.reconnect_after_give_up) {
+    log::warn("session: no new connection within the replacement timeout ({} ms): giving up",
+              config_.replacement_timeout.count());
+    end_session(lost);
+    return;
+  }
+  // open-iscsi's replacement_timeout: the waiting commands fail (queued for ever they would hold
+  // their callers and buffers), new ones fail at once, and the driver keeps logging in again; a
+  // login that succeeds makes the session logged in again (on_reconnected()).
+  log::warn("session: no new connection within the replacement timeout ({} ms): giving up on the waiting "
+            "commands; logging in again goes on", config_.replacement_timeout.count());
+  failed_ = true;
+  recovery_deadline_ = TimePoint::max();
+  actions_.gave_up = lost;
+  queue_.clear();
+  std::vector<TaskId> ids;
+  ids.reserve(tasks_.size());
+  for (const auto& [id, t] : tasks_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());  // owners hear in submission order
+  for (TaskId id : ids)
+    if (Task* t = find(id)) complete(*t, lost);
+}
 
 void SessionEngine::connection_failed(std::error_code ec, TimePoint now) {
   last_now_ = now;
@@ -289,6 +316,7 @@ void SessionEngine::on_reconnected(EngineStart start, WriteLimits limits, TimePo
   last_now_ = now;
   if (!open_ || !recovering_) return;
   recovering_ = false;
+  failed_ = false;  // logged in again after giving up: commands are accepted again
   recovery_deadline_ = TimePoint::max();
   config_.limits = limits;
   window_.reset(start.cmd_sn, start.exp_cmd_sn, start.max_cmd_sn);
@@ -374,6 +402,8 @@ Result<TaskId> SessionEngine::submit(const ScsiSubmission& command, TimePoint no
   if (command.data_in.size() > 0xffffffffu || command.data_out.size() > 0xffffffffu)
     return fail(errc::invalid_argument);
   if (!accepting()) return tl::unexpected(error_ ? error_ : make_error_code(errc::session_closed));
+  // Past the replacement timeout commands fail at once; none is queued until a login succeeds.
+  if (failed_) return fail(errc::session_lost);
   if (queue_.size() >= config_.max_queued_commands) return tl::unexpected(busy());
   Task& t = new_task(TaskKind::scsi);
   t.command = command;
@@ -654,12 +684,7 @@ void SessionEngine::on_timer(TimePoint now) {
   last_now_ = now;
   if (!open_) return;
   if (recovering_) {
-    if (now >= recovery_deadline_) {
-      log::warn("session: no new connection within the replacement timeout ({} ms): giving up",
-                config_.replacement_timeout.count());
-      ++stats_.gave_up;
-      end_session(make_error_code(errc::session_lost));
-    }
+    if (!failed_ && now >= recovery_deadline_) give_up();
     return;
   }
   std::vector<TaskId> expired;

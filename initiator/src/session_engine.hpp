@@ -32,7 +32,10 @@
 //    again with the same ISID and TSIH 0 and calls on_reconnected(), which numbers and sends them
 //    afresh. A re-issued SYNCHRONIZE CACHE waits until every re-issued command before it
 //    completed. UNIT ATTENTION 29h (power on/reset, I_T nexus loss) after a reinstatement is
-//    retried, not reported. Past the replacement timeout the session ends with errc::session_lost.
+//    retried, not reported. Past the replacement timeout every waiting command fails with
+//    errc::session_lost; then either the session ends (EngineConfig::reconnect_after_give_up off)
+//    or it is failed(): new commands fail at once, none is queued, and the driver's logins go on
+//    until one succeeds (open-iscsi's replacement_timeout, with iscsid retrying for ever).
 //
 // THREADING: none; the owner calls it from one thread.
 #pragma once
@@ -97,6 +100,11 @@ struct EngineConfig {
   /// How long the session waits for a new connection after losing one, with the commands queued;
   /// 0 = a lost connection ends the session (every task fails with the connection's error).
   std::chrono::milliseconds replacement_timeout{0};
+  /// Past the replacement timeout: true = the session is failed(), not ended — its commands fail
+  /// with errc::session_lost, new ones at once, while the driver keeps logging in again
+  /// (EngineActions::gave_up; on_reconnected() makes it logged in again); false = it ends with
+  /// errc::session_lost (EngineActions::ended).
+  bool reconnect_after_give_up = false;
   /// After a reinstatement: how often one command with UNIT ATTENTION 29h is sent again.
   unsigned unit_attention_retries = 4;
 };
@@ -149,8 +157,11 @@ struct EngineActions {
   /// The connection failed and the session is recovering (why): close the connection, drop the
   /// PDUs not sent yet (the engine sends them again), log in again and call on_reconnected().
   std::optional<std::error_code> connection_lost;
+  /// Set once per recovery, when the replacement timeout passed with reconnect_after_give_up
+  /// (errc::session_lost): the waiting commands failed; keep logging in again.
+  std::optional<std::error_code> gave_up;
   [[nodiscard]] bool empty() const noexcept {
-    return pdus.empty() && completions.empty() && !ended && !connection_lost;
+    return pdus.empty() && completions.empty() && !ended && !connection_lost && !gave_up;
   }
 };
 
@@ -165,6 +176,7 @@ class SessionEngine {
   /// (RFC 7143 §4.2.2.1), otherwise when they open. Returns its TaskId, or
   ///  - errc::invalid_argument: both buffers set (no bidirectional commands) or one above 4 GiB - 1;
   ///  - errc::session_closed: the session ended or is logging out (then: the error that ended it);
+  ///  - errc::session_lost: failed() (past the replacement timeout, no connection yet);
   ///  - std::errc::resource_unavailable_try_again: max_queued_commands submissions already wait.
   Result<TaskId> submit(const ScsiSubmission& command, TimePoint now);
   /// Sends a task management request (immediate, RFC 7143 §11.5). Errors: session_closed,
@@ -216,8 +228,12 @@ class SessionEngine {
   /// Ends a SCSI command waiting in the queue with `ec` (e.g. its buffers could not be prepared on
   /// the new connection: std::errc::not_enough_memory). Returns false when it is not queued.
   bool fail_queued(TaskId id, std::error_code ec);
-  /// True between a lost connection and on_reconnected() (or the end of the session).
+  /// True between a lost connection and on_reconnected() (or the end of the session), also once
+  /// failed().
   [[nodiscard]] bool recovering() const noexcept { return recovering_; }
+  /// True while recovering past the replacement timeout (EngineConfig::reconnect_after_give_up):
+  /// submit() fails at once with errc::session_lost until on_reconnected().
+  [[nodiscard]] bool failed() const noexcept { return failed_; }
   /// The driver tries another login (SessionStats::reconnect_attempts).
   void count_reconnect_attempt() noexcept { ++stats_.reconnect_attempts; }
   /// When recovering(): when the connection was lost.
@@ -286,6 +302,7 @@ class SessionEngine {
   void release(Task& t);
   void complete(Task& t, std::error_code ec);
   void end_session(std::error_code ec);
+  void give_up();
   void pump(TimePoint now);
   void dispatch(Task& t, TimePoint now);
   void send_request(Task& t, TimePoint now);
@@ -333,6 +350,7 @@ class SessionEngine {
   TimePoint last_now_;
   // recovery
   bool recovering_ = false;
+  bool failed_ = false;                  // recovering past the replacement timeout (give_up())
   bool reconnect_after_logout_ = false;  // a target-requested logout: reconnect after it
   TimePoint recovering_since_{};
   TimePoint recovery_deadline_ = TimePoint::max();

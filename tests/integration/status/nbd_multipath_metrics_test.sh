@@ -74,6 +74,9 @@ assert p[0]["state"] != "up", p[0]
 assert p[0]["downs"] >= 1, p[0]
 assert p[1]["state"] == "up", p[1]
 assert p[1]["data_out_bytes"] >= 1048576, p[1]
+# Where reinstating stands: an up path has none pending; a down one counts its logins.
+assert p[1]["reinstate_attempts"] == 0 and p[1]["next_attempt_in_ms"] is None, p[1]
+assert p[0]["state"] != "down" or p[0]["reinstate_attempts"] >= 0 and "next_attempt_in_ms" in p[0], p[0]
 assert d["buffer_budget"]["limit_bytes_per_connection"] == 67108864, d["buffer_budget"]
 PY
 echo "PASS: iserkit-nbd multipath metrics"

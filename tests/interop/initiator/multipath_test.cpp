@@ -314,6 +314,12 @@ TEST(Multipath, NoPathForTheReplacementTimeoutFailsCommandsThenAReturningPathSer
     EXPECT_LT(waited, 10s);
     EXPECT_TRUE((*mp)->gave_up());
     EXPECT_EQ((*mp)->stats().gave_up, 1u);
+    // As a single session past its replacement timeout (issue 24 item 6): a new command fails at
+    // once, it does not wait, while the paths are reinstated in the background.
+    const auto again_start = std::chrono::steady_clock::now();
+    auto again = co_await lun->read({.lba = 0, .blocks = 1}, buf);
+    EXPECT_FALSE(again);
+    EXPECT_LT(std::chrono::steady_clock::now() - again_start, 1s) << "a command after giving up waited";
     link2->restore();
     for (int i = 0; i < 100 && !(*mp)->any_path_usable(); ++i) co_await sleep_for(50ms);
     EXPECT_TRUE((*mp)->any_path_usable());

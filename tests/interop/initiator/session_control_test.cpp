@@ -115,7 +115,8 @@ TEST(SessionControl, SilentTargetIsDeclaredDead) {
 // Recovery against a real target: frozen for less than the replacement timeout, the command
 // waits, the session logs in again once the target runs, and the command completes; frozen for
 // longer, the command fails with errc::session_lost (after the ping timeout plus the replacement
-// timeout; the exact time is not asserted).
+// timeout; the exact time is not asserted), new ones fail at once, and once the target runs again
+// the session's background logins make it serve commands again.
 SessionOptions recovering_options(std::chrono::milliseconds replacement) {
   SessionOptions o;
   o.nop_interval = 100ms;
@@ -175,7 +176,18 @@ TEST(SessionControl, TargetFrozenLongerThanTheReplacementTimeoutFailsWithSession
     if (!r) {
       EXPECT_EQ(r.error(), make_error_code(errc::session_lost)) << r.error().message();
     }
-    EXPECT_FALSE(s.is_open());
     EXPECT_EQ(s.stats().gave_up, 1u);
+    // Not given up for good (issue 24 item 6): failed, still logging in; a new command fails at once.
+    EXPECT_TRUE(s.is_open());
+    EXPECT_EQ(s.state(), SessionState::failed);
+    auto late = co_await s.execute(req);
+    EXPECT_FALSE(late);
+    // The target runs again: a background login makes the same session serve commands.
+    ::kill(pid, SIGCONT);
+    for (int i = 0; i < 200 && s.state() != SessionState::logged_in; ++i) co_await sleep_for(50ms);
+    EXPECT_EQ(s.state(), SessionState::logged_in) << "no login within 10 s of the target running again";
+    auto served = co_await s.execute(req);
+    EXPECT_TRUE(served) << (served ? "" : served.error().message());
+    EXPECT_GE(s.stats().recoveries, 1u);
   });
 }

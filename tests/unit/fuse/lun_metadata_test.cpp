@@ -141,6 +141,27 @@ TEST(TargetInfoJson, NotConnectedHasNoParametersAndNullSerial) {
   EXPECT_NE(target_info_json(info).find("\"luns\": []"), std::string::npos);
 }
 
+// A session past its replacement timeout, logging in again in the background (issue 24 item 6):
+// the state says so and "reconnect" carries the attempts, the next one and the last error; no
+// parameters (no connection).
+TEST(TargetInfoJson, GaveUpSessionShowsItsBackgroundLogins) {
+  TargetInfo info;
+  info.target = "t";
+  info.session_state = "gave-up";
+  info.reconnect = TargetInfo::Reconnect{.attempts = 7, .next_attempt_in_ms = 2500, .last_error = "Connection refused"};
+  auto j = target_info_json(info);
+  EXPECT_NE(j.find("\"state\": \"gave-up\",\n    \"reconnect\": {\"attempts\": 7, \"next_attempt_in_ms\": 2500, "
+                   "\"last_error\": \"Connection refused\"}\n  },"),
+            std::string::npos)
+      << j;
+  EXPECT_EQ(j.find("parameters"), std::string::npos) << j;
+  info.reconnect->next_attempt_in_ms.reset();  // a login under way
+  j = target_info_json(info);
+  EXPECT_NE(j.find("\"next_attempt_in_ms\": null"), std::string::npos) << j;
+  info.reconnect.reset();
+  EXPECT_EQ(target_info_json(info).find("reconnect"), std::string::npos);
+}
+
 TEST(TargetInfoJson, MultipathShowsEveryPathAndItsStateForTheTargetAndEachLun) {
   TargetInfo info;
   info.target = "iqn.2026-11.org.x:a";

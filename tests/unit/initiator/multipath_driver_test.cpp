@@ -37,6 +37,7 @@ struct FakeUnit {
   std::vector<std::pair<std::size_t, std::uint8_t>> received;  // (path, opcode), in arrival order
   std::vector<FakeDatamover*> dm{nullptr, nullptr};
   std::vector<int> connects{0, 0};
+  std::vector<bool> refuse{false, false};  // logins on the path fail (its portal is away)
   std::vector<std::uint32_t> stat_sn{1, 1};
   std::vector<std::uint8_t> naa_last{7, 7};  // last byte of the unit's NAA, per path (differs = another unit)
 
@@ -146,6 +147,7 @@ struct FakeUnit {
 Awaitable<Result<std::shared_ptr<Session>>> fake_connect(FakeUnit& unit, Url url, SessionOptions options) {
   const std::size_t i = url.host == "p0" ? 0 : 1;
   ++unit.connects[i];
+  if (unit.refuse[i]) co_return fail(std::errc::connection_refused);
   unit.stat_sn[i] = 1;
   auto ex = co_await asio::this_coro::executor;
   auto fake = std::make_unique<FakeDatamover>(ex);
@@ -313,6 +315,37 @@ TEST(MultipathDriver, ALostPathsCommandGoesToTheOtherPathAndThePathIsReinstated)
     auto r = co_await mp.execute(command(0x00));
     EXPECT_TRUE(r);
     EXPECT_EQ(rig.unit.count(0, 0x00), 2u);
+  });
+}
+
+// Where a failed path's reinstatement stands (issue 24 item 6: the state visible, as for a single
+// session): down with the logins tried and the next one announced while its portal refuses; up
+// with no attempt pending once one succeeds.
+TEST(MultipathDriver, ADownPathShowsItsReinstatingLoginsUntilItIsUpAgain) {
+  Rig rig;
+  rig.run(MultipathPolicy::failover, [&](Multipath& mp) -> Awaitable<void> {
+    EXPECT_EQ(mp.paths()[0].reinstate_attempts, 0u);
+    EXPECT_FALSE(mp.paths()[0].next_attempt);
+    rig.unit.refuse[0] = true;
+    rig.unit.dm[0]->push_error(make_error_code(errc::connection_closed));
+    co_await sleep_for(5ms);
+    auto moved = co_await mp.execute(command(0x00));  // fails on path 0 (its session ended): path 1
+    EXPECT_TRUE(moved);
+    for (int i = 0; i < 200 && mp.paths()[0].reinstate_attempts < 3; ++i) co_await sleep_for(5ms);
+    const PathStatus down = mp.paths()[0];
+    EXPECT_EQ(down.state, PathStatus::State::down);
+    EXPECT_GE(down.reinstate_attempts, 3u);
+    EXPECT_TRUE(down.next_attempt.has_value()) << "the loop waits between logins (the fake fails at once)";
+    if (down.next_attempt) {
+      EXPECT_LE(*down.next_attempt - std::chrono::steady_clock::now(), 20ms) << "beyond reinstate_delay_max";
+    }
+    EXPECT_EQ(mp.paths()[1].reinstate_attempts, 0u);
+    rig.unit.refuse[0] = false;
+    for (int i = 0; i < 200 && mp.paths()[0].state != PathStatus::State::up; ++i) co_await sleep_for(5ms);
+    const PathStatus up = mp.paths()[0];
+    EXPECT_EQ(up.state, PathStatus::State::up);
+    EXPECT_EQ(up.reinstate_attempts, 0u);
+    EXPECT_FALSE(up.next_attempt);
   });
 }
 

@@ -3,7 +3,9 @@
 // failed attempt), the lost one having been reset (Datamover::abort), the command is sent again
 // there and completes once; events reach the
 // callback. Without a new connection within the replacement timeout the command fails with
-// errc::session_lost and the callback hears "gave up".
+// errc::session_lost and the callback hears "gave up"; the session then keeps logging in with its
+// bounded back-off, fails new commands at once, and serves again once a login succeeds (or, with
+// reconnect_after_give_up off, has ended).
 #include <gtest/gtest.h>
 
 #include <new>
@@ -54,14 +56,17 @@ struct RecoveryRecord {
   int aborts_of_first = 0;  // the lost connection reset (Datamover::abort), not closed
   FakeDatamover* second = nullptr;
   int attempts = 0;
+  bool target_down = false;  // logins fail while set (the target is away)
   std::vector<SessionEvent> events;
 };
 
 struct RecoveryRig : RecoveryRecord, test::SessionRig {
-  explicit RecoveryRig(std::chrono::milliseconds replacement, int fail_first_attempts, bool never_reconnect = false)
+  explicit RecoveryRig(std::chrono::milliseconds replacement, int fail_first_attempts, bool never_reconnect = false,
+                       bool reconnect_after_give_up = true)
       : SessionRig(Deferred{}) {
     SessionOptions options;
     options.replacement_timeout = replacement;
+    options.reconnect_after_give_up = reconnect_after_give_up;
     options.reconnect_delay_min = 1ms;
     options.reconnect_delay_max = 4ms;
     options.on_event = [this](const SessionEvent& e) { events.push_back(e); };
@@ -76,7 +81,8 @@ struct RecoveryRig : RecoveryRecord, test::SessionRig {
     });
     Reconnector reconnect = [this, fail_first_attempts, never_reconnect]() -> Awaitable<Result<Reconnected>> {
       ++attempts;
-      if (never_reconnect || attempts <= fail_first_attempts) co_return fail(std::errc::connection_refused);
+      if (never_reconnect || target_down || attempts <= fail_first_attempts)
+        co_return fail(std::errc::connection_refused);
       auto f = std::make_unique<FakeDatamover>(io.get_executor());
       second = f.get();
       second->respond_with(answer_reads);
@@ -118,8 +124,18 @@ TEST(SessionDriverRecovery, CommandInFlightIsSentAgainOnTheNewConnectionAndCompl
   EXPECT_EQ(s.commands_reissued, 1u);
 }
 
+/// Waits on the rig's executor (polling every millisecond, at most `limit`) until `done()`.
+template <class Pred>
+Awaitable<void> wait_until(asio::io_context& io, Pred done, std::chrono::milliseconds limit = 5000ms) {
+  asio::steady_timer t(io);
+  for (auto waited = 0ms; !done() && waited < limit; waited += 1ms) {
+    t.expires_after(1ms);
+    co_await t.async_wait(asio::use_awaitable);
+  }
+}
+
 TEST(SessionDriverRecovery, NoNewConnectionWithinTheReplacementTimeoutFailsWithSessionLost) {
-  RecoveryRig rig(200ms, 0, /*never_reconnect=*/true);
+  RecoveryRig rig(200ms, 0, /*never_reconnect=*/true, /*reconnect_after_give_up=*/false);
   std::vector<std::byte> buffer(512);
   rig.run([&]() -> Awaitable<void> {
     auto r = co_await rig.session->execute(read10(buffer));
@@ -127,6 +143,7 @@ TEST(SessionDriverRecovery, NoNewConnectionWithinTheReplacementTimeoutFailsWithS
     auto late = co_await rig.session->execute(read10(buffer));
     expect_error(late, make_error_code(errc::session_lost));
     EXPECT_FALSE(rig.session->is_open());
+    EXPECT_EQ(rig.session->state(), SessionState::ended);
   });
   EXPECT_GE(rig.attempts, 1);
   ASSERT_EQ(rig.events.size(), 2u);
@@ -134,6 +151,89 @@ TEST(SessionDriverRecovery, NoNewConnectionWithinTheReplacementTimeoutFailsWithS
   EXPECT_EQ(rig.events[1].kind, SessionEvent::Kind::gave_up);
   EXPECT_EQ(rig.events[1].error, make_error_code(errc::session_lost));
   EXPECT_EQ(rig.session->stats().gave_up, 1u);
+}
+
+// Issue 24 item 6: past the replacement timeout the session does not give up for good. The
+// command that waited fails with session_lost, new ones fail at once (not queued), the state is
+// failed with the attempts and the next one visible; logins go on in the background, spaced by
+// the bounded back-off; once the target is back a login succeeds and new commands are served by
+// the same Session, which is logged in again.
+TEST(SessionDriverRecovery, AfterTheReplacementTimeoutLoginsGoOnAndANewCommandIsServed) {
+  RecoveryRig rig(50ms, 0);
+  rig.target_down = true;
+  std::vector<std::byte> buffer(4096);
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(read10(buffer));
+    expect_error(r, make_error_code(errc::session_lost));
+    EXPECT_TRUE(rig.session->is_open());
+    EXPECT_EQ(rig.session->state(), SessionState::failed);
+    const auto before = std::chrono::steady_clock::now();
+    auto late = co_await rig.session->execute(read10(buffer));
+    expect_error(late, make_error_code(errc::session_lost));
+    EXPECT_LT(std::chrono::steady_clock::now() - before, 50ms) << "a command while failed must fail at once";
+    // The logins go on past the replacement timeout, each failure visible.
+    const int at_give_up = rig.attempts;
+    co_await wait_until(rig.io, [&] { return rig.attempts >= at_give_up + 5; });
+    EXPECT_GE(rig.attempts, at_give_up + 5) << "no login after the replacement timeout";
+    const ReconnectStatus st = rig.session->reconnect_status();
+    EXPECT_GE(st.attempts, 5u);
+    EXPECT_EQ(st.last_error, std::make_error_code(std::errc::connection_refused));
+    EXPECT_EQ(rig.session->state(), SessionState::failed);
+    // The target is back.
+    rig.target_down = false;
+    co_await wait_until(rig.io, [&] { return rig.session->state() == SessionState::logged_in; });
+    EXPECT_EQ(rig.session->state(), SessionState::logged_in);
+    EXPECT_FALSE(rig.session->reconnect_status().next_attempt);
+    auto served = co_await rig.session->execute(read10(buffer));
+    expect_good(served);
+    EXPECT_EQ(buffer[0], std::byte{0x42});
+  });
+  ASSERT_NE(rig.second, nullptr);
+  EXPECT_EQ(commands_in(*rig.second), 1u) << "the commands that failed are not sent again";
+  ASSERT_EQ(rig.events.size(), 3u);
+  EXPECT_EQ(rig.events[0].kind, SessionEvent::Kind::connection_lost);
+  EXPECT_EQ(rig.events[1].kind, SessionEvent::Kind::gave_up);
+  EXPECT_EQ(rig.events[1].error, make_error_code(errc::session_lost));
+  EXPECT_EQ(rig.events[2].kind, SessionEvent::Kind::recovered);
+  const SessionStats& s = rig.session->stats();
+  EXPECT_EQ(s.gave_up, 1u);
+  EXPECT_EQ(s.recoveries, 1u);
+  EXPECT_EQ(s.commands_reissued, 0u);
+}
+
+// The back-off stays bounded by reconnect_delay_max after the replacement timeout: no faster
+// (no busy loop) and no slower (the target is noticed within about one delay).
+TEST(SessionDriverRecovery, LoginsAfterTheReplacementTimeoutAreSpacedByTheBoundedBackOff) {
+  test::SessionRig rig(test::SessionRig::Deferred{});
+  SessionOptions options;
+  options.replacement_timeout = 20ms;
+  options.reconnect_delay_min = 5ms;
+  options.reconnect_delay_max = 20ms;
+  std::vector<std::chrono::steady_clock::time_point> tried;
+  Reconnector reconnect = [&tried]() -> Awaitable<Result<Reconnected>> {
+    tried.push_back(std::chrono::steady_clock::now());
+    co_return fail(std::errc::connection_refused);
+  };
+  auto fake = std::make_unique<FakeDatamover>(rig.io.get_executor());
+  fake->respond_with([](FakeDatamover& d, const CapturedPdu& p) {
+    if (p.as<iscsi::ScsiCommand>() != nullptr) d.push_error(make_error_code(errc::connection_closed));
+  });
+  rig.start(std::move(fake), std::move(options), {}, std::move(reconnect));
+  std::vector<std::byte> buffer(512);
+  rig.run([&]() -> Awaitable<void> {
+    auto r = co_await rig.session->execute(read10(buffer));
+    expect_error(r, make_error_code(errc::session_lost));
+    co_await wait_until(rig.io, [&] { return tried.size() >= 12; });
+    const auto next = rig.session->reconnect_status().next_attempt;
+    if (next) {
+      EXPECT_LE(*next - std::chrono::steady_clock::now(), 20ms);
+    }
+  });
+  ASSERT_GE(tried.size(), 12u);
+  // From the sixth attempt on the delay is at its cap: jittered between half of it and all of it.
+  for (std::size_t i = 6; i < tried.size(); ++i) {
+    EXPECT_GE(tried[i] - tried[i - 1], 10ms) << "attempt " << i << " came too soon: the back-off is not bounded below";
+  }
 }
 
 TEST(SessionDriverRecovery, WithoutAReconnectorALostConnectionFailsAtOnce) {

@@ -2,7 +2,9 @@
 // connection with a replacement timeout keeps the commands, the driver logs in again and the
 // engine sends every interrupted command once more, in order; a re-issued SYNCHRONIZE CACHE
 // waits for the re-issued writes; UNIT ATTENTION 29h after reinstatement is absorbed; past the
-// replacement timeout everything fails with errc::session_lost. Time is injected; no sleeping.
+// replacement timeout everything fails with errc::session_lost — and with reconnect_after_give_up
+// the session stays failed (new commands fail at once, none queued) until a later login makes it
+// logged in again. Time is injected; no sleeping.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -53,6 +55,7 @@ struct Rig {
   std::map<TaskId, std::vector<TaskOutcome>> done;
   std::optional<std::error_code> ended;
   std::vector<std::error_code> lost;
+  std::vector<std::error_code> gave_up;
 
   void drain() {
     auto a = engine.take_actions();
@@ -64,6 +67,7 @@ struct Rig {
     }
     for (auto& c : a.completions) done[c.id].push_back(std::move(c));
     if (a.connection_lost) lost.push_back(*a.connection_lost);
+    if (a.gave_up) gave_up.push_back(*a.gave_up);
     if (a.ended) {
       EXPECT_FALSE(ended) << "the session may end only once";
       ended = a.ended;
@@ -262,6 +266,103 @@ TEST(SessionRecovery, ReplacementTimeoutFailsWaitingAndNewCommandsWithSessionLos
   rig.engine.on_reconnected(fresh_start(), WriteLimits{}, t0 + 7s);
   EXPECT_TRUE(rig.commands().empty());
   EXPECT_FALSE(rig.engine.recovering());
+}
+
+// open-iscsi's replacement_timeout with iscsid logging in for ever: past the timeout the waiting
+// commands fail, new ones fail at once and are not queued, no deadline is left armed; a login
+// that succeeds later makes the session serve commands again; the next loss gives up again.
+TEST(SessionRecovery, PastTheReplacementTimeoutCommandsFailAtOnceUntilALoginSucceeds) {
+  EngineConfig c = recovering_config(5s);
+  c.reconnect_after_give_up = true;
+  Rig rig(c);
+  std::vector<std::byte> buf(512);
+  const TaskId in_flight = rig.read(buf);
+  ASSERT_EQ(rig.commands().size(), 1u);
+  rig.engine.connection_failed(make_error_code(errc::connection_closed), t0);
+  const TaskId queued = rig.read(buf);
+  rig.engine.on_timer(t0 + 5s);
+  rig.drain();
+  EXPECT_FALSE(rig.ended) << "the session is failed, not ended";
+  ASSERT_EQ(rig.gave_up.size(), 1u);
+  EXPECT_EQ(rig.gave_up[0], make_error_code(errc::session_lost));
+  for (TaskId id : {in_flight, queued}) {
+    const TaskOutcome* o = rig.outcome(id);
+    ASSERT_NE(o, nullptr);
+    EXPECT_EQ(o->error, make_error_code(errc::session_lost));
+  }
+  EXPECT_TRUE(rig.engine.open());
+  EXPECT_TRUE(rig.engine.accepting());
+  EXPECT_TRUE(rig.engine.recovering());
+  EXPECT_TRUE(rig.engine.failed());
+  EXPECT_EQ(rig.engine.stats().gave_up, 1u);
+  // Bounded while failed: nothing is queued, no task kept, no deadline armed (the driver's
+  // back-off is the only timer).
+  ScsiSubmission s;
+  s.cdb.length = 10;
+  s.data_in = buf;
+  for (int i = 0; i < 3; ++i) {
+    auto late = rig.engine.submit(s, t0 + 6s);
+    ASSERT_FALSE(late);
+    EXPECT_EQ(late.error(), make_error_code(errc::session_lost));
+  }
+  EXPECT_EQ(rig.engine.commands_queued(), 0u);
+  EXPECT_EQ(rig.engine.itts_in_use(), 0u);
+  EXPECT_EQ(rig.engine.next_deadline(), SessionEngine::TimePoint::max());
+  rig.engine.on_timer(t0 + 60s);
+  rig.drain();
+  EXPECT_EQ(rig.gave_up.size(), 1u) << "gave up once per lost connection";
+  EXPECT_TRUE(rig.commands().empty());
+
+  // The target is back: a login succeeds, new commands are served.
+  rig.engine.on_reconnected(fresh_start(), WriteLimits{}, t0 + 90s);
+  EXPECT_FALSE(rig.engine.failed());
+  EXPECT_FALSE(rig.engine.recovering());
+  EXPECT_TRUE(rig.commands().empty()) << "the failed commands are not sent again";
+  const TaskId fresh = rig.submit(0x28, buf, {}, t0 + 91s);
+  auto sent = rig.commands();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].cmd_sn, SerialNumber(1));
+  rig.answer(sent[0]);
+  ASSERT_NE(rig.outcome(fresh), nullptr);
+  EXPECT_FALSE(rig.outcome(fresh)->error);
+  EXPECT_EQ(rig.engine.stats().recoveries, 1u);
+
+  // Lost again: commands wait again for a whole replacement timeout, then fail again.
+  const TaskId again = rig.read(buf);
+  rig.commands();
+  rig.engine.connection_failed(make_error_code(errc::connection_closed), t0 + 100s);
+  rig.engine.on_timer(t0 + 104s);
+  rig.drain();
+  EXPECT_EQ(rig.outcome(again), nullptr) << "waits within the replacement timeout";
+  EXPECT_FALSE(rig.engine.failed());
+  rig.engine.on_timer(t0 + 105s);
+  ASSERT_NE(rig.outcome(again), nullptr);
+  EXPECT_EQ(rig.outcome(again)->error, make_error_code(errc::session_lost));
+  EXPECT_EQ(rig.gave_up.size(), 2u);
+  EXPECT_EQ(rig.engine.stats().gave_up, 2u);
+  EXPECT_FALSE(rig.ended);
+}
+
+// A failed session (past the replacement timeout) that the caller logs out or closes ends there;
+// a login finishing afterwards changes nothing.
+TEST(SessionRecovery, LogoutOfAFailedSessionEndsIt) {
+  EngineConfig c = recovering_config(1s);
+  c.reconnect_after_give_up = true;
+  Rig rig(c);
+  rig.engine.connection_failed(make_error_code(errc::connection_closed), t0);
+  rig.engine.on_timer(t0 + 1s);
+  rig.drain();
+  ASSERT_TRUE(rig.engine.failed());
+  auto id = rig.engine.logout(t0 + 2s);
+  EXPECT_FALSE(id);
+  rig.drain();
+  ASSERT_TRUE(rig.ended);
+  EXPECT_EQ(*rig.ended, make_error_code(errc::session_closed));
+  EXPECT_FALSE(rig.engine.failed());
+  EXPECT_FALSE(rig.engine.recovering());
+  rig.engine.on_reconnected(fresh_start(), WriteLimits{}, t0 + 3s);
+  EXPECT_FALSE(rig.engine.open());
+  EXPECT_TRUE(rig.commands().empty());
 }
 
 TEST(SessionRecovery, WithoutReplacementTimeoutALostConnectionEndsTheSession) {

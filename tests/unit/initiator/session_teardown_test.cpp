@@ -67,6 +67,55 @@ TEST(SessionTeardown, LogoutWhileRecoveringEndsEveryLoopAndFreesTheSession) {
   EXPECT_EQ(attempts, attempts_at_logout) << "the reconnect loop went on after the logout";
 }
 
+// The same once the replacement timeout has passed (SessionState::failed, logins going on in the
+// background): iserkit-nbd's and iserkit-fuse's shutdown logs out such a session, which must end
+// every loop, the reconnect loop included, and free the session.
+TEST(SessionTeardown, LogoutOfAFailedSessionEndsEveryLoopAndFreesTheSession) {
+  test::SessionRig rig(test::SessionRig::Deferred{});
+  SessionOptions options;
+  options.replacement_timeout = 10ms;
+  options.reconnect_delay_min = 1ms;
+  options.reconnect_delay_max = 4ms;
+  int attempts = 0;
+  Reconnector reconnect = [&attempts]() -> Awaitable<Result<Reconnected>> {
+    ++attempts;
+    co_return fail(std::errc::connection_refused);
+  };
+  rig.start(std::make_unique<FakeDatamover>(rig.io.get_executor()), std::move(options), {}, std::move(reconnect));
+  std::weak_ptr<Session> observer = rig.session;
+  std::optional<Result<void>> logged_out;
+  int attempts_when_failed = -1;
+  asio::co_spawn(
+      rig.io,
+      [&]() -> Awaitable<void> {
+        rig.dm->push_error(make_error_code(errc::connection_closed));
+        asio::steady_timer t(rig.io);
+        for (int i = 0; i < 2000 && rig.session->state() != SessionState::failed; ++i) {
+          t.expires_after(1ms);
+          co_await t.async_wait(asio::use_awaitable);
+        }
+        EXPECT_EQ(rig.session->state(), SessionState::failed);
+        attempts_when_failed = attempts;
+        for (int i = 0; i < 2000 && attempts < attempts_when_failed + 2; ++i) {
+          t.expires_after(1ms);
+          co_await t.async_wait(asio::use_awaitable);
+        }
+        EXPECT_GE(attempts, attempts_when_failed + 2) << "no login after the replacement timeout";
+        logged_out = co_await rig.session->logout();
+        EXPECT_EQ(rig.session->state(), SessionState::ended);
+      },
+      asio::detached);
+  rig.io.run_for(5s);
+  EXPECT_TRUE(rig.io.stopped()) << "a session loop is still running after the logout ended the failed session";
+  ASSERT_TRUE(logged_out.has_value());
+  const int attempts_at_logout = attempts;
+  rig.session.reset();
+  EXPECT_TRUE(observer.expired()) << "a loop still holds the failed session after it ended";
+  rig.io.restart();
+  rig.io.run_for(50ms);
+  EXPECT_EQ(attempts, attempts_at_logout) << "the reconnect loop went on after the logout";
+}
+
 // An open, idle session over a real TcpDatamover (receive loop in an Asio read, timer loop in an
 // Asio timer, sender parked on the session's own Event): the program stops its io_context without
 // logging out, drops the session and destroys the io_context. The Asio operations' frames go with

@@ -71,7 +71,8 @@ const char* to_string(PathEvent::Kind kind) noexcept;
 struct MultipathOptions {
   MultipathPolicy policy = MultipathPolicy::failover;
   /// Options of every path's session. Multipath sets per path: isid (random, one per path, kept
-  /// when the path is reinstated), replacement_timeout (= path_replacement_timeout) and on_event;
+  /// when the path is reinstated), replacement_timeout (= path_replacement_timeout),
+  /// reconnect_after_give_up (false: a path that gives up is reinstated here) and on_event;
   /// nop_interval 0 becomes 5 s (paths are always checked with NOP-Out pings).
   SessionOptions session;
   /// How long a path's session tries to log in again by itself before its commands go to another
@@ -110,6 +111,11 @@ struct PathStatus {
   std::uint64_t failures = 0;        ///< commands that failed on it with a path error
   std::uint64_t downs = 0;           ///< times it went down
   std::uint64_t reinstatements = 0;  ///< times it came back (recovered or reinstated)
+  /// While down: logins tried to reinstate it since it went down (failed ones included); 0 once up.
+  std::uint64_t reinstate_attempts = 0;
+  /// While down: when the next reinstating login starts (steady clock); nullopt while one runs,
+  /// and while the path is up, recovering (its session logs in again itself) or refused.
+  std::optional<std::chrono::steady_clock::time_point> next_attempt;
   /// Bytes of the commands completed on this path (their read / write buffers; a command sent
   /// again on another path counts only there).
   std::uint64_t data_in_bytes = 0;

@@ -55,7 +55,10 @@ struct SessionEvent {
   enum class Kind {
     connection_lost,  ///< the connection failed; the session is logging in again, commands wait
     recovered,        ///< a new connection is logged in (same ISID); waiting commands went out
-    gave_up,          ///< no new connection within replacement_timeout: commands fail (session_lost)
+    /// No new connection within replacement_timeout: the waiting commands failed with
+    /// errc::session_lost and new ones fail at once. With reconnect_after_give_up the session
+    /// keeps logging in again (a later `recovered` ends that); without, it has ended.
+    gave_up,
   };
   Kind kind = Kind::connection_lost;
   std::error_code error;  ///< connection_lost: why; gave_up: errc::session_lost
@@ -145,11 +148,21 @@ struct SessionOptions {
   /// drops it or asks for a logout), the session logs in again with the same ISID and TSIH 0,
   /// backing off from reconnect_delay_min to reconnect_delay_max (doubling, jittered), and sends
   /// again every command that had not completed. Callers see only delay for this long; after it
-  /// waiting and new commands fail with errc::session_lost. 0 = fail at once (connection_closed).
+  /// waiting and new commands fail with errc::session_lost (see reconnect_after_give_up for what
+  /// happens next). 0 = fail at once (connection_closed), no recovery.
   /// Default 120 s, as open-iscsi's node.session.timeo.replacement_timeout.
   std::chrono::milliseconds replacement_timeout{120000};
   std::chrono::milliseconds reconnect_delay_min{100};   ///< first wait before logging in again
-  std::chrono::milliseconds reconnect_delay_max{5000};  ///< the longest wait between attempts
+  /// The longest wait between attempts, also after the replacement timeout (the bound of the
+  /// background retries: one login every reconnect_delay_max / 2 .. reconnect_delay_max).
+  std::chrono::milliseconds reconnect_delay_max{5000};
+  /// Past replacement_timeout: true = the session stays open in SessionState::failed — commands
+  /// fail at once with errc::session_lost (never queued) while logins go on in the background with
+  /// the same back-off; once one succeeds the session is logged in again (SessionEvent recovered)
+  /// and serves commands, as open-iscsi's iscsid keeps logging in after the replacement timeout.
+  /// false = the session ends with errc::session_lost (Multipath sets this for its paths: it
+  /// reinstates a failed path itself). Ignored when replacement_timeout is 0.
+  bool reconnect_after_give_up = true;
   /// Called on the session's executor when the connection is lost, recovered, or given up on.
   /// Must not block; may be empty.
   std::function<void(const SessionEvent&)> on_event;

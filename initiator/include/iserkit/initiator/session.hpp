@@ -23,12 +23,17 @@
 // replacement_timeout) every re-issued command's buffers are prepared again by the new
 // connection's datamover: it carries the new connection's STags, and a bounce buffer of the old
 // one is given back.
+// STATES (SessionState): logged_in → (connection lost) recovering, commands wait → (a login
+// succeeds) logged_in, or (replacement timeout) failed: commands fail at once with
+// errc::session_lost while logins go on with bounded back-off → (a login succeeds) logged_in.
+// ended is final (close(), logout(), no recovery, or SessionOptions::reconnect_after_give_up off).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <system_error>
@@ -65,7 +70,31 @@ struct SessionStats {
   std::uint64_t recoveries = 0;           ///< connections replaced (session reinstated)
   std::uint64_t commands_reissued = 0;    ///< commands sent again on a new connection
   std::uint64_t unit_attentions_absorbed = 0;  ///< UNIT ATTENTION 29h after a reinstatement, retried
-  std::uint64_t gave_up = 0;              ///< 1 once the replacement timeout ended the session
+  /// Times the replacement timeout passed without a new connection (the session then failed its
+  /// commands; with SessionOptions::reconnect_after_give_up it may recover and give up again).
+  std::uint64_t gave_up = 0;
+};
+
+/// Where a session stands (Session::state()); RFC 7143 §6.3.5 / open-iscsi's session states.
+enum class SessionState {
+  logged_in,   ///< a connection is logged in: commands go out
+  recovering,  ///< the connection was lost; logging in again, commands wait (SessionOptions::replacement_timeout)
+  /// The replacement timeout passed: commands fail at once with errc::session_lost (none is
+  /// queued) while logins go on in the background (SessionOptions::reconnect_after_give_up); back
+  /// to logged_in once one succeeds.
+  failed,
+  ended,       ///< closed, logged out, or failed for good: commands fail with Session::error()
+};
+/// "logged-in", "recovering", "failed", "ended".
+const char* to_string(SessionState state) noexcept;
+
+/// The background logins of a session that lost its connection (Session::reconnect_status()).
+struct ReconnectStatus {
+  unsigned attempts = 0;   ///< logins tried since the connection was last lost (failed ones included)
+  /// When the next login starts (steady clock); nullopt while one is under way or none is planned
+  /// (logged in, ended).
+  std::optional<std::chrono::steady_clock::time_point> next_attempt;
+  std::error_code last_error;  ///< why the last attempt failed (empty if none failed since the loss)
 };
 
 /// A task management request (RFC 7143 §11.5).
@@ -128,6 +157,7 @@ class Session : public CommandChannel, public std::enable_shared_from_this<Sessi
   ///    buffer above 4 GiB - 1;
   ///  - errc::session_lost: the connection dropped and no new one was logged in within
   ///    SessionOptions::replacement_timeout (until then the command waits and is sent again);
+  ///    afterwards, in SessionState::failed, at once until a background login succeeds;
   ///  - errc::connection_closed: the connection dropped with replacement_timeout 0; the session is
   ///    failed from then on;
   ///  - errc::session_closed: the session had already failed or logged out;
@@ -164,10 +194,17 @@ class Session : public CommandChannel, public std::enable_shared_from_this<Sessi
   /// Closes the connection at once; commands in flight fail with errc::connection_closed.
   void close() noexcept;
 
-  /// True until the session failed, was closed, or logged out (also while recovering).
+  /// True until the session failed for good, was closed, or logged out (also while recovering,
+  /// and in SessionState::failed: it still logs in again by itself).
   [[nodiscard]] bool is_open() const noexcept;
-  /// True while the connection is lost and the session logs in again (commands wait).
+  /// True while the connection is lost and the session logs in again: commands wait — or, in
+  /// SessionState::failed (past the replacement timeout), fail at once.
   [[nodiscard]] bool recovering() const noexcept;
+  /// Where the session stands (see SessionState).
+  [[nodiscard]] SessionState state() const noexcept;
+  /// While recovering() (or failed): the logins tried and when the next one starts. Session's
+  /// thread only.
+  [[nodiscard]] ReconnectStatus reconnect_status() const noexcept;
   /// While recovering(): when the connection was lost (steady clock).
   [[nodiscard]] std::chrono::steady_clock::time_point recovering_since() const noexcept;
   /// Why the session ended (empty while open).

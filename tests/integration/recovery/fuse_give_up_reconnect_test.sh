@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Issue 24 item 6 through the FUSE view: iserkit-target killed (kill -9) under a mounted
+# iserkit-fuse with --replacement-timeout 2, left down past it, then restarted on the same port and
+# file — the mount is not touched:
+#  - after the replacement timeout an O_DIRECT read of the LUN file fails with EIO, and the next
+#    one at once;
+#  - meanwhile the target's "info" file says "gave-up" with the background logins (attempts
+#    growing, the last error);
+#  - once the target is back the same open file descriptor reads the data written before the kill,
+#    within the back-off's 5 s cap + slack, and "info" says logged-in; the view's log shows the
+#    same session recovered (reinstated in the background, not replaced by a new login on use).
+source "$(dirname "$0")/lib.sh"
+need_fuse
+
+truncate -s 16M "$tmp/lun.img"
+start_target
+mount_fuse mnt --replacement-timeout 2 --timeout 5 --nop-interval 1 --nop-timeout 1
+info_file=$tmp/mnt/$iqn/info
+head -c 1048576 /dev/urandom >"$tmp/data"
+dd if="$tmp/data" of="$lun_file" bs=1M seek=4 oflag=direct conv=notrunc status=none || fail "write before the kill"
+
+# One reader process, one descriptor, for the whole outage (it waits for the test's go-ahead files).
+python3 - "$lun_file" "$tmp/data" "$tmp" >"$tmp/client.log" 2>&1 <<'PY' &
+import errno, mmap, os, sys, time
+path, data_path, tmp = sys.argv[1:4]
+data = open(data_path, "rb").read()
+fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+buf = mmap.mmap(-1, len(data))
+def read():
+    n = os.preadv(fd, [buf], 4 << 20)
+    return buf[:n]
+def wait_for(name, limit):
+    guard = time.monotonic() + limit
+    while not os.path.exists(os.path.join(tmp, name)):
+        if time.monotonic() > guard:
+            sys.exit("no go-ahead %s within %d s" % (name, limit))
+        time.sleep(0.05)
+assert read() == data, "read before the kill differs"
+open(os.path.join(tmp, "ready"), "w").close()
+wait_for("killed", 60)
+bound = 2 + 10  # the replacement timeout + slack (the target's socket closes at once)
+start = time.monotonic()
+while True:
+    try:
+        read()
+    except OSError as e:
+        if e.errno != errno.EIO:
+            sys.exit("expected EIO, got %s" % e)
+        break
+    if time.monotonic() - start > bound:
+        sys.exit("reads still succeed %d s after the kill" % bound)
+    time.sleep(0.1)
+print("  a read failed with EIO %.1f s after the kill" % (time.monotonic() - start), flush=True)
+t = time.monotonic()
+try:
+    read()
+    sys.exit("a read succeeded with the target down")
+except OSError as e:
+    if e.errno != errno.EIO:
+        sys.exit("after giving up: expected EIO, got %s" % e)
+if time.monotonic() - t > 1:
+    sys.exit("a read after the replacement timeout was not failed at once (%.1f s)" % (time.monotonic() - t))
+print("  the next read failed at once with EIO", flush=True)
+open(os.path.join(tmp, "gave_up"), "w").close()
+wait_for("restarted", 120)
+bound = 5 + 25  # the back-off's cap (jittered) + a login + slack for a loaded machine
+start = time.monotonic()
+while True:
+    try:
+        got = read()
+        break
+    except OSError as e:
+        if e.errno != errno.EIO:
+            sys.exit("while the view logs in again: expected EIO, got %s" % e)
+    if time.monotonic() - start > bound:
+        sys.exit("no read succeeded within %d s of the restart" % bound)
+    time.sleep(0.2)
+if got != data:
+    sys.exit("the data read after the restart differs from what was written before the kill")
+print("  the same descriptor reads the data back %.1f s after the restart" % (time.monotonic() - start), flush=True)
+PY
+client_pid=$!; pids+=($client_pid)
+
+guard=$((SECONDS + 30))
+until [[ -e $tmp/ready ]]; do
+  kill -0 $client_pid 2>/dev/null || fail "the reader ended early: $(cat "$tmp/client.log")"
+  ((SECONDS < guard)) || fail "the reader did not start within 30 s"
+  sleep 0.1
+done
+echo "== kill -9 the target on port $port; leave it down past the replacement timeout (2 s)"
+kill -9 $target_pid; wait $target_pid 2>/dev/null || true
+touch "$tmp/killed"
+guard=$((SECONDS + 60))
+until [[ -e $tmp/gave_up ]]; do
+  kill -0 $client_pid 2>/dev/null || fail "the reader ended early: $(cat "$tmp/client.log")"
+  ((SECONDS < guard)) || fail "the reader saw no EIO within 60 s: $(cat "$tmp/client.log")"
+  sleep 0.1
+done
+cat "$tmp/client.log"
+session_field() { python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))["session"]; print(eval(sys.argv[2]))' "$info_file" "$1"; }
+[[ $(session_field 's["state"]') == gave-up ]] || fail "info: session state is $(session_field 's["state"]'), not gave-up"
+attempts1=$(session_field 's["reconnect"]["attempts"]')
+[[ -n $(session_field 's["reconnect"]["last_error"]') ]] || fail "info: no last login error"
+guard=$((SECONDS + 30))
+until attempts2=$(session_field 's["reconnect"]["attempts"]'); ((attempts2 > attempts1)); do
+  ((SECONDS < guard)) || fail "no login attempt within 30 s after the replacement timeout (attempts stay $attempts1)"
+  sleep 0.5
+done
+echo "  info: gave-up, logins go on: attempts $attempts1 -> $attempts2"
+
+echo "== restart the target on port $port (same file); the mount is not touched"
+start_target
+touch "$tmp/restarted"
+wait_for $client_pid 90 "the reader"
+wait $client_pid || fail "reader: $(tail -n 3 "$tmp/client.log")"
+tail -n 1 "$tmp/client.log"
+guard=$((SECONDS + 10))
+until [[ $(session_field 's["state"]') == logged-in ]]; do
+  ((SECONDS < guard)) || fail "info: session state $(session_field 's["state"]') after the recovery, not logged-in"
+  sleep 0.2
+done
+grep -q 'session: recovered after the replacement timeout: target=' "$tmp/mnt.log" ||
+  fail "the view's session was not reinstated in the background"
+! grep -q 'fuse: logged in again' "$tmp/mnt.log" || fail "the session was replaced by a new login instead"
+unmount_fuse mnt
+echo PASS
