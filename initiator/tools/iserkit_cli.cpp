@@ -4,6 +4,8 @@
 // --json: one JSON document on stdout per run (cli_json.hpp; on error {"error": {...}} as well).
 // Unaligned --offset/--length are handled by read-modify-write of the edge blocks (write) or
 // partial copies (read); see LunHandle::write_bytes for the concurrency caveat.
+// CHAP credentials: the URL > --chap-user/--secret-file/--target-user/--target-secret-file >
+// --chap-file (mode 0600) > libiscsi's LIBISCSI_CHAP_* variables (chap_credentials.hpp).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +24,7 @@
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/common/status_socket.hpp"
+#include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/client.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "iserkit/initiator/lun.hpp"
@@ -96,8 +99,10 @@ std::string redact(const std::string& text) {
   return text.substr(0, pct + 1) + "***" + text.substr(at);
 }
 
-// The first line of `path` (a secret file).
+// The first line of `path` (a secret file; --chap-file is the checked, documented way).
 std::string read_secret(const std::string& path) {
+  if (struct stat st{}; ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) != 0)
+    std::cerr << "iserkit: warning: " << path << " can be read by group or others (chmod 600 " << path << ")\n";
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read secret file " + path);
   std::string line;
@@ -111,6 +116,12 @@ struct Common {
   ik::SessionOptions options;
   bool progress = false;  ///< show read/write progress on stderr (progress.hpp)
 };
+
+// A failed login or discovery: the error, and what to do about CHAP when that is the cause.
+std::string login_error_text(const Common& c, std::error_code ec) {
+  const auto hint = ik::chap_login_hint(ec, c.options.chap);
+  return describe(ec) + (hint.empty() ? "" : ": " + hint);
+}
 
 iserkit::Result<ik::Url> url_for(const std::string& op, const std::string& text, bool need_target, int& rc) {
   auto url = ik::parse_url(text);
@@ -130,7 +141,8 @@ int cmd_discover(const Common& c, const std::string& text) {
   auto url = url_for("discover", text, false, rc);
   if (!url) return rc;
   auto targets = ik::BlockingClient::discover(*url, c.options);
-  if (!targets) return error("discover", describe(targets.error()), "portal=" + url->host + ":" + std::to_string(url->port));
+  if (!targets)
+    return error("discover", login_error_text(c, targets.error()), "portal=" + url->host + ":" + std::to_string(url->port));
   if (json_output) {
     print_json(iserkit::cli::discovery_json(iserkit::cli::portal_text(url->host, url->port), *targets));
     return 0;
@@ -151,7 +163,7 @@ iserkit::Result<std::unique_ptr<ik::BlockingClient>> open_client(const std::stri
   auto url = url_for(op, text, true, rc);
   if (!url) return iserkit::fail(url.error());
   auto client = ik::BlockingClient::open(*url, c.options);
-  if (!client) rc = error(op, "cannot open LUN: " + describe(client.error()), "url=" + ik::format_url(*url));
+  if (!client) rc = error(op, "cannot open LUN: " + login_error_text(c, client.error()), "url=" + ik::format_url(*url));
   return client;
 }
 
@@ -265,7 +277,7 @@ int cmd_luns(const Common& c, const std::string& text) {
                           });
   io.run();
   if (!result || !*result)
-    return error("luns", "REPORT LUNS failed: " + describe(result ? result->error() : make_error_code(std::errc::io_error)),
+    return error("luns", "REPORT LUNS failed: " + login_error_text(c, result ? result->error() : make_error_code(std::errc::io_error)),
                  "url=" + ik::format_url(*url));
   if (json_output) {
     Json list = Json::array();
@@ -429,9 +441,11 @@ int main(int argc, char** argv) {
                         "  iserkit write    URL [--offset BYTES] [-i FILE] [--fua]\n\n"
                         "--json prints one JSON document on stdout (field names: initiator/README.md).\n"
                         "Offsets and lengths are in bytes and may be unaligned (edge blocks are read-modify-written).\n"
-                        "CHAP: iscsi://USER@HOST/... with the secret in --secret-file or $ISERKIT_CHAP_SECRET (or\n"
-                        "iscsi://USER%SECRET@... where a command line is private); mutual CHAP adds the target's\n"
-                        "secret from --target-secret-file or $ISERKIT_CHAP_TARGET_SECRET.");
+                        "CHAP without secrets on the command line: --chap-file FILE (mode 0600; lines `username = ...`,\n"
+                        "`secret = ...`, and for mutual CHAP `target_username = ...`, `target_secret = ...`) or libiscsi's\n"
+                        "LIBISCSI_CHAP_USERNAME, LIBISCSI_CHAP_PASSWORD, LIBISCSI_CHAP_TARGET_USERNAME and\n"
+                        "LIBISCSI_CHAP_TARGET_PASSWORD. Precedence: the URL (iscsi://USER[%SECRET]@...) > --chap-user,\n"
+                        "--secret-file, --target-user, --target-secret-file > --chap-file > the environment.");
   opts.add_options()
     ("h,help", "show help")
     ("version", "print the version")
@@ -448,12 +462,12 @@ int main(int argc, char** argv) {
     ("o,output", "output file for read (default stdout)", cxxopts::value<std::string>()->default_value("-"))
     ("i,input", "input file for write (default stdin)", cxxopts::value<std::string>()->default_value("-"))
     ("fua", "write with FUA (otherwise SYNCHRONIZE CACHE at the end)")
-    ("chap-user", "CHAP user name (CHAP_N); default: the URL's user", cxxopts::value<std::string>())
-    ("secret-file", "file whose first line is our CHAP secret (else $ISERKIT_CHAP_SECRET, else the URL's)",
-     cxxopts::value<std::string>())
+    ("chap-file", "CHAP credentials file (mode 0600, refused if group/other may access it): username, secret, "
+                  "target_username, target_secret", cxxopts::value<std::string>())
+    ("chap-user", "CHAP user name (CHAP_N) when the URL has none", cxxopts::value<std::string>())
+    ("secret-file", "file whose first line is our CHAP secret", cxxopts::value<std::string>())
     ("target-user", "mutual CHAP: the name the target must answer with (default: any)", cxxopts::value<std::string>())
-    ("target-secret-file", "mutual CHAP: file with the target's secret (else $ISERKIT_CHAP_TARGET_SECRET)",
-     cxxopts::value<std::string>())
+    ("target-secret-file", "mutual CHAP: file whose first line is the target's secret", cxxopts::value<std::string>())
     ("chap-algorithms", "CHAP_A offered, in order: e.g. SHA-256,SHA3-256,SHA-1,MD5 (MD5 is always offered)",
      cxxopts::value<std::string>())
     ("nop-interval", "NOP-Out ping after this many ms of silence from the target (0 = never)",
@@ -499,11 +513,24 @@ int main(int argc, char** argv) {
     const double replacement = args["replacement-timeout"].as<double>();
     if (replacement < 0) return error("iserkit", "bad option", "--replacement-timeout must be >= 0");
     c.options.replacement_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(replacement * 1000));
-    if (args.count("chap-user")) c.options.chap.user = args["chap-user"].as<std::string>();
-    if (args.count("secret-file")) c.options.chap.secret = read_secret(args["secret-file"].as<std::string>());
-    if (args.count("target-user")) c.options.chap.target_user = args["target-user"].as<std::string>();
+    // The URL argument was copied by the parser: hide its secret from ps and /proc/PID/cmdline.
+    for (int i = 1; i < argc; ++i) {
+      if (ik::hide_url_secret(argv[i]))
+        iserkit::log::warn("iserkit: the URL holds a CHAP secret, which other users could see in ps; use "
+                           "--chap-file or LIBISCSI_CHAP_PASSWORD");
+    }
+    ik::ChapSources chap;
+    if (args.count("chap-user")) chap.command_line.user = args["chap-user"].as<std::string>();
+    if (args.count("secret-file")) chap.command_line.secret = read_secret(args["secret-file"].as<std::string>());
+    if (args.count("target-user")) chap.command_line.target_user = args["target-user"].as<std::string>();
     if (args.count("target-secret-file"))
-      c.options.chap.target_secret = read_secret(args["target-secret-file"].as<std::string>());
+      chap.command_line.target_secret = read_secret(args["target-secret-file"].as<std::string>());
+    if (args.count("chap-file")) {
+      auto file = ik::read_chap_file(args["chap-file"].as<std::string>());
+      if (!file) return error("iserkit", "bad --chap-file", file.error());
+      chap.file = std::move(*file);
+    }
+    chap.environment = ik::chap_from_environment();
     if (args.count("chap-algorithms")) {
       c.options.chap.algorithms.clear();
       std::string list = args["chap-algorithms"].as<std::string>();
@@ -515,7 +542,6 @@ int main(int argc, char** argv) {
         pos = comma + 1;
       }
     }
-    c.options = ik::secret_from_environment(std::move(c.options));
     const auto transport = ik::parse_transport_policy(args["transport"].as<std::string>());
     if (!transport) return error("iserkit", "bad --transport", "want=url|tcp|iser|auto");
     c.options.transport = *transport;
@@ -535,6 +561,12 @@ int main(int argc, char** argv) {
     const auto command = args["command"].as<std::string>();
     const auto url = args["url"].as<std::string>();
     if (command == "status") return cmd_status(url);
+    // A URL that does not parse is reported by the command itself.
+    if (auto parsed = ik::parse_url(url)) {
+      auto resolved = ik::resolve_chap(*parsed, chap, c.options.chap);
+      if (!resolved) return error(command, resolved.error());
+      c.options.chap = std::move(*resolved);
+    }
     if (command == "discover") return cmd_discover(c, url);
     if (command == "inquiry") return cmd_inquiry(c, url);
     if (command == "readcap") return cmd_readcap(c, url);
