@@ -92,15 +92,20 @@ CHAP_ENV="LIBISCSI_CHAP_USERNAME=alice LIBISCSI_CHAP_PASSWORD=$ALICE_SECRET" \
   refused env-other-user "CHAP user 'mallory' has no secret" readcap "iscsi://mallory@$H/$SECURE/0"
 
 echo "== the secret is not on the command line of a running process"
-# A write from a FIFO keeps the process alive while its command line is read. The tool opens the
-# FIFO after parsing its arguments (and hiding a URL's secret), so once our end is open the
-# command line is final.
+# A write from a FIFO keeps the process alive while its command line is read.
 cmdline_of_write() {  # NAME URL ARGS...: prints the command line of `iserkit write URL ARGS...`
   local name=$1 url=$2; shift 2
   rm -f "$WORK/fifo"; mkfifo "$WORK/fifo"
   "$CLI" write "$url" -i "$WORK/fifo" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
   local pid=$!
-  exec 7>"$WORK/fifo"
+  # Read-write: never blocks, even if the tool dies before opening its end. The tool opens the
+  # FIFO after parsing its arguments, so once it holds it the command line is final.
+  exec 7<>"$WORK/fifo"
+  for _ in $(seq 200); do
+    kill -0 "$pid" 2>/dev/null || { cat "$WORK/$name.err" >&2; fail "$name: write exited before opening the FIFO"; }
+    ls -l /proc/$pid/fd 2>/dev/null | grep -qF "$WORK/fifo" && break
+    sleep 0.05
+  done
   local line ps_line
   line=$(tr '\0' ' ' </proc/$pid/cmdline)
   ps_line=$(ps -o args= -p "$pid")

@@ -9,6 +9,7 @@ CMD and keeps the FIFO open until CMD has exited, so CMD never sees end of input
 Prints "status=N" (CMD's exit status) on stdout; exits 1 if CMD does not read or exit in 60 s.
 """
 import array
+import errno
 import fcntl
 import os
 import signal
@@ -30,7 +31,19 @@ def main():
     proc = subprocess.Popen(sys.argv[4:], preexec_fn=default_signals)
     deadline = time.monotonic() + 60
     try:
-        fd = os.open(fifo, os.O_WRONLY)  # blocks until CMD opens it
+        # Open once CMD has opened its end (ENXIO until then); give up if CMD exits first.
+        while True:
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as e:
+                if e.errno != errno.ENXIO:
+                    raise
+            if time.monotonic() > deadline or proc.poll() is not None:
+                print("CMD did not open the FIFO", file=sys.stderr)
+                return 1
+            time.sleep(0.01)
+        os.set_blocking(fd, True)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
