@@ -430,10 +430,11 @@ std::size_t read_input(int fd, std::byte* p, std::size_t n, StopSignals& stop, b
 
 std::string signal_name(int signal) { return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : std::to_string(signal); }
 
-// "bytes=N offset=O last_offset=L": what a write put on the LUN (L = its last byte; "-" for none).
-std::string written_text(std::uint64_t offset, std::uint64_t end) {
-  return "bytes=" + std::to_string(end - offset) + " offset=" + std::to_string(offset) +
-         " last_offset=" + (end > offset ? std::to_string(end - 1) : std::string("-"));
+// "bytes=N offset=O last_offset=L": what a write put on the LUN (L = its last byte; "-" for none),
+// each key preceded by `prefix`.
+std::string written_text(std::uint64_t offset, std::uint64_t end, const std::string& prefix = {}) {
+  return prefix + "bytes=" + std::to_string(end - offset) + " " + prefix + "offset=" + std::to_string(offset) + " " +
+         prefix + "last_offset=" + (end > offset ? std::to_string(end - 1) : std::string("-"));
 }
 
 int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, const std::string& in_path, bool fua) {
@@ -478,7 +479,7 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
       if (auto r = cl.synchronize_cache(); !r) state = "NOT flushed: SYNCHRONIZE CACHE failed: " + describe(r.error());
     }
     return error("write", what + " (" + (pos > offset ? "what was written before is " + state : "nothing written") + ")",
-                 kv + (kv.empty() ? "" : " ") + "written_" + written_text(offset, pos));
+                 kv + (kv.empty() ? "" : " ") + written_text(offset, pos, "written_"));
   };
   while (stop.received() == 0) {
     bool failed = false;

@@ -38,7 +38,7 @@ grep -q "^write: offset past the end of the LUN: nothing written: offset=$((65 *
 # sent and the message says what was written (and flushed) before.
 if cat "$W/big.bin" | "$CLI" write "$URL" --offset $((60 * MIB)) 2>"$W/err3"; then fail "a piped write past the end succeeded"; fi
 cat "$W/err3"
-grep -q "^write: the input goes past the end of the LUN (what was written before is flushed): offset=$((64 * MIB)) length=$((4 * MIB)) size=$((64 * MIB)) written_bytes=$((4 * MIB)) offset=$((60 * MIB)) last_offset=$((64 * MIB - 1))\$" "$W/err3" ||
+grep -q "^write: the input goes past the end of the LUN (what was written before is flushed): offset=$((64 * MIB)) length=$((4 * MIB)) size=$((64 * MIB)) written_bytes=$((4 * MIB)) written_offset=$((60 * MIB)) written_last_offset=$((64 * MIB - 1))\$" "$W/err3" ||
   fail "expected the pipe message with the bytes written"
 "$CLI" read "$URL" --offset $((60 * MIB)) --length $((4 * MIB)) -o "$W/piped.bin" || fail "read back exited $?"
 cmp <(head -c $((4 * MIB)) "$W/big.bin") "$W/piped.bin" || fail "the piped data that fitted is not on the LUN"
