@@ -9,6 +9,8 @@
 // URLs naming it, or the TargetAddresses SendTargets lists for it) is one directory whose LUNs do
 // I/O through an initiator::Multipath (portal_view.hpp); --path-replacement-timeout is then how long
 // a path tries to come back by itself, --replacement-timeout how long requests wait with no path.
+// CHAP (discovery and every target, one set of credentials): --chap-file (mode 0600) or libiscsi's
+// LIBISCSI_CHAP_* variables; a URL's USER[%SECRET]@ wins (initiator/chap_credentials.hpp).
 #include <unistd.h>
 
 #include <climits>
@@ -27,6 +29,7 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/client.hpp"
 #include "iserkit/initiator/url.hpp"
 
@@ -111,6 +114,11 @@ int parse(int argc, char** argv, Config& cfg) {
       ("max-threads", "most FUSE worker threads (each write in flight from libfuse's buffer holds one)",
        cxxopts::value<unsigned>()->default_value("64"))
       ("initiator-name", "InitiatorName to log in with", cxxopts::value<std::string>())
+      ("chap-file", "CHAP credentials for discovery and every target (mode 0600, refused if group/other may "
+                    "access it): lines username = ..., secret = ..., and for mutual CHAP target_username = ..., "
+                    "target_secret = ...; else LIBISCSI_CHAP_USERNAME, LIBISCSI_CHAP_PASSWORD, "
+                    "LIBISCSI_CHAP_TARGET_USERNAME and LIBISCSI_CHAP_TARGET_PASSWORD; a URL's USER[%SECRET]@ wins "
+                    "over both", cxxopts::value<std::string>())
       ("digest", "header and data digests to offer: none or crc32c", cxxopts::value<std::string>()->default_value("none"))
       ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
       ("version", "print the version")
@@ -134,6 +142,37 @@ int parse(int argc, char** argv, Config& cfg) {
       if (!url) return fail_usage("bad URL " + positional[i] + ": want iscsi://HOST[:PORT][/TARGET-IQN]");
       if (url->lun) return fail_usage("the URL names a LUN; give the portal or a target (each LUN becomes a file)");
       cfg.urls.push_back(*url);
+    }
+    // The URLs were copied by the parser: hide their secrets from ps and /proc/PID/cmdline.
+    for (int i = 1; i < argc; ++i) {
+      if (initiator::hide_url_secret(argv[i]))
+        std::cerr << "iserkit-fuse: warning: a URL holds a CHAP secret, which other users could see in ps; use "
+                     "--chap-file or LIBISCSI_CHAP_PASSWORD\n";
+    }
+    initiator::ChapSources chap;
+    if (args.count("chap-file")) {
+      auto file = initiator::read_chap_file(args["chap-file"].as<std::string>());
+      if (!file) {
+        std::cerr << "iserkit-fuse: --chap-file: " << file.error() << "\n";
+        return 2;
+      }
+      chap.file = std::move(*file);
+    }
+    chap.environment = initiator::chap_from_environment();
+    initiator::clear_chap_environment();
+    // One set of credentials for every portal and target (sessions are made from discovered names).
+    for (std::size_t i = 0; i < cfg.urls.size(); ++i) {
+      auto resolved = initiator::resolve_chap(cfg.urls[i], chap, cfg.view.session.chap);
+      if (!resolved) {
+        std::cerr << "iserkit-fuse: " << resolved.error() << "\n";
+        return 2;
+      }
+      if (i > 0 && (resolved->user != cfg.view.session.chap.user || resolved->secret != cfg.view.session.chap.secret)) {
+        std::cerr << "iserkit-fuse: the URLs name different CHAP users or secrets; one set of credentials serves "
+                     "every portal\n";
+        return 2;
+      }
+      cfg.view.session.chap = std::move(*resolved);
     }
     char real[PATH_MAX];
     if (::realpath(positional.back().c_str(), real) == nullptr)
@@ -242,7 +281,8 @@ int main(int argc, char** argv) {
     ++tried;
     auto found = initiator::BlockingClient::discover(cfg.urls[i], cfg.view.session);
     if (!found) {
-      std::cerr << "iserkit-fuse: discovery: " << found.error().message()
+      const auto hint = initiator::chap_login_hint(found.error(), cfg.view.session.chap);
+      std::cerr << "iserkit-fuse: discovery: " << found.error().message() << (hint.empty() ? "" : ": " + hint)
                 << ": url=" << initiator::format_url(cfg.urls[i]) << "\n";
       continue;
     }

@@ -9,10 +9,20 @@
 #include "fuse_fs/target_paths.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/discovery.hpp"
 #include "iserkit/initiator/errors.hpp"
 
 namespace iserkit::fuse_fs {
+namespace {
+
+// ": what to do about CHAP" after a login error caused by it, else "".
+std::string chap_hint(std::error_code ec, const initiator::ChapOptions& chap) {
+  const auto hint = initiator::chap_login_hint(ec, chap);
+  return hint.empty() ? std::string() : ": " + hint;
+}
+
+}  // namespace
 
 PortalView::PortalView(asio::any_io_executor ex, ViewOptions options)
     : ex_(std::move(ex)), options_(std::move(options)), listings_(options_.portals.size()) {
@@ -89,7 +99,8 @@ Awaitable<void> PortalView::discover_one(std::size_t i, std::shared_ptr<std::siz
   auto found = co_await initiator::discover(ex_, url, options_.session);
   if (!found) {
     if (!root_error_) root_error_ = found.error();
-    log::warn("fuse: discovery: {}: portal={}", found.error().message(), initiator::format_url(url));
+    log::warn("fuse: discovery: {}{}: portal={}", found.error().message(),
+              chap_hint(found.error(), options_.session.chap), initiator::format_url(url));
   } else {  // a portal that fails keeps what it listed before
     listings_[i] = std::move(*found);
   }
@@ -146,7 +157,8 @@ Awaitable<Result<std::shared_ptr<initiator::Session>>> PortalView::session(Targe
   } else {
     t.last_error = s.error();
     t.failed_at = Clock::now();
-    log::warn("fuse: login: {}: target={}", s.error().message(), log::escaped(t.iqn));
+    log::warn("fuse: login: {}{}: target={}", s.error().message(), chap_hint(s.error(), options_.session.chap),
+              log::escaped(t.iqn));
   }
   t.connecting.finish();
   if (!s) co_return fail(s.error());
@@ -211,7 +223,8 @@ Awaitable<Result<std::shared_ptr<initiator::CommandChannel>>> PortalView::channe
   } else {
     t.last_error = m.error();
     t.failed_at = Clock::now();
-    log::warn("fuse: multipath: open: {}: target={} paths={}", m.error().message(), log::escaped(t.iqn),
+    log::warn("fuse: multipath: open: {}{}: target={} paths={}", m.error().message(),
+              chap_hint(m.error(), options_.session.chap), log::escaped(t.iqn),
               t.paths.size());
   }
   t.connecting.finish();

@@ -48,6 +48,7 @@
 #include "iserkit/common/netns.hpp"
 #include "iserkit/common/service_manager.hpp"
 #include "iserkit/common/status_socket.hpp"
+#include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/lun.hpp"
 #include "iserkit/initiator/multipath.hpp"
 #include "iserkit/initiator/session.hpp"
@@ -414,10 +415,12 @@ struct LoopParts {
 Awaitable<Result<LoopParts>> open_loop(initiator::Url url, initiator::SessionOptions options, std::uint32_t lun_index,
                                        nbd::LunExportOptions export_options, std::string loop) {
   auto ex = co_await asio::this_coro::executor;
+  const initiator::ChapOptions chap = options.chap;  // for the message: `options` is moved from below
   auto session = co_await initiator::Session::connect(ex, url, std::move(options));
   if (!session) {
-    std::cerr << "iserkit-nbd: login: " << session.error().message() << ": url=" << initiator::format_url(url) << loop
-              << "\n";
+    const auto hint = initiator::chap_login_hint(session.error(), chap);
+    std::cerr << "iserkit-nbd: login: " << session.error().message() << (hint.empty() ? "" : ": " + hint)
+              << ": url=" << initiator::format_url(url) << loop << "\n";
     co_return fail(session.error());
   }
   log::info("iserkit-nbd: logged in over {}{}", (*session)->transport() == datamover::Transport::iser ? "iSER" : "TCP",
@@ -556,8 +559,9 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
     mo.on_event = [status](const initiator::PathEvent& e) { status->on_path_event(e); };
     auto opened = co_await initiator::Multipath::open(ex, cfg.urls, scsi::Lun::from_index(lun_index), mo);
     if (!opened) {
-      std::cerr << "iserkit-nbd: multipath: " << opened.error().message() << ": " << cfg.urls.size()
-                << " paths (see the log for which path failed)\n";
+      const auto hint = initiator::chap_login_hint(opened.error(), cfg.session.chap);
+      std::cerr << "iserkit-nbd: multipath: " << opened.error().message() << (hint.empty() ? "" : ": " + hint) << ": "
+                << cfg.urls.size() << " paths (see the log for which path failed)\n";
       co_return 1;
     }
     multipath = *opened;
@@ -774,6 +778,11 @@ int main(int argc, char** argv) {
       ("n,name", "export name (default TARGET/LUN; the empty name is always accepted)", cxxopts::value<std::string>())
       ("r,read-only", "serve read-only")
       ("initiator-name", "InitiatorName to log in with", cxxopts::value<std::string>())
+      ("chap-file", "CHAP credentials (mode 0600, refused if group/other may access it): lines username = ..., "
+                    "secret = ..., and for mutual CHAP target_username = ..., target_secret = ...; else "
+                    "LIBISCSI_CHAP_USERNAME, LIBISCSI_CHAP_PASSWORD, LIBISCSI_CHAP_TARGET_USERNAME and "
+                    "LIBISCSI_CHAP_TARGET_PASSWORD; a URL's USER[%SECRET]@ wins over both",
+       cxxopts::value<std::string>())
       ("digest", "header and data digests to offer: none or crc32c", cxxopts::value<std::string>()->default_value("none"))
       ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
        cxxopts::value<std::string>()->default_value("url"))
@@ -855,6 +864,38 @@ int main(int argc, char** argv) {
       cfg.urls.push_back(*url);
     }
     cfg.url = cfg.urls.front();
+    // The URLs were copied by the parser: hide their secrets from ps and /proc/PID/cmdline.
+    for (int i = 1; i < argc; ++i) {
+      if (initiator::hide_url_secret(argv[i]))
+        std::cerr << "iserkit-nbd: warning: a URL holds a CHAP secret, which other users could see in ps; use "
+                     "--chap-file or LIBISCSI_CHAP_PASSWORD\n";
+    }
+    initiator::ChapSources chap;
+    if (args.count("chap-file")) {
+      auto file = initiator::read_chap_file(args["chap-file"].as<std::string>());
+      if (!file) {
+        std::cerr << "iserkit-nbd: --chap-file: " << file.error() << "\n";
+        return 2;
+      }
+      chap.file = std::move(*file);
+    }
+    chap.environment = initiator::chap_from_environment();
+    // Not passed on to --run's command.
+    initiator::clear_chap_environment();
+    // Every path logs in with the same credentials.
+    for (const auto& u : cfg.urls) {
+      auto resolved = initiator::resolve_chap(u, chap, cfg.session.chap);
+      if (!resolved) {
+        std::cerr << "iserkit-nbd: " << resolved.error() << "\n";
+        return 2;
+      }
+      if (&u != &cfg.urls.front() && (resolved->user != cfg.session.chap.user || resolved->secret != cfg.session.chap.secret)) {
+        std::cerr << "iserkit-nbd: the URLs name different CHAP users or secrets; every path logs in with the same "
+                     "credentials\n";
+        return 2;
+      }
+      cfg.session.chap = std::move(*resolved);
+    }
     for (const auto& u : cfg.urls) {
       if (u.lun.value_or(0) != cfg.url.lun.value_or(0)) {
         std::cerr << "iserkit-nbd: the paths name different LUNs; every URL must name the same LUN\n";

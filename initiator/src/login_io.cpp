@@ -11,6 +11,7 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "iserkit/initiator/options.hpp"
 
@@ -145,7 +146,11 @@ Result<SessionOptions> resolve_credentials(const Url& url, SessionOptions option
   auto& chap = options.chap;
   if (chap.user.empty()) chap.user = url.user;
   if (chap.secret.empty() && chap.user == url.user) chap.secret = url.password;
-  if (chap.enabled() && chap.secret.empty()) return fail(errc::invalid_argument);
+  if (chap.enabled() && chap.secret.empty()) {
+    log::error("login: CHAP user {} has no secret: set SessionOptions::chap.secret (the front ends: a --chap-file "
+               "or LIBISCSI_CHAP_PASSWORD)", log::escaped(chap.user));
+    return fail(errc::invalid_argument);
+  }
   if (!chap.enabled() && chap.mutual()) return fail(errc::invalid_argument);
   if (chap.secret.size() > iscsi::chap_max_secret_bytes || chap.target_secret.size() > iscsi::chap_max_secret_bytes)
     return fail(errc::invalid_argument);
@@ -158,10 +163,9 @@ Result<SessionOptions> resolve_credentials(const Url& url, SessionOptions option
 }
 
 SessionOptions secret_from_environment(SessionOptions options) {
-  if (options.chap.secret.empty())
-    if (const char* v = std::getenv("ISERKIT_CHAP_SECRET"); v != nullptr) options.chap.secret = v;
-  if (options.chap.target_secret.empty())
-    if (const char* v = std::getenv("ISERKIT_CHAP_TARGET_SECRET"); v != nullptr) options.chap.target_secret = v;
+  const auto env = chap_from_environment();
+  if (options.chap.secret.empty() && env.secret) options.chap.secret = *env.secret;
+  if (options.chap.target_secret.empty() && env.target_secret) options.chap.target_secret = *env.target_secret;
   return options;
 }
 

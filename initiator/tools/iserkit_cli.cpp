@@ -4,11 +4,19 @@
 // --json: one JSON document on stdout per run (cli_json.hpp; on error {"error": {...}} as well).
 // Unaligned --offset/--length are handled by read-modify-write of the edge blocks (write) or
 // partial copies (read); see LunHandle::write_bytes for the concurrency caveat.
+// CHAP credentials: the URL > --chap-user/--secret-file/--target-user/--target-secret-file >
+// --chap-file (mode 0600) > libiscsi's LIBISCSI_CHAP_* variables (chap_credentials.hpp).
+// `write` checks that a regular input file fits before writing anything; SIGINT/SIGTERM stop it
+// after the command in flight, flush, and print what was written (exit status 128 + signal).
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -22,6 +30,7 @@
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/common/status_socket.hpp"
+#include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/client.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "iserkit/initiator/lun.hpp"
@@ -70,22 +79,6 @@ bool write_all(int fd, const std::byte* p, std::size_t n) {
   return true;
 }
 
-// Reads up to n bytes (less only at EOF).
-std::size_t read_full(int fd, std::byte* p, std::size_t n, bool& failed) {
-  std::size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::read(fd, p + got, n - got);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      failed = true;
-      break;
-    }
-    if (r == 0) break;
-    got += static_cast<std::size_t>(r);
-  }
-  return got;
-}
-
 // The URL as typed, with any password replaced by "***" (secrets are never printed).
 std::string redact(const std::string& text) {
   const auto scheme = text.find("://");
@@ -96,8 +89,10 @@ std::string redact(const std::string& text) {
   return text.substr(0, pct + 1) + "***" + text.substr(at);
 }
 
-// The first line of `path` (a secret file).
+// The first line of `path` (a secret file; --chap-file is the checked, documented way).
 std::string read_secret(const std::string& path) {
+  if (struct stat st{}; ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) != 0)
+    std::cerr << "iserkit: warning: " << path << " can be read by group or others (chmod 600 " << path << ")\n";
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read secret file " + path);
   std::string line;
@@ -111,6 +106,12 @@ struct Common {
   ik::SessionOptions options;
   bool progress = false;  ///< show read/write progress on stderr (progress.hpp)
 };
+
+// A failed login or discovery: the error, and what to do about CHAP when that is the cause.
+std::string login_error_text(const Common& c, std::error_code ec) {
+  const auto hint = ik::chap_login_hint(ec, c.options.chap);
+  return describe(ec) + (hint.empty() ? "" : ": " + hint);
+}
 
 iserkit::Result<ik::Url> url_for(const std::string& op, const std::string& text, bool need_target, int& rc) {
   auto url = ik::parse_url(text);
@@ -130,7 +131,8 @@ int cmd_discover(const Common& c, const std::string& text) {
   auto url = url_for("discover", text, false, rc);
   if (!url) return rc;
   auto targets = ik::BlockingClient::discover(*url, c.options);
-  if (!targets) return error("discover", describe(targets.error()), "portal=" + url->host + ":" + std::to_string(url->port));
+  if (!targets)
+    return error("discover", login_error_text(c, targets.error()), "portal=" + url->host + ":" + std::to_string(url->port));
   if (json_output) {
     print_json(iserkit::cli::discovery_json(iserkit::cli::portal_text(url->host, url->port), *targets));
     return 0;
@@ -151,7 +153,7 @@ iserkit::Result<std::unique_ptr<ik::BlockingClient>> open_client(const std::stri
   auto url = url_for(op, text, true, rc);
   if (!url) return iserkit::fail(url.error());
   auto client = ik::BlockingClient::open(*url, c.options);
-  if (!client) rc = error(op, "cannot open LUN: " + describe(client.error()), "url=" + ik::format_url(*url));
+  if (!client) rc = error(op, "cannot open LUN: " + login_error_text(c, client.error()), "url=" + ik::format_url(*url));
   return client;
 }
 
@@ -265,7 +267,7 @@ int cmd_luns(const Common& c, const std::string& text) {
                           });
   io.run();
   if (!result || !*result)
-    return error("luns", "REPORT LUNS failed: " + describe(result ? result->error() : make_error_code(std::errc::io_error)),
+    return error("luns", "REPORT LUNS failed: " + login_error_text(c, result ? result->error() : make_error_code(std::errc::io_error)),
                  "url=" + ik::format_url(*url));
   if (json_output) {
     Json list = Json::array();
@@ -361,51 +363,156 @@ int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std
   return 0;
 }
 
+// SIGINT and SIGTERM during `write`: blocked in every thread (from before the client's I/O thread
+// exists, so it inherits the mask) and read from a signalfd while waiting for input and between
+// commands, so the write stops at a command boundary. After the first one the main thread
+// unblocks them: a second signal ends the process at once (a flush that hangs can still be left).
+// A signal the parent left ignored (a background job of a non-interactive shell, nohup) stays so.
+// While the login runs, a signal waits (connect and login have their own timeouts).
+class StopSignals {
+ public:
+  StopSignals() {
+    sigemptyset(&set_);
+    for (int signal : {SIGINT, SIGTERM}) {
+      struct sigaction current{};
+      if (::sigaction(signal, nullptr, &current) == 0 && current.sa_handler != SIG_IGN) sigaddset(&set_, signal);
+    }
+    ::pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
+  }
+  ~StopSignals() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+  /// The stop signal received (SIGINT or SIGTERM), 0 while none has; never blocks.
+  int received() {
+    if (signal_ != 0 || fd_ < 0) return signal_;
+    signalfd_siginfo info{};
+    if (::read(fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      signal_ = static_cast<int>(info.ssi_signo);
+      ::pthread_sigmask(SIG_UNBLOCK, &set_, nullptr);  // a second signal: default action
+    }
+    return signal_;
+  }
+
+ private:
+  sigset_t set_{};
+  int fd_ = -1;
+  int signal_ = 0;
+};
+
+// Reads up to n bytes: less at end of input or once a stop signal arrived (what was read by then
+// is kept, so it is written as the last command).
+std::size_t read_input(int fd, std::byte* p, std::size_t n, StopSignals& stop, bool& failed) {
+  std::size_t got = 0;
+  while (got < n && stop.received() == 0) {
+    pollfd fds[2] = {{.fd = fd, .events = POLLIN, .revents = 0}, {.fd = stop.fd(), .events = POLLIN, .revents = 0}};
+    if (::poll(fds, stop.fd() >= 0 ? 2 : 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      failed = true;
+      break;
+    }
+    if (fds[0].revents == 0) continue;  // the signal: the loop condition reads it
+    const ssize_t r = ::read(fd, p + got, n - got);
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      failed = true;
+      break;
+    }
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
+}
+
+std::string signal_name(int signal) { return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : std::to_string(signal); }
+
+// "bytes=N offset=O last_offset=L": what a write put on the LUN (L = its last byte; "-" for none),
+// each key preceded by `prefix`.
+std::string written_text(std::uint64_t offset, std::uint64_t end, const std::string& prefix = {}) {
+  return prefix + "bytes=" + std::to_string(end - offset) + " " + prefix + "offset=" + std::to_string(offset) + " " +
+         prefix + "last_offset=" + (end > offset ? std::to_string(end - 1) : std::string("-"));
+}
+
 int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, const std::string& in_path, bool fua) {
-  int rc = 0;
-  auto client = open_client("write", c, text, rc);
-  if (!client) return rc;
-  auto& cl = **client;
-  const std::uint64_t size = cl.info().capacity.size_bytes();
   int fd = STDIN_FILENO;
-  const auto start = std::chrono::steady_clock::now();
   if (!in_path.empty() && in_path != "-") {
     fd = ::open(in_path.c_str(), O_RDONLY);
     if (fd < 0) return error("write", "cannot open input", "file=" + in_path + " errno=" + std::strerror(errno));
   }
+  // The input's size when it is a regular file: checked against the LUN before anything is written.
+  std::optional<std::uint64_t> input_bytes;
+  if (struct stat st{}; ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    const auto here = ::lseek(fd, 0, SEEK_CUR);
+    input_bytes = here >= 0 && st.st_size > here ? static_cast<std::uint64_t>(st.st_size - here) : 0;
+  }
+  StopSignals stop;  // before the client's thread starts
+  int rc = 0;
+  auto client = open_client("write", c, text, rc);
+  if (!client) return rc;
+  auto& cl = **client;
+  if (const int sig = stop.received(); sig != 0) {
+    error("write", "interrupted by " + signal_name(sig) + " before anything was written", written_text(offset, offset));
+    return 128 + sig;
+  }
+  const std::uint64_t size = cl.info().capacity.size_bytes();
+  if (offset > size)
+    return error("write", "offset past the end of the LUN: nothing written",
+                 "offset=" + std::to_string(offset) + " size=" + std::to_string(size));
+  if (input_bytes && *input_bytes > size - offset)
+    return error("write", "the input does not fit on the LUN: nothing written",
+                 "input_bytes=" + std::to_string(*input_bytes) + " offset=" + std::to_string(offset) +
+                     " size=" + std::to_string(size) + " room=" + std::to_string(size - offset));
+  const auto start = std::chrono::steady_clock::now();
   // From the session's pool: registered memory on iSER, so the target RDMA-reads straight from it.
   auto buffer = cl.session().buffer_pool().allocate(chunk_bytes);
   std::uint64_t pos = offset;
-  // The total is known when the input is a regular file (else the line shows bytes and rate only).
-  std::uint64_t total = 0;
-  if (struct stat st{}; ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    const auto here = ::lseek(fd, 0, SEEK_CUR);
-    if (here >= 0 && st.st_size > here) total = static_cast<std::uint64_t>(st.st_size - here);
-  }
-  iserkit::cli::Progress progress("write", total, c.progress);
-  while (true) {
+  iserkit::cli::Progress progress("write", input_bytes.value_or(0), c.progress);
+  // Data already written is flushed before an error is reported (unless the writes were FUA).
+  const auto flush_then_fail = [&](const std::string& what, const std::string& kv) {
+    progress.abandon();
+    std::string state = fua ? "written with FUA" : "flushed";
+    if (!fua && pos > offset) {
+      if (auto r = cl.synchronize_cache(); !r) state = "NOT flushed: SYNCHRONIZE CACHE failed: " + describe(r.error());
+    }
+    return error("write", what + " (" + (pos > offset ? "what was written before is " + state : "nothing written") + ")",
+                 kv + (kv.empty() ? "" : " ") + written_text(offset, pos, "written_"));
+  };
+  while (stop.received() == 0) {
     bool failed = false;
-    const std::size_t n = read_full(fd, buffer.data(), chunk_bytes, failed);
-    if (failed) progress.abandon();
-    if (failed) return error("write", "cannot read input", std::string("errno=") + std::strerror(errno));
+    const std::size_t n = read_input(fd, buffer.data(), chunk_bytes, stop, failed);
+    if (failed) return flush_then_fail("cannot read input", std::string("errno=") + std::strerror(errno));
     if (n == 0) break;
-    if (pos > size || n > size - pos) progress.abandon();
-    if (pos > size || n > size - pos)
-      return error("write", "data past the end of the LUN",
-                   "offset=" + std::to_string(pos) + " length=" + std::to_string(n) + " size=" + std::to_string(size));
+    // A pipe's size is unknown: data past the end is noticed here, before it is sent.
+    if (n > size - pos)
+      return flush_then_fail("the input goes past the end of the LUN",
+                             "offset=" + std::to_string(pos) + " length=" + std::to_string(n) + " size=" + std::to_string(size));
     auto r = cl.write_bytes(pos, buffer.bytes().first(n), {.fua = fua});
-    if (!r) progress.abandon();
-    if (!r) return error("write", describe(r.error()), "offset=" + std::to_string(pos) + " length=" + std::to_string(n));
+    if (!r) return flush_then_fail(describe(r.error()), "offset=" + std::to_string(pos) + " length=" + std::to_string(n));
     pos += n;
     progress.update(pos - offset);
-    if (n < chunk_bytes) break;
+    if (n < chunk_bytes && stop.received() == 0) break;  // end of input
   }
   if (fd != STDIN_FILENO) ::close(fd);
   if (!fua) {
     if (auto r = cl.synchronize_cache(); !r) {
       progress.abandon();
-      return error("write", "SYNCHRONIZE CACHE failed: " + describe(r.error()));
+      return error("write", "SYNCHRONIZE CACHE failed: " + describe(r.error()), written_text(offset, pos));
     }
+  }
+  if (const int sig = stop.received(); sig != 0) {
+    // Stopped at a command boundary: what was written is on the LUN (flushed, or FUA writes).
+    progress.abandon();
+    std::cerr << "write: interrupted by " << signal_name(sig) << ": stopped after a whole command, "
+              << (fua ? "every write was FUA" : "flushed") << ": " << written_text(offset, pos) << "\n";
+    if (json_output)
+      print_json({{"operation", "write"}, {"interrupted", signal_name(sig)}, {"offset_bytes", offset},
+                  {"length_bytes", pos - offset}, {"last_offset", pos > offset ? Json(pos - 1) : Json(nullptr)},
+                  {"fua", fua}, {"synchronized", !fua}, {"seconds", seconds_since(start)}});
+    return 128 + sig;
   }
   progress.finish();
   if (json_output)
@@ -429,9 +536,13 @@ int main(int argc, char** argv) {
                         "  iserkit write    URL [--offset BYTES] [-i FILE] [--fua]\n\n"
                         "--json prints one JSON document on stdout (field names: initiator/README.md).\n"
                         "Offsets and lengths are in bytes and may be unaligned (edge blocks are read-modify-written).\n"
-                        "CHAP: iscsi://USER@HOST/... with the secret in --secret-file or $ISERKIT_CHAP_SECRET (or\n"
-                        "iscsi://USER%SECRET@... where a command line is private); mutual CHAP adds the target's\n"
-                        "secret from --target-secret-file or $ISERKIT_CHAP_TARGET_SECRET.");
+                        "CHAP without secrets on the command line: --chap-file FILE (mode 0600; lines `username = ...`,\n"
+                        "`secret = ...`, and for mutual CHAP `target_username = ...`, `target_secret = ...`) or libiscsi's\n"
+                        "LIBISCSI_CHAP_USERNAME, LIBISCSI_CHAP_PASSWORD, LIBISCSI_CHAP_TARGET_USERNAME and\n"
+                        "LIBISCSI_CHAP_TARGET_PASSWORD. Precedence: the URL (iscsi://USER[%SECRET]@...) > --chap-user,\n"
+                        "--secret-file, --target-user, --target-secret-file > --chap-file > the environment.\n"
+                        "write: SIGINT/SIGTERM stop after the command in flight; the data is flushed, the bytes written\n"
+                        "and the last offset printed, and the exit status is 128 + the signal number.");
   opts.add_options()
     ("h,help", "show help")
     ("version", "print the version")
@@ -448,12 +559,12 @@ int main(int argc, char** argv) {
     ("o,output", "output file for read (default stdout)", cxxopts::value<std::string>()->default_value("-"))
     ("i,input", "input file for write (default stdin)", cxxopts::value<std::string>()->default_value("-"))
     ("fua", "write with FUA (otherwise SYNCHRONIZE CACHE at the end)")
-    ("chap-user", "CHAP user name (CHAP_N); default: the URL's user", cxxopts::value<std::string>())
-    ("secret-file", "file whose first line is our CHAP secret (else $ISERKIT_CHAP_SECRET, else the URL's)",
-     cxxopts::value<std::string>())
+    ("chap-file", "CHAP credentials file (mode 0600, refused if group/other may access it): username, secret, "
+                  "target_username, target_secret", cxxopts::value<std::string>())
+    ("chap-user", "CHAP user name (CHAP_N) when the URL has none", cxxopts::value<std::string>())
+    ("secret-file", "file whose first line is our CHAP secret", cxxopts::value<std::string>())
     ("target-user", "mutual CHAP: the name the target must answer with (default: any)", cxxopts::value<std::string>())
-    ("target-secret-file", "mutual CHAP: file with the target's secret (else $ISERKIT_CHAP_TARGET_SECRET)",
-     cxxopts::value<std::string>())
+    ("target-secret-file", "mutual CHAP: file whose first line is the target's secret", cxxopts::value<std::string>())
     ("chap-algorithms", "CHAP_A offered, in order: e.g. SHA-256,SHA3-256,SHA-1,MD5 (MD5 is always offered)",
      cxxopts::value<std::string>())
     ("nop-interval", "NOP-Out ping after this many ms of silence from the target (0 = never)",
@@ -499,11 +610,24 @@ int main(int argc, char** argv) {
     const double replacement = args["replacement-timeout"].as<double>();
     if (replacement < 0) return error("iserkit", "bad option", "--replacement-timeout must be >= 0");
     c.options.replacement_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(replacement * 1000));
-    if (args.count("chap-user")) c.options.chap.user = args["chap-user"].as<std::string>();
-    if (args.count("secret-file")) c.options.chap.secret = read_secret(args["secret-file"].as<std::string>());
-    if (args.count("target-user")) c.options.chap.target_user = args["target-user"].as<std::string>();
+    // The URL argument was copied by the parser: hide its secret from ps and /proc/PID/cmdline.
+    for (int i = 1; i < argc; ++i) {
+      if (ik::hide_url_secret(argv[i]))
+        iserkit::log::warn("iserkit: the URL holds a CHAP secret, which other users could see in ps; use "
+                           "--chap-file or LIBISCSI_CHAP_PASSWORD");
+    }
+    ik::ChapSources chap;
+    if (args.count("chap-user")) chap.command_line.user = args["chap-user"].as<std::string>();
+    if (args.count("secret-file")) chap.command_line.secret = read_secret(args["secret-file"].as<std::string>());
+    if (args.count("target-user")) chap.command_line.target_user = args["target-user"].as<std::string>();
     if (args.count("target-secret-file"))
-      c.options.chap.target_secret = read_secret(args["target-secret-file"].as<std::string>());
+      chap.command_line.target_secret = read_secret(args["target-secret-file"].as<std::string>());
+    if (args.count("chap-file")) {
+      auto file = ik::read_chap_file(args["chap-file"].as<std::string>());
+      if (!file) return error("iserkit", "bad --chap-file", file.error());
+      chap.file = std::move(*file);
+    }
+    chap.environment = ik::chap_from_environment();
     if (args.count("chap-algorithms")) {
       c.options.chap.algorithms.clear();
       std::string list = args["chap-algorithms"].as<std::string>();
@@ -515,7 +639,6 @@ int main(int argc, char** argv) {
         pos = comma + 1;
       }
     }
-    c.options = ik::secret_from_environment(std::move(c.options));
     const auto transport = ik::parse_transport_policy(args["transport"].as<std::string>());
     if (!transport) return error("iserkit", "bad --transport", "want=url|tcp|iser|auto");
     c.options.transport = *transport;
@@ -535,6 +658,12 @@ int main(int argc, char** argv) {
     const auto command = args["command"].as<std::string>();
     const auto url = args["url"].as<std::string>();
     if (command == "status") return cmd_status(url);
+    // A URL that does not parse is reported by the command itself.
+    if (auto parsed = ik::parse_url(url)) {
+      auto resolved = ik::resolve_chap(*parsed, chap, c.options.chap);
+      if (!resolved) return error(command, resolved.error());
+      c.options.chap = std::move(*resolved);
+    }
     if (command == "discover") return cmd_discover(c, url);
     if (command == "inquiry") return cmd_inquiry(c, url);
     if (command == "readcap") return cmd_readcap(c, url);

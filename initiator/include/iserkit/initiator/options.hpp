@@ -176,8 +176,10 @@ std::optional<TransportPolicy> parse_transport_policy(std::string_view text) noe
 std::string default_initiator_name();
 
 /// The CHAP secrets from the environment, for callers that must not put them on a command line:
-/// ISERKIT_CHAP_SECRET fills chap.secret and ISERKIT_CHAP_TARGET_SECRET chap.target_secret when
-/// they are empty. Returns the options updated.
+/// LIBISCSI_CHAP_PASSWORD (else ISERKIT_CHAP_SECRET) fills chap.secret and
+/// LIBISCSI_CHAP_TARGET_PASSWORD (else ISERKIT_CHAP_TARGET_SECRET) chap.target_secret when they are
+/// empty. Returns the options updated. Front ends use resolve_chap() (chap_credentials.hpp), which
+/// also takes user names and a --chap-file.
 SessionOptions secret_from_environment(SessionOptions options);
 
 }  // namespace iserkit::initiator
