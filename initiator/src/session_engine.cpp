@@ -174,13 +174,7 @@ void SessionEngine::end_session(std::error_code ec) {
   } else {
     log::warn("session: failed: {}", ec.message());
   }
-  queue_.clear();
-  std::vector<TaskId> ids;
-  ids.reserve(tasks_.size());
-  for (const auto& [id, t] : tasks_) ids.push_back(id);
-  std::sort(ids.begin(), ids.end());  // owners hear in submission order
-  for (TaskId id : ids)
-    if (Task* t = find(id)) complete(*t, ec);
+  fail_every_task(ec);
 }
 
 void SessionEngine::fail_session(std::error_code ec) { end_session(ec); }
@@ -202,13 +196,17 @@ void SessionEngine::give_up() {
   failed_ = true;
   recovery_deadline_ = TimePoint::max();
   actions_.gave_up = lost;
+  fail_every_task(lost);
+}
+
+void SessionEngine::fail_every_task(std::error_code ec) {
   queue_.clear();
   std::vector<TaskId> ids;
   ids.reserve(tasks_.size());
   for (const auto& [id, t] : tasks_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());  // owners hear in submission order
   for (TaskId id : ids)
-    if (Task* t = find(id)) complete(*t, lost);
+    if (Task* t = find(id)) complete(*t, ec);
 }
 
 void SessionEngine::connection_failed(std::error_code ec, TimePoint now) {

@@ -303,6 +303,8 @@ class SessionEngine {
   void complete(Task& t, std::error_code ec);
   void end_session(std::error_code ec);
   void give_up();
+  /// Completes every task with `ec`, in submission order, and drops the queue of unsent ones.
+  void fail_every_task(std::error_code ec);
   void pump(TimePoint now);
   void dispatch(Task& t, TimePoint now);
   void send_request(Task& t, TimePoint now);
