@@ -1037,6 +1037,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   cfg.passed_sockets = std::move(*passed);
+  // Nothing to serve on: said before the login, not after it. Unlike qemu-nbd, no default of
+  // 0.0.0.0:10809: a LUN is not put on the network unasked (nbd_bridge/README.md).
+  if (cfg.socket_path.empty() && cfg.listen.empty() && cfg.passed_sockets.empty() && cfg.process.run_command.empty()) {
+    std::cerr << "iserkit-nbd: nothing to listen on: give -k/--socket PATH, -p/--port PORT (TCP, -b/--bind ADDRESS) "
+                 "or --listen HOST:PORT\n";
+    return 2;
+  }
   // --exit-with-parent: before the login, so that a parent gone meanwhile is noticed too.
   if (cfg.exit_with_parent) {
     if (auto r = nbd::exit_with_parent(parent_at_start); !r) {

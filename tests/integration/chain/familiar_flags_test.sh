@@ -6,7 +6,8 @@
 #    --pid-file: the URI on stdout before the parent returns), --run exits with the command's
 #    status, --exit-with-parent (the bridge goes when the shell that started it is killed), -e 1
 #    (a second client is refused while one is connected), --name still works (deprecated, warns),
-#    -s/-n/-l (qemu-nbd's --snapshot/--nocache/--load-snapshot) refused;
+#    -s/-n/-l (qemu-nbd's --snapshot/--nocache/--load-snapshot) refused; no address at all refused
+#    before the login (no qemu-nbd-style 0.0.0.0:10809 default);
 #  - typos refused with the accepted values listed: --log-level verbos, --digest/--header-digest
 #    foo, --nop-timeout 5x, --offset 1Q; case-insensitive words accepted (--digest CRC32C);
 #  - iserkit read --offset 1M --length 4K (sizes), --command-timeout 30s;
@@ -110,6 +111,9 @@ echo "== qemu-nbd's -s, -n, -l mean something else: refused"
 for flag in -s -n -l; do
   want="" refused nbd $flag "$tmp/z"
 done
+
+echo "== no address at all: refused before the login (no 0.0.0.0:10809 by default)"
+want="nothing to listen on: give -k/--socket PATH, -p/--port PORT" refused nbd
 
 echo "== typos: refused with the accepted values listed; any case accepted"
 want="want one of trace, debug, info, warn, error, off" refused nbd -k "$tmp/t.sock" --log-level verbos
