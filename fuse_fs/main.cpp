@@ -27,10 +27,12 @@
 #include "fuse_fs/write_payload.hpp"
 #include "iserkit/common/netns.hpp"
 #include "iserkit/common/asio.hpp"
+#include "iserkit/common/cli_values.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/client.hpp"
+#include "iserkit/initiator/option_values.hpp"
 #include "iserkit/initiator/url.hpp"
 
 namespace {
@@ -48,8 +50,9 @@ struct Config {
   unsigned max_threads = 64;
 };
 
-std::chrono::milliseconds seconds(double s) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000.0 + 0.5));
+// A duration option (common/cli_values.hpp): a bare number is seconds; 500ms, 1.5s, 2m, 1h.
+std::chrono::milliseconds duration(const cxxopts::ParseResult& args, const char* name, std::chrono::milliseconds min) {
+  return cli::duration_option(name, args[name].as<std::string>(), min);
 }
 
 int fail_usage(const std::string& what) {
@@ -82,18 +85,18 @@ int parse(int argc, char** argv, Config& cfg) {
       ("timeout", "seconds a SCSI command, TCP connect or login may take; a target that stops answering gives EIO "
                   "after at most this long (with --multipath: each attempt on a path, a timed-out command is sent "
                   "again on another path)",
-       cxxopts::value<double>()->default_value("30"))
+       cxxopts::value<std::string>()->default_value("30"))
       ("replacement-timeout", "seconds a session waits for a new connection after losing one, its commands "
                               "held and sent again (each then gets --timeout); 0 = fail at once with EIO and log "
                               "in again on the next use. With --multipath: seconds requests wait while no path is "
                               "usable, then EIO (0 = at once)",
-       cxxopts::value<double>()->default_value("0"))
+       cxxopts::value<std::string>()->default_value("0"))
       ("nop-interval", "seconds of silence from a target before a NOP-Out ping (0 = never); a frozen target is "
                        "noticed after this plus --nop-timeout, and with --replacement-timeout its connection is "
                        "then replaced",
-       cxxopts::value<double>()->default_value("5"))
+       cxxopts::value<std::string>()->default_value("5"))
       ("nop-timeout", "seconds a ping may stay unanswered before the connection counts as lost",
-       cxxopts::value<double>()->default_value("5"))
+       cxxopts::value<std::string>()->default_value("5"))
       ("multipath", "failover (one path at a time) or round-robin (spread over the usable paths of the best ALUA "
                     "group): every URL naming a target and every TargetAddress discovery lists for it is a path to "
                     "it; without this option a target uses the first portal that listed it",
@@ -101,10 +104,10 @@ int parse(int argc, char** argv, Config& cfg) {
       ("path-replacement-timeout", "with --multipath: seconds a path's session tries to log in again by itself "
                                    "before its requests go to another path (paths are always checked with "
                                    "NOP-Out pings; --nop-interval 0 means 5 s there)",
-       cxxopts::value<double>()->default_value("5"))
+       cxxopts::value<std::string>()->default_value("5"))
       ("cache-time", "seconds a directory listing is reused before SendTargets/REPORT LUNS run again (0 = every time)",
-       cxxopts::value<double>()->default_value("5"))
-      ("attr-timeout", "seconds the kernel may cache names and attributes", cxxopts::value<double>()->default_value("1"))
+       cxxopts::value<std::string>()->default_value("5"))
+      ("attr-timeout", "seconds the kernel may cache names and attributes", cxxopts::value<std::string>()->default_value("1"))
       ("direct-io", "bypass the page cache for every LUN file (O_DIRECT opens always do)")
       ("splice-writes", "=always|never|auto: splice requests from /dev/fuse, so WRITE payload of a page or more is "
                         "read straight into a session-pool buffer (no bounce copy over iSER; costs a system call per "
@@ -119,8 +122,9 @@ int parse(int argc, char** argv, Config& cfg) {
                     "target_secret = ...; else LIBISCSI_CHAP_USERNAME, LIBISCSI_CHAP_PASSWORD, "
                     "LIBISCSI_CHAP_TARGET_USERNAME and LIBISCSI_CHAP_TARGET_PASSWORD; a URL's USER[%SECRET]@ wins "
                     "over both", cxxopts::value<std::string>())
-      ("digest", "header and data digests to offer: none or crc32c", cxxopts::value<std::string>()->default_value("none"))
-      ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
+      ("digest", "header and data digests to offer: none or crc32c (any case)",
+       cxxopts::value<std::string>()->default_value("none"))
+      ("log-level", "trace, debug, info, warn, error, off (any case)", cxxopts::value<std::string>()->default_value("warn"))
       ("version", "print the version")
       ("h,help", "print this help");
   options.parse_positional({"args"});
@@ -173,6 +177,7 @@ int parse(int argc, char** argv, Config& cfg) {
         return 2;
       }
       cfg.view.session.chap = std::move(*resolved);
+      initiator::check_chap_names(cfg.view.session.chap, "CHAP credentials (the URL, --chap-file or LIBISCSI_CHAP_*)");
     }
     char real[PATH_MAX];
     if (::realpath(positional.back().c_str(), real) == nullptr)
@@ -186,14 +191,16 @@ int parse(int argc, char** argv, Config& cfg) {
       if (o == "ro") cfg.mount.read_only = true;
     }
     cfg.mount.direct_io = args.count("direct-io") > 0;
-    cfg.mount.attr_timeout_seconds = args["attr-timeout"].as<double>();
+    using ms = std::chrono::milliseconds;
+    cfg.mount.attr_timeout_seconds = static_cast<double>(duration(args, "attr-timeout", ms(0)).count()) / 1000.0;
     cfg.max_threads = std::max(1u, args["max-threads"].as<unsigned>());
-    const double timeout = args["timeout"].as<double>();
-    const double cache = args["cache-time"].as<double>();
-    if (timeout <= 0 || cache < 0 || cfg.mount.attr_timeout_seconds < 0)
-      return fail_usage("--timeout must be > 0, --cache-time and --attr-timeout ≥ 0");
+    const auto timeout = duration(args, "timeout", ms(1));
+    const auto cache = duration(args, "cache-time", ms(0));
     auto& so = cfg.view.session;
-    if (args.count("initiator-name")) so.initiator_name = args["initiator-name"].as<std::string>();
+    if (args.count("initiator-name")) {
+      so.initiator_name = args["initiator-name"].as<std::string>();
+      initiator::check_initiator_name(so.initiator_name);
+    }
     if (args.count("netns")) {
       so.netns = args["netns"].as<std::string>();
       if (!netns::valid_name(so.netns)) {
@@ -201,49 +208,43 @@ int parse(int argc, char** argv, Config& cfg) {
         return 2;
       }
     }
-    const auto digest = args["digest"].as<std::string>();
-    if (digest != "none" && digest != "crc32c") return fail_usage("--digest wants none or crc32c");
-    so.header_digest = so.data_digest = digest == "crc32c" ? initiator::Digest::crc32c : initiator::Digest::none;
+    so.header_digest = so.data_digest = initiator::digest_option("digest", args["digest"].as<std::string>());
     // One bound for everything that waits on the target (see README "Timeouts").
-    so.command_timeout = seconds(timeout);
-    so.connect_timeout = std::min(so.connect_timeout, seconds(timeout));
-    so.login_timeout = std::min(so.login_timeout, seconds(timeout));
-    const double replacement = args["replacement-timeout"].as<double>();
-    if (replacement < 0) return fail_usage("--replacement-timeout must be >= 0");
-    so.replacement_timeout = seconds(replacement);
+    so.command_timeout = timeout;
+    so.connect_timeout = std::min(so.connect_timeout, timeout);
+    so.login_timeout = std::min(so.login_timeout, timeout);
+    so.replacement_timeout = duration(args, "replacement-timeout", ms(0));
     // Without pings a frozen target (connection up, nothing answers) is never seen as lost: each
     // command would just time out after --timeout and the session would never be replaced.
-    const double nop_interval = args["nop-interval"].as<double>();
-    const double nop_timeout = args["nop-timeout"].as<double>();
-    if (nop_interval < 0 || nop_timeout <= 0) return fail_usage("--nop-interval must be >= 0, --nop-timeout > 0");
-    so.nop_interval = seconds(nop_interval);
-    so.nop_timeout = seconds(nop_timeout);
+    so.nop_interval = duration(args, "nop-interval", ms(0));
+    so.nop_timeout = duration(args, "nop-timeout", ms(1));
     // Decided here, once for the mount: libfuse takes FUSE_CAP_SPLICE_READ at init, before any
     // session exists (write_payload.hpp, README "Write payload").
-    const auto splice = fuse_fs::parse_splice_writes(args["splice-writes"].as<std::string>());
-    if (!splice) return fail_usage("--splice-writes wants always, never or auto (as --splice-writes=MODE)");
-    cfg.mount.splice_writes = fuse_fs::splice_wanted(*splice, cfg.urls, so.transport);
+    using fuse_fs::SpliceWrites;
+    const auto splice = cli::enum_option<SpliceWrites>(
+        "splice-writes", args["splice-writes"].as<std::string>(),
+        {{"always", SpliceWrites::always}, {"never", SpliceWrites::never}, {"auto", SpliceWrites::automatic}});
+    cfg.mount.splice_writes = fuse_fs::splice_wanted(splice, cfg.urls, so.transport);
     if (args.count("multipath")) {
-      const auto policy = initiator::parse_multipath_policy(args["multipath"].as<std::string>());
-      if (!policy) return fail_usage("--multipath wants failover or round-robin");
+      const auto policy = initiator::multipath_option(args["multipath"].as<std::string>());
       for (const auto& u : cfg.urls) {
         // Multipath::open refuses iSER paths (the caller's buffers would need registering on
         // every path's device).
         if (u.transport != datamover::Transport::tcp)
           return fail_usage("--multipath works over TCP portals only (iscsi://), not " + initiator::format_url(u));
       }
-      cfg.view.multipath = *policy;
+      cfg.view.multipath = policy;
     }
-    const double path_replacement = args["path-replacement-timeout"].as<double>();
-    if (path_replacement < 0) return fail_usage("--path-replacement-timeout must be >= 0");
-    cfg.view.path_replacement_timeout = seconds(path_replacement);
+    cfg.view.path_replacement_timeout = duration(args, "path-replacement-timeout", ms(0));
     cfg.view.portals = cfg.urls;
-    cfg.view.cache_time = seconds(cache);
-    log::set_level(args["log-level"].as<std::string>());
-    log::info("fuse: --splice-writes={}: {}", fuse_fs::to_string(*splice),
+    cfg.view.cache_time = cache;
+    log::set_level(cli::log_level_option(args["log-level"].as<std::string>()));
+    log::info("fuse: --splice-writes={}: {}", fuse_fs::to_string(splice),
               cfg.mount.splice_writes ? "requests are spliced (WRITE payload into session-pool buffers)"
                                       : "WRITEs go from libfuse's buffer");
   } catch (const cxxopts::exceptions::exception& e) {
+    return fail_usage(e.what());
+  } catch (const cli::BadValue& e) {  // the shared grammar: the message lists what is accepted
     return fail_usage(e.what());
   }
   return -1;

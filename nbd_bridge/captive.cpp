@@ -2,6 +2,7 @@
 #include "nbd_bridge/captive.hpp"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +40,13 @@ int shell_status(int status) {
 }
 
 }  // namespace
+
+Result<void> exit_with_parent(pid_t parent) {
+  if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) return fail(errno_code());
+  // The parent may have exited before the prctl(): then nothing would ever send the signal.
+  if (::getppid() != parent) return fail(std::errc::no_such_process);
+  return {};
+}
 
 std::string nbd_uri(const ServedAddress& address) {
   const std::string name = percent_encode(address.export_name);
@@ -143,13 +151,14 @@ void daemon_ready(int ready_fd, bool keep_stderr) {
   if (ready_fd < 0) return;
   std::fflush(stdout);
   std::fflush(stderr);
-  if (!keep_stderr) {
-    const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null >= 0) {
-      ::dup2(null, STDOUT_FILENO);
-      ::dup2(null, STDERR_FILENO);
-      ::close(null);
-    }
+  // stdout always: everything the bridge prints there (the "serving" lines, --print-uri) is printed
+  // by now, and a caller reading it through a pipe (uri=$(iserkit-nbd --fork --print-uri ...))
+  // waits for its end. stderr stays when it is not a terminal (a log file).
+  const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    ::dup2(null, STDOUT_FILENO);
+    if (!keep_stderr) ::dup2(null, STDERR_FILENO);
+    ::close(null);
   }
   const char byte = 1;
   while (::write(ready_fd, &byte, 1) < 0 && errno == EINTR) {

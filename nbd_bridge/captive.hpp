@@ -3,6 +3,8 @@
 // exits, exit with its status), and `--fork` / `--pid-file FILE` as qemu-nbd has them (go to the
 // background once the listening socket is ready; write the server's pid).
 //
+// --exit-with-parent (nbdkit's): the bridge gets SIGTERM when the process that started it exits.
+//
 // --fork forks before anything else (no threads, no io_context yet): the parent waits on a pipe and
 // exits 0 when the child reports ready, or 1 when the child exits or fails first. The child starts a
 // new session (setsid) and points stdin at /dev/null.
@@ -61,12 +63,20 @@ int wait_command(pid_t pid);
 Result<int> daemonize_begin();
 
 /// --fork, second half (in the child, once listening): tells the parent to exit 0, closes the pipe,
-/// and points stdout/stderr at /dev/null unless `keep_stderr`. `ready_fd` < 0 does nothing.
+/// points stdout at /dev/null (so that a caller reading it through a pipe sees its end), and stderr
+/// too unless `keep_stderr`. `ready_fd` < 0 does nothing.
 void daemon_ready(int ready_fd, bool keep_stderr);
 
 /// Writes the current pid and a newline to `path` (written to PATH.tmp, then renamed, so a reader
 /// never sees an empty file). Errors: the errno of the write or rename.
 Result<void> write_pid_file(const std::string& path);
+
+/// --exit-with-parent (nbdkit's): asks the kernel for SIGTERM when the parent process exits
+/// (prctl(PR_SET_PDEATHSIG); SIGTERM is the bridge's orderly shutdown). `parent` is getppid() as
+/// read before the call: if the parent has already gone (the process was re-parented), returns
+/// std::errc::no_such_process so that the caller exits at once. Not with --fork (the forked child
+/// would lose the setting and its parent exits on purpose). Errors: the errno of prctl().
+Result<void> exit_with_parent(pid_t parent);
 
 /// The host a client should connect to for a server listening on `listen_host`: the loopback
 /// address for the wildcards ("*", "0.0.0.0" → "127.0.0.1"; "::" → "::1"), else `listen_host`.

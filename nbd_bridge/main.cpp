@@ -29,6 +29,12 @@
 // long requests wait while no path is usable. Per-path state goes to --stats-file and SIGUSR1.
 // STATUS QUERY: --status-socket PATH answers each connection with the same status as one JSON
 // document (nbd_bridge/README.md "Status"; `iserkit status PATH` reads it).
+// FLAGS: qemu-nbd's and nbdkit's spellings for what the bridge does (-k, -p/-b, -x, -e, -t, -r,
+// --fork, --pid-file, --exit-with-parent, --print-uri, --run), none of their short options that
+// mean something else there; values in the four programs' grammar (common/cli_values.hpp).
+// What differs from qemu-nbd and why: nbd_bridge/README.md "Flags from qemu-nbd and nbdkit".
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -43,6 +49,7 @@
 #include <cxxopts.hpp>
 
 #include "iserkit/common/asio.hpp"
+#include "iserkit/common/cli_values.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/common/netns.hpp"
@@ -51,6 +58,7 @@
 #include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/lun.hpp"
 #include "iserkit/initiator/multipath.hpp"
+#include "iserkit/initiator/option_values.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/initiator/url.hpp"
 #include "nbd_bridge/captive.hpp"
@@ -80,6 +88,9 @@ struct Config {
   std::string port_file;
   std::string name;
   bool read_only = false;
+  std::size_t max_connections = 1024;  // -e/--shared (0 = no limit)
+  bool print_uri = false;              // --print-uri
+  bool exit_with_parent = false;       // --exit-with-parent
   std::string stats_file;
   std::string status_socket;
   std::string metrics;  // --metrics HOST:PORT (Prometheus)
@@ -597,7 +608,8 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
     for (auto& m : metered) m = metrics->meter(m);
     std::cout << "metrics on " << cfg.metrics.substr(0, cfg.metrics.rfind(':')) << ":" << metrics->port() << std::endl;
   }
-  const nbd::ServerOptions server_options{.read_only = cfg.read_only, .single_threaded = true,
+  const nbd::ServerOptions server_options{.read_only = cfg.read_only, .max_connections = cfg.max_connections,
+                                          .single_threaded = true,
                                           .tls_mode = cfg.tls.mode, .tls = cfg.tls_context,
                                           .handshake_limit = cfg.handshake_limit,
                                           .buffered_total = status->buffered};
@@ -640,8 +652,9 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
       std::cerr << "iserkit-nbd: listen: " << r.error().message() << ": socket=" << cfg.socket_path << "\n";
       co_return 1;
     }
-    std::cout << "serving " << description << " (" << cap.size_bytes << " bytes, "
-              << cap.min_block_size_bytes << "-byte blocks) on unix:" << cfg.socket_path << std::endl;
+    (cfg.print_uri ? std::cerr : std::cout) << "serving " << description << " (" << cap.size_bytes << " bytes, "
+                                            << cap.min_block_size_bytes << "-byte blocks) on unix:" << cfg.socket_path
+                                            << std::endl;
     served.unix_socket = cfg.socket_path;
     listening = true;
   }
@@ -657,15 +670,16 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
       std::cerr << "iserkit-nbd: listen: " << bound.error().message() << ": address=" << cfg.listen << "\n";
       co_return 1;
     }
-    std::cout << "serving " << description << " (" << cap.size_bytes << " bytes) on tcp:"
-              << host << ":" << *bound << std::endl;
+    (cfg.print_uri ? std::cerr : std::cout) << "serving " << description << " (" << cap.size_bytes << " bytes) on tcp:"
+                                            << host << ":" << *bound << std::endl;
     if (!cfg.port_file.empty()) std::ofstream(cfg.port_file) << *bound << "\n";
     served.tcp_host = nbd::client_host(host);
     served.tcp_port = *bound;
     listening = true;
   }
   if (!listening) {
-    std::cerr << "iserkit-nbd: nothing to listen on: give --socket PATH or --listen HOST:PORT\n";
+    std::cerr << "iserkit-nbd: nothing to listen on: give -k/--socket PATH, -p/--port PORT (TCP, -b/--bind ADDRESS) "
+                 "or --listen HOST:PORT\n";
     co_return 1;
   }
 
@@ -704,6 +718,15 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
   asio::signal_set signals(ex, SIGINT, SIGTERM);
   signals.add(SIGUSR1);
   if (!cfg.process.run_command.empty()) signals.add(SIGCHLD);  // before the command can end
+  // --print-uri (nbdkit's): the URI on stdout, before a --fork parent returns, so that
+  // `uri=$(iserkit-nbd ... --fork --print-uri)` has it.
+  if (cfg.print_uri) {
+    if (served.unix_socket.empty() && served.tcp_port == 0) {
+      std::cerr << "iserkit-nbd: --print-uri: only passed sockets (socket activation): no URI to print\n";
+    } else {
+      std::cout << nbd::nbd_uri(served) << std::endl;
+    }
+  }
   // --pid-file, --fork (the parent exits now), --run (captive.hpp).
   auto command = nbd::start_process_mode(cfg.process, served);
   if (!command) {
@@ -758,37 +781,53 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
 
 int main(int argc, char** argv) {
   cxxopts::Options options("iserkit-nbd", "Serve a remote iSCSI LUN as an NBD export.\n"
-                                          "Usage: iserkit-nbd iscsi://HOST[:PORT]/TARGET-IQN/LUN --socket PATH\n"
-                                          "       iserkit-nbd iser://HOST[:PORT]/TARGET-IQN/LUN --socket PATH   (iSER, RDMA)\n"
-                                          "       iserkit-nbd URL URL [URL...] --multipath failover|round-robin --socket PATH\n"
-                                          "         (several paths to one LUN, TCP)");
+                                          "Usage: iserkit-nbd iscsi://HOST[:PORT]/TARGET-IQN/LUN -k PATH         (Unix socket)\n"
+                                          "       iserkit-nbd iscsi://HOST[:PORT]/TARGET-IQN/LUN -p 10809 [-b ADDRESS]  (TCP)\n"
+                                          "       iserkit-nbd iser://HOST[:PORT]/TARGET-IQN/LUN -k PATH   (iSER, RDMA)\n"
+                                          "       iserkit-nbd URL URL [URL...] --multipath failover|round-robin -k PATH\n"
+                                          "         (several paths to one LUN, TCP)\n"
+                                          "Options spelled as qemu-nbd and nbdkit spell them: -k, -p, -b, -x, -e, -t, -r, "
+                                          "--fork, --pid-file,\n--exit-with-parent, --print-uri, --run. Durations: a bare "
+                                          "number is seconds; 500ms, 1.5s, 2m, 1h.\nSizes: 4096, 4K, 1M, 2G. Words "
+                                          "(digest, transport, ...): any case.");
   options.add_options()
       ("url", "iSCSI URL of the LUN; several URLs = several paths to the same LUN",
        cxxopts::value<std::vector<std::string>>())
       ("threads", "event loops (threads), 1..64, each with its own iSCSI session to the LUN (distinct ISIDs, "
                   "logged in at start); each NBD connection runs on the loop with the fewest. One URL only",
        cxxopts::value<unsigned>()->default_value("1"))
-      ("s,socket", "serve on this Unix socket path", cxxopts::value<std::string>())
-      ("l,listen", "serve on TCP HOST:PORT ([::]:10809, 127.0.0.1:0 for any free port)", cxxopts::value<std::string>())
+      ("k,socket", "serve on this Unix socket path (qemu-nbd -k)", cxxopts::value<std::string>())
+      ("p,port", "serve on this TCP port (qemu-nbd/nbdkit -p; 0 = any free port, see --port-file); on -b's address. "
+                 "Default 10809 when -b is given", cxxopts::value<std::string>())
+      ("b,bind", "the address -p listens on (qemu-nbd -b; default 0.0.0.0, every IPv4 interface; :: for IPv6)",
+       cxxopts::value<std::string>())
+      ("listen", "serve on TCP HOST:PORT ([::]:10809, 127.0.0.1:0 for any free port); the same as -b HOST -p PORT",
+       cxxopts::value<std::string>())
       ("port-file", "write the bound TCP port to this file", cxxopts::value<std::string>())
       ("metrics", "serve Prometheus metrics on HOST:PORT (:PORT = 127.0.0.1:PORT; 0 = any free port), "
                   "GET /metrics, 2 scrapes at a time", cxxopts::value<std::string>())
       ("status-socket", "answer each connection to this Unix socket (mode 0600) with the status as JSON "
                         "(`iserkit status PATH`)", cxxopts::value<std::string>())
-      ("n,name", "export name (default TARGET/LUN; the empty name is always accepted)", cxxopts::value<std::string>())
-      ("r,read-only", "serve read-only")
+      ("x,export-name", "export name (qemu-nbd -x; default TARGET/LUN; the empty name is always accepted)",
+       cxxopts::value<std::string>())
+      ("e,shared", "most NBD clients connected at once (qemu-nbd -e; 0 = no limit). Default 1024, not qemu-nbd's 1: "
+                   "the bridge serves many clients (NBD_FLAG_CAN_MULTI_CONN)", cxxopts::value<unsigned>())
+      ("t,persistent", "accepted for qemu-nbd scripts: iserkit-nbd always keeps serving after the last client "
+                       "disconnects (stop it with SIGTERM, --run or --exit-with-parent)")
+      ("r,read-only", "serve read-only (qemu-nbd/nbdkit -r; also spelled readonly, as nbdkit does)")
       ("initiator-name", "InitiatorName to log in with", cxxopts::value<std::string>())
       ("chap-file", "CHAP credentials (mode 0600, refused if group/other may access it): lines username = ..., "
                     "secret = ..., and for mutual CHAP target_username = ..., target_secret = ...; else "
                     "LIBISCSI_CHAP_USERNAME, LIBISCSI_CHAP_PASSWORD, LIBISCSI_CHAP_TARGET_USERNAME and "
                     "LIBISCSI_CHAP_TARGET_PASSWORD; a URL's USER[%SECRET]@ wins over both",
        cxxopts::value<std::string>())
-      ("digest", "header and data digests to offer: none or crc32c", cxxopts::value<std::string>()->default_value("none"))
+      ("digest", "header and data digests to offer: none or crc32c (any case)",
+       cxxopts::value<std::string>()->default_value("none"))
       ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
        cxxopts::value<std::string>()->default_value("url"))
       ("iser-max-transfer", "over iSER: the largest SCSI command in bytes (the target's MAXIMUM TRANSFER LENGTH "
                             "lowers it; a target that states none gets 524288); larger requests are split",
-       cxxopts::value<std::uint32_t>()->default_value("8388608"))
+       cxxopts::value<std::string>()->default_value("8M"))
       ("iser-stags", "over iSER: how command buffers are exposed to the target: automatic (a memory window per "
                      "command where the device has them, else the whole registered pool), per-command, whole-slab",
        cxxopts::value<std::string>())
@@ -799,21 +838,21 @@ int main(int argc, char** argv) {
       ("replacement-timeout", "seconds to wait for a new connection after losing one (requests wait and are sent "
                               "again); then requests fail at once with EIO while logins go on in the background "
                               "(every 5 s at most) until one succeeds; 0 = fail at once, no recovery",
-       cxxopts::value<double>()->default_value("120"))
+       cxxopts::value<std::string>()->default_value("120"))
       ("on-give-up", "after the replacement timeout: error (keep serving, fail requests with EIO until a "
                      "background login succeeds) or exit (exit with status 3, for a supervisor to restart)",
        cxxopts::value<std::string>()->default_value("error"))
       ("nop-interval", "seconds of silence from the target before a NOP-Out ping (0 = never); a frozen target "
                        "is noticed after this plus --nop-timeout",
-       cxxopts::value<double>()->default_value("5"))
+       cxxopts::value<std::string>()->default_value("5"))
       ("nop-timeout", "seconds a ping may stay unanswered before the connection counts as lost",
-       cxxopts::value<double>()->default_value("5"))
+       cxxopts::value<std::string>()->default_value("5"))
       ("multipath", "with several URLs: failover (one path at a time) or round-robin (spread over the usable paths "
                     "of the best ALUA group)", cxxopts::value<std::string>()->default_value("failover"))
       ("path-replacement-timeout", "with several URLs: seconds a path's session tries to log in again by itself "
                                    "before its requests go to another path (--replacement-timeout is then how long "
                                    "requests wait while no path is usable)",
-       cxxopts::value<double>()->default_value("5"))
+       cxxopts::value<std::string>()->default_value("5"))
       ("tls", "TLS (NBD_OPT_STARTTLS): off; on (offered, plain-text clients served too); require (before TLS every "
               "option but STARTTLS and ABORT is refused with NBD_REP_ERR_TLS_REQD)",
        cxxopts::value<std::string>()->default_value("off"))
@@ -822,29 +861,40 @@ int main(int argc, char** argv) {
       ("tls-psk", "TLS-PSK credentials: FILE of username:hexkey lines (psktool's format)", cxxopts::value<std::string>())
       ("tls-verify-peer", "with --tls-certificates: require a client certificate signed by DIR/ca-cert.pem")
       ("tls-handshake-timeout", "seconds a client may take to finish the TLS handshake after STARTTLS before it "
-                                "is dropped", cxxopts::value<double>()->default_value("10"))
+                                "is dropped", cxxopts::value<std::string>()->default_value("10"))
       ("handshake-limit", "seconds a client has from connecting to the end of the NBD handshake (option "
                           "haggling, TLS included) before it is dropped; 0: no limit",
-       cxxopts::value<double>()->default_value("10"))
+       cxxopts::value<std::string>()->default_value("10"))
       ("run", "captive mode: once serving, run CMD with /bin/sh (it may use $uri, $nbd, $unixsocket, $port, "
               "$exportname); serve until it exits, then exit with its status. Without --socket/--listen the "
               "export is served on a private Unix socket", cxxopts::value<std::string>())
       ("fork", "go to the background once the listening socket is ready (the parent exits 0 then, 1 if "
                "the server failed to start)")
-      ("pid-file", "write the server's pid to PATH once the listening socket is ready",
+      ("pid-file", "write the server's pid to PATH once the listening socket is ready (also spelled pidfile, as nbdkit does)",
        cxxopts::value<std::string>())
-      ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
+      ("exit-with-parent", "exit (as on SIGTERM) when the process that started the bridge exits (nbdkit's; "
+                           "prctl PR_SET_PDEATHSIG); not with --fork")
+      ("print-uri", "print the export's NBD URI (nbd+unix:///NAME?socket=PATH or nbd://HOST:PORT/NAME) on stdout "
+                    "once serving, before --fork returns; the \"serving ...\" lines then go to stderr")
+      ("log-level", "trace, debug, info, warn, error, off (any case)", cxxopts::value<std::string>()->default_value("warn"))
       ("config", "TOML file of options: keys are the long options above (url = \"iscsi://...\", socket = \"...\", "
                  "read-only = true); the command line wins over it", cxxopts::value<std::string>())
       ("version", "print the version")
       ("h,help", "print this help");
+  // Other spellings, not in --help (its option table is the "" group): iserkit-nbd's former --name,
+  // nbdkit's --readonly and --pidfile. Also keys of --config files.
+  options.add_options("other spellings")
+      ("name", "former spelling of --export-name (deprecated)", cxxopts::value<std::string>())
+      ("readonly", "nbdkit's spelling of --read-only")
+      ("pidfile", "nbdkit's spelling of --pid-file", cxxopts::value<std::string>());
+  const pid_t parent_at_start = ::getppid();  // --exit-with-parent checks it has not changed
   options.parse_positional({"url"});
   options.positional_help("URL");
   Config cfg;
   try {
     auto args = nbd::parse_with_config_file(options, argc, argv);
     if (args.count("help")) {
-      std::cout << options.help() << "\n";
+      std::cout << options.help({""}) << "\n";
       return 0;
     }
     if (args.count("version")) {
@@ -896,6 +946,7 @@ int main(int argc, char** argv) {
       }
       cfg.session.chap = std::move(*resolved);
     }
+    initiator::check_chap_names(cfg.session.chap, "CHAP credentials (the URL, --chap-file or LIBISCSI_CHAP_*)");
     for (const auto& u : cfg.urls) {
       if (u.lun.value_or(0) != cfg.url.lun.value_or(0)) {
         std::cerr << "iserkit-nbd: the paths name different LUNs; every URL must name the same LUN\n";
@@ -913,46 +964,66 @@ int main(int argc, char** argv) {
       return 2;
     }
     cfg.threads = threads;
-    const auto policy = initiator::parse_multipath_policy(args["multipath"].as<std::string>());
-    if (!policy) {
-      std::cerr << "iserkit-nbd: --multipath wants failover or round-robin\n";
-      return 2;
-    }
-    cfg.policy = *policy;
+    cfg.policy = initiator::multipath_option(args["multipath"].as<std::string>());
     if (args.count("socket")) cfg.socket_path = args["socket"].as<std::string>();
     if (args.count("listen")) cfg.listen = args["listen"].as<std::string>();
-    if (args.count("port-file")) cfg.port_file = args["port-file"].as<std::string>();
-    if (args.count("name")) cfg.name = args["name"].as<std::string>();
-    cfg.read_only = args.count("read-only") > 0;
-    if (args.count("initiator-name")) cfg.session.initiator_name = args["initiator-name"].as<std::string>();
-    const auto digest = args["digest"].as<std::string>();
-    if (digest != "none" && digest != "crc32c") {
-      std::cerr << "iserkit-nbd: --digest wants none or crc32c\n";
-      return 2;
-    }
-    const auto d = digest == "crc32c" ? initiator::Digest::crc32c : initiator::Digest::none;
-    cfg.session.header_digest = cfg.session.data_digest = d;
-    const auto transport = initiator::parse_transport_policy(args["transport"].as<std::string>());
-    if (!transport) {
-      std::cerr << "iserkit-nbd: --transport wants url, tcp, iser or auto\n";
-      return 2;
-    }
-    cfg.session.transport = *transport;
-    cfg.session.iser_max_transfer_bytes = args["iser-max-transfer"].as<std::uint32_t>();
-    if (cfg.session.iser_max_transfer_bytes < 4096) {
-      std::cerr << "iserkit-nbd: --iser-max-transfer must be at least 4096 bytes\n";
-      return 2;
-    }
-    cfg.session.iser_unstated_max_transfer_bytes =
-        std::min(cfg.session.iser_unstated_max_transfer_bytes, cfg.session.iser_max_transfer_bytes);
-    if (args.count("iser-stags")) {
-      const auto stags = iserkit::datamover::parse_iser_stags(args["iser-stags"].as<std::string>());
-      if (!stags) {
-        std::cerr << "iserkit-nbd: --iser-stags wants automatic, per-command or whole-slab\n";
+    // -p/-b (qemu-nbd, nbdkit): TCP on BIND:PORT, 0.0.0.0 and 10809 when one of the two is missing.
+    if (args.count("port") || args.count("bind")) {
+      if (args.count("listen")) {
+        std::cerr << "iserkit-nbd: give either --listen HOST:PORT or -b/--bind and -p/--port, not both\n";
         return 2;
       }
-      cfg.session.iser_stags = *stags;
+      std::uint16_t port = 10809;
+      if (args.count("port")) {
+        const auto text = args["port"].as<std::string>();
+        unsigned long value = 0;
+        std::size_t used = 0;
+        try {
+          value = std::stoul(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size() || value > 65535 || text.front() == '-' || text.front() == '+') {
+          std::cerr << "iserkit-nbd: --port " << text << ": want a TCP port 0..65535 (0 = any free port)\n";
+          return 2;
+        }
+        port = static_cast<std::uint16_t>(value);
+      }
+      std::string host = args.count("bind") ? args["bind"].as<std::string>() : std::string("0.0.0.0");
+      if (host.empty()) {
+        std::cerr << "iserkit-nbd: --bind \"\": want an address (0.0.0.0, ::, 127.0.0.1, a host name)\n";
+        return 2;
+      }
+      if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";
+      cfg.listen = host + ":" + std::to_string(port);
     }
+    if (args.count("port-file")) cfg.port_file = args["port-file"].as<std::string>();
+    // Of two spellings of one option the later wins: --config's keys come first, then the command line.
+    for (const auto& kv : args.arguments()) {
+      if (kv.key() == "export-name" || kv.key() == "name") cfg.name = kv.value();
+      if (kv.key() == "pid-file" || kv.key() == "pidfile") cfg.process.pid_file = kv.value();
+    }
+    if (args.count("name"))
+      std::cerr << "iserkit-nbd: warning: --name is deprecated: write -x/--export-name (qemu-nbd's spelling)\n";
+    cfg.read_only = args.count("read-only") > 0 || args.count("readonly") > 0;
+    if (args.count("shared")) {
+      const unsigned shared = args["shared"].as<unsigned>();
+      cfg.max_connections = shared == 0 ? std::numeric_limits<std::size_t>::max() : shared;
+    }
+    cfg.print_uri = args.count("print-uri") > 0;
+    cfg.exit_with_parent = args.count("exit-with-parent") > 0;
+    if (args.count("initiator-name")) {
+      cfg.session.initiator_name = args["initiator-name"].as<std::string>();
+      initiator::check_initiator_name(cfg.session.initiator_name);
+    }
+    const auto d = initiator::digest_option("digest", args["digest"].as<std::string>());
+    cfg.session.header_digest = cfg.session.data_digest = d;
+    cfg.session.transport = initiator::transport_option(args["transport"].as<std::string>());
+    cfg.session.iser_max_transfer_bytes = static_cast<std::uint32_t>(
+        cli::size_option("iser-max-transfer", args["iser-max-transfer"].as<std::string>(), 4096, UINT32_MAX));
+    cfg.session.iser_unstated_max_transfer_bytes =
+        std::min(cfg.session.iser_unstated_max_transfer_bytes, cfg.session.iser_max_transfer_bytes);
+    if (args.count("iser-stags")) cfg.session.iser_stags = initiator::iser_stags_option(args["iser-stags"].as<std::string>());
     if (args.count("netns")) {
       cfg.session.netns = args["netns"].as<std::string>();
       if (!netns::valid_name(cfg.session.netns)) {
@@ -966,54 +1037,32 @@ int main(int argc, char** argv) {
       cfg.metrics = args["metrics"].as<std::string>();
       if (!cfg.metrics.empty() && cfg.metrics.front() == ':') cfg.metrics = "127.0.0.1" + cfg.metrics;  // loopback default
     }
-    const double replacement = args["replacement-timeout"].as<double>();
-    const double nop_interval = args["nop-interval"].as<double>();
-    const double nop_timeout = args["nop-timeout"].as<double>();
-    if (replacement < 0 || nop_interval < 0 || nop_timeout <= 0) {
-      std::cerr << "iserkit-nbd: --replacement-timeout and --nop-interval must be >= 0, --nop-timeout > 0\n";
-      return 2;
-    }
     using ms = std::chrono::milliseconds;
-    cfg.session.replacement_timeout = ms(static_cast<std::int64_t>(replacement * 1000));
-    cfg.session.nop_interval = ms(static_cast<std::int64_t>(nop_interval * 1000));
-    cfg.session.nop_timeout = ms(static_cast<std::int64_t>(nop_timeout * 1000));
-    const double path_replacement = args["path-replacement-timeout"].as<double>();
-    if (path_replacement < 0) {
-      std::cerr << "iserkit-nbd: --path-replacement-timeout must be >= 0\n";
-      return 2;
-    }
-    cfg.path_replacement_timeout = ms(static_cast<std::int64_t>(path_replacement * 1000));
-    const auto give_up = args["on-give-up"].as<std::string>();
-    if (give_up != "error" && give_up != "exit") {
-      std::cerr << "iserkit-nbd: --on-give-up wants error or exit\n";
-      return 2;
-    }
-    cfg.on_give_up = give_up == "exit" ? OnGiveUp::exit : OnGiveUp::error;
-    log::set_level(args["log-level"].as<std::string>());
+    const auto duration = [&](const char* name, ms min) {
+      return cli::duration_option(name, args[name].as<std::string>(), min);
+    };
+    cfg.session.replacement_timeout = duration("replacement-timeout", ms(0));
+    cfg.session.nop_interval = duration("nop-interval", ms(0));
+    cfg.session.nop_timeout = duration("nop-timeout", ms(1));
+    cfg.path_replacement_timeout = duration("path-replacement-timeout", ms(0));
+    cfg.on_give_up = cli::enum_option<OnGiveUp>("on-give-up", args["on-give-up"].as<std::string>(),
+                                                {{"error", OnGiveUp::error}, {"exit", OnGiveUp::exit}});
+    log::set_level(cli::log_level_option(args["log-level"].as<std::string>()));
     if (args.count("run")) cfg.process.run_command = args["run"].as<std::string>();
-    if (args.count("pid-file")) cfg.process.pid_file = args["pid-file"].as<std::string>();
     cfg.process.daemonize = args.count("fork") > 0;
-    const auto tls_mode = nbd::parse_tls_mode(args["tls"].as<std::string>());
-    if (!tls_mode) {
-      std::cerr << "iserkit-nbd: --tls wants off, on or require\n";
+    if (cfg.exit_with_parent && cfg.process.daemonize) {
+      std::cerr << "iserkit-nbd: --exit-with-parent and --fork exclude each other (a forked server has left its "
+                   "parent on purpose)\n";
       return 2;
     }
-    cfg.tls.mode = *tls_mode;
+    cfg.tls.mode = cli::enum_option<nbd::TlsMode>(
+        "tls", args["tls"].as<std::string>(),
+        {{"off", nbd::TlsMode::off}, {"on", nbd::TlsMode::on}, {"require", nbd::TlsMode::require}});
     if (args.count("tls-certificates")) cfg.tls.certificates_dir = args["tls-certificates"].as<std::string>();
     if (args.count("tls-psk")) cfg.tls.psk_file = args["tls-psk"].as<std::string>();
     cfg.tls.verify_peer = args.count("tls-verify-peer") > 0;
-    const double tls_timeout = args["tls-handshake-timeout"].as<double>();
-    if (tls_timeout <= 0) {
-      std::cerr << "iserkit-nbd: --tls-handshake-timeout must be > 0\n";
-      return 2;
-    }
-    cfg.tls.handshake_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(tls_timeout * 1000));
-    const double handshake_limit = args["handshake-limit"].as<double>();
-    if (handshake_limit < 0) {
-      std::cerr << "iserkit-nbd: --handshake-limit must be >= 0\n";
-      return 2;
-    }
-    cfg.handshake_limit = std::chrono::milliseconds(static_cast<std::int64_t>(handshake_limit * 1000));
+    cfg.tls.handshake_timeout = duration("tls-handshake-timeout", ms(1));
+    cfg.handshake_limit = duration("handshake-limit", ms(0));
     if (cfg.tls.mode == nbd::TlsMode::off) {
       if (!cfg.tls.certificates_dir.empty() || !cfg.tls.psk_file.empty() || cfg.tls.verify_peer) {
         std::cerr << "iserkit-nbd: --tls-certificates, --tls-psk and --tls-verify-peer need --tls=on or --tls=require\n";
@@ -1030,6 +1079,9 @@ int main(int argc, char** argv) {
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "iserkit-nbd: " << e.what() << "\n";
     return 2;
+  } catch (const cli::BadValue& e) {  // a value the shared grammar refuses; the message lists what is accepted
+    std::cerr << "iserkit-nbd: " << e.what() << "\n";
+    return 2;
   } catch (const std::runtime_error& e) {  // --config FILE
     std::cerr << "iserkit-nbd: " << e.what() << "\n";
     return 2;
@@ -1043,6 +1095,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   cfg.passed_sockets = std::move(*passed);
+  // Nothing to serve on: said before the login, not after it. Unlike qemu-nbd, no default of
+  // 0.0.0.0:10809: a LUN is not put on the network unasked (nbd_bridge/README.md).
+  if (cfg.socket_path.empty() && cfg.listen.empty() && cfg.passed_sockets.empty() && cfg.process.run_command.empty()) {
+    std::cerr << "iserkit-nbd: nothing to listen on: give -k/--socket PATH, -p/--port PORT (TCP, -b/--bind ADDRESS) "
+                 "or --listen HOST:PORT\n";
+    return 2;
+  }
+  // --exit-with-parent: before the login, so that a parent gone meanwhile is noticed too.
+  if (cfg.exit_with_parent) {
+    if (auto r = nbd::exit_with_parent(parent_at_start); !r) {
+      std::cerr << "iserkit-nbd: --exit-with-parent: "
+                << (r.error() == std::errc::no_such_process ? std::string("the parent has already exited")
+                                                            : r.error().message())
+                << "\n";
+      return 1;
+    }
+  }
   // --fork: before any thread or io_context exists; only the child returns.
   if (auto r = nbd::begin_process_mode(cfg.process); !r) {
     std::cerr << "iserkit-nbd: --fork: " << r.error().message() << "\n";

@@ -164,32 +164,4 @@ std::uint64_t MemoryExport::allocated_bytes() const {
   return chunks_.size() * chunk_bytes;
 }
 
-Result<std::uint64_t> parse_size(std::string_view text) {
-  std::uint64_t value = 0;
-  std::size_t i = 0;
-  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
-    const std::uint64_t digit = static_cast<std::uint64_t>(text[i] - '0');
-    if (value > (UINT64_MAX - digit) / 10) return fail(std::errc::invalid_argument);
-    value = value * 10 + digit;
-  }
-  if (i == 0) return fail(std::errc::invalid_argument);
-  std::string_view suffix = text.substr(i);
-  int shift = 0;
-  if (!suffix.empty()) {
-    switch (std::toupper(static_cast<unsigned char>(suffix[0]))) {
-      case 'K': shift = 10; break;
-      case 'M': shift = 20; break;
-      case 'G': shift = 30; break;
-      case 'T': shift = 40; break;
-      case 'B': shift = 0; break;
-      default: return fail(std::errc::invalid_argument);
-    }
-    suffix.remove_prefix(1);
-    if (shift != 0 && (suffix == "iB" || suffix == "B")) suffix = {};
-    if (!suffix.empty()) return fail(std::errc::invalid_argument);
-  }
-  if (shift != 0 && value > (UINT64_MAX >> shift)) return fail(std::errc::invalid_argument);
-  return value << shift;
-}
-
 }  // namespace iserkit::nbd

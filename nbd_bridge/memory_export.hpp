@@ -75,8 +75,4 @@ class MemoryExport final : public Export {
   std::error_code failure_error_;
 };
 
-/// Parses a size such as "4096", "64K", "512M", "2G", "1T" (powers of 1024; optional trailing "B"
-/// or "iB"). Returns std::errc::invalid_argument for anything else or on overflow.
-Result<std::uint64_t> parse_size(std::string_view text);
-
 }  // namespace iserkit::nbd

@@ -12,9 +12,11 @@
 
 #include <cxxopts.hpp>
 
+#include "iserkit/common/cli_values.hpp"
 #include "iserkit/common/command_size_counter.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/iscsi/names.hpp"
 #include "iserkit/target/backends.hpp"
 #include "iserkit/target/target.hpp"
 
@@ -31,17 +33,22 @@ void raise_descriptor_limit() {
   if (setrlimit(RLIMIT_NOFILE, &r) != 0) iserkit::log::warn("limits: cannot raise RLIMIT_NOFILE to {}", r.rlim_max);
 }
 
+// A duration option (common/cli_values.hpp: a bare number is seconds; 500ms, 1.5s, 2m, 1h), up to a day.
 std::chrono::milliseconds seconds_option(const cxxopts::ParseResult& args, const char* name, bool zero_ok) {
-  const double v = args[name].as<double>();
-  if (!(v >= 0) || v > 86400 || (!zero_ok && v == 0))
-    throw std::runtime_error(std::string("--") + name + ": seconds, " + (zero_ok ? "0" : "above 0") + "..86400");
-  return std::chrono::milliseconds(static_cast<std::int64_t>(v * 1000));
+  return iserkit::cli::duration_option(name, args[name].as<std::string>(),
+                                       std::chrono::milliseconds(zero_ok ? 0 : 1), std::chrono::hours(24));
 }
 
-std::uint64_t size_option(const cxxopts::ParseResult& args, const char* name) {
-  auto v = iserkit::target::parse_size(args[name].as<std::string>());
-  if (!v) throw std::runtime_error(std::string("--") + name + ": expected a size such as 64M");
-  return *v;
+// A size option (4096, 64K, 64M, 2G): at least 1 byte, at most `max`.
+std::uint64_t size_option(const cxxopts::ParseResult& args, const char* name, std::uint64_t max = UINT64_MAX) {
+  return iserkit::cli::size_option(name, args[name].as<std::string>(), 1, max);
+}
+
+// --iqn, --allow-initiator: refused at once with what is accepted. Checked case-folded: names
+// compare in lower case (RFC 3722), as the configuration file's and the login's do.
+void check_name(const char* flag, const std::string& name) {
+  if (auto ok = iserkit::iscsi::check_iscsi_name(iserkit::iscsi::fold_case(name)); !ok)
+    throw iserkit::cli::BadValue(iserkit::cli::option_message(flag, name, ok.error()));
 }
 
 int run(int argc, char** argv) {
@@ -65,19 +72,19 @@ int run(int argc, char** argv) {
        cxxopts::value<std::string>()->default_value("admin"))
       ("export-rbd", "each image of Ceph pool POOL is a target <iqn>:<image> with the image as lun0; rescanned on "
                      "SIGHUP and every --rbd-rescan-interval", cxxopts::value<std::string>())
-      ("rbd-rescan-interval", "seconds between rescans of --export-rbd (0 = only on SIGHUP)",
-       cxxopts::value<unsigned>()->default_value("30"))
+      ("rbd-rescan-interval", "time between rescans of --export-rbd: seconds, or 500ms, 2m, 1h (0 = only on SIGHUP)",
+       cxxopts::value<std::string>()->default_value("30"))
       ("read-only", "refuse writes (WRITE PROTECTED)")
-      ("block-size", "logical block size: 512 or 4096", cxxopts::value<unsigned>()->default_value("512"))
+      ("block-size", "logical block size: 512 or 4096 (4K)", cxxopts::value<std::string>()->default_value("512"))
       ("threads", "I/O threads, each with its own io_context", cxxopts::value<unsigned>()->default_value("1"))
       ("port-file", "write the first bound port to PATH once listening", cxxopts::value<std::string>())
-      ("log-level", "trace, debug, info, warn, error or off", cxxopts::value<std::string>()->default_value("info"))
-      ("max-recv-data-segment-length", "bytes the target accepts per PDU (declared)",
-       cxxopts::value<std::uint32_t>()->default_value("262144"))
-      ("first-burst-length", "bytes of unsolicited data accepted per command",
-       cxxopts::value<std::uint32_t>()->default_value("262144"))
-      ("max-burst-length", "bytes per Data-In or solicited Data-Out sequence",
-       cxxopts::value<std::uint32_t>()->default_value("4194304"))
+      ("log-level", "trace, debug, info, warn, error or off (any case)", cxxopts::value<std::string>()->default_value("info"))
+      ("max-recv-data-segment-length", "bytes the target accepts per PDU (declared): bytes or 256K, 1M",
+       cxxopts::value<std::string>()->default_value("256K"))
+      ("first-burst-length", "bytes of unsolicited data accepted per command (bytes or 256K, 1M)",
+       cxxopts::value<std::string>()->default_value("256K"))
+      ("max-burst-length", "bytes per Data-In or solicited Data-Out sequence (bytes or 4M)",
+       cxxopts::value<std::string>()->default_value("4M"))
       ("max-outstanding-r2t", "R2Ts outstanding per command", cxxopts::value<std::uint32_t>()->default_value("8"))
       ("config", "TOML file: portals, targets, LUNs, ACLs, CHAP users and mutual secrets, discovery "
                  "authentication (see target/README.md); combines with the flags", cxxopts::value<std::string>())
@@ -93,14 +100,15 @@ int run(int argc, char** argv) {
                               "--discovery-chap-secret-file or $ISERKIT_DISCOVERY_CHAP_SECRET",
        cxxopts::value<std::string>())
       ("discovery-chap-secret-file", "file holding the --discovery-chap-user secret", cxxopts::value<std::string>())
-      ("login-timeout", "seconds a connection may take to complete its login", cxxopts::value<double>()->default_value("15"))
+      ("login-timeout", "seconds a connection may take to complete its login (durations everywhere: a bare number "
+                        "is seconds; 500ms, 1.5s, 2m, 1h)", cxxopts::value<std::string>()->default_value("15"))
       ("reinstate-timeout", "seconds a login that reinstates a session (same InitiatorName + ISID) waits for the old "
                             "session's commands to end; then it is refused with 0x0301 and the initiator retries",
-       cxxopts::value<double>()->default_value("10"))
+       cxxopts::value<std::string>()->default_value("10"))
       ("idle-interval", "seconds without a PDU before a NOP-In ping (0 = never)",
-       cxxopts::value<double>()->default_value("15"))
+       cxxopts::value<std::string>()->default_value("15"))
       ("ping-timeout", "seconds to wait for an answer to a NOP-In ping before closing",
-       cxxopts::value<double>()->default_value("30"))
+       cxxopts::value<std::string>()->default_value("30"))
       ("max-logging-in", "connections in the login phase at once (the oldest is closed for a new one)",
        cxxopts::value<std::uint32_t>()->default_value("64"))
       ("fd-reserve", "file descriptors kept free: connections are capped at RLIMIT_NOFILE minus this",
@@ -119,7 +127,7 @@ int run(int argc, char** argv) {
                     "(repeatable; see README \"Two gateways, one RBD image\")",
        cxxopts::value<std::vector<std::string>>())
       ("shutdown-timeout", "seconds SIGTERM/SIGINT lets sessions finish the commands they sent before closing "
-                           "them (0 = at once)", cxxopts::value<double>()->default_value("10"))
+                           "them (0 = at once)", cxxopts::value<std::string>()->default_value("10"))
       ("chap-algorithms", "CHAP_A accepted for the --lun/--export-dir targets and discovery, comma-separated "
                           "(default SHA-256,SHA3-256,SHA-1; add MD5 for libiscsi/QEMU)", cxxopts::value<std::string>())
       ("no-iser", "serve iSCSI/TCP only (by default each portal also listens for iSER when an RDMA device exists)")
@@ -144,10 +152,11 @@ int run(int argc, char** argv) {
     std::cout << "iserkit-target " << version << "\n";
     return 0;
   }
-  iserkit::log::set_level(args["log-level"].as<std::string>());
+  iserkit::log::set_level(iserkit::cli::log_level_option(args["log-level"].as<std::string>()));
 
   TargetConfig config;
   config.iqn = args["iqn"].as<std::string>();
+  check_name("iqn", config.iqn);
   if (args.count("listen")) {
     // cxxopts splits vector values at commas: glue "ADDRESS,tpgt=N" back together.
     std::vector<std::string> listens;
@@ -198,11 +207,12 @@ int run(int argc, char** argv) {
   }
   if (args.count("export-dir")) config.export_dir = args["export-dir"].as<std::string>();
   config.read_only = args.count("read-only") > 0;
-  config.block_size_bytes = args["block-size"].as<unsigned>();
-  if (config.block_size_bytes != 512 && config.block_size_bytes != 4096) {
-    std::cerr << "iserkit-target: --block-size must be 512 or 4096\n";
+  const auto block_size = iserkit::cli::size_option("block-size", args["block-size"].as<std::string>());
+  if (block_size != 512 && block_size != 4096) {
+    std::cerr << "iserkit-target: --block-size " << args["block-size"].as<std::string>() << ": want 512 or 4096 (4K)\n";
     return 2;
   }
+  config.block_size_bytes = static_cast<unsigned>(block_size);
   config.ceph_conf = args["ceph-conf"].as<std::string>();
   config.ceph_id = args["ceph-id"].as<std::string>();
   if (args.count("export-rbd")) {
@@ -212,11 +222,14 @@ int run(int argc, char** argv) {
     }
     config.export_rbd = args["export-rbd"].as<std::string>();
   }
-  config.rbd_rescan_interval = std::chrono::seconds(args["rbd-rescan-interval"].as<unsigned>());
+  // Below a second rounds up to one: the rescan counts whole seconds.
+  config.rbd_rescan_interval = std::chrono::ceil<std::chrono::seconds>(iserkit::cli::duration_option(
+      "rbd-rescan-interval", args["rbd-rescan-interval"].as<std::string>(), std::chrono::milliseconds(0), std::chrono::hours(24)));
   config.threads = std::max(1u, args["threads"].as<unsigned>());
-  config.max_recv_data_segment_length = args["max-recv-data-segment-length"].as<std::uint32_t>();
-  config.first_burst_length = args["first-burst-length"].as<std::uint32_t>();
-  config.max_burst_length = args["max-burst-length"].as<std::uint32_t>();
+  config.max_recv_data_segment_length =
+      static_cast<std::uint32_t>(size_option(args, "max-recv-data-segment-length", 16777215));  // RFC 7143 §13.12
+  config.first_burst_length = static_cast<std::uint32_t>(size_option(args, "first-burst-length", 16777215));  // §13.14
+  config.max_burst_length = static_cast<std::uint32_t>(size_option(args, "max-burst-length", 16777215));      // §13.13
   config.max_outstanding_r2t = std::max<std::uint32_t>(1, args["max-outstanding-r2t"].as<std::uint32_t>());
   config.limits.login_timeout = seconds_option(args, "login-timeout", false);
   config.limits.reinstate_timeout = seconds_option(args, "reinstate-timeout", false);
@@ -250,7 +263,10 @@ int run(int argc, char** argv) {
       states[static_cast<std::uint16_t>(tag)] = *state;
     }
   }
-  if (args.count("allow-initiator")) config.allowed_initiators = args["allow-initiator"].as<std::vector<std::string>>();
+  if (args.count("allow-initiator")) {
+    config.allowed_initiators = args["allow-initiator"].as<std::vector<std::string>>();
+    for (const auto& n : config.allowed_initiators) check_name("allow-initiator", n);
+  }
   std::vector<std::string> warnings;
   // A credential from a flag: the user name from `user_flag`, the secret from `file_flag` or `env`.
   auto credential = [&](const char* user_flag, const char* file_flag,
@@ -260,6 +276,8 @@ int run(int argc, char** argv) {
       return std::nullopt;
     }
     iserkit::target::ChapCredential c{.user = args[user_flag].as<std::string>(), .secret = {}};
+    if (auto ok = iserkit::iscsi::check_chap_user(c.user); !ok)
+      throw iserkit::cli::BadValue(iserkit::cli::option_message(user_flag, c.user, ok.error()));
     if (args.count(file_flag)) {
       auto s = iserkit::target::read_secret_file(args[file_flag].as<std::string>(), &warnings);
       if (!s) throw std::runtime_error(s.error().message);
@@ -365,6 +383,9 @@ int main(int argc, char** argv) {
     return run(argc, argv);
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "iserkit-target: " << e.what() << " (see --help)\n";
+    return 2;
+  } catch (const iserkit::cli::BadValue& e) {  // a value the flags' grammar refuses: what is accepted is in it
+    std::cerr << "iserkit-target: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "iserkit-target: " << e.what() << "\n";

@@ -26,6 +26,7 @@
 
 #include <cxxopts.hpp>
 
+#include "iserkit/common/cli_values.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
@@ -34,6 +35,7 @@
 #include "iserkit/initiator/client.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "iserkit/initiator/lun.hpp"
+#include "iserkit/initiator/option_values.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "cli_json.hpp"
 #include "progress.hpp"
@@ -550,12 +552,14 @@ int main(int argc, char** argv) {
     ("progress", "read/write progress and a closing summary on stderr: auto (when stderr is a terminal), always, never",
      cxxopts::value<std::string>()->default_value("auto"))
     ("initiator-name", "InitiatorName (default iqn.2026-11.org.iserkit:initiator-<hostname>)", cxxopts::value<std::string>())
-    ("log-level", "trace, debug, info, warn, error, off", cxxopts::value<std::string>()->default_value("warn"))
-    ("header-digest", "None or CRC32C", cxxopts::value<std::string>()->default_value("None"))
-    ("data-digest", "None or CRC32C", cxxopts::value<std::string>()->default_value("None"))
-    ("timeout", "per-command timeout in milliseconds (0 = none)", cxxopts::value<std::uint64_t>()->default_value("0"))
-    ("offset", "byte offset (read/write)", cxxopts::value<std::uint64_t>()->default_value("0"))
-    ("length", "bytes to read (default: to the end)", cxxopts::value<std::uint64_t>())
+    ("log-level", "trace, debug, info, warn, error, off (any case)", cxxopts::value<std::string>()->default_value("warn"))
+    ("header-digest", "none or crc32c (any case)", cxxopts::value<std::string>()->default_value("none"))
+    ("data-digest", "none or crc32c (any case)", cxxopts::value<std::string>()->default_value("none"))
+    ("command-timeout", "per-command timeout: seconds, or 500ms, 1.5s, 2m (0 = none)", cxxopts::value<std::string>())
+    ("timeout", "deprecated: --command-timeout; a bare number here is still milliseconds (write 500ms or 5s)",
+     cxxopts::value<std::string>())
+    ("offset", "byte offset (read/write): bytes, or 4K, 1M, 2G", cxxopts::value<std::string>()->default_value("0"))
+    ("length", "bytes to read (default: to the end): bytes, or 4K, 1M, 2G", cxxopts::value<std::string>())
     ("o,output", "output file for read (default stdout)", cxxopts::value<std::string>()->default_value("-"))
     ("i,input", "input file for write (default stdin)", cxxopts::value<std::string>()->default_value("-"))
     ("fua", "write with FUA (otherwise SYNCHRONIZE CACHE at the end)")
@@ -567,18 +571,20 @@ int main(int argc, char** argv) {
     ("target-secret-file", "mutual CHAP: file whose first line is the target's secret", cxxopts::value<std::string>())
     ("chap-algorithms", "CHAP_A offered, in order: e.g. SHA-256,SHA3-256,SHA-1,MD5 (MD5 is always offered)",
      cxxopts::value<std::string>())
-    ("nop-interval", "NOP-Out ping after this many ms of silence from the target (0 = never)",
-     cxxopts::value<std::uint64_t>()->default_value("0"))
-    ("nop-timeout", "ms a ping may stay unanswered before the connection is declared dead",
-     cxxopts::value<std::uint64_t>()->default_value("10000"))
-    ("replacement-timeout", "seconds to wait for a new connection after losing one (commands wait and are sent "
-                            "again; 0 = fail at once)",
-     cxxopts::value<double>()->default_value("120"))
+    ("nop-interval", "NOP-Out ping after this much silence from the target (0 = never): write a unit, 5s or "
+                     "500ms; a bare number is still milliseconds here (deprecated; seconds in iserkit-nbd/-fuse)",
+     cxxopts::value<std::string>()->default_value("0"))
+    ("nop-timeout", "how long a ping may stay unanswered before the connection is declared dead: write a unit, "
+                    "10s; a bare number is still milliseconds here (deprecated)",
+     cxxopts::value<std::string>()->default_value("10s"))
+    ("replacement-timeout", "how long to wait for a new connection after losing one (commands wait and are sent "
+                            "again; 0 = fail at once): seconds, or 500ms, 2m",
+     cxxopts::value<std::string>()->default_value("120"))
     ("transport", "url (iscsi:// = TCP, iser:// = iSER), tcp, iser, or auto (iSER, else TCP)",
      cxxopts::value<std::string>()->default_value("url"))
     ("iser-max-transfer", "over iSER: the largest SCSI command in bytes (the target's MAXIMUM TRANSFER LENGTH "
                           "lowers it; a target that states none gets 524288); larger I/O is split",
-     cxxopts::value<std::uint32_t>()->default_value("8388608"))
+     cxxopts::value<std::string>()->default_value("8M"))
     ("iser-stags", "over iSER: how command buffers are exposed to the target: automatic (a memory window per "
                    "command where the device has them, else the whole registered pool), per-command, whole-slab",
      cxxopts::value<std::string>())
@@ -596,20 +602,39 @@ int main(int argc, char** argv) {
       std::cout << "iserkit " << ISERKIT_VERSION << "\n";
       return 0;
     }
-    iserkit::log::set_level(args["log-level"].as<std::string>());
     json_output = args.count("json") > 0;
+    iserkit::log::set_level(iserkit::cli::log_level_option(args["log-level"].as<std::string>()));
     if (!args.count("command") || !args.count("url")) return error("iserkit", "missing command or URL", "usage=iserkit --help");
     Common c;
-    if (args.count("initiator-name")) c.options.initiator_name = args["initiator-name"].as<std::string>();
-    auto digest = [](const std::string& v) { return v == "CRC32C" || v == "crc32c" ? ik::Digest::crc32c : ik::Digest::none; };
-    c.options.header_digest = digest(args["header-digest"].as<std::string>());
-    c.options.data_digest = digest(args["data-digest"].as<std::string>());
-    c.options.command_timeout = std::chrono::milliseconds(args["timeout"].as<std::uint64_t>());
-    c.options.nop_interval = std::chrono::milliseconds(args["nop-interval"].as<std::uint64_t>());
-    c.options.nop_timeout = std::chrono::milliseconds(args["nop-timeout"].as<std::uint64_t>());
-    const double replacement = args["replacement-timeout"].as<double>();
-    if (replacement < 0) return error("iserkit", "bad option", "--replacement-timeout must be >= 0");
-    c.options.replacement_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(replacement * 1000));
+    if (args.count("initiator-name")) {
+      c.options.initiator_name = args["initiator-name"].as<std::string>();
+      ik::check_initiator_name(c.options.initiator_name);
+    }
+    c.options.header_digest = ik::digest_option("header-digest", args["header-digest"].as<std::string>());
+    c.options.data_digest = ik::digest_option("data-digest", args["data-digest"].as<std::string>());
+    using std::chrono::milliseconds;
+    // --timeout, --nop-interval, --nop-timeout were milliseconds: a bare number keeps that unit (with
+    // a warning) so that no script's timeout silently becomes a thousand times longer.
+    const auto old_millis = [&](const char* name, milliseconds min) {
+      const auto text = args[name].as<std::string>();
+      if (iserkit::cli::is_bare_number(text) && text != "0")
+        iserkit::log::warn("iserkit: --{} {}: a bare number here is milliseconds (deprecated); write {}ms or a "
+                           "number of seconds with s", name, text, text);
+      return iserkit::cli::duration_option(name, text, min, std::chrono::hours(24 * 365),
+                                           iserkit::cli::BareUnit::milliseconds);
+    };
+    if (args.count("command-timeout") && args.count("timeout"))
+      return error("iserkit", "give --command-timeout or --timeout (deprecated), not both");
+    if (args.count("command-timeout")) {
+      c.options.command_timeout = iserkit::cli::duration_option("command-timeout", args["command-timeout"].as<std::string>());
+    } else if (args.count("timeout")) {
+      iserkit::log::warn("iserkit: --timeout is deprecated: write --command-timeout (a bare number is seconds there)");
+      c.options.command_timeout = old_millis("timeout", milliseconds(0));
+    }
+    c.options.nop_interval = old_millis("nop-interval", milliseconds(0));
+    c.options.nop_timeout = old_millis("nop-timeout", milliseconds(1));
+    c.options.replacement_timeout =
+        iserkit::cli::duration_option("replacement-timeout", args["replacement-timeout"].as<std::string>());
     // The URL argument was copied by the parser: hide its secret from ps and /proc/PID/cmdline.
     for (int i = 1; i < argc; ++i) {
       if (ik::hide_url_secret(argv[i]))
@@ -639,22 +664,17 @@ int main(int argc, char** argv) {
         pos = comma + 1;
       }
     }
-    const auto transport = ik::parse_transport_policy(args["transport"].as<std::string>());
-    if (!transport) return error("iserkit", "bad --transport", "want=url|tcp|iser|auto");
-    c.options.transport = *transport;
-    c.options.iser_max_transfer_bytes = args["iser-max-transfer"].as<std::uint32_t>();
-    if (c.options.iser_max_transfer_bytes < 4096)
-      return error("iserkit", "bad option", "--iser-max-transfer must be at least 4096 bytes");
+    c.options.transport = ik::transport_option(args["transport"].as<std::string>());
+    c.options.iser_max_transfer_bytes = static_cast<std::uint32_t>(
+        iserkit::cli::size_option("iser-max-transfer", args["iser-max-transfer"].as<std::string>(), 4096, UINT32_MAX));
     c.options.iser_unstated_max_transfer_bytes =
         std::min(c.options.iser_unstated_max_transfer_bytes, c.options.iser_max_transfer_bytes);
-    if (args.count("iser-stags")) {
-      const auto stags = iserkit::datamover::parse_iser_stags(args["iser-stags"].as<std::string>());
-      if (!stags) return error("iserkit", "bad --iser-stags", "want=automatic|per-command|whole-slab");
-      c.options.iser_stags = *stags;
-    }
-    const auto progress = iserkit::cli::parse_progress_mode(args["progress"].as<std::string>());
-    if (!progress) return error("iserkit", "bad --progress", "want=auto|always|never");
-    c.progress = iserkit::cli::progress_enabled(*progress);
+    if (args.count("iser-stags")) c.options.iser_stags = ik::iser_stags_option(args["iser-stags"].as<std::string>());
+    using iserkit::cli::ProgressMode;
+    const auto progress = iserkit::cli::enum_option<ProgressMode>(
+        "progress", args["progress"].as<std::string>(),
+        {{"auto", ProgressMode::automatic}, {"always", ProgressMode::always}, {"never", ProgressMode::never}});
+    c.progress = iserkit::cli::progress_enabled(progress);
     const auto command = args["command"].as<std::string>();
     const auto url = args["url"].as<std::string>();
     if (command == "status") return cmd_status(url);
@@ -663,6 +683,8 @@ int main(int argc, char** argv) {
       auto resolved = ik::resolve_chap(*parsed, chap, c.options.chap);
       if (!resolved) return error(command, resolved.error());
       c.options.chap = std::move(*resolved);
+      ik::check_chap_names(c.options.chap, "CHAP credentials (the URL, --chap-user, --target-user, --chap-file or "
+                                           "LIBISCSI_CHAP_*)");
     }
     if (command == "discover") return cmd_discover(c, url);
     if (command == "inquiry") return cmd_inquiry(c, url);
@@ -670,14 +692,18 @@ int main(int argc, char** argv) {
     if (command == "luns") return cmd_luns(c, url);
     if (command == "read") {
       std::optional<std::uint64_t> length;
-      if (args.count("length")) length = args["length"].as<std::uint64_t>();
-      return cmd_read(c, url, args["offset"].as<std::uint64_t>(), length, args["output"].as<std::string>());
+      if (args.count("length")) length = iserkit::cli::size_option("length", args["length"].as<std::string>());
+      return cmd_read(c, url, iserkit::cli::size_option("offset", args["offset"].as<std::string>()), length,
+                      args["output"].as<std::string>());
     }
     if (command == "write")
-      return cmd_write(c, url, args["offset"].as<std::uint64_t>(), args["input"].as<std::string>(), args.count("fua") > 0);
+      return cmd_write(c, url, iserkit::cli::size_option("offset", args["offset"].as<std::string>()),
+                       args["input"].as<std::string>(), args.count("fua") > 0);
     return error("iserkit", "unknown command", "command=" + command);
   } catch (const cxxopts::exceptions::exception& e) {
     return error("iserkit", "bad arguments", std::string("reason=") + e.what());
+  } catch (const iserkit::cli::BadValue& e) {  // the shared grammar: the message lists what is accepted
+    return error("iserkit", e.what());
   } catch (const std::runtime_error& e) {
     return error("iserkit", e.what());
   }

@@ -1,4 +1,4 @@
-// Parsers for iserkit-target's flag syntaxes (--listen, --lun, sizes).
+// Parsers for iserkit-target's flag syntaxes (--listen, --lun; sizes are common/cli_values.hpp's).
 #include <algorithm>
 #include "iserkit/target/config.hpp"
 
@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "iserkit/common/cli_values.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 
@@ -58,26 +59,6 @@ Result<ListenAddress> parse_listen_address(std::string_view text) {
     out.port = static_cast<std::uint16_t>(*p);
   }
   return out;
-}
-
-Result<std::uint64_t> parse_size(std::string_view text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  auto n = parse_u64(text.substr(0, digits));
-  if (!n || *n == 0) return fail(errc::invalid_argument);
-  std::string suffix(text.substr(digits));
-  for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (suffix.ends_with("IB")) suffix.resize(suffix.size() - 2);
-  else if (suffix.size() == 2 && suffix.ends_with('B')) suffix.resize(1);
-  int shift = 0;
-  if (suffix.empty() || suffix == "B") shift = 0;
-  else if (suffix == "K") shift = 10;
-  else if (suffix == "M") shift = 20;
-  else if (suffix == "G") shift = 30;
-  else if (suffix == "T") shift = 40;
-  else return fail(errc::invalid_argument);
-  if (*n > (UINT64_MAX >> shift)) return fail(errc::invalid_argument);
-  return *n << shift;
 }
 
 Result<std::vector<iscsi::ChapAlgorithm>> parse_chap_algorithm_list(std::string_view text) {
@@ -162,8 +143,8 @@ Result<LunSource> parse_lun_source(std::string_view text) {
     return out;
   }
   if (text.starts_with("mem:")) {
-    auto size = parse_size(text.substr(4));
-    if (!size) return fail(size.error());
+    auto size = cli::parse_size(text.substr(4));
+    if (!size || *size == 0) return fail(errc::invalid_argument);
     out.memory = true;
     out.size_bytes = *size;
     return out;

@@ -12,6 +12,9 @@
 
 #include <toml++/toml.h>
 
+#include "iserkit/common/cli_values.hpp"
+#include "iserkit/common/log.hpp"
+#include "iserkit/iscsi/names.hpp"
 #include "iserkit/target/config.hpp"
 
 namespace iserkit::target {
@@ -69,6 +72,8 @@ struct Parser {
     ChapCredential c;
     auto user = (*table)["user"].value<std::string>();
     if (!user || user->empty()) return error_at(source, node, std::string(key) + ": \"user\" (CHAP_N) is missing");
+    if (auto ok = iscsi::check_chap_user(*user); !ok)
+      return error_at(source, node, std::string(key) + ": \"user\" (CHAP_N): " + ok.error());
     c.user = *user;
     const int sources = int{table->contains("secret")} + int{table->contains("secret_file")} +
                         int{table->contains("secret_env")};
@@ -176,6 +181,8 @@ struct Parser {
     TargetDefinition t;
     auto iqn = (*table)["iqn"].value<std::string>();
     if (!iqn || iqn->empty()) return error_at(source, node, "[[targets]]: \"iqn\" is missing");
+    if (auto ok = iscsi::check_iscsi_name(iscsi::fold_case(*iqn)); !ok)  // compared case-folded (RFC 3722)
+      return error_at(source, *table->get("iqn"), "[[targets]]: iqn \"" + log::escape(*iqn) + "\": " + ok.error());
     t.iqn = *iqn;
     t.alias = (*table)["alias"].value_or(std::string{});
     const auto* luns = table->get("luns");
@@ -192,6 +199,9 @@ struct Parser {
     if (const auto* acl = table->get("allowed_initiators")) {
       auto names = strings(*acl, "allowed_initiators");
       if (!names) return tl::unexpected(names.error());
+      for (const auto& n : *names)
+        if (auto ok = iscsi::check_iscsi_name(iscsi::fold_case(n)); !ok)
+          return error_at(source, *acl, "target " + t.iqn + ": allowed_initiators \"" + log::escape(n) + "\": " + ok.error());
       t.allowed_initiators = std::move(*names);
     }
     if (auto e = auth(*table, t.auth, "target " + t.iqn)) return *e;
@@ -257,7 +267,7 @@ struct Parser {
         std::optional<std::uint64_t> bytes;
         if (auto i = b->value_exact<std::int64_t>(); i && *i > 0) bytes = static_cast<std::uint64_t>(*i);
         if (auto text = b->value_exact<std::string>())
-          if (auto parsed = parse_size(*text)) bytes = *parsed;
+          if (auto parsed = cli::parse_size(*text); parsed && *parsed > 0) bytes = *parsed;
         if (!bytes)
           return error_at(source, *b, "tenant " + t.name + ": limits.payload_budget must be a size (bytes, or \"64M\")");
         t.limits.payload_bytes = *bytes;
@@ -286,11 +296,17 @@ struct Parser {
     auto seconds = [&](const char* key, std::chrono::milliseconds& value, bool zero_ok) -> std::optional<tl::unexpected<ConfigError>> {
       const auto* n = table->get(key);
       if (n == nullptr) return std::nullopt;
-      auto v = n->value<double>();
-      if (!v || !(*v >= 0) || *v > 86400 || (!zero_ok && *v == 0))
+      // A number of seconds, or a duration string in the programs' grammar ("500ms", "2m").
+      std::optional<std::chrono::milliseconds> ms;
+      if (auto text = n->value_exact<std::string>()) {
+        if (auto d = cli::parse_duration(*text)) ms = *d;
+      } else if (auto v = n->value<double>(); v && *v >= 0 && *v <= 86400) {
+        ms = std::chrono::milliseconds(static_cast<std::int64_t>(*v * 1000));
+      }
+      if (!ms || *ms > std::chrono::hours(24) || (!zero_ok && ms->count() == 0))
         return error_at(source, *n, std::string("limits.") + key + " must be seconds, " + (zero_ok ? "0" : "above 0") +
-                                        "..86400");
-      value = std::chrono::milliseconds(static_cast<std::int64_t>(*v * 1000));
+                                        "..86400 (a number, or a string such as \"500ms\", \"1.5s\", \"2m\")");
+      value = *ms;
       return std::nullopt;
     };
     auto count = [&](const char* key, std::uint32_t& value, std::int64_t min) -> std::optional<tl::unexpected<ConfigError>> {
@@ -308,7 +324,7 @@ struct Parser {
       std::optional<std::uint64_t> bytes;
       if (auto i = n->value<std::int64_t>(); i && n->type() == toml::node_type::integer && *i > 0) bytes = *i;
       if (auto t = n->value<std::string>()) {
-        if (auto parsed = parse_size(*t)) bytes = *parsed;
+        if (auto parsed = cli::parse_size(*t); parsed && *parsed > 0) bytes = *parsed;
       }
       if (!bytes) return error_at(source, *n, std::string("limits.") + key + " must be a size (bytes, or \"64M\")");
       value = *bytes;

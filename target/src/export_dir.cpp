@@ -23,16 +23,6 @@ bool name_char(char c) noexcept {
   return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == ':';
 }
 
-bool hex_digits(std::string_view s) noexcept {
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-  });
-}
-
-bool digits(std::string_view s) noexcept {
-  return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // A descriptor closed at scope exit.
 struct Fd {
   int fd = -1;
@@ -81,23 +71,6 @@ std::optional<std::string> fold_folder_name(std::string_view folder) {
 }
 
 }  // namespace
-
-bool is_valid_iscsi_name(std::string_view name) noexcept {
-  if (name.empty() || name.size() > max_iscsi_name_bytes) return false;
-  if (name.starts_with("eui.")) return name.size() == 20 && hex_digits(name.substr(4));
-  if (name.starts_with("naa.")) {
-    const auto hex = name.substr(4);
-    return (hex.size() == 16 || hex.size() == 32) && hex_digits(hex);
-  }
-  // RFC 7143 §4.2.7.2: "iqn." + yyyy-mm + "." + reversed domain name [+ ":" + anything].
-  if (!name.starts_with("iqn.") || name.size() < 13) return false;
-  const auto date = name.substr(4, 7);
-  if (!digits(date.substr(0, 4)) || date[4] != '-' || !digits(date.substr(5, 2)) || name[11] != '.') return false;
-  const auto month = (date[5] - '0') * 10 + (date[6] - '0');
-  if (month < 1 || month > 12) return false;
-  const auto rest = name.substr(12);
-  return !rest.empty() && std::all_of(rest.begin(), rest.end(), name_char);
-}
 
 Result<ExportScan> scan_export_dir(const std::filesystem::path& dir, std::string_view base_iqn) {
   ExportScan scan;

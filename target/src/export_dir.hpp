@@ -25,18 +25,14 @@
 #include <vector>
 
 #include "iserkit/common/result.hpp"
+#include "iserkit/iscsi/names.hpp"
 #include "iserkit/target/config.hpp"
 
 namespace iserkit::target {
 
-/// Longest iSCSI name in bytes (RFC 7143 §4.2.7.1).
-inline constexpr std::size_t max_iscsi_name_bytes = 223;
-
-/// True when `name` is a valid iSCSI name in its normalized form (RFC 7143 §4.2.7.1, §4.2.7.2):
-/// 1..223 bytes; "iqn.YYYY-MM." followed by a non-empty rest made of a-z, 0-9, '-', '.', ':';
-/// or "eui." followed by 16 hex digits; or "naa." followed by 16 or 32 hex digits. Upper case is
-/// not accepted here (normalize first).
-bool is_valid_iscsi_name(std::string_view name) noexcept;
+// The iSCSI name rules (RFC 7143 §4.2.7) are shared with every program: iscsi/names.hpp.
+using iscsi::is_valid_iscsi_name;
+using iscsi::max_iscsi_name_bytes;
 
 /// One target the export folder describes.
 struct ExportedTarget {

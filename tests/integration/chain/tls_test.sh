@@ -200,5 +200,5 @@ expect_refused "$tmp/none.psk" --tls=require --tls-psk "$tmp/none.psk"
 expect_refused "server-cert.pem" --tls=require --tls-certificates "$pki/client"
 expect_refused "exactly one of" --tls=on
 expect_refused "need --tls=on" --tls-psk "$pki/keys.psk"
-expect_refused "--tls wants" --tls=maybe
+expect_refused "--tls maybe: want one of off, on, require" --tls=maybe
 echo PASS

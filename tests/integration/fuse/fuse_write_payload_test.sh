@@ -77,7 +77,7 @@ mkdir -p "$tmp/bad"
 rc=0
 "$BIN/iserkit-fuse" "$url" "$tmp/bad" --foreground --splice-writes=sometimes >"$tmp/fuse-bad.log" 2>&1 || rc=$?
 ((rc == 2)) || fail "--splice-writes=sometimes: exit status $rc, want 2"
-grep -q -- "--splice-writes wants always, never or auto" "$tmp/fuse-bad.log" || fail "no usage message: $(cat "$tmp/fuse-bad.log")"
+grep -q -- "--splice-writes sometimes: want one of always, never, auto" "$tmp/fuse-bad.log" || fail "no usage message: $(cat "$tmp/fuse-bad.log")"
 ! mountpoint -q "$tmp/bad" || fail "mounted despite a bad option"
 
 # mount_and_write NAME MODE WHAT ARGS...: mounts $tmp/NAME with ARGS, checks that its log names

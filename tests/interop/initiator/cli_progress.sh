@@ -44,5 +44,5 @@ on_pty "$W/never.tty" "$CLI" --progress never read "$ISERKIT_TEST_URL" --length 
   fail "read --progress always exited $?"
 grep -aq 'read: 1000 bytes' "$W/always.err" || fail "--progress always printed no summary"
 if "$CLI" --progress sometimes read "$ISERKIT_TEST_URL" --length 1 -o "$W/e" 2>"$W/bad.err"; then fail "--progress sometimes accepted"; fi
-grep -q 'bad --progress' "$W/bad.err" || fail "bad --progress: unclear message"
+grep -q -- '--progress sometimes: want one of auto, always, never' "$W/bad.err" || fail "bad --progress: unclear message"
 echo "PASS: cli progress against ${1:-iserkit-target}"

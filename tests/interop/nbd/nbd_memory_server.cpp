@@ -9,6 +9,8 @@
 
 #include <cstdio>
 #include <cxxopts.hpp>
+
+#include "iserkit/common/cli_values.hpp"
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -109,10 +111,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     iserkit::log::set_level(args["log-level"].as<std::string>());
-    auto size = nbd::parse_size(args["size"].as<std::string>());
+    auto size = iserkit::cli::parse_size(args["size"].as<std::string>());
     if (!size) throw std::runtime_error("bad --size");
-    auto min_block = nbd::parse_size(args["min-block"].as<std::string>());
-    auto max_block = nbd::parse_size(args["max-block"].as<std::string>());
+    auto min_block = iserkit::cli::parse_size(args["min-block"].as<std::string>());
+    auto max_block = iserkit::cli::parse_size(args["max-block"].as<std::string>());
     if (!min_block || !max_block || *min_block > 65536 || *max_block > UINT32_MAX) {
       throw std::runtime_error("bad --min-block or --max-block");
     }
@@ -126,8 +128,8 @@ int main(int argc, char** argv) {
     if (args.count("fail-at")) {
       const std::string spec = args["fail-at"].as<std::string>();
       const auto colon = spec.find(':');
-      auto offset = nbd::parse_size(spec.substr(0, colon));
-      auto length = nbd::parse_size(colon == std::string::npos ? "" : spec.substr(colon + 1));
+      auto offset = iserkit::cli::parse_size(spec.substr(0, colon));
+      auto length = iserkit::cli::parse_size(colon == std::string::npos ? "" : spec.substr(colon + 1));
       if (!offset || !length) throw std::runtime_error("bad --fail-at");
       memory->inject_failure(*offset, *length, std::make_error_code(std::errc::io_error));
     }

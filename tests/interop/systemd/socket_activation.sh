@@ -21,7 +21,7 @@ SOCK=$WORK/vol1.sock
 cat >"$WORK/vol1.toml" <<TOML
 # A volume file as /etc/iserkit/volumes/vol1.toml holds it: keys are iserkit-nbd's long options.
 url = "$URL/0"
-name = "vol1"
+export-name = "vol1"
 replacement_timeout = 5
 log-level = "info"
 TOML
@@ -69,14 +69,19 @@ FORKED=""
 grep -q "copied payload bytes: 0" "$WORK/fork.err" || { cat "$WORK/fork.err" >&2; fail "--fork: the child did not exit cleanly"; }
 echo "ok: --fork with socket activation: the child serves the passed socket"
 
-# The command line wins: --name on it replaces the file's name.
-systemd-socket-activate -l "$SOCK.2" "$BIN/iserkit-nbd" --config "$WORK/vol1.toml" --name other \
-  >/dev/null 2>"$WORK/nbd2.err" &
-NBD_PID=$!
-for _ in $(seq 100); do [[ -S $SOCK.2 ]] && break; sleep 0.05; done
-timeout 30 nbdinfo --list "nbd+unix:///?socket=$SOCK.2" >"$WORK/list" 2>&1 || { cat "$WORK/list" >&2; fail "nbdinfo --list"; }
-grep -q 'export="other"' "$WORK/list" || { cat "$WORK/list" >&2; fail "--name on the command line did not win"; }
-stop_nbd
+# The command line wins: -x on it replaces the file's export-name; and over a file that still has
+# the former key, name (deprecated spelling of export-name).
+sed 's/^export-name = /name = /' "$WORK/vol1.toml" >"$WORK/old.toml"
+for file in vol1 old; do
+  systemd-socket-activate -l "$SOCK.2" "$BIN/iserkit-nbd" --config "$WORK/$file.toml" -x other \
+    >/dev/null 2>"$WORK/nbd2.err" &
+  NBD_PID=$!
+  for _ in $(seq 100); do [[ -S $SOCK.2 ]] && break; sleep 0.05; done
+  timeout 30 nbdinfo --list "nbd+unix:///?socket=$SOCK.2" >"$WORK/list" 2>&1 || { cat "$WORK/list" >&2; fail "nbdinfo --list"; }
+  grep -q 'export="other"' "$WORK/list" || { cat "$WORK/list" >&2; fail "$file.toml: -x on the command line did not win"; }
+  stop_nbd
+  rm -f "$SOCK.2"
+done
 echo "ok: the command line wins over the file"
 
 # Bad files: exit status 2 and the file, line and key named.

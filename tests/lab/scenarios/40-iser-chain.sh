@@ -161,7 +161,7 @@ chap() {
 }
 check chap chap
 # A command timeout with per-command STags (issue 13 item 2): a third target whose LUN is a
-# dm-delay device (reads take 4 s). `iserkit read --timeout 1000` times out after 1 s and sends
+# dm-delay device (reads take 4 s). `iserkit read --command-timeout 1s` times out after 1 s and sends
 # ABORT TASK; the target answers it once the delayed read ended; only then may the caller hear the
 # timeout (the target could RDMA-write into the buffer until it had ended the task), and the
 # connection stays (no "connection lost"). The window's Local Invalidate follows.
@@ -176,7 +176,7 @@ timeout_abort() {
       --port-file "$work/slow.port"
     if serving iserkit-target "$work/slow.port" 120; then
       start=$EPOCHREALTIME
-      if cli --log-level info --timeout 1000 read "$curl" --offset "$(mib 1)" --length 65536 >/dev/null 2>"$log"; then
+      if cli --log-level info --command-timeout 1s read "$curl" --offset "$(mib 1)" --length 65536 >/dev/null 2>"$log"; then
         echo "the read did not time out"
       else
         secs=$(seconds_since "$start")

@@ -1,4 +1,4 @@
-// MemoryExport (nbd_bridge/memory_export): sparse storage, zeroing, trimming, bounds, parse_size.
+// MemoryExport (nbd_bridge/memory_export): sparse storage, zeroing, trimming, bounds (sizes: common cli_values_test).
 #include "nbd_bridge/memory_export.hpp"
 
 #include <gtest/gtest.h>
@@ -70,19 +70,6 @@ TEST(MemoryExport, InjectedFailure) {
   EXPECT_EQ(memory.read_now(4000, buffer), std::errc::io_error);
   memory.inject_failure(0, 0, {});
   EXPECT_FALSE(memory.read_now(4000, buffer));
-}
-
-TEST(ParseSize, Suffixes) {
-  EXPECT_EQ(parse_size("4096").value(), 4096u);
-  EXPECT_EQ(parse_size("64K").value(), 64u << 10);
-  EXPECT_EQ(parse_size("512M").value(), 512ull << 20);
-  EXPECT_EQ(parse_size("2GiB").value(), 2ull << 30);
-  EXPECT_EQ(parse_size("1t").value(), 1ull << 40);
-  EXPECT_FALSE(parse_size(""));
-  EXPECT_FALSE(parse_size("12Q"));
-  EXPECT_FALSE(parse_size("M"));
-  EXPECT_FALSE(parse_size("99999999999999999999"));
-  EXPECT_FALSE(parse_size("20000000000T"));
 }
 
 }  // namespace

@@ -98,24 +98,33 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"block_size = 1000\n", "block_size must be 512 or 4096"},
         Bad{"listen = [\"127.0.0.1:99999\"]\n", "listen: bad address"},
         Bad{"[[targets]]\nluns = [\"mem:1M\"]\n", "\"iqn\" is missing"},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\n", "\"luns\" is missing"},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:0\"]\n", "bad LUN"},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\n[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\n",
+        // Names (RFC 7143 §4.2.7, §12.1.3): the shared validator, with what is accepted.
+        Bad{"[[targets]]\niqn = \"my target\"\nluns = [\"mem:1M\"]\n", "no iqn., eui. or naa. prefix; want iqn.YYYY-MM"},
+        Bad{"[[targets]]\niqn = \"iqn.2026-13.org.example:x\"\nluns = [\"mem:1M\"]\n", "month 13 is not 01..12"},
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\nallowed_initiators = [\"host one\"]\n",
+            "allowed_initiators \"host one\": no iqn., eui. or naa. prefix"},
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\n"
+            "chap_users = [{user=\"a\\tb\", secret=\"s3cret-value\"}]\n",
+            "without control characters"},
+        Bad{"[limits]\nlogin_timeout = \"5x\"\n", "limits.login_timeout must be seconds"},
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\n", "\"luns\" is missing"},
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:0\"]\n", "bad LUN"},
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\n[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\n",
             "defined twice"},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_user = [{user=\"a\", secret=\"s3cret-value\"}]\n",
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\nchap_user = [{user=\"a\", secret=\"s3cret-value\"}]\n",
             "unknown key \"chap_user\""},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{secret=\"s3cret-value\"}]\n",
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{secret=\"s3cret-value\"}]\n",
             "\"user\" (CHAP_N) is missing"},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\"}]\n",
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\"}]\n",
             "exactly one of secret"},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_env=\"ISERKIT_UNSET_VAR\"}]\n",
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_env=\"ISERKIT_UNSET_VAR\"}]\n",
             "ISERKIT_UNSET_VAR is not set"},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret=\"s3cret-value\"}]\n"
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret=\"s3cret-value\"}]\n"
             "mutual = {user=\"t\", secret=\"s3cret-value\"}\n",
             "share a secret"},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nmutual = {user=\"t\", secret=\"s3cret-value\"}\n",
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\nmutual = {user=\"t\", secret=\"s3cret-value\"}\n",
             "mutual needs chap_users"},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret=\"s3cret-value\"}]\n"
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret=\"s3cret-value\"}]\n"
             "chap_algorithms = [\"SHA-512\"]\n",
             "unknown algorithm"},
         Bad{"[discovery]\nchap_users = \"x\"\n", "must be an array of tables"},
@@ -124,9 +133,9 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"[login_throttle]\nfree = 3\n", "unknown key \"free\""},
         Bad{"ceph_conf = 3\n", "ceph_conf must be a path"},
         Bad{"ceph_id = \"\"\n", "ceph_id must be a client id"},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"rbd:novolume\"]\n", "bad LUN"},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"disk.img,uuid=nope\"]\n", ",uuid=UUID ,serial=TEXT ,naa=HEX"},
-        Bad{"[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_file=\"/nonexistent/s\"}]\n",
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"rbd:novolume\"]\n", "bad LUN"},
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"disk.img,uuid=nope\"]\n", ",uuid=UUID ,serial=TEXT ,naa=HEX"},
+        Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_file=\"/nonexistent/s\"}]\n",
             "cannot read it"}));
 
 TEST(ConfigFile, SecretFileAndWarnings) {
@@ -137,7 +146,7 @@ TEST(ConfigFile, SecretFileAndWarnings) {
   }
   std::filesystem::permissions(dir / "alice.secret", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   auto c = parse_config_toml(
-      "[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"alice\", secret_file=\"alice.secret\"}]\n",
+      "[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"alice\", secret_file=\"alice.secret\"}]\n",
       "f.toml", {}, dir);
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->targets[0].auth.users[0].secret, "short");  // line end stripped
@@ -161,7 +170,7 @@ TEST(ConfigFile, SecretFileReadIsBounded) {
   EXPECT_GT(secret->size(), iscsi::chap_max_secret_bytes);
   EXPECT_LE(secret->size(), iscsi::chap_max_secret_bytes + 2);
   auto c = parse_config_toml(
-      "[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_file=\"/dev/zero\"}]\n",
+      "[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_file=\"/dev/zero\"}]\n",
       "f.toml");
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("1..255 bytes"), std::string::npos) << c.error().message;
@@ -180,6 +189,17 @@ TEST(ConfigFile, IntegerSettingsRefuseFloats) {
   EXPECT_EQ(ok->threads, 2u);
 }
 
+TEST(ConfigFile, LimitsTakeDurationsAndSizesInTheProgramsGrammar) {
+  auto c = parse_config_toml("[limits]\nlogin_timeout = \"500ms\"\nping_timeout = \"2m\"\nidle_interval = 1.5\n"
+                             "pool_idle_cap = \"1G\"\n",
+                             "d.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->limits.login_timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(c->limits.ping_timeout, std::chrono::minutes(2));
+  EXPECT_EQ(c->limits.idle_interval, std::chrono::milliseconds(1500));
+  EXPECT_EQ(c->limits.pool_idle_bytes, 1ull << 30);
+}
+
 TEST(ConfigFile, MissingFileIsAnError) {
   auto c = load_config_file("/nonexistent/iserkit.toml");
   ASSERT_FALSE(c);
@@ -188,7 +208,7 @@ TEST(ConfigFile, MissingFileIsAnError) {
 
 TEST(ConfigFile, LoginThrottleAndChapAlgorithmDefaults) {
   // Defaults: MD5 not accepted; throttling on.
-  auto d = parse_config_toml("[[targets]]\niqn = \"iqn.a:b\"\nluns = [\"mem:1M\"]\n"
+  auto d = parse_config_toml("[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\n"
                              "chap_users = [{user=\"a\", secret=\"0123456789abcdef\"}]\n", "d.toml");
   ASSERT_TRUE(d) << d.error().message;
   EXPECT_EQ(d->targets[0].auth.algorithms, (std::vector{iscsi::ChapAlgorithm::sha256, iscsi::ChapAlgorithm::sha3_256,

@@ -25,16 +25,6 @@ TEST(Config, ParsesListenAddresses) {
   EXPECT_FALSE(parse_listen_address(":3260"));
 }
 
-TEST(Config, ParsesSizes) {
-  EXPECT_EQ(parse_size("4096").value(), 4096u);
-  EXPECT_EQ(parse_size("64M").value(), 64u << 20);
-  EXPECT_EQ(parse_size("64MiB").value(), 64u << 20);
-  EXPECT_EQ(parse_size("2g").value(), 2ull << 30);
-  EXPECT_FALSE(parse_size("0"));
-  EXPECT_FALSE(parse_size("12Q"));
-  EXPECT_FALSE(parse_size("M"));
-}
-
 TEST(Config, ParsesLunSources) {
   auto m = parse_lun_source("mem:1G");
   ASSERT_TRUE(m);

@@ -37,11 +37,6 @@ struct ListenAddress {
 /// Errors: errc::invalid_argument for an empty host, a bad port, a bad tag or unbalanced brackets.
 Result<ListenAddress> parse_listen_address(std::string_view text);
 
-/// Parses a size with an optional binary suffix: "4096", "64K", "64M", "2G", "1T" (also "64MiB",
-/// "64MB" meaning the same binary units). Returns bytes.
-/// Errors: errc::invalid_argument for anything else or 0.
-Result<std::uint64_t> parse_size(std::string_view text);
-
 /// Parses a comma-separated list of CHAP algorithm names ("SHA-256,MD5"; names as in
 /// iscsi::parse_chap_algorithm). Errors: errc::invalid_argument for an unknown or empty name.
 Result<std::vector<iscsi::ChapAlgorithm>> parse_chap_algorithm_list(std::string_view text);
