@@ -613,6 +613,9 @@ struct TargetServer::Impl {
   void stop() {
     if (stopping.exchange(true)) return;
     service::notify_stopping("stopping: " + status_text());
+    // Background device operations (a sanitize) end at their next step, or the I/O threads'
+    // io_contexts would never run out of work.
+    for (const auto& node : *registry->nodes()) node->dispatcher->stop_background_operations();
     asio::post(*contexts[0], [this] {
       for (auto& a : acceptors) {
         boost::system::error_code ignored;
