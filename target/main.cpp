@@ -67,6 +67,8 @@ int run(int argc, char** argv) {
       ("rbd-rescan-interval", "seconds between rescans of --export-rbd (0 = only on SIGHUP)",
        cxxopts::value<unsigned>()->default_value("30"))
       ("read-only", "refuse writes (WRITE PROTECTED)")
+      ("sanitize-rate", "pace of SANITIZE operations per LUN, bytes per second (e.g. 64M; default: unpaced)",
+       cxxopts::value<std::string>())
       ("block-size", "logical block size: 512 or 4096", cxxopts::value<unsigned>()->default_value("512"))
       ("threads", "I/O threads, each with its own io_context", cxxopts::value<unsigned>()->default_value("1"))
       ("port-file", "write the first bound port to PATH once listening", cxxopts::value<std::string>())
@@ -186,6 +188,7 @@ int run(int argc, char** argv) {
   }
   if (args.count("export-dir")) config.export_dir = args["export-dir"].as<std::string>();
   config.read_only = args.count("read-only") > 0;
+  if (args.count("sanitize-rate") > 0) config.sanitize_bytes_per_second = size_option(args, "sanitize-rate");
   config.block_size_bytes = args["block-size"].as<unsigned>();
   if (config.block_size_bytes != 512 && config.block_size_bytes != 4096) {
     std::cerr << "iserkit-target: --block-size must be 512 or 4096\n";

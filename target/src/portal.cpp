@@ -118,6 +118,7 @@ Result<std::shared_ptr<LogicalUnit>> make_unit(const std::string& name, std::siz
   }
   LogicalUnitOptions options;
   options.read_only = config.read_only;
+  options.sanitize_bytes_per_second = config.sanitize_bytes_per_second;
   // A distinct, stable serial per LUN (VPD 0x80), from which the NAA designator derives too:
   // from the storage's own name when it has one (an RBD image: the same on every gateway),
   // else from the target name and LUN number.

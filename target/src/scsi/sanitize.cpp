@@ -9,6 +9,7 @@
 #include "scsi/sanitize.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "iserkit/common/log.hpp"
@@ -40,6 +41,22 @@ struct SanitizeJob {
   OverwriteParameters overwrite;
 };
 
+// With a pace (LogicalUnitOptions::sanitize_bytes_per_second), waits until `done_bytes` are due
+// since `start`, in slices of at most 100 ms so a stop is seen.
+Awaitable<void> pace(const SanitizeState& state, std::uint64_t bytes_per_second, std::chrono::steady_clock::time_point start,
+                     std::uint64_t done_bytes) {
+  if (bytes_per_second == 0) co_return;
+  const auto due = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(static_cast<double>(done_bytes) / static_cast<double>(bytes_per_second)));
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (!state.stop.load() && std::chrono::steady_clock::now() < due) {
+    timer.expires_after(std::min<std::chrono::steady_clock::duration>(due - std::chrono::steady_clock::now(),
+                                                                       std::chrono::milliseconds(100)));
+    boost::system::error_code ec;
+    co_await timer.async_wait(use_awaitable_ec(ec));
+  }
+}
+
 // Sets the progress indication to done / total (in 65536ths).
 void set_progress(SanitizeState& state, std::uint64_t done, std::uint64_t total) {
   const auto p = total == 0 ? 0 : static_cast<std::uint16_t>(std::min<std::uint64_t>((done << 16) / total, 0xffff));
@@ -55,19 +72,24 @@ Awaitable<void> run_sanitize(std::shared_ptr<LogicalUnit> unit, std::shared_ptr<
   BlockBackend& backend = unit->backend();
   const std::uint32_t bs = unit->block_size_bytes();
   const std::uint64_t size = unit->block_count() * bs;
+  const std::uint64_t rate = unit->options().sanitize_bytes_per_second;
+  const auto start = std::chrono::steady_clock::now();
   Result<void> r{};
   bool stopped = false;
   if (job.action == SanitizeAction::block_erase) {
+    // Paced: steps of the size of the overwrite steps, so the pace is even.
+    const std::uint64_t step = rate == 0 ? erase_step_bytes : overwrite_step_bytes;
     for (std::uint64_t offset = 0; offset < size && r;) {
       if (state->stop.load()) {
         stopped = true;
         break;
       }
-      const std::uint64_t n = std::min(erase_step_bytes, size - offset);
+      const std::uint64_t n = std::min(step, size - offset);
       r = co_await backend.discard(offset, n);
       offset += n;
       set_progress(*state, offset, size);
       co_await asio::post(executor, asio::use_awaitable);
+      co_await pace(*state, rate, start, offset);
     }
   } else {
     const auto& o = job.overwrite;
@@ -87,6 +109,7 @@ Awaitable<void> run_sanitize(std::shared_ptr<LogicalUnit> unit, std::shared_ptr<
         offset += n;
         set_progress(*state, size * pass + offset, total);
         co_await asio::post(executor, asio::use_awaitable);
+        co_await pace(*state, rate, start, size * pass + offset);
       }
     }
   }

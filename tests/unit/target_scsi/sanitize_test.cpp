@@ -5,7 +5,7 @@
 // SANITIZE IN PROGRESS with the progress indication for all but INQUIRY, REPORT LUNS and REQUEST
 // SENSE; IMMED = 1 returns at once; an aborted IMMED = 0 command stops waiting, the operation goes
 // on), the failure mode (MEDIUM ERROR, SANITIZE COMMAND FAILED; AUSE and EXIT FAILURE MODE),
-// write protection, RESERVE(6) conflicts and stop_background_operations().
+// write protection, RESERVE(6) conflicts, the pace option and stop_background_operations().
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -408,6 +408,15 @@ TEST_F(Sanitize, WriteProtectionAndReservations) {
   ASSERT_EQ(command(raw({0x16}), {}, other).outcome.status, Status::good);  // RESERVE(6)
   EXPECT_EQ(command(sanitize(0x02)).outcome.status, Status::reservation_conflict);
   EXPECT_EQ(gated->writes, 0);
+}
+
+TEST_F(Sanitize, PacedOperationTakesItsTime) {
+  make_lun({.sanitize_bytes_per_second = 40u << 20});  // 4 MiB at 40 MiB/s: about 100 ms
+  const auto list = overwrite_list(1, {std::byte{0x33}});
+  const auto begin = std::chrono::steady_clock::now();
+  ASSERT_EQ(command(sanitize(0x01, static_cast<std::uint16_t>(list.size())), list).outcome.status, Status::good);
+  EXPECT_GE(std::chrono::steady_clock::now() - begin, std::chrono::milliseconds(90));
+  EXPECT_EQ(read_blocks(lun_blocks - 1, 1), std::vector<std::byte>(bs, std::byte{0x33}));
 }
 
 TEST_F(Sanitize, StopBackgroundOperationsEndsItInTheFailureMode) {
