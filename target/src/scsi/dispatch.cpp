@@ -424,6 +424,8 @@ Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, Con
     case Opcode::unmap: {
       // UNMAP descriptors may be anywhere: hold the whole medium against COMPARE AND WRITE.
       auto all = co_await detail::lock_range(unit_state->ranges, 0, plan.unit->block_count());
+      // A sanitize that started while this waited has already drained the range: do not touch it.
+      if (auto refused = unit_state->sanitize->refuses(plan.opcode)) co_return ScsiOutcome::check_condition(*refused);
       co_return co_await detail::execute_unmap(plan, buffer);
     }
     case Opcode::write_same10:

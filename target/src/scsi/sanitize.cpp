@@ -27,7 +27,7 @@ constexpr std::uint64_t erase_step_bytes = 64u << 20;      // one discard per st
 constexpr auto immed0_poll = std::chrono::milliseconds(10);  // how often SANITIZE (IMMED = 0) looks
 
 SenseData sanitize_failed_sense() noexcept {
-  return SenseData::make(scsi::SenseKey::medium_error, scsi::asc::sanitize_command_failed);
+  return SenseData::make(scsi::SenseKey::medium_error, sanitize_command_failed);
 }
 
 // SBC-4 §4.11: what a sanitize operation in progress still lets through (also in the failure
@@ -198,7 +198,7 @@ bool block_erase_supported(const LogicalUnit& unit) noexcept {
 }
 
 SenseData sanitize_in_progress_sense(std::uint16_t progress) noexcept {
-  SenseData s = SenseData::make(scsi::SenseKey::not_ready, scsi::asc::logical_unit_not_ready_sanitize_in_progress);
+  SenseData s = SenseData::make(scsi::SenseKey::not_ready, logical_unit_not_ready_sanitize_in_progress);
   s.sense_key_specific = std::array<std::uint8_t, 3>{0x80, static_cast<std::uint8_t>(progress >> 8),
                                                      static_cast<std::uint8_t>(progress & 0xff)};
   return s;

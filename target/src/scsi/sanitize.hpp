@@ -26,6 +26,12 @@
 
 namespace iserkit::target::detail {
 
+/// NOT READY while a sanitize operation runs: LOGICAL UNIT NOT READY, SANITIZE IN PROGRESS (SPC-5
+/// table "ASC and ASCQ assignments"; SBC-4 §4.11).
+inline constexpr scsi::AscPair logical_unit_not_ready_sanitize_in_progress{0x04, 0x1b};
+/// MEDIUM ERROR after a failed sanitize operation: SANITIZE COMMAND FAILED (SBC-4 §4.11).
+inline constexpr scsi::AscPair sanitize_command_failed{0x31, 0x03};
+
 /// SANITIZE service actions (SBC-4 §5.30.2.1, table "SANITIZE service action codes").
 enum class SanitizeAction : std::uint8_t {
   overwrite = 0x01,

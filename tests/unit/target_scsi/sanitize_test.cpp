@@ -323,7 +323,7 @@ TEST_F(Sanitize, InProgressRefusesMediaAccessAndReportsProgress) {
     const auto plan = dispatcher->plan(nexus, Lun{}, cdb.span());
     ASSERT_TRUE(plan.error) << static_cast<int>(cdb.bytes[0]);
     EXPECT_EQ(plan.error->key, SenseKey::not_ready);
-    EXPECT_EQ(plan.error->asc_pair(), scsi::asc::logical_unit_not_ready_sanitize_in_progress);
+    EXPECT_EQ(plan.error->asc_pair(), detail::logical_unit_not_ready_sanitize_in_progress);
     ASSERT_TRUE(plan.error->sense_key_specific);
     EXPECT_EQ((*plan.error->sense_key_specific)[0], 0x80);  // SKSV: a progress indication follows
   }
@@ -338,7 +338,7 @@ TEST_F(Sanitize, InProgressRefusesMediaAccessAndReportsProgress) {
   const auto decoded = scsi::decode_sense(sense->buffer);
   ASSERT_TRUE(decoded);
   EXPECT_EQ(decoded->key, SenseKey::not_ready);
-  EXPECT_EQ(decoded->asc_pair(), scsi::asc::logical_unit_not_ready_sanitize_in_progress);
+  EXPECT_EQ(decoded->asc_pair(), detail::logical_unit_not_ready_sanitize_in_progress);
   ASSERT_TRUE(decoded->sense_key_specific);
   const unsigned progress = (*decoded->sense_key_specific)[1] << 8 | (*decoded->sense_key_specific)[2];
   EXPECT_GE(progress, 0x4000u);  // at least one of four steps done
@@ -370,14 +370,14 @@ TEST_F(Sanitize, FailureModeRestrictedAndUnrestricted) {
   auto r = command(sanitize(0x01, length), list);  // AUSE = 0: restricted completion
   ASSERT_EQ(r.outcome.status, Status::check_condition);
   EXPECT_EQ(r.outcome.sense->key, SenseKey::medium_error);
-  EXPECT_EQ(r.outcome.sense->asc_pair(), scsi::asc::sanitize_command_failed);
+  EXPECT_EQ(r.outcome.sense->asc_pair(), detail::sanitize_command_failed);
   // The failure mode: media access fails, INQUIRY and REQUEST SENSE work.
   auto read = command(read16(0, 1));
   ASSERT_EQ(read.outcome.status, Status::check_condition);
-  EXPECT_EQ(read.outcome.sense->asc_pair(), scsi::asc::sanitize_command_failed);
+  EXPECT_EQ(read.outcome.sense->asc_pair(), detail::sanitize_command_failed);
   EXPECT_EQ(command(raw({0x12, 0, 0, 0, 36})).outcome.status, Status::good);
   auto sense = command(raw({0x03, 0, 0, 0, 18}));
-  EXPECT_EQ(scsi::decode_sense(sense.data_in)->asc_pair(), scsi::asc::sanitize_command_failed);
+  EXPECT_EQ(scsi::decode_sense(sense.data_in)->asc_pair(), detail::sanitize_command_failed);
   // SBC-4 §5.30.1: after AUSE = 0 neither EXIT FAILURE MODE nor a sanitize with AUSE = 1 is taken.
   EXPECT_EQ(command(sanitize(0x1f)).outcome.sense->asc_pair(), scsi::asc::invalid_field_in_cdb);
   EXPECT_EQ(command(sanitize(0x20 | 0x01, length), list).outcome.sense->asc_pair(), scsi::asc::invalid_field_in_cdb);
@@ -428,9 +428,9 @@ TEST_F(Sanitize, StopBackgroundOperationsEndsItInTheFailureMode) {
   gated->hold = false;
   const auto outcome = finish(s);
   ASSERT_EQ(outcome.status, Status::check_condition);
-  EXPECT_EQ(outcome.sense->asc_pair(), scsi::asc::sanitize_command_failed);
+  EXPECT_EQ(outcome.sense->asc_pair(), detail::sanitize_command_failed);
   EXPECT_LE(gated->writes, 1);  // at most the step under way, no more
-  EXPECT_EQ(dispatcher->plan(nexus, Lun{}, raw({0x00}).span()).error->asc_pair(), scsi::asc::sanitize_command_failed);
+  EXPECT_EQ(dispatcher->plan(nexus, Lun{}, raw({0x00}).span()).error->asc_pair(), detail::sanitize_command_failed);
 }
 
 }  // namespace

@@ -117,8 +117,6 @@ inline constexpr AscPair parameters_changed{0x2a, 0x00};
 inline constexpr AscPair capacity_data_has_changed{0x2a, 0x09};  ///< UNIT ATTENTION after a resize (SBC-4 §4.6)
 inline constexpr AscPair medium_not_present{0x3a, 0x00};
 inline constexpr AscPair logical_unit_not_ready_cause_not_reportable{0x04, 0x00};
-inline constexpr AscPair logical_unit_not_ready_sanitize_in_progress{0x04, 0x1b};  ///< NOT READY while a sanitize runs (SBC-4 §4.11)
-inline constexpr AscPair sanitize_command_failed{0x31, 0x03};  ///< MEDIUM ERROR after a failed sanitize (SBC-4 §4.11)
 inline constexpr AscPair internal_target_failure{0x44, 0x00};
 inline constexpr AscPair miscompare_during_verify{0x1d, 0x00};
 inline constexpr AscPair saving_parameters_not_supported{0x39, 0x00};
