@@ -75,6 +75,8 @@ int run(int argc, char** argv) {
       ("rbd-rescan-interval", "time between rescans of --export-rbd: seconds, or 500ms, 2m, 1h (0 = only on SIGHUP)",
        cxxopts::value<std::string>()->default_value("30"))
       ("read-only", "refuse writes (WRITE PROTECTED)")
+      ("sanitize-rate", "pace of SANITIZE operations per LUN, bytes per second (e.g. 64M; default: unpaced)",
+       cxxopts::value<std::string>())
       ("block-size", "logical block size: 512 or 4096 (4K)", cxxopts::value<std::string>()->default_value("512"))
       ("threads", "I/O threads, each with its own io_context", cxxopts::value<unsigned>()->default_value("1"))
       ("port-file", "write the first bound port to PATH once listening", cxxopts::value<std::string>())
@@ -207,6 +209,7 @@ int run(int argc, char** argv) {
   }
   if (args.count("export-dir")) config.export_dir = args["export-dir"].as<std::string>();
   config.read_only = args.count("read-only") > 0;
+  if (args.count("sanitize-rate") > 0) config.sanitize_bytes_per_second = size_option(args, "sanitize-rate");
   const auto block_size = iserkit::cli::size_option("block-size", args["block-size"].as<std::string>());
   if (block_size != 512 && block_size != 4096) {
     std::cerr << "iserkit-target: --block-size " << args["block-size"].as<std::string>() << ": want 512 or 4096 (4K)\n";

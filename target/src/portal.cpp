@@ -107,6 +107,7 @@ Result<std::shared_ptr<LogicalUnit>> make_unit(const std::string& name, const Lu
   }
   LogicalUnitOptions options;
   options.read_only = config.read_only;
+  options.sanitize_bytes_per_second = config.sanitize_bytes_per_second;
   // The LU's name (docs/lu-identity.md): configured; else the storage's own name (an RBD image:
   // the same on every gateway); else kept with the file (xattr) or the device's identity; a
   // memory LUN, which lives and dies with this process, gets a new one per run.
@@ -636,6 +637,9 @@ struct TargetServer::Impl {
   void stop() {
     if (stopping.exchange(true)) return;
     service::notify_stopping("stopping: " + status_text());
+    // Background device operations (a sanitize) end at their next step, or the I/O threads'
+    // io_contexts would never run out of work.
+    for (const auto& node : *registry->nodes()) node->dispatcher->stop_background_operations();
     asio::post(*contexts[0], [this] {
       for (auto& a : acceptors) {
         boost::system::error_code ignored;

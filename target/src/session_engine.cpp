@@ -795,6 +795,8 @@ void SessionEngine::abort_task(EngineTask& task) {
   if (task.state == TaskState::done || task.state == TaskState::aborted) return;
   const bool on_backend = task.state == TaskState::executing || task.rdma_pending;
   task.state = TaskState::aborted;
+  // A command waiting on a long device operation (SANITIZE, IMMED = 0) stops waiting and ends.
+  if (on_backend) task.plan.abort_requested = true;
   // A task on the backend ends when its completion arrives; any other ends now.
   if (!on_backend) end_task(iscsi::to_u32(task.itt()));
 }

@@ -7,6 +7,7 @@
 #
 # Usage: run.sh [--target iserkit|tgtd] [--kinds mem,sparse,full] [--families F1,F2,...]
 #               [--timeout SECONDS] [--lun-size SIZE] [--expected FILE] [--logs DIR] [--quiet]
+#               [--sanitize-rate RATE]
 #   --target   iserkit (default; needs ISERKIT_BIN or --bin) or tgtd (opt-in comparison; never fails
 #              on test failures, only on a broken run)
 #   --kinds    LUN kinds, each run as its own matrix column:
@@ -21,6 +22,10 @@
 #              default: $ISERKIT_CONFORMANCE_KINDS or "mem,sparse,full"
 #   --families iscsi-test-cu families (ALL.<Family>); default: every family iscsi-test-cu -l lists
 #   --timeout  seconds per family run (default 120); a family that times out fails its unfinished tests
+#   --sanitize-rate  iserkit only: the target's --sanitize-rate (bytes per second, e.g. 10M) for
+#              ALL.Sanitize, whose Reset test needs a sanitize still running ~5 s after it started
+#              (unpaced, a 64M LUN is sanitized in milliseconds); the ctest
+#              conformance_sanitize_paced runs the family that way
 # A fresh target (and LUN file) is started for every family, so one hang or crash sinks only it.
 # ALL.ReadOnly runs against a write-protected LUN (its tests skip on a writable one).
 # MultipathIO gets a second URL to the same LUN (a second session, iscsi-test-cu's multipath mode).
@@ -36,6 +41,7 @@ LUN_SIZE=64M
 EXPECTED="$HERE/expected-failures.txt"
 LOGS=""
 QUIET=0
+SANITIZE_RATE=""
 BIN_DIR=${ISERKIT_BIN:-}
 
 while [[ $# -gt 0 ]]; do
@@ -49,7 +55,8 @@ while [[ $# -gt 0 ]]; do
     --logs) LOGS=$2; shift 2 ;;
     --bin) BIN_DIR=$2; shift 2 ;;
     --quiet) QUIET=1; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    --sanitize-rate) SANITIZE_RATE=$2; shift 2 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -133,10 +140,14 @@ start_target() {
   if [[ "$TARGET" == iserkit ]]; then
     local src=${lun:-mem:$LUN_SIZE}
     rm -f "$WORK/port"
-    local ceph=()
+    local ceph=() pace=()
     [[ "$kind" == rbd ]] && ceph=(--ceph-conf "$CEPH_CONF")
+    # Paced ALL.Sanitize: Reset then sleeps 60 s in one thread that answers no NOP-In, so no idle
+    # ping either (15 s + a 30 s answer timeout would end the session and each reconnect brings a
+    # fresh POWER ON unit attention, forever).
+    [[ -n "$SANITIZE_RATE" && "${family:-}" == Sanitize ]] && pace=(--sanitize-rate "$SANITIZE_RATE" --idle-interval 0)
     "$BIN_DIR/iserkit-target" --iqn "$IQN" --listen 127.0.0.1:0 --port-file "$WORK/port" --lun "$src" \
-      "${ceph[@]}" --log-level warn ${ro:+--read-only} >"$WORK/target.out" 2>>"$WORK/target.err" &
+      "${ceph[@]}" "${pace[@]}" --log-level warn ${ro:+--read-only} >"$WORK/target.out" 2>>"$WORK/target.err" &
     TARGET_PID=$!
     for _ in $(seq 200); do
       [[ -s "$WORK/port" ]] && break

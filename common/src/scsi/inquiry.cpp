@@ -197,7 +197,8 @@ std::vector<std::byte> encode_block_device_characteristics(const BlockDeviceChar
   std::vector<std::byte> payload(0x3c);
   std::byte* p = payload.data() - 4;
   store_be16(p + 4, b.medium_rotation_rate);
-  store_u8(p + 7, b.nominal_form_factor & 0x0f);
+  // Byte 7: WABEREQ (bits 7:6), WACEREQ (bits 5:4), NOMINAL FORM FACTOR (bits 3:0).
+  store_u8(p + 7, static_cast<std::uint8_t>((b.wabereq & 0x03) << 6 | (b.wacereq & 0x03) << 4 | (b.nominal_form_factor & 0x0f)));
   return encode_vpd_page(vpd::block_device_characteristics, payload);
 }
 
@@ -208,6 +209,8 @@ Result<BlockDeviceCharacteristics> parse_block_device_characteristics(ConstByteS
   BlockDeviceCharacteristics b;
   b.medium_rotation_rate = load_be16(data.data() + 4);
   b.nominal_form_factor = load_u8(data.data() + 7) & 0x0f;
+  b.wabereq = static_cast<std::uint8_t>(load_u8(data.data() + 7) >> 6 & 0x03);
+  b.wacereq = static_cast<std::uint8_t>(load_u8(data.data() + 7) >> 4 & 0x03);
   return b;
 }
 

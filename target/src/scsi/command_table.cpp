@@ -15,7 +15,7 @@ constexpr auto thin = Availability::thin_only;
 
 // Usage masks: byte 1 of READ/WRITE-type CDBs shows DPO (0x10) and FUA (0x08) as honoured
 // (DPOFUA = 1 in MODE SENSE); the protect fields stay 0 (no protection information).
-constexpr std::array<CommandInfo, 49> table{{
+constexpr std::array<CommandInfo, 52> table{{
     {Opcode::test_unit_ready, 0, false, 6, {0x00, 0, 0, 0, 0, 0x07}, A::unrestricted},
     {Opcode::request_sense, 0, false, 6, {0x03, 0x01, 0, 0, 0xff, 0x07}, A::unrestricted},
     {Opcode::read6, 0, false, 6, {0x08, 0x1f, 0xff, 0xff, 0xff, 0x07}, A::read},
@@ -36,6 +36,11 @@ constexpr std::array<CommandInfo, 49> table{{
     {Opcode::synchronize_cache10, 0, false, 10, {0x35, 0x02, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x07}, A::write},
     {Opcode::write_same10, 0, false, 10, {0x41, 0x08, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x07}, A::write},
     {Opcode::unmap, 0, false, 10, {0x42, 0x00, 0, 0, 0, 0, 0, 0xff, 0xff, 0x07}, A::write, thin},
+    // SANITIZE (SBC-4 §5.30): IMMED (0x80) and AUSE (0x20) with the service action; no
+    // CRYPTOGRAPHIC ERASE (03h).
+    {Opcode::sanitize, 0x01, true, 10, {0x48, 0xa1, 0, 0, 0, 0, 0, 0xff, 0xff, 0x07}, A::write},
+    {Opcode::sanitize, 0x02, true, 10, {0x48, 0xa2, 0, 0, 0, 0, 0, 0xff, 0xff, 0x07}, A::write, Availability::block_erase},
+    {Opcode::sanitize, 0x1f, true, 10, {0x48, 0xbf, 0, 0, 0, 0, 0, 0xff, 0xff, 0x07}, A::write},
     {Opcode::mode_select10, 0, false, 10, {0x55, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0x07}, A::write},
     {Opcode::mode_sense10, 0, false, 10, {0x5a, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0x07}, A::read},
     {Opcode::persistent_reserve_in, 0x00, true, 10, {0x5e, 0x00, 0, 0, 0, 0, 0, 0xff, 0xff, 0x07}, A::unrestricted},

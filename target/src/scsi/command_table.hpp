@@ -18,6 +18,7 @@ namespace iserkit::target::detail {
 enum class Availability : std::uint8_t {
   always,
   thin_only,  ///< only with logical block provisioning (UNMAP, GET LBA STATUS)
+  block_erase,  ///< SANITIZE BLOCK ERASE: only when the backend deallocates to zeroes (block_erase_supported)
 };
 
 /// One row of the command table.
@@ -38,7 +39,7 @@ std::span<const CommandInfo> command_table() noexcept;
 const CommandInfo* find_command(std::uint8_t opcode, std::uint16_t service_action) noexcept;
 
 /// True if `opcode` is one with service actions in the table (MAINTENANCE IN, SERVICE ACTION IN,
-/// PERSISTENT RESERVE IN/OUT).
+/// PERSISTENT RESERVE IN/OUT, SANITIZE).
 bool opcode_has_service_actions(std::uint8_t opcode) noexcept;
 
 /// Service action of `cdb` for such opcodes (byte 1 bits 4:0), else 0.

@@ -2,7 +2,7 @@
 // I_T nexuses, and per logical unit the state shared by all nexuses: unit attention queues
 // (SAM-5 §5.14, one queue per I_T_L nexus), the RESERVE(6) holder (SPC-2 §5.5.1), persistent
 // reservations (SPC-5 §5.14), software write protect (SPC-5 §7.5.8 SWP) and the range lock that
-// makes COMPARE AND WRITE atomic against other writes (SBC-4 §5.3).
+// makes COMPARE AND WRITE atomic against other writes (SBC-4 §5.3), and the sanitize state (SBC-4 §4.11).
 #pragma once
 
 #include <deque>
@@ -20,6 +20,8 @@
 #include "scsi/persistent_reservations.hpp"
 
 namespace iserkit::target::detail {
+
+struct SanitizeState;  // scsi/sanitize.hpp
 
 /// Exclusive locks on LBA ranges of one logical unit. Writers that overlap take turns; disjoint
 /// ranges proceed in parallel. Thread-safe.
@@ -67,6 +69,9 @@ struct UnitState {
   PersistentReservations persistent;
   bool software_write_protect = false;  ///< SWP of the control mode page (MODE SELECT)
   RangeLock ranges;
+  /// The sanitize state (SBC-4 §4.11; never null): shared with a running sanitize operation,
+  /// which outlives a command and a session. Its own mutex; taken after `mutex` when both are.
+  std::shared_ptr<SanitizeState> sanitize;
 
   /// Queues `asc` for nexus `id` (at most 8 distinct entries; a duplicate is not queued again).
   void add_unit_attention(std::uint64_t id, scsi::AscPair asc);

@@ -12,6 +12,7 @@
 #include "scsi/command_table.hpp"
 #include "scsi/device_state.hpp"
 #include "scsi/handlers.hpp"
+#include "scsi/sanitize.hpp"
 
 namespace iserkit::target {
 
@@ -70,12 +71,18 @@ bool shorten_transfer(CommandPlan& plan, std::uint32_t edtl_bytes) noexcept {
 std::optional<scsi::SenseData> check_data_out_length(const CommandPlan& plan, std::uint32_t edtl_bytes) noexcept {
   if (!plan.exact_data_out || plan.rejected() || edtl_bytes <= plan.transfer_length_bytes) return std::nullopt;
   // The CDB's length field disagrees with the data the initiator sends.
-  const std::uint16_t field = plan.opcode == Opcode::compare_and_write ? 13 : plan.opcode == Opcode::write_same10 ? 7 : 10;
+  const std::uint16_t field = plan.opcode == Opcode::compare_and_write                                 ? 13
+                              : plan.opcode == Opcode::write_same10 || plan.opcode == Opcode::sanitize ? 7
+                                                                                                        : 10;
   return scsi::SenseData::invalid_field_in_cdb(field);
 }
 
 ScsiDispatcher::ScsiDispatcher() : state_(std::make_unique<State>()) {}
-ScsiDispatcher::~ScsiDispatcher() = default;
+ScsiDispatcher::~ScsiDispatcher() { stop_background_operations(); }
+
+void ScsiDispatcher::stop_background_operations() noexcept {
+  for (auto* u : state_->all_units()) u->sanitize->stop.store(true);
+}
 
 Result<void> ScsiDispatcher::add_logical_unit(std::uint16_t lun_index, std::shared_ptr<LogicalUnit> lu) {
   if (!lu || lun_index > 16383) return fail(errc::invalid_argument);
@@ -85,6 +92,7 @@ Result<void> ScsiDispatcher::add_logical_unit(std::uint16_t lun_index, std::shar
     if (state_->units.contains(lun_index)) return fail(errc::invalid_argument);
     auto unit = std::make_unique<detail::UnitState>();
     unit->unit = std::move(lu);
+    unit->sanitize = std::make_shared<detail::SanitizeState>();
     state_->units.emplace(lun_index, std::move(unit));
     for (auto& [index, u] : state_->units) existing.push_back(u.get());
   }
@@ -275,6 +283,11 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
                                 .ascq = static_cast<std::uint8_t>(alua == AluaState::standby ? 0x0b : 0x0c)};
       return p;
     }
+    // SBC-4 §4.11: a sanitize operation in progress (or failed) refuses most commands.
+    if (auto refused = unit_state->sanitize->refuses(p.opcode)) {
+      p.error = *refused;
+      return p;
+    }
     // SPC-2 §5.5.1: while another nexus holds a RESERVE(6) reservation, everything but a few
     // commands conflicts.
     if (unit_state->reserve6_holder && *unit_state->reserve6_holder != nexus.value && !allowed_under_reserve6(p.opcode)) {
@@ -333,6 +346,7 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
         case Opcode::synchronize_cache10:
         case Opcode::synchronize_cache16: detail::plan_synchronize_cache(p, cdb); break;
         case Opcode::unmap: detail::plan_unmap(p, cdb); break;
+        case Opcode::sanitize: detail::plan_sanitize(p, cdb); break;
         case Opcode::write_same10:
         case Opcode::write_same16: detail::plan_write_same(p, cdb); break;
         default: p.error = detail::invalid_opcode(); break;
@@ -361,6 +375,11 @@ Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, Con
   std::optional<detail::RangeGuard> guard;
   if (unit_state != nullptr && detail::is_media_write(plan.opcode) && plan.blocks != 0) {
     guard.emplace(co_await detail::lock_range(unit_state->ranges, plan.lba, plan.blocks));
+  }
+  // SBC-4 §4.11: a sanitize operation may have started since plan(); a write that holds its range
+  // here is one the operation waits for (execute_sanitize), any other stops now.
+  if (unit_state != nullptr && plan.opcode != Opcode::sanitize) {
+    if (auto refused = unit_state->sanitize->refuses(plan.opcode)) co_return ScsiOutcome::check_condition(*refused);
   }
   switch (plan.opcode) {
     case Opcode::inquiry: co_return detail::execute_inquiry(plan, cdb, buffer);
@@ -405,10 +424,15 @@ Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, Con
     case Opcode::unmap: {
       // UNMAP descriptors may be anywhere: hold the whole medium against COMPARE AND WRITE.
       auto all = co_await detail::lock_range(unit_state->ranges, 0, plan.unit->block_count());
+      // A sanitize that started while this waited has already drained the range: do not touch it.
+      if (auto refused = unit_state->sanitize->refuses(plan.opcode)) co_return ScsiOutcome::check_condition(*refused);
       co_return co_await detail::execute_unmap(plan, buffer);
     }
     case Opcode::write_same10:
     case Opcode::write_same16: co_return co_await detail::execute_write_same(plan, buffer);
+    case Opcode::sanitize:
+      co_return co_await detail::execute_sanitize(plan, unit_state->unit, unit_state->sanitize, unit_state->ranges, cdb,
+                                                  buffer);
     default: co_return ScsiOutcome::check_condition(detail::invalid_opcode());
   }
 }

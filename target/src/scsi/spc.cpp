@@ -9,6 +9,7 @@
 #include "iserkit/scsi/alua.hpp"
 #include "iserkit/scsi/inquiry.hpp"
 #include "scsi/command_table.hpp"
+#include "scsi/sanitize.hpp"
 #include "scsi/device_state.hpp"
 #include "scsi/handlers.hpp"
 
@@ -108,7 +109,11 @@ std::vector<std::byte> vpd_page(const LogicalUnit& unit, std::uint8_t page, Targ
       return scsi::encode_block_limits(b);
     }
     case scsi::vpd::block_device_characteristics:
-      return scsi::encode_block_device_characteristics({.medium_rotation_rate = 1, .nominal_form_factor = 0});
+      // WABEREQ 01b: after SANITIZE BLOCK ERASE (deallocation, LBPRZ) a block reads GOOD, as zeroes.
+      return scsi::encode_block_device_characteristics({.medium_rotation_rate = 1,
+                                                        .nominal_form_factor = 0,
+                                                        .wabereq = static_cast<std::uint8_t>(block_erase_supported(unit) ? 1 : 0),
+                                                        .wacereq = 0});
     case scsi::vpd::logical_block_provisioning: {
       scsi::LogicalBlockProvisioning l;
       if (unit.thin()) {
@@ -197,6 +202,10 @@ ScsiOutcome execute_request_sense(const CommandPlan& plan, UnitState* unit, std:
     if (it != unit->unit_attentions.end() && !it->second.empty()) {
       sense = scsi::SenseData::make(scsi::SenseKey::unit_attention, it->second.front());
       it->second.pop_front();
+    } else if (auto s = unit->sanitize->current_sense()) {
+      // SBC-4 §4.11: REQUEST SENSE polls a sanitize operation: NOT READY with the progress
+      // indication while it runs, MEDIUM ERROR after it failed.
+      sense = *s;
     }
   }
   std::array<std::byte, scsi::max_sense_size_bytes> buf{};
@@ -318,7 +327,12 @@ constexpr std::uint8_t report_supported_opcodes_sa = 0x0c;
 constexpr std::uint8_t report_target_port_groups_sa = 0x0a;
 
 bool available(const CommandInfo& c, const LogicalUnit& unit) noexcept {
-  return c.availability == Availability::always || unit.thin();
+  switch (c.availability) {
+    case Availability::always: return true;
+    case Availability::thin_only: return unit.thin();
+    case Availability::block_erase: return block_erase_supported(unit);
+  }
+  return false;
 }
 
 // SPC-5 §6.35.4: the command timeouts descriptor (12 bytes). No timeouts are known: 0 = unknown.

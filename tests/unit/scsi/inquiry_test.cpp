@@ -98,6 +98,11 @@ TEST(Inquiry, CharacteristicsAndProvisioning) {
   const auto c = encode_block_device_characteristics({.medium_rotation_rate = 1});
   EXPECT_EQ(load_be16(c.data() + 4), 1);
   EXPECT_EQ(parse_block_device_characteristics(c)->medium_rotation_rate, 1);
+  // SBC-4 §6.6.2 byte 7: WABEREQ in bits 7:6, WACEREQ in 5:4, NOMINAL FORM FACTOR in 3:0.
+  const BlockDeviceCharacteristics sanitizing{.medium_rotation_rate = 1, .nominal_form_factor = 3, .wabereq = 1, .wacereq = 2};
+  const auto s = encode_block_device_characteristics(sanitizing);
+  EXPECT_EQ(static_cast<int>(s[7]), 0x40 | 0x20 | 0x03);
+  EXPECT_EQ(*parse_block_device_characteristics(s), sanitizing);
   LogicalBlockProvisioning l{.lbpu = true, .lbpws = true, .lbpws10 = true, .lbprz = 1,
                              .provisioning_type = ProvisioningType::thin};
   const auto page = encode_logical_block_provisioning(l);

@@ -564,6 +564,8 @@ TEST_F(SessionEngineTest, AbortTaskAnswersAfterTheBackendFinishedAndSuppressesTh
                                        .cmd_sn = SerialNumber(2), .ref_cmd_sn = SerialNumber(1)});
   EXPECT_TRUE(sent.empty());  // the task is still on the backend
   EXPECT_EQ(engine->task(Itt{1})->state, TaskState::aborted);
+  // The command on the backend hears of it (a SANITIZE with IMMED = 0 stops waiting).
+  EXPECT_TRUE(engine->task(Itt{1})->plan.abort_requested);
   execute(Itt{1}, ScsiOutcome::good(block));
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].as<iscsi::TaskManagementResponse>().response, 0);
@@ -622,9 +624,11 @@ TEST_F(SessionEngineTest, LogoutForRecoveryIsRefused) {
 TEST_F(SessionEngineTest, CloseAbortsEverythingAndBudgetsComeBackWhenTheBackendReports) {
   start();
   deliver(command(1, 1, cdb10(0x28, 1), block, true, false));
+  EXPECT_FALSE(engine->task(Itt{1})->plan.abort_requested);
   engine->on_closed();
   collect();
   ASSERT_EQ(closes.size(), 1u);
+  EXPECT_TRUE(engine->task(Itt{1})->plan.abort_requested);  // the session's end aborts it
   EXPECT_TRUE(released.empty());
   execute(Itt{1}, ScsiOutcome::good(block));
   EXPECT_TRUE(sent.empty());

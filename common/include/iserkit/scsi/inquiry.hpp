@@ -129,6 +129,12 @@ Result<BlockLimits> parse_block_limits(ConstByteSpan data);
 struct BlockDeviceCharacteristics {
   std::uint16_t medium_rotation_rate = 1;  ///< 1 = non-rotating medium (solid state)
   std::uint8_t nominal_form_factor = 0;    ///< 0 = not reported
+  /// WABEREQ (2 bits): what a read of a block after a SANITIZE BLOCK ERASE and before it is written
+  /// returns: 0 not reported, 1 GOOD status with data, 2 MEDIUM ERROR, 3 MEDIUM ERROR / WRITE AFTER
+  /// SANITIZE REQUIRED (SBC-4 §6.6.2).
+  std::uint8_t wabereq = 0;
+  /// WACEREQ (2 bits): the same after a SANITIZE CRYPTOGRAPHIC ERASE.
+  std::uint8_t wacereq = 0;
   friend bool operator==(const BlockDeviceCharacteristics&, const BlockDeviceCharacteristics&) = default;
 };
 /// Encodes the whole 0xb1 page (64 bytes).

@@ -246,6 +246,9 @@ struct TargetConfig {
   std::optional<std::filesystem::path> export_dir;
   bool read_only = false;
   std::uint32_t block_size_bytes = 512;  ///< 512 or 4096
+  /// Pace of sanitize operations on every LUN, bytes per second; 0 = unpaced
+  /// (LogicalUnitOptions::sanitize_bytes_per_second; --sanitize-rate).
+  std::uint64_t sanitize_bytes_per_second = 0;
   /// Ceph client configuration for rbd: LUNs: the cluster's ceph.conf and the client id whose
   /// key the keyring it names holds (client.<id>).
   std::filesystem::path ceph_conf = "/etc/ceph/ceph.conf";

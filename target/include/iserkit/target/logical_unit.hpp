@@ -51,6 +51,11 @@ struct LogicalUnitOptions {
   /// 1 Mi blocks (512 MiB at 512-byte blocks): large enough that initiators rarely split, and
   /// within what conformance tools consider a sane explicit limit (libiscsi: ≤ 2^20).
   std::uint32_t max_unmap_blocks = 0x100000;
+  /// Pace of a sanitize operation (SANITIZE, SBC-4 §5.30) in bytes of the medium per second
+  /// (OVERWRITE: bytes written per pass; BLOCK ERASE: bytes deallocated); 0 = as fast as the
+  /// backend goes. A background sanitize of a large LUN then leaves the storage (a shared disk, a
+  /// Ceph pool) to the other LUNs' I/O; it also makes the in-progress state observable in tests.
+  std::uint64_t sanitize_bytes_per_second = 0;
 };
 
 /// A logical unit: backend + identity + limits. Thread-safe: immutable after construction but for

@@ -17,7 +17,7 @@
 // SENSE, MODE SENSE/SELECT, REPORT SUPPORTED OPERATION CODES, PERSISTENT RESERVE IN/OUT,
 // RESERVE/RELEASE (6)) and SBC-4 (READ/WRITE 6/10/12/16, VERIFY and WRITE AND VERIFY 10/12/16,
 // COMPARE AND WRITE, ORWRITE (16), PRE-FETCH 10/16, READ CAPACITY 10/16, GET LBA STATUS,
-// SYNCHRONIZE CACHE 10/16, UNMAP, WRITE SAME 10/16, START STOP UNIT, VPD 0xb0-0xb2).
+// SYNCHRONIZE CACHE 10/16, UNMAP, WRITE SAME 10/16, START STOP UNIT, SANITIZE, VPD 0xb0-0xb2).
 // Anything else: CHECK CONDITION, ILLEGAL REQUEST, INVALID COMMAND OPERATION CODE.
 // Free of iSCSI types: no ITT, CmdSN, EDTL or PDU here; a nexus is an opaque id plus a name.
 #pragma once
@@ -156,6 +156,13 @@ struct CommandPlan {
   std::optional<scsi::SenseData> error;
   /// Set: the command conflicts with a reservation; answer RESERVATION CONFLICT, skip execute().
   bool conflict = false;
+  /// Set by the transport when the task is aborted while execute() runs (ABORT TASK, ABORT TASK
+  /// SET, a reset, the session's end: SAM-5 §7). A command that waits long for a device operation
+  /// reads it and returns early, leaving the operation running: SANITIZE with IMMED = 0 (the
+  /// sanitize operation continues, SBC-4 §4.11). The transport ignores that command's outcome.
+  /// Written and read on the thread that runs execute() (the session's io_context): execute()
+  /// takes the plan by reference, so the transport sets it on the object it passed.
+  bool abort_requested = false;
 
   /// True when the command is answered without execute().
   [[nodiscard]] bool rejected() const noexcept { return error.has_value() || conflict; }
@@ -282,6 +289,12 @@ class ScsiDispatcher {
   Awaitable<ScsiOutcome> execute(scsi::Lun lun, ConstByteSpan cdb, const CommandPlan& plan, ByteSpan data) const {
     return execute(NexusId{}, lun, cdb, plan, data);
   }
+
+  /// Stops the device server's background operations (a sanitize operation, SBC-4 §4.11) at their
+  /// next step: for target shutdown, so the io_contexts run out of work. A stopped sanitize leaves
+  /// its logical unit in the sanitize failure mode (MEDIUM ERROR, SANITIZE COMMAND FAILED) for as
+  /// long as this dispatcher lives; a restarted target starts without that state. Thread-safe.
+  void stop_background_operations() noexcept;
 
   struct State;  ///< internal: LUN map, nexus names and per-LU state (scsi/device_state.hpp)
 
