@@ -147,23 +147,18 @@ int parse(int argc, char** argv, Config& cfg) {
       if (url->lun) return fail_usage("the URL names a LUN; give the portal or a target (each LUN becomes a file)");
       cfg.urls.push_back(*url);
     }
-    // The URLs were copied by the parser: hide their secrets from ps and /proc/PID/cmdline.
-    for (int i = 1; i < argc; ++i) {
-      if (initiator::hide_url_secret(argv[i]))
-        std::cerr << "iserkit-fuse: warning: a URL holds a CHAP secret, which other users could see in ps; use "
-                     "--chap-file or LIBISCSI_CHAP_PASSWORD\n";
+    auto gathered = initiator::gather_chap_sources(
+        argc, argv, args.count("chap-file") ? std::optional(args["chap-file"].as<std::string>()) : std::nullopt,
+        [] {
+          std::cerr << "iserkit-fuse: warning: a URL holds a CHAP secret, which other users could see in ps; use "
+                       "--chap-file or LIBISCSI_CHAP_PASSWORD\n";
+        },
+        /*clear_environment=*/true);
+    if (!gathered) {
+      std::cerr << "iserkit-fuse: --chap-file: " << gathered.error() << "\n";
+      return 2;
     }
-    initiator::ChapSources chap;
-    if (args.count("chap-file")) {
-      auto file = initiator::read_chap_file(args["chap-file"].as<std::string>());
-      if (!file) {
-        std::cerr << "iserkit-fuse: --chap-file: " << file.error() << "\n";
-        return 2;
-      }
-      chap.file = std::move(*file);
-    }
-    chap.environment = initiator::chap_from_environment();
-    initiator::clear_chap_environment();
+    const initiator::ChapSources& chap = *gathered;
     // One set of credentials for every portal and target (sessions are made from discovered names).
     for (std::size_t i = 0; i < cfg.urls.size(); ++i) {
       auto resolved = initiator::resolve_chap(cfg.urls[i], chap, cfg.view.session.chap);

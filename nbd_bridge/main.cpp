@@ -914,24 +914,19 @@ int main(int argc, char** argv) {
       cfg.urls.push_back(*url);
     }
     cfg.url = cfg.urls.front();
-    // The URLs were copied by the parser: hide their secrets from ps and /proc/PID/cmdline.
-    for (int i = 1; i < argc; ++i) {
-      if (initiator::hide_url_secret(argv[i]))
-        std::cerr << "iserkit-nbd: warning: a URL holds a CHAP secret, which other users could see in ps; use "
-                     "--chap-file or LIBISCSI_CHAP_PASSWORD\n";
+    // The environment's secrets are not passed on to --run's command.
+    auto gathered = initiator::gather_chap_sources(
+        argc, argv, args.count("chap-file") ? std::optional(args["chap-file"].as<std::string>()) : std::nullopt,
+        [] {
+          std::cerr << "iserkit-nbd: warning: a URL holds a CHAP secret, which other users could see in ps; use "
+                       "--chap-file or LIBISCSI_CHAP_PASSWORD\n";
+        },
+        /*clear_environment=*/true);
+    if (!gathered) {
+      std::cerr << "iserkit-nbd: --chap-file: " << gathered.error() << "\n";
+      return 2;
     }
-    initiator::ChapSources chap;
-    if (args.count("chap-file")) {
-      auto file = initiator::read_chap_file(args["chap-file"].as<std::string>());
-      if (!file) {
-        std::cerr << "iserkit-nbd: --chap-file: " << file.error() << "\n";
-        return 2;
-      }
-      chap.file = std::move(*file);
-    }
-    chap.environment = initiator::chap_from_environment();
-    // Not passed on to --run's command.
-    initiator::clear_chap_environment();
+    const initiator::ChapSources& chap = *gathered;
     // Every path logs in with the same credentials.
     for (const auto& u : cfg.urls) {
       auto resolved = initiator::resolve_chap(u, chap, cfg.session.chap);

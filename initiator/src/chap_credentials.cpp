@@ -175,6 +175,25 @@ void clear_chap_environment() {
     ::unsetenv(name);
 }
 
+tl::expected<ChapSources, std::string> gather_chap_sources(int argc, char** argv,
+                                                           const std::optional<std::string>& chap_file,
+                                                           const std::function<void()>& on_url_secret,
+                                                           bool clear_environment) {
+  // The URLs were copied by the option parser: hide their secrets from ps and /proc/PID/cmdline.
+  for (int i = 1; i < argc; ++i) {
+    if (hide_url_secret(argv[i]) && on_url_secret) on_url_secret();
+  }
+  ChapSources sources;
+  if (chap_file) {
+    auto file = read_chap_file(*chap_file);
+    if (!file) return tl::unexpected(file.error());
+    sources.file = std::move(*file);
+  }
+  sources.environment = chap_from_environment();
+  if (clear_environment) clear_chap_environment();
+  return sources;
+}
+
 tl::expected<ChapOptions, std::string> resolve_chap(const Url& url, const ChapSources& sources, ChapOptions base) {
   const ChapCredentials* ordered[] = {&sources.command_line, &sources.file, &sources.environment};
   // The user: URL, command line, file, environment.

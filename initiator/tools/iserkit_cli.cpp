@@ -635,24 +635,20 @@ int main(int argc, char** argv) {
     c.options.nop_timeout = old_millis("nop-timeout", milliseconds(1));
     c.options.replacement_timeout =
         iserkit::cli::duration_option("replacement-timeout", args["replacement-timeout"].as<std::string>());
-    // The URL argument was copied by the parser: hide its secret from ps and /proc/PID/cmdline.
-    for (int i = 1; i < argc; ++i) {
-      if (ik::hide_url_secret(argv[i]))
-        iserkit::log::warn("iserkit: the URL holds a CHAP secret, which other users could see in ps; use "
-                           "--chap-file or LIBISCSI_CHAP_PASSWORD");
-    }
-    ik::ChapSources chap;
+    auto gathered = ik::gather_chap_sources(
+        argc, argv, args.count("chap-file") ? std::optional(args["chap-file"].as<std::string>()) : std::nullopt,
+        [] {
+          iserkit::log::warn("iserkit: the URL holds a CHAP secret, which other users could see in ps; use "
+                             "--chap-file or LIBISCSI_CHAP_PASSWORD");
+        },
+        /*clear_environment=*/false);
+    if (!gathered) return error("iserkit", "bad --chap-file", gathered.error());
+    ik::ChapSources chap = std::move(*gathered);
     if (args.count("chap-user")) chap.command_line.user = args["chap-user"].as<std::string>();
     if (args.count("secret-file")) chap.command_line.secret = read_secret(args["secret-file"].as<std::string>());
     if (args.count("target-user")) chap.command_line.target_user = args["target-user"].as<std::string>();
     if (args.count("target-secret-file"))
       chap.command_line.target_secret = read_secret(args["target-secret-file"].as<std::string>());
-    if (args.count("chap-file")) {
-      auto file = ik::read_chap_file(args["chap-file"].as<std::string>());
-      if (!file) return error("iserkit", "bad --chap-file", file.error());
-      chap.file = std::move(*file);
-    }
-    chap.environment = ik::chap_from_environment();
     if (args.count("chap-algorithms")) {
       c.options.chap.algorithms.clear();
       std::string list = args["chap-algorithms"].as<std::string>();

@@ -9,7 +9,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -263,4 +265,33 @@ TEST(HideUrlSecret, OverwritesThePasswordInPlace) {
     EXPECT_EQ(c, before);
   }
   EXPECT_FALSE(ik::hide_url_secret(nullptr));
+}
+
+// What every front end runs before resolving CHAP: URL secrets hidden in argv (reported once
+// each), the file read, the environment taken and, when asked, cleared.
+TEST(GatherChapSources, HidesUrlSecretsReadsTheEnvironmentAndClearsItWhenAsked) {
+  std::string program = "iserkit-nbd";
+  std::string url = "iscsi://alice%s3cret@host/iqn.x:y/0";
+  std::string plain = "--threads=2";
+  std::vector<char*> argv{program.data(), url.data(), plain.data()};
+  ::setenv("LIBISCSI_CHAP_USERNAME", "envuser", 1);
+  ::setenv("LIBISCSI_CHAP_PASSWORD", "env-secret-0002", 1);
+  int warned = 0;
+  auto kept = ik::gather_chap_sources(static_cast<int>(argv.size()), argv.data(), std::nullopt, [&] { ++warned; },
+                                      /*clear_environment=*/false);
+  ASSERT_TRUE(kept) << kept.error();
+  EXPECT_EQ(warned, 1);
+  EXPECT_EQ(url, "iscsi://alice%******@host/iqn.x:y/0");
+  EXPECT_EQ(kept->environment.user, std::optional<std::string>("envuser"));
+  EXPECT_FALSE(kept->file.user);
+  EXPECT_NE(::getenv("LIBISCSI_CHAP_PASSWORD"), nullptr) << "not cleared unless asked";
+  auto cleared = ik::gather_chap_sources(static_cast<int>(argv.size()), argv.data(), std::nullopt, nullptr,
+                                         /*clear_environment=*/true);
+  ASSERT_TRUE(cleared);
+  EXPECT_EQ(cleared->environment.secret, std::optional<std::string>("env-secret-0002"));
+  EXPECT_EQ(::getenv("LIBISCSI_CHAP_USERNAME"), nullptr);
+  EXPECT_EQ(::getenv("LIBISCSI_CHAP_PASSWORD"), nullptr);
+  auto missing = ik::gather_chap_sources(1, argv.data(), std::string("/nonexistent/chap.conf"), nullptr, true);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().find("/nonexistent/chap.conf"), std::string::npos) << missing.error();
 }

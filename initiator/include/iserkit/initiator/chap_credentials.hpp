@@ -18,6 +18,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -74,6 +75,17 @@ struct ChapSources {
   ChapCredentials file;          ///< --chap-file
   ChapCredentials environment;   ///< chap_from_environment()
 };
+
+/// What every front end does with its command line and environment before it resolves CHAP:
+/// hides each URL secret in argv[1..argc) from ps and /proc/PID/cmdline (hide_url_secret();
+/// `on_url_secret` is called once for each argument that held one, e.g. to warn), reads
+/// `chap_file` when given (read_chap_file()), takes the LIBISCSI_CHAP_* variables
+/// (chap_from_environment()) and, with `clear_environment`, removes them (clear_chap_environment()).
+/// The command-line source is left empty for the caller. Errors: read_chap_file()'s message.
+tl::expected<ChapSources, std::string> gather_chap_sources(int argc, char** argv,
+                                                           const std::optional<std::string>& chap_file,
+                                                           const std::function<void()>& on_url_secret,
+                                                           bool clear_environment);
 
 /// Merges `sources` with the URL's user and password into `base` (whose algorithms are kept).
 /// A secret is taken from the first source that has one and either names no user or names the
