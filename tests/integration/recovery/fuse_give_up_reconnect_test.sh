@@ -81,21 +81,11 @@ print("  the same descriptor reads the data back %.1f s after the restart" % (ti
 PY
 client_pid=$!; pids+=($client_pid)
 
-guard=$((SECONDS + 30))
-until [[ -e $tmp/ready ]]; do
-  kill -0 $client_pid 2>/dev/null || fail "the reader ended early: $(cat "$tmp/client.log")"
-  ((SECONDS < guard)) || fail "the reader did not start within 30 s"
-  sleep 0.1
-done
+wait_mark ready $client_pid 30 "the reader did not start"
 echo "== kill -9 the target on port $port; leave it down past the replacement timeout (2 s)"
 kill -9 $target_pid; wait $target_pid 2>/dev/null || true
 touch "$tmp/killed"
-guard=$((SECONDS + 60))
-until [[ -e $tmp/gave_up ]]; do
-  kill -0 $client_pid 2>/dev/null || fail "the reader ended early: $(cat "$tmp/client.log")"
-  ((SECONDS < guard)) || fail "the reader saw no EIO within 60 s: $(cat "$tmp/client.log")"
-  sleep 0.1
-done
+wait_mark gave_up $client_pid 60 "the reader saw no EIO"
 cat "$tmp/client.log"
 session_field() { python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))["session"]; print(eval(sys.argv[2]))' "$info_file" "$1"; }
 [[ $(session_field 's["state"]') == gave-up ]] || fail "info: session state is $(session_field 's["state"]'), not gave-up"

@@ -110,6 +110,18 @@ wait_fio() {
   echo "  fio: $(grep -E 'WRITE:|READ:' "$tmp/fio.log" | tr -s ' ' | head -2 | tr '\n' ' ')"
 }
 
+# wait_mark MARK PID SECONDS WHAT: waits until the client PID (a script that touches $tmp/MARK
+# when it reached a step) made the mark; fails if the client ended first or SECONDS passed, with
+# WHAT ("the reader saw no EIO") and the client's log ($tmp/client.log).
+wait_mark() {
+  local guard=$((SECONDS + $3))
+  until [[ -e $tmp/$1 ]]; do
+    kill -0 "$2" 2>/dev/null || fail "the client ended early: $(cat "$tmp/client.log")"
+    ((SECONDS < guard)) || fail "$4 within $3 s: $(cat "$tmp/client.log")"
+    sleep 0.1
+  done
+}
+
 # wait_count FILE PATTERN N SECONDS: waits until FILE has N lines matching PATTERN (e.g. the
 # front end's "recovered" lines, so the next fault does not land in the middle of a recovery).
 wait_count() {

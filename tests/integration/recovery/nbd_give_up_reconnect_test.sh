@@ -120,12 +120,7 @@ client_pid=$!; pids+=($client_pid)
 echo "== kill -9 the target on port $port; leave it down past the replacement timeout (2 s)"
 kill -9 $target_pid; wait $target_pid 2>/dev/null || true
 touch "$tmp/killed"
-guard=$((SECONDS + 60))
-until [[ -e $tmp/gave_up ]]; do
-  kill -0 $client_pid 2>/dev/null || fail "the client ended early: $(cat "$tmp/client.log")"
-  ((SECONDS < guard)) || fail "the client saw no EIO within 60 s: $(cat "$tmp/client.log")"
-  sleep 0.1
-done
+wait_mark gave_up $client_pid 60 "the client saw no EIO"
 cat "$tmp/client.log"
 
 # --on-give-up exit is unchanged: that bridge exits with 3 at the replacement timeout.
