@@ -133,6 +133,9 @@ struct BridgeStatus {
   std::weak_ptr<nbd::LunExport> exported;         // loop 0's: read_bytes, lba_status_commands
   mutable std::uint64_t read_bytes = 0, lba_status_commands = 0;  // last seen (kept after the export is gone)
   std::function<void()> exit_on_give_up;  // set with --on-give-up exit
+  // --threads N > 1: loop `k`'s session logged in again, so the target is back; the other loops'
+  // sessions that wait out their back-off log in now (Session::reconnect_now()).
+  std::function<void(std::size_t k)> reconnect_others;
   // Set by run() while it waits for a signal: starts the orderly shutdown (every loop's session
   // logged out, connections drained) as SIGTERM does.
   std::function<void()> shutdown;
@@ -194,6 +197,8 @@ struct BridgeStatus {
         if (!s || !s->recovering()) continue;
         r = s->reconnect_status();
       } else {
+        // The loop's events (posted here at once) are newer than its sample (every 250 ms).
+        if (loop_states[k] == State::connected) continue;
         std::lock_guard lock(samples[k]->mutex);
         if (!samples[k]->reconnecting) continue;
         r = samples[k]->reconnect;
@@ -353,6 +358,7 @@ struct BridgeStatus {
       case K::recovered:
         std::cerr << "iserkit-nbd: " << who << "recovered after " << e.attempts << " login attempt(s)\n";
         loop_states[k] = State::connected;
+        if (reconnect_others) reconnect_others(k);
         break;
       case K::gave_up:
         std::cerr << "iserkit-nbd: " << who << "gave up: " << e.error.message()
@@ -555,6 +561,19 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
       if (k > 0) {
         asio::co_spawn(event_loops.io(k), sample_loop(*opened, status->samples[k], stop_sampling), asio::detached);
       }
+    }
+    if (threads > 1) {
+      // Runs on the main loop (loop 0); each session is told on its own loop.
+      status->reconnect_others = [&event_loops, weak = std::weak_ptr<Bridge>(bridge)](std::size_t k) {
+        auto b = weak.lock();
+        if (!b) return;
+        for (std::size_t j = 0; j < b->loops.size(); ++j) {
+          if (j == k) continue;
+          asio::post(event_loops.io(j), [s = std::weak_ptr<initiator::Session>(b->loops[j].session)] {
+            if (auto session = s.lock()) session->reconnect_now();
+          });
+        }
+      };
     }
     single = bridge->loops[0].session;
     exported = bridge->loops[0].exported;

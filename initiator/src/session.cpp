@@ -109,6 +109,7 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
   asio::steady_timer reconnect_timer;
   unsigned attempts = 0;         // logins tried since the connection was lost
   std::optional<Clock::time_point> next_attempt;  // while reconnect_loop waits: when it tries again
+  bool hurry = false;  // reconnect_now(): the wait was cut short; the back-off starts again
   std::error_code last_attempt_error;             // of the last failed login since the loss
   // Past the replacement timeout a failed login is logged once a minute (with how many were not).
   static constexpr std::chrono::seconds failed_login_log_interval{60};
@@ -235,6 +236,11 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
       co_await reconnect_timer.async_wait(use_awaitable_ec(ec));
       next_attempt.reset();
       if (!still_wanted()) break;
+      if (hurry) {
+        hurry = false;
+        delay = std::max(options.reconnect_delay_min, std::chrono::milliseconds(1));
+        log::info("session: reconnect: logging in now (told the target is back): target={}", log::escaped(target_name));
+      }
       ++attempts;
       engine.count_reconnect_attempt();
       auto r = co_await reconnect();
@@ -702,6 +708,12 @@ ReconnectStatus Session::reconnect_status() const noexcept {
   return ReconnectStatus{.attempts = impl_->attempts,
                          .next_attempt = impl_->next_attempt,
                          .last_error = impl_->last_attempt_error};
+}
+void Session::reconnect_now() noexcept {
+  Impl& i = *impl_;
+  if (!i.next_attempt || i.ended) return;  // no login waits for its turn
+  i.hurry = true;
+  i.reconnect_timer.cancel();
 }
 std::chrono::steady_clock::time_point Session::recovering_since() const noexcept {
   return impl_->engine.recovering_since();

@@ -62,13 +62,14 @@ struct RecoveryRecord {
 
 struct RecoveryRig : RecoveryRecord, test::SessionRig {
   explicit RecoveryRig(std::chrono::milliseconds replacement, int fail_first_attempts, bool never_reconnect = false,
-                       bool reconnect_after_give_up = true)
+                       bool reconnect_after_give_up = true, std::chrono::milliseconds delay_min = 1ms,
+                       std::chrono::milliseconds delay_max = 4ms)
       : SessionRig(Deferred{}) {
     SessionOptions options;
     options.replacement_timeout = replacement;
     options.reconnect_after_give_up = reconnect_after_give_up;
-    options.reconnect_delay_min = 1ms;
-    options.reconnect_delay_max = 4ms;
+    options.reconnect_delay_min = delay_min;
+    options.reconnect_delay_max = delay_max;
     options.on_event = [this](const SessionEvent& e) { events.push_back(e); };
     auto fake = std::make_unique<FakeDatamover>(io.get_executor());
     fake->count_aborts_in(&aborts_of_first);
@@ -234,6 +235,37 @@ TEST(SessionDriverRecovery, LoginsAfterTheReplacementTimeoutAreSpacedByTheBounde
   for (std::size_t i = 6; i < tried.size(); ++i) {
     EXPECT_GE(tried[i] - tried[i - 1], 10ms) << "attempt " << i << " came too soon: the back-off is not bounded below";
   }
+}
+
+// reconnect_now(): iserkit-nbd --threads N has one session per loop to one target; when one of
+// them logs in again the others are told, and a login that waits out a long back-off starts at
+// once instead of leaving its loop's clients with EIO for up to reconnect_delay_max.
+TEST(SessionDriverRecovery, ReconnectNowCutsTheBackOffShort) {
+  RecoveryRig rig(20ms, 0, /*never_reconnect=*/false, /*reconnect_after_give_up=*/true, /*delay_min=*/60s,
+                  /*delay_max=*/60s);
+  rig.target_down = true;
+  std::vector<std::byte> buffer(4096);
+  rig.run([&]() -> Awaitable<void> {
+    rig.session->reconnect_now();  // logged in: nothing to hurry
+    auto r = co_await rig.session->execute(read10(buffer));
+    expect_error(r, make_error_code(errc::session_lost));
+    EXPECT_EQ(rig.session->state(), SessionState::failed);
+    EXPECT_EQ(rig.attempts, 0) << "the first login waits for at least half of reconnect_delay_min";
+    EXPECT_TRUE(rig.session->reconnect_status().next_attempt);
+    // The target is back, but the session would wait 30-60 s for its next login.
+    rig.target_down = false;
+    co_await wait_until(rig.io, [&] { return rig.attempts > 0; }, 100ms);
+    EXPECT_EQ(rig.attempts, 0) << "a login started without reconnect_now()";
+    rig.session->reconnect_now();
+    co_await wait_until(rig.io, [&] { return rig.session->state() == SessionState::logged_in; }, 5000ms);
+    EXPECT_EQ(rig.session->state(), SessionState::logged_in);
+    EXPECT_EQ(rig.attempts, 1);
+    auto served = co_await rig.session->execute(read10(buffer));
+    expect_good(served);
+    rig.session->reconnect_now();  // logged in again: no effect
+  });
+  ASSERT_EQ(rig.events.size(), 3u);
+  EXPECT_EQ(rig.events[2].kind, SessionEvent::Kind::recovered);
 }
 
 TEST(SessionDriverRecovery, WithoutAReconnectorALostConnectionFailsAtOnce) {

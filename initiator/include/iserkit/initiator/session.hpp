@@ -205,6 +205,11 @@ class Session : public CommandChannel, public std::enable_shared_from_this<Sessi
   /// While recovering() (or failed): the logins tried and when the next one starts. Session's
   /// thread only.
   [[nodiscard]] ReconnectStatus reconnect_status() const noexcept;
+  /// A hint that the target is probably reachable again (another session to it just logged in):
+  /// when a background login waits for its turn (reconnect_status().next_attempt is set), it
+  /// starts now and the back-off starts again from SessionOptions::reconnect_delay_min. No effect
+  /// otherwise (logged in, a login under way, ended). Session's thread only; never fails.
+  void reconnect_now() noexcept;
   /// While recovering(): when the connection was lost (steady clock).
   [[nodiscard]] std::chrono::steady_clock::time_point recovering_since() const noexcept;
   /// Why the session ended (empty while open).
