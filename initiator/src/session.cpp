@@ -374,7 +374,12 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
   Awaitable<void> receive_loop(std::shared_ptr<Session> self, std::shared_ptr<datamover::Datamover> d,
                                std::uint64_t gen) {
     while (!ended && gen == generation) {
-      auto in = co_await d->receive(this);
+      // PDUs already here are taken without suspending (no coroutine frame or posted completion
+      // each); receive() waits for the rest. Not one `?:` with a co_await: GCC 12 destroys its
+      // result early.
+      auto polled = d->try_receive(this);
+      if (!polled) polled.emplace(co_await d->receive(this));
+      auto& in = *polled;
       if (gen != generation) break;  // a lost connection's last receive: the engine moved on
       if (!in) {
         engine.on_receive_ended();

@@ -348,7 +348,12 @@ std::span<std::byte> Connection::place(const iscsi::Bhs& bhs, std::uint32_t leng
 
 Awaitable<void> Connection::receive_loop() {
   while (!closed_ && !engine_->ended()) {
-    auto in = co_await datamover_->receive(this);
+    // PDUs already here are taken without suspending (no coroutine frame or posted completion
+    // each); receive() waits for the rest. Not one `?:` with a co_await: GCC 12 destroys its
+    // result early.
+    auto polled = datamover_->try_receive(this);
+    if (!polled) polled.emplace(co_await datamover_->receive(this));
+    auto& in = *polled;
     if (!in) {
       if (in.error() != make_error_code(errc::connection_closed))
         log::info("connection {}: receive failed: {}", datamover_->peer(), in.error().message());

@@ -496,6 +496,29 @@ def target_engine_seeds():
           + scsi_command(1, bytes(6), 0))
 
 
+def framer_pdu(itt, data=b"", ahs_words=0, header_digest=False, data_digest=False):
+    """A Data-Out PDU on the wire; digests are left as zero bytes (wrong on purpose for some seeds)."""
+    b = bytearray(bhs(0x05, 0x80, dsl=len(data), ahs_words=ahs_words))
+    b[16:20] = be32(itt)
+    out = bytes(b) + bytes(4 * ahs_words) + (bytes(4) if header_digest else b"")
+    if data:
+        out += data + bytes((4 - len(data) % 4) % 4) + (bytes(4) if data_digest else b"")
+    return out
+
+
+def tcp_framer_seeds():
+    t = "fuzz_tcp_framer"
+    stream = b"".join(framer_pdu(i, bytes([i]) * (i * 37 % 300)) for i in range(12))
+    write(t, "plain_stream", bytes([0x04, 4, 0x11]) + stream)
+    write(t, "placed_stream", bytes([0x0c, 5, 0x23]) + stream)
+    write(t, "ahs_and_header_only", bytes([0x0c, 4, 0x05]) + framer_pdu(1, ahs_words=3) + framer_pdu(2, b"x" * 5, 1))
+    write(t, "oversize_drained", bytes([0x04, 0, 0x31]) + framer_pdu(1, b"y" * 3000) + framer_pdu(2, b"z" * 9))
+    write(t, "oversize_refused", bytes([0x00, 0, 0x31]) + framer_pdu(1, b"y" * 3000) + framer_pdu(2, b"z" * 9))
+    write(t, "digests_wrong", bytes([0x07, 4, 0x09]) + framer_pdu(1, b"d" * 10, 0, True, True))
+    write(t, "data_digest_only", bytes([0x06, 4, 0x09]) + framer_pdu(1, b"d" * 10, 0, False, True)
+          + framer_pdu(2, b"e" * 7, 0, False, True))
+
+
 if __name__ == "__main__":
     bhs_seeds()
     text_seeds()
@@ -511,3 +534,4 @@ if __name__ == "__main__":
     config_seeds()
     initiator_engine_seeds()
     target_engine_seeds()
+    tcp_framer_seeds()

@@ -25,8 +25,6 @@ constexpr std::size_t max_batch_pdus = 64;
 // PDUs received back to back without a wait (fill() reads without blocking) before receive()
 // yields the thread once: the bound of one burst, and so of how long the send pass is held.
 constexpr unsigned max_burst_pdus = 64;
-// Scratch (text, login, sense, dropped segments) grows by at most this much ahead of arriving bytes.
-constexpr std::size_t max_scratch_step = 64 * 1024;
 
 std::error_code map_error(const boost::system::error_code& ec) {
   if (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
@@ -260,88 +258,52 @@ void TcpDatamover::end_burst() {
   pass_->release_later(executor_);
 }
 
-Awaitable<std::size_t> TcpDatamover::fill(std::span<const asio::mutable_buffer> parts, std::size_t minimum,
-                                          boost::system::error_code& ec) {
-  ec.clear();
-  std::size_t got = 0;
-  std::array<asio::mutable_buffer, 4> rest{};
+namespace {
+/// The framer's spans as Asio buffers (at most three).
+struct ReadBuffers {
+  explicit ReadBuffers(const TcpFramer& framer) {
+    for (const auto& span : framer.want()) parts[count++] = asio::buffer(span.data(), span.size());
+  }
+  [[nodiscard]] std::span<const asio::mutable_buffer> view() const noexcept { return std::span(parts.data(), count); }
+  std::array<asio::mutable_buffer, 3> parts{};
+  std::size_t count = 0;
+};
+}  // namespace
+
+std::optional<Result<PduIn>> TcpDatamover::poll(DataPlacement* placement) {
   while (true) {
-    std::size_t count = 0;
-    std::size_t skip = got;
-    for (const auto& part : parts) {
-      if (skip >= part.size()) {
-        skip -= part.size();
-        continue;
-      }
-      rest[count++] = asio::buffer(static_cast<std::byte*>(part.data()) + skip, part.size() - skip);
-      skip = 0;
+    if (auto pdu = framer_.next(placement)) return pdu;
+    // The last read filled all it asked for: more is probably there. Read it on this thread.
+    if (socket_dry_) return std::nullopt;
+    const ReadBuffers buffers(framer_);
+    const std::size_t asked = framer_.want_bytes();
+    boost::system::error_code ec;
+    const std::size_t n = socket_.read_some(buffers.view(), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      socket_dry_ = true;
+      return std::nullopt;
     }
-    const std::span<const asio::mutable_buffer> view(rest.data(), count);
-    const std::size_t asked = asio::buffer_size(view);
-    std::size_t n = 0;
-    if (!socket_dry_) {
-      // The last read filled all it asked for: more is probably there. Read it on this thread.
-      n = socket_.read_some(view, ec);
-      if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
-        end_burst();  // the receive fails: nothing of this connection holds the pass any more
-        co_return got;
-      }
+    if (ec) {
+      end_burst();  // the receive fails: nothing of this connection holds the pass any more
+      return fail(map_error(ec));
     }
-    if (socket_dry_ || ec) {
-      // The socket had nothing, or the last read came back short (it emptied the socket): the
-      // burst ends here. Asio's read tries once more and then waits for the socket (no
-      // epoll_ctl, unlike async_wait).
-      end_burst();
-      n = co_await socket_.async_read_some(view, use_awaitable_ec(ec));
-      if (ec) co_return got;
-    } else {
-      continue_burst();
-    }
+    framer_.consumed(n);
     socket_dry_ = n < asked;
-    got += n;
-    if (got >= minimum) co_return got;
   }
 }
 
-std::size_t TcpDatamover::take(std::span<std::byte> out) noexcept {
-  const std::size_t n = std::min(out.size(), staged_end_ - staged_begin_);
-  if (n == 0) return 0;
-  std::memcpy(out.data(), staged_.data() + staged_begin_, n);
-  staged_begin_ += n;
-  if (staged_begin_ == staged_end_) staged_begin_ = staged_end_ = 0;
-  return n;
-}
-
-Awaitable<void> TcpDatamover::read_exact(std::span<std::byte> out, boost::system::error_code& ec) {
-  ec.clear();
-  const std::size_t n = take(out);
-  if (n == out.size()) co_return;
-  const std::array<asio::mutable_buffer, 1> rest{asio::buffer(out.data() + n, out.size() - n)};
-  co_await fill(rest, out.size() - n, ec);
-}
-
-Awaitable<void> TcpDatamover::read_segment(std::span<std::byte> dest, std::size_t filled, std::span<std::byte> trailer,
-                                           boost::system::error_code& ec) {
-  ec.clear();
-  filled += take(dest.subspan(filled));
-  const std::size_t trailer_have = filled == dest.size() ? take(trailer) : 0;
-  const std::size_t needed = (dest.size() - filled) + (trailer.size() - trailer_have);
-  if (needed == 0) co_return;  // all of it had come with an earlier read
-  // The staging area is empty now: with the rest of the segment, read up to one BHS of the next
-  // PDU (never more: what follows it may be payload).
-  std::array<asio::mutable_buffer, 3> parts{asio::buffer(dest.data() + filled, dest.size() - filled),
-                                            asio::buffer(trailer.data() + trailer_have, trailer.size() - trailer_have),
-                                            asio::buffer(staged_.data(), iscsi::bhs_size)};
-  const std::size_t got = co_await fill(parts, needed, ec);
-  if (ec) co_return;
-  staged_begin_ = 0;
-  staged_end_ = got - needed;
+std::optional<Result<PduIn>> TcpDatamover::try_receive(DataPlacement* placement) {
+  // A burst's bound: receive() ends it and yields the thread once (see receive()).
+  if (receives_since_wait_ >= max_burst_pdus) return std::nullopt;
+  auto pdu = poll(placement);
+  if (pdu) {
+    ++receives_since_wait_;
+    if (*pdu) continue_burst();
+  }
+  return pdu;
 }
 
 Awaitable<Result<PduIn>> TcpDatamover::receive(DataPlacement* placement) {
-  PduIn in;
-  boost::system::error_code ec;
-  if (framing_lost_) co_return fail(errc::protocol_error);
   if (++receives_since_wait_ > max_burst_pdus) {
     // A peer whose PDUs never stop coming must not keep this thread (other connections) or the
     // send pass: end the burst and let the handlers queued meanwhile run.
@@ -349,99 +311,23 @@ Awaitable<Result<PduIn>> TcpDatamover::receive(DataPlacement* placement) {
     co_await asio::post(executor_, asio::use_awaitable);
     ++receives_since_wait_;
   }
-  // The previous PDU's data (valid until now) may have grown scratch up to MaxRecvDataSegmentLength:
-  // an idle connection keeps at most one step of it.
-  if (scratch_.size() > max_scratch_step) std::vector<std::byte>().swap(scratch_);
-  if (staged_end_ - staged_begin_ < iscsi::bhs_size) {
-    const std::size_t have = staged_end_ - staged_begin_;
-    std::memmove(staged_.data(), staged_.data() + staged_begin_, have);
-    staged_begin_ = 0;
-    staged_end_ = have;
-    // Only the rest of this BHS: what follows a BHS may be AHS or payload, which would then be
-    // copied out of the staging area (see staged_).
-    const std::array<asio::mutable_buffer, 1> room{asio::buffer(staged_.data() + have, iscsi::bhs_size - have)};
-    const std::size_t got = co_await fill(room, iscsi::bhs_size - have, ec);
-    if (ec) co_return fail(map_error(ec));
-    staged_end_ = have + got;
-  } else {
-    continue_burst();  // the whole BHS came with an earlier read
-  }
-  take(in.bhs);
-  const std::size_t ahs_bytes = std::size_t{iscsi::total_ahs_length_words(in.bhs)} * 4;
-  if (ahs_bytes != 0) {
-    in.ahs.resize(ahs_bytes);
-    co_await read_exact(in.ahs, ec);
-    if (ec) co_return fail(map_error(ec));
-  }
-  std::array<std::byte, 4> digest{};
-  if (header_digest_) {
-    co_await read_exact(digest, ec);
-    if (ec) co_return fail(map_error(ec));
-    auto crc = crc32c_final(crc32c_update(crc32c_update(crc32c_init, in.bhs), in.ahs));
-    // RFC 7143 §7.8: a header digest error means the PDU boundaries can't be trusted.
-    if (crc != load_digest(digest.data())) co_return fail(errc::header_digest_error);
-  }
-  const std::uint32_t length = iscsi::data_segment_length_bytes(in.bhs);
-  if (length == 0) co_return in;
-  const std::uint32_t pad = iscsi::padding_for(length);
-  const std::size_t trailer = pad + (data_digest_ ? 4u : 0u);
-  if (length > max_recv_) {
-    if (!drain_oversize_) {
-      // Refused before a byte of it is read (login phase: the caller answers and closes). The
-      // stream is out of step from here on, so every later receive fails.
-      framing_lost_ = true;
-      in.pdu_error = make_error_code(errc::pdu_too_large);
-      co_return in;
+  while (true) {
+    if (auto pdu = poll(placement)) {
+      if (*pdu) continue_burst();  // its bytes were here without a wait
+      co_return std::move(*pdu);
     }
-    // Longer than we declared: read and drop it through a bounded buffer so framing survives,
-    // and let the caller Reject. The announced length commits no memory.
-    std::size_t left = length + trailer;
-    const std::size_t staged_part = std::min(left, staged_end_ - staged_begin_);
-    staged_begin_ += staged_part;
-    if (staged_begin_ == staged_end_) staged_begin_ = staged_end_ = 0;
-    left -= staged_part;
-    scratch_.resize(std::max(scratch_.size(), std::min<std::size_t>(left, max_scratch_step)));
-    while (left > 0) {
-      const std::size_t chunk = std::min(left, scratch_.size());
-      const std::array<asio::mutable_buffer, 1> drop{asio::buffer(scratch_.data(), chunk)};
-      co_await fill(drop, chunk, ec);
-      if (ec) co_return fail(map_error(ec));
-      left -= chunk;
-    }
-    in.pdu_error = make_error_code(errc::pdu_too_large);
-    co_return in;
+    // The socket had nothing, or the last read came back short (it emptied the socket): the
+    // burst ends here. Asio's read tries once more and then waits for the socket (no
+    // epoll_ctl, unlike async_wait).
+    end_burst();
+    const ReadBuffers buffers(framer_);
+    const std::size_t asked = framer_.want_bytes();
+    boost::system::error_code ec;
+    const std::size_t n = co_await socket_.async_read_some(buffers.view(), use_awaitable_ec(ec));
+    if (ec) co_return fail(map_error(ec));
+    framer_.consumed(n);
+    socket_dry_ = n < asked;
   }
-  std::array<std::byte, 8> tail{};
-  const std::span<std::byte> trailer_bytes = std::span(tail).first(trailer);
-  std::span<std::byte> dest = placement != nullptr ? placement->place(in.bhs, length) : std::span<std::byte>{};
-  if (dest.size() == length) {
-    // Payload (placed): it lands in place (the staging area never holds bytes past a BHS).
-    co_await read_segment(dest, 0, trailer_bytes, ec);
-  } else {
-    // Scratch grows with the bytes that arrive, never ahead of them by more than one step: a
-    // header announcing a long segment commits at most max_scratch_step before its data comes.
-    std::size_t filled = std::min<std::size_t>(length, staged_end_ - staged_begin_);
-    if (scratch_.size() < filled) scratch_.resize(filled);
-    take(std::span(scratch_).first(filled));
-    while (length - filled > max_scratch_step) {
-      const std::size_t want = std::min<std::size_t>(length, filled + max_scratch_step);
-      if (scratch_.size() < want) scratch_.resize(want);
-      const std::array<asio::mutable_buffer, 1> step{asio::buffer(scratch_.data() + filled, want - filled)};
-      co_await fill(step, want - filled, ec);
-      if (ec) co_return fail(map_error(ec));
-      filled = want;
-    }
-    if (scratch_.size() < length) scratch_.resize(length);
-    dest = std::span(scratch_).first(length);
-    co_await read_segment(dest, filled, trailer_bytes, ec);
-  }
-  if (ec) co_return fail(map_error(ec));
-  in.data = dest;
-  if (data_digest_) {
-    auto crc = crc32c_final(crc32c_update(crc32c_update(crc32c_init, dest), std::span(tail).first(pad)));
-    if (crc != load_digest(tail.data() + pad)) in.pdu_error = make_error_code(errc::data_digest_error);
-  }
-  co_return in;
 }
 
 }  // namespace iserkit::datamover

@@ -424,9 +424,14 @@ TEST(TcpDatamover, LookaheadKeepsFramingAndPlacementUnderAnySegmentation) {
     IntoBuffer placement;
     placement.target = landing;
     int received = 0;
+    int polled_pdus = 0;
     asio::co_spawn(io, [&]() -> Awaitable<void> {
       for (int i = 0; i < n; ++i) {
-        auto in = co_await server.receive(&placement);
+        // Every other PDU through try_receive() first (the receive loops' way): the same framing.
+        auto polled = i % 2 == 1 ? server.try_receive(&placement) : std::nullopt;
+        if (polled) ++polled_pdus;
+        if (!polled) polled.emplace(co_await server.receive(&placement));
+        auto& in = *polled;
         EXPECT_TRUE(in);
         if (!in) co_return;
         EXPECT_FALSE(in->pdu_error);
@@ -442,6 +447,10 @@ TEST(TcpDatamover, LookaheadKeepsFramingAndPlacementUnderAnySegmentation) {
     }, asio::detached);
     io.run_for(std::chrono::seconds(10));
     EXPECT_EQ(received, n) << "digests=" << digests << " at_once=" << at_once;
+    // All of it was there before the receiver started: try_receive() found every one it was asked for.
+    if (at_once) {
+      EXPECT_EQ(polled_pdus, n / 2);
+    }
     EXPECT_EQ(at, wire.size());
     // Zero copy: no payload byte went through the lookahead.
     EXPECT_EQ(copied_payload_bytes() - copied_before, 0u);

@@ -262,6 +262,14 @@ class Datamover {
   /// Errors (connection-fatal): errc::connection_closed, errc::header_digest_error, socket errors.
   /// Recoverable problems with one PDU come back in PduIn::pdu_error instead.
   virtual Awaitable<Result<PduIn>> receive(DataPlacement* placement) = 0;
+  /// receive() without suspending: the next PDU when its bytes are already here or can be read
+  /// without waiting, else nullopt (then call receive(), which waits). Same results and errors
+  /// as receive(); a receive loop calls this first so a burst of PDUs costs no coroutine frame or
+  /// posted completion each. Default: nullopt (the transport always goes through receive()).
+  virtual std::optional<Result<PduIn>> try_receive(DataPlacement* placement) {
+    (void)placement;
+    return std::nullopt;
+  }
 
   /// Turns CRC32C header/data digests on or off (after login, RFC 7143 §13.1).
   virtual void set_digests(bool header, bool data) noexcept = 0;
