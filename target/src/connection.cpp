@@ -395,8 +395,10 @@ void Connection::pump() {
   auto actions = engine_->take_actions();
   for (auto& action : actions) {
     if (auto* ex = std::get_if<ExecuteTask>(&action)) {
-      ++backend_running_;
-      asio::co_spawn(datamover_->executor(), execute(ex->itt), asio::detached);
+      if (!execute_fast(ex->itt)) {
+        ++backend_running_;
+        asio::co_spawn(datamover_->executor(), execute(ex->itt), asio::detached);
+      }
     } else if (auto* get = std::get_if<GetWriteData>(&action)) {
       ++backend_running_;
       asio::co_spawn(datamover_->executor(), get_write_data(*get), asio::detached);
@@ -417,6 +419,13 @@ void Connection::pump() {
   }
   engine_->recycle_actions(std::move(actions));
   if (queued) ordered_ready_.set();
+  // Commands the backend finished at once (a RAM file system): answered now that the loop above
+  // is done with the engine's actions.
+  while (!fast_done_now_.empty()) {
+    FastCommand* done = fast_done_now_.back();
+    fast_done_now_.pop_back();
+    finish_fast(*done, done->outcome);
+  }
 }
 
 void Connection::flush_pass() { ordered_ready_.set(); }
@@ -483,29 +492,80 @@ Awaitable<void> Connection::execute(iscsi::Itt itt) {
   auto self = shared_from_this();
   // The engine keeps the task (CDB, plan, buffer) until on_task_executed(), aborted or not.
   const EngineTask* task = engine_->task(itt);
-  ScsiOutcome outcome = ScsiOutcome::good();
-  if (task != nullptr) {
-    const auto cdb = task->cdb();
-    const auto kind = static_cast<std::size_t>(op_kind(cdb.empty() ? 0 : static_cast<std::uint8_t>(cdb[0])));
-    const std::uint32_t out_bytes = task->plan.direction == DataDirection::to_target ? task->plan.transfer_length_bytes : 0;
-    const auto start = std::chrono::steady_clock::now();
-    // What arrived, per transport (iserkit-target prints the largest at exit: the lab's proof that
-    // commands above 512 KiB came over iSER).
-    note_command_bytes(datamover_->transport() == datamover::Transport::iser ? CommandTransport::iser
-                                                                              : CommandTransport::tcp,
-                       task->plan.transfer_length_bytes);
-    outcome = co_await session_.target->dispatcher->execute(nexus_, task->command.lun, cdb, task->plan,
-                                                            engine_->task_data(itt));
-    // Counted here, not per PDU: relaxed atomics, no lock (target_stats.hpp).
-    auto& stats = registry_->stats();
-    stats.latency[kind].observe(std::chrono::steady_clock::now() - start);
-    stats.commands[kind].fetch_add(1, std::memory_order_relaxed);
-    stats_->commands[kind].fetch_add(1, std::memory_order_relaxed);
-    if (outcome.status == scsi::Status::good) {
-      const std::uint64_t moved = outcome.data_length_bytes + out_bytes;
-      stats.bytes[kind].fetch_add(moved, std::memory_order_relaxed);
-      stats_->bytes[kind].fetch_add(moved, std::memory_order_relaxed);
-    }
+  if (task == nullptr) {
+    engine_->on_task_executed(itt, ScsiOutcome::good());
+    pump();
+    backend_done();
+    co_return;
+  }
+  const auto cdb = task->cdb();
+  const auto kind = static_cast<std::size_t>(op_kind(cdb.empty() ? 0 : static_cast<std::uint8_t>(cdb[0])));
+  const std::uint32_t out_bytes = task->plan.direction == DataDirection::to_target ? task->plan.transfer_length_bytes : 0;
+  const auto start = std::chrono::steady_clock::now();
+  // What arrived, per transport (iserkit-target prints the largest at exit: the lab's proof that
+  // commands above 512 KiB came over iSER).
+  note_command_bytes(datamover_->transport() == datamover::Transport::iser ? CommandTransport::iser : CommandTransport::tcp,
+                     task->plan.transfer_length_bytes);
+  const ScsiOutcome outcome = co_await session_.target->dispatcher->execute(nexus_, task->command.lun, cdb, task->plan,
+                                                                           engine_->task_data(itt));
+  executed(itt, kind, out_bytes, start, outcome);
+}
+
+bool Connection::execute_fast(iscsi::Itt itt) {
+  const EngineTask* task = engine_->task(itt);
+  if (task == nullptr) return false;
+  if (fast_free_.empty()) {
+    fast_commands_.push_back(std::make_unique<FastCommand>());  // only while the commands in flight grow
+    fast_free_.push_back(fast_commands_.back().get());
+  }
+  FastCommand& f = *fast_free_.back();
+  f.executor = datamover_->executor();
+  const auto started = session_.target->dispatcher->start_media_io(task->command.lun, task->plan,
+                                                                   engine_->task_data(itt), f);
+  if (started == MediaIoStart::unsupported) return false;
+  fast_free_.pop_back();
+  const auto cdb = task->cdb();
+  f.itt = itt;
+  f.kind = static_cast<std::size_t>(op_kind(static_cast<std::uint8_t>(cdb[0])));
+  f.out_bytes = task->plan.direction == DataDirection::to_target ? task->plan.transfer_length_bytes : 0;
+  f.start = std::chrono::steady_clock::now();
+  note_command_bytes(datamover_->transport() == datamover::Transport::iser ? CommandTransport::iser : CommandTransport::tcp,
+                     task->plan.transfer_length_bytes);
+  ++backend_running_;
+  if (started == MediaIoStart::completed) {
+    fast_done_now_.push_back(&f);
+  } else {
+    f.owner = shared_from_this();
+  }
+  return true;
+}
+
+void Connection::FastCommand::complete(ScsiOutcome result) noexcept {
+  // Hold the connection through finish_fast(): it may drop the last other reference.
+  const std::shared_ptr<Connection> self = std::move(owner);
+  self->finish_fast(*this, result);
+}
+
+void Connection::finish_fast(FastCommand& command, const ScsiOutcome& outcome) noexcept {
+  const iscsi::Itt itt = command.itt;
+  const std::size_t kind = command.kind;
+  const std::uint32_t out_bytes = command.out_bytes;
+  const auto start = command.start;
+  fast_free_.push_back(&command);
+  executed(itt, kind, out_bytes, start, outcome);
+}
+
+void Connection::executed(iscsi::Itt itt, std::size_t kind, std::uint32_t out_bytes,
+                          std::chrono::steady_clock::time_point start, const ScsiOutcome& outcome) {
+  // Counted here, not per PDU: relaxed atomics, no lock (target_stats.hpp).
+  auto& stats = registry_->stats();
+  stats.latency[kind].observe(std::chrono::steady_clock::now() - start);
+  stats.commands[kind].fetch_add(1, std::memory_order_relaxed);
+  stats_->commands[kind].fetch_add(1, std::memory_order_relaxed);
+  if (outcome.status == scsi::Status::good) {
+    const std::uint64_t moved = outcome.data_length_bytes + out_bytes;
+    stats.bytes[kind].fetch_add(moved, std::memory_order_relaxed);
+    stats_->bytes[kind].fetch_add(moved, std::memory_order_relaxed);
   }
   engine_->on_task_executed(itt, outcome);
   pump();

@@ -14,6 +14,7 @@
 // connections' threads and are posted back.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -122,6 +123,23 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   Awaitable<void> writer();
   Awaitable<void> execute(iscsi::Itt itt);
   Awaitable<void> get_write_data(GetWriteData get);
+  /// A task on the fast path (ScsiDispatcher::start_media_io(): no coroutine). Pooled per connection.
+  struct FastCommand final : MediaIo {
+    std::shared_ptr<Connection> owner;  // keeps the connection alive while the backend works
+    iscsi::Itt itt{0};
+    std::size_t kind = 0;               // op_kind
+    std::uint32_t out_bytes = 0;        // Data-Out bytes of a write
+    std::chrono::steady_clock::time_point start;
+    void complete(ScsiOutcome outcome) noexcept override;
+  };
+  /// Starts task `itt` on the fast path; false when it does not apply (nothing was done: run
+  /// execute()). True: backend_running_ counts it until finish_fast().
+  bool execute_fast(iscsi::Itt itt);
+  /// The fast path's end: as execute() after the dispatcher answered.
+  void finish_fast(FastCommand& command, const ScsiOutcome& outcome) noexcept;
+  /// A task's outcome: the counters, the engine, the actions it produced.
+  void executed(iscsi::Itt itt, std::size_t kind, std::uint32_t out_bytes,
+                std::chrono::steady_clock::time_point start, const ScsiOutcome& outcome);
   /// Takes the engine's actions: starts backend work at once, queues the ordered ones for writer().
   void pump();
 
@@ -158,7 +176,10 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   Event ordered_room_;                // ordered_ drained below the receive loop's bound
   bool writer_stop_ = false;
   Event writer_done_;
-  std::uint32_t backend_running_ = 0;  // execute() / get_write_data() coroutines
+  std::uint32_t backend_running_ = 0;  // execute() / get_write_data() coroutines, fast commands
+  std::vector<std::unique_ptr<FastCommand>> fast_commands_;  // every one made (at most the commands in flight)
+  std::vector<FastCommand*> fast_free_;                      // of those, the idle ones
+  std::vector<FastCommand*> fast_done_now_;                  // finished inside pump(): answered after its loop
   Event backend_idle_;
   bool closed_ = false;
   NexusId nexus_;           // this session's I_T nexus at the device server (normal sessions)

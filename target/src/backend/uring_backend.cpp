@@ -27,6 +27,7 @@
 #include <array>
 #include <cassert>
 #include <cerrno>
+#include <new>
 
 #include "backend/uring_ring.hpp"
 #include "iserkit/target/backends.hpp"
@@ -35,6 +36,8 @@ namespace iserkit::target {
 namespace {
 
 using detail::uring_run;
+using detail::UringOp;
+using detail::UringService;
 
 constexpr std::size_t direct_alignment = 4096;  // the fallback when the kernel does not say
 constexpr std::size_t max_op_bytes = 1u << 30;  // keep each SQE's length well inside 32 bits
@@ -103,6 +106,41 @@ class UringBackend final : public BlockBackend {
     // SBC-4 §4.15: FUA → the data is on stable media before completion: RWF_DSYNC per write.
     co_return co_await transfer(true, offset, const_cast<std::byte*>(data.data()), data.size(),
                                 fua == Fua::yes ? RWF_DSYNC : 0);
+  }
+
+  // The fast path (block_backend.hpp): the same transfer as read()/write(), driven by reap()'s
+  // callbacks instead of a coroutine; its state lives in the caller's BackendTransfer.
+  TransferStart start_transfer(BackendTransfer& t) override {
+    check_range(t.offset_bytes, t.length_bytes);
+    if (t.writing && caps_.read_only) {
+      t.result = fail(errno_code(EROFS));
+      return TransferStart::done;
+    }
+    const int rw_flags = t.writing && t.fua == Fua::yes ? RWF_DSYNC : 0;
+    if (inline_io_) {
+      t.result = transfer_inline(t.writing, t.offset_bytes, t.data, t.length_bytes, rw_flags);
+      return TransferStart::done;
+    }
+    auto service = UringService::of(t.executor);
+    if (!service) {
+      t.result = fail(service.error());
+      return TransferStart::done;
+    }
+    auto* op = new (t.backend_state.data()) TransferOp{};
+    op->on_complete = &TransferOp::completed;
+    op->transfer = &t;
+    op->service = *service;
+    op->backend = this;
+    op->p = t.data;
+    op->offset = t.offset_bytes;
+    op->left = t.length_bytes;
+    op->rw_flags = rw_flags;
+    if (!op->submit()) {
+      op->~TransferOp();
+      t.result = fail(errno_code(EBUSY));
+      return TransferStart::done;
+    }
+    return TransferStart::started;
   }
 
   Awaitable<Result<void>> flush() override {
@@ -206,6 +244,59 @@ class UringBackend final : public BlockBackend {
     }
     co_return Result<void>{};
   }
+
+  // One start_transfer() in flight: submits a piece (up to max_op_bytes), continues after short
+  // completions, and ends with BackendTransfer::transferred().
+  struct TransferOp : UringOp {
+    BackendTransfer* transfer = nullptr;
+    UringService* service = nullptr;
+    const UringBackend* backend = nullptr;
+    std::byte* p = nullptr;
+    std::uint64_t offset = 0;
+    std::size_t left = 0;
+    int rw_flags = 0;
+
+    /// Queues the next piece; false when the ring takes no SQE.
+    bool submit() noexcept {
+      const std::size_t n = std::min(left, max_op_bytes);
+      const auto& a = backend->alignment_;
+      const bool direct = backend->direct_fd_ >= 0 && offset % a.offset_align == 0 && n % a.offset_align == 0 &&
+                          reinterpret_cast<std::uintptr_t>(p) % a.memory_align == 0;
+      const int fd = direct ? backend->direct_fd_ : backend->buffered_fd_;
+      io_uring_sqe* sqe = service->get_sqe();
+      if (sqe == nullptr) return false;
+      if (transfer->writing) {
+        io_uring_prep_write(sqe, fd, p, static_cast<unsigned>(n), offset);
+      } else {
+        io_uring_prep_read(sqe, fd, p, static_cast<unsigned>(n), offset);
+      }
+      sqe->rw_flags = rw_flags;
+      service->queued(*this, sqe);
+      return true;
+    }
+    void finish(Result<void> result) noexcept {
+      BackendTransfer* t = transfer;
+      this->~TransferOp();  // the caller may reuse its BackendTransfer from transferred() on
+      t->transferred(std::move(result));
+    }
+    static void completed(UringOp& base) noexcept {
+      auto& op = static_cast<TransferOp&>(base);
+      const int res = op.res;
+      if (res == -EINTR || res == -EAGAIN) {
+        if (!op.submit()) op.finish(fail(errno_code(EBUSY)));
+        return;
+      }
+      if (res < 0) return op.finish(fail(errno_code(-res)));
+      if (res == 0) return op.finish(fail(errno_code(EIO)));  // end of file inside the LUN
+      op.p += res;
+      op.offset += static_cast<std::uint64_t>(res);
+      op.left -= static_cast<std::size_t>(res);
+      if (op.left == 0) return op.finish(Result<void>{});
+      if (!op.submit()) op.finish(fail(errno_code(EBUSY)));
+    }
+  };
+  static_assert(sizeof(TransferOp) <= sizeof(BackendTransfer::backend_state));
+  static_assert(alignof(TransferOp) <= alignof(std::max_align_t));
 
   // transfer() for a RAM file system (see the top of this file): synchronous, on this thread.
   Result<void> transfer_inline(bool writing, std::uint64_t offset, std::byte* p, std::size_t length,

@@ -68,6 +68,12 @@ Result<void> UringService::ensure(const asio::any_io_executor& executor) {
   return {};
 }
 
+Result<UringService*> UringService::of(const asio::any_io_executor& executor) {
+  auto& service = asio::use_service<UringService>(asio::query(executor, asio::execution::context));
+  if (auto r = service.ensure(executor); !r) return fail(r.error());
+  return &service;
+}
+
 io_uring_sqe* UringService::get_sqe() noexcept {
   io_uring_sqe* sqe = io_uring_get_sqe(&*ring_);
   if (sqe == nullptr) {
@@ -146,7 +152,11 @@ void UringService::reap() {
     --in_flight_;
     if (op != nullptr) {
       op->res = res;
-      op->done.complete();  // resumes the coroutine through its executor (never inline)
+      if (op->on_complete != nullptr) {
+        op->on_complete(*op);  // start_transfer()'s: here, on the loop's thread
+      } else {
+        op->done.complete();  // resumes the coroutine through its executor (never inline)
+      }
     }
   }
   if (pass != nullptr) pass->release_later(*executor_);

@@ -20,10 +20,13 @@
 
 namespace iserkit::target::detail {
 
-/// One in-flight io_uring operation: `res` is the CQE result (bytes or -errno).
+/// One in-flight io_uring operation: `res` is the CQE result (bytes or -errno). Without
+/// `on_complete` the CQE completes `done` (the waiting coroutine resumes, posted); with it, reap()
+/// calls on_complete(op) at once, on the loop's thread (no post: BlockBackend::start_transfer()).
 struct UringOp {
   Completion done;
   int res = 0;
+  void (*on_complete)(UringOp& op) noexcept = nullptr;
 };
 
 class UringService final : public asio::execution_context::service {
@@ -46,6 +49,9 @@ class UringService final : public asio::execution_context::service {
 
   /// Registers `op` (whose SQE was just prepared) and schedules the batched submit.
   void queued(UringOp& op, io_uring_sqe* sqe);
+
+  /// The ring of `executor`'s io_context, created on first use. Errors as for ensure().
+  static Result<UringService*> of(const asio::any_io_executor& executor);
 
   void shutdown() override;
 
@@ -70,14 +76,13 @@ class UringService final : public asio::execution_context::service {
 /// Returns: the CQE result (>= 0) or a negative errno.
 template <class Prep>
 Awaitable<int> uring_run(Prep prep) {
-  auto executor = co_await asio::this_coro::executor;
-  auto& service = asio::use_service<UringService>(asio::query(executor, asio::execution::context));
-  if (auto r = service.ensure(executor); !r) co_return -r.error().value();
-  io_uring_sqe* sqe = service.get_sqe();
+  auto service = UringService::of(co_await asio::this_coro::executor);
+  if (!service) co_return -service.error().value();
+  io_uring_sqe* sqe = (*service)->get_sqe();
   if (sqe == nullptr) co_return -EBUSY;
   UringOp op;
   prep(sqe);
-  service.queued(op, sqe);
+  (*service)->queued(op, sqe);
   co_await op.done.wait();
   co_return op.res;
 }

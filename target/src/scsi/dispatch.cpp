@@ -361,6 +361,63 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
   return p;
 }
 
+namespace {
+bool is_plain_read(Opcode op) noexcept {
+  return op == Opcode::read6 || op == Opcode::read10 || op == Opcode::read12 || op == Opcode::read16;
+}
+bool is_plain_write(Opcode op) noexcept {
+  return op == Opcode::write6 || op == Opcode::write10 || op == Opcode::write12 || op == Opcode::write16;
+}
+}  // namespace
+
+// The same steps as execute() → execute_read()/execute_write() for these opcodes: the checks of
+// execute()'s prelude, the range lock for a write (taken only if free), the backend transfer.
+MediaIoStart ScsiDispatcher::start_media_io(scsi::Lun lun, const CommandPlan& plan, ByteSpan data, MediaIo& io) const {
+  const bool reading = is_plain_read(plan.opcode);
+  if (plan.rejected() || plan.blocks == 0 || (!reading && !is_plain_write(plan.opcode))) return MediaIoStart::unsupported;
+  if (data.size() < plan.transfer_length_bytes) return MediaIoStart::unsupported;
+  detail::UnitState* unit_state = state_->unit(lun);
+  if (unit_state == nullptr || plan.unit != unit_state->unit.get()) return MediaIoStart::unsupported;
+  const LogicalUnit& unit = *plan.unit;
+  io.range_lock_ = nullptr;
+  if (!reading) {
+    // SBC-4 §5.3: a COMPARE AND WRITE holding an overlapping range makes this write wait: that is
+    // execute()'s (it polls); here only a free range is taken.
+    if (!unit_state->ranges.try_lock(plan.lba, plan.blocks)) return MediaIoStart::unsupported;
+    io.range_lock_ = &unit_state->ranges;
+    io.lba_ = plan.lba;
+    io.blocks_ = plan.blocks;
+  }
+  // As in execute(): checked with the range held, so a sanitize operation starting now waits for
+  // this write (SBC-4 §4.11); one already under way answers through execute().
+  if (unit_state->sanitize->refuses(plan.opcode)) {
+    if (io.range_lock_ != nullptr) io.range_lock_->unlock(io.lba_, io.blocks_);
+    io.range_lock_ = nullptr;
+    return MediaIoStart::unsupported;
+  }
+  io.writing = !reading;
+  io.offset_bytes = plan.lba * unit.block_size_bytes();
+  io.data = data.data();
+  io.length_bytes = plan.transfer_length_bytes;
+  io.fua = plan.fua ? Fua::yes : Fua::no;  // SBC-4 §5.41
+  const TransferStart started = unit.backend().start_transfer(io);
+  if (started == TransferStart::started) return MediaIoStart::started;
+  if (io.range_lock_ != nullptr) io.range_lock_->unlock(io.lba_, io.blocks_);
+  if (started == TransferStart::unsupported) return MediaIoStart::unsupported;
+  io.outcome = io.result ? ScsiOutcome::good(reading ? static_cast<std::uint32_t>(io.length_bytes) : 0)
+                         : detail::outcome_of(io.result, !reading);
+  return MediaIoStart::completed;
+}
+
+void MediaIo::transferred(Result<void> result) noexcept {
+  if (range_lock_ != nullptr) {
+    range_lock_->unlock(lba_, blocks_);
+    range_lock_ = nullptr;
+  }
+  complete(result ? ScsiOutcome::good(writing ? 0 : static_cast<std::uint32_t>(length_bytes))
+                  : detail::outcome_of(result, writing));
+}
+
 Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb, const CommandPlan& plan,
                                                ByteSpan data) const {
   if (plan.rejected()) co_return plan.early_outcome();  // misuse: report the planned answer

@@ -6,6 +6,8 @@
 // UringBackend (uring_backend.hpp).
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -54,6 +56,40 @@ struct CompareAndWriteResult {
   /// counted from the start of the compared range, of the first byte that differed; nothing was
   /// written.
   std::optional<std::uint64_t> mismatch_offset_bytes;
+};
+
+/// A read or write started with BlockBackend::start_transfer(), without a coroutine (the data
+/// path's fast path: no frame, no posted completion per command). The caller fills the request
+/// fields and keeps the object alive until transferred() ran (or start_transfer() said it was done
+/// or unsupported).
+class BackendTransfer {
+ public:
+  bool writing = false;             ///< write `data` (else read into it)
+  std::uint64_t offset_bytes = 0;   ///< on the medium; preconditions as for read()/write()
+  std::byte* data = nullptr;        ///< `length_bytes` bytes, valid until the transfer ended
+  std::size_t length_bytes = 0;
+  Fua fua = Fua::no;                ///< writes: durable before completion (as write())
+  /// The io_context (one thread) that started it: the backend completes it there.
+  asio::any_io_executor executor;
+  /// With TransferStart::done: the result (errors as for read()/write()).
+  Result<void> result;
+  /// Storage the backend uses while the transfer runs (its operation state), so starting one
+  /// allocates nothing.
+  alignas(std::max_align_t) std::array<std::byte, 128> backend_state{};
+
+  /// Called exactly once after TransferStart::started, on `executor`'s thread from its event loop
+  /// (never from inside start_transfer()), when every byte moved or the transfer failed.
+  virtual void transferred(Result<void> result) noexcept = 0;
+
+ protected:
+  ~BackendTransfer() = default;
+};
+
+/// What BlockBackend::start_transfer() did.
+enum class TransferStart {
+  unsupported,  ///< nothing: this backend (or this request) has no such path; use read()/write()
+  started,      ///< under way: transferred() follows
+  done,         ///< finished at once (a RAM file system): BackendTransfer::result holds the result
 };
 
 /// Asynchronous block storage addressed in bytes.
@@ -128,6 +164,13 @@ class BlockBackend {
                                              Fua fua) {
     (void)offset_bytes, (void)length_bytes, (void)pattern, (void)fua;
     co_return fail(std::make_error_code(std::errc::operation_not_supported));
+  }
+
+  /// Starts `transfer` (a read or write as read()/write() do) without a coroutine frame. Default:
+  /// TransferStart::unsupported. Call on `transfer.executor`'s thread.
+  virtual TransferStart start_transfer(BackendTransfer& transfer) {
+    (void)transfer;
+    return TransferStart::unsupported;
   }
 
   /// The medium's current size in bytes (a multiple of the block size). Backends whose medium can

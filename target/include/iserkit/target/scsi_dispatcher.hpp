@@ -37,6 +37,7 @@
 #include "iserkit/scsi/lun.hpp"
 #include "iserkit/scsi/opcodes.hpp"
 #include "iserkit/scsi/sense.hpp"
+#include "iserkit/target/block_backend.hpp"
 #include "iserkit/target/logical_unit.hpp"
 
 namespace iserkit::target {
@@ -202,6 +203,39 @@ std::optional<scsi::SenseData> check_data_out_length(const CommandPlan& plan, st
 /// Returns: true if the plan was shortened (or needed no change), false if the command must fail.
 bool shorten_transfer(CommandPlan& plan, std::uint32_t edtl_bytes) noexcept;
 
+namespace detail {
+class RangeLock;  // scsi/device_state.hpp
+}
+
+/// A plain READ or WRITE that ScsiDispatcher::start_media_io() started on the fast path: the
+/// caller's object, alive until complete() ran. The dispatcher fills the BackendTransfer part.
+class MediaIo : public BackendTransfer {
+ public:
+  /// With MediaIoStart::completed: the command's outcome (complete() is not called then).
+  ScsiOutcome outcome;
+  /// Called once after MediaIoStart::started, on the starting io_context's thread from its event
+  /// loop (never from inside start_media_io()), with the outcome (backend errors mapped as by
+  /// execute()).
+  virtual void complete(ScsiOutcome outcome) noexcept = 0;
+
+ protected:
+  ~MediaIo() = default;
+
+ private:
+  friend class ScsiDispatcher;
+  void transferred(Result<void> result) noexcept final;
+  detail::RangeLock* range_lock_ = nullptr;  // writes: the LU's range lock, held until the transfer ended
+  std::uint64_t lba_ = 0;
+  std::uint64_t blocks_ = 0;
+};
+
+/// What ScsiDispatcher::start_media_io() did.
+enum class MediaIoStart {
+  unsupported,  ///< nothing: run execute() for this command
+  started,      ///< under way: MediaIo::complete() follows
+  completed,    ///< done at once: MediaIo::outcome holds the outcome
+};
+
 /// The device server of one target node: its LUN map, per-LU state and the command handlers.
 ///
 /// Thread-safety: plan(), execute(), open_nexus(), close_nexus(), task_management() and
@@ -289,6 +323,14 @@ class ScsiDispatcher {
   Awaitable<ScsiOutcome> execute(scsi::Lun lun, ConstByteSpan cdb, const CommandPlan& plan, ByteSpan data) const {
     return execute(NexusId{}, lun, cdb, plan, data);
   }
+
+  /// Phase 2 on the fast path, for the commands most of the traffic is: READ and WRITE (6, 10, 12,
+  /// 16) with blocks, on a backend with BlockBackend::start_transfer(), when nothing makes them
+  /// wait (a write whose range a COMPARE AND WRITE holds, a sanitize) — without a coroutine frame
+  /// or a posted completion. Otherwise MediaIoStart::unsupported and nothing was done: co_await
+  /// execute() instead. Same outcomes as execute(). Parameters as for execute(); `io.executor`
+  /// must be set by the caller (the io_context that runs it).
+  MediaIoStart start_media_io(scsi::Lun lun, const CommandPlan& plan, ByteSpan data, MediaIo& io) const;
 
   /// Stops the device server's background operations (a sanitize operation, SBC-4 §4.11) at their
   /// next step: for target shutdown, so the io_contexts run out of work. A stopped sanitize leaves
