@@ -49,9 +49,32 @@ struct ExportInfo {
 /// operations from one or more connections may be in flight at once; an implementation must
 /// tolerate that (and may complete them in any order). An implementation that runs on another
 /// thread (the initiator's loop) must hop back to the caller's executor before completing.
+/// The end of a READ or WRITE started with Export::start_read()/start_write().
+class ExportIo {
+ public:
+  /// Called once with what read()/write() would have returned, on the export's (= the loop's)
+  /// thread from its event processing, never from inside the start call.
+  virtual void io_done(std::error_code ec) noexcept = 0;
+
+ protected:
+  ~ExportIo() = default;
+};
+
 class Export {
  public:
   virtual ~Export() = default;
+
+  /// read()/write() without a coroutine frame or posted completion (the data path's fast path),
+  /// for a connection that runs on the export's own loop thread: false when the export has no such
+  /// path for this request (nothing done: co_await read()/write()). Same preconditions.
+  virtual bool start_read(std::uint64_t offset_bytes, ByteSpan dest, ExportIo& io) {
+    (void)offset_bytes, (void)dest, (void)io;
+    return false;
+  }
+  virtual bool start_write(std::uint64_t offset_bytes, ConstByteSpan src, bool fua, ExportIo& io) {
+    (void)offset_bytes, (void)src, (void)fua, (void)io;
+    return false;
+  }
 
   /// The export's size, block sizes, capabilities, name and description. Must not change while
   /// connections are open.

@@ -62,6 +62,66 @@ Awaitable<std::error_code> LunExport::write(std::uint64_t offset_bytes, ConstByt
   co_return as_errno(r);
 }
 
+bool LunExport::start_read(std::uint64_t offset_bytes, ByteSpan dest, ExportIo& io) {
+  if (!start_fast(offset_bytes, false, false, dest, {}, io)) return false;
+  read_bytes_ += dest.size();
+  return true;
+}
+
+bool LunExport::start_write(std::uint64_t offset_bytes, ConstByteSpan src, bool fua, ExportIo& io) {
+  return start_fast(offset_bytes, true, fua, {}, src, io);
+}
+
+bool LunExport::start_fast(std::uint64_t offset_bytes, bool write, bool fua, ByteSpan in, ConstByteSpan out,
+                           ExportIo& io) {
+  if (fast_free_.empty()) {
+    fast_all_.push_back(std::make_unique<FastOp>());  // only while the requests in flight grow
+    fast_free_.push_back(fast_all_.back().get());
+  }
+  FastOp& op = *fast_free_.back();
+  op.owner = this;
+  op.io = &io;
+  op.write = write;
+  op.fua = fua;
+  op.offset_bytes = offset_bytes;
+  op.in = in;
+  op.out = out;
+  const std::size_t bytes = write ? out.size() : in.size();
+  if (!lun_.start_transfer(lba(offset_bytes), static_cast<std::uint32_t>(bytes / block_size_), write, fua, in, out, op))
+    return false;
+  fast_free_.pop_back();
+  return true;
+}
+
+void LunExport::FastOp::command_done(Result<scsi::ScsiResult> result) noexcept { owner->fast_done(*this, std::move(result)); }
+
+void LunExport::fast_done(FastOp& op, Result<scsi::ScsiResult> result) noexcept {
+  ExportIo* io = op.io;
+  const bool write = op.write;
+  const bool fua = op.fua;
+  const std::uint64_t offset = op.offset_bytes;
+  const ByteSpan in = op.in;
+  const ConstByteSpan out = op.out;
+  fast_free_.push_back(&op);
+  if (!initiator::LunHandle::wants_retry(result)) {
+    const std::size_t bytes = write ? out.size() : in.size();
+    io->io_done(as_errno(initiator::LunHandle::finish_transfer(result, write, lba(offset),
+                                                               static_cast<std::uint32_t>(bytes / block_size_))));
+    return;
+  }
+  // UNIT ATTENTION, BUSY, TASK SET FULL: the whole request again through read()/write(), which
+  // retry as RetryPolicy says; posted, since this runs inside the session's event processing.
+  if (!write) read_bytes_ -= in.size();  // read() counts it again
+  asio::post(lun_.channel()->executor(), [this, io, write, fua, offset, in, out] {
+    asio::co_spawn(lun_.channel()->executor(),
+                   [this, io, write, fua, offset, in, out]() -> Awaitable<void> {
+                     const std::error_code ec = write ? co_await this->write(offset, out, fua) : co_await this->read(offset, in);
+                     io->io_done(ec);
+                   },
+                   asio::detached);
+  });
+}
+
 Awaitable<std::error_code> LunExport::flush() { co_return as_errno(co_await lun_.synchronize_cache()); }
 
 Awaitable<std::error_code> LunExport::trim(std::uint64_t offset_bytes, std::uint64_t length_bytes, bool fua) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "iserkit/initiator/lun.hpp"
 #include "nbd_bridge/export.hpp"
@@ -38,6 +39,11 @@ class LunExport final : public Export {
   Awaitable<std::error_code> read(std::uint64_t offset_bytes, ByteSpan dest) override;
   /// WRITE with FUA mapped to the FUA bit (SBC-4 §5.43).
   Awaitable<std::error_code> write(std::uint64_t offset_bytes, ConstByteSpan src, bool fua) override;
+  /// One READ/WRITE command through CommandChannel::start() when the request fits in one command
+  /// and the channel has the path (a Session; not Multipath). A result RetryPolicy would send
+  /// again (UNIT ATTENTION, BUSY, TASK SET FULL) is redone through read()/write() (posted).
+  bool start_read(std::uint64_t offset_bytes, ByteSpan dest, ExportIo& io) override;
+  bool start_write(std::uint64_t offset_bytes, ConstByteSpan src, bool fua, ExportIo& io) override;
   /// SYNCHRONIZE CACHE over the whole LUN (LBA 0, NUMBER OF LOGICAL BLOCKS 0: through the last
   /// LBA; SBC-4 SYNCHRONIZE CACHE (10)), so it also covers writes other sessions completed.
   Awaitable<std::error_code> flush() override;
@@ -58,6 +64,21 @@ class LunExport final : public Export {
   [[nodiscard]] std::uint64_t lba_status_commands() const noexcept { return lba_status_commands_; }
 
  private:
+  /// One start_read()/start_write() in flight; pooled (fast_free_), so none allocates once warm.
+  struct FastOp final : initiator::CommandCallback {
+    LunExport* owner = nullptr;
+    ExportIo* io = nullptr;
+    bool write = false;
+    bool fua = false;
+    std::uint64_t offset_bytes = 0;
+    ByteSpan in;
+    ConstByteSpan out;
+    void command_done(Result<scsi::ScsiResult> result) noexcept override;
+  };
+  bool start_fast(std::uint64_t offset_bytes, bool write, bool fua, ByteSpan in, ConstByteSpan out, ExportIo& io);
+  void fast_done(FastOp& op, Result<scsi::ScsiResult> result) noexcept;
+  std::vector<std::unique_ptr<FastOp>> fast_all_;
+  std::vector<FastOp*> fast_free_;
   std::uint64_t lba(std::uint64_t offset_bytes) const noexcept { return offset_bytes / block_size_; }
 
   initiator::LunHandle lun_;

@@ -242,6 +242,7 @@ Awaitable<void> Connection::receive_loop() {
     buffered_bytes_ += accounted;
     if (options_.buffered_total) options_.buffered_total->fetch_add(accounted, std::memory_order_relaxed);
     stats_.max_in_flight = std::max(stats_.max_in_flight, in_flight_);
+    if (start_fast(*request, payload, accounted)) continue;
     asio::co_spawn(executor, handle_request(*request, std::move(payload), accounted),
                    [self](std::exception_ptr e) {
                      // handle_request catches everything; this only guards against a bug.
@@ -315,6 +316,61 @@ Awaitable<void> Connection::handle_request(RequestHeader request, PooledBuffer p
     send_block_status(request, descriptors);
   } else {
     send_ok(request, accounted_bytes);
+  }
+}
+
+bool Connection::start_fast(const RequestHeader& request, PooledBuffer& payload, std::size_t accounted_bytes) {
+  const auto command = static_cast<Command>(request.type);
+  if (!options_.batch_sends || request.length_bytes == 0 || (command != Command::read && command != Command::write))
+    return false;
+  if (fast_free_.empty()) {
+    fast_all_.push_back(std::make_unique<FastRequest>());  // only while the requests in flight grow
+    fast_free_.push_back(fast_all_.back().get());
+  }
+  FastRequest& fast = *fast_free_.back();
+  bool started = false;
+  try {
+    if (command == Command::read) {
+      fast.data = pool().allocate(request.length_bytes);
+      started = export_->start_read(request.offset_bytes, fast.data.bytes().first(request.length_bytes), fast);
+      if (!started) fast.data.reset();
+    } else {
+      started = export_->start_write(request.offset_bytes, ConstByteSpan(payload.data(), payload.size()),
+                                     (request.flags & command_flag::fua) != 0, fast);
+      if (started) fast.payload = std::move(payload);
+    }
+  } catch (const std::bad_alloc&) {
+    return false;  // handle_request() answers it
+  }
+  if (!started) return false;
+  fast_free_.pop_back();
+  fast.request = request;
+  fast.accounted_bytes = accounted_bytes;
+  fast.owner = shared_from_this();
+  return true;
+}
+
+void Connection::FastRequest::io_done(std::error_code ec) noexcept {
+  // Hold the connection through finish_fast(): the reply may be its last use.
+  const std::shared_ptr<Connection> self = std::move(owner);
+  self->finish_fast(*this, ec);
+}
+
+void Connection::finish_fast(FastRequest& fast, std::error_code ec) noexcept {
+  const RequestHeader request = fast.request;
+  const std::size_t accounted = fast.accounted_bytes;
+  PooledBuffer data = std::move(fast.data);
+  fast.payload.reset();  // the write payload is no longer needed
+  fast_free_.push_back(&fast);
+  const auto command = static_cast<Command>(request.type);
+  if (ec) {
+    log::debug("nbd: {} failed: offset={} length={}: {}", name_of(command), request.offset_bytes, request.length_bytes,
+               ec.message());
+    send_error(request, to_nbd_error(ec, request.flags), ec.message(), accounted);
+  } else if (command == Command::read) {
+    send_read_data(request, std::move(data), accounted);
+  } else {
+    send_ok(request, accounted);
   }
 }
 

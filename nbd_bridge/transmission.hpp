@@ -114,6 +114,23 @@ class Connection : public std::enable_shared_from_this<Connection>, private Send
 
   Awaitable<void> receive_loop();
   Awaitable<void> handle_request(RequestHeader request, PooledBuffer payload, std::size_t accounted_bytes);
+  /// A READ/WRITE on the export's fast path (Export::start_read()/start_write(): no coroutine).
+  /// Pooled per connection (fast_free_).
+  struct FastRequest final : ExportIo {
+    std::shared_ptr<Connection> owner;  // keeps the connection alive while the export works
+    RequestHeader request;
+    PooledBuffer payload;  // a write's
+    PooledBuffer data;     // a read's
+    std::size_t accounted_bytes = 0;
+    void io_done(std::error_code ec) noexcept override;
+  };
+  /// Starts `request` on the fast path (batch_sends: the connection runs on the export's loop
+  /// thread); false when it does not apply (nothing done, `payload` untouched: handle_request()).
+  bool start_fast(const RequestHeader& request, PooledBuffer& payload, std::size_t accounted_bytes);
+  /// handle_request()'s end for a fast request: the reply.
+  void finish_fast(FastRequest& fast, std::error_code ec) noexcept;
+  std::vector<std::unique_ptr<FastRequest>> fast_all_;
+  std::vector<FastRequest*> fast_free_;
   Awaitable<void> write_loop();
   Awaitable<std::error_code> discard_payload(std::size_t bytes);
   Awaitable<void> wait_progress();

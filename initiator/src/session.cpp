@@ -85,11 +85,22 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
     std::uint64_t connection = 0;         // the datamover it was prepared on (connection_serial)
     std::vector<datamover::TaskData> retired;  // earlier ones a PDU of a lost connection still held
   };
+  struct Started;
   struct Waiter {
     Completion done;
     TaskOutcome outcome;
     Prepared* prepared = nullptr;  // SCSI commands
+    CommandCallback* callback = nullptr;  // start(): told instead of `done`
+    Started* started = nullptr;           // start(): the slot this waiter belongs to
   };
+  /// A command of start(): its waiter and buffers, pooled (no allocation per command once warm).
+  struct Started {
+    Waiter waiter;
+    Prepared prepared;
+    std::size_t data_in_bytes = 0;
+  };
+  std::vector<std::unique_ptr<Started>> started_all;  // every one made (at most the commands in flight)
+  std::vector<Started*> started_free;
   std::unordered_map<TaskId, Waiter*> waiters;
   std::deque<OutgoingPdu> outbox;                     // PDUs in the order they must leave
   Event outbox_ready;                                  // the sender has work (or the session ended)
@@ -193,8 +204,30 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
     Waiter* w = it->second;
     auto node = waiters.extract(it);
     if (spare_waiter_nodes.size() < max_spare_nodes) spare_waiter_nodes.push_back(std::move(node));
+    if (w->callback != nullptr) {
+      finish_started(*w->started, std::move(o));
+      return;
+    }
     w->outcome = std::move(o);
     w->done.complete();
+  }
+
+  /// A start() command ended: its result as execute() makes it, the slot back to the pool, then
+  /// the caller told.
+  void finish_started(Started& st, TaskOutcome o) {
+    CommandCallback* cb = st.waiter.callback;
+    Result<scsi::ScsiResult> result = fail(errc::session_closed);
+    if (o.error) {
+      result = fail(o.error);
+    } else {
+      const std::size_t residual = o.result.residual_overflow ? 0 : o.result.residual_bytes;
+      st.prepared.data.finish(st.data_in_bytes - std::min(st.data_in_bytes, residual));
+      result = std::move(o.result);
+    }
+    st.waiter.callback = nullptr;
+    st.prepared = Prepared{};
+    started_free.push_back(&st);
+    cb->command_done(std::move(result));
   }
 
   /// The engine recovers from a lost connection: close it, forget what was not sent on it, and
@@ -503,6 +536,56 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
     co_return o.result;
   }
 
+  // execute() without its frame: the same checks and submission, the waiter and buffers in a
+  // pooled Started, the caller's callback told by deliver().
+  Result<void> start(const CommandRequest& req, CommandCallback& done) {
+    if (!req.data_in.empty() && !req.data_out.empty()) return fail(errc::invalid_argument);
+    if (req.data_in.size() > 0xffffffffu || req.data_out.size() > 0xffffffffu) return fail(errc::invalid_argument);
+    if (!engine.accepting()) return fail(engine.error() ? engine.error() : make_error_code(errc::session_closed));
+    if (engine.failed()) return fail(errc::session_lost);
+    auto data = dm->prepare_task_data(req.data_in, req.data_out);
+    if (!data) return fail(data.error());
+    if (started_free.empty()) {
+      started_all.push_back(std::make_unique<Started>());
+      started_free.push_back(started_all.back().get());
+    }
+    Started& st = *started_free.back();
+    st.prepared = Prepared{.data_in = req.data_in,
+                           .data_out = req.data_out,
+                           .data = std::move(*data),
+                           .connection = connection_serial,
+                           .retired = {}};
+    st.data_in_bytes = req.data_in.size();
+    ScsiSubmission s{.lun = req.lun,
+                     .cdb = req.cdb,
+                     .data_in = st.prepared.data.data_in(),
+                     .data_out = st.prepared.data.data_out(),
+                     .attribute = req.attribute,
+                     .timeout = req.timeout,
+                     .task_data = &st.prepared.data};
+    auto id = engine.submit(s, Clock::now());
+    if (!id) {
+      st.prepared = Prepared{};
+      apply();
+      return fail(id.error());
+    }
+    started_free.pop_back();
+    st.waiter.prepared = &st.prepared;
+    st.waiter.callback = &done;
+    st.waiter.started = &st;
+    if (spare_waiter_nodes.empty()) {
+      waiters.emplace(*id, &st.waiter);
+    } else {
+      auto node = std::move(spare_waiter_nodes.back());
+      spare_waiter_nodes.pop_back();
+      node.key() = *id;
+      node.mapped() = &st.waiter;
+      waiters.insert(std::move(node));
+    }
+    apply();  // its PDUs go to the sender (at the send pass's end during a burst)
+    return {};
+  }
+
   Awaitable<Result<TaskManagementResult>> task_management(std::shared_ptr<Session> self, TaskManagementOptions o) {
     if (o.timeout.count() <= 0) o.timeout = options.login_timeout;
     auto id = engine.submit_task_management(o, Clock::now());
@@ -684,6 +767,9 @@ Awaitable<Result<std::vector<std::byte>>> SessionInternals::text_request(Session
   co_return std::move(out.text);
 }
 
+Result<void> Session::start(const CommandRequest& request, CommandCallback& done) {
+  return impl_->start(request, done);
+}
 Awaitable<Result<scsi::ScsiResult>> Session::execute(const CommandRequest& request) {
   return impl_->execute(shared_from_this(), request);
 }

@@ -122,15 +122,7 @@ namespace {
 Awaitable<Result<void>> transfer_chunk(std::shared_ptr<CommandChannel> session, CommandRequest req, bool write,
                                        std::uint64_t lba, std::uint32_t blocks) {
   auto r = co_await execute_with_retries(*session, req);
-  if (!r) co_return fail(r.error());
-  if (auto ok = check(*r); !ok) co_return fail(ok.error());
-  // SBC-4: GOOD status with fewer bytes than asked would leave stale data in the buffer.
-  if (r->residual_bytes != 0 && !r->residual_overflow) {
-    log::warn("{}: short transfer: lba={} blocks={} residual={}", write ? "write" : "read", lba, blocks,
-              r->residual_bytes);
-    co_return fail(errc::protocol_error);
-  }
-  co_return Result<void>{};
+  co_return LunHandle::finish_transfer(r, write, lba, blocks);
 }
 
 }  // namespace
@@ -184,6 +176,40 @@ Awaitable<Result<void>> LunHandle::transfer(std::uint64_t lba, std::uint32_t blo
   co_await join.done.wait();
   if (join.error) co_return fail(join.error);
   co_return Result<void>{};
+}
+
+Result<void> LunHandle::finish_transfer(const Result<scsi::ScsiResult>& r, bool write, std::uint64_t lba,
+                                        std::uint32_t blocks) {
+  if (!r) return fail(r.error());
+  if (auto ok = check(*r); !ok) return fail(ok.error());
+  // SBC-4: GOOD status with fewer bytes than asked would leave stale data in the buffer.
+  if (r->residual_bytes != 0 && !r->residual_overflow) {
+    log::warn("{}: short transfer: lba={} blocks={} residual={}", write ? "write" : "read", lba, blocks,
+              r->residual_bytes);
+    return fail(errc::protocol_error);
+  }
+  return {};
+}
+
+bool LunHandle::wants_retry(const Result<scsi::ScsiResult>& r) noexcept {
+  if (!r) return false;
+  RetryPolicy policy;
+  return policy.next(*r).has_value();
+}
+
+bool LunHandle::start_transfer(std::uint64_t lba, std::uint32_t blocks, bool write, bool fua, std::span<std::byte> in,
+                               std::span<const std::byte> out, CommandCallback& done) {
+  const std::uint32_t bs = info_.capacity.block_size_bytes;
+  const std::size_t size = write ? out.size() : in.size();
+  if (blocks == 0 || blocks > info_.max_transfer_blocks || bs == 0 || size != std::uint64_t{blocks} * bs) return false;
+  if (lba > info_.capacity.blocks || blocks > info_.capacity.blocks - lba) return false;
+  CommandRequest req{.lun = info_.lun, .cdb = read_write_cdb(write, lba, blocks, fua, info_.capacity.blocks)};
+  if (write) {
+    req.data_out = out;
+  } else {
+    req.data_in = in;
+  }
+  return static_cast<bool>(channel_->start(req, done));
 }
 
 Awaitable<Result<void>> LunHandle::read(const ReadOptions& o, std::span<std::byte> buffer) {

@@ -268,6 +268,62 @@ TEST(SessionDriverRecovery, ReconnectNowCutsTheBackOffShort) {
   EXPECT_EQ(rig.events[2].kind, SessionEvent::Kind::recovered);
 }
 
+// Session::start() (the fast path without a coroutine frame): the same recovery as execute(): a
+// command in flight when the connection dies is sent again on the new one and its callback hears
+// the result once, from the session's event processing (never inside start()); a session past
+// the replacement timeout refuses a start at once with session_lost.
+struct CountingCallback final : CommandCallback {
+  int calls = 0;
+  Result<scsi::ScsiResult> got = fail(errc::session_closed);
+  void command_done(Result<scsi::ScsiResult> r) noexcept override {
+    ++calls;
+    got = std::move(r);
+  }
+};
+
+TEST(SessionDriverRecovery, AStartedCommandIsSentAgainAfterAReconnectAndCompletesOnce) {
+  RecoveryRig rig(10s, /*fail_first_attempts=*/1);
+  std::vector<std::byte> buffer(4096);
+  CountingCallback cb;
+  rig.run([&]() -> Awaitable<void> {
+    auto started = rig.session->start(read10(buffer), cb);
+    EXPECT_TRUE(started) << (started ? "" : started.error().message());
+    EXPECT_EQ(cb.calls, 0) << "the callback ran inside start()";
+    co_await wait_until(rig.io, [&] { return cb.calls > 0; });
+  });
+  EXPECT_EQ(cb.calls, 1);
+  ASSERT_TRUE(cb.got) << cb.got.error().message();
+  EXPECT_EQ(cb.got->status, scsi::Status::good);
+  EXPECT_EQ(buffer[0], std::byte{0x42});
+  EXPECT_EQ(rig.commands_on_first, 1);
+  ASSERT_NE(rig.second, nullptr);
+  EXPECT_EQ(commands_in(*rig.second), 1u);
+  EXPECT_EQ(rig.session->stats().commands_reissued, 1u);
+}
+
+TEST(SessionDriverRecovery, AStartPastTheReplacementTimeoutFailsAtOnce) {
+  RecoveryRig rig(50ms, 0);
+  rig.target_down = true;
+  std::vector<std::byte> buffer(512);
+  CountingCallback first, late;
+  rig.run([&]() -> Awaitable<void> {
+    EXPECT_TRUE(rig.session->start(read10(buffer), first));
+    co_await wait_until(rig.io, [&] { return first.calls > 0; });
+    EXPECT_EQ(rig.session->state(), SessionState::failed);
+    auto r = rig.session->start(read10(buffer), late);
+    EXPECT_FALSE(r);
+    if (!r) {
+      EXPECT_EQ(r.error(), make_error_code(errc::session_lost));
+    }
+  });
+  EXPECT_EQ(first.calls, 1);
+  EXPECT_FALSE(first.got);
+  if (!first.got) {
+    EXPECT_EQ(first.got.error(), make_error_code(errc::session_lost));
+  }
+  EXPECT_EQ(late.calls, 0);
+}
+
 TEST(SessionDriverRecovery, WithoutAReconnectorALostConnectionFailsAtOnce) {
   test::SessionRig rig;
   rig.dm->respond_with([](FakeDatamover& d, const CapturedPdu& p) {

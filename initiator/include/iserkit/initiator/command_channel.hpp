@@ -32,6 +32,18 @@ struct CommandRequest {
   std::chrono::milliseconds timeout{0};     ///< 0 = SessionOptions::command_timeout
 };
 
+/// The end of a command started with CommandChannel::start().
+class CommandCallback {
+ public:
+  /// Called once with what execute() would have returned, on the channel's executor from its
+  /// event processing (never from inside start()). Must not call into the channel: start a
+  /// follow-up from a posted handler.
+  virtual void command_done(Result<scsi::ScsiResult> result) noexcept = 0;
+
+ protected:
+  ~CommandCallback() = default;
+};
+
 /// Something that runs SCSI commands: Session, Multipath.
 class CommandChannel {
  public:
@@ -40,6 +52,16 @@ class CommandChannel {
   /// a successful return carrying sense) or a transport error; see Session::execute() and
   /// Multipath::execute() for the exact set. `request` need not outlive the call; its spans must.
   virtual Awaitable<Result<scsi::ScsiResult>> execute(const CommandRequest& request) = 0;
+  /// execute() without a coroutine frame or posted completion (the data path's fast path):
+  /// `done` hears the result later. Returns an error, and `done` is not called, when the command
+  /// could not be submitted (the errors execute() returns before sending), or
+  /// std::errc::operation_not_supported for a channel without this path (then use execute()).
+  /// `request` need not outlive the call; its spans and `done` must, until command_done() ran.
+  virtual Result<void> start(const CommandRequest& request, CommandCallback& done) {
+    (void)request;
+    (void)done;
+    return fail(std::make_error_code(std::errc::operation_not_supported));
+  }
   /// Where to lease data buffers for execute() so they need no copy (thread-safe; outlives the
   /// channel).
   [[nodiscard]] virtual BufferPool& buffer_pool() const noexcept = 0;

@@ -118,6 +118,20 @@ class LunHandle {
   Awaitable<Result<void>> read(const ReadOptions& options, std::span<std::byte> buffer);
   /// WRITE (10)/(16), same rules as read(). SBC-4 §5.41, §5.43.
   Awaitable<Result<void>> write(const WriteOptions& options, std::span<const std::byte> buffer);
+  /// read()/write() of `blocks` (> 0) at `lba` as ONE command through CommandChannel::start(),
+  /// without a coroutine frame: `done` hears the raw result, which finish_transfer() turns into
+  /// read()/write()'s. Returns false, with nothing sent, when that does not apply: more blocks than
+  /// one command carries, a range outside the LUN, buffer sizes that do not match, a channel
+  /// without start(), or a submission the channel refused (read()/write() then report it).
+  bool start_transfer(std::uint64_t lba, std::uint32_t blocks, bool write, bool fua, std::span<std::byte> in,
+                      std::span<const std::byte> out, CommandCallback& done);
+  /// What read()/write() make of one command's final result: success or the error (transport,
+  /// status and sense, short transfer).
+  [[nodiscard]] static Result<void> finish_transfer(const Result<scsi::ScsiResult>& result, bool write,
+                                                    std::uint64_t lba, std::uint32_t blocks);
+  /// True when read()/write() would send the command again after this result (UNIT ATTENTION,
+  /// BUSY, TASK SET FULL: RetryPolicy): a start_transfer() caller then redoes it with them.
+  [[nodiscard]] static bool wants_retry(const Result<scsi::ScsiResult>& result) noexcept;
 
   /// Reads buffer.size() bytes at `offset_bytes`; any alignment. Aligned parts go straight into
   /// `buffer`; an unaligned head/tail block is read into a bounce buffer and copied.

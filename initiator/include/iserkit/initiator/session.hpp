@@ -174,6 +174,10 @@ class Session : public CommandChannel, public std::enable_shared_from_this<Sessi
   ///    transfer, or rejected the command (Reject PDU, RFC 7143 §11.17).
   /// Lifetime: see BUFFERS above. `request` itself need not outlive the call.
   Awaitable<Result<scsi::ScsiResult>> execute(const CommandRequest& request) override;
+  /// execute() without a coroutine frame (CommandChannel::start()): the same checks, submission,
+  /// recovery (re-sent after a reconnect) and results; `done` hears the result from the session's
+  /// event processing. Errors returned at once: those execute() returns before sending.
+  Result<void> start(const CommandRequest& request, CommandCallback& done) override;
 
   /// Sends a task management request and waits for its response (RFC 7143 §11.5, §11.6).
   /// Commands it ends come back with their own status (TASK ABORTED or CHECK CONDITION) when the
