@@ -61,6 +61,7 @@
 #include "iserkit/initiator/option_values.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/initiator/url.hpp"
+#include "iserkit/metrics/daemon_metrics.hpp"
 #include "nbd_bridge/captive.hpp"
 #include "nbd_bridge/config_file.hpp"
 #include "nbd_bridge/event_loops.hpp"
@@ -917,7 +918,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (args.count("version")) {
-      std::cout << "iserkit-nbd " << ISERKIT_VERSION << "\n";
+      const auto build = metrics::build_info();
+      std::cout << "iserkit-nbd " << build.version << " (commit " << build.commit << ", " << build.compiler << ")\n";
       return 0;
     }
     if (!args.count("url")) {

@@ -6,12 +6,12 @@
 #include <map>
 
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
 #include "iserkit/common/copy_counter.hpp"
+#include "iserkit/metrics/daemon_metrics.hpp"
 
 namespace iserkit::nbd {
 
@@ -24,7 +24,7 @@ constexpr std::array<const char*, kind_count> kind_names = {"read", "write", "fl
 
 struct BridgeMetrics::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<metrics::Endpoint> endpoint;
   std::array<prometheus::Counter*, kind_count> requests{};
   std::array<prometheus::Counter*, kind_count> bytes{};
   std::array<prometheus::Counter*, kind_count> errors{};
@@ -182,27 +182,15 @@ BridgeMetrics::BridgeMetrics(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 BridgeMetrics::~BridgeMetrics() = default;
 
 Result<std::unique_ptr<BridgeMetrics>> BridgeMetrics::open(const std::string& host_port, int max_connections) {
-  const auto colon = host_port.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == host_port.size()) return fail(std::errc::invalid_argument);
-  for (std::size_t i = colon + 1; i < host_port.size(); ++i)
-    if (host_port[i] < '0' || host_port[i] > '9') return fail(std::errc::invalid_argument);
+  auto endpoint = metrics::Endpoint::open(host_port, max_connections);
+  if (!endpoint) return fail(endpoint.error());
   auto impl = std::make_unique<Impl>();
-  try {
-    // civetweb's num_threads bounds the scrapes served at once.
-    impl->exposer = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", host_port, "num_threads", std::to_string(max_connections),
-                                 "request_timeout_ms", "5000"});  // an idle scraper holds a thread 5 s at most
-  } catch (const std::exception&) {
-    return fail(std::errc::address_in_use);
-  }
-  impl->exposer->RegisterCollectable(impl->registry);
+  impl->endpoint = std::move(*endpoint);
+  impl->endpoint->add(impl->registry);
   return std::unique_ptr<BridgeMetrics>(new BridgeMetrics(std::move(impl)));
 }
 
-int BridgeMetrics::port() const {
-  const auto ports = impl_->exposer->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
-}
+int BridgeMetrics::port() const { return impl_->endpoint->port(); }
 
 void BridgeMetrics::update_session(std::uint64_t connections_lost, std::uint64_t reconnect_attempts,
                                    std::uint64_t recoveries, std::uint64_t commands_reissued,

@@ -1,9 +1,10 @@
 // Prometheus metrics of iserkit-nbd (--metrics HOST:PORT): NBD requests, bytes, errors and
 // latency by kind (read, write, flush, trim, write_zeroes), from a decorator around the Export
-// the server serves. Exposition by prometheus-cpp's pull Exposer (civetweb): its own threads,
-// at most `max_connections` scrapes served at once (more wait in the listen backlog); counters
-// are atomic, so the io_context thread updates them without locks.
-// Field names and units: nbd_bridge/README.md "Metrics".
+// the server serves. Exposition by the daemons' shared endpoint (common/metrics: prometheus-cpp's
+// pull Exposer on civetweb, with iserkit_build_info and the process_* metrics): its own threads, at
+// most `max_connections` scrapes served at once (more wait in the listen backlog); counters are
+// atomic, so the io_context thread updates them without locks.
+// Names, types, labels and units: docs/metrics.md.
 #pragma once
 
 #include <cstdint>

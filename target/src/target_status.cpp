@@ -6,10 +6,10 @@
 
 #include <nlohmann/json.hpp>
 #include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
 
 #include "iserkit/common/copy_counter.hpp"
+#include "iserkit/metrics/daemon_metrics.hpp"
 
 namespace iserkit::target {
 
@@ -143,6 +143,7 @@ class Collector final : public prometheus::Collectable {
 
   std::vector<MetricFamily> Collect() const override {
     std::vector<MetricFamily> out;
+    out.reserve(24);  // the references family() returns must survive the next family's push_back
     auto family = [&](const char* name, const char* help, MetricType type) -> MetricFamily& {
       out.push_back(MetricFamily{name, help, type, {}});
       return out.back();
@@ -257,8 +258,7 @@ class Collector final : public prometheus::Collectable {
 }  // namespace
 
 struct TargetMetrics::Impl {
-  std::shared_ptr<Collector> collector;
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<metrics::Endpoint> endpoint;
 };
 
 TargetMetrics::TargetMetrics(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -266,26 +266,14 @@ TargetMetrics::~TargetMetrics() = default;
 
 Result<std::unique_ptr<TargetMetrics>> TargetMetrics::open(const std::string& host_port, StatusSources sources,
                                                            int max_connections) {
-  const auto colon = host_port.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == host_port.size()) return fail(std::errc::invalid_argument);
-  for (std::size_t i = colon + 1; i < host_port.size(); ++i)
-    if (host_port[i] < '0' || host_port[i] > '9') return fail(std::errc::invalid_argument);
+  auto endpoint = metrics::Endpoint::open(host_port, max_connections);
+  if (!endpoint) return fail(endpoint.error());
   auto impl = std::make_unique<Impl>();
-  impl->collector = std::make_shared<Collector>(std::move(sources));
-  try {
-    impl->exposer = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", host_port, "num_threads", std::to_string(max_connections),
-                                 "request_timeout_ms", "5000"});
-  } catch (const std::exception&) {
-    return fail(std::errc::address_in_use);
-  }
-  impl->exposer->RegisterCollectable(impl->collector);
+  impl->endpoint = std::move(*endpoint);
+  impl->endpoint->add(std::make_shared<Collector>(std::move(sources)));
   return std::unique_ptr<TargetMetrics>(new TargetMetrics(std::move(impl)));
 }
 
-int TargetMetrics::port() const {
-  const auto ports = impl_->exposer->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
-}
+int TargetMetrics::port() const { return impl_->endpoint->port(); }
 
 }  // namespace iserkit::target
