@@ -40,8 +40,13 @@ struct StatusSources {
 /// {"used_bytes", "limit_bytes"}, "tenants": [...], "targets": [{"name", "alias", "tenant", "luns":
 /// [{"lun", "block_size", "blocks"}]}], "sessions": [{"initiator", "isid", "tsih", "type", "target",
 /// "tenant", "since", "connections": [{"cid", "peer", "portal", "transport"}], "commands", "bytes",
-/// "errors", "payload_budget_bytes"}], "logging_in", "totals": {...}}.
+/// "errors" (not GOOD, not UNIT ATTENTION), "unit_attentions", "payload_budget_bytes"}], "logging_in",
+/// "totals": {..., "unit_attentions", ...}}.
 std::string target_status_json(const StatusSources& sources);
+
+/// Most logical units given their own iserkit_target_lun_* series (target and lun labels), in the
+/// registry's order; the units beyond it are counted in the target-wide series only.
+inline constexpr std::size_t max_labelled_luns = 4096;
 
 /// The Prometheus endpoint: GET /metrics on its own civetweb threads, with the daemons' shared
 /// iserkit_build_info and process_* metrics (common/metrics). Names: docs/metrics.md.
