@@ -61,6 +61,7 @@
 #include "iserkit/initiator/option_values.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/initiator/url.hpp"
+#include "iserkit/metrics/daemon_metrics.hpp"
 #include "nbd_bridge/captive.hpp"
 #include "nbd_bridge/config_file.hpp"
 #include "nbd_bridge/event_loops.hpp"
@@ -180,6 +181,7 @@ struct BridgeStatus {
       total->reconnect_attempts += st.reconnect_attempts;
       total->recoveries += st.recoveries;
       total->commands_reissued += st.commands_reissued;
+      total->unit_attentions += st.unit_attentions;
       total->gave_up += st.gave_up;
     }
     return total;
@@ -623,6 +625,7 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
       co_return 1;
     }
     metrics = std::move(*opened);
+    metrics->describe_export(cfg.url.target, lun_index);
     // One decorator per loop; its counters are atomic, so every loop counts into the same metrics.
     for (auto& m : metered) m = metrics->meter(m);
     std::cout << "metrics on " << cfg.metrics.substr(0, cfg.metrics.rfind(':')) << ":" << metrics->port() << std::endl;
@@ -718,8 +721,7 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
       asio::steady_timer tick(co_await asio::this_coro::executor);
       while (true) {
         const initiator::SessionStats st = status->session_total().value_or(initiator::SessionStats{});
-        metrics->update_session(st.connections_lost, st.reconnect_attempts, st.recoveries, st.commands_reissued,
-                                copied_payload_bytes(), status->state == BridgeStatus::State::connected);
+        metrics->update_session(st, copied_payload_bytes(), status->state == BridgeStatus::State::connected);
         const auto reconnect = status->reconnect_view();
         const auto mp_gave_up = status->multipath.lock() ? status->multipath.lock()->stats().gave_up : 0;
         metrics->update_reconnect(status->state == BridgeStatus::State::gave_up, st.gave_up + mp_gave_up,
@@ -917,7 +919,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (args.count("version")) {
-      std::cout << "iserkit-nbd " << ISERKIT_VERSION << "\n";
+      const auto build = metrics::build_info();
+      std::cout << "iserkit-nbd " << build.version << " (commit " << build.commit << ", " << build.compiler << ")\n";
       return 0;
     }
     if (!args.count("url")) {

@@ -6,12 +6,12 @@
 #include <map>
 
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
 #include "iserkit/common/copy_counter.hpp"
+#include "iserkit/metrics/daemon_metrics.hpp"
 
 namespace iserkit::nbd {
 
@@ -24,16 +24,17 @@ constexpr std::array<const char*, kind_count> kind_names = {"read", "write", "fl
 
 struct BridgeMetrics::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<metrics::Endpoint> endpoint;
   std::array<prometheus::Counter*, kind_count> requests{};
   std::array<prometheus::Counter*, kind_count> bytes{};
   std::array<prometheus::Counter*, kind_count> errors{};
   std::array<prometheus::Histogram*, kind_count> latency{};
   // Session counters (update_session) and the values they had at the last update.
-  enum Session : std::size_t { lost, attempts, recovered, reissued, copied, session_count };
+  enum Session : std::size_t { lost, attempts, recovered, reissued, copied, unit_attentions, session_count };
   std::array<prometheus::Counter*, session_count> session{};
   std::array<std::uint64_t, session_count> last{};
   prometheus::Gauge* connected = nullptr;
+  prometheus::Family<prometheus::Gauge>* export_info = nullptr;
   // update_reconnect()
   prometheus::Gauge* failed = nullptr;
   prometheus::Gauge* next_attempt = nullptr;
@@ -84,6 +85,13 @@ struct BridgeMetrics::Impl {
     session[recovered] = counter("iserkit_nbd_recoveries_total", "lost connections replaced (session reinstated)");
     session[reissued] = counter("iserkit_nbd_commands_reissued_total", "SCSI commands sent again on a new connection");
     session[copied] = counter("iserkit_nbd_copied_payload_bytes_total", "payload bytes copied in user space (0 over TCP)");
+    session[unit_attentions] =
+        counter("iserkit_nbd_unit_attentions_total",
+                "CHECK CONDITION with UNIT ATTENTION received (retried or not): the target's news, not request errors");
+    export_info = &prometheus::BuildGauge()
+                       .Name("iserkit_nbd_export_info")
+                       .Help("always 1; labels: the target IQN and LUN the bridge serves (from its command line)")
+                       .Register(*registry);
     auto path_family = [&](const char* name, const char* help) {
       return &prometheus::BuildCounter().Name(name).Help(help).Register(*registry);
     };
@@ -182,38 +190,30 @@ BridgeMetrics::BridgeMetrics(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 BridgeMetrics::~BridgeMetrics() = default;
 
 Result<std::unique_ptr<BridgeMetrics>> BridgeMetrics::open(const std::string& host_port, int max_connections) {
-  const auto colon = host_port.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == host_port.size()) return fail(std::errc::invalid_argument);
-  for (std::size_t i = colon + 1; i < host_port.size(); ++i)
-    if (host_port[i] < '0' || host_port[i] > '9') return fail(std::errc::invalid_argument);
+  auto endpoint = metrics::Endpoint::open(host_port, max_connections);
+  if (!endpoint) return fail(endpoint.error());
   auto impl = std::make_unique<Impl>();
-  try {
-    // civetweb's num_threads bounds the scrapes served at once.
-    impl->exposer = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", host_port, "num_threads", std::to_string(max_connections),
-                                 "request_timeout_ms", "5000"});  // an idle scraper holds a thread 5 s at most
-  } catch (const std::exception&) {
-    return fail(std::errc::address_in_use);
-  }
-  impl->exposer->RegisterCollectable(impl->registry);
+  impl->endpoint = std::move(*endpoint);
+  impl->endpoint->add(impl->registry);
   return std::unique_ptr<BridgeMetrics>(new BridgeMetrics(std::move(impl)));
 }
 
-int BridgeMetrics::port() const {
-  const auto ports = impl_->exposer->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
-}
+int BridgeMetrics::port() const { return impl_->endpoint->port(); }
 
-void BridgeMetrics::update_session(std::uint64_t connections_lost, std::uint64_t reconnect_attempts,
-                                   std::uint64_t recoveries, std::uint64_t commands_reissued,
-                                   std::uint64_t copied_payload_bytes, bool connected) {
-  const std::array<std::uint64_t, Impl::session_count> now = {connections_lost, reconnect_attempts, recoveries,
-                                                              commands_reissued, copied_payload_bytes};
+void BridgeMetrics::update_session(const initiator::SessionStats& totals, std::uint64_t copied_payload_bytes,
+                                   bool connected) {
+  const std::array<std::uint64_t, Impl::session_count> now = {totals.connections_lost, totals.reconnect_attempts,
+                                                              totals.recoveries,       totals.commands_reissued,
+                                                              copied_payload_bytes,    totals.unit_attentions};
   for (std::size_t i = 0; i < now.size(); ++i) {
     if (now[i] > impl_->last[i]) impl_->session[i]->Increment(static_cast<double>(now[i] - impl_->last[i]));
     impl_->last[i] = now[i];
   }
   impl_->connected->Set(connected ? 1 : 0);
+}
+
+void BridgeMetrics::describe_export(const std::string& target, std::uint32_t lun) {
+  impl_->export_info->Add({{"target", target}, {"lun", std::to_string(lun)}}).Set(1);
 }
 
 void BridgeMetrics::update_reconnect(bool failed, std::uint64_t gave_up_total, double next_attempt_seconds) {

@@ -1,9 +1,10 @@
 // Prometheus metrics of iserkit-nbd (--metrics HOST:PORT): NBD requests, bytes, errors and
 // latency by kind (read, write, flush, trim, write_zeroes), from a decorator around the Export
-// the server serves. Exposition by prometheus-cpp's pull Exposer (civetweb): its own threads,
-// at most `max_connections` scrapes served at once (more wait in the listen backlog); counters
-// are atomic, so the io_context thread updates them without locks.
-// Field names and units: nbd_bridge/README.md "Metrics".
+// the server serves. Exposition by the daemons' shared endpoint (common/metrics: prometheus-cpp's
+// pull Exposer on civetweb, with iserkit_build_info and the process_* metrics): its own threads, at
+// most `max_connections` scrapes served at once (more wait in the listen backlog); counters are
+// atomic, so the io_context thread updates them without locks.
+// Names, types, labels and units: docs/metrics.md.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 
 #include "iserkit/common/result.hpp"
 #include "iserkit/initiator/multipath.hpp"
+#include "iserkit/initiator/session.hpp"
 #include "nbd_bridge/export.hpp"
 
 namespace iserkit::nbd {
@@ -30,11 +32,14 @@ class BridgeMetrics {
 
   /// The bound TCP port.
   [[nodiscard]] int port() const;
-  /// The session's recovery counters and the copied payload bytes, as cumulative values: each
-  /// counter grows by the difference from the last call (call from the bridge's thread, e.g.
-  /// once a second). `connected`: 1 while the bridge has a usable session, else 0.
-  void update_session(std::uint64_t connections_lost, std::uint64_t reconnect_attempts, std::uint64_t recoveries,
-                      std::uint64_t commands_reissued, std::uint64_t copied_payload_bytes, bool connected);
+  /// The sessions' counters summed over the event loops (`totals`: connections lost, reconnect
+  /// attempts, recoveries, commands re-issued, unit attentions) and the copied payload bytes, as
+  /// cumulative values: each counter grows by the difference from the last call (call from the
+  /// bridge's thread, e.g. once a second). `connected`: 1 while the bridge has a usable session.
+  void update_session(const initiator::SessionStats& totals, std::uint64_t copied_payload_bytes, bool connected);
+  /// Names what the bridge serves: gauge iserkit_nbd_export_info{target, lun} = 1. One series: the
+  /// target IQN and LUN come from the command line (the first URL), never from the peer.
+  void describe_export(const std::string& target, std::uint32_t lun);
   /// After the replacement timeout: `failed` (gauge iserkit_nbd_gave_up, 1 while requests fail
   /// with EIO and the session — or the multipath paths — log in again in the background),
   /// `gave_up_total` (cumulative, as update_session()'s counters: times the replacement timeout

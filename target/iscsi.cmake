@@ -25,10 +25,10 @@ target_include_directories(iserkit_target
   PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 # toml++ (Debian libtomlplusplus-dev): the --config file.
 find_package(tomlplusplus REQUIRED)
-target_link_libraries(iserkit_target PUBLIC iserkit::target_scsi iserkit::common PRIVATE tomlplusplus::tomlplusplus nlohmann_json::nlohmann_json prometheus-cpp::pull)
+target_link_libraries(iserkit_target PUBLIC iserkit::target_scsi iserkit::common PRIVATE tomlplusplus::tomlplusplus nlohmann_json::nlohmann_json iserkit::daemon_metrics)
 
 add_executable(iserkit-target ${CMAKE_CURRENT_SOURCE_DIR}/main.cpp)
-target_link_libraries(iserkit-target PRIVATE iserkit::target cxxopts::cxxopts)
+target_link_libraries(iserkit-target PRIVATE iserkit::target iserkit::daemon_metrics cxxopts::cxxopts)
 # Export nothing from the executable (target/exports.map says why: librados's own Boost.Asio).
 target_link_options(iserkit-target PRIVATE -Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/exports.map)
 set_target_properties(iserkit-target PROPERTIES LINK_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/exports.map)

@@ -17,12 +17,12 @@
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/iscsi/names.hpp"
+#include "iserkit/metrics/daemon_metrics.hpp"
 #include "iserkit/target/backends.hpp"
 #include "iserkit/target/target.hpp"
 
 namespace {
 
-constexpr const char* version = "0.1.0";
 
 // Raises the soft RLIMIT_NOFILE to the hard limit: the connection caps (target/README.md "Limits")
 // are computed from it, minus --fd-reserve.
@@ -151,7 +151,8 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (args.count("version")) {
-    std::cout << "iserkit-target " << version << "\n";
+    const auto build = iserkit::metrics::build_info();
+    std::cout << "iserkit-target " << build.version << " (commit " << build.commit << ", " << build.compiler << ")\n";
     return 0;
   }
   iserkit::log::set_level(iserkit::cli::log_level_option(args["log-level"].as<std::string>()));

@@ -348,10 +348,14 @@ bool SessionEngine::absorb_unit_attention(Task& t) {
   // After a reinstatement the target reports POWER ON, RESET, OR BUS DEVICE RESET OCCURRED or
   // I_T NEXUS LOSS OCCURRED (ASC 29h, SPC-5 §6.37): the command was not run (SAM-5 §5.14), so it
   // is sent again instead of reaching the caller.
+  // Every UNIT ATTENTION the session receives is counted here, absorbed or not (called once per
+  // response with status): the metrics keep them apart from errors.
   const scsi::ScsiResult& r = t.outcome.result;
-  if (stats_.recoveries == 0 || r.status != scsi::Status::check_condition || !r.sense ||
-      r.sense->key != scsi::SenseKey::unit_attention || r.sense->asc != 0x29 ||
-      t.unit_attention_retries >= config_.unit_attention_retries || t.receiving)
+  if (r.status != scsi::Status::check_condition || !r.sense || r.sense->key != scsi::SenseKey::unit_attention)
+    return false;
+  ++stats_.unit_attentions;
+  if (stats_.recoveries == 0 || r.sense->asc != 0x29 || t.unit_attention_retries >= config_.unit_attention_retries ||
+      t.receiving)
     return false;
   ++t.unit_attention_retries;
   ++stats_.unit_attentions_absorbed;

@@ -508,7 +508,7 @@ Awaitable<void> Connection::execute(iscsi::Itt itt) {
                      task->plan.transfer_length_bytes);
   const ScsiOutcome outcome = co_await session_.target->dispatcher->execute(nexus_, task->command.lun, cdb, task->plan,
                                                                            engine_->task_data(itt));
-  executed(itt, kind, out_bytes, start, outcome);
+  executed(itt, kind, out_bytes, start, task->plan.unit != nullptr ? &task->plan.unit->stats() : nullptr, outcome);
 }
 
 bool Connection::execute_fast(iscsi::Itt itt) {
@@ -529,6 +529,7 @@ bool Connection::execute_fast(iscsi::Itt itt) {
   f.kind = static_cast<std::size_t>(op_kind(static_cast<std::uint8_t>(cdb[0])));
   f.out_bytes = task->plan.direction == DataDirection::to_target ? task->plan.transfer_length_bytes : 0;
   f.start = std::chrono::steady_clock::now();
+  f.unit_stats = task->plan.unit != nullptr ? &task->plan.unit->stats() : nullptr;
   note_command_bytes(datamover_->transport() == datamover::Transport::iser ? CommandTransport::iser : CommandTransport::tcp,
                      task->plan.transfer_length_bytes);
   ++backend_running_;
@@ -551,21 +552,25 @@ void Connection::finish_fast(FastCommand& command, const ScsiOutcome& outcome) n
   const std::size_t kind = command.kind;
   const std::uint32_t out_bytes = command.out_bytes;
   const auto start = command.start;
+  LogicalUnitStats* unit_stats = command.unit_stats;
   fast_free_.push_back(&command);
-  executed(itt, kind, out_bytes, start, outcome);
+  executed(itt, kind, out_bytes, start, unit_stats, outcome);
 }
 
 void Connection::executed(iscsi::Itt itt, std::size_t kind, std::uint32_t out_bytes,
-                          std::chrono::steady_clock::time_point start, const ScsiOutcome& outcome) {
+                          std::chrono::steady_clock::time_point start, LogicalUnitStats* unit_stats,
+                          const ScsiOutcome& outcome) {
   // Counted here, not per PDU: relaxed atomics, no lock (target_stats.hpp).
   auto& stats = registry_->stats();
   stats.latency[kind].observe(std::chrono::steady_clock::now() - start);
   stats.commands[kind].fetch_add(1, std::memory_order_relaxed);
   stats_->commands[kind].fetch_add(1, std::memory_order_relaxed);
+  if (unit_stats != nullptr) unit_stats->commands[kind].fetch_add(1, std::memory_order_relaxed);
   if (outcome.status == scsi::Status::good) {
     const std::uint64_t moved = outcome.data_length_bytes + out_bytes;
     stats.bytes[kind].fetch_add(moved, std::memory_order_relaxed);
     stats_->bytes[kind].fetch_add(moved, std::memory_order_relaxed);
+    if (unit_stats != nullptr) unit_stats->bytes[kind].fetch_add(moved, std::memory_order_relaxed);
   }
   engine_->on_task_executed(itt, outcome);
   pump();

@@ -130,6 +130,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     std::size_t kind = 0;               // op_kind
     std::uint32_t out_bytes = 0;        // Data-Out bytes of a write
     std::chrono::steady_clock::time_point start;
+    LogicalUnitStats* unit_stats = nullptr;  // the addressed LU's counters (per-LUN metrics)
     void complete(ScsiOutcome outcome) noexcept override;
   };
   /// Starts task `itt` on the fast path; false when it does not apply (nothing was done: run
@@ -137,9 +138,10 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   bool execute_fast(iscsi::Itt itt);
   /// The fast path's end: as execute() after the dispatcher answered.
   void finish_fast(FastCommand& command, const ScsiOutcome& outcome) noexcept;
-  /// A task's outcome: the counters, the engine, the actions it produced.
-  void executed(iscsi::Itt itt, std::size_t kind, std::uint32_t out_bytes,
-                std::chrono::steady_clock::time_point start, const ScsiOutcome& outcome);
+  /// A task's outcome: the counters (`unit_stats`: the addressed LU's, nullptr for none), the
+  /// engine, the actions it produced.
+  void executed(iscsi::Itt itt, std::size_t kind, std::uint32_t out_bytes, std::chrono::steady_clock::time_point start,
+                LogicalUnitStats* unit_stats, const ScsiOutcome& outcome);
   /// Takes the engine's actions: starts backend work at once, queues the ordered ones for writer().
   void pump();
 

@@ -762,8 +762,16 @@ void SessionEngine::send_data_in(EngineTask& task, std::uint32_t bytes, scsi::St
 void SessionEngine::respond(EngineTask& task, scsi::Status status, const std::optional<scsi::SenseData>& sense,
                             Residual residual) {
   if (status != scsi::Status::good) {
+    // A UNIT ATTENTION is the unit's news (SAM-5 §5.14), counted apart from errors everywhere.
     if (config_.stats) config_.stats->count_status(status, sense);
-    if (config_.connection_stats) config_.connection_stats->errors.fetch_add(1, std::memory_order_relaxed);
+    const bool attention = is_unit_attention(status, sense);
+    if (config_.connection_stats)
+      (attention ? config_.connection_stats->unit_attentions : config_.connection_stats->errors)
+          .fetch_add(1, std::memory_order_relaxed);
+    if (task.plan.unit != nullptr) {
+      auto& unit = task.plan.unit->stats();
+      (attention ? unit.unit_attentions : unit.errors).fetch_add(1, std::memory_order_relaxed);
+    }
   }
   // RFC 7143 §11.4.6: ExpDataSN counts the R2T and Data-In PDUs sent for the task.
   iscsi::ScsiResponse r{.residual_overflow = residual.overflow, .residual_underflow = residual.underflow,

@@ -75,7 +75,11 @@ void TargetStats::count_status(scsi::Status status, const std::optional<scsi::Se
       reservation_conflicts.fetch_add(1, std::memory_order_relaxed);
       return;
     default:
-      if (sense) sense_keys[static_cast<std::size_t>(sense->key) & 15].fetch_add(1, std::memory_order_relaxed);
+      if (is_unit_attention(status, sense)) {
+        unit_attentions.fetch_add(1, std::memory_order_relaxed);
+      } else if (sense) {
+        sense_keys[static_cast<std::size_t>(sense->key) & 15].fetch_add(1, std::memory_order_relaxed);
+      }
       return;
   }
 }

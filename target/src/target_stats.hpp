@@ -50,6 +50,11 @@ class LatencyHistogram {
   std::atomic<std::uint64_t> sum_ns_{0};
 };
 
+/// True for CHECK CONDITION with sense key UNIT ATTENTION (SAM-5 §5.14): counted apart from errors.
+inline bool is_unit_attention(scsi::Status status, const std::optional<scsi::SenseData>& sense) noexcept {
+  return status == scsi::Status::check_condition && sense && sense->key == scsi::SenseKey::unit_attention;
+}
+
 /// Why a login failed (metric label "reason"): from the Login Response status (RFC 7143
 /// §11.13.5), plus `timeout` (not complete within the login timeout), `throttled` (0x0301 because
 /// the source address failed too often, login_throttle.hpp) and `not_login` (the first PDU was
@@ -85,8 +90,10 @@ struct TargetStats {
   std::array<std::atomic<std::uint64_t>, op_kind_count> bytes{};
   /// Time from a command reaching the device server (its Data-Out received) to its outcome.
   std::array<LatencyHistogram, op_kind_count> latency{};
-  /// CHECK CONDITION responses by sense key (index = SPC-5 sense key 0..15).
+  /// CHECK CONDITION responses by sense key (index = SPC-5 sense key 0..15), but for UNIT
+  /// ATTENTION: counted apart (unit_attentions), the target's news rather than an error.
   std::array<std::atomic<std::uint64_t>, 16> sense_keys{};
+  std::atomic<std::uint64_t> unit_attentions{0};  ///< CHECK CONDITION with UNIT ATTENTION (SAM-5 §5.14)
   std::atomic<std::uint64_t> busy{0};                  ///< BUSY / TASK SET FULL responses
   std::atomic<std::uint64_t> reservation_conflicts{0};  ///< RESERVATION CONFLICT responses
   /// Reject PDUs sent, by reason code (RFC 7143 §11.17.1; index = the code, 0..15).
@@ -96,7 +103,8 @@ struct TargetStats {
   std::array<std::atomic<std::uint64_t>, login_failure_count> login_failures{};  ///< by LoginFailure
   std::atomic<std::uint64_t> logins{0};  ///< logins that reached the full-feature phase
 
-  /// Counts the response status of one SCSI command (GOOD is not counted).
+  /// Counts the response status of one SCSI command (GOOD is not counted; UNIT ATTENTION goes to
+  /// unit_attentions, not to sense_keys).
   void count_status(scsi::Status status, const std::optional<scsi::SenseData>& sense) noexcept;
   void count_reject(iscsi::RejectReason reason) noexcept {
     rejects[static_cast<std::size_t>(reason) & 15].fetch_add(1, std::memory_order_relaxed);
@@ -133,7 +141,8 @@ struct ConnectionStats {
 
   std::array<std::atomic<std::uint64_t>, op_kind_count> commands{};
   std::array<std::atomic<std::uint64_t>, op_kind_count> bytes{};
-  std::atomic<std::uint64_t> errors{0};               ///< responses other than GOOD
+  std::atomic<std::uint64_t> errors{0};               ///< responses other than GOOD and UNIT ATTENTION
+  std::atomic<std::uint64_t> unit_attentions{0};      ///< CHECK CONDITION with UNIT ATTENTION
   std::atomic<std::uint64_t> payload_budget_bytes{0};  ///< payload bytes held now (connection budget)
 
   /// A copy of the identity (takes identity_mutex).

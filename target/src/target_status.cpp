@@ -6,10 +6,10 @@
 
 #include <nlohmann/json.hpp>
 #include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
 
 #include "iserkit/common/copy_counter.hpp"
+#include "iserkit/metrics/daemon_metrics.hpp"
 
 namespace iserkit::target {
 
@@ -74,6 +74,7 @@ std::string target_status_json(const StatusSources& sources) {
                         {"commands", by_kind(c->commands)},
                         {"bytes", by_kind(c->bytes)},
                         {"errors", c->errors.load(std::memory_order_relaxed)},
+                        {"unit_attentions", c->unit_attentions.load(std::memory_order_relaxed)},
                         {"payload_budget_bytes", c->payload_budget_bytes.load(std::memory_order_relaxed)}});
   }
   doc["sessions"] = std::move(sessions);
@@ -82,6 +83,7 @@ std::string target_status_json(const StatusSources& sources) {
   doc["totals"] = {{"logins", s.logins.load(std::memory_order_relaxed)},
                    {"commands", by_kind(s.commands)},
                    {"bytes", by_kind(s.bytes)},
+                   {"unit_attentions", s.unit_attentions.load(std::memory_order_relaxed)},
                    {"copied_payload_bytes", copied_payload_bytes()}};
   return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
@@ -143,6 +145,7 @@ class Collector final : public prometheus::Collectable {
 
   std::vector<MetricFamily> Collect() const override {
     std::vector<MetricFamily> out;
+    out.reserve(32);  // the references family() returns must survive the next family's push_back
     auto family = [&](const char* name, const char* help, MetricType type) -> MetricFamily& {
       out.push_back(MetricFamily{name, help, type, {}});
       return out.back();
@@ -183,13 +186,19 @@ class Collector final : public prometheus::Collectable {
     }
     {
       auto& f = family("iserkit_target_scsi_errors_total",
-                       "SCSI responses other than GOOD: CHECK CONDITION by sense key, busy, reservation_conflict",
+                       "SCSI responses other than GOOD: CHECK CONDITION by sense key (UNIT ATTENTION apart), busy, "
+                       "reservation_conflict",
                        MetricType::Counter);
       for (std::size_t k = 0; k < 16; ++k)
-        f.metric.push_back(counter(load(s.sense_keys[k]), {{"status", "check_condition"}, {"sense_key", sense_key_names[k]}}));
+        if (k != static_cast<std::size_t>(scsi::SenseKey::unit_attention))
+          f.metric.push_back(counter(load(s.sense_keys[k]), {{"status", "check_condition"}, {"sense_key", sense_key_names[k]}}));
       f.metric.push_back(counter(load(s.busy), {{"status", "busy"}, {"sense_key", ""}}));
       f.metric.push_back(counter(load(s.reservation_conflicts), {{"status", "reservation_conflict"}, {"sense_key", ""}}));
     }
+    family("iserkit_target_scsi_unit_attentions_total",
+           "CHECK CONDITION with UNIT ATTENTION (SAM-5 5.14): the unit's news, not counted as errors", MetricType::Counter)
+        .metric.push_back(counter(load(s.unit_attentions)));
+    collect_luns(out);
     {
       auto& f = family("iserkit_target_rejects_total", "Reject PDUs sent, by reason (RFC 7143 11.17.1)", MetricType::Counter);
       for (std::size_t r = 0; r < 16; ++r)
@@ -250,6 +259,58 @@ class Collector final : public prometheus::Collectable {
     return out;
   }
 
+  // Per target and LU, labels target (the configured IQN) and lun (its number): bounded by the
+  // configuration (--lun, the TOML file, --export-dir, --export-rbd; reloads and rescans change
+  // it, a peer never does), and by max_labelled_luns. Sessions per target count only logged-in
+  // sessions whose target is one of the configured nodes, so no peer-sent name becomes a label.
+  void collect_luns(std::vector<MetricFamily>& out) const {
+    out.reserve(out.size() + 6);  // the six references below stay valid
+    auto family = [&](const char* name, const char* help, MetricType type) -> MetricFamily& {
+      out.push_back(MetricFamily{name, help, type, {}});
+      return out.back();
+    };
+    auto& commands = family("iserkit_target_lun_commands_total", "SCSI commands executed on a logical unit, by kind",
+                            MetricType::Counter);
+    auto& bytes = family("iserkit_target_lun_bytes_total",
+                         "payload bytes of a logical unit's commands that ended GOOD, by kind", MetricType::Counter);
+    auto& errors = family("iserkit_target_lun_errors_total",
+                          "a logical unit's responses other than GOOD and UNIT ATTENTION", MetricType::Counter);
+    auto& attentions = family("iserkit_target_lun_unit_attentions_total",
+                              "a logical unit's CHECK CONDITION responses with UNIT ATTENTION", MetricType::Counter);
+    auto& capacity = family("iserkit_target_lun_capacity_bytes", "a logical unit's capacity in bytes", MetricType::Gauge);
+    auto& sessions = family("iserkit_target_node_sessions", "normal sessions logged in to a target", MetricType::Gauge);
+    auto load = [](const std::atomic<std::uint64_t>& a) { return static_cast<double>(a.load(std::memory_order_relaxed)); };
+    std::map<std::string, std::uint64_t> per_target;
+    std::size_t labelled = 0;
+    for (const auto& node : *sources_.registry->nodes()) {
+      per_target.emplace(node->name, 0);
+      for (const auto& lun : node->dispatcher->luns()) {
+        const LogicalUnit* unit = node->dispatcher->find(lun);
+        if (unit == nullptr || labelled == max_labelled_luns) continue;
+        ++labelled;
+        const std::string number = std::to_string(lun.index().value_or(0));
+        auto labels = [&] { return std::vector<ClientMetric::Label>{{"target", node->name}, {"lun", number}}; };
+        const auto& st = unit->stats();
+        for (std::size_t k = 0; k < op_kind_count; ++k) {
+          auto with_kind = labels();
+          with_kind.push_back({"kind", op_kind_names[k]});
+          commands.metric.push_back(counter(load(st.commands[k]), with_kind));
+          bytes.metric.push_back(counter(load(st.bytes[k]), std::move(with_kind)));
+        }
+        errors.metric.push_back(counter(load(st.errors), labels()));
+        attentions.metric.push_back(counter(load(st.unit_attentions), labels()));
+        capacity.metric.push_back(
+            gauge(static_cast<double>(unit->block_count()) * static_cast<double>(unit->block_size_bytes()), labels()));
+      }
+    }
+    for (const auto& c : sources_.connections()) {
+      const auto id = c->snapshot();
+      if (!id.logged_in || id.discovery) continue;
+      if (auto it = per_target.find(id.target); it != per_target.end()) ++it->second;
+    }
+    for (const auto& [name, n] : per_target) sessions.metric.push_back(gauge(static_cast<double>(n), {{"target", name}}));
+  }
+
  private:
   StatusSources sources_;
 };
@@ -257,8 +318,7 @@ class Collector final : public prometheus::Collectable {
 }  // namespace
 
 struct TargetMetrics::Impl {
-  std::shared_ptr<Collector> collector;
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<metrics::Endpoint> endpoint;
 };
 
 TargetMetrics::TargetMetrics(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -266,26 +326,14 @@ TargetMetrics::~TargetMetrics() = default;
 
 Result<std::unique_ptr<TargetMetrics>> TargetMetrics::open(const std::string& host_port, StatusSources sources,
                                                            int max_connections) {
-  const auto colon = host_port.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == host_port.size()) return fail(std::errc::invalid_argument);
-  for (std::size_t i = colon + 1; i < host_port.size(); ++i)
-    if (host_port[i] < '0' || host_port[i] > '9') return fail(std::errc::invalid_argument);
+  auto endpoint = metrics::Endpoint::open(host_port, max_connections);
+  if (!endpoint) return fail(endpoint.error());
   auto impl = std::make_unique<Impl>();
-  impl->collector = std::make_shared<Collector>(std::move(sources));
-  try {
-    impl->exposer = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", host_port, "num_threads", std::to_string(max_connections),
-                                 "request_timeout_ms", "5000"});
-  } catch (const std::exception&) {
-    return fail(std::errc::address_in_use);
-  }
-  impl->exposer->RegisterCollectable(impl->collector);
+  impl->endpoint = std::move(*endpoint);
+  impl->endpoint->add(std::make_shared<Collector>(std::move(sources)));
   return std::unique_ptr<TargetMetrics>(new TargetMetrics(std::move(impl)));
 }
 
-int TargetMetrics::port() const {
-  const auto ports = impl_->exposer->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
-}
+int TargetMetrics::port() const { return impl_->endpoint->port(); }
 
 }  // namespace iserkit::target

@@ -1,8 +1,8 @@
 // iserkit-target's status document (--status-socket, read by `iserkit status PATH`) and its
 // Prometheus metrics (--metrics HOST:PORT). Both read the same sources: the target-wide counters
 // (TargetStats), each open connection's ConnectionStats, the payload budgets and the tenants' session
-// counts; nothing here is on the data path. Field and metric names: target/README.md "Status and
-// metrics" (add, never rename). Layer 6 helper.
+// counts; nothing here is on the data path. Field names: target/README.md "Status and metrics";
+// metric names: docs/metrics.md (add, never rename). Layer 6 helper.
 #pragma once
 
 #include <cstdint>
@@ -40,10 +40,16 @@ struct StatusSources {
 /// {"used_bytes", "limit_bytes"}, "tenants": [...], "targets": [{"name", "alias", "tenant", "luns":
 /// [{"lun", "block_size", "blocks"}]}], "sessions": [{"initiator", "isid", "tsih", "type", "target",
 /// "tenant", "since", "connections": [{"cid", "peer", "portal", "transport"}], "commands", "bytes",
-/// "errors", "payload_budget_bytes"}], "logging_in", "totals": {...}}.
+/// "errors" (not GOOD, not UNIT ATTENTION), "unit_attentions", "payload_budget_bytes"}], "logging_in",
+/// "totals": {..., "unit_attentions", ...}}.
 std::string target_status_json(const StatusSources& sources);
 
-/// The Prometheus endpoint: GET /metrics on its own civetweb threads.
+/// Most logical units given their own iserkit_target_lun_* series (target and lun labels), in the
+/// registry's order; the units beyond it are counted in the target-wide series only.
+inline constexpr std::size_t max_labelled_luns = 4096;
+
+/// The Prometheus endpoint: GET /metrics on its own civetweb threads, with the daemons' shared
+/// iserkit_build_info and process_* metrics (common/metrics). Names: docs/metrics.md.
 class TargetMetrics {
  public:
   /// Listens on `host_port` ("127.0.0.1:9101", "[::1]:0"; port 0 = any free port). Bounds: at most

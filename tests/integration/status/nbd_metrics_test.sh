@@ -3,8 +3,9 @@
 # I/O. The write byte counter grows by exactly the bytes nbdcopy wrote, the read counter by the
 # bytes it read back, request counters match the latency histograms' counts, flushes are counted,
 # a malformed or busy address is refused with a clear message, and after kill -9 and a restart
-# of the target the lost connection, the reconnect attempts and the recovery are counted; lost
-# again for good, the bridge stopped while it reconnects exits 0.
+# of the target the lost connection, the reconnect attempts, the recovery and the unit attention
+# the reinstated session met (not a request error) are counted; lost again for good, the bridge
+# stopped while it reconnects exits 0.
 source "$(dirname "$0")/lib.sh" metrics nbdcopy curl
 start_target
 
@@ -74,6 +75,9 @@ grep '^iserkit_nbd_[a-z_]* ' "$W/m2"
 [ -n "$ok" ] || fail "no recovery counted after the target came back"
 [ "$(plain "$W/m2" iserkit_nbd_connections_lost_total)" -ge 1 ] || fail "no lost connection counted"
 [ "$(plain "$W/m2" iserkit_nbd_reconnect_attempts_total)" -ge 1 ] || fail "no reconnect attempt counted"
+# The reinstated session met UNIT ATTENTION 29h: counted as a unit attention, not as an error.
+[ "$(plain "$W/m2" iserkit_nbd_unit_attentions_total)" -ge 1 ] || fail "no unit attention counted"
+[ "$(metric "$W/m2" iserkit_nbd_request_errors_total read)" = 0 ] || fail "read errors counted after the restart"
 # Lose the target for good and stop the bridge while it reconnects: it exits 0.
 kill -9 "$TARGET2"
 for _ in $(seq 100); do

@@ -6,7 +6,7 @@
 # - the Prometheus counters grow the way they must during real I/O: write bytes by exactly what
 #   `iserkit write` wrote, read bytes by what `iserkit read` read, a login to a target that does
 #   not exist is counted as target_not_found, each command kind's count equals its latency
-#   histogram's count;
+#   histogram's count, the POWER ON/RESET each new session meets is a unit attention, not an error;
 # - a client that connects to the metrics port or the status socket and says nothing does not
 #   block another; a malformed --metrics or a `metrics` key of the wrong type is refused clearly.
 source "$(dirname "$0")/lib.sh" target-status curl python3
@@ -103,6 +103,10 @@ for k in read write other; do
 done
 [ "$(metric "$W/m1" iserkit_target_payload_budget_limit_bytes 'tenant=""')" = 536870912 ] || fail "budget limit"
 grep -q '^iserkit_target_backend_errors_total{error="EIO"} 0' "$W/m1" || fail "no backend error counters"
+# Each new session meets POWER ON/RESET (SAM-5 §5.14): a unit attention, not an error.
+ua=$(awk '$1 == "iserkit_target_scsi_unit_attentions_total" { printf "%.0f\n", $2 }' "$W/m1")
+[ "${ua:-0}" -ge 2 ] || fail "unit attentions not counted: ${ua:-none}"
+grep -q 'sense_key="unit_attention"' "$W/m1" && fail "unit attentions counted among the errors"
 
 # A status client that connects and says nothing does not block `iserkit status`.
 "$PY" -c 'import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(30)' \

@@ -430,12 +430,14 @@ TEST(SessionRecovery, UnitAttentionAfterReinstatementIsRetriedNotSurfaced) {
   EXPECT_FALSE(o->error);
   EXPECT_EQ(o->result.status, scsi::Status::good);
   EXPECT_EQ(rig.engine.stats().unit_attentions_absorbed, 2u);
+  EXPECT_EQ(rig.engine.stats().unit_attentions, 2u) << "absorbed ones are counted as unit attentions too";
 
-  // Other sense is the caller's, as before.
+  // Other sense is the caller's, as before, and not a unit attention.
   const TaskId other = rig.read(buf);
   rig.answer(rig.commands().at(0), sense_segment(scsi::SenseKey::medium_error, 0x11, 0x00));
   ASSERT_NE(rig.outcome(other), nullptr);
   EXPECT_EQ(rig.outcome(other)->result.status, scsi::Status::check_condition);
+  EXPECT_EQ(rig.engine.stats().unit_attentions, 2u);
 }
 
 TEST(SessionRecovery, UnitAttentionWithoutReinstatementReachesTheCaller) {
@@ -447,6 +449,7 @@ TEST(SessionRecovery, UnitAttentionWithoutReinstatementReachesTheCaller) {
   ASSERT_NE(o, nullptr);
   EXPECT_EQ(o->result.status, scsi::Status::check_condition);
   EXPECT_EQ(rig.engine.stats().unit_attentions_absorbed, 0u);
+  EXPECT_EQ(rig.engine.stats().unit_attentions, 1u) << "counted even when it reaches the caller";
 }
 
 TEST(SessionRecovery, UnansweredPingAndAsyncDropRecoverInsteadOfEnding) {

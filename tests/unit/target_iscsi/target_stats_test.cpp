@@ -1,6 +1,6 @@
 // TargetStats helpers (target/src/target_stats.hpp): the command kinds, the login failure reasons
 // from Login Response statuses (RFC 7143 §11.13.5), the latency histogram's buckets, and which
-// SCSI statuses count as errors.
+// SCSI statuses count as errors (and that UNIT ATTENTION is not one of them).
 #include "target_stats.hpp"
 
 #include <gtest/gtest.h>
@@ -63,6 +63,22 @@ TEST(TargetStats, StatusCounting) {
   EXPECT_EQ(s.reservation_conflicts.load(), 1u);
   EXPECT_EQ(s.rejects[0x04].load(), 1u);
   EXPECT_EQ(s.task_management[5].load(), 1u);
+  EXPECT_EQ(s.unit_attentions.load(), 0u);
+}
+
+TEST(TargetStats, UnitAttentionIsCountedApartFromErrors) {
+  TargetStats s;
+  const auto power_on = scsi::SenseData::make(scsi::SenseKey::unit_attention, scsi::asc::power_on_reset_or_bus_device_reset);
+  const auto resized = scsi::SenseData::make(scsi::SenseKey::unit_attention, scsi::asc::capacity_data_has_changed);
+  EXPECT_TRUE(is_unit_attention(scsi::Status::check_condition, power_on));
+  EXPECT_FALSE(is_unit_attention(scsi::Status::good, power_on));
+  EXPECT_FALSE(is_unit_attention(scsi::Status::check_condition, std::nullopt));
+  EXPECT_FALSE(is_unit_attention(scsi::Status::check_condition,
+                                 scsi::SenseData::make(scsi::SenseKey::not_ready, scsi::AscPair{0x04, 0x0b})));
+  s.count_status(scsi::Status::check_condition, power_on);
+  s.count_status(scsi::Status::check_condition, resized);
+  EXPECT_EQ(s.unit_attentions.load(), 2u);
+  for (std::size_t k = 0; k < 16; ++k) EXPECT_EQ(s.sense_keys[k].load(), 0u) << "sense key " << k;
 }
 
 }  // namespace

@@ -70,6 +70,9 @@ struct SessionStats {
   std::uint64_t recoveries = 0;           ///< connections replaced (session reinstated)
   std::uint64_t commands_reissued = 0;    ///< commands sent again on a new connection
   std::uint64_t unit_attentions_absorbed = 0;  ///< UNIT ATTENTION 29h after a reinstatement, retried
+  /// CHECK CONDITION with UNIT ATTENTION received (SAM-5 §5.14), whether absorbed here, retried by
+  /// LunHandle or handed to the caller: the target's news, not an error by itself.
+  std::uint64_t unit_attentions = 0;
   /// Times the replacement timeout passed without a new connection (the session then failed its
   /// commands; with SessionOptions::reconnect_after_give_up it may recover and give up again).
   std::uint64_t gave_up = 0;

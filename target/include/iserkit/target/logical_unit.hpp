@@ -4,6 +4,7 @@
 // a resizable backend (refresh_capacity()); shared between sessions.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -58,6 +59,17 @@ struct LogicalUnitOptions {
   std::uint64_t sanitize_bytes_per_second = 0;
 };
 
+/// Counters of one logical unit: the per-LUN metrics (iserkit_target_lun_*, docs/metrics.md).
+/// Relaxed atomics: the connections bump them (no lock), the metrics read them at scrape time.
+struct LogicalUnitStats {
+  /// SCSI commands executed, indexed by OpKind (read, write, other; target/src/target_stats.hpp).
+  std::array<std::atomic<std::uint64_t>, 3> commands{};
+  /// Payload bytes of the commands that ended GOOD, by the same kinds (read: Data-In, write: Data-Out).
+  std::array<std::atomic<std::uint64_t>, 3> bytes{};
+  std::atomic<std::uint64_t> errors{0};           ///< responses other than GOOD and UNIT ATTENTION
+  std::atomic<std::uint64_t> unit_attentions{0};  ///< CHECK CONDITION with UNIT ATTENTION (SAM-5 §5.14)
+};
+
 /// A logical unit: backend + identity + limits. Thread-safe: immutable after construction but for
 /// the block count, an atomic that refresh_capacity() updates.
 class LogicalUnit {
@@ -91,6 +103,8 @@ class LogicalUnit {
   [[nodiscard]] std::span<const std::uint8_t> naa() const noexcept { return naa_; }
   /// Max transfer length in logical blocks (0 = no limit).
   [[nodiscard]] std::uint32_t max_transfer_blocks() const noexcept { return max_transfer_blocks_; }
+  /// The unit's counters; mutable through a const unit (atomics, thread-safe).
+  [[nodiscard]] LogicalUnitStats& stats() const noexcept { return stats_; }
 
  private:
   std::shared_ptr<BlockBackend> backend_;
@@ -103,6 +117,7 @@ class LogicalUnit {
   std::string serial_;
   std::vector<std::uint8_t> naa_;
   std::uint32_t max_transfer_blocks_ = 0;
+  mutable LogicalUnitStats stats_;
 };
 
 }  // namespace iserkit::target
