@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Errors that say what happened and what to do (issue 26 item 3), with the real programs against
+# real iserkit-target processes: for each usual mistake — a refused connection, an unknown target, a
+# wrong CHAP secret, a LUN that does not exist, a read-only LUN, a write past the end, a bad URL —
+# the message names what happened, the object (portal, target, LUN, bytes) and the next step, the
+# sense is decoded (libsgutils2's texts), and the exit status is the documented one (0 ok, 1 other,
+# 2 usage, 3 gave up, 4 portal unreachable, 5 login refused, 6 the LUN refused).
+# Usage: errors_test.sh cli   (ISERKIT_BIN = the build's bin directory)
+#   cli   iserkit: every mistake, message on stderr and exit status.
+set -euo pipefail
+program=${1:?usage: errors_test.sh cli}
+BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the build bin directory}
+export PATH=/usr/bin:/usr/sbin:/bin:$PATH   # nbdsh needs the system python3 with libnbd's bindings
+skip() { echo "SKIP: $*" >&2; exit 77; }
+case $program in
+  cli) ;;
+  *) echo "usage: errors_test.sh cli" >&2; exit 2 ;;
+esac
+
+W=$(mktemp -d /tmp/iserkit-errors.XXXXXX)
+started=()   # PIDs this test started (only these are stopped)
+mounted=()
+finish() {
+  set +e
+  for m in "${mounted[@]}"; do fusermount3 -u -z "$m" 2>/dev/null; done
+  for p in "${started[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$W"
+}
+trap finish EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$W"/*.err "$W"/*.log; do [[ -s $f ]] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }; done
+  exit 1
+}
+
+PLAIN=iqn.2026-11.org.iserkit:plain    # 16 MiB, writable
+SECURE=iqn.2026-11.org.iserkit:secure  # CHAP user alice
+RO=iqn.2026-11.org.iserkit:ro          # read-only
+CAPACITY=$((16 << 20))
+umask 077
+echo alice-secret-1234 >"$W/alice.secret"
+printf 'username = alice\nsecret = wrong-secret-0000\n' >"$W/wrong.chap"
+head -c 4096 /dev/urandom >"$W/4k.bin"
+
+# serve NAME ARGS...: iserkit-target ARGS on a free loopback port; prints the port.
+serve() {
+  local name=$1; shift
+  "$BIN/iserkit-target" "$@" --listen 127.0.0.1:0 --port-file "$W/$name.port" >"$W/target-$name.log" 2>&1 &
+  started+=($!)
+  for _ in $(seq 100); do [[ -s $W/$name.port ]] && break; sleep 0.05; done
+  [[ -s $W/$name.port ]] || fail "iserkit-target $name did not start"
+  cat "$W/$name.port"
+}
+cat >"$W/rw.toml" <<TOML
+[[targets]]
+iqn = "$PLAIN"
+luns = ["mem:16M"]
+[[targets]]
+iqn = "$SECURE"
+luns = ["mem:16M"]
+chap_users = [{ user = "alice", secret_file = "alice.secret" }]
+TOML
+H=127.0.0.1:$(serve rw --config "$W/rw.toml")
+R=127.0.0.1:$(serve ro --lun mem:16M --iqn "$RO" --read-only)
+REFUSED=127.0.0.1:1   # nothing listens on port 1
+
+# expect NAME STATUS TEXT...: the run NAME exited with STATUS and $W/NAME.err holds every TEXT.
+expect() {
+  local name=$1 want=$2; shift 2
+  local got; got=$(cat "$W/$name.rc")
+  sed 's/^/    /' "$W/$name.err"
+  [[ $got == "$want" ]] || fail "$name: exit status $got, want $want"
+  for text in "$@"; do grep -qF -- "$text" "$W/$name.err" || fail "$name: the message lacks: $text"; done
+}
+# run NAME COMMAND...: runs COMMAND without CHAP variables; stderr in $W/NAME.err, status in .rc.
+run() {
+  local name=$1; shift
+  local rc=0
+  env -u LIBISCSI_CHAP_USERNAME -u LIBISCSI_CHAP_PASSWORD timeout 60 "$@" >"$W/$name.out" 2>"$W/$name.err" || rc=$?
+  echo "$rc" >"$W/$name.rc"
+}
+
+# The words every program uses for the start-up mistakes (initiator/diagnosis.hpp).
+refused_text="connection refused by $REFUSED: is iserkit-target (or the iSCSI target) running there, and is the port right?"
+unknown_text="target iqn.2026-11.org.iserkit:typo unknown at portal $H (login rejected: status=0x0203 target not found"
+chap_text="CHAP secret refused for user 'alice' by $SECURE at $H"
+chap_step="check the user name and the secret (--chap-file, LIBISCSI_CHAP_PASSWORD or the URL)"
+nolun_text="LUN 3 does not exist on $PLAIN (ILLEGAL REQUEST 25/00: Logical unit not supported): \`iserkit luns iscsi://$H/$PLAIN\` lists its LUNs"
+ro_text="the LUN is read-only: LUN 0 of $RO (DATA PROTECT 27/00: Write protected)"
+past_text="write past the end: offset+length > capacity $CAPACITY bytes"
+
+cli() {
+  local c=$BIN/iserkit
+  echo "== refused connection"
+  run refused "$c" readcap "iscsi://$REFUSED/$PLAIN/0"
+  expect refused 4 "readcap: $refused_text"
+  echo "== unknown target"
+  run unknown "$c" readcap "iscsi://$H/iqn.2026-11.org.iserkit:typo/0"
+  expect unknown 5 "readcap: $unknown_text" "discovery lists: " "$PLAIN"
+  echo "== wrong CHAP secret"
+  run chap "$c" --chap-file "$W/wrong.chap" readcap "iscsi://$H/$SECURE/0"
+  expect chap 5 "readcap: $chap_text" "$chap_step"
+  grep -q wrong-secret "$W/chap.err" && fail "the secret is in the message"
+  echo "== LUN out of range"
+  run nolun "$c" inquiry "iscsi://$H/$PLAIN/3"
+  expect nolun 6 "inquiry: $nolun_text"
+  echo "== read-only LUN"
+  run ro "$c" write "iscsi://$R/$RO/0" -i "$W/4k.bin"
+  expect ro 6 "write: $ro_text (nothing written): write to a writable LUN, or make this one writable on the target"
+  echo "== write past the end"
+  run past "$c" write "iscsi://$H/$PLAIN/0" --offset $((CAPACITY - 512)) -i "$W/4k.bin"
+  expect past 6 "write: $past_text (offset $((CAPACITY - 512)) + length 4096) (nothing written): at most 512 bytes fit from offset $((CAPACITY - 512))"
+  run readpast "$c" read "iscsi://$H/$PLAIN/0" --offset $CAPACITY --length 1 -o "$W/x"
+  expect readpast 6 "read: read past the end: offset+length > capacity $CAPACITY bytes" "offsets go up to $((CAPACITY - 1))"
+  echo "== usage"
+  run badurl "$c" readcap "iscsi://$H/$PLAIN/lun0"
+  expect badurl 2 "readcap: bad URL: the LUN is not a number 0..16383: want iscsi://[USER@]HOST[:PORT]/TARGET-IQN/LUN"
+  run badopt "$c" --no-such-option readcap "iscsi://$H/$PLAIN/0"
+  expect badopt 2 "iserkit: bad arguments"
+  echo "== and when nothing is wrong"
+  run good "$c" readcap "iscsi://$H/$PLAIN/0"
+  expect good 0
+}
+
+"$program"
+echo "PASS: $program says what happened and what to do"
