@@ -5,16 +5,20 @@
 # the message names what happened, the object (portal, target, LUN, bytes) and the next step, the
 # sense is decoded (libsgutils2's texts), and the exit status is the documented one (0 ok, 1 other,
 # 2 usage, 3 gave up, 4 portal unreachable, 5 login refused, 6 the LUN refused).
-# Usage: errors_test.sh cli   (ISERKIT_BIN = the build's bin directory)
-#   cli   iserkit: every mistake, message on stderr and exit status.
+# Usage: errors_test.sh cli|nbd   (ISERKIT_BIN = the build's bin directory)
+#   cli   iserkit: every mistake, message on stderr and exit status;
+#   nbd   iserkit-nbd: start-up mistakes (message, exit status); a read-only LUN and a write past
+#         the end sent by an NBD client (nbdsh): the client gets an error, the bridge says why.
+# Skips (77) where a tool is missing (nbdsh for nbd).
 set -euo pipefail
-program=${1:?usage: errors_test.sh cli}
+program=${1:?usage: errors_test.sh cli|nbd}
 BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the build bin directory}
 export PATH=/usr/bin:/usr/sbin:/bin:$PATH   # nbdsh needs the system python3 with libnbd's bindings
 skip() { echo "SKIP: $*" >&2; exit 77; }
 case $program in
+  nbd) command -v nbdsh >/dev/null || skip "nbdsh is not installed (libnbd-bin, python3-libnbd)" ;;
   cli) ;;
-  *) echo "usage: errors_test.sh cli" >&2; exit 2 ;;
+  *) echo "usage: errors_test.sh cli|nbd" >&2; exit 2 ;;
 esac
 
 W=$(mktemp -d /tmp/iserkit-errors.XXXXXX)
@@ -121,6 +125,53 @@ cli() {
   echo "== and when nothing is wrong"
   run good "$c" readcap "iscsi://$H/$PLAIN/0"
   expect good 0
+}
+
+nbd() {
+  local n=$BIN/iserkit-nbd
+  echo "== start-up mistakes"
+  run refused "$n" "iscsi://$REFUSED/$PLAIN/0" -k "$W/n.sock"
+  expect refused 4 "iserkit-nbd: $refused_text"
+  run unknown "$n" "iscsi://$H/iqn.2026-11.org.iserkit:typo/0" -k "$W/n.sock"
+  expect unknown 5 "iserkit-nbd: $unknown_text" "discovery lists: " "$PLAIN"
+  run chap "$n" --chap-file "$W/wrong.chap" "iscsi://$H/$SECURE/0" -k "$W/n.sock"
+  expect chap 5 "iserkit-nbd: $chap_text" "$chap_step"
+  run nolun "$n" "iscsi://$H/$PLAIN/3" -k "$W/n.sock"
+  expect nolun 6 "iserkit-nbd: $nolun_text"
+  run badurl "$n" "iscsi://$H" -k "$W/n.sock"
+  expect badurl 2 "iserkit-nbd: bad URL: it names no target: want iscsi://[USER@]HOST[:PORT]/TARGET-IQN/LUN"
+  echo "== a read-only LUN and a write past the end, from an NBD client"
+  "$n" "iscsi://$R/$RO/0" -k "$W/ro.sock" >"$W/bridge-ro.out" 2>"$W/bridge-ro.err" &
+  local ro_pid=$!; started+=($ro_pid)
+  "$n" "iscsi://$H/$PLAIN/0" -k "$W/rw.sock" >"$W/bridge-rw.out" 2>"$W/bridge-rw.err" &
+  local rw_pid=$!; started+=($rw_pid)
+  for _ in $(seq 100); do [[ -S $W/ro.sock && -S $W/rw.sock ]] && break; sleep 0.05; done
+  [[ -S $W/ro.sock && -S $W/rw.sock ]] || fail "the bridges did not start"
+  nbdsh -u "nbd+unix:///?socket=$W/ro.sock" -c - <<'PY' || fail "nbdsh: the read-only LUN"
+try:
+    h.pwrite(b"x" * 4096, 0)
+    raise SystemExit("a write to a read-only LUN succeeded")
+except nbd.Error as e:
+    print("    client:", e)
+PY
+  nbdsh -u "nbd+unix:///?socket=$W/rw.sock" -c - <<PY || fail "nbdsh: the write past the end"
+h.set_strict_mode(0)   # let the request reach the bridge: libnbd would refuse it itself
+try:
+    h.pwrite(b"x" * 4096, $CAPACITY - 512)
+    raise SystemExit("a write past the end succeeded")
+except nbd.Error as e:
+    print("    client:", e)
+    assert "ENOSPC" in str(e), e
+PY
+  kill -TERM $ro_pid $rw_pid
+  local rc=0
+  wait $ro_pid || rc=$?
+  wait $rw_pid || rc=$?
+  [[ $rc == 0 ]] || fail "a bridge exited $rc on SIGTERM"
+  cp "$W/bridge-ro.err" "$W/ro.err"; echo 0 >"$W/ro.rc"
+  expect ro 0 "iserkit-nbd: $ro_text: serve it with -r/--read-only, or make it writable on the target: offset=0 length=4096"
+  cp "$W/bridge-rw.err" "$W/past.err"; echo 0 >"$W/past.rc"
+  expect past 0 "$past_text (offset $((CAPACITY - 512)) + length 4096): at most 512 bytes fit from offset $((CAPACITY - 512)): refused with NBD_ENOSPC"
 }
 
 "$program"
