@@ -5,20 +5,27 @@
 # the message names what happened, the object (portal, target, LUN, bytes) and the next step, the
 # sense is decoded (libsgutils2's texts), and the exit status is the documented one (0 ok, 1 other,
 # 2 usage, 3 gave up, 4 portal unreachable, 5 login refused, 6 the LUN refused).
-# Usage: errors_test.sh cli|nbd   (ISERKIT_BIN = the build's bin directory)
+# Usage: errors_test.sh cli|nbd|fuse   (ISERKIT_BIN = the build's bin directory)
 #   cli   iserkit: every mistake, message on stderr and exit status;
 #   nbd   iserkit-nbd: start-up mistakes (message, exit status); a read-only LUN and a write past
-#         the end sent by an NBD client (nbdsh): the client gets an error, the bridge says why.
-# Skips (77) where a tool is missing (nbdsh for nbd).
+#         the end sent by an NBD client (nbdsh): the client gets an error, the bridge says why;
+#   fuse  iserkit-fuse: discovery refused (exit status), URL mistakes (usage); an unknown target and
+#         a wrong secret leave the target's directory failing with a log line saying why; dd to a
+#         read-only LUN file and past the end of a LUN file fail with the log saying why.
+# Skips (77) where a tool is missing (nbdsh for nbd; /dev/fuse, fusermount3 for fuse).
 set -euo pipefail
-program=${1:?usage: errors_test.sh cli|nbd}
+program=${1:?usage: errors_test.sh cli|nbd|fuse}
 BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the build bin directory}
 export PATH=/usr/bin:/usr/sbin:/bin:$PATH   # nbdsh needs the system python3 with libnbd's bindings
 skip() { echo "SKIP: $*" >&2; exit 77; }
 case $program in
   nbd) command -v nbdsh >/dev/null || skip "nbdsh is not installed (libnbd-bin, python3-libnbd)" ;;
+  fuse)
+    [[ -c /dev/fuse ]] || skip "/dev/fuse is missing"
+    command -v fusermount3 >/dev/null || skip "fusermount3 is not installed (package fuse3)"
+    [[ -x $BIN/iserkit-fuse ]] || skip "iserkit-fuse is not built" ;;
   cli) ;;
-  *) echo "usage: errors_test.sh cli|nbd" >&2; exit 2 ;;
+  *) echo "usage: errors_test.sh cli|nbd|fuse" >&2; exit 2 ;;
 esac
 
 W=$(mktemp -d /tmp/iserkit-errors.XXXXXX)
@@ -172,6 +179,63 @@ PY
   expect ro 0 "iserkit-nbd: $ro_text: serve it with -r/--read-only, or make it writable on the target: offset=0 length=4096"
   cp "$W/bridge-rw.err" "$W/past.err"; echo 0 >"$W/past.rc"
   expect past 0 "$past_text (offset $((CAPACITY - 512)) + length 4096): at most 512 bytes fit from offset $((CAPACITY - 512)): refused with NBD_ENOSPC"
+}
+
+# mount_at NAME ARGS...: iserkit-fuse ARGS on $W/NAME in the foreground (a background job; PID in
+# fuse_pid, log in $W/NAME.err), back once mounted.
+mount_at() {
+  local name=$1; shift
+  mkdir -p "$W/$name"
+  env -u LIBISCSI_CHAP_USERNAME -u LIBISCSI_CHAP_PASSWORD "$BIN/iserkit-fuse" "$@" "$W/$name" --foreground \
+    >"$W/$name.out" 2>"$W/$name.err" &
+  fuse_pid=$!; started+=($fuse_pid); mounted+=("$W/$name")
+  for _ in $(seq 100); do mountpoint -q "$W/$name" && return 0; kill -0 $fuse_pid 2>/dev/null || break; sleep 0.1; done
+  fail "iserkit-fuse did not mount $W/$name"
+}
+# unmount_ok NAME: SIGTERM; a clean exit (0) is expected; the status goes to $W/NAME.rc.
+unmount_ok() {
+  kill -TERM "$fuse_pid"
+  local rc=0
+  wait "$fuse_pid" || rc=$?
+  echo "$rc" >"$W/$1.rc"
+}
+
+fuse() {
+  local f=$BIN/iserkit-fuse
+  mkdir -p "$W/never"
+  echo "== refused connection (discovery before mounting)"
+  run refused "$f" "iscsi://$REFUSED" "$W/never" --foreground
+  expect refused 4 "iserkit-fuse: discovery: $refused_text"
+  echo "== URL mistakes"
+  run lun "$f" "iscsi://$H/$PLAIN/3" "$W/never" --foreground
+  expect lun 2 "iserkit-fuse: the URL names LUN 3: give the portal or the target (iscsi://$H/$PLAIN): each of its LUNs becomes a file lun<N>"
+  run badurl "$f" "iscsi://$H:0" "$W/never" --foreground
+  expect badurl 2 "iserkit-fuse: bad URL: the port is not a number 1..65535: want iscsi://[USER@]HOST[:PORT][/TARGET-IQN]"
+  mountpoint -q "$W/never" && fail "mounted although refused"
+  echo "== unknown target: its directory fails, the log says why"
+  mount_at unknown "iscsi://$H/iqn.2026-11.org.iserkit:typo"
+  ls "$W/unknown/iqn.2026-11.org.iserkit:typo/" >/dev/null 2>&1 && fail "an unknown target listed its LUNs"
+  unmount_ok unknown
+  expect unknown 0 "fuse: login: $unknown_text" "discovery lists: " "$PLAIN"
+  echo "== wrong CHAP secret"
+  mount_at chap --chap-file "$W/wrong.chap" "iscsi://$H/$SECURE"
+  ls "$W/chap/$SECURE/" >/dev/null 2>&1 && fail "the target listed its LUNs with a wrong secret"
+  unmount_ok chap
+  expect chap 0 "fuse: login: $chap_text" "$chap_step"
+  echo "== a read-only LUN"
+  mount_at ro "iscsi://$R"
+  dd if="$W/4k.bin" of="$W/ro/$RO/lun0" bs=4096 count=1 conv=notrunc 2>"$W/ro.dd" && fail "dd to a read-only LUN succeeded"
+  sed 's/^/    dd: /' "$W/ro.dd"
+  unmount_ok ro
+  expect ro 0 "fuse: $ro_text: mount with -r/--read-only, or make it writable on the target: file=lun0"
+  echo "== a write past the end"
+  mount_at past "iscsi://$H"
+  dd if="$W/4k.bin" of="$W/past/$PLAIN/lun0" bs=4096 count=1 seek=$((CAPACITY / 4096)) conv=notrunc 2>"$W/past.dd" &&
+    fail "dd past the end succeeded"
+  sed 's/^/    dd: /' "$W/past.dd"
+  grep -q "No space left on device" "$W/past.dd" || fail "dd past the end: not ENOSPC"
+  unmount_ok past
+  expect past 0 "fuse: $past_text (offset $CAPACITY + length 4096): offsets go up to $((CAPACITY - 1)): file=lun0"
 }
 
 "$program"
