@@ -4,6 +4,7 @@
 #   library       libiserkit_initiator.a + libiserkit_common.a → lib (static: packaging/README.md)
 #   headers       include/iserkit/{initiator,common,iscsi,scsi,datamover,iser}/*.hpp
 #   CMake config  lib/cmake/iserkit/iserkitConfig.cmake: find_package(iserkit) → iserkit::initiator
+#                 (and FindSgUtils2.cmake: libsgutils2 has no pkg-config file)
 #   pkg-config    lib/pkgconfig/iserkit.pc
 #   man pages     share/man/man{1,5,8} (packaging/man/CMakeLists.txt, when its tool is installed)
 include(CMakePackageConfigHelpers)
@@ -40,7 +41,7 @@ configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/iserkitConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/iserkitConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/iserkitConfig.cmake ${PROJECT_BINARY_DIR}/iserkitConfigVersion.cmake
-  DESTINATION ${ISERKIT_CMAKE_DIR} COMPONENT dev)
+  ${CMAKE_CURRENT_LIST_DIR}/FindSgUtils2.cmake DESTINATION ${ISERKIT_CMAKE_DIR} COMPONENT dev)
 
 # pkg-config: the static libraries and what they link (Requires are .pc names Debian ships).
 set(ISERKIT_PC_REQUIRES "spdlog fmt libcrypto libisal")

@@ -8,6 +8,8 @@
 #include <new>
 
 #include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
+#include "iserkit/initiator/diagnosis.hpp"
 #include "iserkit/initiator/errors.hpp"
 
 namespace iserkit::fuse_fs {
@@ -19,6 +21,30 @@ constexpr std::size_t zero_chunk_bytes = 1 << 20;
 bool unsupported(std::error_code ec) {
   const int e = initiator::to_errno(ec);
   return e == EOPNOTSUPP || e == EINVAL;  // not_supported, or ILLEGAL REQUEST (invalid opcode/field)
+}
+
+// Logs, once per kind for the LUN, why it refused a write: read-only, past the end (`ec` empty:
+// refused here before sending), or another SCSI error, in the words every program uses
+// (initiator/diagnosis.hpp). Transport errors are the session's to report. Error path only.
+void warn_refused(LunState& lun, std::error_code ec, std::uint64_t offset_bytes, std::uint64_t length_bytes,
+                  std::uint64_t capacity_bytes) {
+  const std::error_code kind = ec ? ec : std::make_error_code(std::errc::no_space_on_device);
+  if ((ec && !initiator::is_scsi_error(ec)) || kind == lun.warned) return;
+  lun.warned = kind;
+  initiator::ErrorContext context{.program = initiator::Program::fuse,
+                                  .url = std::nullopt,
+                                  .chap = nullptr,
+                                  .offset_bytes = offset_bytes,
+                                  .length_bytes = length_bytes,
+                                  .capacity_bytes = capacity_bytes,
+                                  .listed_targets = std::nullopt};
+  if (lun.target != nullptr) {
+    context.url = lun.target->portal;
+    context.url->target = lun.target->iqn;
+    context.url->lun = lun.index;
+  }
+  const auto d = ec ? initiator::diagnose(ec, context) : initiator::diagnose_past_end("write", context);
+  log::warn("fuse: {}: file=lun{}", d.text(), lun.index);
 }
 
 // Zeroes whole blocks [lba, lba + blocks) by writing zero buffers.
@@ -91,7 +117,10 @@ Awaitable<Result<std::size_t>> lun_write(PortalView& view, std::shared_ptr<LunSt
   const auto& cap = h->info().capacity;
   const std::uint64_t capacity = cap.size_bytes();
   // A block device refuses a write that starts at its end (ENOSPC) and shortens one that crosses it.
-  if (offset >= capacity) co_return fail(std::make_error_code(std::errc::no_space_on_device));
+  if (offset >= capacity) {
+    warn_refused(*lun, {}, offset, data.size(), capacity);
+    co_return fail(std::make_error_code(std::errc::no_space_on_device));
+  }
   const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), capacity - offset));
   const std::uint32_t bs = cap.block_size_bytes;
   const std::uint64_t first = offset / bs;
@@ -105,7 +134,10 @@ Awaitable<Result<std::size_t>> lun_write(PortalView& view, std::shared_ptr<LunSt
   } else {
     r = co_await h->write_bytes(offset, data.first(n), {.fua = fua});
   }
-  if (!r) co_return fail(r.error());
+  if (!r) {
+    warn_refused(*lun, r.error(), offset, n, capacity);
+    co_return fail(r.error());
+  }
   co_return n;
 }
 

@@ -32,6 +32,7 @@
 #include "iserkit/common/log.hpp"
 #include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/client.hpp"
+#include "iserkit/initiator/diagnosis.hpp"
 #include "iserkit/initiator/option_values.hpp"
 #include "iserkit/initiator/url.hpp"
 
@@ -143,8 +144,14 @@ int parse(int argc, char** argv, Config& cfg) {
     if (positional.size() < 2) return fail_usage("want a URL and a mount point");
     for (std::size_t i = 0; i + 1 < positional.size(); ++i) {
       auto url = initiator::parse_url(positional[i]);
-      if (!url) return fail_usage("bad URL " + positional[i] + ": want iscsi://HOST[:PORT][/TARGET-IQN]");
-      if (url->lun) return fail_usage("the URL names a LUN; give the portal or a target (each LUN becomes a file)");
+      if (!url) return fail_usage(initiator::diagnose_bad_url(positional[i], false).text());
+      if (url->lun) {
+        auto whole = *url;
+        whole.lun.reset();
+        whole.password.clear();
+        return fail_usage("the URL names LUN " + std::to_string(*url->lun) + ": give the portal or the target (" +
+                          initiator::format_url(whole) + "): each of its LUNs becomes a file lun<N>");
+      }
       cfg.urls.push_back(*url);
     }
     auto gathered = initiator::gather_chap_sources(
@@ -269,6 +276,7 @@ int main(int argc, char** argv) {
   std::size_t targets = 0;
   int discovered = 0;
   int tried = 0;
+  int status = 1;  // the exit status when no portal answers (iserkit-fuse(1) EXIT STATUS)
   for (std::size_t i = 0; i < cfg.urls.size(); ++i) {
     if (!cfg.urls[i].target.empty()) {
       ++targets;
@@ -277,16 +285,18 @@ int main(int argc, char** argv) {
     ++tried;
     auto found = initiator::BlockingClient::discover(cfg.urls[i], cfg.view.session);
     if (!found) {
-      const auto hint = initiator::chap_login_hint(found.error(), cfg.view.session.chap);
-      std::cerr << "iserkit-fuse: discovery: " << found.error().message() << (hint.empty() ? "" : ": " + hint)
-                << ": url=" << initiator::format_url(cfg.urls[i]) << "\n";
+      const auto d = initiator::diagnose(found.error(), {.program = initiator::Program::fuse,
+                                                         .url = cfg.urls[i],
+                                                         .chap = &cfg.view.session.chap});
+      std::cerr << "iserkit-fuse: discovery: " << d.text() << ": url=" << initiator::format_url(cfg.urls[i]) << "\n";
+      status = initiator::exit_code(d.exit_status);
       continue;
     }
     ++discovered;
     targets += found->size();
     view.set_listing(i, *found);
   }
-  if (tried > 0 && discovered == 0 && targets == 0) return 1;
+  if (tried > 0 && discovered == 0 && targets == 0) return status;
   cfg.mount.uid = ::getuid();
   cfg.mount.gid = ::getgid();
   ::clock_gettime(CLOCK_REALTIME, &cfg.mount.mount_time);

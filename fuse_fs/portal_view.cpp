@@ -9,17 +9,24 @@
 #include "fuse_fs/target_paths.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
-#include "iserkit/initiator/chap_credentials.hpp"
+#include "iserkit/initiator/diagnosis.hpp"
 #include "iserkit/initiator/discovery.hpp"
 #include "iserkit/initiator/errors.hpp"
 
 namespace iserkit::fuse_fs {
 namespace {
 
-// ": what to do about CHAP" after a login error caused by it, else "".
-std::string chap_hint(std::error_code ec, const initiator::ChapOptions& chap) {
-  const auto hint = initiator::chap_login_hint(ec, chap);
-  return hint.empty() ? std::string() : ": " + hint;
+// `ec` in words for a login, discovery or multipath open at `url` (initiator/diagnosis.hpp).
+std::string words(std::error_code ec, const initiator::Url& url, const initiator::ChapOptions& chap,
+                  std::optional<std::vector<std::string>> listed = std::nullopt) {
+  const initiator::ErrorContext context{.program = initiator::Program::fuse,
+                                        .url = url,
+                                        .chap = &chap,
+                                        .offset_bytes = std::nullopt,
+                                        .length_bytes = std::nullopt,
+                                        .capacity_bytes = std::nullopt,
+                                        .listed_targets = std::move(listed)};
+  return initiator::diagnose(ec, context).text();
 }
 
 }  // namespace
@@ -99,8 +106,8 @@ Awaitable<void> PortalView::discover_one(std::size_t i, std::shared_ptr<std::siz
   auto found = co_await initiator::discover(ex_, url, options_.session);
   if (!found) {
     if (!root_error_) root_error_ = found.error();
-    log::warn("fuse: discovery: {}{}: portal={}", found.error().message(),
-              chap_hint(found.error(), options_.session.chap), initiator::format_url(url));
+    log::warn("fuse: discovery: {}: portal={}", words(found.error(), url, options_.session.chap),
+              initiator::format_url(url));
   } else {  // a portal that fails keeps what it listed before
     listings_[i] = std::move(*found);
   }
@@ -157,7 +164,12 @@ Awaitable<Result<std::shared_ptr<initiator::Session>>> PortalView::session(Targe
   } else {
     t.last_error = s.error();
     t.failed_at = Clock::now();
-    log::warn("fuse: login: {}{}: target={}", s.error().message(), chap_hint(s.error(), options_.session.chap),
+    // An unknown target: name what the portal lists instead.
+    std::optional<std::vector<std::string>> listed;
+    if (initiator::needs_target_list(s.error())) {
+      if (auto found = co_await initiator::discover(ex_, url, options_.session)) listed = initiator::target_names(*found);
+    }
+    log::warn("fuse: login: {}: target={}", words(s.error(), url, options_.session.chap, std::move(listed)),
               log::escaped(t.iqn));
   }
   t.connecting.finish();
@@ -223,9 +235,8 @@ Awaitable<Result<std::shared_ptr<initiator::CommandChannel>>> PortalView::channe
   } else {
     t.last_error = m.error();
     t.failed_at = Clock::now();
-    log::warn("fuse: multipath: open: {}{}: target={} paths={}", m.error().message(),
-              chap_hint(m.error(), options_.session.chap), log::escaped(t.iqn),
-              t.paths.size());
+    log::warn("fuse: multipath: open: {}: target={} paths={}", words(m.error(), t.portal, options_.session.chap),
+              log::escaped(t.iqn), t.paths.size());
   }
   t.connecting.finish();
   if (!m) co_return fail(m.error());
@@ -336,7 +347,10 @@ Awaitable<Result<void>> PortalView::scan_target(TargetState& t) {
     }
     auto opened = co_await open_lun(t, *ch, *index);
     if (!opened) {
-      log::warn("fuse: open LUN: {}: target={} lun={}", opened.error().message(), log::escaped(t.iqn), *index);
+      auto at = t.portal;
+      at.lun = *index;
+      log::warn("fuse: open LUN: {}: target={} lun={}", words(opened.error(), at, options_.session.chap),
+                log::escaped(t.iqn), *index);
       continue;  // not a block device (errc::not_supported) or not ready: not shown
     }
     next.emplace(*index, *opened);
@@ -366,8 +380,10 @@ Awaitable<Result<void>> PortalView::refresh_target(Ino dir, bool force) {
       t->scanned_at = Clock::now();
       t->last_error = {};
     } else {
+      // A failed login was said by session() or channel() (which set last_error to it), in words.
+      if (r.error() != t->last_error)
+        log::warn("fuse: listing LUNs: {}: target={}", words(r.error(), t->portal, options_.session.chap), t->iqn);
       t->last_error = r.error();
-      log::warn("fuse: listing LUNs: {}: target={}", r.error().message(), t->iqn);
     }
     t->scanning.finish();
   }

@@ -81,6 +81,7 @@ struct LunState {
   /// With multipath: this LUN's device (LUN 0's is the target's `multipath`); kept for the mount.
   std::shared_ptr<initiator::Multipath> multipath;
   std::error_code last_error;  ///< why the last (re)open failed
+  std::error_code warned;      ///< the last refusal of an I/O that was logged (lun_io.cpp: once per kind)
   SingleFlight reopening;
   /// Writes hold the logical blocks they touch (whole range) so partial-block read-modify-write
   /// never interleaves with another write of the same block.

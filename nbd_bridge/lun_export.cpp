@@ -5,6 +5,8 @@
 #include <cerrno>
 
 #include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
+#include "iserkit/initiator/diagnosis.hpp"
 #include "iserkit/initiator/errors.hpp"
 
 namespace iserkit::nbd {
@@ -14,6 +16,21 @@ std::error_code LunExport::as_errno(const std::error_code& ec) const noexcept {
   // proto.md "Error values": NBD_ESHUTDOWN while the server shuts down.
   if (shutting_down_ && (e == ENOTCONN || ec == make_error_code(errc::session_lost))) return {ESHUTDOWN, std::generic_category()};
   return {e, std::generic_category()};
+}
+
+void LunExport::warn_refused(const std::error_code& ec, std::uint64_t offset_bytes, std::uint64_t length_bytes) {
+  // Once per kind: a client retrying a write to a read-only LUN must not flood the log.
+  if (!initiator::is_scsi_error(ec) || ec == warned_) return;
+  warned_ = ec;
+  const initiator::ErrorContext context{.program = initiator::Program::nbd,
+                                        .url = options_.url,
+                                        .chap = nullptr,
+                                        .offset_bytes = offset_bytes,
+                                        .length_bytes = length_bytes,
+                                        .capacity_bytes = lun_.info().capacity.size_bytes(),
+                                        .listed_targets = std::nullopt};
+  log::warn("iserkit-nbd: {}: offset={} length={}", initiator::diagnose(ec, context).text(), offset_bytes,
+            length_bytes);
 }
 
 LunExport::LunExport(initiator::LunHandle lun, LunExportOptions options)
@@ -53,12 +70,14 @@ Awaitable<std::error_code> LunExport::read(std::uint64_t offset_bytes, ByteSpan 
   read_bytes_ += dest.size();
   auto r = co_await lun_.read({.lba = lba(offset_bytes), .blocks = static_cast<std::uint32_t>(dest.size() / block_size_)},
                               dest);
+  if (!r) warn_refused(r.error(), offset_bytes, dest.size());
   co_return as_errno(r);
 }
 
 Awaitable<std::error_code> LunExport::write(std::uint64_t offset_bytes, ConstByteSpan src, bool fua) {
   auto r = co_await lun_.write(
       {.lba = lba(offset_bytes), .blocks = static_cast<std::uint32_t>(src.size() / block_size_), .fua = fua}, src);
+  if (!r) warn_refused(r.error(), offset_bytes, src.size());
   co_return as_errno(r);
 }
 
@@ -105,8 +124,9 @@ void LunExport::fast_done(FastOp& op, Result<scsi::ScsiResult> result) noexcept 
   fast_free_.push_back(&op);
   if (!initiator::LunHandle::wants_retry(result)) {
     const std::size_t bytes = write ? out.size() : in.size();
-    io->io_done(as_errno(initiator::LunHandle::finish_transfer(result, write, lba(offset),
-                                                               static_cast<std::uint32_t>(bytes / block_size_))));
+    const auto r = initiator::LunHandle::finish_transfer(result, write, lba(offset), static_cast<std::uint32_t>(bytes / block_size_));
+    if (!r) warn_refused(r.error(), offset, bytes);
+    io->io_done(as_errno(r));
     return;
   }
   // UNIT ATTENTION, BUSY, TASK SET FULL: the whole request again through read()/write(), which
@@ -135,6 +155,7 @@ Awaitable<std::error_code> LunExport::write_zeroes(std::uint64_t offset_bytes, s
                                                    bool may_trim, bool fua) {
   auto r = co_await lun_.write_zeroes(
       {.lba = lba(offset_bytes), .blocks = length_bytes / block_size_, .may_unmap = may_trim});
+  if (!r) warn_refused(r.error(), offset_bytes, length_bytes);
   if (auto ec = as_errno(r)) co_return ec;
   if (fua) co_return co_await flush();
   co_return std::error_code{};

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "iserkit/initiator/lun.hpp"
+#include "iserkit/initiator/url.hpp"
 #include "nbd_bridge/export.hpp"
 
 namespace iserkit::nbd {
@@ -17,6 +19,8 @@ struct LunExportOptions {
   std::string name;          ///< export name (NBD_INFO_NAME)
   std::string description;   ///< NBD_INFO_DESCRIPTION, e.g. the URL without password
   bool read_only = false;
+  /// The LUN's URL, named in the warning a refused request prints (initiator/diagnosis.hpp).
+  std::optional<initiator::Url> url;
 };
 
 /// Serves one LUN. Payload moves without copies: READ data lands from Data-In straight in the
@@ -89,7 +93,12 @@ class LunExport final : public Export {
     return r ? std::error_code{} : as_errno(r.error());
   }
 
+  /// Prints, once per kind, why the LUN refused a request (read-only, past the end, …) in words;
+  /// transport errors are the session's to report. Error path only.
+  void warn_refused(const std::error_code& ec, std::uint64_t offset_bytes, std::uint64_t length_bytes);
+
   std::uint32_t block_size_;
+  std::error_code warned_;  // the last refusal warn_refused() printed
   bool shutting_down_ = false;
   bool lba_status_unsupported_ = false;
   std::uint64_t lba_status_commands_ = 0;

@@ -56,6 +56,8 @@
 #include "iserkit/common/service_manager.hpp"
 #include "iserkit/common/status_socket.hpp"
 #include "iserkit/initiator/chap_credentials.hpp"
+#include "iserkit/initiator/diagnosis.hpp"
+#include "iserkit/initiator/discovery.hpp"
 #include "iserkit/initiator/lun.hpp"
 #include "iserkit/initiator/multipath.hpp"
 #include "iserkit/initiator/option_values.hpp"
@@ -429,24 +431,40 @@ struct LoopParts {
   std::shared_ptr<nbd::LunExport> exported;
 };
 
+/// Prints `ec` in words (initiator/diagnosis.hpp) with the URL; after an unknown target, what
+/// discovery lists at the portal. `suffix` names the loop or the paths.
+Awaitable<void> print_error(std::error_code ec, const initiator::Url& url, const initiator::SessionOptions& options,
+                            std::string suffix) {
+  initiator::ErrorContext context{.program = initiator::Program::nbd, .url = url, .chap = &options.chap};
+  if (initiator::needs_target_list(ec)) {
+    auto found = co_await initiator::discover(co_await asio::this_coro::executor, url, options);
+    if (found) context.listed_targets = initiator::target_names(*found);
+  }
+  std::cerr << "iserkit-nbd: " << initiator::diagnose(ec, context).text() << ": url=" << initiator::format_url(url)
+            << suffix << "\n";
+}
+
+/// The exit status for a start-up failure (iserkit-nbd(1) EXIT STATUS).
+int exit_status_of(std::error_code ec) {
+  return initiator::exit_code(initiator::diagnose(ec, {.program = initiator::Program::nbd}).exit_status);
+}
+
 /// Logs in one loop's session and opens the LUN on it. Runs on that loop (a session and every
 /// awaitable of it live on one executor). Errors are printed; `loop` names the loop when N > 1.
 Awaitable<Result<LoopParts>> open_loop(initiator::Url url, initiator::SessionOptions options, std::uint32_t lun_index,
                                        nbd::LunExportOptions export_options, std::string loop) {
   auto ex = co_await asio::this_coro::executor;
-  const initiator::ChapOptions chap = options.chap;  // for the message: `options` is moved from below
+  const initiator::SessionOptions kept = options;  // for the message: `options` is moved from below
   auto session = co_await initiator::Session::connect(ex, url, std::move(options));
   if (!session) {
-    const auto hint = initiator::chap_login_hint(session.error(), chap);
-    std::cerr << "iserkit-nbd: login: " << session.error().message() << (hint.empty() ? "" : ": " + hint)
-              << ": url=" << initiator::format_url(url) << loop << "\n";
+    co_await print_error(session.error(), url, kept, loop);
     co_return fail(session.error());
   }
   log::info("iserkit-nbd: logged in over {}{}", (*session)->transport() == datamover::Transport::iser ? "iSER" : "TCP",
             loop);
   auto lun = co_await initiator::LunHandle::open(*session, scsi::Lun::from_index(lun_index));
   if (!lun) {
-    std::cerr << "iserkit-nbd: open LUN: " << lun.error().message() << ": lun=" << lun_index << loop << "\n";
+    co_await print_error(lun.error(), url, kept, loop);
     (*session)->close();
     co_return fail(lun.error());
   }
@@ -517,7 +535,8 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
   std::string description;
   const nbd::LunExportOptions export_options{
       .name = cfg.name.empty() ? cfg.url.target + "/" + std::to_string(lun_index) : cfg.name,
-      .read_only = cfg.read_only};
+      .read_only = cfg.read_only,
+      .url = cfg.url};
   // Closes every session opened so far, each on its own loop (start-up failed).
   auto close_all = [&]() -> Awaitable<void> {
     stop_sampling->store(true);
@@ -556,7 +575,7 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
       }
       if (!opened) {
         co_await close_all();
-        co_return 1;
+        co_return exit_status_of(opened.error());
       }
       bridge->loops.push_back(*opened);
       status->loop_states[k] = BridgeStatus::State::connected;
@@ -591,10 +610,11 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
     mo.on_event = [status](const initiator::PathEvent& e) { status->on_path_event(e); };
     auto opened = co_await initiator::Multipath::open(ex, cfg.urls, scsi::Lun::from_index(lun_index), mo);
     if (!opened) {
-      const auto hint = initiator::chap_login_hint(opened.error(), cfg.session.chap);
-      std::cerr << "iserkit-nbd: multipath: " << opened.error().message() << (hint.empty() ? "" : ": " + hint) << ": "
+      const initiator::ErrorContext context{.program = initiator::Program::nbd, .url = std::nullopt,
+                                            .chap = &cfg.session.chap};
+      std::cerr << "iserkit-nbd: multipath: " << initiator::diagnose(opened.error(), context).text() << ": "
                 << cfg.urls.size() << " paths (see the log for which path failed)\n";
-      co_return 1;
+      co_return exit_status_of(opened.error());
     }
     multipath = *opened;
     status->multipath = multipath;
@@ -602,9 +622,9 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
     for (const auto& u : cfg.urls) description += (description.empty() ? "" : " ") + initiator::format_url(u);
     auto lun = co_await initiator::LunHandle::open(channel, scsi::Lun::from_index(lun_index));
     if (!lun) {
-      std::cerr << "iserkit-nbd: open LUN: " << lun.error().message() << ": lun=" << lun_index << "\n";
+      co_await print_error(lun.error(), cfg.url, cfg.session, " (multipath)");
       co_await close_all();
-      co_return 1;
+      co_return exit_status_of(lun.error());
     }
     auto options = export_options;
     options.description = description;
@@ -930,7 +950,7 @@ int main(int argc, char** argv) {
     for (const auto& text : args["url"].as<std::vector<std::string>>()) {
       auto url = initiator::parse_url(text);
       if (!url || url->target.empty()) {
-        std::cerr << "iserkit-nbd: bad URL: want iscsi://HOST[:PORT]/TARGET-IQN/LUN (or iser://)\n";
+        std::cerr << "iserkit-nbd: " << initiator::diagnose_bad_url(text, true).text() << "\n";
         return 2;
       }
       cfg.urls.push_back(*url);

@@ -13,6 +13,7 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/common/past_end.hpp"
 #include "nbd_bridge/error_map.hpp"
 #include "nbd_bridge/request_check.hpp"
 
@@ -193,8 +194,18 @@ Awaitable<void> Connection::receive_loop() {
 
     const RequestVerdict verdict = check_request(*request, params_);
     if (!verdict.ok()) {
-      log::info("nbd: invalid request: {}: {}: offset={} length={} flags=0x{:x}", name_of(command), verdict.reason,
-                request->offset_bytes, request->length_bytes, request->flags);
+      if (verdict.error == NbdError::nospc && !warned_past_end_) {
+        // A write past the end is a usual mistake (an image larger than the LUN): said once per
+        // connection in the words every iserkit program uses (common/past_end.hpp).
+        warned_past_end_ = true;
+        const char* operation = command == Command::write ? "write" : "write zeroes";
+        log::warn("nbd: {}: {}: refused with NBD_ENOSPC", past_end_text(operation, request->offset_bytes,
+                                                                      request->length_bytes, params_.size_bytes),
+                  past_end_next_step(request->offset_bytes, params_.size_bytes));
+      } else {
+        log::info("nbd: invalid request: {}: {}: offset={} length={} flags=0x{:x}", name_of(command), verdict.reason,
+                  request->offset_bytes, request->length_bytes, request->flags);
+      }
       if (command == Command::write && request->length_bytes > 0) {
         // The payload is on the wire whatever we think of the request: consume it to keep framing,
         // unless it is so large that reading it would be a denial of service.

@@ -159,6 +159,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Send
   std::size_t buffered_bytes_ = 0;
   bool writing_ = false;         // a write_loop is running
   bool dead_ = false;            // hard-closed: replies are dropped
+  bool warned_past_end_ = false;  // a write past the end was logged (once per connection)
   bool stop_requested_ = false;
 };
 

@@ -13,6 +13,7 @@ packages=(
   libisal-dev             # ISA-L: CRC32C header/data digests
   libexpected-dev         # tl::expected (GCC 12 has no std::expected in C++20)
   libcxxopts-dev          # command-line options
+  libsgutils2-dev         # sg3_utils' sense key and ASC/ASCQ tables: SCSI errors in words in every program
   libssl-dev              # OpenSSL libcrypto: CHAP digests (MD5, SHA-1, SHA-256, SHA3-256) and RAND_bytes challenges
   libtomlplusplus-dev     # toml++: iserkit-target --config FILE
   libsystemd-dev          # sd_notify (iserkit-target Type=notify: READY/STATUS/RELOADING/STOPPING) and sd_listen_fds (iserkit-nbd socket activation)

@@ -269,7 +269,8 @@ std::string chap_login_hint(std::error_code ec, const ChapOptions& chap) {
     if (!chap.enabled())
       return "the target requires CHAP authentication: give a user and a secret (--chap-file FILE with "
              "`username = ...` and `secret = ...`, mode 0600, or LIBISCSI_CHAP_USERNAME and LIBISCSI_CHAP_PASSWORD)";
-    return "the target refused CHAP user '" + chap.user + "': check the user name and the secret";
+    return "the target refused CHAP user '" + chap.user +
+           "': check the user name and the secret (--chap-file, LIBISCSI_CHAP_PASSWORD or the URL)";
   }
   if (ec == errc::authentication_failed && chap.mutual())
     return "the target failed mutual CHAP: its name or answer does not match target_username/target_secret";

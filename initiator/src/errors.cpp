@@ -8,6 +8,7 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/scsi/errno_map.hpp"
+#include "iserkit/scsi/sense_text.hpp"
 
 namespace iserkit::initiator {
 namespace {
@@ -26,14 +27,6 @@ std::string_view status_name(std::uint8_t s) {
   return "UNKNOWN STATUS";
 }
 
-std::string_view sense_key_name(std::uint8_t k) {
-  static constexpr std::string_view names[] = {
-      "NO SENSE",     "RECOVERED ERROR", "NOT READY",       "MEDIUM ERROR",  "HARDWARE ERROR", "ILLEGAL REQUEST",
-      "UNIT ATTENTION", "DATA PROTECT",  "BLANK CHECK",     "VENDOR SPECIFIC", "COPY ABORTED", "ABORTED COMMAND",
-      "RESERVED",     "VOLUME OVERFLOW", "MISCOMPARE",      "COMPLETED"};
-  return k < 16 ? names[k] : "UNKNOWN";
-}
-
 // Bit 23 of the value flags "sense present" so NO SENSE 0/0/0 stays distinguishable.
 constexpr int sense_present_bit = 1 << 23;
 
@@ -44,10 +37,14 @@ class ScsiCategory final : public std::error_category {
     const auto status = static_cast<std::uint8_t>((v >> 24) & 0x7f);
     std::string s(status_name(status));
     if (v & sense_present_bit) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, ": sense=%x/%02x/%02x ", (v >> 16) & 0xf, (v >> 8) & 0xff, v & 0xff);
+      // "sense=K/ASC/ASCQ KEY: ASC text", the texts from libsgutils2's tables (scsi/sense_text.hpp).
+      const auto key = static_cast<scsi::SenseKey>((v >> 16) & 0xf);
+      const auto asc = static_cast<std::uint8_t>((v >> 8) & 0xff);
+      const auto ascq = static_cast<std::uint8_t>(v & 0xff);
+      char buf[32];
+      std::snprintf(buf, sizeof buf, ": sense=%x/%02x/%02x ", (v >> 16) & 0xf, asc, ascq);
       s += buf;
-      s += sense_key_name(static_cast<std::uint8_t>((v >> 16) & 0xf));
+      s += scsi::sense_key_text(key) + ": " + scsi::asc_ascq_text(asc, ascq);
     }
     return s;
   }

@@ -1,6 +1,8 @@
 // The `iserkit` command line tool: discover, inquiry, readcap, luns, read, write over the
 // initiator's public API (BlockingClient). Layer 6: exceptions (cxxopts) and blocking calls are
-// allowed here. Exit codes: 0 success, 1 error with "<operation>: <what>: key=value" on stderr.
+// allowed here. Errors: "<operation>: <what happened>: <next step>: key=value" on stderr, worded by
+// initiator/diagnosis.hpp (shared with iserkit-nbd and iserkit-fuse), and its exit status: 0 success,
+// 1 other failure, 2 usage, 3 gave up, 4 portal unreachable, 5 login refused, 6 the LUN refused.
 // --json: one JSON document on stdout per run (cli_json.hpp; on error {"error": {...}} as well).
 // Unaligned --offset/--length are handled by read-modify-write of the edge blocks (write) or
 // partial copies (read); see LunHandle::write_bytes for the concurrency caveat.
@@ -33,6 +35,7 @@
 #include "iserkit/common/status_socket.hpp"
 #include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/client.hpp"
+#include "iserkit/initiator/diagnosis.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "iserkit/initiator/lun.hpp"
 #include "iserkit/initiator/option_values.hpp"
@@ -56,17 +59,26 @@ void print_json(const Json& doc) {
   std::cout << doc.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
 }
 
-int error(const std::string& operation, const std::string& what, const std::string& kv = {}) {
-  std::cerr << operation << ": " << what << (kv.empty() ? "" : ": " + kv) << "\n";
-  if (json_output) print_json({{"error", {{"operation", operation}, {"message", what}, {"detail", kv}}}});
-  return 1;
+using ik::ExitStatus;
+
+// Prints "<operation>: <what>: <next step>: key=value" (and the JSON error with --json); returns
+// the exit status.
+int error(const std::string& operation, const ik::Diagnosis& d, const std::string& kv = {}) {
+  std::cerr << operation << ": " << d.text() << (kv.empty() ? "" : ": " + kv) << "\n";
+  if (json_output)
+    print_json({{"error", {{"operation", operation}, {"message", d.what}, {"next_step", d.next_step}, {"detail", kv},
+                           {"exit_status", ik::exit_code(d.exit_status)}}}});
+  return ik::exit_code(d.exit_status);
+}
+
+int error(const std::string& operation, const std::string& what, const std::string& kv = {},
+          ExitStatus status = ExitStatus::failure) {
+  return error(operation, ik::Diagnosis{.what = what, .next_step = {}, .exit_status = status}, kv);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
-
-std::string describe(std::error_code ec) { return ec.message() + " (" + ec.category().name() + ":" + std::to_string(ec.value()) + ")"; }
 
 bool write_all(int fd, const std::byte* p, std::size_t n) {
   while (n > 0) {
@@ -109,20 +121,28 @@ struct Common {
   bool progress = false;  ///< show read/write progress on stderr (progress.hpp)
 };
 
-// A failed login or discovery: the error, and what to do about CHAP when that is the cause.
-std::string login_error_text(const Common& c, std::error_code ec) {
-  const auto hint = ik::chap_login_hint(ec, c.options.chap);
-  return describe(ec) + (hint.empty() ? "" : ": " + hint);
+// What the error concerned, for diagnose(): the URL (portal, target, LUN) and the credentials.
+ik::ErrorContext context(const Common& c, const ik::Url& url) {
+  return {.program = ik::Program::cli, .url = url, .chap = &c.options.chap};
+}
+
+// Words for `ec` from a login, discovery or command on `url`; after an unknown target, what
+// discovery lists at the portal.
+ik::Diagnosis diagnose(const Common& c, const ik::Url& url, std::error_code ec, ik::ErrorContext ctx) {
+  if (ik::needs_target_list(ec)) {
+    if (auto found = ik::BlockingClient::discover(url, c.options)) ctx.listed_targets = ik::target_names(*found);
+  }
+  return ik::diagnose(ec, ctx);
+}
+
+ik::Diagnosis diagnose(const Common& c, const ik::Url& url, std::error_code ec) {
+  return diagnose(c, url, ec, context(c, url));
 }
 
 iserkit::Result<ik::Url> url_for(const std::string& op, const std::string& text, bool need_target, int& rc) {
   auto url = ik::parse_url(text);
-  if (!url) {
-    rc = error(op, "bad URL", "url=" + redact(text));
-    return url;
-  }
-  if (need_target && url->target.empty()) {
-    rc = error(op, "URL has no target", "url=" + ik::format_url(*url));
+  if (!url || (need_target && url->target.empty())) {
+    rc = error(op, ik::diagnose_bad_url(text, need_target), "url=" + redact(text));
     return iserkit::fail(iserkit::errc::invalid_argument);
   }
   return url;
@@ -134,7 +154,7 @@ int cmd_discover(const Common& c, const std::string& text) {
   if (!url) return rc;
   auto targets = ik::BlockingClient::discover(*url, c.options);
   if (!targets)
-    return error("discover", login_error_text(c, targets.error()), "portal=" + url->host + ":" + std::to_string(url->port));
+    return error("discover", diagnose(c, *url, targets.error()), "portal=" + url->host + ":" + std::to_string(url->port));
   if (json_output) {
     print_json(iserkit::cli::discovery_json(iserkit::cli::portal_text(url->host, url->port), *targets));
     return 0;
@@ -150,22 +170,25 @@ int cmd_discover(const Common& c, const std::string& text) {
   return 0;
 }
 
+// Logs in to the LUN of URL `text` (parsed into `parsed`); on failure prints why and sets `rc`.
 iserkit::Result<std::unique_ptr<ik::BlockingClient>> open_client(const std::string& op, const Common& c,
-                                                                 const std::string& text, int& rc) {
+                                                                 const std::string& text, int& rc, ik::Url& parsed) {
   auto url = url_for(op, text, true, rc);
   if (!url) return iserkit::fail(url.error());
+  parsed = *url;
   auto client = ik::BlockingClient::open(*url, c.options);
-  if (!client) rc = error(op, "cannot open LUN: " + login_error_text(c, client.error()), "url=" + ik::format_url(*url));
+  if (!client) rc = error(op, diagnose(c, *url, client.error()), "url=" + ik::format_url(*url));
   return client;
 }
 
 int cmd_inquiry(const Common& c, const std::string& text) {
   int rc = 0;
-  auto client = open_client("inquiry", c, text, rc);
+  ik::Url url;
+  auto client = open_client("inquiry", c, text, rc, url);
   if (!client) return rc;
   auto& cl = **client;
   auto inq = cl.inquiry();
-  if (!inq) return error("inquiry", describe(inq.error()));
+  if (!inq) return error("inquiry", diagnose(c, url, inq.error()));
   if (json_output) {
     std::optional<std::string> serial;
     if (auto sn = cl.unit_serial_number()) {
@@ -216,10 +239,11 @@ int cmd_inquiry(const Common& c, const std::string& text) {
 
 int cmd_readcap(const Common& c, const std::string& text) {
   int rc = 0;
-  auto client = open_client("readcap", c, text, rc);
+  ik::Url url;
+  auto client = open_client("readcap", c, text, rc, url);
   if (!client) return rc;
   auto cap = (*client)->read_capacity();
-  if (!cap) return error("readcap", describe(cap.error()));
+  if (!cap) return error("readcap", diagnose(c, url, cap.error()));
   if (json_output) {
     print_json(iserkit::cli::capacity_json(*cap));
     return 0;
@@ -269,7 +293,7 @@ int cmd_luns(const Common& c, const std::string& text) {
                           });
   io.run();
   if (!result || !*result)
-    return error("luns", "REPORT LUNS failed: " + login_error_text(c, result ? result->error() : make_error_code(std::errc::io_error)),
+    return error("luns", diagnose(c, *url, result ? result->error() : make_error_code(std::errc::io_error)),
                  "url=" + ik::format_url(*url));
   if (json_output) {
     Json list = Json::array();
@@ -324,18 +348,23 @@ std::uint64_t max_transfer_bytes(const ik::LunInfo& info) {
 int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std::optional<std::uint64_t> length,
              const std::string& out_path) {
   int rc = 0;
-  auto client = open_client("read", c, text, rc);
+  ik::Url url;
+  auto client = open_client("read", c, text, rc, url);
   if (!client) return rc;
   auto& cl = **client;
   const std::uint64_t size = cl.info().capacity.size_bytes();
-  if (offset > size) return error("read", "offset past the end", "offset=" + std::to_string(offset) + " size=" + std::to_string(size));
-  const std::uint64_t len = length.value_or(size - offset);
-  if (len > size - offset)
-    return error("read", "range past the end",
-                 "offset=" + std::to_string(offset) + " length=" + std::to_string(len) + " size=" + std::to_string(size));
+  auto ctx = context(c, url);
+  ctx.capacity_bytes = size;
+  ctx.offset_bytes = offset;
+  ctx.length_bytes = length.value_or(offset <= size ? size - offset : 0);
+  if (offset > size || *ctx.length_bytes > size - offset)
+    return error("read", ik::diagnose_past_end("read", ctx),
+                 "offset=" + std::to_string(offset) + " length=" + std::to_string(*ctx.length_bytes) +
+                     " size=" + std::to_string(size));
+  const std::uint64_t len = *ctx.length_bytes;
   int fd = STDOUT_FILENO;
   if (json_output && (out_path.empty() || out_path == "-"))
-    return error("read", "--json needs -o FILE (stdout carries the JSON summary)");
+    return error("read", "--json needs -o FILE (stdout carries the JSON summary)", {}, ExitStatus::usage);
   const auto start = std::chrono::steady_clock::now();
   if (!out_path.empty() && out_path != "-") {
     fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -348,7 +377,12 @@ int cmd_read(const Common& c, const std::string& text, std::uint64_t offset, std
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, len - done));
     auto r = cl.read_bytes(offset + done, buffer.bytes().first(n));
     if (!r) progress.abandon();
-    if (!r) return error("read", describe(r.error()), "offset=" + std::to_string(offset + done) + " length=" + std::to_string(n));
+    if (!r) {
+      ctx.offset_bytes = offset + done;
+      ctx.length_bytes = n;
+      return error("read", diagnose(c, url, r.error(), ctx),
+                   "offset=" + std::to_string(offset + done) + " length=" + std::to_string(n));
+    }
     if (!write_all(fd, buffer.data(), n)) {
       progress.abandon();
       return error("read", "cannot write output", std::string("errno=") + std::strerror(errno));
@@ -453,7 +487,8 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
   }
   StopSignals stop;  // before the client's thread starts
   int rc = 0;
-  auto client = open_client("write", c, text, rc);
+  ik::Url url;
+  auto client = open_client("write", c, text, rc, url);
   if (!client) return rc;
   auto& cl = **client;
   if (const int sig = stop.received(); sig != 0) {
@@ -461,11 +496,20 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
     return 128 + sig;
   }
   const std::uint64_t size = cl.info().capacity.size_bytes();
+  auto ctx = context(c, url);
+  ctx.capacity_bytes = size;
+  ctx.offset_bytes = offset;
+  // Refused before anything is written: an offset past the end, or a regular file that does not fit.
+  const auto past_end = [&](std::uint64_t length) {
+    ctx.length_bytes = length;
+    auto d = ik::diagnose_past_end("write", ctx);
+    d.what += " (nothing written)";
+    return d;
+  };
   if (offset > size)
-    return error("write", "offset past the end of the LUN: nothing written",
-                 "offset=" + std::to_string(offset) + " size=" + std::to_string(size));
+    return error("write", past_end(input_bytes.value_or(0)), "offset=" + std::to_string(offset) + " size=" + std::to_string(size));
   if (input_bytes && *input_bytes > size - offset)
-    return error("write", "the input does not fit on the LUN: nothing written",
+    return error("write", past_end(*input_bytes),
                  "input_bytes=" + std::to_string(*input_bytes) + " offset=" + std::to_string(offset) +
                      " size=" + std::to_string(size) + " room=" + std::to_string(size - offset));
   const auto start = std::chrono::steady_clock::now();
@@ -474,26 +518,31 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
   std::uint64_t pos = offset;
   iserkit::cli::Progress progress("write", input_bytes.value_or(0), c.progress);
   // Data already written is flushed before an error is reported (unless the writes were FUA).
-  const auto flush_then_fail = [&](const std::string& what, const std::string& kv) {
+  const auto flush_then_fail = [&](ik::Diagnosis d, const std::string& kv) {
     progress.abandon();
     std::string state = fua ? "written with FUA" : "flushed";
     if (!fua && pos > offset) {
-      if (auto r = cl.synchronize_cache(); !r) state = "NOT flushed: SYNCHRONIZE CACHE failed: " + describe(r.error());
+      if (auto r = cl.synchronize_cache(); !r)
+        state = "NOT flushed: SYNCHRONIZE CACHE failed: " + ik::diagnose(r.error(), ctx).what;
     }
-    return error("write", what + " (" + (pos > offset ? "what was written before is " + state : "nothing written") + ")",
-                 kv + (kv.empty() ? "" : " ") + written_text(offset, pos, "written_"));
+    d.what += " (" + (pos > offset ? "what was written before is " + state : std::string("nothing written")) + ")";
+    return error("write", d, kv + (kv.empty() ? "" : " ") + written_text(offset, pos, "written_"));
   };
   while (stop.received() == 0) {
     bool failed = false;
     const std::size_t n = read_input(fd, buffer.data(), chunk_bytes, stop, failed);
-    if (failed) return flush_then_fail("cannot read input", std::string("errno=") + std::strerror(errno));
+    if (failed)
+      return flush_then_fail({.what = "cannot read input", .next_step = {}, .exit_status = ExitStatus::failure},
+                             std::string("errno=") + std::strerror(errno));
     if (n == 0) break;
     // A pipe's size is unknown: data past the end is noticed here, before it is sent.
+    ctx.offset_bytes = pos;
+    ctx.length_bytes = n;
     if (n > size - pos)
-      return flush_then_fail("the input goes past the end of the LUN",
+      return flush_then_fail(ik::diagnose_past_end("write", ctx),
                              "offset=" + std::to_string(pos) + " length=" + std::to_string(n) + " size=" + std::to_string(size));
     auto r = cl.write_bytes(pos, buffer.bytes().first(n), {.fua = fua});
-    if (!r) return flush_then_fail(describe(r.error()), "offset=" + std::to_string(pos) + " length=" + std::to_string(n));
+    if (!r) return flush_then_fail(diagnose(c, url, r.error(), ctx), "offset=" + std::to_string(pos) + " length=" + std::to_string(n));
     pos += n;
     progress.update(pos - offset);
     if (n < chunk_bytes && stop.received() == 0) break;  // end of input
@@ -502,7 +551,9 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
   if (!fua) {
     if (auto r = cl.synchronize_cache(); !r) {
       progress.abandon();
-      return error("write", "SYNCHRONIZE CACHE failed: " + describe(r.error()), written_text(offset, pos));
+      auto d = ik::diagnose(r.error(), ctx);
+      d.what = "SYNCHRONIZE CACHE failed: " + d.what;
+      return error("write", d, written_text(offset, pos));
     }
   }
   if (const int sig = stop.received(); sig != 0) {
@@ -604,7 +655,7 @@ int main(int argc, char** argv) {
     }
     json_output = args.count("json") > 0;
     iserkit::log::set_level(iserkit::cli::log_level_option(args["log-level"].as<std::string>()));
-    if (!args.count("command") || !args.count("url")) return error("iserkit", "missing command or URL", "usage=iserkit --help");
+    if (!args.count("command") || !args.count("url")) return error("iserkit", "missing command or URL", "usage=iserkit --help", ExitStatus::usage);
     Common c;
     if (args.count("initiator-name")) {
       c.options.initiator_name = args["initiator-name"].as<std::string>();
@@ -624,7 +675,7 @@ int main(int argc, char** argv) {
                                            iserkit::cli::BareUnit::milliseconds);
     };
     if (args.count("command-timeout") && args.count("timeout"))
-      return error("iserkit", "give --command-timeout or --timeout (deprecated), not both");
+      return error("iserkit", "give --command-timeout or --timeout (deprecated), not both", {}, ExitStatus::usage);
     if (args.count("command-timeout")) {
       c.options.command_timeout = iserkit::cli::duration_option("command-timeout", args["command-timeout"].as<std::string>());
     } else if (args.count("timeout")) {
@@ -642,7 +693,7 @@ int main(int argc, char** argv) {
                              "--chap-file or LIBISCSI_CHAP_PASSWORD");
         },
         /*clear_environment=*/false);
-    if (!gathered) return error("iserkit", "bad --chap-file", gathered.error());
+    if (!gathered) return error("iserkit", "bad --chap-file", gathered.error(), ExitStatus::usage);
     ik::ChapSources chap = std::move(*gathered);
     if (args.count("chap-user")) chap.command_line.user = args["chap-user"].as<std::string>();
     if (args.count("secret-file")) chap.command_line.secret = read_secret(args["secret-file"].as<std::string>());
@@ -655,7 +706,7 @@ int main(int argc, char** argv) {
       for (std::size_t pos = 0; pos <= list.size();) {
         const auto comma = std::min(list.find(',', pos), list.size());
         auto a = iserkit::iscsi::parse_chap_algorithm(list.substr(pos, comma - pos));
-        if (!a) return error("iserkit", "unknown CHAP algorithm", "value=" + list.substr(pos, comma - pos));
+        if (!a) return error("iserkit", "unknown CHAP algorithm", "value=" + list.substr(pos, comma - pos), ExitStatus::usage);
         c.options.chap.algorithms.push_back(*a);
         pos = comma + 1;
       }
@@ -677,7 +728,7 @@ int main(int argc, char** argv) {
     // A URL that does not parse is reported by the command itself.
     if (auto parsed = ik::parse_url(url)) {
       auto resolved = ik::resolve_chap(*parsed, chap, c.options.chap);
-      if (!resolved) return error(command, resolved.error());
+      if (!resolved) return error(command, resolved.error(), {}, ExitStatus::usage);
       c.options.chap = std::move(*resolved);
       ik::check_chap_names(c.options.chap, "CHAP credentials (the URL, --chap-user, --target-user, --chap-file or "
                                            "LIBISCSI_CHAP_*)");
@@ -695,12 +746,12 @@ int main(int argc, char** argv) {
     if (command == "write")
       return cmd_write(c, url, iserkit::cli::size_option("offset", args["offset"].as<std::string>()),
                        args["input"].as<std::string>(), args.count("fua") > 0);
-    return error("iserkit", "unknown command", "command=" + command);
+    return error("iserkit", "unknown command", "command=" + command, ExitStatus::usage);
   } catch (const cxxopts::exceptions::exception& e) {
-    return error("iserkit", "bad arguments", std::string("reason=") + e.what());
+    return error("iserkit", "bad arguments", std::string("reason=") + e.what(), ExitStatus::usage);
   } catch (const iserkit::cli::BadValue& e) {  // the shared grammar: the message lists what is accepted
-    return error("iserkit", e.what());
-  } catch (const std::runtime_error& e) {
-    return error("iserkit", e.what());
+    return error("iserkit", e.what(), {}, ExitStatus::usage);
+  } catch (const std::runtime_error& e) {  // a --secret-file that cannot be read, bad CHAP names
+    return error("iserkit", e.what(), {}, ExitStatus::usage);
   }
 }

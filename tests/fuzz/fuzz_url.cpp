@@ -1,7 +1,8 @@
 // Fuzz target: iSCSI URLs as users type them (initiator/…/url.hpp; the libiscsi URL form,
 // RFC 7143 §4.2.7 names) and the transport policy names of --transport. Input: the text.
 // Invariants: a parsed URL has a host, a port 1..65535, a LUN ≤ 16383 only with a target; its
-// formatted text parses back to the same URL (without the password: with *** in its place).
+// formatted text parses back to the same URL (without the password: with *** in its place);
+// url_problem() gives a reason exactly when parse_url() refuses the text.
 #include "fuzz_support.hpp"
 #include "iserkit/initiator/options.hpp"
 #include "iserkit/initiator/url.hpp"
@@ -13,6 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
   const std::string_view text(reinterpret_cast<const char*>(raw), size);
   (void)parse_transport_policy(text);
   auto url = parse_url(text);
+  FUZZ_CHECK(url_problem(text).empty() == url.has_value());
   if (!url) return 0;
   FUZZ_CHECK(!url->host.empty());
   FUZZ_CHECK(url->port != 0);

@@ -64,10 +64,12 @@ run --header-digest crc32c --data-digest crc32c read "$ISERKIT_TEST_URL" --offse
   -o "$W/c.back" || fail "read with digests exited $?"
 cmp "$W/c.bin" "$W/c.back" || fail "data read back with digests differs"
 
-# Errors: exit 1 with "<operation>: <what>: key=value".
-if run read "$ISERKIT_TEST_URL" --offset 67108860 --length 8 >/dev/null 2>"$W/err"; then fail "read past the end succeeded"; fi
+# Errors: "<operation>: <what>: <next step>: key=value" and the documented exit status (6: the LUN
+# refused the request).
+rc=0; run read "$ISERKIT_TEST_URL" --offset 67108860 --length 8 >/dev/null 2>"$W/err" || rc=$?
+[ $rc -eq 6 ] || fail "read past the end exited $rc, want 6"
 cat "$W/err"
-grep -q '^read: range past the end: offset=67108860' "$W/err" || fail "read past the end: unclear message"
+grep -q '^read: read past the end: offset+length > capacity 67108864 bytes (offset 67108860 + length 8): at most 4 bytes fit from offset 67108860: offset=67108860' "$W/err" || fail "read past the end: unclear message"
 if run inquiry "iscsi://$ISERKIT_TEST_PORTAL/iqn.2026-11.org.iserkit.test:no-such-target/0" 2>"$W/err"; then
   fail "login to a missing target succeeded"
 fi

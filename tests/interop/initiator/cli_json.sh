@@ -3,7 +3,7 @@
 # subcommand's stdout must be one well-formed JSON document (python3 -m json.tool and jq parse
 # it) whose values are the target's real ones: the LUN's size is the 64 MiB image, the target's
 # name is the one discovery returned, read/write summaries count the bytes moved, and an error is
-# {"error": {...}} with exit status 1. Field names: initiator/README.md "iserkit --json".
+# {"error": {...}} with its exit status (iserkit(1) EXIT STATUS). Field names: initiator/README.md "iserkit --json".
 # Usage: cli_json.sh tgtd|iserkit-target   (ISERKIT_BIN = build's bin directory)
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -83,13 +83,14 @@ run --log-level debug read "$ISERKIT_TEST_URL" --offset 4096 --length 3000001 >"
 grep -q 'debug' "$W/read-debug.log" || fail "read --log-level debug wrote no log line to stderr"
 cmp "$W/a.bin" "$W/a.stdout" || fail "read to stdout with --log-level debug: stdout is not exactly the data"
 
-# Errors: exit 1, the text on stderr, {"error": {...}} on stdout.
-if run --json read "$ISERKIT_TEST_URL" --offset 67108860 --length 8 -o "$W/x" >"$W/err.json" 2>/dev/null; then
-  fail "read past the end succeeded"
-fi
+# Errors: the exit status, the text on stderr, {"error": {...}} on stdout with the next step.
+rc=0; run --json read "$ISERKIT_TEST_URL" --offset 67108860 --length 8 -o "$W/x" >"$W/err.json" 2>/dev/null || rc=$?
+[ $rc -eq 6 ] || fail "read past the end exited $rc, want 6"
 cat "$W/err.json"
 [ "$(json "$W/err.json" '.error.operation')" = read ] || fail "error: wrong operation"
 json "$W/err.json" '.error.detail' | grep -q 'offset=67108860' || fail "error: detail lacks the offset"
+[ "$(json "$W/err.json" '.error.exit_status')" = 6 ] || fail "error: no exit_status 6"
+json "$W/err.json" '.error.next_step' | grep -q 'at most 4 bytes fit' || fail "error: no next step"
 # Data on stdout and a JSON summary cannot share it.
 if run --json read "$ISERKIT_TEST_URL" --length 8 >"$W/err2.json" 2>/dev/null; then fail "--json read to stdout succeeded"; fi
 json "$W/err2.json" '.error.message' >/dev/null || fail "--json read to stdout: no JSON error"

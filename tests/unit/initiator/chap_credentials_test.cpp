@@ -243,7 +243,9 @@ TEST(ChapLoginHint, SaysWhatToDo) {
   ik::ChapOptions alice;
   alice.user = "alice";
   alice.secret = "alice-secret-1234";
-  EXPECT_EQ(ik::chap_login_hint(auth_failure, alice), "the target refused CHAP user 'alice': check the user name and the secret");
+  EXPECT_EQ(ik::chap_login_hint(auth_failure, alice),
+            "the target refused CHAP user 'alice': check the user name and the secret (--chap-file, "
+            "LIBISCSI_CHAP_PASSWORD or the URL)");
   alice.target_secret = "target-secret-5678";
   EXPECT_NE(ik::chap_login_hint(make_error_code(iserkit::errc::authentication_failed), alice).find("mutual CHAP"),
             std::string::npos);

@@ -30,7 +30,15 @@ TEST(ScsiErrors, CheckConditionKeepsSenseAndMapsToErrno) {
   EXPECT_EQ(s->asc, 0x27);
   EXPECT_EQ(ec, std::errc::read_only_file_system);
   EXPECT_EQ(to_errno(ec), EROFS);
-  EXPECT_NE(ec.message().find("sense=7/27/00"), std::string::npos) << ec.message();
+  // The sense key and ASC/ASCQ in words, from libsgutils2's tables.
+  EXPECT_EQ(ec.message(), "CHECK CONDITION: sense=7/27/00 DATA PROTECT: Write protected");
+}
+
+TEST(ScsiErrors, NoSuchLunInWords) {
+  scsi::ScsiResult r;
+  r.status = scsi::Status::check_condition;
+  r.sense = scsi::SenseData::make(scsi::SenseKey::illegal_request, scsi::asc::logical_unit_not_supported);
+  EXPECT_EQ(make_scsi_error(r).message(), "CHECK CONDITION: sense=5/25/00 ILLEGAL REQUEST: Logical unit not supported");
 }
 
 TEST(ScsiErrors, BusyWithoutSense) {

@@ -19,7 +19,8 @@ namespace iserkit::initiator {
 
 /// The category of SCSI command failures ("iserkit.scsi"). Value layout:
 /// status << 24 | sense key << 16 | ASC << 8 | ASCQ (sense bytes are 0 without sense data).
-/// message() reads like "CHECK CONDITION: sense=5/24/00 ILLEGAL REQUEST".
+/// message() reads like "CHECK CONDITION: sense=5/24/00 ILLEGAL REQUEST: Invalid field in cdb" (sense
+/// key and ASC/ASCQ texts from libsgutils2, scsi/sense_text.hpp).
 /// default_error_condition() is the errno of scsi::errno_for() in std::generic_category(), so
 /// `ec == std::errc::read_only_file_system` works for WRITE PROTECTED.
 const std::error_category& scsi_status_category() noexcept;

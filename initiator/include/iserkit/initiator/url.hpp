@@ -37,6 +37,10 @@ struct Url {
 /// Percent-escapes are not decoded ('%' separates user and password as in libiscsi).
 Result<Url> parse_url(std::string_view text);
 
+/// Why parse_url() refuses `text`, in words ("the LUN is not a number 0..16383", "it does not start
+/// with iscsi:// or iser://", …); empty when it parses.
+std::string url_problem(std::string_view text);
+
 /// Formats a URL back to text. The password is replaced by "***" unless `include_password`.
 std::string format_url(const Url& url, bool include_password = false);
 
