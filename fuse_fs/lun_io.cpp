@@ -55,9 +55,8 @@ void invalidate(PortalView& view, const LunState& lun, std::uint64_t first, std:
 
 // One GET LBA STATUS from `lba`: the runs it tells from `lba` on (empty when it says nothing about
 // it), recorded in the cache unless a write of ours overtook it. A refusal marks the LUN.
-Awaitable<Result<std::vector<AllocationRun>>> fetch_runs(PortalView& view, LunState& lun, initiator::LunHandle h,
+Awaitable<Result<std::vector<AllocationRun>>> fetch_runs(ExtentCache& cache, LunState& lun, initiator::LunHandle h,
                                                          std::uint64_t lba) {
-  auto& cache = view.allocation_cache();
   const auto generation = cache.generation(lun.allocation_key());
   auto r = co_await h.get_lba_status(lba, lba_status_descriptors_per_command);
   if (!r) {
@@ -77,10 +76,50 @@ Awaitable<Result<std::vector<AllocationRun>>> fetch_runs(PortalView& view, LunSt
   co_return runs;
 }
 
-// Counts the LUN's mapped blocks (bounded: count_max_commands), caches the count and wakes the
-// stats waiting for it. Runs detached; `lun` keeps the state alive.
-Awaitable<void> count_mapped(PortalView& view, std::shared_ptr<LunState> lun, initiator::LunHandle h) {
-  auto& cache = view.allocation_cache();
+}  // namespace
+
+Awaitable<Result<std::uint64_t>> seek_with(ExtentCache& cache, LunState& lun, initiator::LunHandle h,
+                                           std::uint64_t offset, SeekWhence whence) {
+  const auto enxio = std::make_error_code(std::errc::no_such_device_or_address);
+  const auto& cap = h.info().capacity;
+  const std::uint32_t bs = cap.block_size_bytes;
+  const std::uint64_t size = cap.size_bytes();
+  // lseek(2): ENXIO for SEEK_DATA / SEEK_HOLE at or past the end of the file.
+  if (offset >= size || bs == 0) co_return fail(enxio);
+  // A fully allocated file: data from here, the only hole at the end.
+  const auto allocated = [&](std::uint64_t from) { return whence == SeekWhence::data ? from : size; };
+  // A hole must read as zeroes: with LBPRZ = 0 (§6.6.5) a deallocated block may read as anything.
+  if (!cap.thin || !cap.unmapped_reads_zero || lun.lba_status_unsupported) co_return allocated(offset);
+  std::uint64_t block = offset / bs;
+  for (int sent = 0;;) {
+    auto runs = cache.known_from(lun.allocation_key(), block, Clock::now());
+    if (runs.empty()) {
+      if (sent == seek_max_commands) break;
+      ++sent;
+      auto fetched = co_await fetch_runs(cache, lun, h, block);
+      if (!fetched || fetched->empty()) break;
+      runs = std::move(*fetched);
+    }
+    const auto a = seek_in_runs(runs, whence, std::max(offset, block * bs), bs, cap.blocks);
+    if (a.kind == SeekAnswer::Kind::offset) co_return a.value;
+    if (a.kind == SeekAnswer::Kind::past_end) co_return fail(enxio);
+    block = a.value;
+  }
+  // Everything before `block` is a known hole; what follows is not known: it counts as data.
+  co_return allocated(std::max(offset, block * bs));
+}
+
+Awaitable<Result<std::uint64_t>> lun_seek(PortalView& view, std::shared_ptr<LunState> lun, std::uint64_t offset,
+                                          SeekWhence whence) {
+  auto h = co_await view.handle(*lun);
+  if (h) co_return co_await seek_with(view.allocation_cache(), *lun, *h, offset, whence);
+  // No session now: a fully allocated file of the size last seen (lseek may fail with ENXIO only).
+  const std::uint64_t size = lun->metadata.size_bytes();
+  if (offset >= size) co_return fail(std::make_error_code(std::errc::no_such_device_or_address));
+  co_return whence == SeekWhence::data ? offset : size;
+}
+
+Awaitable<void> count_mapped_blocks(ExtentCache& cache, std::shared_ptr<LunState> lun, initiator::LunHandle h) {
   const auto key = lun->allocation_key();
   const auto generation = cache.generation(key);
   const std::uint64_t capacity = h.info().capacity.blocks;
@@ -92,7 +131,7 @@ Awaitable<void> count_mapped(PortalView& view, std::shared_ptr<LunState> lun, in
     if (runs.empty()) {
       if (sent == count_max_commands) break;
       ++sent;
-      auto fetched = co_await fetch_runs(view, *lun, h, block);
+      auto fetched = co_await fetch_runs(cache, *lun, h, block);
       if (!fetched || fetched->empty()) {
         failed = !fetched && !lun->lba_status_unsupported;
         if (lun->lba_status_unsupported) {  // refused: a fully allocated file (below)
@@ -121,42 +160,6 @@ Awaitable<void> count_mapped(PortalView& view, std::shared_ptr<LunState> lun, in
   for (auto& w : waiters) w->complete();
 }
 
-}  // namespace
-
-Awaitable<Result<std::uint64_t>> lun_seek(PortalView& view, std::shared_ptr<LunState> lun, std::uint64_t offset,
-                                          SeekWhence whence) {
-  const auto enxio = std::make_error_code(std::errc::no_such_device_or_address);
-  auto h = co_await view.handle(*lun);
-  const std::uint32_t bs = h ? h->info().capacity.block_size_bytes : lun->metadata.block_size_bytes;
-  const std::uint64_t capacity = h ? h->info().capacity.blocks : lun->metadata.blocks;
-  const std::uint64_t size = capacity * bs;
-  // lseek(2): ENXIO for SEEK_DATA / SEEK_HOLE at or past the end of the file.
-  if (offset >= size || bs == 0) co_return fail(enxio);
-  // A fully allocated file: data from here, the only hole at the end.
-  const auto allocated = [&](std::uint64_t from) { return whence == SeekWhence::data ? from : size; };
-  // A hole must read as zeroes: with LBPRZ = 0 (§6.6.5) a deallocated block may read as anything.
-  if (!h || !h->info().capacity.thin || !h->info().capacity.unmapped_reads_zero || lun->lba_status_unsupported)
-    co_return allocated(offset);
-  auto& cache = view.allocation_cache();
-  std::uint64_t block = offset / bs;
-  for (int sent = 0;;) {
-    auto runs = cache.known_from(lun->allocation_key(), block, Clock::now());
-    if (runs.empty()) {
-      if (sent == seek_max_commands) break;
-      ++sent;
-      auto fetched = co_await fetch_runs(view, *lun, *h, block);
-      if (!fetched || fetched->empty()) break;
-      runs = std::move(*fetched);
-    }
-    const auto a = seek_in_runs(runs, whence, std::max(offset, block * bs), bs, capacity);
-    if (a.kind == SeekAnswer::Kind::offset) co_return a.value;
-    if (a.kind == SeekAnswer::Kind::past_end) co_return fail(enxio);
-    block = a.value;
-  }
-  // Everything before `block` is a known hole; what follows is not known: it counts as data.
-  co_return allocated(std::max(offset, block * bs));
-}
-
 Awaitable<std::uint64_t> lun_mapped_bytes(PortalView& view, std::shared_ptr<LunState> lun,
                                           std::chrono::milliseconds wait) {
   const std::uint64_t bs = lun->metadata.block_size_bytes;
@@ -168,7 +171,7 @@ Awaitable<std::uint64_t> lun_mapped_bytes(PortalView& view, std::shared_ptr<LunS
   if (auto n = cache.mapped_blocks(lun->allocation_key(), Clock::now())) co_return *n * bs;
   if (!lun->counting) {
     lun->counting = true;
-    asio::co_spawn(view.executor(), count_mapped(view, lun, *lun->handle), asio::detached);
+    asio::co_spawn(view.executor(), count_mapped_blocks(cache, lun, *lun->handle), asio::detached);
   }
   auto woken = std::make_shared<Completion>();
   lun->count_waiters.push_back(woken);

@@ -88,6 +88,19 @@ inline constexpr int count_max_commands = 32;
 Awaitable<Result<std::uint64_t>> lun_seek(PortalView& view, std::shared_ptr<LunState> lun, std::uint64_t offset_bytes,
                                           SeekWhence whence);
 
+/// lun_seek() once the LUN has a handle: the same answers, with `cache` as the ExtentCache (for unit
+/// tests over a fake channel). Sends GET LBA STATUS through `h`; marks lun.lba_status_unsupported
+/// when the unit refuses it.
+Awaitable<Result<std::uint64_t>> seek_with(ExtentCache& cache, LunState& lun, initiator::LunHandle h,
+                                           std::uint64_t offset_bytes, SeekWhence whence);
+
+/// The count lun_mapped_bytes() starts: the LUN's mapped blocks from LBA 0, at most
+/// count_max_commands GET LBA STATUS commands through `h` (the blocks still unknown then count as
+/// mapped; a unit that refuses the command counts as fully mapped). Records the count in `cache`
+/// (unless a write of ours overtook it) and in lun->last_mapped_blocks — not when a command
+/// failed otherwise — then clears lun->counting and wakes lun->count_waiters.
+Awaitable<void> count_mapped_blocks(ExtentCache& cache, std::shared_ptr<LunState> lun, initiator::LunHandle h);
+
 /// The bytes of the LUN that are mapped, for st_blocks: from the ExtentCache when it holds a fresh
 /// count, else counted from GET LBA STATUS (one count per LUN at a time, at most
 /// count_max_commands commands; blocks still unknown then count as mapped) and cached. Waits at
