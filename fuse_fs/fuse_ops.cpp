@@ -1,6 +1,7 @@
 // FUSE low-level operations for the iSCSI namespace view: lookup/getattr/readdir over the portal's
 // targets and LUNs, read/write → READ/WRITE, fsync → SYNCHRONIZE CACHE, fallocate → UNMAP / WRITE
-// SAME, xattrs from INQUIRY/VPD, the per-target "info" file and the root ".rescan" file.
+// SAME, lseek SEEK_DATA/SEEK_HOLE and st_blocks → GET LBA STATUS, xattrs from INQUIRY/VPD, the
+// per-target "info" file and the root ".rescan" file.
 //
 // NOTES ON THE THREAD MODEL
 //
@@ -29,6 +30,9 @@
 // replies — the worker is free at once and no copy of ours happens on any transport. Reads are
 // the reverse: the loop reads into a pooled buffer and fuse_reply_buf() sends from it.
 //
+// A stat (getattr, lookup) of a LUN file may start its mapped-block count for st_blocks: GET LBA
+// STATUS commands in a coroutine detached on the loop (one per LUN at a time, lun_io.hpp); the
+// stat's coroutine waits for it on a Completion with a 1 s timer, never blocking the loop.
 // Readdir serves a snapshot taken in opendir (on the loop), so the worker needs no shared state.
 // Objects a request leaves behind (open files, directory snapshots) are freed on the loop thread.
 // FuseContext::in_flight counts requests handed to the loop; at unmount main.cpp waits for it to
@@ -43,6 +47,7 @@
 #include <cerrno>
 #include <cstring>
 #include <future>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,7 +97,12 @@ void delete_on_loop(FuseContext& c, T* p) {
   asio::post(c.view.executor(), [p] { delete p; });
 }
 
-struct stat make_stat(FuseContext& c, const Node& n) {
+// How long a stat of a LUN file waits for its mapped-block count (lun_mapped_bytes) before it
+// answers the last count or the capacity; the count goes on for the next stat.
+constexpr std::chrono::milliseconds count_wait{1000};
+
+// `allocated_bytes`: what st_blocks shows for a LUN file (lun_mapped_bytes); the capacity when absent.
+struct stat make_stat(FuseContext& c, const Node& n, std::optional<std::uint64_t> allocated_bytes = std::nullopt) {
   struct stat st {};
   st.st_ino = n.ino;
   st.st_uid = c.options.uid;
@@ -119,7 +129,8 @@ struct stat make_stat(FuseContext& c, const Node& n) {
       st.st_mode = S_IFREG | 0444 | w;
       st.st_nlink = 1;
       st.st_size = static_cast<off_t>(n.size_bytes);
-      st.st_blocks = static_cast<blkcnt_t>((n.size_bytes + 511) / 512);
+      // st_blocks is in 512-byte units whatever st_blksize says (stat(2)).
+      st.st_blocks = static_cast<blkcnt_t>((allocated_bytes.value_or(n.size_bytes) + 511) / 512);
       if (auto l = c.view.lun(n.ino); l && l->metadata.block_size_bytes > 4096)
         st.st_blksize = static_cast<blksize_t>(l->metadata.block_size_bytes);
       break;
@@ -128,14 +139,24 @@ struct stat make_stat(FuseContext& c, const Node& n) {
   return st;
 }
 
-fuse_entry_param make_entry(FuseContext& c, const Node& n) {
+// The attributes of `node`; for a LUN file st_blocks counts its mapped blocks (GET LBA STATUS,
+// cached; lun_io.hpp).
+Awaitable<struct stat> stat_of(FuseContext& c, const Node& node) {
+  if (node.kind != NodeKind::lun) co_return make_stat(c, node);
+  const Node n = node;  // copied before the count: the tree may change meanwhile (a LUN node is small)
+  std::optional<std::uint64_t> allocated;
+  if (auto lun = c.view.lun(n.ino)) allocated = co_await lun_mapped_bytes(c.view, std::move(lun), count_wait);
+  co_return make_stat(c, n, allocated);
+}
+
+Awaitable<fuse_entry_param> make_entry(FuseContext& c, const Node& n) {
   fuse_entry_param e{};
   e.ino = n.ino;
   e.generation = 1;  // inodes are never reused (namespace_tree.hpp)
-  e.attr = make_stat(c, n);
+  e.attr = co_await stat_of(c, n);
   e.attr_timeout = c.options.attr_timeout_seconds;
   e.entry_timeout = c.options.attr_timeout_seconds;
-  return e;
+  co_return e;
 }
 
 bool is_dir(const Node& n) { return n.kind == NodeKind::root || n.kind == NodeKind::target; }
@@ -173,7 +194,7 @@ Awaitable<void> do_lookup(FuseContext& c, fuse_req_t req, Ino parent, std::strin
                                                                                                    : ENOENT);
     co_return;
   }
-  const auto e = make_entry(c, *n);
+  const auto e = co_await make_entry(c, *n);
   fuse_reply_entry(req, &e);
 }
 
@@ -190,7 +211,7 @@ Awaitable<void> do_getattr(FuseContext& c, fuse_req_t req, Ino ino) {
     fuse_reply_err(req, ENOENT);
     co_return;
   }
-  const auto st = make_stat(c, *n);
+  const auto st = co_await stat_of(c, *n);
   fuse_reply_attr(req, &st, c.options.attr_timeout_seconds);
 }
 
@@ -220,7 +241,7 @@ Awaitable<void> do_setattr(FuseContext& c, fuse_req_t req, Ino ino, struct stat 
     }
   }
   // Times are accepted and not kept (touch works); the view shows the mount time.
-  const auto st = make_stat(c, *n);
+  const auto st = co_await stat_of(c, *n);
   fuse_reply_attr(req, &st, c.options.attr_timeout_seconds);
 }
 
@@ -338,7 +359,7 @@ Awaitable<void> do_open(FuseContext& c, fuse_req_t req, Ino ino, fuse_file_info 
   }
   int sent = 0;
   if (create) {
-    const auto e = make_entry(c, *n);
+    const auto e = co_await make_entry(c, *n);
     sent = fuse_reply_create(req, &e, &fi);
   } else {
     sent = fuse_reply_open(req, &fi);
@@ -571,6 +592,37 @@ void op_fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t off, off_t len, fu
         do_fallocate(ctx(req), req, f->lun, mode, static_cast<std::uint64_t>(off), static_cast<std::uint64_t>(len)));
 }
 
+Awaitable<void> do_lseek(FuseContext& c, fuse_req_t req, std::shared_ptr<LunState> lun, std::uint64_t off,
+                         SeekWhence whence) {
+  auto r = co_await lun_seek(c.view, std::move(lun), off, whence);
+  if (!r) {
+    fuse_reply_err(req, ENXIO);  // lun_seek fails with nothing else (lseek(2): ENXIO only)
+    co_return;
+  }
+  fuse_reply_lseek(req, static_cast<off_t>(*r));
+}
+
+// The kernel sends only SEEK_DATA and SEEK_HOLE here (the others it answers itself). LUN files
+// answer from GET LBA STATUS; the small files are all data.
+void op_lseek(fuse_req_t req, fuse_ino_t, off_t off, int whence, fuse_file_info* fi) {
+  auto* f = reinterpret_cast<OpenFile*>(fi->fh);
+  if ((whence != SEEK_DATA && whence != SEEK_HOLE) || off < 0) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  const SeekWhence w = whence == SEEK_DATA ? SeekWhence::data : SeekWhence::hole;
+  if (f->kind == NodeKind::lun) {
+    spawn(ctx(req), req, do_lseek(ctx(req), req, f->lun, static_cast<std::uint64_t>(off), w));
+    return;
+  }
+  const auto size = static_cast<off_t>(f->content.size());
+  if (off >= size) {
+    fuse_reply_err(req, ENXIO);
+  } else {
+    fuse_reply_lseek(req, w == SeekWhence::data ? off : size);
+  }
+}
+
 void op_statfs(fuse_req_t req, fuse_ino_t) {
   struct statvfs s {};
   s.f_bsize = 4096;
@@ -683,6 +735,7 @@ const fuse_lowlevel_ops& fuse_operations() noexcept {
     o.release = op_release;
     o.fsync = op_fsync;
     o.fallocate = op_fallocate;
+    o.lseek = op_lseek;
     o.statfs = op_statfs;
     o.getxattr = op_getxattr;
     o.listxattr = op_listxattr;

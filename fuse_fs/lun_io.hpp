@@ -10,15 +10,21 @@
 // first takes the LUN's BlockRangeLock on all the blocks it touches, so overlapping writes run one
 // after another in arrival order and no RMW can lose a concurrent write; writes to disjoint blocks
 // run in parallel. Reads take no lock.
+// HOLES AND st_blocks: lun_seek() answers SEEK_DATA / SEEK_HOLE and lun_mapped_bytes() the bytes
+// st_blocks shows, both from GET LBA STATUS (SBC-4 §5.8, LunHandle::get_lba_status) through the
+// view's bounded ExtentCache; writes and clears here invalidate the blocks they touched. The
+// bounds, and what is answered past them: fuse_fs/README.md "Holes and st_blocks".
 // THREADING: coroutines on the PortalView's loop; `lun` is kept alive by the shared_ptr argument.
 // BUFFERS: write() borrows `data` until the awaitable completes (the FUSE worker waits for it).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 
+#include "fuse_fs/allocation_map.hpp"
 #include "fuse_fs/portal_view.hpp"
 #include "iserkit/common/buffer.hpp"
 
@@ -62,5 +68,46 @@ enum class ClearMode {
 /// unit rejects WRITE SAME, zero blocks are written instead. Errors: SCSI/transport errors.
 Awaitable<Result<void>> lun_clear(PortalView& view, std::shared_ptr<LunState> lun, std::uint64_t offset_bytes,
                                   std::uint64_t length_bytes, ClearMode mode);
+
+/// GET LBA STATUS descriptors asked for per command (the iserkit target answers up to 64).
+inline constexpr std::uint32_t lba_status_descriptors_per_command = 256;
+/// Most GET LBA STATUS commands one lseek(SEEK_DATA/SEEK_HOLE) sends; what is still unknown then
+/// counts as data.
+inline constexpr int seek_max_commands = 16;
+/// Most GET LBA STATUS commands one st_blocks count sends; the blocks still unknown then count as
+/// mapped (so st_blocks never under-reports; at worst it is the capacity).
+inline constexpr int count_max_commands = 32;
+
+/// lseek(2) SEEK_DATA / SEEK_HOLE at `offset_bytes` on a LUN file, from GET LBA STATUS: a hole is
+/// a deallocated or anchored run, and only on a unit whose unmapped blocks read as zeroes (LBPRZ;
+/// elsewhere a deallocated block may read as anything, so every block counts as data). Where the
+/// unit does not say (not thin, the command refused or failing, past seek_max_commands) the file
+/// answers as a fully allocated one: SEEK_DATA the offset reached, SEEK_HOLE the capacity.
+/// Returns the offset in bytes. Errors: std::errc::no_such_device_or_address (ENXIO) for an
+/// offset at or past the capacity, or SEEK_DATA with only holes up to it; never another one.
+Awaitable<Result<std::uint64_t>> lun_seek(PortalView& view, std::shared_ptr<LunState> lun, std::uint64_t offset_bytes,
+                                          SeekWhence whence);
+
+/// lun_seek() once the LUN has a handle: the same answers, with `cache` as the ExtentCache (for unit
+/// tests over a fake channel). Sends GET LBA STATUS through `h`; marks lun.lba_status_unsupported
+/// when the unit refuses it.
+Awaitable<Result<std::uint64_t>> seek_with(ExtentCache& cache, LunState& lun, initiator::LunHandle h,
+                                           std::uint64_t offset_bytes, SeekWhence whence);
+
+/// The count lun_mapped_bytes() starts: the LUN's mapped blocks from LBA 0, at most
+/// count_max_commands GET LBA STATUS commands through `h` (the blocks still unknown then count as
+/// mapped; a unit that refuses the command counts as fully mapped). Records the count in `cache`
+/// (unless a write of ours overtook it) and in lun->last_mapped_blocks — not when a command
+/// failed otherwise — then clears lun->counting and wakes lun->count_waiters.
+Awaitable<void> count_mapped_blocks(ExtentCache& cache, std::shared_ptr<LunState> lun, initiator::LunHandle h);
+
+/// The bytes of the LUN that are mapped, for st_blocks: from the ExtentCache when it holds a fresh
+/// count, else counted from GET LBA STATUS (one count per LUN at a time, at most
+/// count_max_commands commands; blocks still unknown then count as mapped) and cached. Waits at
+/// most `wait` for the count; past it returns the last count found, or the capacity, and the count
+/// goes on for the next caller. Never logs in: a LUN whose session is down now, a unit that is not
+/// thin or refuses the command, and a count that failed give the capacity.
+Awaitable<std::uint64_t> lun_mapped_bytes(PortalView& view, std::shared_ptr<LunState> lun,
+                                          std::chrono::milliseconds wait);
 
 }  // namespace iserkit::fuse_fs

@@ -2,12 +2,16 @@
 #include "fuse_fs/lun_metadata.hpp"
 
 #include <cerrno>
-#include <cstdio>
+
+#include <nlohmann/json.hpp>
 
 #include "iserkit/initiator/errors.hpp"
 
 namespace iserkit::fuse_fs {
 namespace {
+
+// Keys in the order they are set (the info file reads top-down: target, session, LUNs).
+using Json = nlohmann::ordered_json;
 
 constexpr std::string_view prefix = "user.iscsi.";
 
@@ -32,21 +36,29 @@ std::string designators_text(const std::vector<scsi::Designator>& ds) {
   return s;
 }
 
-std::string path_json(const PathInfo& p) {
-  const auto n = [](std::uint64_t v) { return std::to_string(v); };
-  return "{\"url\": " + json_string(p.url) + ", \"peer\": " + json_string(p.peer) + ", \"state\": " +
-         json_string(p.state) + ", \"alua\": " + json_string(p.alua) + ", \"target_port_group\": " +
-         (p.target_port_group ? n(*p.target_port_group) : std::string("null")) + ", \"commands\": " + n(p.commands) +
-         ", \"failures\": " + n(p.failures) + ", \"downs\": " + n(p.downs) + ", \"reinstatements\": " +
-         n(p.reinstatements) + "}";
+Json path_json(const PathInfo& p) {
+  Json j;
+  j["url"] = p.url;
+  j["peer"] = p.peer;
+  j["state"] = p.state;
+  j["alua"] = p.alua;
+  j["target_port_group"] = p.target_port_group ? Json(*p.target_port_group) : Json(nullptr);
+  j["commands"] = p.commands;
+  j["failures"] = p.failures;
+  j["downs"] = p.downs;
+  j["reinstatements"] = p.reinstatements;
+  return j;
 }
 
-std::string paths_json(const std::vector<PathInfo>& paths, std::string_view indent) {
-  std::string j = "[";
-  for (std::size_t i = 0; i < paths.size(); ++i)
-    j += (i == 0 ? "\n" : ",\n") + std::string(indent) + path_json(paths[i]);
-  return j + "]";
+Json paths_json(const std::vector<PathInfo>& paths) {
+  Json j = Json::array();
+  for (const auto& p : paths) j.push_back(path_json(p));
+  return j;
 }
+
+// Every JSON text the view writes: UTF-8, 2-space indent; a string's bytes that are not valid UTF-8
+// (a target's INQUIRY or VPD text may hold any byte) each become U+FFFD, so the text always parses.
+std::string dump(const Json& j, int indent) { return j.dump(indent, ' ', false, Json::error_handler_t::replace); }
 
 }  // namespace
 
@@ -92,101 +104,78 @@ std::optional<std::string> xattr_value(const LunMetadata& m, std::string_view na
   return std::nullopt;
 }
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (u < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", u);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
+std::string json_string(std::string_view s) { return dump(Json(std::string(s)), -1); }
 
 std::string target_info_json(const TargetInfo& info) {
-  const auto b = [](bool v) { return std::string(v ? "true" : "false"); };
-  const auto n = [](std::uint64_t v) { return std::to_string(v); };
-  std::string j = "{\n";
-  j += "  \"target\": " + json_string(info.target) + ",\n";
-  j += "  \"portal\": " + json_string(info.portal) + ",\n";
-  j += "  \"url\": " + json_string(info.url) + ",\n";
-  j += "  \"session\": {\n    \"state\": " + json_string(info.session_state);
+  Json j;
+  j["target"] = info.target;
+  j["portal"] = info.portal;
+  j["url"] = info.url;
+  Json session;
+  session["state"] = info.session_state;
   if (info.parameters) {
     const auto& p = *info.parameters;
     // RFC 7143 §13 key names, as negotiated.
-    const std::vector<std::pair<std::string, std::string>> keys = {
-        {"HeaderDigest", json_string(p.header_digest_crc32c ? "CRC32C" : "None")},
-        {"DataDigest", json_string(p.data_digest_crc32c ? "CRC32C" : "None")},
-        {"MaxConnections", n(p.max_connections)},
-        {"InitialR2T", b(p.initial_r2t)},
-        {"ImmediateData", b(p.immediate_data)},
-        {"MaxBurstLength", n(p.max_burst_length)},
-        {"FirstBurstLength", n(p.first_burst_length)},
-        {"DefaultTime2Wait", n(p.default_time2wait)},
-        {"DefaultTime2Retain", n(p.default_time2retain)},
-        {"MaxOutstandingR2T", n(p.max_outstanding_r2t)},
-        {"DataPDUInOrder", b(p.data_pdu_in_order)},
-        {"DataSequenceInOrder", b(p.data_sequence_in_order)},
-        {"ErrorRecoveryLevel", n(p.error_recovery_level)},
-        {"InitiatorMaxRecvDataSegmentLength", n(p.initiator_max_recv_data_segment_length)},
-        {"TargetMaxRecvDataSegmentLength", n(p.target_max_recv_data_segment_length)},
-        {"InitiatorName", json_string(p.initiator_name)},
-        {"TargetAlias", json_string(p.target_alias)},
-        {"TargetPortalGroupTag", n(p.target_portal_group_tag)},
-    };
-    j += ",\n    \"parameters\": {\n";
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      j += "      " + json_string(keys[i].first) + ": " + keys[i].second + (i + 1 < keys.size() ? ",\n" : "\n");
-    }
-    j += "    }";
+    Json keys;
+    keys["HeaderDigest"] = p.header_digest_crc32c ? "CRC32C" : "None";
+    keys["DataDigest"] = p.data_digest_crc32c ? "CRC32C" : "None";
+    keys["MaxConnections"] = p.max_connections;
+    keys["InitialR2T"] = p.initial_r2t;
+    keys["ImmediateData"] = p.immediate_data;
+    keys["MaxBurstLength"] = p.max_burst_length;
+    keys["FirstBurstLength"] = p.first_burst_length;
+    keys["DefaultTime2Wait"] = p.default_time2wait;
+    keys["DefaultTime2Retain"] = p.default_time2retain;
+    keys["MaxOutstandingR2T"] = p.max_outstanding_r2t;
+    keys["DataPDUInOrder"] = p.data_pdu_in_order;
+    keys["DataSequenceInOrder"] = p.data_sequence_in_order;
+    keys["ErrorRecoveryLevel"] = p.error_recovery_level;
+    keys["InitiatorMaxRecvDataSegmentLength"] = p.initiator_max_recv_data_segment_length;
+    keys["TargetMaxRecvDataSegmentLength"] = p.target_max_recv_data_segment_length;
+    keys["InitiatorName"] = p.initiator_name;
+    keys["TargetAlias"] = p.target_alias;
+    keys["TargetPortalGroupTag"] = p.target_portal_group_tag;
+    session["parameters"] = std::move(keys);
   }
   if (info.reconnect) {
     const auto& r = *info.reconnect;
-    j += ",\n    \"reconnect\": {\"attempts\": " + n(r.attempts) + ", \"next_attempt_in_ms\": " +
-         (r.next_attempt_in_ms ? n(*r.next_attempt_in_ms) : std::string("null")) +
-         ", \"last_error\": " + json_string(r.last_error) + "}";
+    Json reconnect;
+    reconnect["attempts"] = r.attempts;
+    reconnect["next_attempt_in_ms"] = r.next_attempt_in_ms ? Json(*r.next_attempt_in_ms) : Json(nullptr);
+    reconnect["last_error"] = r.last_error;
+    session["reconnect"] = std::move(reconnect);
   }
-  j += "\n  },\n";
+  j["session"] = std::move(session);
   if (!info.multipath_policy.empty()) {
-    j += "  \"multipath\": {\"policy\": " + json_string(info.multipath_policy) + ", \"paths\": " +
-         paths_json(info.paths, "      ") + "},\n";
+    Json multipath;
+    multipath["policy"] = info.multipath_policy;
+    multipath["paths"] = paths_json(info.paths);
+    j["multipath"] = std::move(multipath);
   }
-  j += "  \"luns\": [";
+  Json luns = Json::array();
   for (std::size_t i = 0; i < info.luns.size(); ++i) {
     const auto& l = info.luns[i];
-    j += i == 0 ? "\n" : ",\n";
-    j += "    {\"lun\": " + n(l.index) + ", \"file\": " + json_string("lun" + std::to_string(l.index)) +
-         ", \"size_bytes\": " + n(l.size_bytes()) + ", \"block_size\": " + n(l.block_size_bytes) +
-         ", \"blocks\": " + n(l.blocks) + ", \"thin\": " + b(l.thin) + ",\n     \"vendor\": " +
-         json_string(l.vendor) + ", \"product\": " + json_string(l.product) + ", \"revision\": " +
-         json_string(l.revision) + ", \"serial\": " + (l.serial ? json_string(*l.serial) : "null") +
-         ", \"naa\": ";
+    Json lun;
+    lun["lun"] = l.index;
+    lun["file"] = "lun" + std::to_string(l.index);
+    lun["size_bytes"] = l.size_bytes();
+    lun["block_size"] = l.block_size_bytes;
+    lun["blocks"] = l.blocks;
+    lun["thin"] = l.thin;
+    lun["vendor"] = l.vendor;
+    lun["product"] = l.product;
+    lun["revision"] = l.revision;
+    lun["serial"] = l.serial ? Json(*l.serial) : Json(nullptr);
     const auto naa = naa_hex(l.designators);
-    j += naa ? json_string(*naa) : "null";
-    j += ",\n     \"designators\": [";
-    for (std::size_t k = 0; k < l.designators.size(); ++k) {
-      j += (k == 0 ? "" : ", ") + json_string(designator_text(l.designators[k]));
-    }
-    j += "]";
-    if (i < info.lun_paths.size() && !info.lun_paths[i].empty())
-      j += ",\n     \"paths\": " + paths_json(info.lun_paths[i], "       ");
-    j += "}";
+    lun["naa"] = naa ? Json(*naa) : Json(nullptr);
+    Json designators = Json::array();
+    for (const auto& d : l.designators) designators.push_back(designator_text(d));
+    lun["designators"] = std::move(designators);
+    if (i < info.lun_paths.size() && !info.lun_paths[i].empty()) lun["paths"] = paths_json(info.lun_paths[i]);
+    luns.push_back(std::move(lun));
   }
-  j += info.luns.empty() ? "]\n}\n" : "\n  ]\n}\n";
-  return j;
+  j["luns"] = std::move(luns);
+  return dump(j, 2) + "\n";
 }
 
 int fuse_errno(std::error_code ec) noexcept {

@@ -43,8 +43,9 @@ std::vector<std::string> xattr_names(const LunMetadata& m);
 /// between designator lines); nullopt when the LUN has no such attribute (ENODATA).
 std::optional<std::string> xattr_value(const LunMetadata& m, std::string_view name);
 
-/// Quotes and escapes `s` as a JSON string (RFC 8259 §7): ", \ and control characters escaped,
-/// bytes ≥ 0x80 passed through (IQNs and INQUIRY strings are ASCII).
+/// Quotes and escapes `s` as a JSON string (RFC 8259 §7, nlohmann::json): ", \ and control
+/// characters escaped; valid UTF-8 passed through; each byte that is not part of valid UTF-8 (a
+/// target's INQUIRY text may hold any byte) replaced by U+FFFD, so the result is always valid JSON.
 std::string json_string(std::string_view s);
 
 /// One path of a multipath device, as the "info" file shows it (from initiator::PathStatus).
@@ -92,7 +93,9 @@ struct TargetInfo {
 /// "multipath" {"policy", "paths" [path]}, then "luns" [{"lun", "file", "size_bytes", "block_size",
 /// "blocks", "thin", "vendor", "product", "revision", "serial", "naa", "designators", with
 /// multipath "paths" [path]}]; a path is {"url", "peer", "state", "alua", "target_port_group"
-/// (number or null), "commands", "failures", "downs", "reinstatements"}.
+/// (number or null), "commands", "failures", "downs", "reinstatements"}. Written with
+/// nlohmann::json: always valid UTF-8 JSON, whatever bytes the strings hold (invalid UTF-8 becomes
+/// U+FFFD, as in json_string()).
 std::string target_info_json(const TargetInfo& info);
 
 /// The errno a FUSE reply carries for an initiator error: the SCSI sense table through

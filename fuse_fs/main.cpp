@@ -11,6 +11,8 @@
 // a path tries to come back by itself, --replacement-timeout how long requests wait with no path.
 // CHAP (discovery and every target, one set of credentials): --chap-file (mode 0600) or libiscsi's
 // LIBISCSI_CHAP_* variables; a URL's USER[%SECRET]@ wins (initiator/chap_credentials.hpp).
+// LOGS: standard error with -f; once daemonized, syslog(3) (log::to_syslog: the journal under
+// systemd), since standard error then goes to /dev/null.
 #include <unistd.h>
 
 #include <climits>
@@ -77,7 +79,8 @@ int parse(int argc, char** argv, Config& cfg) {
       ("args", "iSCSI URLs of portals or targets, then the mount point", cxxopts::value<std::vector<std::string>>())
       ("o", "FUSE mount options, passed through (allow_other, ro, max_read=N, …); repeatable",
        cxxopts::value<std::vector<std::string>>())
-      ("f,foreground", "stay in the foreground")
+      ("f,foreground", "stay in the foreground, logging to standard error (without it the daemon logs to syslog: "
+                       "the journal where journald runs)")
       ("d,debug", "print every FUSE request (implies --foreground)")
       ("r,read-only", "refuse writes to LUN files (EROFS); .rescan stays writable (-o ro: nothing is)")
       ("netns", "open the iSCSI/iSER connections in network namespace /run/netns/NAME (e.g. a tenant's) while the "
@@ -327,6 +330,9 @@ int main(int argc, char** argv) {
     io.notify_fork(asio::execution_context::fork_prepare);
     fuse_daemonize(0);  // the parent exits here
     io.notify_fork(asio::execution_context::fork_child);
+    // Standard error is /dev/null now: log to syslog (the journal where journald runs), before
+    // any other thread exists.
+    log::to_syslog("iserkit-fuse");
   }
 
   // SIGHUP rescans (registered before fuse_set_signal_handlers, which then leaves it alone);
@@ -334,6 +340,7 @@ int main(int argc, char** argv) {
   asio::signal_set hangup(io, SIGHUP);
   asio::co_spawn(io, rescan_on_hangup(hangup, view), asio::detached);
   if (fuse_set_signal_handlers(se) != 0) {
+    log::error("fuse: cannot install signal handlers");
     std::cerr << "iserkit-fuse: cannot install signal handlers\n";
     fuse_session_unmount(se);
     fuse_session_destroy(se);
@@ -344,6 +351,8 @@ int main(int argc, char** argv) {
   std::thread loop([&io] { io.run(); });
   std::cout << "iserkit-fuse: " << initiator::format_url(cfg.urls.front()) << (cfg.urls.size() > 1 ? " (and more)" : "")
             << " mounted on " << cfg.mountpoint << " (" << shown << " targets)" << std::endl;
+  log::info("fuse: mounted: url={} mountpoint={} targets={}", initiator::format_url(cfg.urls.front()), cfg.mountpoint,
+            shown);
 
   fuse_loop_config* loop_config = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop_config, cfg.max_threads);
@@ -381,6 +390,8 @@ int main(int argc, char** argv) {
   fuse_session_destroy(se);
   std::cerr << "iserkit-fuse: copied payload bytes: " << copied_payload_bytes()
             << "; writes through splice: " << context.spliced_writes.load() << "\n";
+  log::info("fuse: unmounted: mountpoint={} copied_payload_bytes={} spliced_writes={}", cfg.mountpoint,
+            copied_payload_bytes(), context.spliced_writes.load());
   // rc > 0 is the signal that ended the loop: a requested, clean unmount.
   return rc < 0 ? 1 : 0;
 }

@@ -32,7 +32,10 @@ std::string words(std::error_code ec, const initiator::Url& url, const initiator
 }  // namespace
 
 PortalView::PortalView(asio::any_io_executor ex, ViewOptions options)
-    : ex_(std::move(ex)), options_(std::move(options)), listings_(options_.portals.size()) {
+    : ex_(std::move(ex)),
+      options_(std::move(options)),
+      listings_(options_.portals.size()),
+      allocation_(options_.allocation_cache) {
   rebuild_root();
 }
 
@@ -319,6 +322,7 @@ Awaitable<Result<void>> PortalView::scan_target(TargetState& t) {
                                                                  cap->block_size_bytes != l.metadata.block_size_bytes)) {
         if (auto h = co_await initiator::LunHandle::open(l.handle->channel(), lun)) {
           l.handle.emplace(std::move(*h));
+    l.lba_status_unsupported = false;  // the unit may have changed (README "Holes and st_blocks")
           l.metadata.blocks = l.handle->info().capacity.blocks;
           l.metadata.block_size_bytes = l.handle->info().capacity.block_size_bytes;
           log::info("fuse: LUN capacity changed: target={} lun={} bytes={}", log::escaped(t.iqn), *index,
@@ -493,11 +497,16 @@ std::string PortalView::info_json(Ino dir) const {
   return target_info_json(info);
 }
 
-Awaitable<Result<initiator::LunHandle>> PortalView::handle(LunState& l) {
+ExtentCache::Key LunState::allocation_key() const noexcept {
+  return (static_cast<ExtentCache::Key>(target != nullptr ? target->dir : 0) << 16) | index;
+}
+
+bool PortalView::usable(const LunState& x) noexcept {
   // A Multipath stays usable (its paths come back by themselves); a Session must still be open.
-  const auto usable = [](const LunState& x) {
-    return x.handle && (x.multipath != nullptr || (x.handle->session() && x.handle->session()->is_open()));
-  };
+  return x.handle && (x.multipath != nullptr || (x.handle->session() && x.handle->session()->is_open()));
+}
+
+Awaitable<Result<initiator::LunHandle>> PortalView::handle(LunState& l) {
   if (usable(l)) co_return *l.handle;
   if (l.reopening.running()) {
     co_await l.reopening.wait();
@@ -515,6 +524,7 @@ Awaitable<Result<initiator::LunHandle>> PortalView::handle(LunState& l) {
   } else {
     l.multipath = std::dynamic_pointer_cast<initiator::Multipath>(*s);
     l.handle.emplace(std::move(*h));
+    l.lba_status_unsupported = false;  // the unit may have changed (README "Holes and st_blocks")
     l.metadata.blocks = l.handle->info().capacity.blocks;
     l.metadata.block_size_bytes = l.handle->info().capacity.block_size_bytes;
     sync_tree(*l.target);

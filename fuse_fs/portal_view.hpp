@@ -29,6 +29,7 @@
 #include <system_error>
 #include <vector>
 
+#include "fuse_fs/allocation_map.hpp"
 #include "fuse_fs/loop_sync.hpp"
 #include "fuse_fs/lun_metadata.hpp"
 #include "fuse_fs/namespace_tree.hpp"
@@ -66,6 +67,9 @@ struct ViewOptions {
   /// another path (MultipathOptions::path_replacement_timeout). session.replacement_timeout is then
   /// how long commands wait while no path is usable.
   std::chrono::milliseconds path_replacement_timeout{5000};
+  /// Bounds of the GET LBA STATUS cache behind SEEK_DATA / SEEK_HOLE and st_blocks (README
+  /// "Holes and st_blocks").
+  ExtentCacheLimits allocation_cache;
 };
 
 struct TargetState;
@@ -86,6 +90,16 @@ struct LunState {
   /// Writes hold the logical blocks they touch (whole range) so partial-block read-modify-write
   /// never interleaves with another write of the same block.
   BlockRangeLock writes;
+  /// GET LBA STATUS was refused (unit not thin, or ILLEGAL REQUEST): seeks and st_blocks answer
+  /// "fully allocated" without asking again until the LUN is opened again (lun_io.hpp).
+  bool lba_status_unsupported = false;
+  /// The mapped-block count (st_blocks) under way, at most one per LUN, and the stats waiting for it.
+  bool counting = false;
+  std::vector<std::shared_ptr<Completion>> count_waiters;
+  /// What the last count found, also when a write of ours made it too old for the cache.
+  std::optional<std::uint64_t> last_mapped_blocks;
+  /// This LUN's key in PortalView::allocation_cache(): the directory inode (never reused) and the index.
+  [[nodiscard]] ExtentCache::Key allocation_key() const noexcept;
 };
 
 /// One target directory.
@@ -144,6 +158,13 @@ class PortalView {
   /// The "info" JSON of target directory `dir` (empty when `dir` is not one).
   [[nodiscard]] std::string info_json(Ino dir) const;
 
+  /// True when `lun` has a handle whose session (or Multipath) can take commands now, so using it
+  /// needs no login.
+  [[nodiscard]] static bool usable(const LunState& lun) noexcept;
+  /// The allocation runs and mapped-block counts of every LUN (allocation_map.hpp), bounded by
+  /// options().allocation_cache.
+  [[nodiscard]] ExtentCache& allocation_cache() noexcept { return allocation_; }
+
   /// A handle on the LUN's current session, logging in again and re-opening the LUN when the
   /// session ended (with multipath: on the LUN's Multipath, opened again only after the target was
   /// dropped from the listing and came back). Returned by value (it shares the session) so a
@@ -177,6 +198,7 @@ class PortalView {
   NamespaceTree tree_;
   std::map<Ino, std::unique_ptr<TargetState>> targets_;  // by directory inode; never erased
   std::vector<std::optional<std::vector<initiator::DiscoveredTarget>>> listings_;  // per portal; nullopt = never listed
+  ExtentCache allocation_;
   SingleFlight root_scan_;
   std::error_code root_error_;
   Clock::time_point root_scanned_at_{};

@@ -1,7 +1,10 @@
 // Log level selection for the executables, and the escaping of peer strings for logs.
 #include "iserkit/common/log.hpp"
 
+#include <syslog.h>
+
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/sinks/syslog_sink.h>
 
 namespace iserkit::log {
 
@@ -16,6 +19,15 @@ void set_level(std::string_view level) {
   }();
   (void)on_stderr;
   spdlog::set_level(l);
+}
+
+void to_syslog(const std::string& ident) {
+  const auto level = spdlog::get_level();
+  // The syslog sink sends the bare message: syslog adds the time, host, ident and PID itself.
+  auto logger = spdlog::get("iserkit-syslog");
+  if (!logger) logger = spdlog::syslog_logger_mt("iserkit-syslog", ident, LOG_PID, LOG_DAEMON);
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(level);
 }
 
 std::string escape(std::string_view text, std::size_t max_bytes) {

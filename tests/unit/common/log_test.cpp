@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/sinks/syslog_sink.h>
 
 namespace iserkit::log {
 namespace {
@@ -46,6 +47,22 @@ TEST(LogEscape, FormatsThroughFmtAndSpdlog) {
   logger.info("name={}", escaped("a\nb\rc"));
   logger.flush();
   EXPECT_EQ(sink_text.str(), "name=a\\x0ab\\x0dc\n");
+}
+
+// A daemonized program's lines go to syslog(3) (iserkit-fuse without -f), at the level it had.
+TEST(LogToSyslog, TheDefaultLoggerWritesToSyslogAtTheSameLevel) {
+  const auto before = spdlog::default_logger();
+  const auto level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::warn);
+  to_syslog("iserkit-log-test");
+  const auto now = spdlog::default_logger();
+  ASSERT_EQ(now->sinks().size(), 1u);
+  EXPECT_NE(std::dynamic_pointer_cast<spdlog::sinks::syslog_sink_mt>(now->sinks()[0]), nullptr);
+  EXPECT_EQ(now->level(), spdlog::level::warn);
+  to_syslog("iserkit-log-test");  // a second call keeps the one logger
+  EXPECT_EQ(spdlog::default_logger(), now);
+  spdlog::set_default_logger(before);
+  spdlog::set_level(level);
 }
 
 }  // namespace

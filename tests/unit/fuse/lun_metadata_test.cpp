@@ -6,6 +6,8 @@
 
 #include <cerrno>
 
+#include <nlohmann/json.hpp>
+
 #include "iserkit/common/errors.hpp"
 #include "iserkit/initiator/errors.hpp"
 
@@ -98,6 +100,19 @@ TEST(JsonString, Escapes) {
   EXPECT_EQ(json_string("plain"), "\"plain\"");
   EXPECT_EQ(json_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
   EXPECT_EQ(json_string("x\ny\t\x01"), "\"x\\ny\\t\\u0001\"");
+  EXPECT_EQ(json_string("caf\xc3\xa9"), "\"caf\xc3\xa9\"");  // valid UTF-8 passes through
+}
+
+// A target's INQUIRY text may hold any byte: a lone continuation byte, a truncated sequence, 0xff,
+// an overlong encoding. Each invalid byte becomes U+FFFD and the text stays valid JSON.
+TEST(JsonString, InvalidUtf8BecomesReplacementCharacters) {
+  EXPECT_EQ(json_string("a\x80z"), "\"a\xef\xbf\xbdz\"");
+  EXPECT_EQ(json_string("\xff\xfe"), "\"\xef\xbf\xbd\xef\xbf\xbd\"");
+  const std::string bad = "V\xc3(\xe2\x82\xc0\x80\xed\xa0\x80";
+  const auto j = nlohmann::json::parse(json_string(bad));
+  EXPECT_TRUE(j.is_string());
+  EXPECT_NE(j.get<std::string>().find("\xef\xbf\xbd"), std::string::npos);
+  EXPECT_EQ(j.get<std::string>().front(), 'V');
 }
 
 TEST(TargetInfoJson, CarriesTargetSessionAndLuns) {
@@ -112,17 +127,64 @@ TEST(TargetInfoJson, CarriesTargetSessionAndLuns) {
   p.initiator_name = "iqn.2026-11.org.iserkit:initiator-test";
   info.parameters = p;
   info.luns = {sample()};
-  const auto j = target_info_json(info);
-  EXPECT_NE(j.find("\"target\": \"iqn.2026-11.org.x:a\""), std::string::npos) << j;
-  EXPECT_NE(j.find("\"portal\": \"127.0.0.1:3260\""), std::string::npos) << j;
-  EXPECT_NE(j.find("\"state\": \"logged-in\""), std::string::npos) << j;
-  EXPECT_NE(j.find("\"MaxBurstLength\": 1048576"), std::string::npos) << j;
-  EXPECT_NE(j.find("\"HeaderDigest\": \"CRC32C\""), std::string::npos) << j;
-  EXPECT_NE(j.find("\"InitiatorName\": \"iqn.2026-11.org.iserkit:initiator-test\""), std::string::npos) << j;
-  EXPECT_NE(j.find("\"lun\": 3, \"file\": \"lun3\", \"size_bytes\": 1073741824"), std::string::npos) << j;
-  EXPECT_NE(j.find("\"naa\": \"6001405faabbccdd\""), std::string::npos) << j;
-  EXPECT_NE(j.find("\"designators\": [\"naa 6001405faabbccdd\", \"t10 ISERKIT abc123\"]"), std::string::npos) << j;
-  EXPECT_EQ(j.back(), '\n');
+  const auto text = target_info_json(info);
+  ASSERT_EQ(text.back(), '\n');
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["target"], "iqn.2026-11.org.x:a");
+  EXPECT_EQ(j["portal"], "127.0.0.1:3260");
+  EXPECT_EQ(j["url"], "iscsi://127.0.0.1:3260/iqn.2026-11.org.x:a");
+  EXPECT_EQ(j["session"]["state"], "logged-in");
+  EXPECT_EQ(j["session"]["parameters"]["MaxBurstLength"], 1048576);
+  EXPECT_EQ(j["session"]["parameters"]["HeaderDigest"], "CRC32C");
+  EXPECT_EQ(j["session"]["parameters"]["DataDigest"], "None");
+  EXPECT_EQ(j["session"]["parameters"]["InitialR2T"], true);
+  EXPECT_EQ(j["session"]["parameters"]["InitiatorName"], "iqn.2026-11.org.iserkit:initiator-test");
+  ASSERT_EQ(j["luns"].size(), 1u);
+  const auto& l = j["luns"][0];
+  EXPECT_EQ(l["lun"], 3);
+  EXPECT_EQ(l["file"], "lun3");
+  EXPECT_EQ(l["size_bytes"], 1073741824u);
+  EXPECT_EQ(l["thin"], true);
+  EXPECT_EQ(l["vendor"], "ISERKIT");
+  EXPECT_EQ(l["naa"], "6001405faabbccdd");
+  EXPECT_EQ(l["designators"], nlohmann::json({"naa 6001405faabbccdd", "t10 ISERKIT abc123"}));
+  EXPECT_FALSE(l.contains("paths"));
+  // Keys in reading order: target first, LUNs last; pretty-printed with 2 spaces.
+  EXPECT_EQ(text.rfind("{\n  \"target\": \"iqn.2026-11.org.x:a\",\n  \"portal\": ", 0), 0u) << text;
+  EXPECT_LT(text.find("\"session\""), text.find("\"luns\"")) << text;
+  EXPECT_NE(text.find("\"portal\": \"127.0.0.1:3260\""), std::string::npos) << text;
+}
+
+// The issue-26 case: a target whose INQUIRY strings and serial are not UTF-8 (Latin-1, stray
+// 0xff) gave an info file no JSON parser took. Now it parses; the bad bytes are U+FFFD.
+TEST(TargetInfoJson, StaysValidOnInvalidUtf8FromTheTarget) {
+  TargetInfo info;
+  info.target = "iqn.2026-11.org.x:a";
+  info.session_state = "logged-in";
+  iscsi::OperationalParameters p;
+  p.target_alias = "disk\xe9\x01";
+  info.parameters = p;
+  auto m = sample();
+  m.vendor = "ACM\xc9";
+  m.product = "\xff\xfe\x80 disk \"1\"";
+  m.revision = "\xc3";
+  m.serial = std::string("s\0n\x9f", 4);
+  info.luns = {m};
+  info.multipath_policy = "failover";
+  info.paths = {PathInfo{.url = "iscsi://h/\xfe", .state = "up"}};
+  const auto text = target_info_json(info);
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(text)) << text;
+  const std::string r = "\xef\xbf\xbd";  // U+FFFD
+  EXPECT_EQ(j["luns"][0]["vendor"], "ACM" + r);
+  EXPECT_EQ(j["luns"][0]["product"], r + r + r + " disk \"1\"");
+  EXPECT_EQ(j["luns"][0]["revision"], r);
+  EXPECT_EQ(j["luns"][0]["serial"], std::string("s\0n", 3) + r);
+  EXPECT_EQ(j["session"]["parameters"]["TargetAlias"], "disk" + r + "\x01");
+  EXPECT_EQ(j["multipath"]["paths"][0]["url"], "iscsi://h/" + r);
+  // Every byte of the text is valid UTF-8 (a strict parse of the whole text succeeded above) and
+  // no raw control byte is left in it.
+  for (char c : text) EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 || c == '\n') << text;
 }
 
 TEST(TargetInfoJson, NotConnectedHasNoParametersAndNullSerial) {
@@ -133,10 +195,11 @@ TEST(TargetInfoJson, NotConnectedHasNoParametersAndNullSerial) {
   m.serial.reset();
   m.designators.clear();
   info.luns = {m};
-  const auto j = target_info_json(info);
-  EXPECT_EQ(j.find("parameters"), std::string::npos) << j;
-  EXPECT_NE(j.find("\"serial\": null, \"naa\": null"), std::string::npos) << j;
-  EXPECT_NE(j.find("\"designators\": []"), std::string::npos) << j;
+  const auto j = nlohmann::json::parse(target_info_json(info));
+  EXPECT_FALSE(j["session"].contains("parameters"));
+  EXPECT_TRUE(j["luns"][0]["serial"].is_null());
+  EXPECT_TRUE(j["luns"][0]["naa"].is_null());
+  EXPECT_EQ(j["luns"][0]["designators"], nlohmann::json::array());
   info.luns.clear();
   EXPECT_NE(target_info_json(info).find("\"luns\": []"), std::string::npos);
 }
@@ -149,15 +212,14 @@ TEST(TargetInfoJson, GaveUpSessionShowsItsBackgroundLogins) {
   info.target = "t";
   info.session_state = "gave-up";
   info.reconnect = TargetInfo::Reconnect{.attempts = 7, .next_attempt_in_ms = 2500, .last_error = "Connection refused"};
-  auto j = target_info_json(info);
-  EXPECT_NE(j.find("\"state\": \"gave-up\",\n    \"reconnect\": {\"attempts\": 7, \"next_attempt_in_ms\": 2500, "
-                   "\"last_error\": \"Connection refused\"}\n  },"),
-            std::string::npos)
-      << j;
-  EXPECT_EQ(j.find("parameters"), std::string::npos) << j;
+  auto j = nlohmann::json::parse(target_info_json(info));
+  EXPECT_EQ(j["session"]["state"], "gave-up");
+  EXPECT_EQ(j["session"]["reconnect"],
+            nlohmann::json({{"attempts", 7}, {"next_attempt_in_ms", 2500}, {"last_error", "Connection refused"}}));
+  EXPECT_FALSE(j["session"].contains("parameters"));
   info.reconnect->next_attempt_in_ms.reset();  // a login under way
-  j = target_info_json(info);
-  EXPECT_NE(j.find("\"next_attempt_in_ms\": null"), std::string::npos) << j;
+  j = nlohmann::json::parse(target_info_json(info));
+  EXPECT_TRUE(j["session"]["reconnect"]["next_attempt_in_ms"].is_null());
   info.reconnect.reset();
   EXPECT_EQ(target_info_json(info).find("reconnect"), std::string::npos);
 }
@@ -178,23 +240,24 @@ TEST(TargetInfoJson, MultipathShowsEveryPathAndItsStateForTheTargetAndEachLun) {
                          .failures = 3, .downs = 2}};
   info.lun_paths = {info.paths};
   info.lun_paths[0][1].state = "recovering";
-  const auto j = target_info_json(info);
-  EXPECT_NE(j.find("\"multipath\": {\"policy\": \"failover\", \"paths\": [\n      {\"url\": "
-                   "\"iscsi://10.0.0.1/iqn.2026-11.org.x:a\", \"peer\": \"10.0.0.1:3260\", \"state\": \"up\", "
-                   "\"alua\": \"active/optimized\", \"target_port_group\": 1, \"commands\": 12, \"failures\": 0, "
-                   "\"downs\": 1, \"reinstatements\": 1}"),
-            std::string::npos)
-      << j;
-  EXPECT_NE(j.find("\"peer\": \"\", \"state\": \"down\", \"alua\": \"active/optimized\", \"target_port_group\": null, "
-                   "\"commands\": 0, \"failures\": 3, \"downs\": 2"),
-            std::string::npos)
-      << j;
-  // The LUN's own device: the second path recovering there.
-  const auto lun = j.find("\"lun\": 3");
-  ASSERT_NE(lun, std::string::npos) << j;
-  EXPECT_NE(j.find("\"state\": \"recovering\"", lun), std::string::npos) << j;
-  EXPECT_EQ(j.find("\"state\": \"recovering\""), j.find("\"state\": \"recovering\"", lun)) << j;
-  EXPECT_EQ(j.back(), '\n');
+  const auto text = target_info_json(info);
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["multipath"]["policy"], "failover");
+  EXPECT_EQ(j["multipath"]["paths"][0],
+            nlohmann::json({{"url", "iscsi://10.0.0.1/iqn.2026-11.org.x:a"}, {"peer", "10.0.0.1:3260"},
+                            {"state", "up"}, {"alua", "active/optimized"}, {"target_port_group", 1},
+                            {"commands", 12}, {"failures", 0}, {"downs", 1}, {"reinstatements", 1}}));
+  const auto& down = j["multipath"]["paths"][1];
+  EXPECT_EQ(down["peer"], "");
+  EXPECT_EQ(down["state"], "down");
+  EXPECT_TRUE(down["target_port_group"].is_null());
+  EXPECT_EQ(down["failures"], 3);
+  EXPECT_EQ(down["downs"], 2);
+  // The LUN's own device: the second path recovering there, and only there.
+  EXPECT_EQ(j["luns"][0]["paths"][1]["state"], "recovering");
+  EXPECT_EQ(j["luns"][0]["paths"][0]["state"], "up");
+  EXPECT_EQ(text.find("\"recovering\""), text.rfind("\"recovering\"")) << text;
+  EXPECT_EQ(text.back(), '\n');
 }
 
 std::error_code scsi_error(scsi::SenseKey key, scsi::AscPair pair) {

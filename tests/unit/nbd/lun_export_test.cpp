@@ -10,15 +10,7 @@
 namespace iserkit::nbd {
 namespace {
 
-// Runs `aw` to completion on `io`.
-template <class T>
-T run_sync(asio::io_context& io, Awaitable<T> aw) {
-  std::optional<T> out;
-  asio::co_spawn(io, [&]() -> Awaitable<void> { out.emplace(co_await std::move(aw)); }, asio::detached);
-  io.run();
-  io.restart();
-  return std::move(*out);
-}
+using test::run_sync;
 
 struct Opened {
   std::shared_ptr<test::FakeLunChannel> channel;

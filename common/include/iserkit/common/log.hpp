@@ -23,6 +23,14 @@ using spdlog::warn;
 /// standard output, which the programs keep for data and JSON): every program calls this first.
 void set_level(std::string_view level);
 
+/// Sends every later log line to syslog(3) instead of standard error, keeping the level: for a
+/// daemon that left its terminal (iserkit-fuse without -f). Lines carry `ident` and the PID,
+/// facility LOG_DAEMON, and spdlog's level as the priority (warn → LOG_WARNING, …). Where
+/// systemd-journald runs it owns /dev/log, so the lines land in the journal (`journalctl -t
+/// ident`); without a syslog daemon they are dropped, as syslog(3) does. Call it once, after the
+/// fork, from the thread that logs first.
+void to_syslog(const std::string& ident);
+
 /// Default bound on how many bytes of a peer string are logged.
 inline constexpr std::size_t escaped_max_bytes = 256;
 

@@ -1,7 +1,8 @@
-// FakeLunChannel: a CommandChannel that answers the commands LunHandle::open() and LunExport send
-// (TEST UNIT READY, INQUIRY + VPD 0x00/0xb0, READ CAPACITY (16), MODE SENSE (6)/(10), READ/WRITE
-// (10)/(16), SYNCHRONIZE CACHE (10)/(16)) from an in-memory disk, and records every READ/WRITE it
-// ran (LBA, blocks, FUA bit) and every SYNCHRONIZE CACHE (its CDB's LBA and block count).
+// FakeLunChannel: a CommandChannel that answers the commands LunHandle::open(), LunExport and the
+// FUSE view send (TEST UNIT READY, INQUIRY + VPD 0x00/0xb0, READ CAPACITY (16), MODE SENSE (6)/(10),
+// READ/WRITE (10)/(16), SYNCHRONIZE CACHE (10)/(16), GET LBA STATUS) from an in-memory disk with a
+// per-block provisioning map, and records every READ/WRITE it ran (LBA, blocks, FUA bit), every
+// SYNCHRONIZE CACHE (its CDB's LBA and block count) and how many GET LBA STATUS it answered.
 // Test double for unit tests of the front ends and of LunHandle's splitting; SBC-4/SPC-5 layouts
 // come from the real codecs in common/scsi.
 #pragma once
@@ -33,6 +34,15 @@ struct FakeLunOptions {
   std::uint32_t transport_unstated_max_transfer_bytes = 0;
   /// WRITE with FUA fails with INVALID FIELD IN CDB when the unit has no DPOFUA (as LIO does).
   bool reject_fua_without_dpofua = true;
+  /// READ CAPACITY (16) LBPME and LBPRZ (SBC-4 §5.20.2).
+  bool thin = false;
+  bool unmapped_reads_zero = false;
+  /// GET LBA STATUS ends in ILLEGAL REQUEST (INVALID FIELD IN CDB) even on a thin unit.
+  bool reject_get_lba_status = false;
+  /// Most descriptors one GET LBA STATUS answer holds, and most blocks one descriptor covers
+  /// (a run longer than that is split over several descriptors: a fragmented-looking unit).
+  std::size_t lba_status_max_descriptors = 64;
+  std::uint64_t lba_status_max_run_blocks = 0xffffffff;
 };
 
 /// One READ or WRITE the fake ran.
@@ -54,7 +64,10 @@ struct FakeFlush {
 class FakeLunChannel final : public initiator::CommandChannel {
  public:
   FakeLunChannel(asio::any_io_executor executor, FakeLunOptions options)
-      : executor_(std::move(executor)), options_(options), disk_(options.blocks * options.block_size_bytes) {}
+      : executor_(std::move(executor)),
+        options_(options),
+        disk_(options.blocks * options.block_size_bytes),
+        mapped_(options.blocks, true) {}
 
   Awaitable<Result<scsi::ScsiResult>> execute(const initiator::CommandRequest& request) override {
     co_return run(request);
@@ -71,6 +84,11 @@ class FakeLunChannel final : public initiator::CommandChannel {
   [[nodiscard]] const std::vector<FakeTransfer>& transfers() const noexcept { return transfers_; }
   [[nodiscard]] std::vector<std::byte>& disk() noexcept { return disk_; }
   [[nodiscard]] const std::vector<FakeFlush>& flushes() const noexcept { return flushes_; }
+  /// Which blocks are mapped (all at first; a WRITE maps what it writes). GET LBA STATUS answers
+  /// mapped (0h) or deallocated (1h) from it.
+  [[nodiscard]] std::vector<bool>& mapped() noexcept { return mapped_; }
+  /// GET LBA STATUS commands answered (or refused).
+  [[nodiscard]] std::size_t lba_status_commands() const noexcept { return lba_status_commands_; }
 
  private:
   static scsi::ScsiResult check(scsi::SenseData sense) {
@@ -106,9 +124,15 @@ class FakeLunChannel final : public initiator::CommandChannel {
         }
         return check(scsi::SenseData::invalid_field_in_cdb(2));
       }
-      case 0x9e: {  // READ CAPACITY (16)
+      case 0x9e: {  // SERVICE ACTION IN (16)
+        if ((load_u8(c + 1) & 0x1f) == 0x12) return get_lba_status(load_be64(c + 2), r.data_in);
+        // READ CAPACITY (16)
         std::array<std::byte, scsi::read_capacity16_size_bytes> d{};
-        scsi::encode_read_capacity16({.last_lba = options_.blocks - 1, .block_length_bytes = options_.block_size_bytes}, d);
+        scsi::encode_read_capacity16({.last_lba = options_.blocks - 1,
+                                      .block_length_bytes = options_.block_size_bytes,
+                                      .lbpme = options_.thin,
+                                      .lbprz = options_.unmapped_reads_zero},
+                                     d);
         return reply(d, r.data_in);
       }
       case 0x1a:
@@ -140,7 +164,10 @@ class FakeLunChannel final : public initiator::CommandChannel {
         const std::size_t offset = t.lba * options_.block_size_bytes;
         const std::size_t n = std::size_t{t.blocks} * options_.block_size_bytes;
         if (t.bytes != n || offset + n > disk_.size()) return check(scsi::SenseData::invalid_field_in_cdb(2));
-        if (write) std::memcpy(disk_.data() + offset, r.data_out.data(), n);
+        if (write) {
+          std::memcpy(disk_.data() + offset, r.data_out.data(), n);
+          std::fill_n(mapped_.begin() + static_cast<std::ptrdiff_t>(t.lba), t.blocks, true);
+        }
         else std::memcpy(r.data_in.data(), disk_.data() + offset, n);
         return {};
       }
@@ -157,12 +184,45 @@ class FakeLunChannel final : public initiator::CommandChannel {
     }
   }
 
+  // SBC-4 §5.8: an 8-byte header (PARAMETER DATA LENGTH = n - 3), then 16-byte descriptors from `lba`.
+  scsi::ScsiResult get_lba_status(std::uint64_t lba, std::span<std::byte> in) {
+    ++lba_status_commands_;
+    if (!options_.thin || options_.reject_get_lba_status) return check(scsi::SenseData::invalid_field_in_cdb(1));
+    if (lba >= options_.blocks) return check(scsi::SenseData::invalid_field_in_cdb(2));
+    std::vector<std::byte> d(8);
+    while (lba < options_.blocks && (d.size() - 8) / 16 < options_.lba_status_max_descriptors) {
+      std::uint64_t end = lba;
+      while (end < options_.blocks && mapped_[end] == mapped_[lba] && end - lba < options_.lba_status_max_run_blocks) ++end;
+      std::array<std::byte, 16> one{};
+      store_be64(one.data(), lba);
+      store_be32(one.data() + 8, static_cast<std::uint32_t>(end - lba));
+      store_u8(one.data() + 12, mapped_[lba] ? 0x0 : 0x1);
+      d.insert(d.end(), one.begin(), one.end());
+      lba = end;
+    }
+    store_be32(d.data(), static_cast<std::uint32_t>(d.size() - 4));
+    return reply(d, in);
+  }
+
   asio::any_io_executor executor_;
   FakeLunOptions options_;
   mutable HeapBufferPool pool_;
   std::vector<std::byte> disk_;
   std::vector<FakeTransfer> transfers_;
   std::vector<FakeFlush> flushes_;
+  std::vector<bool> mapped_;
+  std::size_t lba_status_commands_ = 0;
 };
+
+/// Runs `aw` on `io` until nothing is left to run, and returns its result (the tests' way to call
+/// a coroutine of a front end over this fake, which answers every command at once).
+template <class T>
+T run_sync(asio::io_context& io, Awaitable<T> aw) {
+  std::optional<T> out;
+  asio::co_spawn(io, [&]() -> Awaitable<void> { out.emplace(co_await std::move(aw)); }, asio::detached);
+  io.run();
+  io.restart();
+  return std::move(*out);
+}
 
 }  // namespace iserkit::test
