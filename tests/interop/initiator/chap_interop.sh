@@ -56,9 +56,9 @@ run readcap --target-user targetname --target-secret-file "$W/target-secret" "$U
   fail "mutual CHAP exited $?"
 ISERKIT_CHAP_TARGET_SECRET="$ISERKIT_TEST_MUTUAL_SECRET" run readcap "$URL" >/dev/null ||
   fail "mutual CHAP (ISERKIT_CHAP_TARGET_SECRET) exited $?"
-expect_login_failure "mutual, wrong target secret" 'authentication failed' \
+expect_login_failure "mutual, wrong target secret" 'failed mutual CHAP' \
   readcap "$URL" --target-secret-file <(echo wrong-target-secret-0)
-expect_login_failure "mutual, wrong target name" 'authentication failed' \
+expect_login_failure "mutual, wrong target name" 'failed mutual CHAP' \
   readcap "$URL" --target-user someone-else --target-secret-file "$W/target-secret"
 
 # CHAP with CRC32C header and data digests: data written and read back.
