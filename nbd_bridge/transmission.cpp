@@ -276,7 +276,8 @@ Awaitable<void> Connection::handle_request(RequestHeader request, PooledBuffer p
     switch (command) {
       case Command::read:
         if (request.length_bytes > 0) {
-          data = pool().allocate(request.length_bytes);
+          // start_fast() may have leased it already (an export without the fast path).
+          data = payload ? std::move(payload) : pool().allocate(request.length_bytes);
           ec = co_await export_->read(request.offset_bytes, data.bytes());
         }
         break;
@@ -344,7 +345,7 @@ bool Connection::start_fast(const RequestHeader& request, PooledBuffer& payload,
     if (command == Command::read) {
       fast.data = pool().allocate(request.length_bytes);
       started = export_->start_read(request.offset_bytes, fast.data.bytes().first(request.length_bytes), fast);
-      if (!started) fast.data.reset();
+      if (!started) payload = std::move(fast.data);  // handle_request() reads into it: not leased twice
     } else {
       started = export_->start_write(request.offset_bytes, ConstByteSpan(payload.data(), payload.size()),
                                      (request.flags & command_flag::fua) != 0, fast);

@@ -125,7 +125,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Send
     void io_done(std::error_code ec) noexcept override;
   };
   /// Starts `request` on the fast path (batch_sends: the connection runs on the export's loop
-  /// thread); false when it does not apply (nothing done, `payload` untouched: handle_request()).
+  /// thread); false when it does not apply (handle_request() then; for a READ `payload` holds
+  /// the buffer already leased for its data).
   bool start_fast(const RequestHeader& request, PooledBuffer& payload, std::size_t accounted_bytes);
   /// handle_request()'s end for a fast request: the reply.
   void finish_fast(FastRequest& fast, std::error_code ec) noexcept;

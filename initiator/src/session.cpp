@@ -97,7 +97,6 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
   struct Started {
     Waiter waiter;
     Prepared prepared;
-    std::size_t data_in_bytes = 0;
   };
   std::vector<std::unique_ptr<Started>> started_all;  // every one made (at most the commands in flight)
   std::vector<Started*> started_free;
@@ -216,19 +215,13 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
   /// the caller told.
   void finish_started(Started& st, TaskOutcome o) {
     CommandCallback* cb = st.waiter.callback;
-    Result<scsi::ScsiResult> result = fail(errc::session_closed);
-    if (o.error) {
-      result = fail(o.error);
-    } else {
-      const std::size_t residual = o.result.residual_overflow ? 0 : o.result.residual_bytes;
-      st.prepared.data.finish(st.data_in_bytes - std::min(st.data_in_bytes, residual));
-      result = std::move(o.result);
-    }
+    Result<scsi::ScsiResult> result = command_result(std::move(o), st.prepared);
     st.waiter.callback = nullptr;
     st.prepared = Prepared{};
     started_free.push_back(&st);
     cb->command_done(std::move(result));
   }
+
 
   /// The engine recovers from a lost connection: close it, forget what was not sent on it, and
   /// log in again in the background.
@@ -366,19 +359,24 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
     }
   }
 
+  /// Registers `w` as task `id`'s waiter (a spare map node when there is one: no allocation).
+  void add_waiter(TaskId id, Waiter& w) {
+    if (spare_waiter_nodes.empty()) {
+      waiters.emplace(id, &w);
+      return;
+    }
+    auto node = std::move(spare_waiter_nodes.back());
+    spare_waiter_nodes.pop_back();
+    node.key() = id;
+    node.mapped() = &w;
+    waiters.insert(std::move(node));
+  }
+
   /// Waits for the outcome of a task just submitted (`prepared`: a SCSI command's buffers).
   Awaitable<TaskOutcome> await_task(TaskId id, Prepared* prepared = nullptr) {
     Waiter w;
     w.prepared = prepared;
-    if (spare_waiter_nodes.empty()) {
-      waiters.emplace(id, &w);
-    } else {
-      auto node = std::move(spare_waiter_nodes.back());
-      spare_waiter_nodes.pop_back();
-      node.key() = id;
-      node.mapped() = &w;
-      waiters.insert(std::move(node));
-    }
+    add_waiter(id, w);
     // The command's own coroutine sends what the engine produced when no send is under way: no
     // post and no resumption of the send loop per command (that hop cost about 14 % of the
     // bridge's instructions per 4 KiB read at QD1, docs/performance.md). While a send is under way
@@ -500,21 +498,23 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
 
   // ---- commands ----
   // `req` is taken by value: the caller's CommandRequest need not outlive the call.
-  Awaitable<Result<scsi::ScsiResult>> execute(std::shared_ptr<Session> self, CommandRequest req) {
-    if (!req.data_in.empty() && !req.data_out.empty()) co_return fail(errc::invalid_argument);
-    if (req.data_in.size() > 0xffffffffu || req.data_out.size() > 0xffffffffu) co_return fail(errc::invalid_argument);
-    if (!engine.accepting()) co_return fail(engine.error() ? engine.error() : make_error_code(errc::session_closed));
-    if (engine.failed()) co_return fail(errc::session_lost);  // past the replacement timeout: at once
-    // The transport's view of the buffers (iSER: registered memory whose STags the command
-    // carries, RFC 7145 §9.2; TCP: the spans as they are). Lives until the task's PDUs were sent;
-    // prepared again on the new datamover if the command is re-issued after a reconnect.
+  /// execute()'s and start()'s submission: the checks, the buffers as the connection's datamover
+  /// prepares them (into `prepared`: iSER's registered memory whose STags the command carries,
+  /// RFC 7145 §9.2; TCP's spans as they are; prepared again on the new datamover if the command
+  /// is re-issued after a reconnect), the engine's task. Errors: those returned before anything
+  /// is sent.
+  Result<TaskId> submit_command(const CommandRequest& req, Prepared& prepared) {
+    if (!req.data_in.empty() && !req.data_out.empty()) return fail(errc::invalid_argument);
+    if (req.data_in.size() > 0xffffffffu || req.data_out.size() > 0xffffffffu) return fail(errc::invalid_argument);
+    if (!engine.accepting()) return fail(engine.error() ? engine.error() : make_error_code(errc::session_closed));
+    if (engine.failed()) return fail(errc::session_lost);  // past the replacement timeout: at once
     auto data = dm->prepare_task_data(req.data_in, req.data_out);
-    if (!data) co_return fail(data.error());
-    Prepared prepared{.data_in = req.data_in,
-                      .data_out = req.data_out,
-                      .data = std::move(*data),
-                      .connection = connection_serial,
-                      .retired = {}};
+    if (!data) return fail(data.error());
+    prepared = Prepared{.data_in = req.data_in,
+                        .data_out = req.data_out,
+                        .data = std::move(*data),
+                        .connection = connection_serial,
+                        .retired = {}};
     ScsiSubmission s{.lun = req.lun,
                      .cdb = req.cdb,
                      .data_in = prepared.data.data_in(),
@@ -524,64 +524,48 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
                      .task_data = &prepared.data};
     auto id = engine.submit(s, Clock::now());
     if (!id) {
+      prepared = Prepared{};
       apply();  // whatever the engine decided on the way (none today) reaches the loops
-      co_return fail(id.error());
+      return fail(id.error());
     }
-    TaskOutcome o = co_await await_task(*id, &prepared);
-    if (o.error) co_return fail(o.error);
-    // The read data that came: the buffer less an underflow residual (RFC 7143 §11.4.5.1).
-    const std::size_t residual = o.result.residual_overflow ? 0 : o.result.residual_bytes;
-    prepared.data.finish(req.data_in.size() - std::min(req.data_in.size(), residual));
-    (void)self;
-    co_return o.result;
+    return *id;
   }
 
-  // execute() without its frame: the same checks and submission, the waiter and buffers in a
-  // pooled Started, the caller's callback told by deliver().
+  /// A SCSI command's outcome as execute() returns it; on success the read data is finished: the
+  /// buffer less an underflow residual (RFC 7143 §11.4.5.1).
+  static Result<scsi::ScsiResult> command_result(TaskOutcome o, Prepared& prepared) {
+    if (o.error) return fail(o.error);
+    const std::size_t residual = o.result.residual_overflow ? 0 : o.result.residual_bytes;
+    prepared.data.finish(prepared.data_in.size() - std::min(prepared.data_in.size(), residual));
+    return std::move(o.result);
+  }
+
+  // ---- commands ----
+  // `req` is taken by value: the caller's CommandRequest need not outlive the call.
+  Awaitable<Result<scsi::ScsiResult>> execute(std::shared_ptr<Session> self, CommandRequest req) {
+    Prepared prepared;  // lives until the task's PDUs were sent
+    auto id = submit_command(req, prepared);
+    if (!id) co_return fail(id.error());
+    TaskOutcome o = co_await await_task(*id, &prepared);
+    (void)self;
+    co_return command_result(std::move(o), prepared);
+  }
+
+  // execute() without its frame: the same submission, the waiter and buffers in a pooled
+  // Started, the caller's callback told by deliver().
   Result<void> start(const CommandRequest& req, CommandCallback& done) {
-    if (!req.data_in.empty() && !req.data_out.empty()) return fail(errc::invalid_argument);
-    if (req.data_in.size() > 0xffffffffu || req.data_out.size() > 0xffffffffu) return fail(errc::invalid_argument);
-    if (!engine.accepting()) return fail(engine.error() ? engine.error() : make_error_code(errc::session_closed));
-    if (engine.failed()) return fail(errc::session_lost);
-    auto data = dm->prepare_task_data(req.data_in, req.data_out);
-    if (!data) return fail(data.error());
     if (started_free.empty()) {
       started_all.push_back(std::make_unique<Started>());
       started_free.push_back(started_all.back().get());
     }
     Started& st = *started_free.back();
-    st.prepared = Prepared{.data_in = req.data_in,
-                           .data_out = req.data_out,
-                           .data = std::move(*data),
-                           .connection = connection_serial,
-                           .retired = {}};
-    st.data_in_bytes = req.data_in.size();
-    ScsiSubmission s{.lun = req.lun,
-                     .cdb = req.cdb,
-                     .data_in = st.prepared.data.data_in(),
-                     .data_out = st.prepared.data.data_out(),
-                     .attribute = req.attribute,
-                     .timeout = req.timeout,
-                     .task_data = &st.prepared.data};
-    auto id = engine.submit(s, Clock::now());
-    if (!id) {
-      st.prepared = Prepared{};
-      apply();
-      return fail(id.error());
-    }
+    auto id = submit_command(req, st.prepared);
+    if (!id) return fail(id.error());
     started_free.pop_back();
     st.waiter.prepared = &st.prepared;
     st.waiter.callback = &done;
     st.waiter.started = &st;
-    if (spare_waiter_nodes.empty()) {
-      waiters.emplace(*id, &st.waiter);
-    } else {
-      auto node = std::move(spare_waiter_nodes.back());
-      spare_waiter_nodes.pop_back();
-      node.key() = *id;
-      node.mapped() = &st.waiter;
-      waiters.insert(std::move(node));
-    }
+    add_waiter(*id, st.waiter);
     apply();  // its PDUs go to the sender (at the send pass's end during a burst)
     return {};
   }

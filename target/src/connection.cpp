@@ -488,6 +488,20 @@ Awaitable<void> Connection::writer() {
   writer_done_.set();
 }
 
+Connection::CommandStart Connection::command_started(iscsi::Itt itt, const EngineTask& task) {
+  const auto cdb = task.cdb();
+  // What arrived, per transport (iserkit-target prints the largest at exit: the lab's proof that
+  // commands above 512 KiB came over iSER).
+  note_command_bytes(datamover_->transport() == datamover::Transport::iser ? CommandTransport::iser : CommandTransport::tcp,
+                     task.plan.transfer_length_bytes);
+  return CommandStart{
+      .itt = itt,
+      .kind = static_cast<std::size_t>(op_kind(cdb.empty() ? 0 : static_cast<std::uint8_t>(cdb[0]))),
+      .out_bytes = task.plan.direction == DataDirection::to_target ? task.plan.transfer_length_bytes : 0,
+      .start = std::chrono::steady_clock::now(),
+      .unit_stats = task.plan.unit != nullptr ? &task.plan.unit->stats() : nullptr};
+}
+
 Awaitable<void> Connection::execute(iscsi::Itt itt) {
   auto self = shared_from_this();
   // The engine keeps the task (CDB, plan, buffer) until on_task_executed(), aborted or not.
@@ -498,17 +512,10 @@ Awaitable<void> Connection::execute(iscsi::Itt itt) {
     backend_done();
     co_return;
   }
-  const auto cdb = task->cdb();
-  const auto kind = static_cast<std::size_t>(op_kind(cdb.empty() ? 0 : static_cast<std::uint8_t>(cdb[0])));
-  const std::uint32_t out_bytes = task->plan.direction == DataDirection::to_target ? task->plan.transfer_length_bytes : 0;
-  const auto start = std::chrono::steady_clock::now();
-  // What arrived, per transport (iserkit-target prints the largest at exit: the lab's proof that
-  // commands above 512 KiB came over iSER).
-  note_command_bytes(datamover_->transport() == datamover::Transport::iser ? CommandTransport::iser : CommandTransport::tcp,
-                     task->plan.transfer_length_bytes);
-  const ScsiOutcome outcome = co_await session_.target->dispatcher->execute(nexus_, task->command.lun, cdb, task->plan,
-                                                                           engine_->task_data(itt));
-  executed(itt, kind, out_bytes, start, task->plan.unit != nullptr ? &task->plan.unit->stats() : nullptr, outcome);
+  const CommandStart started = command_started(itt, *task);
+  const ScsiOutcome outcome = co_await session_.target->dispatcher->execute(nexus_, task->command.lun, task->cdb(),
+                                                                           task->plan, engine_->task_data(itt));
+  executed(started, outcome);
 }
 
 bool Connection::execute_fast(iscsi::Itt itt) {
@@ -524,14 +531,7 @@ bool Connection::execute_fast(iscsi::Itt itt) {
                                                                    engine_->task_data(itt), f);
   if (started == MediaIoStart::unsupported) return false;
   fast_free_.pop_back();
-  const auto cdb = task->cdb();
-  f.itt = itt;
-  f.kind = static_cast<std::size_t>(op_kind(static_cast<std::uint8_t>(cdb[0])));
-  f.out_bytes = task->plan.direction == DataDirection::to_target ? task->plan.transfer_length_bytes : 0;
-  f.start = std::chrono::steady_clock::now();
-  f.unit_stats = task->plan.unit != nullptr ? &task->plan.unit->stats() : nullptr;
-  note_command_bytes(datamover_->transport() == datamover::Transport::iser ? CommandTransport::iser : CommandTransport::tcp,
-                     task->plan.transfer_length_bytes);
+  f.started = command_started(itt, *task);
   ++backend_running_;
   if (started == MediaIoStart::completed) {
     fast_done_now_.push_back(&f);
@@ -548,30 +548,27 @@ void Connection::FastCommand::complete(ScsiOutcome result) noexcept {
 }
 
 void Connection::finish_fast(FastCommand& command, const ScsiOutcome& outcome) noexcept {
-  const iscsi::Itt itt = command.itt;
-  const std::size_t kind = command.kind;
-  const std::uint32_t out_bytes = command.out_bytes;
-  const auto start = command.start;
-  LogicalUnitStats* unit_stats = command.unit_stats;
+  const CommandStart started = command.started;
   fast_free_.push_back(&command);
-  executed(itt, kind, out_bytes, start, unit_stats, outcome);
+  executed(started, outcome);
 }
 
-void Connection::executed(iscsi::Itt itt, std::size_t kind, std::uint32_t out_bytes,
-                          std::chrono::steady_clock::time_point start, LogicalUnitStats* unit_stats,
-                          const ScsiOutcome& outcome) {
+void Connection::executed(const CommandStart& started, const ScsiOutcome& outcome) {
+  const std::size_t kind = started.kind;
+  LogicalUnitStats* unit_stats = started.unit_stats;
   // Counted here, not per PDU: relaxed atomics, no lock (target_stats.hpp).
   auto& stats = registry_->stats();
-  stats.latency[kind].observe(std::chrono::steady_clock::now() - start);
+  stats.latency[kind].observe(std::chrono::steady_clock::now() - started.start);
   stats.commands[kind].fetch_add(1, std::memory_order_relaxed);
   stats_->commands[kind].fetch_add(1, std::memory_order_relaxed);
   if (unit_stats != nullptr) unit_stats->commands[kind].fetch_add(1, std::memory_order_relaxed);
   if (outcome.status == scsi::Status::good) {
-    const std::uint64_t moved = outcome.data_length_bytes + out_bytes;
+    const std::uint64_t moved = outcome.data_length_bytes + started.out_bytes;
     stats.bytes[kind].fetch_add(moved, std::memory_order_relaxed);
     stats_->bytes[kind].fetch_add(moved, std::memory_order_relaxed);
     if (unit_stats != nullptr) unit_stats->bytes[kind].fetch_add(moved, std::memory_order_relaxed);
   }
+  const iscsi::Itt itt = started.itt;
   engine_->on_task_executed(itt, outcome);
   pump();
   backend_done();

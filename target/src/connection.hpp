@@ -124,13 +124,19 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   Awaitable<void> execute(iscsi::Itt itt);
   Awaitable<void> get_write_data(GetWriteData get);
   /// A task on the fast path (ScsiDispatcher::start_media_io(): no coroutine). Pooled per connection.
-  struct FastCommand final : MediaIo {
-    std::shared_ptr<Connection> owner;  // keeps the connection alive while the backend works
+  /// What executed() counts for a task, taken as it starts.
+  struct CommandStart {
     iscsi::Itt itt{0};
-    std::size_t kind = 0;               // op_kind
-    std::uint32_t out_bytes = 0;        // Data-Out bytes of a write
+    std::size_t kind = 0;                    // op_kind
+    std::uint32_t out_bytes = 0;             // Data-Out bytes of a write
     std::chrono::steady_clock::time_point start;
     LogicalUnitStats* unit_stats = nullptr;  // the addressed LU's counters (per-LUN metrics)
+  };
+  /// A task starts: its CommandStart, and the transport's largest command noted.
+  CommandStart command_started(iscsi::Itt itt, const EngineTask& task);
+  struct FastCommand final : MediaIo {
+    std::shared_ptr<Connection> owner;  // keeps the connection alive while the backend works
+    CommandStart started;
     void complete(ScsiOutcome outcome) noexcept override;
   };
   /// Starts task `itt` on the fast path; false when it does not apply (nothing was done: run
@@ -140,8 +146,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   void finish_fast(FastCommand& command, const ScsiOutcome& outcome) noexcept;
   /// A task's outcome: the counters (`unit_stats`: the addressed LU's, nullptr for none), the
   /// engine, the actions it produced.
-  void executed(iscsi::Itt itt, std::size_t kind, std::uint32_t out_bytes, std::chrono::steady_clock::time_point start,
-                LogicalUnitStats* unit_stats, const ScsiOutcome& outcome);
+  void executed(const CommandStart& started, const ScsiOutcome& outcome);
   /// Takes the engine's actions: starts backend work at once, queues the ordered ones for writer().
   void pump();
 

@@ -361,6 +361,7 @@ Result<std::shared_ptr<BlockBackend>> open_uring_backend(const OpenBackendOption
   caps.can_discard = !options.read_only;
   caps.discard_zeroes = true;  // hole punch reads back zeroes; the fallback writes zeroes
   caps.can_write_zeroes = true;
+  caps.can_start_transfer = true;
   caps.thin = S_ISREG(st.st_mode);
   caps.volatile_cache = true;
   caps.optimal_io_bytes = static_cast<std::uint32_t>(std::max<blksize_t>(st.st_blksize, 4096));

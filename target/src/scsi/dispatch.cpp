@@ -376,6 +376,8 @@ MediaIoStart ScsiDispatcher::start_media_io(scsi::Lun lun, const CommandPlan& pl
   const bool reading = is_plain_read(plan.opcode);
   if (plan.rejected() || plan.blocks == 0 || (!reading && !is_plain_write(plan.opcode))) return MediaIoStart::unsupported;
   if (data.size() < plan.transfer_length_bytes) return MediaIoStart::unsupported;
+  // A backend without the path (memory, RBD) costs no LU lookup and no range lock here.
+  if (plan.unit == nullptr || !plan.unit->backend().capabilities().can_start_transfer) return MediaIoStart::unsupported;
   detail::UnitState* unit_state = state_->unit(lun);
   if (unit_state == nullptr || plan.unit != unit_state->unit.get()) return MediaIoStart::unsupported;
   const LogicalUnit& unit = *plan.unit;

@@ -37,6 +37,7 @@ struct BackendCapabilities {
   bool volatile_cache = true;                ///< a write cache exists, so flush() matters (WCE)
   std::uint32_t optimal_io_bytes = 0;        ///< preferred I/O size in bytes; 0 = not known
   std::uint32_t max_io_bytes = 0;            ///< largest single request in bytes; 0 = no limit
+  bool can_start_transfer = false;           ///< start_transfer() is offered (the fast path)
   /// Names the storage itself, the same in every process that opens it (RBD: "rbd:" + cluster
   /// fsid + pool id + image id). When set, the target derives the logical unit's serial number
   /// and NAA designator (VPD 0x80, 0x83) from it instead of from the target name and LUN number,
