@@ -75,7 +75,7 @@ struct ConnectionStats {
 };
 
 /// One client connection. Create with Connection::create() and co_spawn run() on the socket's executor.
-class Connection : public std::enable_shared_from_this<Connection>, private SendPass::Flusher {
+class Connection final : public std::enable_shared_from_this<Connection>, private SendPass::Flusher {
  public:
   /// Takes ownership of a connected socket. `exported` is shared with other connections.
   static std::shared_ptr<Connection> create(Socket socket, std::shared_ptr<Export> exported,
