@@ -46,6 +46,7 @@ packages=(
   ceph-mon ceph-osd ceph-common   # RBD backend tests: a throwaway one-monitor, one-OSD cluster on loopback (tests/support/ceph_cluster.sh)
   uuid-runtime            # uuidgen, for that cluster's fsid and OSD id
   iperf3                  # benchmarks: raw loopback TCP throughput ceiling for scripts/bench.sh
+  strace                  # tests/bench/syscalls: system calls per request of both daemons (strace -c)
   python3 coreutils procps iproute2
 )
 

@@ -178,6 +178,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   iscsi::OperationalParameters params_;
   std::unique_ptr<SessionEngine> engine_;
   std::deque<EngineAction> ordered_;  // for writer(), in order
+  std::vector<ReleaseBudget> releases_after_send_;  // writer(): those its joined batch passed over
   SendPass* pass_ = nullptr;          // the loop's send pass (full-feature phase)
   Event ordered_ready_;               // ordered_ got work (or the writer must stop)
   Event ordered_room_;                // ordered_ drained below the receive loop's bound

@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+# System calls per request in steady state (issue 23 items 3 and 6), for iserkit-target and
+# iserkit-nbd: the chain scripts/bench.sh measures (fio's nbd engine -> iserkit-nbd -> iserkit-target,
+# a file LUN on /dev/shm or /var/tmp) with `strace -c -f` attached to both daemons during a measured
+# fio run; calls per request = the count / requests fio did. Attaching strace slows the chain (every
+# system call stops the traced thread), so only counts are read here, never times; the counts are
+# what batching changes (reads that take several PDUs, one gather write per pass of the loop).
+#
+# --ceiling WORKLOAD:PROCESS:SYSCALL=N (repeatable; SYSCALL is a name such as sendmsg, or "total")
+# makes it a check: exit 1 when a measured figure is above N (the bench-label regression test,
+# tests/bench/syscalls/CMakeLists.txt). Exit 77 when fio, its nbd engine or strace is missing, or
+# strace may not attach (no ptrace here). Python 3 standard library only.
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchlib import MIB, WORKLOADS, fio_job, require_within, stop_processes  # noqa: E402  (tests/bench)
+
+IQN = "iqn.2026-11.org.iserkit:target"
+PROCESSES = ("target", "bridge")
+
+
+def skip(reason):
+    print(f"SKIP: {reason}", flush=True)
+    sys.exit(77)
+
+
+def fio_run(fio, socket_path, workload, seconds, size):
+    _, rw, bs, qd = WORKLOADS[workload]
+    argv = [fio, "--name=a", "--ioengine=nbd", f"--uri=nbd+unix:///?socket={socket_path}", f"--rw={rw}",
+            f"--bs={bs}", f"--iodepth={qd}", f"--size={size}", "--time_based",
+            f"--runtime={seconds}", "--norandommap", "--randrepeat=0", "--output-format=json"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"fio failed ({out.returncode}): {out.stderr.strip()}")
+    job = fio_job(out.stdout)
+    done = job["read"]["total_ios"] + job["write"]["total_ios"]
+    if job.get("error", 0) != 0 or done == 0:
+        raise RuntimeError(f"fio: error {job.get('error')} after {done} requests")
+    return done
+
+
+def parse_summary(path):
+    """strace -c's table: {syscall: calls}."""
+    calls = {}
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            # % time, seconds, usecs/call, calls, [errors,] syscall
+            if len(fields) < 5 or not fields[3].isdigit() or fields[-1] == "total":
+                continue
+            calls[fields[-1]] = int(fields[3])
+    return calls
+
+
+def traced_run(strace, pids, run, fio, sock, workload, seconds, size):
+    tracers = {}
+    for name, pid in pids.items():
+        out = os.path.join(run, f"{name}.{workload}.strace")
+        tracers[name] = (subprocess.Popen([strace, "-f", "-c", "-o", out, "-p", str(pid)],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), out)
+    time.sleep(0.5)  # strace attaches every thread before the measured run starts
+    for name, (p, _) in tracers.items():
+        if p.poll() is not None:
+            skip(f"strace cannot attach to the {name}: {p.stderr.read().strip()}")
+    try:
+        done = fio_run(fio, sock, workload, seconds, size)
+    finally:
+        for p, _ in tracers.values():
+            p.send_signal(signal.SIGINT)
+        for p, _ in tracers.values():
+            p.wait(timeout=30)
+    return done, {name: parse_summary(out) for name, (_, out) in tracers.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--bin", required=True, help="folder with iserkit-target and iserkit-nbd")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--runtime", type=int, default=2, help="seconds of each measured run")
+    ap.add_argument("--size-mib", type=int, default=64, help="backing file size")
+    ap.add_argument("--ceiling", action="append", default=[], help="WORKLOAD:PROCESS:SYSCALL=N, fail above N")
+    args = ap.parse_args()
+
+    fio = shutil.which("fio")
+    strace = shutil.which("strace")
+    if fio is None:
+        skip("fio is not installed")
+    if strace is None:
+        skip("strace is not installed")
+    if "nbd" not in subprocess.run([fio, "--enghelp"], capture_output=True, text=True).stdout.split():
+        skip("this fio has no nbd engine")
+    ceilings = {}
+    for c in args.ceiling:
+        key, value = c.split("=")
+        workload, process, syscall = key.split(":")
+        if workload not in WORKLOADS or process not in PROCESSES:
+            ap.error(f"bad --ceiling {c}")
+        ceilings[(workload, process, syscall)] = float(value)
+    workloads = [w for w in args.workloads.split(",") if w]
+    for w in workloads:
+        if w not in WORKLOADS:
+            ap.error(f"unknown workload {w}")
+
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else "/var/tmp"
+    run = tempfile.mkdtemp(prefix="iserkit-syscalls.", dir=base)
+    procs = []
+    ok = False
+    try:
+        backing = os.path.join(run, "backing.img")
+        with open(backing, "wb") as f:
+            f.truncate(args.size_mib * MIB)
+        port_file = os.path.join(run, "target.port")
+        sock = os.path.join(run, "nbd.sock")
+
+        def spawn(name, argv):
+            log = open(os.path.join(run, f"{name}.log"), "w")
+            p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            procs.append(p)
+            return p
+
+        target = spawn("target", [os.path.join(args.bin, "iserkit-target"), "--lun", backing, "--listen",
+                                  "127.0.0.1:0", "--port-file", port_file, "--log-level", "warn", "--no-iser"])
+        require_within(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 10, "target port", [target])
+        port = int(open(port_file).read().strip())
+        bridge = spawn("bridge", [os.path.join(args.bin, "iserkit-nbd"), f"iscsi://127.0.0.1:{port}/{IQN}/0",
+                                  "--socket", sock, "--log-level", "warn"])
+        require_within(lambda: os.path.exists(sock), 10, "bridge socket", [bridge])
+
+        failed = []
+        shown = ("recvmsg", "sendmsg", "epoll_wait", "io_uring_enter", "preadv2", "pwritev2")
+        print(f"{'workload':28} {'process':7} {'requests':>8} {'total/req':>9}  " + " ".join(f"{s:>14}" for s in shown))
+        for w in workloads:
+            label = WORKLOADS[w][0]
+            fio_run(fio, sock, w, 1, args.size_mib * MIB)  # warm-up: pools, free lists, frames
+            done, counts = traced_run(strace, {"target": target.pid, "bridge": bridge.pid}, run, fio, sock, w,
+                                      args.runtime, args.size_mib * MIB)
+            for p in PROCESSES:
+                per = {name: n / done for name, n in counts[p].items()}
+                per["total"] = sum(counts[p].values()) / done
+                print(f"{label:28} {p:7} {done:8} {per['total']:9.2f}  "
+                      + " ".join(f"{per.get(s, 0.0):14.2f}" for s in shown), flush=True)
+                for (cw, cp, cs), limit in ceilings.items():
+                    if cw == w and cp == p and per.get(cs, 0.0) > limit:
+                        failed.append(f"{label}: the {p} makes {per.get(cs, 0.0):.2f} {cs} calls per request, "
+                                      f"ceiling {limit}")
+        for msg in failed:
+            print(f"FAIL: {msg}")
+        ok = not failed
+        return 0 if ok else 1
+    finally:
+        stop_processes(procs)
+        if ok:
+            shutil.rmtree(run, ignore_errors=True)
+        else:
+            print(f"logs kept in {run}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
