@@ -361,7 +361,10 @@ Awaitable<void> Connection::receive_loop() {
     }
     if (closed_) co_return;
     engine_->on_pdu(*in, std::chrono::steady_clock::now());
-    pump();
+    {
+      const WriterWakeAfter wake(*this);
+      pump();
+    }
     while (ordered_.size() > max_ordered_actions && !closed_) {
       // The writer must not wait for a send pass this receive holds (a peer that stopped reading
       // would stall every connection of the loop: limits.py immediate_reads).
@@ -418,7 +421,13 @@ void Connection::pump() {
     }
   }
   engine_->recycle_actions(std::move(actions));
-  if (queued) ordered_ready_.set();
+  if (queued) {
+    if (writer_wake_deferred_) {
+      writer_wake_pending_ = true;
+    } else {
+      ordered_ready_.set();
+    }
+  }
   // Commands the backend finished at once (a RAM file system): answered now that the loop above
   // is done with the engine's actions.
   while (!fast_done_now_.empty()) {
@@ -429,6 +438,27 @@ void Connection::pump() {
 }
 
 void Connection::flush_pass() { ordered_ready_.set(); }
+
+Connection::WriterWakeAfter::WriterWakeAfter(Connection& c) noexcept : connection(c), outer(!c.writer_wake_deferred_) {
+  c.writer_wake_deferred_ = true;
+}
+
+Connection::WriterWakeAfter::~WriterWakeAfter() {
+  if (!outer) return;
+  Connection& c = connection;
+  c.writer_wake_deferred_ = false;
+  if (!c.writer_wake_pending_) return;
+  c.writer_wake_pending_ = false;
+  // Nothing holds the loop's send pass (queue depth 1, or the end of a burst): the writer, parked
+  // on an empty queue, runs here and now (Event::set_now) and writes what pump() queued before
+  // the receive loop reads the socket again — no posted resumption, no extra pass of the loop.
+  // During a burst it is woken as before and waits for the pass to end.
+  if (!c.closed_ && (c.pass_ == nullptr || !c.pass_->held())) {
+    c.ordered_ready_.set_now();
+  } else {
+    c.ordered_ready_.set();
+  }
+}
 
 Awaitable<void> Connection::writer() {
   auto self = shared_from_this();
@@ -554,6 +584,7 @@ bool Connection::execute_fast(iscsi::Itt itt) {
 void Connection::FastCommand::complete(ScsiOutcome result) noexcept {
   // Hold the connection through finish_fast(): it may drop the last other reference.
   const std::shared_ptr<Connection> self = std::move(owner);
+  const WriterWakeAfter wake(*self);  // called from the io_uring reaper, outside any pump()
   self->finish_fast(*this, result);
 }
 

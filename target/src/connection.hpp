@@ -149,6 +149,18 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   void executed(const CommandStart& started, const ScsiOutcome& outcome);
   /// Takes the engine's actions: starts backend work at once, queues the ordered ones for writer().
   void pump();
+  /// While one lives (the outermost), pump() leaves the writer's wake-up to its destructor, which
+  /// runs the writer inline when nothing holds the send pass (WriterWakeAfter in connection.cpp).
+  struct WriterWakeAfter {
+    explicit WriterWakeAfter(Connection& c) noexcept;
+    ~WriterWakeAfter();
+    WriterWakeAfter(const WriterWakeAfter&) = delete;
+    WriterWakeAfter& operator=(const WriterWakeAfter&) = delete;
+    Connection& connection;
+    bool outer;
+  };
+  bool writer_wake_deferred_ = false;  // a WriterWakeAfter is open
+  bool writer_wake_pending_ = false;   // pump() queued work for the writer meanwhile
 
   // Payload budgets: requests by the engine (hook), releases by writer(), grants posted back.
   bool request_budget(iscsi::Itt itt, std::uint64_t bytes);

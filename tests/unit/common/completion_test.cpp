@@ -60,3 +60,42 @@ TEST(Event, SetWakesEveryWaiterAndStaysSetUntilReset) {
   run(io);
   EXPECT_EQ(woken, 5);
 }
+
+TEST(Event, SetNowResumesTheWaiterInlineOnItsOwnThreadOnly) {
+  asio::io_context io;
+  Event e;
+  int woken = 0;
+  auto waiter = [&]() -> Awaitable<void> {
+    while (true) {
+      e.reset();
+      co_await e.wait();
+      ++woken;
+    }
+  };
+  asio::co_spawn(io, waiter(), asio::detached);
+  run(io);
+  ASSERT_EQ(e.waiting(), 1u);
+  // Not on a thread running io: set_now() behaves as set() (posted).
+  e.set_now();
+  EXPECT_EQ(woken, 0);
+  run(io);
+  EXPECT_EQ(woken, 1);
+  ASSERT_EQ(e.waiting(), 1u);  // parked again
+  // From a handler io runs: the waiter has run (and parked again) before set_now() returns.
+  int seen_inside = -1;
+  asio::post(io, [&] {
+    e.set_now();
+    seen_inside = woken;
+  });
+  run(io);
+  EXPECT_EQ(seen_inside, 2);
+  EXPECT_EQ(e.waiting(), 1u);
+  // set() from the same place stays posted.
+  asio::post(io, [&] {
+    e.set();
+    seen_inside = woken;
+  });
+  run(io);
+  EXPECT_EQ(seen_inside, 2);
+  EXPECT_EQ(woken, 3);
+}

@@ -17,6 +17,8 @@ namespace detail {
 struct WaiterBase {
   virtual ~WaiterBase() = default;
   virtual void resume() = 0;
+  /// Resumes on this thread when it runs the waiter's executor (asio::dispatch), else posts.
+  virtual void resume_now() = 0;
 };
 template <class Handler>
 struct Waiter final : WaiterBase {
@@ -24,6 +26,10 @@ struct Waiter final : WaiterBase {
   void resume() override {
     auto ex = asio::get_associated_executor(handler);
     asio::post(ex, std::move(handler));
+  }
+  void resume_now() override {
+    auto ex = asio::get_associated_executor(handler);
+    asio::dispatch(ex, std::move(handler));
   }
   Handler handler;
 };
@@ -95,6 +101,16 @@ class Event {
     auto waiters = std::move(waiters_);
     waiters_.clear();
     for (auto& w : waiters) w->resume();
+  }
+  /// set(), but each waiter whose executor this thread is running resumes inline, before
+  /// set_now() returns, and runs until it suspends again. For a caller that is at the outermost
+  /// level of its own work (no half-done state a waiter could see) and wants the waiter's output
+  /// now rather than after the next pass of the loop (the target's writer at queue depth 1).
+  void set_now() {
+    set_ = true;
+    auto waiters = std::move(waiters_);
+    waiters_.clear();
+    for (auto& w : waiters) w->resume_now();
   }
   /// Clears the event; later wait() calls suspend until the next set().
   void reset() noexcept { set_ = false; }
