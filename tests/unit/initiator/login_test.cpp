@@ -69,7 +69,7 @@ TEST(Login, SecurityThenOperationalThenFullFeature) {
   EXPECT_EQ(op.request.cmd_sn.value(), 1u);
   EXPECT_EQ(*value(op.text, "ImmediateData"), "Yes");
   EXPECT_EQ(*value(op.text, "InitialR2T"), "No");
-  EXPECT_EQ(*value(op.text, "MaxRecvDataSegmentLength"), "262144");
+  EXPECT_EQ(*value(op.text, "MaxRecvDataSegmentLength"), "1048576");  // SessionOptions default: 1 MiB Data-In PDUs
   EXPECT_EQ(*value(op.text, "ErrorRecoveryLevel"), "0");
   EXPECT_EQ(*value(op.text, "MaxConnections"), "1");
   EXPECT_EQ(*value(op.text, "HeaderDigest"), "None");
@@ -100,7 +100,7 @@ TEST(Login, SecurityThenOperationalThenFullFeature) {
   EXPECT_EQ(done.parameters.max_burst_length, 262144u);
   EXPECT_EQ(done.parameters.first_burst_length, 65536u);
   EXPECT_EQ(done.parameters.target_max_recv_data_segment_length, 8192u);
-  EXPECT_EQ(done.parameters.initiator_max_recv_data_segment_length, 262144u);
+  EXPECT_EQ(done.parameters.initiator_max_recv_data_segment_length, 1048576u);
 }
 
 TEST(Login, StraightToOperationalWithCrc32cDigests) {

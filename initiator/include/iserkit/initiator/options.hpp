@@ -79,7 +79,7 @@ struct SessionOptions {
   Digest header_digest = Digest::none;  ///< offered HeaderDigest (CRC32C also offers None as fallback)
   Digest data_digest = Digest::none;    ///< offered DataDigest
   /// Our MaxRecvDataSegmentLength: the largest data segment the target may send us (RFC 7143 §13.12).
-  std::uint32_t max_recv_data_segment_length = 262144;
+  std::uint32_t max_recv_data_segment_length = 1048576;
   std::uint32_t max_burst_length = 1048576;   ///< offered MaxBurstLength (RFC 7143 §13.13)
   std::uint32_t first_burst_length = 262144;  ///< offered FirstBurstLength (RFC 7143 §13.14)
   std::uint32_t max_outstanding_r2t = 8;      ///< offered MaxOutstandingR2T (RFC 7143 §13.17)
