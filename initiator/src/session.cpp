@@ -103,6 +103,7 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
   std::unordered_map<TaskId, Waiter*> waiters;
   std::deque<OutgoingPdu> outbox;                     // PDUs in the order they must leave
   Event outbox_ready;                                  // the sender has work (or the session ended)
+  std::vector<datamover::PduOut> send_pdus;           // send_outbox()'s batch (capacity kept)
   bool sender_busy = false;                            // send_outbox() runs (one sender at a time)
   bool defer_wake = false;                             // apply() leaves waking the sender to its caller
   std::vector<TaskId> send_borrowers;                  // send_outbox()'s batch: whose buffers it points into
@@ -476,7 +477,9 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
   Awaitable<void> send_outbox() {
     sender_busy = true;
     while (!outbox.empty()) {
-      std::vector<datamover::PduOut> batch;
+      // A member: its capacity is kept from batch to batch (sent at once: no allocation).
+      auto& batch = send_pdus;
+      batch.clear();
       batch.reserve(outbox.size());
       send_borrowers.clear();
       while (!outbox.empty()) {
@@ -486,7 +489,13 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
       }
       const auto d = dm;  // the connection this batch was made for
       const std::uint64_t gen = generation;
-      const std::error_code ec = co_await d->send_batch(std::move(batch));
+      // One non-blocking gather write here when the socket takes it all: no send_batch() frames.
+      std::error_code ec;
+      switch (d->try_send_now(batch)) {
+        case datamover::Datamover::SendNow::sent: break;
+        case datamover::Datamover::SendNow::queued: ec = co_await d->finish_send(); break;
+        case datamover::Datamover::SendNow::refused: ec = co_await d->send_batch(std::move(batch)); break;
+      }
       for (TaskId b : send_borrowers) returned(b);
       if (ec && !ended && gen == generation) {
         engine.connection_failed(make_error_code(errc::connection_closed), Clock::now());

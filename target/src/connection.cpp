@@ -503,7 +503,15 @@ Awaitable<void> Connection::writer() {
     if (auto* batch = std::get_if<SendPdus>(&action)) {
       // One ordered batch: a read's Data-In PDUs and its status in one gather write on TCP.
       if (!closed_) {
-        if (const auto ec = co_await datamover_->send_batch(std::move(batch->pdus))) {
+        // One non-blocking gather write on this thread when the socket takes it all (the usual
+        // case): no send_batch() coroutine frames per batch.
+        std::error_code ec;
+        switch (datamover_->try_send_now(batch->pdus)) {
+          case datamover::Datamover::SendNow::sent: break;
+          case datamover::Datamover::SendNow::queued: ec = co_await datamover_->finish_send(); break;
+          case datamover::Datamover::SendNow::refused: ec = co_await datamover_->send_batch(std::move(batch->pdus)); break;
+        }
+        if (ec) {
           log::debug("connection {}: send failed: {}", datamover_->peer(), ec.message());
           close();
         }

@@ -65,6 +65,8 @@ Awaitable<std::error_code> Datamover::send_batch(std::vector<PduOut> pdus) {
   co_return std::error_code{};
 }
 
+Awaitable<std::error_code> Datamover::finish_send() { co_return make_error_code(errc::not_supported); }
+
 Awaitable<std::error_code> Datamover::put_data(RemoteBuffer, std::uint64_t, Buffer) {
   co_return make_error_code(errc::not_supported);
 }

@@ -187,6 +187,72 @@ Awaitable<std::error_code> TcpDatamover::send_batch(std::vector<PduOut> pdus) {
   co_return result;
 }
 
+void TcpDatamover::gather(PduOut& pdu) {
+  auto& buffers = write_buffers_;
+  auto& digests = write_digests_;
+  buffers.emplace_back(pdu.bhs.data(), pdu.bhs.size());
+  if (!pdu.ahs.empty()) buffers.emplace_back(pdu.ahs.data(), pdu.ahs.size());
+  if (header_digest_) {
+    auto crc = crc32c_update(crc32c_init, pdu.bhs);
+    crc = crc32c_final(crc32c_update(crc, pdu.ahs));
+    store_digest(digests.emplace_back().data(), crc);
+    buffers.emplace_back(digests.back().data(), 4);
+  }
+  if (!pdu.data.empty()) {
+    const auto pad = iscsi::padding_for(static_cast<std::uint32_t>(pdu.data.size()));
+    buffers.emplace_back(pdu.data.data(), pdu.data.size());
+    if (pad != 0) buffers.emplace_back(zero_pad.data(), pad);
+    if (data_digest_) {
+      auto crc = crc32c_update(crc32c_init, pdu.data);
+      crc = crc32c_final(crc32c_update(crc, std::span(zero_pad).first(pad)));
+      store_digest(digests.emplace_back().data(), crc);
+      buffers.emplace_back(digests.back().data(), 4);
+    }
+  }
+}
+
+Datamover::SendNow TcpDatamover::try_send_now(std::vector<PduOut>& pdus) {
+  // Only with nothing ahead of them: the PDUs of one connection leave in the order they were sent.
+  if (send_error_ || writing_ || !queue_.empty() || pdus.empty()) return SendNow::refused;
+  write_buffers_.clear();
+  write_digests_.clear();
+  if (header_digest_ || data_digest_) write_digests_.reserve(2 * pdus.size());  // buffers point into it
+  for (auto& pdu : pdus) gather(pdu);
+  boost::system::error_code ec;
+  const std::span<const asio::const_buffer> all(write_buffers_);
+  const std::size_t sent = write_now(socket_, all, ec);
+  if (ec) {
+    // The socket failed: later sends fail with the same error (send_batch() reports it).
+    send_error_ = map_error(ec);
+    return SendNow::refused;
+  }
+  if (sent == asio::buffer_size(all)) return SendNow::sent;
+  // The socket took part of it: the rest leaves first, from finish_send(). Moving the vector
+  // keeps the PDUs (and their BHS bytes the buffers point at) where they are.
+  rest_of(all, sent, write_rest_);
+  taken_ = std::move(pdus);
+  pdus.clear();
+  writing_ = true;  // sends from now on queue behind the rest
+  return SendNow::queued;
+}
+
+Awaitable<std::error_code> TcpDatamover::finish_send() {
+  boost::system::error_code ec;
+  co_await asio::async_write(socket_, std::span<const asio::const_buffer>(write_rest_), transfer_all_uncapped(),
+                             use_awaitable_ec(ec));
+  taken_.clear();
+  const std::error_code result = ec ? map_error(ec) : std::error_code{};
+  if (result) {
+    send_error_ = result;
+    for (auto& p : queue_) finish(p, send_error_);
+    queue_.clear();
+  } else if (!queue_.empty()) {
+    co_await write_queued();  // what was sent meanwhile waited behind the rest
+  }
+  writing_ = false;
+  co_return result;
+}
+
 Awaitable<void> TcpDatamover::write_queued() {
   // Members, not locals: only one write_queued() runs at a time (writing_), and keeping their
   // capacity saves three or four allocations per gather write in steady state.
@@ -202,26 +268,7 @@ Awaitable<void> TcpDatamover::write_queued() {
     for (std::size_t i = 0; i < n; ++i) {
       batch.push_back(queue_.front());
       queue_.pop_front();
-      PduOut& pdu = *batch.back().pdu;
-      buffers.emplace_back(pdu.bhs.data(), pdu.bhs.size());
-      if (!pdu.ahs.empty()) buffers.emplace_back(pdu.ahs.data(), pdu.ahs.size());
-      if (header_digest_) {
-        auto crc = crc32c_update(crc32c_init, pdu.bhs);
-        crc = crc32c_final(crc32c_update(crc, pdu.ahs));
-        store_digest(digests.emplace_back().data(), crc);
-        buffers.emplace_back(digests.back().data(), 4);
-      }
-      if (!pdu.data.empty()) {
-        const auto pad = iscsi::padding_for(static_cast<std::uint32_t>(pdu.data.size()));
-        buffers.emplace_back(pdu.data.data(), pdu.data.size());
-        if (pad != 0) buffers.emplace_back(zero_pad.data(), pad);
-        if (data_digest_) {
-          auto crc = crc32c_update(crc32c_init, pdu.data);
-          crc = crc32c_final(crc32c_update(crc, std::span(zero_pad).first(pad)));
-          store_digest(digests.emplace_back().data(), crc);
-          buffers.emplace_back(digests.back().data(), 4);
-        }
-      }
+      gather(*batch.back().pdu);
     }
     boost::system::error_code ec;
     // First on this thread, without suspending: when the socket takes it all (the usual case) the

@@ -192,6 +192,93 @@ TEST(TcpDatamover, PduLargerThanTheSocketBufferArrivesWholeAfterAPartialFirstWri
   EXPECT_FALSE(ec);
 }
 
+TEST(TcpDatamover, TrySendNowWritesAtOnceOrHandsTheRestToFinishSend) {
+  Pair p(16 * 1024);
+  p.server->set_max_recv_data_segment_length(2 << 20);
+  const auto small = pattern(4096);
+  const auto big = pattern(1 << 20);
+  std::vector<std::byte> landing(big.size());
+  IntoBuffer placement;
+  placement.target = landing;
+  p.run([&]() -> Awaitable<void> {
+    // Small: written on this thread, nothing left to wait for.
+    std::vector<PduOut> one;
+    one.push_back(make_pdu(iscsi::DataOut{.itt = iscsi::Itt{1}}, small));
+    EXPECT_EQ(p.client->try_send_now(one), Datamover::SendNow::sent);
+    auto in = co_await p.server->receive(&placement);
+    EXPECT_TRUE(in && to_u32(iscsi::itt_of(in->bhs)) == 1u);
+    EXPECT_TRUE(std::equal(small.begin(), small.end(), landing.begin()));
+
+    // Larger than the socket buffers: part written, the PDUs taken, the rest left to finish_send().
+    std::vector<PduOut> two;
+    two.push_back(make_pdu(iscsi::DataOut{.itt = iscsi::Itt{2}}, big));
+    two.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{3}}));
+    EXPECT_EQ(p.client->try_send_now(two), Datamover::SendNow::queued);
+    EXPECT_TRUE(two.empty());
+    // Meanwhile nothing may overtake the rest: try_send_now refuses, send() queues behind it.
+    std::vector<PduOut> three;
+    three.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{4}}));
+    EXPECT_EQ(p.client->try_send_now(three), Datamover::SendNow::refused);
+    std::error_code queued_ec = make_error_code(errc::timeout);
+    bool queued_done = false;
+    asio::co_spawn(p.io, [&]() -> Awaitable<void> {
+      queued_ec = co_await p.client->send(std::move(three.front()));
+      queued_done = true;
+    }, asio::detached);
+    std::error_code finish_ec = make_error_code(errc::timeout);
+    bool finished = false;
+    asio::co_spawn(p.io, [&]() -> Awaitable<void> {
+      finish_ec = co_await p.client->finish_send();
+      finished = true;
+    }, asio::detached);
+    auto data = co_await p.server->receive(&placement);
+    EXPECT_TRUE(data && to_u32(iscsi::itt_of(data->bhs)) == 2u);
+    EXPECT_TRUE(std::equal(big.begin(), big.end(), landing.begin(), landing.end()));
+    for (std::uint32_t want : {3u, 4u}) {
+      auto nop = co_await p.server->receive(nullptr);
+      EXPECT_TRUE(nop);
+      if (nop) {
+        EXPECT_EQ(to_u32(iscsi::itt_of(nop->bhs)), want);
+      }
+    }
+    asio::steady_timer settle(p.io);
+    settle.expires_after(std::chrono::milliseconds(20));
+    co_await settle.async_wait(asio::use_awaitable);
+    EXPECT_TRUE(finished);
+    EXPECT_FALSE(finish_ec);
+    EXPECT_TRUE(queued_done);
+    EXPECT_FALSE(queued_ec);
+    // Idle again: the next small batch goes out at once.
+    std::vector<PduOut> four;
+    four.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{5}}));
+    EXPECT_EQ(p.client->try_send_now(four), Datamover::SendNow::sent);
+    auto last = co_await p.server->receive(nullptr);
+    EXPECT_TRUE(last && to_u32(iscsi::itt_of(last->bhs)) == 5u);
+  });
+}
+
+TEST(TcpDatamover, TrySendNowToAGonePeerIsRefusedAndSendBatchSaysWhy) {
+  Pair p;
+  p.server.reset();
+  p.run([&]() -> Awaitable<void> {
+    // The first writes may still be accepted by the kernel; the error shows within a few.
+    Datamover::SendNow r = Datamover::SendNow::sent;
+    for (int i = 0; i < 100 && r != Datamover::SendNow::refused; ++i) {
+      std::vector<PduOut> one;
+      one.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{static_cast<std::uint32_t>(i)}}));
+      r = p.client->try_send_now(one);
+      if (r == Datamover::SendNow::queued) (void)co_await p.client->finish_send();
+      asio::steady_timer t(p.io);
+      t.expires_after(std::chrono::milliseconds(2));
+      co_await t.async_wait(asio::use_awaitable);
+    }
+    EXPECT_EQ(r, Datamover::SendNow::refused);
+    std::vector<PduOut> again;
+    again.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{1000}}));
+    EXPECT_TRUE(co_await p.client->send_batch(std::move(again)));
+  });
+}
+
 TEST(TcpDatamover, OversizedSegmentIsDiscardedAndFramingKept) {
   Pair p;
   p.server->set_max_recv_data_segment_length(8192);

@@ -257,6 +257,25 @@ class Datamover {
   /// TcpDatamover queues them at once (one gather write where the socket takes it).
   virtual Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus);
 
+  /// What try_send_now() did.
+  enum class SendNow : std::uint8_t {
+    sent,     ///< every byte of the PDUs was written: they, and the buffers they borrow, are free
+    queued,   ///< part was written; the datamover took the PDUs (`pdus` is left empty) and the
+              ///< caller must co_await finish_send() next, keeping the borrowed buffers until then
+    refused,  ///< nothing was written (a send is under way, an earlier error, or no such path):
+              ///< use send_batch()
+  };
+  /// send_batch() without a coroutine frame when the transport takes the PDUs at once: one
+  /// non-blocking gather write on the calling thread. The same ordering contract as send_batch().
+  /// Default: refused (iSER: its sends complete through the completion queue).
+  virtual SendNow try_send_now(std::vector<PduOut>& pdus) {
+    (void)pdus;
+    return SendNow::refused;
+  }
+  /// After try_send_now() returned queued: writes the rest (and what other sends queued
+  /// meanwhile) and returns as send_batch() would. Default: errc::not_supported.
+  virtual Awaitable<std::error_code> finish_send();
+
   /// Receives the next PDU: BHS, AHS, header digest (checked), data segment (placed by
   /// `placement`, may be null), padding and data digest (checked). Only one receive at a time.
   /// Errors (connection-fatal): errc::connection_closed, errc::header_digest_error, socket errors.

@@ -33,6 +33,9 @@ class TcpDatamover final : public Datamover {
 
   Awaitable<std::error_code> send(PduOut pdu) override;
   Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus) override;
+  /// One non-blocking gather write (sendmsg) of every PDU when no send is under way.
+  SendNow try_send_now(std::vector<PduOut>& pdus) override;
+  Awaitable<std::error_code> finish_send() override;
   Awaitable<Result<PduIn>> receive(DataPlacement* placement) override;
   /// Without suspending: a PDU whose bytes are here (read ahead) or readable now (non-blocking
   /// reads), else nullopt. Also nullopt after max_burst_pdus in a row, so receive() yields once.
@@ -63,6 +66,9 @@ class TcpDatamover final : public Datamover {
     std::error_code* result;   // null with done
   };
   static void finish(const Pending& pending, std::error_code result);
+  /// Appends one PDU's gather list to write_buffers_ (its digests to write_digests_, which must
+  /// have room reserved: the buffers point into it).
+  void gather(PduOut& pdu);
   Awaitable<void> write_queued();
   /// Runs the framer with non-blocking reads until a PDU is whole (or the stream failed); nullopt
   /// when the socket has nothing more now.
@@ -84,6 +90,7 @@ class TcpDatamover final : public Datamover {
   std::vector<std::array<std::byte, 4>> write_digests_;
   std::vector<Pending> write_batch_;
   std::vector<asio::const_buffer> write_rest_;  // what the non-blocking first write left (write_now)
+  std::vector<PduOut> taken_;                    // try_send_now()'s PDUs until finish_send() wrote them
   // Receive framing (tcp_framer.hpp): zero copy, at most one BHS read ahead.
   TcpFramer framer_;
   // The send pass (send_pass.hpp): held while receive() returns PDUs that were already here.
