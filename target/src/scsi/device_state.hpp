@@ -22,6 +22,7 @@
 namespace iserkit::target::detail {
 
 struct SanitizeState;  // scsi/sanitize.hpp
+class CopyManager;     // scsi/extended_copy.hpp
 
 /// Exclusive locks on LBA ranges of one logical unit. Writers that overlap take turns; disjoint
 /// ranges proceed in parallel. Thread-safe.
@@ -89,6 +90,7 @@ struct ScsiDispatcher::State {
   std::map<std::uint64_t, TargetPort> nexus_ports;  // open nexus id → its target port (under nexus_mutex)
   std::uint64_t next_nexus = 1;
   std::vector<TargetPortGroup> port_groups{TargetPortGroup{}};  // set during setup, then read only
+  std::shared_ptr<detail::CopyManager> copy_manager;  // EXTENDED COPY statuses (never null; set by ScsiDispatcher)
 
   /// The target port of `nexus` (the default port for the anonymous or an unknown nexus).
   TargetPort target_port(NexusId nexus) const;

@@ -11,6 +11,7 @@
 #include "iserkit/common/errors.hpp"
 #include "scsi/command_table.hpp"
 #include "scsi/device_state.hpp"
+#include "scsi/extended_copy.hpp"
 #include "scsi/handlers.hpp"
 #include "scsi/sanitize.hpp"
 
@@ -77,7 +78,9 @@ std::optional<scsi::SenseData> check_data_out_length(const CommandPlan& plan, st
   return scsi::SenseData::invalid_field_in_cdb(field);
 }
 
-ScsiDispatcher::ScsiDispatcher() : state_(std::make_unique<State>()) {}
+ScsiDispatcher::ScsiDispatcher() : state_(std::make_unique<State>()) {
+  state_->copy_manager = std::make_shared<detail::CopyManager>();
+}
 ScsiDispatcher::~ScsiDispatcher() { stop_background_operations(); }
 
 void ScsiDispatcher::stop_background_operations() noexcept {
@@ -140,6 +143,7 @@ void ScsiDispatcher::close_nexus(NexusId nexus) noexcept {
     if (state_->nexuses.erase(nexus.value) == 0) return;
     state_->nexus_ports.erase(nexus.value);
   }
+  state_->copy_manager->forget(nexus.value);  // SPC-4 §6.18.3: held copy statuses end with the nexus
   for (auto* u : state_->all_units()) {
     std::lock_guard g(u->mutex);
     u->unit_attentions.erase(nexus.value);
@@ -347,6 +351,8 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
         case Opcode::synchronize_cache16: detail::plan_synchronize_cache(p, cdb); break;
         case Opcode::unmap: detail::plan_unmap(p, cdb); break;
         case Opcode::sanitize: detail::plan_sanitize(p, cdb); break;
+        case Opcode::extended_copy: detail::plan_extended_copy(p, cdb); break;
+        case Opcode::receive_copy_results: detail::plan_receive_copy_results(p, cdb); break;
         case Opcode::write_same10:
         case Opcode::write_same16: detail::plan_write_same(p, cdb); break;
         default: p.error = detail::invalid_opcode(); break;
@@ -489,6 +495,9 @@ Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, Con
     }
     case Opcode::write_same10:
     case Opcode::write_same16: co_return co_await detail::execute_write_same(plan, buffer);
+    case Opcode::extended_copy: co_return co_await detail::execute_extended_copy(*state_, nexus, plan, buffer);
+    case Opcode::receive_copy_results:
+      co_return detail::execute_receive_copy_results(*state_, nexus, plan, cdb, buffer);
     case Opcode::sanitize:
       co_return co_await detail::execute_sanitize(plan, unit_state->unit, unit_state->sanitize, unit_state->ranges, cdb,
                                                   buffer);

@@ -43,6 +43,7 @@ std::vector<std::byte> standard_inquiry(const LogicalUnit* unit) {
     d.product = id.product;
     d.revision = id.revision;
     d.tpgs = 0x1;  // SPC-5 §6.6.2: implicit ALUA (REPORT TARGET PORT GROUPS; no SET TARGET PORT GROUPS)
+    d.third_party_copy = true;  // 3PC: EXTENDED COPY (LID1) and RECEIVE COPY RESULTS (extended_copy.cpp)
   }
   d.version = claimed_version;
   d.version_descriptors.assign(version_descriptors.begin(), version_descriptors.end());

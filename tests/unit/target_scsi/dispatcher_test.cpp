@@ -404,7 +404,7 @@ TEST_F(Dispatcher, OutOfRangeLbaNeverReachesBackend) {
 
 TEST_F(Dispatcher, UnknownOpcodes) {
   for (std::uint8_t op : {0x04 /* FORMAT UNIT: not implemented */, 0xc0 /* vendor */, 0x7f /* variable */,
-                          0x83 /* EXTENDED COPY */, 0x84 /* RECEIVE COPY RESULTS */}) {
+                          0x8c /* READ ATTRIBUTE */, 0x1e /* PREVENT ALLOW MEDIUM REMOVAL */}) {
     std::vector<std::byte> cdb(16);
     cdb[0] = std::byte{op};
     const auto p = dispatcher_.plan(Lun::from_index(0), cdb);
