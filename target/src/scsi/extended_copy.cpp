@@ -30,6 +30,8 @@ constexpr std::uint8_t copy_status_sa = 0x00;
 constexpr std::uint8_t operating_parameters_sa = 0x03;
 constexpr std::uint8_t naa_designator_type = 0x3;
 
+std::uint8_t log2_of(std::uint32_t block_size_bytes) noexcept;
+
 SenseData illegal(scsi::AscPair pair) noexcept { return SenseData::make(SenseKey::illegal_request, pair); }
 
 // COPY ABORTED (SPC-4 §6.4.4: an error while processing segment descriptors) with a segment
@@ -156,12 +158,63 @@ std::vector<std::byte> encode_operating_parameters(std::uint32_t block_size_byte
   store_be32(d.data() + 28, 0);  // MAXIMUM STREAM DEVICE TRANSFER SIZE: no stream devices
   store_be16(d.data() + 34, xcopy_max_concurrent_copies);  // TOTAL CONCURRENT COPIES
   store_u8(d.data() + 36, static_cast<std::uint8_t>(xcopy_max_concurrent_copies));  // MAXIMUM CONCURRENT COPIES
-  std::uint8_t granularity = 0;  // DATA SEGMENT GRANULARITY: log2 of the block size
-  while ((std::uint64_t{1} << (granularity + 1)) <= block_size_bytes) ++granularity;
-  store_u8(d.data() + 37, granularity);
+  store_u8(d.data() + 37, log2_of(block_size_bytes));  // DATA SEGMENT GRANULARITY: log2 of the block size
   store_u8(d.data() + 43, static_cast<std::uint8_t>(implemented.size()));  // IMPLEMENTED DESCRIPTOR LIST LENGTH
   for (std::size_t i = 0; i < implemented.size(); ++i) store_u8(d.data() + 44 + i, implemented[i]);
   return d;
+}
+
+namespace {
+
+std::uint8_t log2_of(std::uint32_t block_size_bytes) noexcept {
+  std::uint8_t n = 0;
+  while ((std::uint64_t{1} << (n + 1)) <= block_size_bytes) ++n;
+  return n;
+}
+
+// Appends one third-party copy descriptor (SPC-4 §7.8.17.1): TYPE, LENGTH, then `body` padded with
+// zeroes to a multiple of 4 bytes.
+void append_tpc_descriptor(std::vector<std::byte>& out, std::uint16_t type, std::vector<std::byte> body) {
+  body.resize((body.size() + 3) / 4 * 4);
+  std::array<std::byte, 4> header{};
+  store_be16(header.data(), type);
+  store_be16(header.data() + 2, static_cast<std::uint16_t>(body.size()));
+  out.insert(out.end(), header.begin(), header.end());
+  out.insert(out.end(), body.begin(), body.end());
+}
+
+}  // namespace
+
+std::vector<std::byte> encode_third_party_copy_vpd(std::uint32_t block_size_bytes) {
+  std::vector<std::byte> out;
+  // 0001h Supported Commands: COMMANDS SUPPORTED LIST LENGTH, then per command its opcode, the
+  // length of its service action list and the service actions.
+  const std::vector<std::uint8_t> commands{0x83, 1, 0x00, 0x84, 2, copy_status_sa, operating_parameters_sa};
+  std::vector<std::byte> body(1 + commands.size());
+  store_u8(body.data(), static_cast<std::uint8_t>(commands.size()));
+  for (std::size_t i = 0; i < commands.size(); ++i) store_u8(body.data() + 1 + i, commands[i]);
+  append_tpc_descriptor(out, 0x0001, std::move(body));
+  // 0004h Parameter Data: the LID1 descriptor limits (bytes 4..7 of the descriptor body reserved).
+  body.assign(28, std::byte{0});
+  store_be16(body.data() + 4, xcopy_max_cscd_descriptors);
+  store_be16(body.data() + 6, xcopy_max_segment_descriptors);
+  store_be32(body.data() + 8, xcopy_max_descriptor_list_bytes);
+  store_be32(body.data() + 12, xcopy_max_inline_bytes);
+  append_tpc_descriptor(out, 0x0004, std::move(body));
+  // 0008h Supported Descriptors.
+  body.assign({std::byte{2}, std::byte{block_to_block}, std::byte{identification_cscd}});
+  append_tpc_descriptor(out, 0x0008, std::move(body));
+  // 000Ch Supported CSCD Descriptor IDs: none of the special IDs (above 07FFh).
+  body.assign(2, std::byte{0});
+  append_tpc_descriptor(out, 0x000c, std::move(body));
+  // 8001h General Copy Operations.
+  body.assign(32, std::byte{0});
+  store_be32(body.data(), xcopy_max_concurrent_copies);       // TOTAL CONCURRENT COPIES
+  store_be32(body.data() + 4, xcopy_max_concurrent_copies);   // MAXIMUM IDENTIFIED CONCURRENT COPIES
+  store_be32(body.data() + 8, xcopy_max_segment_bytes);       // MAXIMUM SEGMENT LENGTH
+  store_u8(body.data() + 12, log2_of(block_size_bytes));      // DATA SEGMENT GRANULARITY
+  append_tpc_descriptor(out, 0x8001, std::move(body));
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -361,6 +414,8 @@ Awaitable<std::optional<ScsiOutcome>> copy_segment(const CommandPlan& plan, cons
     }
     done += n;
     status.bytes_transferred += n * bs;
+    // Let the io_context run other commands between chunks (a memory backend completes at once).
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
   }
   co_return std::nullopt;
 }

@@ -138,6 +138,17 @@ std::vector<std::byte> encode_copy_status(const CopyStatus& status);
 /// DATA SEGMENT GRANULARITY from `block_size_bytes` and the implemented descriptor codes 02h, E4h.
 std::vector<std::byte> encode_operating_parameters(std::uint32_t block_size_bytes);
 
+/// VPD page code of the Third-party Copy VPD page (SPC-4 §7.8.17).
+inline constexpr std::uint8_t third_party_copy_vpd_page = 0x8f;
+
+/// Encodes the payload (after the 4-byte page header) of the Third-party Copy VPD page (SPC-4
+/// §7.8.17) for a logical unit of `block_size_bytes`: the Supported Commands (0001h: EXTENDED COPY
+/// LID1, RECEIVE COPY RESULTS COPY STATUS and OPERATING PARAMETERS), Parameter Data (0004h),
+/// Supported Descriptors (0008h: 02h, E4h), Supported CSCD Descriptor IDs (000Ch: none above 07FFh)
+/// and General Copy Operations (8001h) descriptors, each padded to a multiple of 4 bytes; the same
+/// limits as the OPERATING PARAMETERS.
+std::vector<std::byte> encode_third_party_copy_vpd(std::uint32_t block_size_bytes);
+
 /// The copy manager's state of one device server: the statuses held for RECEIVE COPY RESULTS (by
 /// I_T nexus and LIST IDENTIFIER) and the number of copies running. Thread-safe.
 class CopyManager {

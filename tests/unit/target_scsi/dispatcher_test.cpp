@@ -209,7 +209,7 @@ TEST(LogicalUnitIdentityVpd, WithoutUuidTheNameComesFromVendorProductSerial) {
 
 TEST_F(Dispatcher, VpdPages) {
   auto r = run(scsi::inquiry({.evpd = true, .page_code = 0x00}));
-  EXPECT_EQ(*scsi::parse_supported_vpd_pages(r.data_in), (std::vector<std::uint8_t>{0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2}));
+  EXPECT_EQ(*scsi::parse_supported_vpd_pages(r.data_in), (std::vector<std::uint8_t>{0x00, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2}));
   r = run(scsi::inquiry({.evpd = true, .page_code = 0x80}));
   EXPECT_EQ(*scsi::parse_unit_serial_number(r.data_in), "SN0");
   r = run(scsi::inquiry({.evpd = true, .page_code = 0x83}));

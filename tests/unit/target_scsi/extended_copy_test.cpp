@@ -4,7 +4,8 @@
 // copies on one LU, what is refused before any byte is written (LBA ranges, unreachable copy
 // targets: an unknown designator or another target's LU, write protection, reservations), abort
 // between chunks, RECEIVE COPY RESULTS (COPY STATUS per I_T nexus and LIST IDENTIFIER, OPERATING
-// PARAMETERS, SPC-4 §6.18), the 3PC bit of standard INQUIRY and REPORT SUPPORTED OPERATION CODES.
+// PARAMETERS, SPC-4 §6.18), the 3PC bit of standard INQUIRY, REPORT SUPPORTED OPERATION CODES and
+// the Third-party Copy VPD page (SPC-4 §7.8.17).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -460,6 +461,50 @@ TEST_F(ExtendedCopy, ReceiveCopyResultsOperatingParametersAndAdvertising) {
     ASSERT_EQ(r.outcome.status, Status::good);
     EXPECT_EQ(load_u8(r.data_in.data() + 1) & 0x07, 0x03) << opcode << "/" << sa;  // SUPPORT 011b
   }
+}
+
+TEST_F(ExtendedCopy, ThirdPartyCopyVpdPage) {
+  // Listed in VPD 0x00, in ascending order.
+  auto pages = command(raw({0x12, 0x01, 0x00, 0, 255}));
+  ASSERT_EQ(pages.outcome.status, Status::good);
+  const auto list = scsi::parse_supported_vpd_pages(pages.data_in);
+  ASSERT_TRUE(list);
+  EXPECT_NE(std::find(list->begin(), list->end(), 0x8f), list->end());
+  EXPECT_TRUE(std::is_sorted(list->begin(), list->end()));
+  auto page = command(raw({0x12, 0x01, 0x8f, 0x04, 0x00}));
+  ASSERT_EQ(page.outcome.status, Status::good);
+  ASSERT_GE(page.data_in.size(), 4u);
+  EXPECT_EQ(load_u8(page.data_in.data() + 1), 0x8f);
+  ASSERT_EQ(load_be16(page.data_in.data() + 2) + 4u, page.data_in.size());
+  // Walk the third-party copy descriptors (SPC-4 §7.8.17): each a multiple of 4 bytes.
+  std::vector<std::uint16_t> types;
+  for (std::size_t at = 4; at < page.data_in.size();) {
+    ASSERT_LE(at + 4, page.data_in.size());
+    const std::uint16_t type = load_be16(page.data_in.data() + at);
+    const std::size_t length = load_be16(page.data_in.data() + at + 2);
+    EXPECT_EQ(length % 4, 0u) << type;
+    ASSERT_LE(at + 4 + length, page.data_in.size());
+    const std::byte* d = page.data_in.data() + at;
+    if (type == 0x0001) {  // Supported Commands
+      EXPECT_EQ(load_u8(d + 4), 7);
+      EXPECT_EQ(load_u8(d + 5), 0x83);
+      EXPECT_EQ(load_u8(d + 8), 0x84);
+    } else if (type == 0x0004) {  // Parameter Data
+      EXPECT_EQ(load_be16(d + 8), detail::xcopy_max_cscd_descriptors);
+      EXPECT_EQ(load_be16(d + 10), detail::xcopy_max_segment_descriptors);
+      EXPECT_EQ(load_be32(d + 12), detail::xcopy_max_descriptor_list_bytes);
+    } else if (type == 0x0008) {  // Supported Descriptors
+      EXPECT_EQ(load_u8(d + 4), 2);
+      EXPECT_EQ(load_u8(d + 5), 0x02);
+      EXPECT_EQ(load_u8(d + 6), 0xe4);
+    } else if (type == 0x8001) {  // General Copy Operations
+      EXPECT_EQ(load_be32(d + 12), detail::xcopy_max_segment_bytes);
+      EXPECT_EQ(load_u8(d + 16), 9);
+    }
+    types.push_back(type);
+    at += 4 + length;
+  }
+  EXPECT_EQ(types, (std::vector<std::uint16_t>{0x0001, 0x0004, 0x0008, 0x000c, 0x8001}));
 }
 
 class ExtendedCopyReadOnly : public ExtendedCopy {
