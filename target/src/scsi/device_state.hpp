@@ -91,6 +91,8 @@ struct ScsiDispatcher::State {
   std::uint64_t next_nexus = 1;
   std::vector<TargetPortGroup> port_groups{TargetPortGroup{}};  // set during setup, then read only
   std::shared_ptr<detail::CopyManager> copy_manager;  // EXTENDED COPY statuses (never null; set by ScsiDispatcher)
+  std::shared_ptr<const CopyDomain> copy_domain;  // other servers a copy may reach (set during setup; may be null)
+  std::string copy_tenant;                        // this server's tenant in copy_domain
 
   /// The target port of `nexus` (the default port for the anonymous or an unknown nexus).
   TargetPort target_port(NexusId nexus) const;
@@ -107,6 +109,9 @@ struct ScsiDispatcher::State {
   std::vector<std::uint64_t> nexuses_named(const std::string& port) const;
   /// Ids of every open nexus.
   std::vector<std::uint64_t> all_nexuses() const;
+  /// An open nexus of the initiator named `initiator` (the iSCSI name before ",i,0x" in the port
+  /// name, compared case-insensitively): its id and port name, or nullopt.
+  std::optional<std::pair<std::uint64_t, std::string>> nexus_of_initiator(std::string_view initiator) const;
 };
 
 }  // namespace iserkit::target

@@ -6,6 +6,7 @@
 // management entry points that change per-LU state.
 #include <algorithm>
 #include <cassert>
+#include <cctype>
 #include <cstring>
 
 #include "iserkit/common/errors.hpp"
@@ -547,6 +548,53 @@ std::vector<std::uint64_t> ScsiDispatcher::State::nexuses_named(const std::strin
   std::vector<std::uint64_t> out;
   for (const auto& [id, name] : nexuses)
     if (name == port) out.push_back(id);
+  return out;
+}
+
+namespace {
+// The initiator name of an initiator port name "<name>,i,0x<ISID>" (SPC-5 §7.6.4.6).
+std::string_view initiator_of(std::string_view port) noexcept {
+  const auto at = port.rfind(",i,0x");
+  return at == std::string_view::npos ? port : port.substr(0, at);
+}
+bool same_name(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+}  // namespace
+
+std::optional<std::pair<std::uint64_t, std::string>> ScsiDispatcher::State::nexus_of_initiator(
+    std::string_view initiator) const {
+  if (initiator.empty()) return std::nullopt;
+  std::lock_guard g(nexus_mutex);
+  for (const auto& [id, name] : nexuses)
+    if (same_name(initiator_of(name), initiator)) return std::pair{id, name};
+  return std::nullopt;
+}
+
+void ScsiDispatcher::join_copy_domain(std::shared_ptr<const CopyDomain> domain, std::string tenant) {
+  state_->copy_domain = std::move(domain);
+  state_->copy_tenant = std::move(tenant);
+}
+
+void CopyDomain::set(std::string_view name, std::string tenant, const std::shared_ptr<ScsiDispatcher>& dispatcher) {
+  std::lock_guard g(mutex_);
+  std::erase_if(entries_, [&](const Entry& e) { return same_name(e.name, name); });
+  entries_.push_back({std::string(name), std::move(tenant), dispatcher});
+}
+
+void CopyDomain::erase(std::string_view name) {
+  std::lock_guard g(mutex_);
+  std::erase_if(entries_, [&](const Entry& e) { return same_name(e.name, name); });
+}
+
+std::vector<std::shared_ptr<const ScsiDispatcher>> CopyDomain::servers_of(std::string_view tenant) const {
+  std::lock_guard g(mutex_);
+  std::vector<std::shared_ptr<const ScsiDispatcher>> out;
+  for (const auto& e : entries_)
+    if (e.tenant == tenant)
+      if (auto d = e.dispatcher.lock()) out.push_back(std::move(d));
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "iserkit/common/log.hpp"
@@ -315,6 +316,20 @@ struct ResolvedSegment {
   UnitState* destination;
 };
 
+// Every segment resolved, and the other device servers they reach (kept alive while the copy runs).
+struct Resolution {
+  std::vector<ResolvedSegment> segments;
+  std::vector<std::shared_ptr<const ScsiDispatcher>> peers;
+};
+
+// A copy source or destination: the logical unit, and the I_T nexus (id and initiator port name)
+// through which its reservations are checked.
+struct CopyTarget {
+  UnitState* unit = nullptr;
+  std::uint64_t nexus = 0;
+  std::string port;
+};
+
 // The logical unit of `state` with the CSCD's designator: an NAA designator associated with a
 // logical unit (SPC-4 §6.4.5.1: the copy manager matches it with the designators of VPD 0x83).
 UnitState* find_unit(const ScsiDispatcher::State& state, const CscdDescriptor& d) {
@@ -326,62 +341,93 @@ UnitState* find_unit(const ScsiDispatcher::State& state, const CscdDescriptor& d
   return nullptr;
 }
 
-// What the reservations and a sanitize in progress say about `nexus` (named `port`) reading or
-// writing `u` (SPC-4 §5.17.4: the copy manager accesses each CSCD as the application client would).
-std::optional<ScsiOutcome> access_refused(UnitState& u, std::uint64_t nexus, const std::string& port, bool writing) {
+// The initiator name of an initiator port name "<name>,i,0x<ISID>" (SPC-5 §7.6.4.6).
+std::string_view initiator_of(std::string_view port) noexcept {
+  const auto at = port.rfind(",i,0x");
+  return at == std::string_view::npos ? port : port.substr(0, at);
+}
+
+// Where the CSCD's logical unit is, for `nexus` (named `port`) of `state`: a unit of this device
+// server; else a unit of another server of the copy domain in this server's tenant to which the
+// same initiator has an I_T nexus open (it logged in there), checked through that nexus; else
+// nothing: unreachable.
+std::optional<CopyTarget> locate(const ScsiDispatcher::State& state, std::uint64_t nexus, const std::string& port,
+                                 const CscdDescriptor& d, std::vector<std::shared_ptr<const ScsiDispatcher>>& peers) {
+  if (auto* u = find_unit(state, d)) return CopyTarget{u, nexus, port};
+  if (!state.copy_domain) return std::nullopt;
+  const auto initiator = initiator_of(port);
+  for (auto& peer : state.copy_domain->servers_of(state.copy_tenant)) {
+    const auto& other = peer->internal_state();
+    if (&other == &state) continue;
+    UnitState* u = find_unit(other, d);
+    if (u == nullptr) continue;
+    // Never a target the initiator has not logged in to (its ACL, CHAP, tenant portals).
+    auto seen = other.nexus_of_initiator(initiator);
+    if (!seen) continue;
+    peers.push_back(std::move(peer));
+    return CopyTarget{u, seen->first, std::move(seen->second)};
+  }
+  return std::nullopt;
+}
+
+// What the reservations and a sanitize in progress say about the nexus of `t` reading or writing
+// its unit (SPC-4 §5.17.4: the copy manager accesses each CSCD as the application client would).
+std::optional<ScsiOutcome> access_refused(const CopyTarget& t, bool writing) {
+  UnitState& u = *t.unit;
   if (auto refused = u.sanitize->refuses(writing ? scsi::Opcode::write16 : scsi::Opcode::read16))
     return ScsiOutcome::check_condition(*refused);
   std::lock_guard g(u.mutex);
-  if (u.reserve6_holder && *u.reserve6_holder != nexus) return ScsiOutcome::reservation_conflict();
-  if (u.persistent.has_reservation() && u.persistent.conflicts(port, writing ? AccessKind::write : AccessKind::read))
+  if (u.reserve6_holder && *u.reserve6_holder != t.nexus) return ScsiOutcome::reservation_conflict();
+  if (u.persistent.has_reservation() && u.persistent.conflicts(t.port, writing ? AccessKind::write : AccessKind::read))
     return ScsiOutcome::reservation_conflict();
   if (writing && (u.unit->read_only() || u.software_write_protect)) return ScsiOutcome::check_condition(write_protected());
   return std::nullopt;
 }
 
 // Checks every segment (SPC-4 §6.4.6.5) and resolves its logical units; nothing is read or written.
-std::variant<std::vector<ResolvedSegment>, ScsiOutcome> resolve(const ScsiDispatcher::State& state, std::uint64_t nexus,
-                                                                const ExtendedCopyParameters& params) {
-  std::vector<UnitState*> units(params.cscds.size(), nullptr);
-  const auto unit_of = [&](std::uint16_t index) -> std::variant<UnitState*, ScsiOutcome> {
+std::variant<Resolution, ScsiOutcome> resolve(const ScsiDispatcher::State& state, std::uint64_t nexus,
+                                              const ExtendedCopyParameters& params) {
+  Resolution out;
+  std::vector<std::optional<CopyTarget>> targets(params.cscds.size());
+  const std::string port = state.port_name(NexusId{nexus});
+  const auto target_of = [&](std::uint16_t index) -> std::variant<const CopyTarget*, ScsiOutcome> {
     // SPC-4 §6.4.6.1: a CSCD DESCRIPTOR ID past the list names no copy target.
     if (index >= params.cscds.size())
       return ScsiOutcome::check_condition(copy_aborted(copy_target_device_not_reachable));
-    if (units[index] == nullptr) {
+    if (!targets[index]) {
       const auto& d = params.cscds[index];
-      UnitState* u = find_unit(state, d);
-      // Not a logical unit of this target: another target's or tenant's, or none at all.
-      if (u == nullptr) return ScsiOutcome::check_condition(copy_aborted(unreachable_copy_target));
-      if (d.block_length_bytes != u->unit->block_size_bytes())
+      auto t = locate(state, nexus, port, d, out.peers);
+      // Not a logical unit this initiator reaches: another tenant's, a target it has not logged
+      // in to, or none at all.
+      if (!t) return ScsiOutcome::check_condition(copy_aborted(unreachable_copy_target));
+      if (d.block_length_bytes != t->unit->unit->block_size_bytes())
         return ScsiOutcome::check_condition(SenseData::invalid_field_in_parameter_list(static_cast<std::uint16_t>(d.offset + 29)));
-      units[index] = u;
+      targets[index] = std::move(*t);
     }
-    return units[index];
+    return &*targets[index];
   };
-  const std::string port = state.port_name(NexusId{nexus});
-  std::vector<ResolvedSegment> out;
   for (const auto& s : params.segments) {
-    auto src = unit_of(s.source);
+    auto src = target_of(s.source);
     if (auto* o = std::get_if<ScsiOutcome>(&src)) return *o;
-    auto dst = unit_of(s.destination);
+    auto dst = target_of(s.destination);
     if (auto* o = std::get_if<ScsiOutcome>(&dst)) return *o;
-    UnitState* source = std::get<UnitState*>(src);
-    UnitState* destination = std::get<UnitState*>(dst);
-    const std::uint32_t bs = source->unit->block_size_bytes();
-    if (destination->unit->block_size_bytes() != bs) {
+    const CopyTarget& source = *std::get<const CopyTarget*>(src);
+    const CopyTarget& destination = *std::get<const CopyTarget*>(dst);
+    const std::uint32_t bs = source.unit->unit->block_size_bytes();
+    if (destination.unit->unit->block_size_bytes() != bs) {
       return ScsiOutcome::check_condition(SenseData::invalid_field_in_parameter_list(s.offset));
     }
     if (std::uint64_t{s.blocks} * bs > xcopy_max_segment_bytes) {
       return ScsiOutcome::check_condition(SenseData::invalid_field_in_parameter_list(static_cast<std::uint16_t>(s.offset + 10)));
     }
     // Ranges on both sides are checked before anything is copied: the copy is refused as a whole.
-    if (s.blocks != 0 && (!in_range(*source->unit, s.source_lba, s.blocks) ||
-                          !in_range(*destination->unit, s.destination_lba, s.blocks))) {
+    if (s.blocks != 0 && (!in_range(*source.unit->unit, s.source_lba, s.blocks) ||
+                          !in_range(*destination.unit->unit, s.destination_lba, s.blocks))) {
       return ScsiOutcome::check_condition(copy_aborted(scsi::asc::no_additional_sense, s.offset));
     }
-    if (auto refused = access_refused(*source, nexus, port, false)) return *refused;
-    if (auto refused = access_refused(*destination, nexus, port, true)) return *refused;
-    out.push_back({&s, source, destination});
+    if (auto refused = access_refused(source, false)) return *refused;
+    if (auto refused = access_refused(destination, true)) return *refused;
+    out.segments.push_back({&s, source.unit, destination.unit});
   }
   return out;
 }
@@ -444,7 +490,7 @@ Awaitable<ScsiOutcome> execute_extended_copy(const ScsiDispatcher::State& state,
   } running{manager};
   auto resolved = resolve(state, nexus.value, *params);
   if (auto* o = std::get_if<ScsiOutcome>(&resolved)) co_return end(*o);
-  const auto& segments = std::get<std::vector<ResolvedSegment>>(resolved);
+  const auto& segments = std::get<Resolution>(resolved).segments;
   std::uint64_t largest = 0;
   for (const auto& r : segments) largest = std::max<std::uint64_t>(largest, std::uint64_t{r.segment->blocks} * r.source->unit->block_size_bytes());
   std::vector<std::byte> buffer(std::min<std::uint64_t>(largest, xcopy_chunk_bytes));

@@ -5,9 +5,11 @@
 // OPERATING PARAMETERS.
 //
 // What a copy may reach: the logical units of the device server (ScsiDispatcher, one target node)
-// the command came to, which is exactly what the issuing I_T nexus can address (its target's LUN
-// map); a designator of any other logical unit (another target, another tenant) is an unreachable
-// copy target. Every check — descriptors, limits, designators, LBA ranges, write protection,
+// the command came to, which is what the issuing I_T nexus can address (its target's LUN map), and
+// those of the other target nodes of the process in the same tenant (CopyDomain) to which the same
+// initiator has an I_T nexus open — it logged in there, past that target's ACL and CHAP; their
+// reservations are checked through that nexus. Any other designator (another tenant's LU, a
+// target the initiator has not logged in to, none at all) is an unreachable copy target. Every check — descriptors, limits, designators, LBA ranges, write protection,
 // reservations, a sanitize in progress — is made before the first byte moves. The data then moves
 // inside the process through each logical unit's BlockBackend (read into one bounded buffer, write
 // under the destination's range lock), chunk by chunk; an aborted command (ABORT TASK, a reset,
@@ -187,7 +189,8 @@ void plan_extended_copy(CommandPlan& plan, ConstByteSpan cdb) noexcept;
 void plan_receive_copy_results(CommandPlan& plan, ConstByteSpan cdb) noexcept;
 
 /// Phase 2 of EXTENDED COPY from `nexus` with parameter list `list`: parses it, resolves every
-/// CSCD a segment uses among `state`'s logical units, checks every segment, then copies.
+/// CSCD a segment uses among `state`'s logical units and those of its copy domain the initiator
+/// reaches, checks every segment, then copies.
 /// Returns GOOD, or: the ILLEGAL REQUEST of parse_extended_copy_parameters(); COPY ABORTED with
 /// UNREACHABLE COPY TARGET (no reachable LU has the designator), COPY TARGET DEVICE NOT REACHABLE
 /// (a CSCD index past the list), or NO ADDITIONAL SENSE with a segment pointer (an LBA range past

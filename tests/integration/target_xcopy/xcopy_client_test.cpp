@@ -4,7 +4,8 @@
 // Writes a pattern into LUN 0, reads both LUNs' NAA designators from VPD 0x83, copies LUN 0 → LUN 1
 // with one EXTENDED COPY (E4h CSCD descriptors, one 02h segment) and reads LUN 1 back; RECEIVE COPY
 // RESULTS reports the copy completed with its byte count; a copy into the other target's LUN is
-// COPY ABORTED, UNREACHABLE COPY TARGET and leaves that LUN untouched.
+// COPY ABORTED, UNREACHABLE COPY TARGET while the initiator has no session there and leaves that
+// LUN untouched, and succeeds once it is logged in there too.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -24,6 +25,7 @@ constexpr std::uint32_t bs = 512;
 constexpr std::uint32_t blocks = 4100;  // about 2 MiB: three 1 MiB chunks inside the target
 constexpr std::uint64_t source_lba = 100;
 constexpr std::uint64_t destination_lba = 5000;
+constexpr std::uint64_t foreign_lba = 20000;  // where the copy into the other target goes
 constexpr scsi::AscPair unreachable_copy_target{0x08, 0x04};
 
 // One command from its CDB (built outside the coroutines: GCC 12 rejects some braced lists there).
@@ -137,7 +139,7 @@ void with_session(const char* variable, Body body) {
   EXPECT_TRUE(finished);
 }
 
-TEST(TargetXcopy, CopiesBetweenTwoFileLunsAndNeverIntoAnotherTarget) {
+TEST(TargetXcopy, CopiesBetweenFileLunsAndIntoAnotherTargetOnlyWhenLoggedInThere) {
   std::vector<std::byte> foreign_naa;
   with_session("ISERKIT_TEST_FOREIGN_URL", [&](Session& s) -> Awaitable<void> {
     co_await settle(s, scsi::Lun::from_index(0));
@@ -177,7 +179,32 @@ TEST(TargetXcopy, CopiesBetweenTwoFileLunsAndNeverIntoAnotherTarget) {
     EXPECT_TRUE(f && f->status == scsi::Status::check_condition && f->sense &&
                 f->sense->key == scsi::SenseKey::copy_aborted && f->sense->asc_pair() == unreachable_copy_target);
   });
-  // The foreign LUN was never written.
+  // With a session to the other target too (the same initiator logged in there), its LUN is
+  // reachable: a copy from :one LUN 0 into it.
+  with_session("ISERKIT_TEST_URL", [&](Session& s) -> Awaitable<void> {
+    auto foreign_url = parse_url(std::getenv("ISERKIT_TEST_FOREIGN_URL"));
+    EXPECT_TRUE(foreign_url);
+    if (!foreign_url) co_return;
+    const SessionOptions options;
+    auto there = co_await Session::connect(co_await asio::this_coro::executor, *foreign_url, options);
+    EXPECT_TRUE(there) << (there ? "" : there.error().message());
+    if (!there) co_return;
+    const auto lun0 = scsi::Lun::from_index(0);
+    co_await settle(s, lun0);
+    co_await settle(**there, lun0);
+    const auto naa0 = co_await naa_of(s, lun0);
+    auto list = parameter_list(naa0, foreign_naa);
+    store_be64(list.data() + 16 + 64 + 20, foreign_lba);
+    auto x = co_await run(s, lun0, extended_copy(static_cast<std::uint32_t>(list.size())), {}, list);
+    EXPECT_TRUE(x && x->status == scsi::Status::good) << (x && x->sense ? int(x->sense->asc) : -1);
+    std::vector<std::byte> source(std::size_t{blocks} * bs), copied(std::size_t{blocks} * bs);
+    auto r1 = co_await run(s, lun0, rw16(0x88, source_lba, blocks), source);
+    auto r2 = co_await run(**there, lun0, rw16(0x88, foreign_lba, blocks), copied);
+    EXPECT_TRUE(r1 && r2 && r1->status == scsi::Status::good && r2->status == scsi::Status::good);
+    EXPECT_TRUE(source == copied) << "the other target's LUN does not hold the copy";
+    (void)co_await (*there)->logout();
+  });
+  // The refused copy never wrote the other target's LUN.
   with_session("ISERKIT_TEST_FOREIGN_URL", [&](Session& s) -> Awaitable<void> {
     co_await settle(s, scsi::Lun::from_index(0));
     std::vector<std::byte> back(std::size_t{blocks} * bs, std::byte{1});

@@ -2,9 +2,10 @@
 # EXTENDED COPY through a real session (tests/integration/target_xcopy/CMakeLists.txt): starts one
 # iserkit-target with --export-dir over two folders — target :one with two sparse 64M files (LUN 0
 # a.img, LUN 1 b.img), target :two with one (c.img) — and runs xcopy_client_test.cpp: it copies
-# about 2 MiB from LUN 0 to LUN 1 of :one with one EXTENDED COPY and checks it through READ, and
-# sees a copy into :two's LUN refused (UNREACHABLE COPY TARGET) and that LUN untouched. Then the
-# copy is checked on the files themselves (the io_uring backend wrote it).
+# about 2 MiB from LUN 0 to LUN 1 of :one with one EXTENDED COPY and checks it through READ, sees a
+# copy into :two's LUN refused (UNREACHABLE COPY TARGET) while it has no session to :two, then
+# copies into it with sessions to both. Then the copies are checked on the files themselves (the
+# io_uring backend wrote them).
 # Usage: xcopy_test.sh CLIENT_PROGRAM. Exit 77 when iserkit-target is not built.
 set -u
 CLIENT=${1:?client program}
@@ -30,6 +31,9 @@ kill -TERM "$PID"; wait "$PID"; PID=""
 cmp -s <(dd if="$WORK/volumes/one/a.img" bs=512 skip=100 count=4100 status=none) \
        <(dd if="$WORK/volumes/one/b.img" bs=512 skip=5000 count=4100 status=none) ||
   { echo "FAIL: b.img does not hold the copied range of a.img"; exit 1; }
-cmp -s <(dd if="$WORK/volumes/two/c.img" bs=1M status=none) <(head -c 64M /dev/zero) ||
-  { echo "FAIL: c.img (the other target's LUN) was written"; exit 1; }
-echo "PASS: EXTENDED COPY between two file LUNs of one target; the other target's LUN unreachable and untouched"
+cmp -s <(dd if="$WORK/volumes/two/c.img" bs=512 skip=5000 count=4100 status=none) <(head -c $((4100 * 512)) /dev/zero) ||
+  { echo "FAIL: c.img (the other target's LUN) was written by the refused copy"; exit 1; }
+cmp -s <(dd if="$WORK/volumes/one/a.img" bs=512 skip=100 count=4100 status=none) \
+       <(dd if="$WORK/volumes/two/c.img" bs=512 skip=20000 count=4100 status=none) ||
+  { echo "FAIL: c.img does not hold the copy made while the initiator was logged in to both targets"; exit 1; }
+echo "PASS: EXTENDED COPY between two file LUNs of one target; into the other target only while logged in there"

@@ -2,7 +2,8 @@
 // parsing and its limits with their sense data (SPC-4 §6.4.3, §6.4.5, §6.4.6.5), copies between two
 // logical units of one device server with the data checked and the chunks counted, overlapping
 // copies on one LU, what is refused before any byte is written (LBA ranges, unreachable copy
-// targets: an unknown designator or another target's LU, write protection, reservations), abort
+// targets: an unknown designator or another target's LU, write protection, reservations), copies
+// into another target of the process only within a tenant and where the initiator is logged in, abort
 // between chunks, RECEIVE COPY RESULTS (COPY STATUS per I_T nexus and LIST IDENTIFIER, OPERATING
 // PARAMETERS, SPC-4 §6.18), the 3PC bit of standard INQUIRY, REPORT SUPPORTED OPERATION CODES and
 // the Third-party Copy VPD page (SPC-4 §7.8.17).
@@ -378,6 +379,54 @@ TEST_F(ExtendedCopy, UnreachableCopyTargets) {
   EXPECT_EQ(copy(parameter_list({cscd_of(0), lu_id_type}, {segment(0, 1, 1, 0, 0)})).outcome.status, Status::good);
   r = copy(parameter_list({cscd_of(0), cscd(units[1]->naa(), 4096)}, {segment(0, 1, 1, 0, 0)}));
   EXPECT_EQ(r.outcome.sense->asc_pair(), scsi::asc::invalid_field_in_parameter_list);
+}
+
+TEST_F(ExtendedCopy, AnotherTargetOfTheProcessOnlyWhereTheInitiatorIsLoggedIn) {
+  // Another target node of the process (its own device server) in the copy domain.
+  auto domain = std::make_shared<CopyDomain>();
+  auto other = std::make_shared<ScsiDispatcher>();
+  auto backend = std::make_shared<test::CountingBackend>(make_memory_backend({.size_bytes = lun_bytes, .block_size_bytes = bs}));
+  LogicalUnitOptions o;
+  o.identity.serial = "OTHER-0";
+  auto unit = std::make_shared<LogicalUnit>(backend, o);
+  ASSERT_TRUE(other->add_logical_unit(0, unit));
+  domain->set("iqn.test:other", "", other);
+  dispatcher.join_copy_domain(domain, "");
+  write_pattern(0, 0, 64, 9);
+  const auto list = parameter_list({cscd_of(0), cscd(unit->naa())}, {segment(0, 1, 64, 0, 10)});
+  const auto unreachable = [&] {
+    auto r = copy(list);
+    return r.outcome.sense && r.outcome.sense->key == SenseKey::copy_aborted &&
+           r.outcome.sense->asc_pair() == detail::unreachable_copy_target;
+  };
+  // The initiator is not logged in to the other target: unreachable.
+  EXPECT_TRUE(unreachable());
+  // Another initiator logged in there does not make it reachable.
+  const NexusId stranger = other->open_nexus("iqn.test:b,i,0x9");
+  EXPECT_TRUE(unreachable());
+  EXPECT_EQ(backend->total(), 0);
+  // The same initiator (another session, ISID and case) logged in there: copied.
+  const NexusId same = other->open_nexus("IQN.Test:A,i,0x7");
+  ASSERT_EQ(copy(list).outcome.status, Status::good);
+  for (auto n : {same, stranger}) (void)test::run_command(ctx, *other, n, Lun{}, raw({0x00}));
+  auto back = test::run_command(ctx, *other, same, Lun{}, rw16(0x88, 10, 64));
+  ASSERT_EQ(back.outcome.status, Status::good);
+  EXPECT_EQ(back.data_in, read(0, 0, 64));
+  // Reservations there are checked through the initiator's nexus there.
+  ASSERT_EQ(test::run_command(ctx, *other, stranger, Lun{}, raw({0x16})).outcome.status, Status::good);
+  EXPECT_EQ(copy(list).outcome.status, Status::reservation_conflict);
+  ASSERT_EQ(test::run_command(ctx, *other, stranger, Lun{}, raw({0x17})).outcome.status, Status::good);
+  // Another tenant's target is never reached, logged in or not; nor one that left the domain.
+  domain->set("iqn.test:other", "blue", other);
+  EXPECT_TRUE(unreachable());
+  domain->set("iqn.test:other", "", other);
+  ASSERT_EQ(copy(list).outcome.status, Status::good);
+  domain->erase("IQN.TEST:OTHER");
+  EXPECT_TRUE(unreachable());
+  // The initiator's session there ended: unreachable again.
+  domain->set("iqn.test:other", "", other);
+  other->close_nexus(same);
+  EXPECT_TRUE(unreachable());
 }
 
 TEST_F(ExtendedCopy, ReservationsOfTheCopyTargetsAreHonoured) {

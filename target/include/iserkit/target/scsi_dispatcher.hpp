@@ -28,6 +28,7 @@
 #include <string_view>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -208,6 +209,32 @@ namespace detail {
 class RangeLock;  // scsi/device_state.hpp
 }
 
+class ScsiDispatcher;
+
+/// The device servers of one process that an EXTENDED COPY may reach besides its own (SPC-4
+/// §5.17): one entry per target node, with the node's tenant. A copy reaches a logical unit of
+/// another device server only when that server is in the copy's tenant and the issuing initiator
+/// (its iSCSI name) has an I_T nexus open to it — it logged in there, past that target's ACL and
+/// CHAP, on that tenant's portals. Holds the servers weakly. Thread-safe.
+class CopyDomain {
+ public:
+  /// Adds or replaces the entry of target `name` (case-insensitive).
+  void set(std::string_view name, std::string tenant, const std::shared_ptr<ScsiDispatcher>& dispatcher);
+  /// Removes the entry of target `name` (case-insensitive); unknown names are ignored.
+  void erase(std::string_view name);
+  /// The live device servers of `tenant` (empty: the targets of no tenant).
+  [[nodiscard]] std::vector<std::shared_ptr<const ScsiDispatcher>> servers_of(std::string_view tenant) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    std::string tenant;
+    std::weak_ptr<const ScsiDispatcher> dispatcher;
+  };
+  mutable std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
+
 /// A plain READ or WRITE that ScsiDispatcher::start_media_io() started on the fast path: the
 /// caller's object, alive until complete() ran. The dispatcher fills the BackendTransfer part.
 class MediaIo : public BackendTransfer {
@@ -339,10 +366,19 @@ class ScsiDispatcher {
   /// long as this dispatcher lives; a restarted target starts without that state. Thread-safe.
   void stop_background_operations() noexcept;
 
+  /// Lets this device server's EXTENDED COPY reach the logical units of the other servers of
+  /// `domain` in `tenant` (see CopyDomain). Without it a copy reaches this server's logical units
+  /// only. Call during setup (the target registry does, for every node it holds).
+  void join_copy_domain(std::shared_ptr<const CopyDomain> domain, std::string tenant);
+
   struct State;  ///< internal: LUN map, nexus names and per-LU state (scsi/device_state.hpp)
 
  private:
   std::unique_ptr<State> state_;
+
+ public:
+  /// Internal to the SCSI layer (the copy manager reads another server's state through it).
+  [[nodiscard]] const State& internal_state() const noexcept { return *state_; }
 };
 
 }  // namespace iserkit::target
