@@ -122,13 +122,14 @@ const LogicalUnit* ScsiDispatcher::find(scsi::Lun lun) const noexcept {
   return u == nullptr ? nullptr : u->unit.get();
 }
 
-NexusId ScsiDispatcher::open_nexus(std::string initiator_port_name, TargetPort port) {
+NexusId ScsiDispatcher::open_nexus(std::string initiator_port_name, TargetPort port, std::string origin) {
   std::uint64_t id = 0;
   {
     std::lock_guard g(state_->nexus_mutex);
     id = state_->next_nexus++;
     state_->nexuses.emplace(id, std::move(initiator_port_name));
     state_->nexus_ports.emplace(id, port);
+    state_->nexus_origins.emplace(id, std::move(origin));
   }
   // SAM-5 §5.14 / §6.3.1: a new I_T nexus first hears POWER ON, RESET, OR BUS DEVICE RESET OCCURRED.
   for (auto* u : state_->all_units()) {
@@ -143,6 +144,7 @@ void ScsiDispatcher::close_nexus(NexusId nexus) noexcept {
     std::lock_guard g(state_->nexus_mutex);
     if (state_->nexuses.erase(nexus.value) == 0) return;
     state_->nexus_ports.erase(nexus.value);
+    state_->nexus_origins.erase(nexus.value);
   }
   state_->copy_manager->forget(nexus.value);  // SPC-4 §6.18.3: held copy statuses end with the nexus
   for (auto* u : state_->all_units()) {
@@ -564,12 +566,21 @@ bool same_name(std::string_view a, std::string_view b) noexcept {
 }
 }  // namespace
 
-std::optional<std::pair<std::uint64_t, std::string>> ScsiDispatcher::State::nexus_of_initiator(
-    std::string_view initiator) const {
-  if (initiator.empty()) return std::nullopt;
+std::string ScsiDispatcher::State::origin(NexusId nexus) const {
   std::lock_guard g(nexus_mutex);
-  for (const auto& [id, name] : nexuses)
-    if (same_name(initiator_of(name), initiator)) return std::pair{id, name};
+  const auto it = nexus_origins.find(nexus.value);
+  return it == nexus_origins.end() ? std::string() : it->second;
+}
+
+std::optional<std::pair<std::uint64_t, std::string>> ScsiDispatcher::State::nexus_of_initiator(
+    std::string_view initiator, std::string_view origin) const {
+  if (initiator.empty() || origin.empty()) return std::nullopt;
+  std::lock_guard g(nexus_mutex);
+  for (const auto& [id, name] : nexuses) {
+    if (!same_name(initiator_of(name), initiator)) continue;
+    const auto o = nexus_origins.find(id);
+    if (o != nexus_origins.end() && o->second == origin) return std::pair{id, name};
+  }
   return std::nullopt;
 }
 

@@ -349,20 +349,23 @@ std::string_view initiator_of(std::string_view port) noexcept {
 
 // Where the CSCD's logical unit is, for `nexus` (named `port`) of `state`: a unit of this device
 // server; else a unit of another server of the copy domain in this server's tenant to which the
-// same initiator has an I_T nexus open (it logged in there), checked through that nexus; else
-// nothing: unreachable.
+// same initiator from the same address has an I_T nexus open (it logged in there), checked through
+// that nexus; else nothing: unreachable.
 std::optional<CopyTarget> locate(const ScsiDispatcher::State& state, std::uint64_t nexus, const std::string& port,
                                  const CscdDescriptor& d, std::vector<std::shared_ptr<const ScsiDispatcher>>& peers) {
   if (auto* u = find_unit(state, d)) return CopyTarget{u, nexus, port};
   if (!state.copy_domain) return std::nullopt;
   const auto initiator = initiator_of(port);
+  // The same name is not enough (names are not secret): the nexus there must come from the same
+  // network address as this one.
+  const std::string origin = state.origin(NexusId{nexus});
   for (auto& peer : state.copy_domain->servers_of(state.copy_tenant)) {
     const auto& other = peer->internal_state();
     if (&other == &state) continue;
     UnitState* u = find_unit(other, d);
     if (u == nullptr) continue;
     // Never a target the initiator has not logged in to (its ACL, CHAP, tenant portals).
-    auto seen = other.nexus_of_initiator(initiator);
+    auto seen = other.nexus_of_initiator(initiator, origin);
     if (!seen) continue;
     peers.push_back(std::move(peer));
     return CopyTarget{u, seen->first, std::move(seen->second)};

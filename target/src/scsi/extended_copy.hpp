@@ -7,8 +7,8 @@
 // What a copy may reach: the logical units of the device server (ScsiDispatcher, one target node)
 // the command came to, which is what the issuing I_T nexus can address (its target's LUN map), and
 // those of the other target nodes of the process in the same tenant (CopyDomain) to which the same
-// initiator has an I_T nexus open — it logged in there, past that target's ACL and CHAP; their
-// reservations are checked through that nexus. Any other designator (another tenant's LU, a
+// initiator (iSCSI name and network address) has an I_T nexus open — it logged in there, past that
+// target's ACL and CHAP; their reservations are checked through that nexus. Any other designator (another tenant's LU, a
 // target the initiator has not logged in to, none at all) is an unreachable copy target. Every check — descriptors, limits, designators, LBA ranges, write protection,
 // reservations, a sanitize in progress — is made before the first byte moves. The data then moves
 // inside the process through each logical unit's BlockBackend (read into one bounded buffer, write

@@ -243,7 +243,7 @@ class ExtendedCopy : public ::testing::Test {
       units[i] = std::make_shared<LogicalUnit>(counting[i], std::move(o));
       ASSERT_TRUE(dispatcher.add_logical_unit(static_cast<std::uint16_t>(i), units[i]));
     }
-    nexus = dispatcher.open_nexus("iqn.test:a,i,0x1");
+    nexus = dispatcher.open_nexus("iqn.test:a,i,0x1", {}, "192.0.2.1");
     other = dispatcher.open_nexus("iqn.test:b,i,0x2");
     for (auto n : {nexus, other})
       for (int i = 0; i < 2; ++i) (void)command(raw({0x00}), {}, n, i);  // clear POWER ON, RESET
@@ -402,11 +402,15 @@ TEST_F(ExtendedCopy, AnotherTargetOfTheProcessOnlyWhereTheInitiatorIsLoggedIn) {
   // The initiator is not logged in to the other target: unreachable.
   EXPECT_TRUE(unreachable());
   // Another initiator logged in there does not make it reachable.
-  const NexusId stranger = other->open_nexus("iqn.test:b,i,0x9");
+  const NexusId stranger = other->open_nexus("iqn.test:b,i,0x9", {}, "192.0.2.1");
   EXPECT_TRUE(unreachable());
+  // Nor does the same name from another address (initiator names are not secret).
+  const NexusId impostor = other->open_nexus("iqn.test:a,i,0x1", {}, "192.0.2.66");
+  EXPECT_TRUE(unreachable());
+  other->close_nexus(impostor);
   EXPECT_EQ(backend->total(), 0);
-  // The same initiator (another session, ISID and case) logged in there: copied.
-  const NexusId same = other->open_nexus("IQN.Test:A,i,0x7");
+  // The same initiator from the same address (another session, ISID and case) logged in there: copied.
+  const NexusId same = other->open_nexus("IQN.Test:A,i,0x7", {}, "192.0.2.1");
   ASSERT_EQ(copy(list).outcome.status, Status::good);
   for (auto n : {same, stranger}) (void)test::run_command(ctx, *other, n, Lun{}, raw({0x00}));
   auto back = test::run_command(ctx, *other, same, Lun{}, rw16(0x88, 10, 64));

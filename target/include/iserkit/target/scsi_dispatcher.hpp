@@ -214,8 +214,9 @@ class ScsiDispatcher;
 /// The device servers of one process that an EXTENDED COPY may reach besides its own (SPC-4
 /// §5.17): one entry per target node, with the node's tenant. A copy reaches a logical unit of
 /// another device server only when that server is in the copy's tenant and the issuing initiator
-/// (its iSCSI name) has an I_T nexus open to it — it logged in there, past that target's ACL and
-/// CHAP, on that tenant's portals. Holds the servers weakly. Thread-safe.
+/// has an I_T nexus open to it from the same origin (open_nexus(): the same iSCSI name and the
+/// same network address) — it logged in there, past that target's ACL and CHAP, on that tenant's
+/// portals. Holds the servers weakly. Thread-safe.
 class CopyDomain {
  public:
   /// Adds or replaces the entry of target `name` (case-insensitive).
@@ -294,7 +295,10 @@ class ScsiDispatcher {
   /// BUS DEVICE RESET OCCURRED for it (SAM-5 §5.14). Returns the id to pass to plan()/execute().
   /// `port`: the target port the nexus goes through (its ALUA group decides which commands run;
   /// VPD 0x83 names it).
-  NexusId open_nexus(std::string initiator_port_name, TargetPort port = {});
+  /// `origin`: where the nexus comes from (the initiator's network address, without the port); an
+  /// EXTENDED COPY reaches another target's LU only through a nexus there of the same initiator
+  /// name and the same non-empty origin (CopyDomain).
+  NexusId open_nexus(std::string initiator_port_name, TargetPort port = {}, std::string origin = {});
 
   /// The target port groups (ALUA, SPC-5 §5.16) REPORT TARGET PORT GROUPS lists and plan()
   /// enforces: a standby group's nexuses get NOT READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN
