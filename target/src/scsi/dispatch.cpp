@@ -585,6 +585,10 @@ std::optional<std::pair<std::uint64_t, std::string>> ScsiDispatcher::State::nexu
 }
 
 void ScsiDispatcher::join_copy_domain(std::shared_ptr<const CopyDomain> domain, std::string tenant) {
+  // A reload hands a serving dispatcher to the registry again (TargetRegistry::replace) with the
+  // same domain and tenant (a reload never moves a target to another tenant): no write, no race
+  // with a copy reading them.
+  if (state_->copy_domain == domain && state_->copy_tenant == tenant) return;
   state_->copy_domain = std::move(domain);
   state_->copy_tenant = std::move(tenant);
 }

@@ -372,7 +372,8 @@ class ScsiDispatcher {
 
   /// Lets this device server's EXTENDED COPY reach the logical units of the other servers of
   /// `domain` in `tenant` (see CopyDomain). Without it a copy reaches this server's logical units
-  /// only. Call during setup (the target registry does, for every node it holds).
+  /// only. Call during setup (the target registry does, for every node it holds); calling it again
+  /// with the same domain and tenant changes nothing and is safe while commands run.
   void join_copy_domain(std::shared_ptr<const CopyDomain> domain, std::string tenant);
 
   struct State;  ///< internal: LUN map, nexus names and per-LU state (scsi/device_state.hpp)
