@@ -298,8 +298,14 @@ void Connection::open_nexus() {
   std::string port = params_.initiator_name + ",i,0x" + isid_hex(session_.isid);
   // One target port per portal group: the tag is its relative target port identifier and its
   // ALUA target port group (SPC-5 §7.7.6.5, §7.7.6.6).
+  // The origin (the peer's address without its port) lets an EXTENDED COPY reach another target
+  // of this process only through a session there from the same address (CopyDomain).
+  std::string origin = peer();
+  if (const auto colon = origin.rfind(':'); colon != std::string::npos) origin.resize(colon);
+  if (origin == "?") origin.clear();  // unknown: never matches
   nexus_ = session_.target->dispatcher->open_nexus(
-      std::move(port), TargetPort{.relative_port = options_.portal_group_tag, .group = options_.portal_group_tag});
+      std::move(port), TargetPort{.relative_port = options_.portal_group_tag, .group = options_.portal_group_tag},
+      std::move(origin));
   nexus_open_ = true;
 }
 

@@ -26,9 +26,17 @@ Result<void> TargetRegistry::add(std::shared_ptr<TargetNode> node) {
   for (const auto& n : *nodes_)
     if (same_iscsi_name(n->name, node->name)) return fail(errc::invalid_argument);
   auto next = std::make_shared<NodeList>(*nodes_);
+  join_copy_domain(*node);
   next->push_back(std::move(node));
   nodes_ = std::move(next);
   return {};
+}
+
+void TargetRegistry::join_copy_domain(TargetNode& node) {
+  // EXTENDED COPY between targets of this process: only within a tenant, and only into targets
+  // the initiator is logged in to (CopyDomain).
+  copy_domain_->set(node.name, node.tenant, node.dispatcher);
+  node.dispatcher->join_copy_domain(copy_domain_, node.tenant);
 }
 
 Result<void> TargetRegistry::replace(std::shared_ptr<TargetNode> node) {
@@ -38,6 +46,7 @@ Result<void> TargetRegistry::replace(std::shared_ptr<TargetNode> node) {
   const auto it =
       std::find_if(next->begin(), next->end(), [&](const auto& n) { return same_iscsi_name(n->name, node->name); });
   if (it == next->end()) return fail(errc::invalid_argument);
+  join_copy_domain(*node);
   *it = std::move(node);
   nodes_ = std::move(next);
   return {};
@@ -49,6 +58,7 @@ std::shared_ptr<TargetNode> TargetRegistry::remove(std::string_view name) {
   const auto it = std::find_if(next->begin(), next->end(), [&](const auto& n) { return same_iscsi_name(n->name, name); });
   if (it == next->end()) return nullptr;
   auto removed = *it;
+  copy_domain_->erase(removed->name);
   next->erase(it);
   nodes_ = std::move(next);
   return removed;

@@ -111,7 +111,10 @@ class TargetRegistry {
   [[nodiscard]] TargetStats& stats() const noexcept { return *stats_; }
 
  private:
+  void join_copy_domain(TargetNode& node);  // under mutex_
+
   mutable std::mutex mutex_;  // guards nodes_ (the pointer; each list is immutable once published)
+  std::shared_ptr<CopyDomain> copy_domain_ = std::make_shared<CopyDomain>();  // EXTENDED COPY between nodes
   std::shared_ptr<const NodeList> nodes_ = std::make_shared<const NodeList>();
   std::vector<std::string> portal_addresses_;
   std::vector<std::uint16_t> portal_tags_;

@@ -205,6 +205,19 @@ def dispatcher_seeds():
     write(t, "read_only_write", b"\1" + command(write10, data=bytes(1024)))
     write(t, "write_shortened", b"\0" + command(write10, data=bytes(512), edtl=512))
     write(t, "no_such_lun", b"\0" + command(inquiry, lun=3) + command(read10, lun=2))
+    # EXTENDED COPY (LID1) within LUN 0 (its NAA designator derives from the serial FUZZ0), then
+    # RECEIVE COPY RESULTS COPY STATUS (list 7) and OPERATING PARAMETERS.
+    naa0 = bytes.fromhex("6024953eeac3363d6095e96b291d23cf")
+    cscd = bytes([0xe4, 0, 0, 0, 1, 3, 0, len(naa0)]) + naa0 + bytes(4) + bytes([0]) + (512).to_bytes(3, "big")
+    segment = bytes([0x02, 0]) + (0x18).to_bytes(2, "big") + bytes(4) + bytes(2) + (8).to_bytes(2, "big") + \
+        (0).to_bytes(8, "big") + (64).to_bytes(8, "big")
+    xcopy_list = bytes([7, 0]) + len(cscd).to_bytes(2, "big") + bytes(4) + len(segment).to_bytes(4, "big") + bytes(4) + \
+        cscd + segment
+    xcopy = bytes([0x83, 0]) + bytes(8) + len(xcopy_list).to_bytes(4, "big") + bytes(2)
+    copy_status = bytes([0x84, 0, 7]) + bytes(7) + (64).to_bytes(4, "big") + bytes(2)
+    operating_parameters = bytes([0x84, 3]) + bytes(8) + (64).to_bytes(4, "big") + bytes(2)
+    write(t, "extended_copy", b"\0" + command(xcopy, data=xcopy_list) + command(copy_status) +
+          command(operating_parameters) + command(vpd(0x8f)))
 
 
 def scsi_data_seeds():

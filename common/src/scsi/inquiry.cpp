@@ -40,7 +40,7 @@ std::vector<std::byte> encode_standard_inquiry(const StandardInquiry& d) {
   // RESPONSE DATA FORMAT shall be 2 (SPC-5 §6.6.2); HISUP bit 4.
   store_u8(p + 3, static_cast<std::uint8_t>((d.hisup ? 0x10 : 0) | 0x02));
   store_u8(p + 4, static_cast<std::uint8_t>(out.size() - 5));  // ADDITIONAL LENGTH: n - 4
-  store_u8(p + 5, static_cast<std::uint8_t>(((d.tpgs & 0x3) << 4) | (d.protect ? 0x01 : 0)));
+  store_u8(p + 5, static_cast<std::uint8_t>(((d.tpgs & 0x3) << 4) | (d.third_party_copy ? 0x08 : 0) | (d.protect ? 0x01 : 0)));
   store_u8(p + 7, d.cmdque ? 0x02 : 0);
   put_ascii(p + 8, 8, d.vendor);
   put_ascii(p + 16, 16, d.product);
@@ -62,6 +62,7 @@ Result<StandardInquiry> parse_standard_inquiry(ConstByteSpan data) {
   d.version = load_u8(p + 2);
   d.hisup = (load_u8(p + 3) & 0x10) != 0;
   d.tpgs = static_cast<std::uint8_t>((load_u8(p + 5) >> 4) & 0x3);
+  d.third_party_copy = (load_u8(p + 5) & 0x08) != 0;
   d.protect = (load_u8(p + 5) & 0x01) != 0;
   d.cmdque = (load_u8(p + 7) & 0x02) != 0;
   d.vendor = get_ascii(p + 8, 8);

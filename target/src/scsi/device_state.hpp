@@ -22,6 +22,7 @@
 namespace iserkit::target::detail {
 
 struct SanitizeState;  // scsi/sanitize.hpp
+class CopyManager;     // scsi/extended_copy.hpp
 
 /// Exclusive locks on LBA ranges of one logical unit. Writers that overlap take turns; disjoint
 /// ranges proceed in parallel. Thread-safe.
@@ -87,8 +88,12 @@ struct ScsiDispatcher::State {
   mutable std::mutex nexus_mutex;
   std::map<std::uint64_t, std::string> nexuses;  // open nexus id → initiator port name
   std::map<std::uint64_t, TargetPort> nexus_ports;  // open nexus id → its target port (under nexus_mutex)
+  std::map<std::uint64_t, std::string> nexus_origins;  // open nexus id → its origin (under nexus_mutex)
   std::uint64_t next_nexus = 1;
   std::vector<TargetPortGroup> port_groups{TargetPortGroup{}};  // set during setup, then read only
+  std::shared_ptr<detail::CopyManager> copy_manager;  // EXTENDED COPY statuses (never null; set by ScsiDispatcher)
+  std::shared_ptr<const CopyDomain> copy_domain;  // other servers a copy may reach (set during setup; may be null)
+  std::string copy_tenant;                        // this server's tenant in copy_domain
 
   /// The target port of `nexus` (the default port for the anonymous or an unknown nexus).
   TargetPort target_port(NexusId nexus) const;
@@ -105,6 +110,13 @@ struct ScsiDispatcher::State {
   std::vector<std::uint64_t> nexuses_named(const std::string& port) const;
   /// Ids of every open nexus.
   std::vector<std::uint64_t> all_nexuses() const;
+  /// The origin open_nexus() was given for `nexus` ("" for none or an unknown nexus).
+  std::string origin(NexusId nexus) const;
+  /// An open nexus of the initiator named `initiator` (the iSCSI name before ",i,0x" in the port
+  /// name, compared case-insensitively) from `origin` (non-empty, equal): its id and port name, or
+  /// nullopt.
+  std::optional<std::pair<std::uint64_t, std::string>> nexus_of_initiator(std::string_view initiator,
+                                                                          std::string_view origin) const;
 };
 
 }  // namespace iserkit::target

@@ -6,11 +6,13 @@
 // management entry points that change per-LU state.
 #include <algorithm>
 #include <cassert>
+#include <cctype>
 #include <cstring>
 
 #include "iserkit/common/errors.hpp"
 #include "scsi/command_table.hpp"
 #include "scsi/device_state.hpp"
+#include "scsi/extended_copy.hpp"
 #include "scsi/handlers.hpp"
 #include "scsi/sanitize.hpp"
 
@@ -77,7 +79,9 @@ std::optional<scsi::SenseData> check_data_out_length(const CommandPlan& plan, st
   return scsi::SenseData::invalid_field_in_cdb(field);
 }
 
-ScsiDispatcher::ScsiDispatcher() : state_(std::make_unique<State>()) {}
+ScsiDispatcher::ScsiDispatcher() : state_(std::make_unique<State>()) {
+  state_->copy_manager = std::make_shared<detail::CopyManager>();
+}
 ScsiDispatcher::~ScsiDispatcher() { stop_background_operations(); }
 
 void ScsiDispatcher::stop_background_operations() noexcept {
@@ -118,13 +122,14 @@ const LogicalUnit* ScsiDispatcher::find(scsi::Lun lun) const noexcept {
   return u == nullptr ? nullptr : u->unit.get();
 }
 
-NexusId ScsiDispatcher::open_nexus(std::string initiator_port_name, TargetPort port) {
+NexusId ScsiDispatcher::open_nexus(std::string initiator_port_name, TargetPort port, std::string origin) {
   std::uint64_t id = 0;
   {
     std::lock_guard g(state_->nexus_mutex);
     id = state_->next_nexus++;
     state_->nexuses.emplace(id, std::move(initiator_port_name));
     state_->nexus_ports.emplace(id, port);
+    state_->nexus_origins.emplace(id, std::move(origin));
   }
   // SAM-5 §5.14 / §6.3.1: a new I_T nexus first hears POWER ON, RESET, OR BUS DEVICE RESET OCCURRED.
   for (auto* u : state_->all_units()) {
@@ -139,7 +144,9 @@ void ScsiDispatcher::close_nexus(NexusId nexus) noexcept {
     std::lock_guard g(state_->nexus_mutex);
     if (state_->nexuses.erase(nexus.value) == 0) return;
     state_->nexus_ports.erase(nexus.value);
+    state_->nexus_origins.erase(nexus.value);
   }
+  state_->copy_manager->forget(nexus.value);  // SPC-4 §6.18.3: held copy statuses end with the nexus
   for (auto* u : state_->all_units()) {
     std::lock_guard g(u->mutex);
     u->unit_attentions.erase(nexus.value);
@@ -347,6 +354,8 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
         case Opcode::synchronize_cache16: detail::plan_synchronize_cache(p, cdb); break;
         case Opcode::unmap: detail::plan_unmap(p, cdb); break;
         case Opcode::sanitize: detail::plan_sanitize(p, cdb); break;
+        case Opcode::extended_copy: detail::plan_extended_copy(p, cdb); break;
+        case Opcode::receive_copy_results: detail::plan_receive_copy_results(p, cdb); break;
         case Opcode::write_same10:
         case Opcode::write_same16: detail::plan_write_same(p, cdb); break;
         default: p.error = detail::invalid_opcode(); break;
@@ -489,6 +498,9 @@ Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, Con
     }
     case Opcode::write_same10:
     case Opcode::write_same16: co_return co_await detail::execute_write_same(plan, buffer);
+    case Opcode::extended_copy: co_return co_await detail::execute_extended_copy(*state_, nexus, plan, buffer);
+    case Opcode::receive_copy_results:
+      co_return detail::execute_receive_copy_results(*state_, nexus, plan, cdb, buffer);
     case Opcode::sanitize:
       co_return co_await detail::execute_sanitize(plan, unit_state->unit, unit_state->sanitize, unit_state->ranges, cdb,
                                                   buffer);
@@ -538,6 +550,66 @@ std::vector<std::uint64_t> ScsiDispatcher::State::nexuses_named(const std::strin
   std::vector<std::uint64_t> out;
   for (const auto& [id, name] : nexuses)
     if (name == port) out.push_back(id);
+  return out;
+}
+
+namespace {
+// The initiator name of an initiator port name "<name>,i,0x<ISID>" (SPC-5 §7.6.4.6).
+std::string_view initiator_of(std::string_view port) noexcept {
+  const auto at = port.rfind(",i,0x");
+  return at == std::string_view::npos ? port : port.substr(0, at);
+}
+bool same_name(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+}  // namespace
+
+std::string ScsiDispatcher::State::origin(NexusId nexus) const {
+  std::lock_guard g(nexus_mutex);
+  const auto it = nexus_origins.find(nexus.value);
+  return it == nexus_origins.end() ? std::string() : it->second;
+}
+
+std::optional<std::pair<std::uint64_t, std::string>> ScsiDispatcher::State::nexus_of_initiator(
+    std::string_view initiator, std::string_view origin) const {
+  if (initiator.empty() || origin.empty()) return std::nullopt;
+  std::lock_guard g(nexus_mutex);
+  for (const auto& [id, name] : nexuses) {
+    if (!same_name(initiator_of(name), initiator)) continue;
+    const auto o = nexus_origins.find(id);
+    if (o != nexus_origins.end() && o->second == origin) return std::pair{id, name};
+  }
+  return std::nullopt;
+}
+
+void ScsiDispatcher::join_copy_domain(std::shared_ptr<const CopyDomain> domain, std::string tenant) {
+  // A reload hands a serving dispatcher to the registry again (TargetRegistry::replace) with the
+  // same domain and tenant (a reload never moves a target to another tenant): no write, no race
+  // with a copy reading them.
+  if (state_->copy_domain == domain && state_->copy_tenant == tenant) return;
+  state_->copy_domain = std::move(domain);
+  state_->copy_tenant = std::move(tenant);
+}
+
+void CopyDomain::set(std::string_view name, std::string tenant, const std::shared_ptr<ScsiDispatcher>& dispatcher) {
+  std::lock_guard g(mutex_);
+  std::erase_if(entries_, [&](const Entry& e) { return same_name(e.name, name); });
+  entries_.push_back({std::string(name), std::move(tenant), dispatcher});
+}
+
+void CopyDomain::erase(std::string_view name) {
+  std::lock_guard g(mutex_);
+  std::erase_if(entries_, [&](const Entry& e) { return same_name(e.name, name); });
+}
+
+std::vector<std::shared_ptr<const ScsiDispatcher>> CopyDomain::servers_of(std::string_view tenant) const {
+  std::lock_guard g(mutex_);
+  std::vector<std::shared_ptr<const ScsiDispatcher>> out;
+  for (const auto& e : entries_)
+    if (e.tenant == tenant)
+      if (auto d = e.dispatcher.lock()) out.push_back(std::move(d));
   return out;
 }
 

@@ -1,5 +1,5 @@
 // SPC-5 commands of the target's device server: INQUIRY with standard data (SPC-5 §6.6.2) and VPD
-// pages 0x00, 0x80, 0x83 (§7.7) plus SBC-4's 0xb0, 0xb1, 0xb2 (§6.6); REPORT LUNS (§6.33);
+// pages 0x00, 0x80, 0x83 (§7.7), 0x8f (SPC-4 §7.8.17, from extended_copy.cpp) plus SBC-4's 0xb0, 0xb1, 0xb2 (§6.6); REPORT LUNS (§6.33);
 // REQUEST SENSE (§6.39); MODE SENSE (6)/(10) (§6.13, §6.14) with the caching (SBC-4 §6.5.5) and
 // control (SPC-5 §7.5.8) mode pages; REPORT SUPPORTED OPERATION CODES (§6.35).
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include "iserkit/scsi/alua.hpp"
 #include "iserkit/scsi/inquiry.hpp"
 #include "scsi/command_table.hpp"
+#include "scsi/extended_copy.hpp"
 #include "scsi/sanitize.hpp"
 #include "scsi/device_state.hpp"
 #include "scsi/handlers.hpp"
@@ -26,9 +27,9 @@ namespace {
 constexpr std::array<std::uint16_t, 4> version_descriptors{0x00a0, 0x0460, 0x04c0, 0x0960};
 constexpr std::uint8_t claimed_version = 0x06;  // SPC-4
 
-constexpr std::array<std::uint8_t, 6> supported_vpd_pages{
+constexpr std::array<std::uint8_t, 7> supported_vpd_pages{
     scsi::vpd::supported_pages, scsi::vpd::unit_serial_number, scsi::vpd::device_identification,
-    scsi::vpd::block_limits, scsi::vpd::block_device_characteristics, scsi::vpd::logical_block_provisioning};
+    third_party_copy_vpd_page, scsi::vpd::block_limits, scsi::vpd::block_device_characteristics, scsi::vpd::logical_block_provisioning};
 
 std::vector<std::byte> standard_inquiry(const LogicalUnit* unit) {
   scsi::StandardInquiry d;
@@ -43,6 +44,7 @@ std::vector<std::byte> standard_inquiry(const LogicalUnit* unit) {
     d.product = id.product;
     d.revision = id.revision;
     d.tpgs = 0x1;  // SPC-5 §6.6.2: implicit ALUA (REPORT TARGET PORT GROUPS; no SET TARGET PORT GROUPS)
+    d.third_party_copy = true;  // 3PC: EXTENDED COPY (LID1) and RECEIVE COPY RESULTS (extended_copy.cpp)
   }
   d.version = claimed_version;
   d.version_descriptors.assign(version_descriptors.begin(), version_descriptors.end());
@@ -90,6 +92,9 @@ std::vector<std::byte> vpd_page(const LogicalUnit& unit, std::uint8_t page, Targ
       const auto payload = scsi::encode_designators(ds);
       return scsi::encode_vpd_page(page, payload);
     }
+    case third_party_copy_vpd_page:
+      // SPC-4 §7.8.17: what EXTENDED COPY (LID1) offers, with the copy manager's limits.
+      return scsi::encode_vpd_page(page, encode_third_party_copy_vpd(unit.block_size_bytes()));
     case scsi::vpd::block_limits: {
       scsi::BlockLimits b;
       const std::uint32_t granularity = std::max<std::uint32_t>(1, 4096 / unit.block_size_bytes());

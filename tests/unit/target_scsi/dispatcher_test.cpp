@@ -209,7 +209,7 @@ TEST(LogicalUnitIdentityVpd, WithoutUuidTheNameComesFromVendorProductSerial) {
 
 TEST_F(Dispatcher, VpdPages) {
   auto r = run(scsi::inquiry({.evpd = true, .page_code = 0x00}));
-  EXPECT_EQ(*scsi::parse_supported_vpd_pages(r.data_in), (std::vector<std::uint8_t>{0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2}));
+  EXPECT_EQ(*scsi::parse_supported_vpd_pages(r.data_in), (std::vector<std::uint8_t>{0x00, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2}));
   r = run(scsi::inquiry({.evpd = true, .page_code = 0x80}));
   EXPECT_EQ(*scsi::parse_unit_serial_number(r.data_in), "SN0");
   r = run(scsi::inquiry({.evpd = true, .page_code = 0x83}));
@@ -404,7 +404,7 @@ TEST_F(Dispatcher, OutOfRangeLbaNeverReachesBackend) {
 
 TEST_F(Dispatcher, UnknownOpcodes) {
   for (std::uint8_t op : {0x04 /* FORMAT UNIT: not implemented */, 0xc0 /* vendor */, 0x7f /* variable */,
-                          0x83 /* EXTENDED COPY */, 0x84 /* RECEIVE COPY RESULTS */}) {
+                          0x8c /* READ ATTRIBUTE */, 0x1e /* PREVENT ALLOW MEDIUM REMOVAL */}) {
     std::vector<std::byte> cdb(16);
     cdb[0] = std::byte{op};
     const auto p = dispatcher_.plan(Lun::from_index(0), cdb);

@@ -36,6 +36,7 @@ struct StandardInquiry {
   std::uint8_t version = 0x07;  ///< 0x07 = SPC-5
   bool hisup = true;          ///< hierarchical LUN addressing supported
   std::uint8_t tpgs = 0;      ///< target port group support (2 bits)
+  bool third_party_copy = false;  ///< 3PC: third-party copy commands (EXTENDED COPY, SPC-4 §6.4) supported
   bool protect = false;       ///< PROTECT: protection information supported
   bool cmdque = true;         ///< command queuing
   std::string vendor;         ///< T10 VENDOR IDENTIFICATION, 8 bytes

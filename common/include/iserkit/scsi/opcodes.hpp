@@ -35,6 +35,8 @@ enum class Opcode : std::uint8_t {
   mode_sense10 = 0x5a,             ///< SPC-5 §6.14
   persistent_reserve_in = 0x5e,    ///< SPC-5 §6.17
   persistent_reserve_out = 0x5f,   ///< SPC-5 §6.18
+  extended_copy = 0x83,            ///< SPC-4 §6.4 EXTENDED COPY (LID1: service action 00h)
+  receive_copy_results = 0x84,     ///< SPC-4 §6.18 RECEIVE COPY RESULTS (LID1)
   read16 = 0x88,                   ///< SBC-4 §5.18
   compare_and_write = 0x89,        ///< SBC-4 §5.3
   write16 = 0x8a,                  ///< SBC-4 §5.43

@@ -15,9 +15,10 @@
 // close_nexus() (I_T nexus loss); task management functions that change device state go through
 // task_management(). Implements SPC-5 (INQUIRY + VPD, REPORT LUNS, TEST UNIT READY, REQUEST
 // SENSE, MODE SENSE/SELECT, REPORT SUPPORTED OPERATION CODES, PERSISTENT RESERVE IN/OUT,
-// RESERVE/RELEASE (6)) and SBC-4 (READ/WRITE 6/10/12/16, VERIFY and WRITE AND VERIFY 10/12/16,
-// COMPARE AND WRITE, ORWRITE (16), PRE-FETCH 10/16, READ CAPACITY 10/16, GET LBA STATUS,
-// SYNCHRONIZE CACHE 10/16, UNMAP, WRITE SAME 10/16, START STOP UNIT, SANITIZE, VPD 0xb0-0xb2).
+// RESERVE/RELEASE (6), EXTENDED COPY (LID1), RECEIVE COPY RESULTS, VPD 0x8f) and SBC-4
+// (READ/WRITE 6/10/12/16, VERIFY and WRITE AND VERIFY 10/12/16, COMPARE AND WRITE, ORWRITE (16),
+// PRE-FETCH 10/16, READ CAPACITY 10/16, GET LBA STATUS, SYNCHRONIZE CACHE 10/16, UNMAP, WRITE SAME
+// 10/16, START STOP UNIT, SANITIZE, VPD 0xb0-0xb2).
 // Anything else: CHECK CONDITION, ILLEGAL REQUEST, INVALID COMMAND OPERATION CODE.
 // Free of iSCSI types: no ITT, CmdSN, EDTL or PDU here; a nexus is an opaque id plus a name.
 #pragma once
@@ -27,6 +28,7 @@
 #include <string_view>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -207,6 +209,33 @@ namespace detail {
 class RangeLock;  // scsi/device_state.hpp
 }
 
+class ScsiDispatcher;
+
+/// The device servers of one process that an EXTENDED COPY may reach besides its own (SPC-4
+/// §5.17): one entry per target node, with the node's tenant. A copy reaches a logical unit of
+/// another device server only when that server is in the copy's tenant and the issuing initiator
+/// has an I_T nexus open to it from the same origin (open_nexus(): the same iSCSI name and the
+/// same network address) — it logged in there, past that target's ACL and CHAP, on that tenant's
+/// portals. Holds the servers weakly. Thread-safe.
+class CopyDomain {
+ public:
+  /// Adds or replaces the entry of target `name` (case-insensitive).
+  void set(std::string_view name, std::string tenant, const std::shared_ptr<ScsiDispatcher>& dispatcher);
+  /// Removes the entry of target `name` (case-insensitive); unknown names are ignored.
+  void erase(std::string_view name);
+  /// The live device servers of `tenant` (empty: the targets of no tenant).
+  [[nodiscard]] std::vector<std::shared_ptr<const ScsiDispatcher>> servers_of(std::string_view tenant) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    std::string tenant;
+    std::weak_ptr<const ScsiDispatcher> dispatcher;
+  };
+  mutable std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
+
 /// A plain READ or WRITE that ScsiDispatcher::start_media_io() started on the fast path: the
 /// caller's object, alive until complete() ran. The dispatcher fills the BackendTransfer part.
 class MediaIo : public BackendTransfer {
@@ -266,7 +295,10 @@ class ScsiDispatcher {
   /// BUS DEVICE RESET OCCURRED for it (SAM-5 §5.14). Returns the id to pass to plan()/execute().
   /// `port`: the target port the nexus goes through (its ALUA group decides which commands run;
   /// VPD 0x83 names it).
-  NexusId open_nexus(std::string initiator_port_name, TargetPort port = {});
+  /// `origin`: where the nexus comes from (the initiator's network address, without the port); an
+  /// EXTENDED COPY reaches another target's LU only through a nexus there of the same initiator
+  /// name and the same non-empty origin (CopyDomain).
+  NexusId open_nexus(std::string initiator_port_name, TargetPort port = {}, std::string origin = {});
 
   /// The target port groups (ALUA, SPC-5 §5.16) REPORT TARGET PORT GROUPS lists and plan()
   /// enforces: a standby group's nexuses get NOT READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN
@@ -338,10 +370,20 @@ class ScsiDispatcher {
   /// long as this dispatcher lives; a restarted target starts without that state. Thread-safe.
   void stop_background_operations() noexcept;
 
+  /// Lets this device server's EXTENDED COPY reach the logical units of the other servers of
+  /// `domain` in `tenant` (see CopyDomain). Without it a copy reaches this server's logical units
+  /// only. Call during setup (the target registry does, for every node it holds); calling it again
+  /// with the same domain and tenant changes nothing and is safe while commands run.
+  void join_copy_domain(std::shared_ptr<const CopyDomain> domain, std::string tenant);
+
   struct State;  ///< internal: LUN map, nexus names and per-LU state (scsi/device_state.hpp)
 
  private:
   std::unique_ptr<State> state_;
+
+ public:
+  /// Internal to the SCSI layer (the copy manager reads another server's state through it).
+  [[nodiscard]] const State& internal_state() const noexcept { return *state_; }
 };
 
 }  // namespace iserkit::target
