@@ -7,6 +7,9 @@
 #    (EINVAL, the log names --filter=blocksize); zero() leaves zeroes in the LUN file;
 #  - the stats filter counted the writes and the flush;
 #  - a read-only LUN is advertised read-only and a write is refused (EPERM/EROFS);
+#  - CHAP from chap-file= and LIBISCSI_CHAP_*; a wrong secret says so without showing it; a
+#    chap-file others can read is refused;
+#  - the cache, retry and log filters stack on the plugin;
 #  - an unknown target names the target and what discovery lists; a bad URL fails at start-up.
 # Usage: nbdkit_plugin_test.sh PLUGIN.so   (ISERKIT_BIN = the build's bin directory)
 set -euo pipefail
@@ -48,13 +51,28 @@ serve() {
   cat "$W/$name.port"
 }
 P=$(serve rw --iqn "$IQN" --lun "$W/lun.img")
+SECURE=iqn.2026-11.org.iserkit:nbdkit-chap
+umask 077
+echo alice-secret-1234 >"$W/alice.secret"
+printf 'username = alice\nsecret = "alice-secret-1234"\n' >"$W/alice.chap"
+printf 'username = alice\nsecret = wrong-secret-0000\n' >"$W/wrong.chap"
+cat >"$W/chap.toml" <<TOML
+[[targets]]
+iqn = "$SECURE"
+luns = ["mem:4M"]
+chap_users = [{ user = "alice", secret_file = "alice.secret" }]
+TOML
+PCHAP=$(serve chap --config "$W/chap.toml")
 PRO=$(serve ro --iqn "$RO" --lun "$W/ro.img" --read-only)
 
-# plugin NAME URL [nbdkit options...]: nbdkit in the foreground on $W/NAME.sock with the stats
-# filter; sets $uri.
+# plugin NAME URL [--nbdkit-option...] [key=value...]: nbdkit in the foreground on $W/NAME.sock
+# with the stats filter; --options go before the plugin, key=value parameters after it; sets $uri.
 plugin() {
   local name=$1 url=$2; shift 2
-  nbdkit -f -U "$W/$name.sock" --filter=stats "$@" "$PLUGIN" url="$url" statsfile="$W/$name.stats" \
+  local options=() params=()
+  for a in "$@"; do if [[ $a == --* ]]; then options+=("$a"); else params+=("$a"); fi; done
+  nbdkit -f -U "$W/$name.sock" --filter=stats "${options[@]}" "$PLUGIN" url="$url" statsfile="$W/$name.stats" \
+    "${params[@]}" \
     >"$W/nbdkit-$name.log" 2>&1 &
   started+=($!)
   eval "pid_$name=$!"
@@ -133,6 +151,26 @@ grep -q "iqn.2026-11.org.iserkit:nope" "$W/nbdkit-unknown.log" || fail "the erro
 grep -q "unknown at portal" "$W/nbdkit-unknown.log" || fail "the error does not say the target is unknown"
 grep -q "$IQN" "$W/nbdkit-unknown.log" || fail "the error does not list the portal's targets"
 grep "unknown at portal" "$W/nbdkit-unknown.log" | head -n 1 | sed 's/^/  /'
+
+echo "== CHAP from chap-file= and from libiscsi's variables, a wrong secret in words"
+plugin chapfile "iscsi://127.0.0.1:$PCHAP/$SECURE/0" chap-file="$W/alice.chap"
+[[ $(nbdinfo --size "$uri") == $((4 << 20)) ]] || fail "CHAP with chap-file= did not log in"
+LIBISCSI_CHAP_USERNAME=alice LIBISCSI_CHAP_PASSWORD=alice-secret-1234 plugin chapenv "iscsi://127.0.0.1:$PCHAP/$SECURE/0"
+[[ $(nbdinfo --size "$uri") == $((4 << 20)) ]] || fail "CHAP from LIBISCSI_CHAP_* did not log in"
+plugin chapwrong "iscsi://127.0.0.1:$PCHAP/$SECURE/0" chap-file="$W/wrong.chap"
+if nbdinfo --size "$uri" >/dev/null 2>&1; then fail "a wrong CHAP secret logged in"; fi
+grep -qi "chap" "$W/nbdkit-chapwrong.log" || fail "the wrong-secret error does not mention CHAP"
+grep -qi "wrong-secret" "$W/nbdkit-chapwrong.log" && fail "the log shows the secret"
+grep -i "chap" "$W/nbdkit-chapwrong.log" | head -n 1 | sed 's/^/  /'
+chmod 644 "$W/alice.chap"
+if nbdkit -f -U "$W/open.sock" "$PLUGIN" url="iscsi://127.0.0.1:$PCHAP/$SECURE/0" chap-file="$W/alice.chap" \
+  >"$W/open.log" 2>&1; then fail "a chap-file readable by others was accepted"; fi
+grep -q "chmod" "$W/open.log" || fail "the open chap-file message does not say what to do"
+
+echo "== filters stack on the plugin (cache, retry, log)"
+plugin filters "iscsi://127.0.0.1:$P/$IQN/0" --filter=cache --filter=retry --filter=log logfile="$W/filters.txt"
+nbdcopy "$uri" - | cmp - "$W/lun.img" || fail "reading through cache+retry+log differs from the LUN file"
+grep -q "Read" "$W/filters.txt" || fail "the log filter logged no reads"
 
 echo "== a bad URL fails at start-up"
 if nbdkit -f -U "$W/bad.sock" "$PLUGIN" url=iscsi://127.0.0.1/ >"$W/bad.log" 2>&1; then fail "a URL without target was accepted"; fi
