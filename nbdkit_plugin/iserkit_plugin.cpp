@@ -26,6 +26,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <new>
 #include <optional>
@@ -46,7 +47,8 @@ namespace {
 
 namespace initiator = iserkit::initiator;
 
-/// What config() and config_complete() gathered; read-only once nbdkit calls open().
+/// What config() and config_complete() gathered; read-only once nbdkit calls open(). A global
+/// because nbdkit's config callbacks carry no context (the only global state in the plugin).
 struct Config {
   std::optional<std::string> url_text;
   std::optional<std::string> chap_file;
