@@ -22,6 +22,7 @@ packages=(
   libgnutls28-dev         # GnuTLS: iserkit-nbd --tls (NBD_OPT_STARTTLS with X.509 or PSK), the TLS library of qemu-nbd, nbdkit and libnbd
   prometheus-cpp-dev      # Prometheus client (pull exposer over civetweb): iserkit-nbd --metrics HOST:PORT
   nlohmann-json3-dev      # header-only JSON: `iserkit --json` documents and the daemons' --status-socket answers
+  nbdkit-plugin-dev       # nbdkit-plugin.h: nbdkit-iserkit-plugin.so (nbdkit_plugin/; skipped with a message when absent)
   libgtest-dev libgmock-dev
   clang-14                # clang++-14: the libFuzzer targets (tests/fuzz; GCC has no -fsanitize=fuzzer)
   libclang-rt-14-dev      # clang 14's compiler-rt: the libFuzzer runtime (libclang_rt.fuzzer) and ASan/UBSan
@@ -42,7 +43,7 @@ packages=(
   fuse3 e2fsprogs util-linux kmod nbd-client
   systemd                 # systemd-analyze verify of packaging/systemd/*, systemd-socket-activate for iserkit-nbd socket activation tests
   fio                     # FUSE view tests: psync/io_uring jobs with crc32c verification; benchmarks (nbd, io_uring engines)
-  nbdkit                  # benchmarks: the NBD ceiling (memory plugin, no iSCSI) for scripts/bench.sh
+  nbdkit                  # benchmarks: the NBD ceiling (memory plugin, no iSCSI) for scripts/bench.sh; runs nbdkit-iserkit-plugin in its test
   ceph-mon ceph-osd ceph-common   # RBD backend tests: a throwaway one-monitor, one-OSD cluster on loopback (tests/support/ceph_cluster.sh)
   uuid-runtime            # uuidgen, for that cluster's fsid and OSD id
   iperf3                  # benchmarks: raw loopback TCP throughput ceiling for scripts/bench.sh
