@@ -71,3 +71,39 @@ def fio_job(stdout):
     """The first job of fio's --output-format=json report (fio's nbd engine prints a line before
     the JSON, so parsing starts at the first '{')."""
     return json.loads(stdout[stdout.index("{"):])["jobs"][0]
+
+
+def fio_nbd_run(fio, socket_path, workload, seconds, size):
+    """One time-based fio run of WORKLOADS[workload] through fio's nbd engine on the Unix socket
+    `socket_path`; returns the requests it did. Raises RuntimeError when fio fails or did none."""
+    _, rw, bs, qd = WORKLOADS[workload]
+    argv = [fio, "--name=a", "--ioengine=nbd", f"--uri=nbd+unix:///?socket={socket_path}", f"--rw={rw}",
+            f"--bs={bs}", f"--iodepth={qd}", f"--size={size}", "--time_based",
+            f"--runtime={seconds}", "--norandommap", "--randrepeat=0", "--output-format=json"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"fio failed ({out.returncode}): {out.stderr.strip()}")
+    job = fio_job(out.stdout)
+    done = job["read"]["total_ios"] + job["write"]["total_ios"]
+    if job.get("error", 0) != 0 or done == 0:
+        raise RuntimeError(f"fio: error {job.get('error')} after {done} requests")
+    return done
+
+
+CHAIN_IQN = "iqn.2026-11.org.iserkit:target"
+
+
+def start_chain(bin_dir, run, backing, spawn):
+    """iserkit-target serving `backing` on 127.0.0.1 (TCP only) and iserkit-nbd in front of it on
+    the Unix socket run/nbd.sock, each started by spawn(name, argv) -> Popen (which adds its own
+    environment and logs). Returns (target, bridge, socket path) once both are ready."""
+    port_file = os.path.join(run, "target.port")
+    sock = os.path.join(run, "nbd.sock")
+    target = spawn("target", [os.path.join(bin_dir, "iserkit-target"), "--lun", backing, "--listen",
+                              "127.0.0.1:0", "--port-file", port_file, "--log-level", "warn", "--no-iser"])
+    require_within(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 10, "target port", [target])
+    port = int(open(port_file).read().strip())
+    bridge = spawn("bridge", [os.path.join(bin_dir, "iserkit-nbd"), f"iscsi://127.0.0.1:{port}/{CHAIN_IQN}/0",
+                              "--socket", sock, "--log-level", "warn"])
+    require_within(lambda: os.path.exists(sock), 10, "bridge socket", [bridge])
+    return target, bridge, sock

@@ -22,9 +22,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import MIB, WORKLOADS, fio_job, require_within, stop_processes  # noqa: E402  (tests/bench)
+from benchlib import MIB, WORKLOADS, fio_nbd_run, require_within, start_chain, stop_processes  # noqa: E402  (tests/bench)
 
-IQN = "iqn.2026-11.org.iserkit:target"
 PROCESSES = ("target", "bridge")
 
 
@@ -55,19 +54,6 @@ class Counter:
         return {k: int(v) for k, v in fields.items()}
 
 
-def fio_run(fio, socket_path, workload, seconds, size):
-    _, rw, bs, qd = WORKLOADS[workload]
-    argv = [fio, "--name=a", "--ioengine=nbd", f"--uri=nbd+unix:///?socket={socket_path}", f"--rw={rw}",
-            f"--bs={bs}", f"--iodepth={qd}", f"--size={size}", "--time_based",
-            f"--runtime={seconds}", "--norandommap", "--randrepeat=0", "--output-format=json"]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        raise RuntimeError(f"fio failed ({out.returncode}): {out.stderr.strip()}")
-    job = fio_job(out.stdout)
-    done = job["read"]["total_ios"] + job["write"]["total_ios"]
-    if job.get("error", 0) != 0 or done == 0:
-        raise RuntimeError(f"fio: error {job.get('error')} after {done} requests")
-    return done
 
 
 def main():
@@ -109,8 +95,6 @@ def main():
             for _ in range(args.size_mib):
                 f.write(chunk)
         counters = {p: Counter(os.path.join(run, f"{p}.alloc")) for p in PROCESSES}
-        port_file = os.path.join(run, "target.port")
-        sock = os.path.join(run, "nbd.sock")
 
         def spawn(name, argv):
             env = dict(os.environ, LD_PRELOAD=args.counter, ISERKIT_ALLOC_COUNTER=counters[name].path)
@@ -120,13 +104,7 @@ def main():
             counters[name].proc = p
             return p
 
-        target = spawn("target", [os.path.join(args.bin, "iserkit-target"), "--lun", backing, "--listen",
-                                  "127.0.0.1:0", "--port-file", port_file, "--log-level", "warn", "--no-iser"])
-        require_within(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 10, "target port", [target])
-        port = int(open(port_file).read().strip())
-        bridge = spawn("bridge", [os.path.join(args.bin, "iserkit-nbd"), f"iscsi://127.0.0.1:{port}/{IQN}/0",
-                                  "--socket", sock, "--log-level", "warn"])
-        require_within(lambda: os.path.exists(sock), 10, "bridge socket", [bridge])
+        target, bridge, sock = start_chain(args.bin, run, backing, spawn)
 
         results = {}
         failed = []
@@ -134,9 +112,9 @@ def main():
               f" {'target B/req':>13} {'bridge B/req':>13}")
         for w in workloads:
             label = WORKLOADS[w][0]
-            fio_run(fio, sock, w, args.warmup, args.size_mib * MIB)  # warm-up: pools, free lists, frames
+            fio_nbd_run(fio, sock, w, args.warmup, args.size_mib * MIB)  # warm-up: pools, free lists, frames
             before = {p: counters[p].snapshot() for p in PROCESSES}
-            done = fio_run(fio, sock, w, args.runtime, args.size_mib * MIB)
+            done = fio_nbd_run(fio, sock, w, args.runtime, args.size_mib * MIB)
             after = {p: counters[p].snapshot() for p in PROCESSES}
             row = {"label": label, "requests": done}
             for p in PROCESSES:

@@ -20,9 +20,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import MIB, WORKLOADS, fio_job, require_within, stop_processes  # noqa: E402  (tests/bench)
+from benchlib import MIB, WORKLOADS, fio_nbd_run, start_chain, stop_processes  # noqa: E402  (tests/bench)
 
-IQN = "iqn.2026-11.org.iserkit:target"
 PROCESSES = ("target", "bridge")
 
 
@@ -31,19 +30,6 @@ def skip(reason):
     sys.exit(77)
 
 
-def fio_run(fio, socket_path, workload, seconds, size):
-    _, rw, bs, qd = WORKLOADS[workload]
-    argv = [fio, "--name=a", "--ioengine=nbd", f"--uri=nbd+unix:///?socket={socket_path}", f"--rw={rw}",
-            f"--bs={bs}", f"--iodepth={qd}", f"--size={size}", "--time_based",
-            f"--runtime={seconds}", "--norandommap", "--randrepeat=0", "--output-format=json"]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        raise RuntimeError(f"fio failed ({out.returncode}): {out.stderr.strip()}")
-    job = fio_job(out.stdout)
-    done = job["read"]["total_ios"] + job["write"]["total_ios"]
-    if job.get("error", 0) != 0 or done == 0:
-        raise RuntimeError(f"fio: error {job.get('error')} after {done} requests")
-    return done
 
 
 def parse_summary(path):
@@ -70,7 +56,7 @@ def traced_run(strace, pids, run, fio, sock, workload, seconds, size):
         if p.poll() is not None:
             skip(f"strace cannot attach to the {name}: {p.stderr.read().strip()}")
     try:
-        done = fio_run(fio, sock, workload, seconds, size)
+        done = fio_nbd_run(fio, sock, workload, seconds, size)
     finally:
         for p, _ in tracers.values():
             p.send_signal(signal.SIGINT)
@@ -116,8 +102,6 @@ def main():
         backing = os.path.join(run, "backing.img")
         with open(backing, "wb") as f:
             f.truncate(args.size_mib * MIB)
-        port_file = os.path.join(run, "target.port")
-        sock = os.path.join(run, "nbd.sock")
 
         def spawn(name, argv):
             log = open(os.path.join(run, f"{name}.log"), "w")
@@ -125,20 +109,14 @@ def main():
             procs.append(p)
             return p
 
-        target = spawn("target", [os.path.join(args.bin, "iserkit-target"), "--lun", backing, "--listen",
-                                  "127.0.0.1:0", "--port-file", port_file, "--log-level", "warn", "--no-iser"])
-        require_within(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 10, "target port", [target])
-        port = int(open(port_file).read().strip())
-        bridge = spawn("bridge", [os.path.join(args.bin, "iserkit-nbd"), f"iscsi://127.0.0.1:{port}/{IQN}/0",
-                                  "--socket", sock, "--log-level", "warn"])
-        require_within(lambda: os.path.exists(sock), 10, "bridge socket", [bridge])
+        target, bridge, sock = start_chain(args.bin, run, backing, spawn)
 
         failed = []
         shown = ("recvmsg", "sendmsg", "epoll_wait", "io_uring_enter", "preadv2", "pwritev2")
         print(f"{'workload':28} {'process':7} {'requests':>8} {'total/req':>9}  " + " ".join(f"{s:>14}" for s in shown))
         for w in workloads:
             label = WORKLOADS[w][0]
-            fio_run(fio, sock, w, 1, args.size_mib * MIB)  # warm-up: pools, free lists, frames
+            fio_nbd_run(fio, sock, w, 1, args.size_mib * MIB)  # warm-up: pools, free lists, frames
             done, counts = traced_run(strace, {"target": target.pid, "bridge": bridge.pid}, run, fio, sock, w,
                                       args.runtime, args.size_mib * MIB)
             for p in PROCESSES:

@@ -18,7 +18,11 @@ BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the build bin directory}
 export PATH=/usr/bin:/usr/sbin:/bin:$PATH   # nbdsh needs the system python3 with libnbd's bindings
 skip() { echo "SKIP: $*" >&2; exit 77; }
 for tool in nbdkit nbdinfo nbdcopy nbdsh cmp; do command -v $tool >/dev/null || skip "$tool is not installed"; done
-nbdkit --dump-plugin "$PLUGIN" >/dev/null 2>&1 || skip "nbdkit cannot load $PLUGIN"
+# The test exists only when the plugin was built: a plugin nbdkit cannot load is a failure, not a skip.
+if ! out=$(nbdkit --dump-plugin "$PLUGIN" 2>&1); then
+  echo "FAIL: nbdkit cannot load $PLUGIN: $out" >&2
+  exit 1
+fi
 
 W=$(mktemp -d /tmp/iserkit-nbdkit.XXXXXX)
 started=()   # PIDs this test started (only these are stopped)
