@@ -25,7 +25,7 @@ bool same_target(const ik::Url& a, const ik::Url& b) {
 
 // The copy once both LUNs are open; fills `out` from `stage` copy on.
 Awaitable<void> copy_between(const CopyArguments& args, ik::LunHandle& source, ik::LunHandle& destination,
-                             CopyOutcome& out, const std::function<void(std::uint64_t)>& progress) {
+                             CopyOutcome& out, const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
   const std::uint64_t bs = out.block_size_bytes;
   const std::uint64_t length = out.length_bytes;
   const std::uint64_t src0 = args.source_offset_bytes;
@@ -52,6 +52,7 @@ Awaitable<void> copy_between(const CopyArguments& args, ik::LunHandle& source, i
     co_return;
   }
   out.stage = CopyStage::copy;
+  progress(0, length);
   if (use_xcopy) {
     out.method = "xcopy";
     out.xcopy_command_max_bytes = plan->command.max_command_blocks() * bs;
@@ -73,7 +74,7 @@ Awaitable<void> copy_between(const CopyArguments& args, ik::LunHandle& source, i
       }
       out.copied_bytes += blocks * bs;
       ++out.commands;
-      progress(out.copied_bytes);
+      progress(out.copied_bytes, length);
     }
     if (!use_xcopy) out.xcopy_command_max_bytes = 0;
   }
@@ -99,7 +100,7 @@ Awaitable<void> copy_between(const CopyArguments& args, ik::LunHandle& source, i
       }
       out.copied_bytes += n;
       ++out.commands;
-      progress(out.copied_bytes);
+      progress(out.copied_bytes, length);
     }
   }
   // The copy is on the destination LU; make it durable (SBC-4 §5.27) before reporting success.
@@ -128,7 +129,7 @@ Awaitable<void> finish(std::vector<std::shared_ptr<ik::Session>>& sessions, Copy
 }  // namespace
 
 Awaitable<CopyOutcome> run_copy(asio::any_io_executor ex, CopyArguments args, ik::SessionOptions options,
-                                std::function<void(std::uint64_t)> progress) {
+                                std::function<void(std::uint64_t, std::uint64_t)> progress) {
   CopyOutcome out;
   std::vector<std::shared_ptr<ik::Session>> sessions;
   out.stage = CopyStage::login_source;

@@ -77,9 +77,10 @@ struct CopyOutcome {
   bool one_session = false;  ///< both LUNs were reached through one session
 };
 
-/// Runs the copy on `ex` (both sessions live there). `progress` hears the bytes copied so far
-/// after each command (on `ex`'s thread). Never throws; every failure is in the outcome.
+/// Runs the copy on `ex` (both sessions live there). `progress` hears (bytes copied so far, bytes
+/// to copy): once with 0 when the copy starts, then after each command (on `ex`'s thread). Never
+/// throws; every failure is in the outcome.
 Awaitable<CopyOutcome> run_copy(asio::any_io_executor ex, CopyArguments args, initiator::SessionOptions options,
-                                std::function<void(std::uint64_t)> progress);
+                                std::function<void(std::uint64_t, std::uint64_t)> progress);
 
 }  // namespace iserkit::cli

@@ -35,6 +35,7 @@
 #include "iserkit/common/status_socket.hpp"
 #include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/client.hpp"
+#include "iserkit/initiator/copy.hpp"
 #include "iserkit/initiator/diagnosis.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "iserkit/initiator/lun.hpp"
@@ -610,19 +611,12 @@ int cmd_copy(const Common& c, const std::string& source_text, const std::string&
   const auto start = std::chrono::steady_clock::now();
   iserkit::asio::io_context io;
   std::optional<iserkit::cli::CopyOutcome> outcome;
-  std::optional<iserkit::cli::Progress> progress;
-  auto on_progress = [&](std::uint64_t done) {
-    if (progress) progress->update(done);
+  iserkit::cli::Progress progress("copy", 0, c.progress);
+  auto on_progress = [&](std::uint64_t done, std::uint64_t total) {
+    progress.set_total(total);
+    progress.update(done);
   };
-  // The progress line needs the length, known once the LUNs are open: started at the first update.
-  auto first_update = [&, started = false](std::uint64_t done) mutable {
-    if (!started) {
-      started = true;
-      progress.emplace("copy", outcome ? outcome->length_bytes : 0, c.progress);
-    }
-    on_progress(done);
-  };
-  iserkit::asio::co_spawn(io, iserkit::cli::run_copy(io.get_executor(), args, c.options, first_update),
+  iserkit::asio::co_spawn(io, iserkit::cli::run_copy(io.get_executor(), args, c.options, on_progress),
                           [&](std::exception_ptr e, iserkit::cli::CopyOutcome r) {
                             if (e) std::rethrow_exception(e);
                             outcome = std::move(r);
@@ -631,8 +625,10 @@ int cmd_copy(const Common& c, const std::string& source_text, const std::string&
   if (!outcome) return error("copy", "the copy did not finish", {});
   const auto& o = *outcome;
   const double seconds = seconds_since(start);
+  // EXTENDED COPY and READ go to the source's LU; WRITE and SYNCHRONIZE CACHE to the destination's.
   const bool at_source = o.stage == CopyStage::login_source || o.stage == CopyStage::open_source ||
-                         o.stage == CopyStage::source_range;
+                         o.stage == CopyStage::source_range ||
+                         (o.stage == CopyStage::copy && o.failed_command != "WRITE");
   const ik::Url& url = at_source ? *source : *destination;
   // What moved, for the summary and for a failure: the method, the fallback and the offsets.
   const std::uint64_t src_reached = args.source_offset_bytes + o.copied_bytes;
@@ -664,7 +660,7 @@ int cmd_copy(const Common& c, const std::string& source_text, const std::string&
       std::cerr << "copy: READ + WRITE through this host (EXTENDED COPY not used: " << o.fallback_reason << ")\n";
   };
   if (o.stage != CopyStage::done) {
-    if (progress) progress->abandon();
+    progress.abandon();
     say_method();
     ik::Diagnosis d;
     auto ctx = context(c, url);
@@ -693,10 +689,14 @@ int cmd_copy(const Common& c, const std::string& source_text, const std::string&
         ctx.offset_bytes = src_reached;
         d = diagnose(c, url, o.error, ctx);
         d.what = o.failed_command + " failed: " + d.what;
-        if (o.stage == CopyStage::copy)
-          d.what += " (the copy stopped: every byte before the offsets reached is copied)";
-        else
+        if (o.stage == CopyStage::flush)
           d.what += " (everything was copied but the destination's cache was not flushed)";
+        else if (o.copied_bytes == 0)
+          d.what += " (nothing copied)";
+        else
+          d.what += " (the copy stopped: every byte before the offsets reached is copied)";
+        if (o.failed_command == "EXTENDED COPY" && ik::extended_copy_refused(o.error) && d.next_step.empty())
+          d.next_step = "the target does not copy between these LUNs: copy without --method xcopy (READ + WRITE)";
         kv = reached;
         break;
       default:
@@ -715,7 +715,7 @@ int cmd_copy(const Common& c, const std::string& source_text, const std::string&
     }
     return ik::exit_code(d.exit_status);
   }
-  if (progress) progress->finish();
+  progress.finish();
   say_method();
   if (json_output) print_json(summary);
   return 0;
