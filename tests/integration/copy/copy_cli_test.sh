@@ -3,7 +3,8 @@
 # Process A exports target :one (LUNs 0 a.img, 1 b.img) and :two (LUN 0 c.img); process B exports
 # :three (LUN 0 d.img). a.img holds random data; every copy is checked with cmp on the files.
 #  1. a → b (one target, one session): EXTENDED COPY; the initiator's payload bytes on the network
-#     (network_payload_bytes) stay under 64 KiB for 24 MiB copied.
+#     (network_payload_bytes) stay under 64 KiB for 24 MiB copied; --progress always prints the
+#     closing summary on stderr.
 #  2. a → c (two targets of one process, one session each): EXTENDED COPY, at another offset.
 #  3. a → d (another process): the target declines (UNREACHABLE COPY TARGET), so READ + WRITE does
 #     it, saying why; the payload on the network is twice the length.
@@ -63,6 +64,11 @@ net=$(json "$WORK/one.json" network_payload_bytes)
 ((net < 65536)) || fail "EXTENDED COPY moved $net payload bytes over the network"
 grep -q "EXTENDED COPY" "$WORK/one.err" || fail "copy did not say which method it used"
 same "$WORK/A/one/a.img" $((4 * MIB)) "$WORK/A/one/b.img" $((8 * MIB)) $((24 * MIB)) || fail "b.img does not hold the copy"
+
+# Progress on stderr with --progress always: the closing summary with the byte count.
+"$BIN/iserkit" --progress always copy "$A:one/0" "$A:one/1" --length 2M >/dev/null 2>"$WORK/progress.err" ||
+  fail "copy with progress"
+grep -q "copy: 2097152 bytes (2.0 MiB) in" "$WORK/progress.err" || fail "no progress summary: $(cat "$WORK/progress.err")"
 
 # 2. Two targets of one process.
 run two copy "$A:one/0" "$A:two/0" --length 40M --dst-offset 1M
