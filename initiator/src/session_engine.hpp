@@ -73,6 +73,9 @@ enum class TaskState {
   done,                ///< completed (not tracked any more)
 };
 
+/// A SCSI task the target may still answer (its PDU is out, data may still be solicited).
+inline bool active_scsi(TaskState s) noexcept { return s == TaskState::sent || s == TaskState::awaiting_data; }
+
 /// What kind of request a task is.
 enum class TaskKind { scsi, task_management, text, logout, ping };
 
