@@ -51,6 +51,7 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/cli_values.hpp"
 #include "iserkit/common/copy_counter.hpp"
+#include "iserkit/common/host_port.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/common/netns.hpp"
 #include "iserkit/common/service_manager.hpp"
@@ -111,20 +112,12 @@ struct Config {
   std::shared_ptr<const nbd::TlsContext> tls_context;  // loaded before the login
 };
 
-// Splits "host:port", "[v6]:port" or ":port".
+// Splits "host:port", "[v6]:port" or ":port" (any address); the port is required.
 bool split_host_port(const std::string& s, std::string& host, std::uint16_t& port) {
-  const auto colon = s.rfind(':');
-  if (colon == std::string::npos) return false;
-  host = s.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host.empty()) host = "*";
-  try {
-    const int p = std::stoi(s.substr(colon + 1));
-    if (p < 0 || p > 65535) return false;
-    port = static_cast<std::uint16_t>(p);
-  } catch (...) {
-    return false;
-  }
+  auto hp = parse_host_port(s);
+  if (!hp || !hp->port) return false;
+  host = hp->host.empty() ? "*" : hp->host;
+  port = *hp->port;
   return true;
 }
 
@@ -352,7 +345,8 @@ Awaitable<int> run(nbd::EventLoops& event_loops, Config cfg, std::shared_ptr<Bri
     metrics->describe_export(cfg.url.target, lun_index);
     // One decorator per loop; its counters are atomic, so every loop counts into the same metrics.
     for (auto& m : metered) m = metrics->meter(m);
-    std::cout << "metrics on " << cfg.metrics.substr(0, cfg.metrics.rfind(':')) << ":" << metrics->port() << std::endl;
+    std::cout << "metrics on " << format_host_port(parse_host_port(cfg.metrics).value_or(HostPort{}).host, metrics->port())
+              << std::endl;
   }
   const nbd::ServerOptions server_options{.read_only = cfg.read_only, .max_connections = cfg.max_connections,
                                           .single_threaded = true,

@@ -15,6 +15,7 @@
 #include "iserkit/common/cli_values.hpp"
 #include "iserkit/common/command_size_counter.hpp"
 #include "iserkit/common/copy_counter.hpp"
+#include "iserkit/common/host_port.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/iscsi/names.hpp"
 #include "iserkit/metrics/daemon_metrics.hpp"
@@ -351,8 +352,8 @@ int run(int argc, char** argv) {
       std::cerr << "iserkit-target: metrics: " << port.error().message() << " (address=" << *config.metrics << ")\n";
       return 1;
     }
-    const auto colon = config.metrics->rfind(':');
-    std::cout << "metrics on " << config.metrics->substr(0, colon) << ":" << *port << "\n";
+    std::cout << "metrics on " << iserkit::format_host_port(iserkit::parse_host_port(*config.metrics).value_or(iserkit::HostPort{}).host, *port)
+              << "\n";
   }
   std::cout.flush();
   if (args.count("port-file")) {

@@ -10,6 +10,7 @@
 
 #include "iserkit/common/cli_values.hpp"
 #include "iserkit/common/errors.hpp"
+#include "iserkit/common/host_port.hpp"
 #include "iserkit/common/log.hpp"
 
 namespace iserkit::target {
@@ -36,28 +37,10 @@ Result<ListenAddress> parse_listen_address(std::string_view text) {
     out.portal_group = static_cast<std::uint16_t>(*tag);
     text = text.substr(0, comma);
   }
-  std::string_view port;
-  if (text.starts_with('[')) {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos) return fail(errc::invalid_argument);
-    out.host = std::string(text.substr(1, close - 1));
-    auto rest = text.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest[0] != ':') return fail(errc::invalid_argument);
-      port = rest.substr(1);
-    }
-  } else {
-    const auto colon = text.rfind(':');
-    if (colon != std::string_view::npos && text.find(':') != colon) return fail(errc::invalid_argument);  // bare IPv6
-    out.host = std::string(text.substr(0, colon));
-    if (colon != std::string_view::npos) port = text.substr(colon + 1);
-  }
-  if (out.host.empty()) return fail(errc::invalid_argument);
-  if (!port.empty() || text.ends_with(':')) {
-    auto p = parse_u64(port);
-    if (!p || *p > 65535) return fail(errc::invalid_argument);
-    out.port = static_cast<std::uint16_t>(*p);
-  }
+  auto hp = parse_host_port(text);
+  if (!hp || hp->host.empty()) return fail(errc::invalid_argument);
+  out.host = std::move(hp->host);
+  if (hp->port) out.port = *hp->port;
   return out;
 }
 

@@ -300,8 +300,7 @@ void Connection::open_nexus() {
   // ALUA target port group (SPC-5 §7.7.6.5, §7.7.6.6).
   // The origin (the peer's address without its port) lets an EXTENDED COPY reach another target
   // of this process only through a session there from the same address (CopyDomain).
-  std::string origin = peer();
-  if (const auto colon = origin.rfind(':'); colon != std::string::npos) origin.resize(colon);
+  std::string origin = address_of_peer(peer());
   if (origin == "?") origin.clear();  // unknown: never matches
   nexus_ = session_.target->dispatcher->open_nexus(
       std::move(port), TargetPort{.relative_port = options_.portal_group_tag, .group = options_.portal_group_tag},

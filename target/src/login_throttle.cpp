@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "iserkit/common/host_port.hpp"
+
 namespace iserkit::target {
 
 void LoginThrottle::set_options(LoginThrottleOptions options) {
@@ -65,14 +67,9 @@ std::size_t LoginThrottle::size() const {
 }
 
 std::string address_of_peer(std::string_view peer) {
-  if (peer.starts_with('[')) {
-    const auto close = peer.find(']');
-    if (close != std::string_view::npos) return std::string(peer.substr(1, close - 1));
-    return std::string(peer);
-  }
-  const auto colon = peer.rfind(':');
-  if (colon == std::string_view::npos || peer.find(':') != colon) return std::string(peer);
-  return std::string(peer.substr(0, colon));
+  auto hp = parse_host_port(peer);
+  if (!hp || hp->host.empty()) return std::string(peer);
+  return std::move(hp->host);
 }
 
 }  // namespace iserkit::target

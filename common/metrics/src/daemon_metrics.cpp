@@ -1,6 +1,7 @@
 // The daemons' shared metrics endpoint, build info and process metrics (daemon_metrics.hpp).
 #include "iserkit/metrics/daemon_metrics.hpp"
 
+#include "iserkit/common/host_port.hpp"
 #include "iserkit_build_info.h"  // generated at build time (cmake/build_info.cmake)
 
 namespace iserkit::metrics {
@@ -57,10 +58,8 @@ std::vector<MetricFamily> daemon_metric_families(const BuildInfo& build, const R
 std::shared_ptr<prometheus::Collectable> make_daemon_collector() { return std::make_shared<DaemonCollector>(); }
 
 Result<std::unique_ptr<Endpoint>> Endpoint::open(const std::string& host_port, int max_connections) {
-  const auto colon = host_port.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == host_port.size()) return fail(std::errc::invalid_argument);
-  for (std::size_t i = colon + 1; i < host_port.size(); ++i)
-    if (host_port[i] < '0' || host_port[i] > '9') return fail(std::errc::invalid_argument);
+  const auto address = parse_host_port(host_port);
+  if (!address || address->host.empty() || !address->port) return fail(std::errc::invalid_argument);
   std::unique_ptr<Endpoint> endpoint(new Endpoint());
   try {
     // civetweb's num_threads bounds the scrapes served at once; an idle scraper holds one 5 s at most.
