@@ -339,7 +339,9 @@ void plan_token_command(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const std::uint32_t length = load_be32(cdb.data() + 10);
   if (length == 0) return;  // SBC-4 §5.9.1 / §5.56.1: not an error, nothing is done
   const std::size_t header = populate ? populate_header_bytes : write_header_bytes;
-  if (length < header + range_descriptor_bytes || length > header + token_max_range_descriptors * range_descriptor_bytes) {
+  // At most what the 16-bit DATA LENGTH can describe (65537 bytes), so a list of too many
+  // descriptors reaches the parser and gets TOO MANY SEGMENT DESCRIPTORS.
+  if (length < header + range_descriptor_bytes || length > max_token_parameter_list_bytes) {
     // Refused before the Data-Out is asked for: a peer cannot make the target buffer more.
     plan.error = illegal(scsi::asc::parameter_list_length_error);
     return;

@@ -59,6 +59,9 @@ inline constexpr std::uint32_t token_max_inactivity_seconds = 600;
 inline constexpr std::size_t token_max_total = 1024;
 /// ROD tokens one I_T nexus may hold (alive, made by its POPULATE TOKENs).
 inline constexpr std::size_t token_max_per_nexus = 128;
+/// Largest PARAMETER LIST LENGTH of POPULATE TOKEN / WRITE USING TOKEN: what their 16-bit DATA
+/// LENGTH can describe (bytes; the Data-Out buffer a peer can make the target hold per command).
+inline constexpr std::uint32_t max_token_parameter_list_bytes = 0xffff + 2;
 /// RECEIVE ROD TOKEN INFORMATION statuses held per device server; the oldest finished one goes
 /// when a new one needs room.
 inline constexpr std::size_t rod_max_held_statuses = 64;
@@ -247,8 +250,8 @@ void append_block_rod_limits(std::vector<std::byte>& out, std::uint32_t block_si
 void append_rod_token_descriptors(std::vector<std::byte>& out);
 
 /// Phase 1 of POPULATE TOKEN / WRITE USING TOKEN (83h/10h, 11h): PARAMETER LIST LENGTH 0 is
-/// nothing to do; one too short for the header or longer than the header plus
-/// token_max_range_descriptors descriptors is PARAMETER LIST LENGTH ERROR before the Data-Out.
+/// nothing to do; one too short for the header and one descriptor or above
+/// max_token_parameter_list_bytes is PARAMETER LIST LENGTH ERROR before the Data-Out.
 void plan_token_command(CommandPlan& plan, ConstByteSpan cdb) noexcept;
 /// Phase 1 of RECEIVE ROD TOKEN INFORMATION (84h/07h): data-in of the ALLOCATION LENGTH.
 void plan_receive_rod_token_information(CommandPlan& plan, ConstByteSpan cdb) noexcept;

@@ -252,6 +252,35 @@ TEST(TokenParameters, RodTokenInformationEncoding) {
   EXPECT_EQ(load_be32(de.data() + 32 + n), 0u);
 }
 
+TEST(TokenParameters, RodStatusesPerNexusAndListId) {
+  detail::RodStatuses statuses;
+  ASSERT_TRUE(statuses.begin(1, 7, 0x11));
+  // The same list id of the same nexus while it runs: OPERATION IN PROGRESS (begin() refuses).
+  EXPECT_FALSE(statuses.begin(1, 7, 0x11));
+  EXPECT_TRUE(statuses.begin(2, 7, 0x11));  // another nexus
+  auto running = statuses.take(1, 7);
+  ASSERT_TRUE(running);
+  EXPECT_EQ(running->state, detail::RodStatus::State::in_progress);
+  const auto d = detail::encode_rod_token_information(*running);
+  EXPECT_EQ(load_u8(d.data() + 5), 0x10);  // in progress, foreground
+  EXPECT_NE(load_be32(d.data() + 8), 0u);   // ESTIMATED STATUS UPDATE DELAY
+  EXPECT_TRUE(statuses.take(1, 7));         // an unfinished status stays
+  detail::RodStatus done;
+  done.state = detail::RodStatus::State::completed;
+  statuses.update(1, 7, done);
+  EXPECT_TRUE(statuses.take(1, 7));
+  EXPECT_FALSE(statuses.take(1, 7));  // handed out once
+  // Bounded: the oldest finished status goes first.
+  for (std::uint32_t i = 0; i < detail::rod_max_held_statuses + 10; ++i) {
+    ASSERT_TRUE(statuses.begin(3, 100 + i, 0x10));
+    statuses.update(3, 100 + i, done);
+  }
+  EXPECT_FALSE(statuses.take(3, 100));
+  EXPECT_TRUE(statuses.take(3, 100 + detail::rod_max_held_statuses + 9));
+  statuses.forget(2);
+  EXPECT_FALSE(statuses.take(2, 7));
+}
+
 // --- Through the device server ---
 
 class TokenCopy : public ::testing::Test {
@@ -484,12 +513,16 @@ TEST_F(TokenCopy, PlanAndCommandChecks) {
   // PARAMETER LIST LENGTH: 0 is nothing to do; too short or above the bound before any Data-Out.
   EXPECT_EQ(command(token_cdb(0x10, 1, 0)).outcome.status, Status::good);
   EXPECT_EQ(command(token_cdb(0x11, 1, 0), {}, {}, 1).outcome.status, Status::good);
-  for (auto [sa, length] : {std::pair{0x10u, 31u}, std::pair{0x10u, 16u + 16u * 65u}, std::pair{0x11u, 551u},
-                            std::pair{0x11u, 536u + 16u * 65u}}) {
+  for (auto [sa, length] : {std::pair{0x10u, 31u}, std::pair{0x10u, 65538u}, std::pair{0x11u, 551u},
+                            std::pair{0x11u, 65538u}}) {
     auto r = command(token_cdb(sa, 1, length));
     EXPECT_TRUE(r.plan.rejected());
     expect_sense(r.outcome, SenseKey::illegal_request, scsi::asc::parameter_list_length_error);
   }
+  // 65 range descriptors: TOO MANY SEGMENT DESCRIPTORS (SBC-4 §5.9.2), not a length error.
+  const Ranges many(detail::token_max_range_descriptors + 1, {0, 1});
+  expect_sense(populate(populate_list(many)).outcome, SenseKey::illegal_request, (scsi::AscPair{0x26, 0x08}));
+  expect_sense(write_using(write_list(zero_token(), many)).outcome, SenseKey::illegal_request, (scsi::AscPair{0x26, 0x08}));
   // Out of range sources and destinations.
   auto r = populate(populate_list({{lun_bytes / bs - 1, 2}}));
   expect_sense(r.outcome, SenseKey::illegal_request, scsi::asc::lba_out_of_range);
