@@ -108,7 +108,13 @@ struct UnitState {
   std::optional<std::uint64_t> reserve6_holder;                       ///< nexus id
   PersistentReservations persistent;
   bool software_write_protect = false;  ///< SWP of the control mode page (MODE SELECT)
-  RangeLock ranges;
+  /// The range lock, shared with background copies (WRITE USING TOKEN with IMMED), which may
+  /// outlive the device server; `ranges` names it.
+  std::shared_ptr<RangeLock> range_lock = std::make_shared<RangeLock>();
+  RangeLock& ranges = *range_lock;
+  /// Counts logical unit resets (and the device server's end): a background copy into this LU
+  /// stops when it changed since the copy began (SAM-5 §6.3.3).
+  std::shared_ptr<std::atomic<std::uint32_t>> resets = std::make_shared<std::atomic<std::uint32_t>>(0);
   /// The sanitize state (SBC-4 §4.11; never null): shared with a running sanitize operation,
   /// which outlives a command and a session. Its own mutex; taken after `mutex` when both are.
   std::shared_ptr<SanitizeState> sanitize;

@@ -92,7 +92,10 @@ ScsiDispatcher::~ScsiDispatcher() {
 }
 
 void ScsiDispatcher::stop_background_operations() noexcept {
-  for (auto* u : state_->all_units()) u->sanitize->stop.store(true);
+  for (auto* u : state_->all_units()) {
+    u->sanitize->stop.store(true);
+    u->resets->fetch_add(1);  // background WRITE USING TOKEN copies stop at their next chunk
+  }
 }
 
 Result<void> ScsiDispatcher::add_logical_unit(std::uint16_t lun_index, std::shared_ptr<LogicalUnit> lu) {
@@ -204,8 +207,10 @@ void ScsiDispatcher::task_management(NexusId nexus, scsi::Lun lun, TaskManagemen
   for (auto* u : targets) {
     std::lock_guard g(u->mutex);
     // SAM-5 §6.3.3 (hard reset / logical unit reset): RESERVE(6) reservations are released,
-    // persistent reservations stay; every I_T nexus gets a unit attention.
+    // persistent reservations stay; every I_T nexus gets a unit attention; background copies into
+    // the LU (WRITE USING TOKEN with IMMED) stop.
     u->reserve6_holder.reset();
+    u->resets->fetch_add(1);
     for (auto id : ids) u->add_unit_attention(id, ua);
   }
 }

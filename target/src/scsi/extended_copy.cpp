@@ -316,14 +316,20 @@ void plan_receive_copy_results(CommandPlan& plan, ConstByteSpan cdb) noexcept {
 // The chunk mover (shared with WRITE USING TOKEN, token_copy.cpp)
 // ---------------------------------------------------------------------------------------------
 
+void set_destination(BlockMove& m, UnitState& unit) noexcept {
+  m.destination = &unit.unit->backend();
+  m.destination_ranges = &unit.ranges;
+  m.destination_sanitize = unit.sanitize.get();
+}
+
 Awaitable<std::optional<ScsiOutcome>> move_blocks(const CommandPlan& plan, const BlockMove& m, ByteSpan buffer,
                                                   const MoveHooks& hooks) {
   const std::uint32_t bs = m.block_size_bytes;
   const std::uint64_t chunk_blocks = std::max<std::uint64_t>(1, buffer.size() / bs);
-  BlockBackend& destination = m.destination->unit->backend();
+  BlockBackend& destination = *m.destination;
   for (std::uint64_t done = 0; done < m.blocks;) {
     // SAM-5 §7: an aborted task (ABORT TASK, a reset, the session's end) stops between chunks.
-    if (plan.abort_requested) co_return ScsiOutcome::check_condition(hooks.aborted);
+    if (plan.abort_requested || (hooks.stopped && hooks.stopped())) co_return ScsiOutcome::check_condition(hooks.aborted);
     const std::uint64_t n = std::min(chunk_blocks, m.blocks - done);
     const std::uint64_t first = m.backwards ? m.blocks - done - n : done;
     const ByteSpan data(buffer.data(), n * bs);
@@ -336,9 +342,9 @@ Awaitable<std::optional<ScsiOutcome>> move_blocks(const CommandPlan& plan, const
         if (auto stop = hooks.after_read()) co_return *stop;
     }
     {
-      auto guard = co_await lock_range(m.destination->ranges, m.destination_lba + first, n);
+      auto guard = co_await lock_range(*m.destination_ranges, m.destination_lba + first, n);
       // SBC-4 §4.11: a sanitize that started meanwhile drained the range first: stop.
-      if (auto refused = m.destination->sanitize->refuses(scsi::Opcode::write16)) co_return ScsiOutcome::check_condition(*refused);
+      if (auto refused = m.destination_sanitize->refuses(scsi::Opcode::write16)) co_return ScsiOutcome::check_condition(*refused);
       const std::uint64_t offset = (m.destination_lba + first) * bs;
       auto w = m.source != nullptr ? co_await destination.write(offset, data, Fua::no)
                                    : co_await destination.write_zeroes(offset, n * bs, Fua::no);
@@ -493,7 +499,7 @@ Awaitable<std::optional<ScsiOutcome>> copy_segment(const CommandPlan& plan, cons
   BlockMove move;
   move.source = &r.source->unit->backend();
   move.source_lba = s.source_lba;
-  move.destination = r.destination;
+  set_destination(move, *r.destination);
   move.destination_lba = s.destination_lba;
   move.blocks = s.blocks;
   move.block_size_bytes = r.source->unit->block_size_bytes();

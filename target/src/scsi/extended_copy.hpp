@@ -185,14 +185,22 @@ class CopyManager {
   std::atomic<std::uint32_t> running_{0};
 };
 
-struct UnitState;  // scsi/device_state.hpp
+struct UnitState;      // scsi/device_state.hpp
+class RangeLock;       // scsi/device_state.hpp
+struct SanitizeState;  // scsi/sanitize.hpp
+
+/// Fills the destination fields of `m` from `unit` (its backend, range lock, sanitize state).
+struct BlockMove;
+void set_destination(BlockMove& m, UnitState& unit) noexcept;
 
 /// One run of blocks for move_blocks(): `blocks` blocks of `block_size_bytes` from `source_lba`
 /// of `source` to `destination_lba` of `destination` (both one block size; ranges checked).
 struct BlockMove {
   BlockBackend* source = nullptr;  ///< nullptr: write zeroes (the block device zero ROD token)
   std::uint64_t source_lba = 0;
-  UnitState* destination = nullptr;
+  BlockBackend* destination = nullptr;
+  RangeLock* destination_ranges = nullptr;             ///< the destination LU's range lock
+  const SanitizeState* destination_sanitize = nullptr;  ///< and its sanitize state
   std::uint64_t destination_lba = 0;
   std::uint64_t blocks = 0;
   std::uint32_t block_size_bytes = 0;
@@ -206,13 +214,16 @@ struct MoveHooks {
   std::function<std::optional<ScsiOutcome>()> after_read;
   /// Called after each chunk was written with its block count (progress).
   std::function<void(std::uint64_t)> moved;
+  /// Checked with plan.abort_requested before each chunk (a background copy's stop); may be empty.
+  std::function<bool()> stopped;
 };
 
 /// The copy manager's chunk mover (EXTENDED COPY segments, WRITE USING TOKEN ranges): moves
 /// `m.blocks` in chunks of at most buffer.size() bytes — read from the source's backend (or
 /// nothing for zeroes), then written under the destination's range lock (which cancels the ROD
 /// tokens of those blocks, and waits for COMPARE AND WRITE), checking a sanitize that started
-/// meanwhile; between chunks it stops when plan.abort_requested and yields to the io_context.
+/// meanwhile; between chunks it stops when plan.abort_requested or hooks.stopped() and yields to
+/// the io_context.
 /// Returns nullopt when every block moved, else the outcome to end the command with (a backend
 /// error's sense, SANITIZE IN PROGRESS, hooks.aborted, after_read's).
 Awaitable<std::optional<ScsiOutcome>> move_blocks(const CommandPlan& plan, const BlockMove& m, ByteSpan buffer,

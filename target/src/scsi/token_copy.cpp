@@ -211,6 +211,12 @@ std::size_t TokenStore::size() const {
 // RECEIVE ROD TOKEN INFORMATION
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+bool running(RodStatus::State s) noexcept {
+  return s == RodStatus::State::in_progress || s == RodStatus::State::in_progress_background;
+}
+}  // namespace
+
 std::vector<std::byte> encode_rod_token_information(const RodStatus& status) {
   std::array<std::byte, scsi::max_sense_size_bytes> sense{};
   const std::size_t sense_bytes = status.sense ? scsi::encode_sense(*status.sense, scsi::SenseFormat::fixed, sense) : 0;
@@ -221,7 +227,7 @@ std::vector<std::byte> encode_rod_token_information(const RodStatus& status) {
   store_u8(d.data() + 5, static_cast<std::uint8_t>(status.state)); // COPY OPERATION STATUS
   store_be16(d.data() + 6, 0);                                     // OPERATION COUNTER
   // ESTIMATED STATUS UPDATE DELAY (ms): a copy in progress is worth asking again soon.
-  store_be32(d.data() + 8, status.state == RodStatus::State::in_progress ? 100 : 0);
+  store_be32(d.data() + 8, running(status.state) ? 100 : 0);
   // EXTENDED COPY COMPLETION STATUS: the command's status.
   store_u8(d.data() + 12, status.state == RodStatus::State::completed_with_errors ? 0x02 : 0x00);
   store_u8(d.data() + 13, static_cast<std::uint8_t>(sense_bytes));  // LENGTH OF THE SENSE DATA FIELD
@@ -240,12 +246,11 @@ bool RodStatuses::begin(std::uint64_t nexus, std::uint32_t list_id, std::uint8_t
   std::lock_guard g(mutex_);
   auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.nexus == nexus && h.list_id == list_id; });
   if (it != held_.end()) {
-    if (it->status.state == RodStatus::State::in_progress) return false;
+    if (running(it->status.state)) return false;
     held_.erase(it);
   }
   if (held_.size() >= rod_max_held_statuses) {
-    auto done = std::find_if(held_.begin(), held_.end(),
-                             [](const Held& h) { return h.status.state != RodStatus::State::in_progress; });
+    auto done = std::find_if(held_.begin(), held_.end(), [](const Held& h) { return !running(h.status.state); });
     if (done != held_.end()) held_.erase(done);
     // Otherwise only commands in progress (at most the copies running plus instant POPULATE TOKENs).
   }
@@ -266,7 +271,7 @@ std::optional<RodStatus> RodStatuses::take(std::uint64_t nexus, std::uint32_t li
   auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.nexus == nexus && h.list_id == list_id; });
   if (it == held_.end()) return std::nullopt;
   RodStatus s = it->status;
-  if (s.state != RodStatus::State::in_progress) held_.erase(it);
+  if (!running(s.state)) held_.erase(it);
   return s;
 }
 
@@ -485,13 +490,115 @@ Awaitable<ScsiOutcome> execute_populate_token(const ScsiDispatcher::State& state
   co_return end(ScsiOutcome::good());
 }
 
+namespace {
+
+// Everything one WRITE USING TOKEN copy needs, owned, so that a background copy (IMMED = 1) does
+// not depend on the command, its session or the device server staying alive.
+struct WriteJob {
+  std::shared_ptr<TokenStore> store;
+  std::shared_ptr<RodToken> token;                   // null: the block device zero ROD token
+  std::shared_ptr<const LogicalUnit> source;         // the token's unit (null with the zero token)
+  std::shared_ptr<LogicalUnit> destination;
+  std::shared_ptr<RangeLock> destination_ranges;
+  std::shared_ptr<SanitizeState> destination_sanitize;
+  std::shared_ptr<std::atomic<std::uint32_t>> resets;  // the destination's LU resets
+  std::uint32_t resets_at_start = 0;
+  std::shared_ptr<CopyManager> manager;              // try_start() counted this copy
+  std::shared_ptr<RodStatuses> statuses;
+  std::uint64_t nexus = 0;
+  std::uint32_t list_id = 0;
+  RodStatus status;
+  std::vector<RangeDescriptor> ranges;               // the destination ranges
+  std::uint64_t offset_into_rod = 0;
+  std::uint64_t total_blocks = 0;
+  bool delete_token = false;
+
+  ~WriteJob() {
+    if (token) store->release(token, delete_token);
+    if (manager) manager->finish();
+  }
+  // Records how the copy ended for RECEIVE ROD TOKEN INFORMATION.
+  ScsiOutcome end(ScsiOutcome o) {
+    status.state = o.status == scsi::Status::good ? RodStatus::State::completed : RodStatus::State::completed_with_errors;
+    status.sense = o.sense;
+    statuses->update(nexus, list_id, status);
+    return o;
+  }
+};
+
+// The copy of a WRITE USING TOKEN: the destination ranges in order, from block OFFSET INTO ROD of
+// the ROD (the token's ranges in order), through the chunk mover. `plan` is the command's (its
+// abort flag) in the foreground, nullptr in the background (then only a reset stops it).
+Awaitable<ScsiOutcome> run_write_job(std::shared_ptr<WriteJob> job, const CommandPlan* plan) {
+  static const CommandPlan background_plan;  // abort_requested stays false
+  const CommandPlan& p = plan != nullptr ? *plan : background_plan;
+  const std::uint32_t bs = job->destination->block_size_bytes();
+  std::vector<std::byte> buffer(std::min<std::uint64_t>(std::max<std::uint64_t>(job->total_blocks, 1) * bs, xcopy_chunk_bytes));
+  MoveHooks hooks;
+  hooks.aborted = SenseData::make(SenseKey::copy_aborted, scsi::asc::no_additional_sense);
+  if (job->token) {
+    // SBC-4 §4.28.3: a change vulnerable token that a write cancelled ends the copy.
+    hooks.after_read = [cancelled = job->token->cancelled]() -> std::optional<ScsiOutcome> {
+      if (!cancelled->load()) return std::nullopt;
+      return ScsiOutcome::check_condition(SenseData::make(SenseKey::copy_aborted, token_cancelled));
+    };
+  }
+  hooks.stopped = [resets = job->resets, at = job->resets_at_start] { return resets->load() != at; };
+  hooks.moved = [&job](std::uint64_t n) {
+    job->status.transfer_count_blocks += n;
+    job->statuses->update(job->nexus, job->list_id, job->status);
+  };
+  // Walk the ROD (the token's ranges from OFFSET INTO ROD) along the destination ranges.
+  const std::vector<RangeDescriptor> no_ranges;
+  const auto& rod = job->token ? job->token->ranges : no_ranges;
+  std::size_t source_index = 0;
+  std::uint64_t source_skip = job->offset_into_rod;
+  while (source_index < rod.size() && source_skip >= rod[source_index].blocks) {
+    source_skip -= rod[source_index].blocks;
+    ++source_index;
+  }
+  for (const auto& d : job->ranges) {
+    std::uint64_t done = 0;
+    while (done < d.blocks) {
+      BlockMove move;
+      move.destination = &job->destination->backend();
+      move.destination_ranges = job->destination_ranges.get();
+      move.destination_sanitize = job->destination_sanitize.get();
+      move.destination_lba = d.lba + done;
+      move.block_size_bytes = bs;
+      std::uint64_t n = d.blocks - done;
+      if (job->token) {
+        const auto& s = rod[source_index];
+        n = std::min<std::uint64_t>(n, s.blocks - source_skip);
+        move.source = &job->source->backend();
+        move.source_lba = s.lba + source_skip;
+        // One unit, the destination above an overlapping source: copy from the end.
+        move.backwards = job->source.get() == job->destination.get() && move.destination_lba > move.source_lba &&
+                         move.destination_lba < move.source_lba + n;
+      }
+      move.blocks = n;
+      if (auto failed = co_await move_blocks(p, move, buffer, hooks)) co_return job->end(*failed);
+      done += n;
+      if (job->token) {
+        source_skip += n;
+        if (source_skip == rod[source_index].blocks) {
+          source_skip = 0;
+          ++source_index;
+        }
+      }
+    }
+    ++job->status.segments_processed;
+  }
+  co_return job->end(ScsiOutcome::good());
+}
+
+}  // namespace
+
 Awaitable<ScsiOutcome> execute_write_using_token(const ScsiDispatcher::State& state, NexusId nexus,
                                                  const CommandPlan& plan, ConstByteSpan cdb, ConstByteSpan list) {
   if (list.empty()) co_return ScsiOutcome::good();
   auto params = parse_write_using_token_parameters(list);
   if (!params) co_return ScsiOutcome::check_condition(params.error());
-  // IMMED = 1 asks for status before the copy ends; the copy runs inside the command here.
-  if (params->immed) co_return ScsiOutcome::check_condition(SenseData::invalid_field_in_parameter_list(2));
   if (plan.write_protected) co_return ScsiOutcome::check_condition(write_protected());
   UnitState* destination = nullptr;
   for (auto* u : state.all_units())
@@ -507,102 +614,47 @@ Awaitable<ScsiOutcome> execute_write_using_token(const ScsiDispatcher::State& st
   const bool zero = type == rod_type_block_device_zero;
   if (!zero && type != rod_type_point_in_time_change_vulnerable) co_return ScsiOutcome::check_condition(illegal(unsupported_token_type));
 
-  std::shared_ptr<RodToken> token;
-  std::shared_ptr<const ScsiDispatcher> keep;  // the token's server, alive while its unit is read
-  UnitState* source = nullptr;
+  auto job = std::make_shared<WriteJob>();
+  job->store = state.tokens;
+  job->delete_token = params->delete_token;
   if (!zero) {
     auto found = state.tokens->use(params->token, state.copy_tenant);
     if (!found.token) co_return ScsiOutcome::check_condition(illegal(*found.error));
-    token = found.token;
-    source = reachable_unit(state, *token, keep);
-  }
-  struct Release {
-    TokenStore& store;
-    std::shared_ptr<RodToken> token;
-    bool delete_token;
-    ~Release() {
-      if (token) store.release(token, delete_token);
-    }
-  } release{*state.tokens, token, params->delete_token};
-  if (!zero && source == nullptr) co_return ScsiOutcome::check_condition(illegal(token_unknown));  // its unit went away
-  if (!zero) {
+    job->token = found.token;  // released by ~WriteJob
+    std::shared_ptr<const ScsiDispatcher> keep;
+    // Its unit went away, or no target of this tenant holds it any more: unknown here.
+    if (reachable_unit(state, *job->token, keep) == nullptr) co_return ScsiOutcome::check_condition(illegal(token_unknown));
+    job->source = job->token->unit.lock();
+    if (!job->source) co_return ScsiOutcome::check_condition(illegal(token_unknown));
     // The ROD from OFFSET INTO ROD must cover every destination block, in the unit's block size.
-    if (token->block_size_bytes != bs || params->offset_into_rod > token->blocks || *total > token->blocks - params->offset_into_rod)
+    if (job->token->block_size_bytes != bs || params->offset_into_rod > job->token->blocks ||
+        *total > job->token->blocks - params->offset_into_rod)
       co_return ScsiOutcome::check_condition(SenseData::invalid_field_in_parameter_list(8));
   }
-  const std::uint32_t list_id = load_be32(cdb.data() + 6);
-  RodStatuses& statuses = *state.rod_statuses;
-  if (!statuses.begin(nexus.value, list_id, write_using_token_sa))
+  job->destination = destination->unit;
+  job->destination_ranges = destination->range_lock;
+  job->destination_sanitize = destination->sanitize;
+  job->resets = destination->resets;
+  job->resets_at_start = destination->resets->load();
+  job->ranges = std::move(params->ranges);
+  job->offset_into_rod = params->offset_into_rod;
+  job->total_blocks = *total;
+  job->nexus = nexus.value;
+  job->list_id = load_be32(cdb.data() + 6);
+  job->statuses = state.rod_statuses;
+  job->status.service_action = write_using_token_sa;
+  if (!job->statuses->begin(job->nexus, job->list_id, write_using_token_sa))
     co_return ScsiOutcome::check_condition(illegal(operation_in_progress));
-  RodStatus status;
-  status.service_action = write_using_token_sa;
-  const auto end = [&](ScsiOutcome o) {
-    status.state = o.status == scsi::Status::good ? RodStatus::State::completed : RodStatus::State::completed_with_errors;
-    status.sense = o.sense;
-    statuses.update(nexus.value, list_id, status);
-    return o;
-  };
-  CopyManager& manager = *state.copy_manager;
-  if (!manager.try_start()) co_return end(busy());
-  struct Running {
-    CopyManager& m;
-    ~Running() { m.finish(); }
-  } running{manager};
-
-  std::vector<std::byte> buffer(std::min<std::uint64_t>(std::max<std::uint64_t>(*total, 1) * bs, xcopy_chunk_bytes));
-  MoveHooks hooks;
-  hooks.aborted = SenseData::make(SenseKey::copy_aborted, scsi::asc::no_additional_sense);
-  if (token) {
-    // SBC-4 §4.28.3: a change vulnerable token that a write cancelled ends the copy.
-    hooks.after_read = [cancelled = token->cancelled]() -> std::optional<ScsiOutcome> {
-      if (!cancelled->load()) return std::nullopt;
-      return ScsiOutcome::check_condition(SenseData::make(SenseKey::copy_aborted, token_cancelled));
-    };
-  }
-  hooks.moved = [&](std::uint64_t n) {
-    status.transfer_count_blocks += n;
-    statuses.update(nexus.value, list_id, status);
-  };
-  // Walk the ROD (the token's ranges from OFFSET INTO ROD) along the destination ranges.
-  std::size_t source_index = 0;
-  std::uint64_t source_skip = params->offset_into_rod;
-  if (token) {
-    while (source_index < token->ranges.size() && source_skip >= token->ranges[source_index].blocks) {
-      source_skip -= token->ranges[source_index].blocks;
-      ++source_index;
-    }
-  }
-  for (const auto& d : params->ranges) {
-    std::uint64_t done = 0;
-    while (done < d.blocks) {
-      BlockMove move;
-      move.destination = destination;
-      move.destination_lba = d.lba + done;
-      move.block_size_bytes = bs;
-      std::uint64_t n = d.blocks - done;
-      if (token) {
-        const auto& s = token->ranges[source_index];
-        n = std::min<std::uint64_t>(n, s.blocks - source_skip);
-        move.source = &source->unit->backend();
-        move.source_lba = s.lba + source_skip;
-        // One unit, the destination above an overlapping source: copy from the end.
-        move.backwards = source == destination && move.destination_lba > move.source_lba &&
-                         move.destination_lba < move.source_lba + n;
-      }
-      move.blocks = n;
-      if (auto failed = co_await move_blocks(plan, move, buffer, hooks)) co_return end(*failed);
-      done += n;
-      if (token) {
-        source_skip += n;
-        if (source_skip == token->ranges[source_index].blocks) {
-          source_skip = 0;
-          ++source_index;
-        }
-      }
-    }
-    ++status.segments_processed;
-  }
-  co_return end(ScsiOutcome::good());
+  if (!state.copy_manager->try_start()) co_return job->end(busy());
+  job->manager = state.copy_manager;  // finish() in ~WriteJob
+  if (!params->immed) co_return co_await run_write_job(std::move(job), &plan);
+  // SBC-4 §5.56.1: IMMED = 1: status now, the copy goes on in the background (RECEIVE ROD TOKEN
+  // INFORMATION: in progress, background, then how it ended); a logical unit reset or the target's
+  // end stops it, the command's abort and the session's end do not.
+  job->status.state = RodStatus::State::in_progress_background;
+  job->statuses->update(job->nexus, job->list_id, job->status);
+  asio::co_spawn(co_await asio::this_coro::executor, run_write_job(std::move(job), nullptr), asio::detached);
+  co_return ScsiOutcome::good();
 }
 
 ScsiOutcome execute_receive_rod_token_information(const ScsiDispatcher::State& state, NexusId nexus,

@@ -206,6 +206,7 @@ struct RodStatus {
     completed = 0x01,              ///< COPY OPERATION STATUS 01h: completed without errors
     completed_with_errors = 0x02,  ///< 02h
     in_progress = 0x10,            ///< 10h: in progress, foreground
+    in_progress_background = 0x11, ///< 11h: in progress, background (IMMED = 1)
   };
   std::uint8_t service_action = 0;         ///< RESPONSE TO SERVICE ACTION
   State state = State::in_progress;
@@ -266,8 +267,9 @@ Awaitable<ScsiOutcome> execute_populate_token(const ScsiDispatcher::State& state
                                               const CommandPlan& plan, ConstByteSpan cdb, ConstByteSpan list);
 /// Phase 2 of WRITE USING TOKEN: checks the destination ranges and the token (or the block device
 /// zero ROD token), then writes the destination ranges in order from block OFFSET INTO ROD of the
-/// ROD with the chunk mover. Returns GOOD, or: the parsers' sense; INVALID FIELD IN PARAMETER LIST
-/// (2) for IMMED (not offered: the copy runs in the command); DATA PROTECT / WRITE PROTECTED;
+/// ROD with the chunk mover — inside the command, or with IMMED = 1 in the background after GOOD
+/// (stopped by a logical unit reset; RECEIVE ROD TOKEN INFORMATION reports it). Returns GOOD, or:
+/// the parsers' sense; DATA PROTECT / WRITE PROTECTED;
 /// ILLEGAL REQUEST with INVALID TOKEN OPERATION — INVALID TOKEN LENGTH, UNSUPPORTED TOKEN TYPE,
 /// TOKEN UNKNOWN/EXPIRED/DELETED/CANCELLED; INVALID FIELD IN PARAMETER LIST (8) when the ROD has
 /// fewer blocks past OFFSET INTO ROD than the ranges need or the block sizes differ; COPY ABORTED /

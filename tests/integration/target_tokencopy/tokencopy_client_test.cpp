@@ -7,7 +7,8 @@
 // Writes a pattern into LUN 0, makes a token of two ranges of it, fetches it with RECEIVE ROD
 // TOKEN INFORMATION, writes it into LUN 1 and into the peer target's LUN (another session: no
 // session to the token's target is needed) and reads both back byte for byte; the red tenant and
-// the other process answer TOKEN UNKNOWN; a write to a source block cancels a token (TOKEN
+// the other process answer TOKEN UNKNOWN; a copy with IMMED runs in the background and RECEIVE ROD
+// TOKEN INFORMATION follows it; a write to a source block cancels a token (TOKEN
 // CANCELLED); the block device zero ROD token writes zeroes. tokencopy_test.sh then checks the
 // files themselves.
 #include <gtest/gtest.h>
@@ -34,6 +35,7 @@ constexpr std::uint64_t zero_lba = 5000;         // zeroes over the first 100 co
 constexpr std::uint32_t zero_blocks = 100;
 constexpr std::uint64_t cancel_lba = 50000;      // a token of LUN 0 cancelled by a write
 constexpr std::uint64_t cancel_destination_lba = 30000;
+constexpr std::uint64_t immed_lba = 60000;       // the background copy (IMMED = 1) into b.img
 constexpr scsi::AscPair token_unknown{0x23, 0x04};
 constexpr scsi::AscPair token_cancelled{0x23, 0x08};
 // A vector, not std::array: GCC 12 rejects array locals in coroutine frames ("array used as initializer").
@@ -200,6 +202,27 @@ TEST(TargetTokenCopy, PopulateWriteAcrossTargetsOfATenantOnly) {
     EXPECT_TRUE(i && i->status == scsi::Status::good);
     EXPECT_EQ(load_u8(info.data() + 4) & 0x1f, 0x11);
     EXPECT_EQ(load_be64(info.data() + 16), blocks);  // TRANSFER COUNT in logical blocks
+    // IMMED = 1: GOOD at once, the copy in the background; RECEIVE ROD TOKEN INFORMATION reports
+    // it in progress (11h) until it is done (01h).
+    auto immed = write_list(token, one_range(immed_lba, blocks));
+    store_u8(immed.data() + 2, 0x01);
+    auto y = co_await run(s, lun1, token_cdb(0x11, 6, immed.size()), {}, immed);
+    EXPECT_TRUE(y && y->status == scsi::Status::good) << (y && y->sense ? int(y->sense->asc) : -1);
+    std::uint8_t state = 0x11;
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    for (int i = 0; i < 500 && state == 0x11; ++i) {
+      auto q = co_await run(s, lun1, rrti_cdb(6), info);
+      EXPECT_TRUE(q && q->status == scsi::Status::good);
+      if (!q || q->status != scsi::Status::good) break;
+      state = load_u8(info.data() + 5) & 0x7f;
+      timer.expires_after(std::chrono::milliseconds(10));
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+    EXPECT_EQ(state, 0x01);
+    EXPECT_EQ(load_be64(info.data() + 16), blocks);
+    auto r2 = co_await run(s, lun1, rw16(0x88, immed_lba, blocks), back);
+    EXPECT_TRUE(r2 && r2->status == scsi::Status::good);
+    EXPECT_TRUE(back == data) << "the background copy did not write LUN 1";
   });
   // Another target of the tenant, a session of its own: the token is good there.
   with_session("ISERKIT_TEST_PEER_URL", [&](Session& s) -> Awaitable<void> {

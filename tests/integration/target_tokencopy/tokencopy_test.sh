@@ -4,8 +4,8 @@
 # target :src (LUN 0 a.img, LUN 1 b.img) and the target :peer (c.img), red (127.0.0.3) with :red
 # (d.img), all sparse 64M files (io_uring backend) — and a second iserkit-target process
 # (--export-dir, e.img), then runs tokencopy_client_test.cpp. Afterwards the files themselves are
-# checked: b.img and c.img hold the copied range of a.img (b.img with the zeroed blocks), the
-# cancelled token wrote nothing, d.img and e.img were not written.
+# checked: b.img (twice: once with IMMED) and c.img hold the copied range of a.img (b.img with the
+# zeroed blocks), the cancelled token wrote nothing, d.img and e.img were not written.
 # Usage: tokencopy_test.sh CLIENT_PROGRAM. Exit 77 when iserkit-target is not built.
 set -u
 CLIENT=${1:?client program}
@@ -69,6 +69,7 @@ blocks() { dd if="$1" bs=512 skip="$2" count="$3" status=none; }
 cmp -s <(blocks "$WORK/a.img" 200 4000) <(blocks "$WORK/b.img" 5100 4000) || fail "b.img does not hold the copied range of a.img"
 cmp -s <(blocks "$WORK/b.img" 5000 100) <(head -c $((100 * 512)) /dev/zero) || fail "the zero ROD token did not zero b.img"
 cmp -s <(blocks "$WORK/a.img" 100 4100) <(blocks "$WORK/c.img" 20000 4100) || fail "c.img (the peer target) does not hold the copy"
+cmp -s <(blocks "$WORK/a.img" 100 4100) <(blocks "$WORK/b.img" 60000 4100) || fail "b.img does not hold the background (IMMED) copy"
 [[ -n $(blocks "$WORK/a.img" 100 1 | tr -d '\0') ]] || fail "a.img holds no pattern: the comparison proves nothing"
 cmp -s <(blocks "$WORK/b.img" 30000 16) <(head -c $((16 * 512)) /dev/zero) || fail "the cancelled token wrote b.img"
 for f in "$WORK/d.img" "$WORK/other/vol/e.img"; do

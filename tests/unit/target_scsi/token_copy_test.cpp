@@ -532,14 +532,11 @@ TEST_F(TokenCopy, PlanAndCommandChecks) {
   // Overlapping destination ranges.
   expect_sense(write_using(write_list(t, {{0, 4}, {3, 4}})).outcome, SenseKey::illegal_request,
                scsi::asc::invalid_field_in_parameter_list);
-  // IMMED: POPULATE TOKEN completes at once anyway; WRITE USING TOKEN does not offer it.
+  // IMMED: POPULATE TOKEN completes at once anyway (the token exists when the status goes out).
   ASSERT_EQ(populate(populate_list({{0, 8}}, 0, 0x01), 33).outcome.status, Status::good);
   auto info = command(rrti_cdb(33));
   ASSERT_EQ(info.outcome.status, Status::good);
   EXPECT_EQ(load_u8(info.data_in.data() + 5), 0x01);
-  r = write_using(write_list(t, {{0, 8}}, 0, 0x01));
-  expect_sense(r.outcome, SenseKey::illegal_request, scsi::asc::invalid_field_in_parameter_list);
-  EXPECT_EQ(load_be16(reinterpret_cast<const std::byte*>(r.outcome.sense->sense_key_specific->data() + 1)), 2);
   // RECEIVE ROD TOKEN INFORMATION of a list id never used, or another nexus's.
   expect_sense(command(rrti_cdb(12345)).outcome, SenseKey::illegal_request, scsi::asc::invalid_field_in_cdb);
   ASSERT_EQ(populate(populate_list({{0, 8}}), 44).outcome.status, Status::good);
@@ -575,6 +572,66 @@ TEST_F(TokenCopy, AbortStopsBetweenChunks) {
   hooked[0]->on_read = nullptr;
   EXPECT_NE(outcome.status, Status::good);
   EXPECT_EQ(counting[1]->writes - writes, 2);
+}
+
+// Runs WRITE USING TOKEN with IMMED = 1 on LUN 1 and the io_context until idle (the background
+// copy included); `during` runs before the source's second chunk is read.
+struct BackgroundRun {
+  bool returned_before_second_chunk = false;
+  std::optional<detail::RodStatus> status_during;
+  std::optional<ScsiOutcome> outcome;
+};
+
+TEST_F(TokenCopy, ImmedWritesInTheBackgroundAndReportsProgress) {
+  constexpr std::uint32_t blocks = 8192;  // four 1 MiB chunks
+  write_pattern(0, 0, blocks, 8);
+  const auto before = read(0, 0, blocks);
+  const Token t = make_token({{0, blocks}});
+  const auto run_immed = [&](std::function<void()> during) {
+    BackgroundRun out;
+    const auto list = write_list(t, {{0, blocks}}, 0, 0x01);
+    const auto cdb = token_cdb(0x11, 21, static_cast<std::uint32_t>(list.size()));
+    CommandPlan plan = dispatcher.plan(nexus, Lun::from_index(1), cdb.span());
+    EXPECT_FALSE(plan.rejected());
+    std::vector<std::byte> buffer = list;
+    int reads = 0;
+    hooked[0]->on_read = [&] {
+      if (++reads != 2) return;
+      out.returned_before_second_chunk = out.outcome.has_value();
+      out.status_during = dispatcher.internal_state().rod_statuses->take(nexus.value, 21);
+      if (during) during();
+    };
+    asio::co_spawn(ctx, dispatcher.execute(nexus, Lun::from_index(1), cdb.span(), plan, buffer),
+                   [&](std::exception_ptr, ScsiOutcome o) { out.outcome = o; });
+    ctx.restart();
+    ctx.run();
+    hooked[0]->on_read = nullptr;
+    return out;
+  };
+  auto r = run_immed(nullptr);
+  ASSERT_TRUE(r.outcome);
+  EXPECT_EQ(r.outcome->status, Status::good);
+  EXPECT_TRUE(r.returned_before_second_chunk);  // GOOD went out before the copy was done
+  ASSERT_TRUE(r.status_during);
+  EXPECT_EQ(r.status_during->state, detail::RodStatus::State::in_progress_background);
+  EXPECT_EQ(r.status_during->transfer_count_blocks, 2048u);
+  auto info = command(rrti_cdb(21), {}, {}, 1);
+  ASSERT_EQ(info.outcome.status, Status::good);
+  EXPECT_EQ(load_u8(info.data_in.data() + 5), 0x01);
+  EXPECT_EQ(load_be64(info.data_in.data() + 16), blocks);
+  EXPECT_EQ(read(1, 0, blocks), before);
+  // A logical unit reset stops a background copy into the LU at its next chunk.
+  const int writes = counting[1]->writes;
+  r = run_immed([&] { dispatcher.task_management(other, Lun::from_index(1), TaskManagement::logical_unit_reset); });
+  ASSERT_TRUE(r.outcome);
+  EXPECT_EQ(r.outcome->status, Status::good);
+  EXPECT_EQ(counting[1]->writes - writes, 2);  // the chunk read when the reset came was written, no other
+  (void)command(raw({0x00}), {}, nexus, 1);     // the reset's unit attention
+  info = command(rrti_cdb(21), {}, {}, 1);
+  ASSERT_EQ(info.outcome.status, Status::good);
+  EXPECT_EQ(load_u8(info.data_in.data() + 5), 0x02);  // completed with errors
+  EXPECT_EQ(load_be64(info.data_in.data() + 16), 4096u);
+  EXPECT_EQ(load_u8(info.data_in.data() + 32 + 2) & 0x0f, 0x0a);  // COPY ABORTED
 }
 
 TEST_F(TokenCopy, TableBounds) {
