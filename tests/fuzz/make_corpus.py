@@ -228,13 +228,17 @@ def dispatcher_seeds():
     rrti = bytes([0x84, 0x07]) + (5).to_bytes(4, "big") + bytes(4) + (1024).to_bytes(4, "big") + bytes(2)
     destination = (64).to_bytes(8, "big") + (16).to_bytes(4, "big") + bytes(4)
 
-    def wut_list(token):
-        return struct.pack(">HBB", 536 + len(destination) - 2, 0, 0) + bytes(4) + bytes(8) + token + bytes(6) + \
+    def wut_list(token, flags=0):
+        return struct.pack(">HBB", 536 + len(destination) - 2, flags, 0) + bytes(4) + bytes(8) + token + bytes(6) + \
             struct.pack(">H", len(destination)) + destination
     zero_token = (0xffff0001).to_bytes(4, "big") + bytes(2) + (0x1f8).to_bytes(2, "big") + bytes(504)
     wut = bytes([0x83, 0x11]) + bytes(4) + (6).to_bytes(4, "big") + len(wut_list(bytes(512))).to_bytes(4, "big") + bytes(2)
     write(t, "token_copy", b"\0" + command(tur) + command(pt, data=pt_list) + command(rrti) +
           command(wut, data=wut_list(bytes(512)), splice_token=True) + command(wut, data=wut_list(zero_token)))
+    # The same with IMMED = 1 (a background copy), then its RECEIVE ROD TOKEN INFORMATION (list 6).
+    rrti6 = bytes([0x84, 0x07]) + (6).to_bytes(4, "big") + bytes(4) + (1024).to_bytes(4, "big") + bytes(2)
+    write(t, "token_copy_immed", b"\0" + command(tur) + command(pt, data=pt_list) + command(rrti) +
+          command(wut, data=wut_list(bytes(512), 0x01), splice_token=True) + command(rrti6))
 
 
 def scsi_data_seeds():
