@@ -1,7 +1,7 @@
 // FUSE low-level operations for the iSCSI namespace view: lookup/getattr/readdir over the portal's
 // targets and LUNs, read/write → READ/WRITE, fsync → SYNCHRONIZE CACHE, fallocate → UNMAP / WRITE
-// SAME, lseek SEEK_DATA/SEEK_HOLE and st_blocks → GET LBA STATUS, xattrs from INQUIRY/VPD, the
-// per-target "info" file and the root ".rescan" file.
+// SAME, copy_file_range → EXTENDED COPY (lun_copy.hpp), lseek SEEK_DATA/SEEK_HOLE and st_blocks →
+// GET LBA STATUS, xattrs from INQUIRY/VPD, the per-target "info" file and the root ".rescan" file.
 //
 // NOTES ON THE THREAD MODEL
 //
@@ -51,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "fuse_fs/lun_copy.hpp"
 #include "fuse_fs/lun_io.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/log.hpp"
@@ -592,6 +593,41 @@ void op_fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t off, off_t len, fu
         do_fallocate(ctx(req), req, f->lun, mode, static_cast<std::uint64_t>(off), static_cast<std::uint64_t>(len)));
 }
 
+Awaitable<void> do_copy_file_range(FuseContext& c, fuse_req_t req, std::shared_ptr<LunState> in, std::uint64_t off_in,
+                                   std::shared_ptr<LunState> out, std::uint64_t off_out, std::uint64_t len, bool fua) {
+  auto r = co_await lun_copy(c.view, std::move(in), off_in, std::move(out), off_out, len, fua);
+  if (!r) {
+    // errc::not_supported → EOPNOTSUPP: the kernel copies this request through read/write itself.
+    fuse_reply_err(req, r.error() == make_error_code(errc::not_supported) ? EOPNOTSUPP : fuse_errno(r.error()));
+    co_return;
+  }
+  fuse_reply_write(req, *r);
+}
+
+// copy_file_range(2) between two LUN files: EXTENDED COPY on the target (lun_copy.hpp). Anything
+// else (an info file, flags) gets EOPNOTSUPP or EINVAL, never ENOSYS, which would make the kernel
+// stop asking for the whole mount.
+void op_copy_file_range(fuse_req_t req, fuse_ino_t, off_t off_in, fuse_file_info* fi_in, fuse_ino_t, off_t off_out,
+                        fuse_file_info* fi_out, size_t len, int flags) {
+  auto* in = reinterpret_cast<OpenFile*>(fi_in->fh);
+  auto* out = reinterpret_cast<OpenFile*>(fi_out->fh);
+  if (flags != 0 || off_in < 0 || off_out < 0) {
+    fuse_reply_err(req, EINVAL);  // copy_file_range(2): flags must be 0
+    return;
+  }
+  if (in->kind != NodeKind::lun || out->kind != NodeKind::lun) {
+    fuse_reply_err(req, EOPNOTSUPP);
+    return;
+  }
+  if (ctx(req).options.read_only) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  spawn(ctx(req), req,
+        do_copy_file_range(ctx(req), req, in->lun, static_cast<std::uint64_t>(off_in), out->lun,
+                           static_cast<std::uint64_t>(off_out), len, out->fua));
+}
+
 Awaitable<void> do_lseek(FuseContext& c, fuse_req_t req, std::shared_ptr<LunState> lun, std::uint64_t off,
                          SeekWhence whence) {
   auto r = co_await lun_seek(c.view, std::move(lun), off, whence);
@@ -736,6 +772,7 @@ const fuse_lowlevel_ops& fuse_operations() noexcept {
     o.fsync = op_fsync;
     o.fallocate = op_fallocate;
     o.lseek = op_lseek;
+    o.copy_file_range = op_copy_file_range;
     o.statfs = op_statfs;
     o.getxattr = op_getxattr;
     o.listxattr = op_listxattr;

@@ -49,7 +49,10 @@ Awaitable<boost::system::error_code> Stream::read_exact(ByteSpan out, ReadOption
     if (staged_begin_ == staged_end_) staged_begin_ = staged_end_ = 0;
   }
   if (got == out.size()) {
-    if (options.starts_request) hold_for_burst();
+    if (options.starts_request) {
+      hold_for_burst();
+      empty_guess_.unit();
+    }
     co_return ec;
   }
   // The read-ahead area is empty now.
@@ -59,12 +62,14 @@ Awaitable<boost::system::error_code> Stream::read_exact(ByteSpan out, ReadOption
   }
   ec.clear();
   const std::size_t ahead = std::min(options.read_ahead, staged_.size());
+  // Requests that come one per wake-up (queue depth 1): the own read below would find nothing.
+  bool skip_own_read = options.starts_request && got == 0 && !socket_dry_ && !empty_guess_.worth_reading();
   while (got < out.size()) {
     const std::array<asio::mutable_buffer, 2> parts{asio::buffer(out.data() + got, out.size() - got),
                                                     asio::buffer(staged_.data(), ahead)};
     const std::size_t asked = asio::buffer_size(parts);
     std::size_t n = 0;
-    if (!socket_dry_) {
+    if (!socket_dry_ && !skip_own_read) {
       // The last read filled all it asked for: more is probably there. Read it on this thread.
       n = socket_.read_some(parts, ec);
       if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
@@ -72,10 +77,13 @@ Awaitable<boost::system::error_code> Stream::read_exact(ByteSpan out, ReadOption
         co_return ec;
       }
     }
-    if (socket_dry_ || ec) {
-      // The socket had nothing, or the last read came back short (it emptied the socket): the
-      // burst ends here. Asio's read tries once more and then waits (no epoll_ctl, unlike async_wait).
+    if (socket_dry_ || skip_own_read || ec) {
+      // The socket had nothing, the last read came back short (it emptied the socket), or it is
+      // guessed empty: the burst ends here. Asio's read tries once more and then waits (no
+      // epoll_ctl, unlike async_wait).
       end_burst();
+      skip_own_read = false;
+      if (options.starts_request) empty_guess_.waiting();
       n = co_await socket_.async_read_some(parts, use_awaitable_ec(ec));
       if (ec) co_return ec;
     } else {
@@ -88,6 +96,7 @@ Awaitable<boost::system::error_code> Stream::read_exact(ByteSpan out, ReadOption
       got = out.size();
     }
   }
+  if (options.starts_request) empty_guess_.unit();
   co_return ec;
 }
 

@@ -24,7 +24,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -34,6 +33,7 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/completion.hpp"
+#include "iserkit/common/fifo.hpp"
 #include "nbd_bridge/export.hpp"
 #include "nbd_bridge/handshake.hpp"
 #include "nbd_bridge/stream.hpp"
@@ -152,7 +152,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   ConnectionOptions options_;
   TransmissionParams params_;
   ConnectionStats stats_;
-  std::deque<Reply> queue_;
+  Fifo<Reply> queue_;
   SendPass* pass_ = nullptr;  // ConnectionOptions::batch_sends: the loop's send pass
   std::vector<asio::const_buffer> now_buffers_;  // write_queued_now()'s gather list, kept between calls
   Completion progress_;          // completed whenever a reply is retired or the writer stops

@@ -35,7 +35,9 @@ if [[ ${1:-} == --guard ]]; then
 fi
 
 say "installing what is missing"
-"$ISERKIT_SOURCE/packaging/install-deps.sh"
+sets=(bench)
+for a in "$@"; do if [[ $a == --rbd ]]; then sets+=(rbd); fi; done
+"$ISERKIT_SOURCE/packaging/install-deps.sh" "${sets[@]}"
 
 say "building iserkit-target and iserkit-nbd (RelWithDebInfo)"
 cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -26,7 +26,7 @@ done
 [[ -d $tree ]] || die "no directory $tree to copy"
 
 say "installing what is missing"
-"$ISERKIT_SOURCE/packaging/install-deps.sh"
+"$ISERKIT_SOURCE/packaging/install-deps.sh" demo
 say "building the programs (not the tests: scripts/test.sh builds those)"
 build_programs
 bin=$ISERKIT_BUILD/bin

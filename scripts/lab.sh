@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh"
 ((EUID == 0)) || die "the lab needs root (QEMU exports the host root file system to the VM): sudo $0"
 
 say "installing what is missing"
-"$ISERKIT_SOURCE/packaging/install-deps.sh"
+"$ISERKIT_SOURCE/packaging/install-deps.sh" test lab
 say "building iserkit-target, iserkit-nbd and iserkit"
 if [[ ! -f $ISERKIT_BUILD/build.ninja ]]; then
   cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

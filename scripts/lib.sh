@@ -7,12 +7,27 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ISERKIT_SOURCE} CCACHE_NOHASHDIR=${CCAC
 say() { printf '\033[1m== %s\033[0m\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# ninja_progress NINJA-ARGS...: ninja with a progress line every 10 % of its steps (and its errors)
+# instead of a line per file; on failure ninja runs again on one job with its whole output.
+ninja_progress() {
+  local start=$SECONDS
+  if ninja -j"$(nproc)" "$@" | awk -v start="$start" '
+      /^\[[0-9]+\/[0-9]+\]/ { split(substr($1, 2, length($1) - 2), f, "/")
+                                 p = int(100 * f[1] / f[2])
+                                 if (p >= last + 10 || f[1] == f[2]) { printf "   %3d %% (%d of %d steps)\n", p, f[1], f[2]; last = p; fflush() } }
+      /error:|FAILED:/ { print; fflush() }'; then
+    say "built in $((SECONDS - start)) s"
+  else
+    ninja -j1 "$@"
+  fi
+}
+
 # build_project [extra cmake args...]: configure (once) and build everything into $ISERKIT_BUILD.
 build_project() {
   if [[ ! -f $ISERKIT_BUILD/build.ninja ]]; then
     cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
   fi
-  ninja -C "$ISERKIT_BUILD" -j"$(nproc)" >/dev/null || ninja -C "$ISERKIT_BUILD" -j1
+  ninja_progress -C "$ISERKIT_BUILD"
 }
 
 # build_programs: configure (once) and build only the four programs into $ISERKIT_BUILD/bin
@@ -26,7 +41,7 @@ build_programs() {
   for t in iserkit-target iserkit iserkit-nbd iserkit-fuse; do
     ninja -C "$ISERKIT_BUILD" -t query "$t" >/dev/null 2>&1 && targets+=("$t")
   done
-  ninja -C "$ISERKIT_BUILD" -j"$(nproc)" "${targets[@]}" >/dev/null || ninja -C "$ISERKIT_BUILD" -j1 "${targets[@]}"
+  ninja_progress -C "$ISERKIT_BUILD" "${targets[@]}"
 }
 
 # wait_for_file PATH SECONDS: wait until PATH exists and is non-empty.

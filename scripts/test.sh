@@ -10,7 +10,9 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 say "installing what is missing"
-"$ISERKIT_SOURCE/packaging/install-deps.sh"
+sets=(test)
+if [[ ${LAB:-0} == 1 ]]; then sets+=(lab); fi
+"$ISERKIT_SOURCE/packaging/install-deps.sh" "${sets[@]}"
 
 jobs=$(nproc)
 say "building (warnings are errors)"

@@ -34,7 +34,6 @@
 // filling a buffer, before any caller resumes (completions are posted, never run inline).
 #include "iserkit/initiator/session.hpp"
 
-#include <deque>
 #include <optional>
 #include <span>
 #include <random>
@@ -43,6 +42,7 @@
 
 #include "iserkit/common/completion.hpp"
 #include "iserkit/common/errors.hpp"
+#include "iserkit/common/fifo.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "login_io.hpp"
@@ -101,7 +101,7 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
   std::vector<std::unique_ptr<Started>> started_all;  // every one made (at most the commands in flight)
   std::vector<Started*> started_free;
   std::unordered_map<TaskId, Waiter*> waiters;
-  std::deque<OutgoingPdu> outbox;                     // PDUs in the order they must leave
+  Fifo<OutgoingPdu> outbox;                           // PDUs in the order they must leave
   Event outbox_ready;                                  // the sender has work (or the session ended)
   std::vector<datamover::PduOut> send_pdus;           // send_outbox()'s batch (capacity kept)
   bool sender_busy = false;                            // send_outbox() runs (one sender at a time)

@@ -1,4 +1,4 @@
-// The `iserkit` command line tool: discover, inquiry, readcap, luns, read, write over the
+// The `iserkit` command line tool: discover, inquiry, readcap, luns, read, write, copy over the
 // initiator's public API (BlockingClient). Layer 6: exceptions (cxxopts) and blocking calls are
 // allowed here. Errors: "<operation>: <what happened>: <next step>: key=value" on stderr, worded by
 // initiator/diagnosis.hpp (shared with iserkit-nbd and iserkit-fuse), and its exit status: 0 success,
@@ -35,12 +35,14 @@
 #include "iserkit/common/status_socket.hpp"
 #include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/client.hpp"
+#include "iserkit/initiator/copy.hpp"
 #include "iserkit/initiator/diagnosis.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "iserkit/initiator/lun.hpp"
 #include "iserkit/initiator/option_values.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "cli_json.hpp"
+#include "copy_command.hpp"
 #include "progress.hpp"
 
 namespace ik = iserkit::initiator;
@@ -576,6 +578,149 @@ int cmd_write(const Common& c, const std::string& text, std::uint64_t offset, co
   return 0;
 }
 
+const char* copy_stage_name(iserkit::cli::CopyStage stage) {
+  using iserkit::cli::CopyStage;
+  switch (stage) {
+    case CopyStage::login_source: return "login-source";
+    case CopyStage::open_source: return "open-source";
+    case CopyStage::login_destination: return "login-destination";
+    case CopyStage::open_destination: return "open-destination";
+    case CopyStage::source_range: return "source-range";
+    case CopyStage::destination_range: return "destination-range";
+    case CopyStage::unusable_xcopy: return "xcopy-unusable";
+    case CopyStage::copy: return "copy";
+    case CopyStage::flush: return "flush";
+    case CopyStage::done: return "done";
+  }
+  return "unknown";
+}
+
+// `iserkit copy SRC DST`: copy_command.hpp does the copy; this reports it. Exit status as every
+// command (0 copied, 2 usage, 3 gave up, 4 unreachable, 5 login, 6 the LUN refused, 1 other); a
+// failure after the copy started names the offsets reached (every byte before them is copied).
+int cmd_copy(const Common& c, const std::string& source_text, const std::string& destination_text,
+             iserkit::cli::CopyArguments args) {
+  using iserkit::cli::CopyStage;
+  int rc = 0;
+  auto source = url_for("copy", source_text, true, rc);
+  if (!source) return rc;
+  auto destination = url_for("copy", destination_text, true, rc);
+  if (!destination) return rc;
+  args.source = *source;
+  args.destination = *destination;
+  const auto start = std::chrono::steady_clock::now();
+  iserkit::asio::io_context io;
+  std::optional<iserkit::cli::CopyOutcome> outcome;
+  iserkit::cli::Progress progress("copy", 0, c.progress);
+  auto on_progress = [&](std::uint64_t done, std::uint64_t total) {
+    progress.set_total(total);
+    progress.update(done);
+  };
+  iserkit::asio::co_spawn(io, iserkit::cli::run_copy(io.get_executor(), args, c.options, on_progress),
+                          [&](std::exception_ptr e, iserkit::cli::CopyOutcome r) {
+                            if (e) std::rethrow_exception(e);
+                            outcome = std::move(r);
+                          });
+  io.run();
+  if (!outcome) return error("copy", "the copy did not finish", {});
+  const auto& o = *outcome;
+  const double seconds = seconds_since(start);
+  // EXTENDED COPY and READ go to the source's LU; WRITE and SYNCHRONIZE CACHE to the destination's.
+  const bool at_source = o.stage == CopyStage::login_source || o.stage == CopyStage::open_source ||
+                         o.stage == CopyStage::source_range ||
+                         (o.stage == CopyStage::copy && o.failed_command != "WRITE");
+  const ik::Url& url = at_source ? *source : *destination;
+  // What moved, for the summary and for a failure: the method, the fallback and the offsets.
+  const std::uint64_t src_reached = args.source_offset_bytes + o.copied_bytes;
+  const std::uint64_t dst_reached = args.destination_offset_bytes + o.copied_bytes;
+  Json summary = {{"operation", "copy"},
+                  {"method", o.method.empty() ? Json(nullptr) : Json(o.method)},
+                  {"fallback_reason", o.fallback_reason.empty() ? Json(nullptr) : Json(o.fallback_reason)},
+                  {"source", ik::format_url(*source)},
+                  {"destination", ik::format_url(*destination)},
+                  {"source_offset_bytes", args.source_offset_bytes},
+                  {"destination_offset_bytes", args.destination_offset_bytes},
+                  {"length_bytes", o.length_bytes},
+                  {"bytes", o.copied_bytes},
+                  {"commands", o.commands},
+                  {"xcopy_command_max_bytes", o.xcopy_command_max_bytes},
+                  {"one_session", o.one_session},
+                  {"network_payload_bytes", o.network_payload_bytes},
+                  {"seconds", seconds},
+                  {"copied_payload_bytes", iserkit::copied_payload_bytes()}};
+  const std::string reached = "method=" + (o.method.empty() ? std::string("none") : o.method) +
+                              " copied_bytes=" + std::to_string(o.copied_bytes) +
+                              " source_offset_reached=" + std::to_string(src_reached) +
+                              " destination_offset_reached=" + std::to_string(dst_reached);
+  // The method is always said (stderr), so a script sees when the offload did not happen.
+  const auto say_method = [&] {
+    if (o.method == "xcopy")
+      std::cerr << "copy: EXTENDED COPY: the target copies, the data does not cross the network\n";
+    else if (o.method == "read-write")
+      std::cerr << "copy: READ + WRITE through this host (EXTENDED COPY not used: " << o.fallback_reason << ")\n";
+  };
+  if (o.stage != CopyStage::done) {
+    progress.abandon();
+    say_method();
+    ik::Diagnosis d;
+    auto ctx = context(c, url);
+    std::string kv;
+    switch (o.stage) {
+      case CopyStage::source_range:
+      case CopyStage::destination_range: {
+        const bool src = o.stage == CopyStage::source_range;
+        ctx.capacity_bytes = src ? o.source_capacity_bytes : o.destination_capacity_bytes;
+        ctx.offset_bytes = src ? args.source_offset_bytes : args.destination_offset_bytes;
+        ctx.length_bytes = o.length_bytes;
+        d = ik::diagnose_past_end(src ? "copy from the source" : "copy to the destination", ctx);
+        d.what += " (nothing copied)";
+        kv = std::string(src ? "source" : "destination") + "_offset=" + std::to_string(*ctx.offset_bytes) +
+             " length=" + std::to_string(o.length_bytes) + " size=" + std::to_string(*ctx.capacity_bytes);
+        break;
+      }
+      case CopyStage::unusable_xcopy:
+        d = {.what = "EXTENDED COPY cannot be used: " + o.fallback_reason + " (nothing copied)",
+             .next_step = "copy without --method xcopy to let READ + WRITE do it",
+             .exit_status = ExitStatus::failure};
+        kv = "method=none";
+        break;
+      case CopyStage::copy:
+      case CopyStage::flush:
+        ctx.offset_bytes = src_reached;
+        d = diagnose(c, url, o.error, ctx);
+        d.what = o.failed_command + " failed: " + d.what;
+        if (o.stage == CopyStage::flush)
+          d.what += " (everything was copied but the destination's cache was not flushed)";
+        else if (o.copied_bytes == 0)
+          d.what += " (nothing copied)";
+        else
+          d.what += " (the copy stopped: every byte before the offsets reached is copied)";
+        if (o.failed_command == "EXTENDED COPY" && ik::extended_copy_refused(o.error) && d.next_step.empty())
+          d.next_step = "the target does not copy between these LUNs: copy without --method xcopy (READ + WRITE)";
+        kv = reached;
+        break;
+      default:
+        d = diagnose(c, url, o.error);
+        kv = "stage=" + std::string(copy_stage_name(o.stage)) + " url=" + ik::format_url(url);
+        break;
+    }
+    std::cerr << "copy: " << d.text() << (kv.empty() ? "" : ": " + kv) << "\n";
+    if (json_output) {
+      summary["stage"] = copy_stage_name(o.stage);
+      summary["source_offset_reached"] = src_reached;
+      summary["destination_offset_reached"] = dst_reached;
+      print_json({{"error", {{"operation", "copy"}, {"message", d.what}, {"next_step", d.next_step}, {"detail", kv},
+                             {"exit_status", ik::exit_code(d.exit_status)}}},
+                  {"copy", std::move(summary)}});
+    }
+    return ik::exit_code(d.exit_status);
+  }
+  progress.finish();
+  say_method();
+  if (json_output) print_json(summary);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -586,7 +731,9 @@ int main(int argc, char** argv) {
                         "  iserkit luns     iscsi://HOST[:PORT]/TARGET   (REPORT LUNS)\n"
                         "  iserkit status   PATH   (a daemon's --status-socket)\n"
                         "  iserkit read     URL [--offset BYTES] [--length BYTES] [-o FILE]\n"
-                        "  iserkit write    URL [--offset BYTES] [-i FILE] [--fua]\n\n"
+                        "  iserkit write    URL [--offset BYTES] [-i FILE] [--fua]\n"
+                        "  iserkit copy     SRC-URL DST-URL [--offset BYTES] [--length BYTES] [--dst-offset BYTES]\n"
+                        "                   [--method auto|xcopy|read-write]   (EXTENDED COPY when the target can)\n\n"
                         "--json prints one JSON document on stdout (field names: initiator/README.md).\n"
                         "Offsets and lengths are in bytes and may be unaligned (edge blocks are read-modify-written).\n"
                         "CHAP without secrets on the command line: --chap-file FILE (mode 0600; lines `username = ...`,\n"
@@ -609,8 +756,11 @@ int main(int argc, char** argv) {
     ("command-timeout", "per-command timeout: seconds, or 500ms, 1.5s, 2m (0 = none)", cxxopts::value<std::string>())
     ("timeout", "deprecated: --command-timeout; a bare number here is still milliseconds (write 500ms or 5s)",
      cxxopts::value<std::string>())
-    ("offset", "byte offset (read/write): bytes, or 4K, 1M, 2G", cxxopts::value<std::string>()->default_value("0"))
-    ("length", "bytes to read (default: to the end): bytes, or 4K, 1M, 2G", cxxopts::value<std::string>())
+    ("offset", "byte offset (read/write; copy: in the source): bytes, or 4K, 1M, 2G", cxxopts::value<std::string>()->default_value("0"))
+    ("dst-offset", "copy: byte offset in the destination: bytes, or 4K, 1M, 2G", cxxopts::value<std::string>()->default_value("0"))
+    ("method", "copy: auto (EXTENDED COPY when the target offers it for both LUNs, else READ + WRITE), xcopy "
+               "(fail rather than READ + WRITE), read-write", cxxopts::value<std::string>()->default_value("auto"))
+    ("length", "bytes to read or copy (default: to the end): bytes, or 4K, 1M, 2G", cxxopts::value<std::string>())
     ("o,output", "output file for read (default stdout)", cxxopts::value<std::string>()->default_value("-"))
     ("i,input", "input file for write (default stdin)", cxxopts::value<std::string>()->default_value("-"))
     ("fua", "write with FUA (otherwise SYNCHRONIZE CACHE at the end)")
@@ -639,10 +789,11 @@ int main(int argc, char** argv) {
     ("iser-stags", "over iSER: how command buffers are exposed to the target: automatic (a memory window per "
                    "command where the device has them, else the whole registered pool), per-command, whole-slab",
      cxxopts::value<std::string>())
-    ("command", "discover|inquiry|readcap|luns|read|write|status", cxxopts::value<std::string>())
-    ("url", "iscsi:// or iser:// URL", cxxopts::value<std::string>());
-  opts.parse_positional({"command", "url"});
-  opts.positional_help("COMMAND URL");
+    ("command", "discover|inquiry|readcap|luns|read|write|copy|status", cxxopts::value<std::string>())
+    ("url", "iscsi:// or iser:// URL", cxxopts::value<std::string>())
+    ("destination-url", "copy: the destination's URL", cxxopts::value<std::string>());
+  opts.parse_positional({"command", "url", "destination-url"});
+  opts.positional_help("COMMAND URL [DST-URL]");
   try {
     auto args = opts.parse(argc, argv);
     if (args.count("help")) {
@@ -743,6 +894,22 @@ int main(int argc, char** argv) {
       return cmd_read(c, url, iserkit::cli::size_option("offset", args["offset"].as<std::string>()), length,
                       args["output"].as<std::string>());
     }
+    if (command == "copy") {
+      if (!args.count("destination-url"))
+        return error("copy", "missing the destination URL", "usage=iserkit copy SRC-URL DST-URL", ExitStatus::usage);
+      iserkit::cli::CopyArguments copy;
+      copy.source_offset_bytes = iserkit::cli::size_option("offset", args["offset"].as<std::string>());
+      copy.destination_offset_bytes = iserkit::cli::size_option("dst-offset", args["dst-offset"].as<std::string>());
+      if (args.count("length")) copy.length_bytes = iserkit::cli::size_option("length", args["length"].as<std::string>());
+      using iserkit::cli::CopyMethod;
+      copy.method = iserkit::cli::enum_option<CopyMethod>(
+          "method", args["method"].as<std::string>(),
+          {{"auto", CopyMethod::automatic}, {"xcopy", CopyMethod::xcopy}, {"read-write", CopyMethod::read_write}});
+      return cmd_copy(c, url, args["destination-url"].as<std::string>(), copy);
+    }
+    if (args.count("destination-url"))
+      return error(command, "unexpected second URL", "url=" + redact(args["destination-url"].as<std::string>()),
+                   ExitStatus::usage);
     if (command == "write")
       return cmd_write(c, url, iserkit::cli::size_option("offset", args["offset"].as<std::string>()),
                        args["input"].as<std::string>(), args.count("fua") > 0);

@@ -51,6 +51,9 @@ class Progress {
   Progress(std::string operation, std::uint64_t total_bytes, bool enabled)
       : operation_(std::move(operation)), total_(total_bytes), enabled_(enabled) {}
 
+  /// Sets the total once it is known (`iserkit copy` learns it after logging in).
+  void set_total(std::uint64_t total_bytes) noexcept { total_ = total_bytes; }
+
   /// Reports `done_bytes` transferred so far; redraws at most every 250 ms.
   void update(std::uint64_t done_bytes) {
     done_ = done_bytes;

@@ -19,13 +19,13 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <deque>
 #include <map>
 #include <unordered_map>
 #include <vector>
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/completion.hpp"
+#include "iserkit/common/fifo.hpp"
 #include "iserkit/datamover/datamover.hpp"
 #include "iserkit/target/config.hpp"
 #include "cmd_sn_window.hpp"
@@ -189,7 +189,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   LoginResult session_;
   iscsi::OperationalParameters params_;
   std::unique_ptr<SessionEngine> engine_;
-  std::deque<EngineAction> ordered_;  // for writer(), in order
+  Fifo<EngineAction> ordered_;        // for writer(), in order
   std::vector<ReleaseBudget> releases_after_send_;  // writer(): those its joined batch passed over
   SendPass* pass_ = nullptr;          // the loop's send pass (full-feature phase)
   Event ordered_ready_;               // ordered_ got work (or the writer must stop)

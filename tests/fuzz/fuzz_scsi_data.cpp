@@ -1,7 +1,8 @@
 // Fuzz target: what the initiator decodes from a target's SCSI data: sense data, fixed and
 // descriptor format (common/…/scsi/sense.hpp, SPC-5 §4.4), standard INQUIRY data and VPD pages
 // 0x00/0x80/0x83/0xb0/0xb1/0xb2 (scsi/inquiry.hpp, SPC-5 §6.6, §7.7, SBC-4 §6.6), READ CAPACITY
-// (10)/(16) data (SBC-4 §5.20, §5.21) and REPORT LUNS data (SPC-5 §6.33). Input: the data.
+// (10)/(16) data (SBC-4 §5.20, §5.21), REPORT LUNS data (SPC-5 §6.33) and the Third-party Copy VPD
+// page 0x8f (SPC-4 §7.8.17, scsi/third_party_copy.hpp). Input: the data.
 // Invariants: sense survives decode → encode (descriptor format) → decode unchanged and keeps its
 // key/ASC/ASCQ in fixed format; encoders of the decoded VPD pages, capacities and LUN lists give
 // back values that decode equal; LUN lists are no longer than the data allows.
@@ -11,6 +12,7 @@
 #include "iserkit/scsi/inquiry.hpp"
 #include "iserkit/scsi/lba_status.hpp"
 #include "iserkit/scsi/sense.hpp"
+#include "iserkit/scsi/third_party_copy.hpp"
 
 using namespace iserkit;
 using namespace iserkit::scsi;
@@ -68,6 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
                   encode_block_device_characteristics);
   page_round_trip(data, parse_logical_block_provisioning,
                   encode_logical_block_provisioning);
+  page_round_trip(data, parse_third_party_copy_vpd, encode_third_party_copy_vpd);
 
   (void)parse_read_capacity10(data);
   (void)parse_read_capacity16(data);

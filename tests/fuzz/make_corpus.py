@@ -258,6 +258,13 @@ def scsi_data_seeds():
     write(t, "vpd_serial", bytes([0, 0x80, 0, 6]) + b"SN0001")
     write(t, "vpd_device_id", bytes([0, 0x83, 0, 12, 0x01, 0x03, 0, 8]) + (0x6001405123456789).to_bytes(8, "big"))
     write(t, "vpd_block_limits", bytes([0, 0xb0, 0, 0x3c]) + bytes(0x3c))
+    # VPD 0x8f (SPC-4 §7.8.17): Supported Commands (83h/00h), Parameter Data, Supported
+    # Descriptors (02h, E4h), General Copy Operations.
+    tpc = (bytes([0, 1, 0, 4, 3, 0x83, 1, 0])
+           + bytes([0, 4, 0, 0x1c]) + bytes(4) + struct.pack(">HHI", 8, 16, 1024) + bytes(16)
+           + bytes([0, 8, 0, 4, 2, 2, 0xe4, 0])
+           + bytes([0x80, 1, 0, 0x20]) + bytes(8) + struct.pack(">I", 32 << 20) + bytes([9]) + bytes(19))
+    write(t, "vpd_third_party_copy", bytes([0, 0x8f]) + struct.pack(">H", len(tpc)) + tpc)
     write(t, "vpd_characteristics", bytes([0, 0xb1, 0, 0x3c, 0, 1]) + bytes(0x3a))
     write(t, "vpd_provisioning", bytes([0, 0xb2, 0, 4, 0, 0xe0, 2, 0]))
     write(t, "read_capacity10", (2047).to_bytes(4, "big") + (512).to_bytes(4, "big"))

@@ -319,9 +319,18 @@ struct ReadBuffers {
 
 std::optional<Result<PduIn>> TcpDatamover::poll(DataPlacement* placement) {
   while (true) {
-    if (auto pdu = framer_.next(placement)) return pdu;
-    // The last read filled all it asked for: more is probably there. Read it on this thread.
+    if (auto pdu = framer_.next(placement)) {
+      if (*pdu) {
+        empty_guess_.unit();
+        after_unit_ = true;
+      }
+      return pdu;
+    }
+    // The last read filled all it asked for: more is probably there. Read it on this thread —
+    // unless PDUs come one per wake-up (queue depth 1): then Asio's read finds out alone.
     if (socket_dry_) return std::nullopt;
+    if (after_unit_ && !framer_.has_staged_bytes() && !empty_guess_.worth_reading()) return std::nullopt;
+    after_unit_ = false;
     const ReadBuffers buffers(framer_);
     const std::size_t asked = framer_.want_bytes();
     boost::system::error_code ec;
@@ -363,10 +372,12 @@ Awaitable<Result<PduIn>> TcpDatamover::receive(DataPlacement* placement) {
       if (*pdu) continue_burst();  // its bytes were here without a wait
       co_return std::move(*pdu);
     }
-    // The socket had nothing, or the last read came back short (it emptied the socket): the
-    // burst ends here. Asio's read tries once more and then waits for the socket (no
-    // epoll_ctl, unlike async_wait).
+    // The socket had nothing, the last read came back short (it emptied the socket), or it is
+    // guessed empty: the burst ends here. Asio's read tries once more and then waits for the
+    // socket (no epoll_ctl, unlike async_wait).
     end_burst();
+    empty_guess_.waiting();
+    after_unit_ = false;
     const ReadBuffers buffers(framer_);
     const std::size_t asked = framer_.want_bytes();
     boost::system::error_code ec;

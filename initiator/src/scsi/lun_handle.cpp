@@ -376,6 +376,29 @@ Awaitable<Result<std::vector<std::byte>>> LunHandle::vpd_page(std::uint8_t page_
   co_return buf;
 }
 
+Awaitable<Result<scsi::ThirdPartyCopyLimits>> LunHandle::third_party_copy_limits() {
+  auto page = co_await vpd_page(scsi::vpd::third_party_copy);
+  if (!page) co_return fail(page.error());
+  co_return scsi::parse_third_party_copy_vpd(*page);
+}
+
+Awaitable<Result<void>> LunHandle::extended_copy(std::span<const std::byte> parameter_list,
+                                                 std::chrono::milliseconds timeout) {
+  // The list is control data (about 100 bytes): staged in a pooled buffer like run() stages.
+  BufferPool& pool = channel_->buffer_pool();
+  PooledBuffer staging = pool.allocate(parameter_list.size());
+  std::memcpy(staging.data(), parameter_list.data(), parameter_list.size());
+  const CommandRequest req{.lun = info_.lun,
+                           .cdb = scsi::extended_copy_cdb(static_cast<std::uint32_t>(parameter_list.size())),
+                           .data_in = {},
+                           .data_out = staging.bytes().first(parameter_list.size()),
+                           .attribute = iscsi::TaskAttribute::simple,
+                           .timeout = timeout};
+  auto r = co_await execute_with_retries(*channel_, req);
+  if (!r) co_return fail(r.error());
+  co_return check(*r);
+}
+
 Awaitable<Result<std::vector<std::uint8_t>>> LunHandle::supported_vpd_pages() {
   auto page = co_await vpd_page(scsi::vpd::supported_pages);
   if (!page) co_return fail(page.error());

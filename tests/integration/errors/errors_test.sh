@@ -54,14 +54,14 @@ echo alice-secret-1234 >"$W/alice.secret"
 printf 'username = alice\nsecret = wrong-secret-0000\n' >"$W/wrong.chap"
 head -c 4096 /dev/urandom >"$W/4k.bin"
 
-# serve NAME ARGS...: iserkit-target ARGS on a free loopback port; prints the port.
+# serve NAME ARGS...: iserkit-target ARGS on a free loopback port, its PID in `started` (so not
+# in a $(...) subshell: the cleanup would never see it); its port in $W/NAME.port.
 serve() {
   local name=$1; shift
   "$BIN/iserkit-target" "$@" --listen 127.0.0.1:0 --port-file "$W/$name.port" >"$W/target-$name.log" 2>&1 &
   started+=($!)
   for _ in $(seq 100); do [[ -s $W/$name.port ]] && break; sleep 0.05; done
   [[ -s $W/$name.port ]] || fail "iserkit-target $name did not start"
-  cat "$W/$name.port"
 }
 cat >"$W/rw.toml" <<TOML
 [[targets]]
@@ -72,8 +72,10 @@ iqn = "$SECURE"
 luns = ["mem:16M"]
 chap_users = [{ user = "alice", secret_file = "alice.secret" }]
 TOML
-H=127.0.0.1:$(serve rw --config "$W/rw.toml")
-R=127.0.0.1:$(serve ro --lun mem:16M --iqn "$RO" --read-only)
+serve rw --config "$W/rw.toml"
+serve ro --lun mem:16M --iqn "$RO" --read-only
+H=127.0.0.1:$(cat "$W/rw.port")
+R=127.0.0.1:$(cat "$W/ro.port")
 REFUSED=127.0.0.1:1   # nothing listens on port 1
 
 # expect NAME STATUS TEXT...: the run NAME exited with STATUS and $W/NAME.err holds every TEXT.

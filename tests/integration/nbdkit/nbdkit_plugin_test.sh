@@ -45,16 +45,17 @@ SIZE=$((16 << 20))
 truncate -s $SIZE "$W/lun.img"
 truncate -s $SIZE "$W/ro.img"
 
-# serve NAME ARGS...: iserkit-target ARGS on a free loopback port; prints the port.
+# serve NAME ARGS...: iserkit-target ARGS on a free loopback port, its PID in `started` (so not
+# in a $(...) subshell: the cleanup would never see it); its port in $W/NAME.port.
 serve() {
   local name=$1; shift
   "$BIN/iserkit-target" "$@" --listen 127.0.0.1:0 --port-file "$W/$name.port" >"$W/target-$name.log" 2>&1 &
   started+=($!)
   for _ in $(seq 100); do [[ -s $W/$name.port ]] && break; sleep 0.05; done
   [[ -s $W/$name.port ]] || fail "iserkit-target $name did not start"
-  cat "$W/$name.port"
 }
-P=$(serve rw --iqn "$IQN" --lun "$W/lun.img")
+serve rw --iqn "$IQN" --lun "$W/lun.img"
+P=$(cat "$W/rw.port")
 SECURE=iqn.2026-11.org.iserkit:nbdkit-chap
 umask 077
 echo alice-secret-1234 >"$W/alice.secret"
@@ -66,8 +67,10 @@ iqn = "$SECURE"
 luns = ["mem:4M"]
 chap_users = [{ user = "alice", secret_file = "alice.secret" }]
 TOML
-PCHAP=$(serve chap --config "$W/chap.toml")
-PRO=$(serve ro --iqn "$RO" --lun "$W/ro.img" --read-only)
+serve chap --config "$W/chap.toml"
+serve ro --iqn "$RO" --lun "$W/ro.img" --read-only
+PCHAP=$(cat "$W/chap.port")
+PRO=$(cat "$W/ro.port")
 
 # plugin NAME URL [--nbdkit-option...] [key=value...]: nbdkit in the foreground on $W/NAME.sock
 # with the stats filter; --options go before the plugin, key=value parameters after it; sets $uri.

@@ -1,6 +1,8 @@
 // Completion (one waiter, one shot) and Event (many waiters, resettable) on a real io_context.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <memory>
 #include <utility>
 
 #include "iserkit/common/completion.hpp"
@@ -98,4 +100,93 @@ TEST(Event, SetNowResumesTheWaiterInlineOnItsOwnThreadOnly) {
   run(io);
   EXPECT_EQ(seen_inside, 2);
   EXPECT_EQ(woken, 3);
+}
+
+// The slot a parked handler lives in: small handlers in place, large ones on the heap; either is
+// resumed (posted) or dropped (destroyed without running) exactly once.
+TEST(WaiterSlot, ParksSmallAndLargeHandlersAndResumesOrDropsEachOnce) {
+  asio::io_context io;
+  auto owned = std::make_shared<int>(0);  // each handler holds a reference: dropping must release it
+  int runs = 0;
+  auto small = asio::bind_executor(io, [&runs, owned] { ++runs; });
+  std::array<char, 256> big_payload{};
+  big_payload[255] = 7;
+  auto large = asio::bind_executor(io, [&runs, owned, big_payload] { runs += big_payload[255]; });
+  static_assert(sizeof(large) > detail::WaiterSlot::inline_bytes, "must exercise the heap path");
+
+  detail::WaiterSlot a;
+  detail::WaiterSlot b;
+  a.park(small);
+  b.park(large);
+  EXPECT_TRUE(a.parked_in_place());
+  EXPECT_FALSE(b.parked_in_place());
+  EXPECT_FALSE(a.empty());
+  EXPECT_FALSE(b.empty());
+  EXPECT_EQ(owned.use_count(), 5);  // the two named handlers, the two parked copies, `owned`
+  a.resume(false);
+  b.resume(false);
+  EXPECT_TRUE(a.empty());
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(runs, 0);  // posted, not run inline
+  run(io);
+  EXPECT_EQ(runs, 8);
+  EXPECT_EQ(owned.use_count(), 3);
+
+  a.park(small);
+  b.park(large);
+  a.drop();
+  b.drop();
+  run(io);
+  EXPECT_EQ(runs, 8);
+  EXPECT_EQ(owned.use_count(), 3);
+  {
+    detail::WaiterSlot c;
+    c.park(large);  // destroyed with the slot
+    EXPECT_EQ(owned.use_count(), 4);
+  }
+  EXPECT_EQ(owned.use_count(), 3);
+}
+
+// An Event destroyed with coroutines parked in it (first in place, the others allocated) destroys
+// their frames without resuming them (Asio unwinds a dropped coroutine through its executor).
+TEST(Event, DestroyedWithWaitersDropsThemWithoutResuming) {
+  asio::io_context io;
+  auto alive = std::make_shared<int>(0);
+  int woken = 0;
+  {
+    Event e;
+    auto waiter = [&e, &woken](std::shared_ptr<int> hold) -> Awaitable<void> {
+      co_await e.wait();
+      ++woken;
+      (void)hold;
+    };
+    for (int i = 0; i < 3; ++i) asio::co_spawn(io, waiter(alive), asio::detached);
+    run(io);
+    ASSERT_EQ(e.waiting(), 3u);
+    EXPECT_EQ(alive.use_count(), 4);
+  }
+  run(io);
+  EXPECT_EQ(alive.use_count(), 1);  // the three frames are gone
+  EXPECT_EQ(woken, 0);
+}
+
+// The handler of a coroutine that waits (what Completion and Event park) takes no allocation.
+TEST(WaiterSlot, AParkedCoroutineTakesNoAllocation) {
+  asio::io_context io;
+  detail::WaiterSlot slot;
+  bool resumed = false;
+  asio::co_spawn(
+      io,
+      [&]() -> Awaitable<void> {
+        co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
+            [&](auto handler) { slot.park(std::move(handler)); }, asio::use_awaitable);
+        resumed = true;
+      },
+      asio::detached);
+  run(io);
+  ASSERT_FALSE(slot.empty());
+  EXPECT_TRUE(slot.parked_in_place());
+  slot.resume(false);
+  run(io);
+  EXPECT_TRUE(resumed);
 }

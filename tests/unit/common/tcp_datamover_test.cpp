@@ -534,9 +534,12 @@ TEST(TcpDatamover, LookaheadKeepsFramingAndPlacementUnderAnySegmentation) {
     }, asio::detached);
     io.run_for(std::chrono::seconds(10));
     EXPECT_EQ(received, n) << "digests=" << digests << " at_once=" << at_once;
-    // All of it was there before the receiver started: try_receive() found every one it was asked for.
+    // All of it was there before the receiver started: try_receive() found every one it was asked
+    // for, but for those asked while the first PDUs still looked like queue depth 1 (EmptySocketGuess
+    // skips at most probe_every - 1 own reads before one finds the burst).
     if (at_once) {
-      EXPECT_EQ(polled_pdus, n / 2);
+      EXPECT_GE(polled_pdus, n / 2 - static_cast<int>(EmptySocketGuess::probe_every - 1));
+      EXPECT_LE(polled_pdus, n / 2);
     }
     EXPECT_EQ(at, wire.size());
     // Zero copy: no payload byte went through the lookahead.

@@ -5,33 +5,99 @@
 // wait on), used instead of polling loops: "the send queue has work", "the session ended".
 #pragma once
 
+#include <cstddef>
 #include <memory>
+#include <new>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "iserkit/common/asio.hpp"
 
 namespace iserkit {
 namespace detail {
-/// A parked coroutine's completion handler; resume() posts it to its own executor (never inline).
+/// A parked coroutine's completion handler, type-erased.
 struct WaiterBase {
-  virtual ~WaiterBase() = default;
-  virtual void resume() = 0;
-  /// Resumes on this thread when it runs the waiter's executor (asio::dispatch), else posts.
-  virtual void resume_now() = 0;
+  WaiterBase() = default;
+  WaiterBase(const WaiterBase&) = delete;
+  WaiterBase& operator=(const WaiterBase&) = delete;
+  /// Moves the handler out, destroys this waiter (freeing it when `heap`), then resumes the
+  /// handler: posted to its own executor, or with `now` dispatched (inline when this thread runs
+  /// that executor). The waiter is gone before the handler can run, so the resumed coroutine may
+  /// park again in the same slot.
+  virtual void resume_and_destroy(bool now, bool heap) = 0;
+  /// Destroys this waiter without resuming it (its coroutine frame is dropped with the handler).
+  virtual void destroy(bool heap) noexcept = 0;
+
+ protected:
+  ~WaiterBase() = default;
 };
 template <class Handler>
 struct Waiter final : WaiterBase {
   explicit Waiter(Handler h) : handler(std::move(h)) {}
-  void resume() override {
-    auto ex = asio::get_associated_executor(handler);
-    asio::post(ex, std::move(handler));
+  void resume_and_destroy(bool now, bool heap) override {
+    Handler h = std::move(handler);
+    destroy(heap);
+    auto ex = asio::get_associated_executor(h);
+    if (now) {
+      asio::dispatch(ex, std::move(h));
+    } else {
+      asio::post(ex, std::move(h));
+    }
   }
-  void resume_now() override {
-    auto ex = asio::get_associated_executor(handler);
-    asio::dispatch(ex, std::move(handler));
+  void destroy(bool heap) noexcept override {
+    if (heap) {
+      delete this;
+    } else {
+      this->~Waiter();
+    }
   }
   Handler handler;
+};
+
+/// Room for one parked handler, inside the object that waits on it: no allocation per wait (an
+/// Asio awaitable handler fits; larger handlers go to the heap).
+/// Not copyable or movable (a parked handler lives at its address).
+class WaiterSlot {
+ public:
+  WaiterSlot() = default;
+  WaiterSlot(const WaiterSlot&) = delete;
+  WaiterSlot& operator=(const WaiterSlot&) = delete;
+  ~WaiterSlot() { drop(); }
+
+  /// Parks `handler` here (the slot must be empty). Throws std::bad_alloc only for a handler too
+  /// large for the slot.
+  template <class Handler>
+  void park(Handler handler) {
+    using W = Waiter<Handler>;
+    if constexpr (sizeof(W) <= sizeof(storage_) && alignof(W) <= alignof(void*)) {
+      waiter_ = new (storage_) W(std::move(handler));
+    } else {
+      waiter_ = new W(std::move(handler));
+    }
+  }
+  [[nodiscard]] bool empty() const noexcept { return waiter_ == nullptr; }
+  /// A handler is parked and it took no allocation.
+  [[nodiscard]] bool parked_in_place() const noexcept { return waiter_ != nullptr && !on_heap(waiter_); }
+  /// Resumes the parked handler (posted; with `now` dispatched) and empties the slot first.
+  void resume(bool now) {
+    WaiterBase* w = std::exchange(waiter_, nullptr);
+    if (w != nullptr) w->resume_and_destroy(now, on_heap(w));
+  }
+  /// Destroys the parked handler without resuming it.
+  void drop() noexcept {
+    if (WaiterBase* w = std::exchange(waiter_, nullptr)) w->destroy(on_heap(w));
+  }
+  /// Bytes a parked handler may take in place (Asio 1.74's awaitable handler with its vtable: 72).
+  static constexpr std::size_t inline_bytes = 80;
+
+ private:
+  [[nodiscard]] bool on_heap(const WaiterBase* w) const noexcept {
+    return static_cast<const void*>(w) != static_cast<const void*>(storage_);
+  }
+
+  alignas(void*) std::byte storage_[inline_bytes];
+  WaiterBase* waiter_ = nullptr;
 };
 }  // namespace detail
 
@@ -48,8 +114,7 @@ class Completion {
   Awaitable<std::error_code> wait() {
     if (!done_) {
       co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
-          [this](auto handler) { waiter_ = std::make_unique<detail::Waiter<decltype(handler)>>(std::move(handler)); },
-          asio::use_awaitable);
+          [this](auto handler) { waiter_.park(std::move(handler)); }, asio::use_awaitable);
     }
     co_return ec_;
   }
@@ -60,10 +125,7 @@ class Completion {
     if (done_) return;
     done_ = true;
     ec_ = ec;
-    if (waiter_) {
-      auto w = std::move(waiter_);
-      w->resume();
-    }
+    waiter_.resume(false);
   }
 
   /// True once complete() has run.
@@ -74,12 +136,13 @@ class Completion {
  private:
   bool done_ = false;
   std::error_code ec_;
-  std::unique_ptr<detail::WaiterBase> waiter_;
+  detail::WaiterSlot waiter_;
 };
 
 /// Multi-waiter, resettable event: set() wakes every coroutine waiting in wait() (each through its
 /// own executor, never inline); while set, wait() returns at once; reset() clears it. Not
-/// thread-safe: use it from the waiters' executor.
+/// thread-safe: use it from the waiters' executor. The first waiter parks inside the Event (no
+/// allocation per wait in the usual one-waiter case); further ones are allocated.
 class Event {
  public:
   Event() = default;
@@ -91,36 +154,44 @@ class Event {
   Awaitable<void> wait() {
     if (set_) co_return;
     co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
-        [this](auto handler) { waiters_.push_back(std::make_unique<detail::Waiter<decltype(handler)>>(std::move(handler))); },
+        [this](auto handler) {
+          if (first_.empty()) {
+            first_.park(std::move(handler));
+          } else {
+            more_.push_back(std::make_unique<detail::WaiterSlot>());
+            more_.back()->park(std::move(handler));
+          }
+        },
         asio::use_awaitable);
   }
 
   /// Sets the event and resumes every current waiter.
-  void set() {
-    set_ = true;
-    auto waiters = std::move(waiters_);
-    waiters_.clear();
-    for (auto& w : waiters) w->resume();
-  }
+  void set() { wake(false); }
   /// set(), but each waiter whose executor this thread is running resumes inline, before
   /// set_now() returns, and runs until it suspends again. For a caller that is at the outermost
   /// level of its own work (no half-done state a waiter could see) and wants the waiter's output
   /// now rather than after the next pass of the loop (the target's writer at queue depth 1).
-  void set_now() {
-    set_ = true;
-    auto waiters = std::move(waiters_);
-    waiters_.clear();
-    for (auto& w : waiters) w->resume_now();
-  }
+  void set_now() { wake(true); }
   /// Clears the event; later wait() calls suspend until the next set().
   void reset() noexcept { set_ = false; }
   [[nodiscard]] bool is_set() const noexcept { return set_; }
   /// Coroutines suspended in wait() (for tests).
-  [[nodiscard]] std::size_t waiting() const noexcept { return waiters_.size(); }
+  [[nodiscard]] std::size_t waiting() const noexcept { return (first_.empty() ? 0 : 1) + more_.size(); }
 
  private:
+  void wake(bool now) {
+    set_ = true;
+    // Every current waiter is taken before any resumes: one resumed inline may wait again, and
+    // then it waits for the next set().
+    std::vector<std::unique_ptr<detail::WaiterSlot>> more;
+    if (!more_.empty()) more.swap(more_);
+    first_.resume(now);
+    for (auto& slot : more) slot->resume(now);
+  }
+
   bool set_ = false;
-  std::vector<std::unique_ptr<detail::WaiterBase>> waiters_;
+  detail::WaiterSlot first_;
+  std::vector<std::unique_ptr<detail::WaiterSlot>> more_;
 };
 
 }  // namespace iserkit

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "iserkit/common/completion.hpp"
+#include "iserkit/common/empty_socket_guess.hpp"
 #include "iserkit/datamover/datamover.hpp"
 #include "iserkit/datamover/tcp_framer.hpp"
 
@@ -98,6 +99,8 @@ class TcpDatamover final : public Datamover {
   bool holding_ = false;
   unsigned receives_since_wait_ = 0;  // receive() calls since the socket was last waited for
   bool socket_dry_ = true;            // the last read got less than it asked for: the socket was emptied
+  bool after_unit_ = false;           // a PDU was returned and nothing was read since
+  EmptySocketGuess empty_guess_;      // at queue depth 1, skip the own read that would find nothing
 };
 
 }  // namespace iserkit::datamover

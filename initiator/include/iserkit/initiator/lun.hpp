@@ -31,6 +31,7 @@
 #include "iserkit/scsi/lba_status.hpp"
 #include "iserkit/scsi/inquiry.hpp"
 #include "iserkit/scsi/lun.hpp"
+#include "iserkit/scsi/third_party_copy.hpp"
 
 namespace iserkit::initiator {
 
@@ -169,6 +170,16 @@ class LunHandle {
   /// (10) ends in ILLEGAL REQUEST (SPC-5 §6.13, §6.14). Errors: the SCSI/transport error of the
   /// last command tried; errc::malformed_pdu for a short answer.
   Awaitable<Result<scsi::ModeParameterHeader>> mode_parameter_header();
+  /// VPD 0x8f, the Third-party Copy page (SPC-4 §7.8.17), parsed. Errors: the SCSI error of
+  /// INQUIRY (ILLEGAL REQUEST when the unit has no such page); errc::malformed_pdu.
+  Awaitable<Result<scsi::ThirdPartyCopyLimits>> third_party_copy_limits();
+  /// EXTENDED COPY (LID1, SPC-4 §6.4) with `parameter_list` (scsi::encode_extended_copy_list()),
+  /// sent to this unit, whose copy manager does the copy; `timeout` per command (0 = the session's).
+  /// UNIT ATTENTION, BUSY and TASK SET FULL are retried as for READ/WRITE. Errors: the SCSI error
+  /// (COPY ABORTED with UNREACHABLE COPY TARGET, ILLEGAL REQUEST, …; sense_of() tells which) or a
+  /// transport error. `parameter_list` must stay valid until the awaitable completes.
+  Awaitable<Result<void>> extended_copy(std::span<const std::byte> parameter_list,
+                                        std::chrono::milliseconds timeout = std::chrono::milliseconds{0});
   /// READ CAPACITY (16), falling back to (10) when (16) ends in CHECK CONDITION/ILLEGAL REQUEST.
   Awaitable<Result<Capacity>> read_capacity();
   /// TEST UNIT READY (SPC-5 §6.47).

@@ -76,7 +76,7 @@ class BackendTransfer {
   Result<void> result;
   /// Storage the backend uses while the transfer runs (its operation state), so starting one
   /// allocates nothing.
-  alignas(std::max_align_t) std::array<std::byte, 128> backend_state{};
+  alignas(std::max_align_t) std::array<std::byte, 256> backend_state{};
 
   /// Called exactly once after TransferStart::started, on `executor`'s thread from its event loop
   /// (never from inside start_transfer()), when every byte moved or the transfer failed.

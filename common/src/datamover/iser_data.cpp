@@ -1,0 +1,207 @@
+// iSER data transfer of an IserConnection: Put_Data / Get_Data as RDMA Write / RDMA Read (RFC 7145
+// §7.3) and per-command STags (memory windows bound per task on the initiator, Send with
+// Invalidate at both ends, RFC 7145 §9.2). The rest of the connection: iser_datamover.cpp.
+#include "iserkit/datamover/iser_datamover.hpp"
+
+#ifdef ISERKIT_WITH_ISER
+
+#include <algorithm>
+#include <cstring>
+
+#include "iser_connection.hpp"
+#include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
+
+namespace iserkit::datamover {
+namespace rdma {
+namespace {
+constexpr std::uint32_t max_rdma_piece = 1u << 20;  // bytes per RDMA Read/Write work request
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Put_Data / Get_Data: RDMA Write / RDMA Read
+// ---------------------------------------------------------------------------------------------
+
+Awaitable<std::error_code> IserConnection::rdma(bool write, RemoteBuffer remote, std::uint64_t offset, Buffer local) {
+  if (failed_) co_return error_;
+  if (local.bytes.empty()) co_return std::error_code{};
+  if (local.lkey == 0) {
+    auto reg = lookup(local.bytes);
+    if (!reg) co_return make_error_code(errc::invalid_argument);  // not registered memory
+    local.lkey = reg->lkey;
+  }
+  const std::size_t total = local.bytes.size();
+  const auto pieces = static_cast<std::uint32_t>((total + max_rdma_piece - 1) / max_rdma_piece);
+  Op op;
+  op.remaining = 1;  // a token held while posting: completions cannot finish the Op early
+  pending_.insert(&op);
+  std::uint32_t posted = 0;
+  std::size_t done = 0;
+  while (done < total && !failed_) {
+    // Post in batches that fit the send queue.
+    const std::uint32_t batch = std::min(pieces - posted, std::max<std::uint32_t>(1, options_.send_depth / 2));
+    if (!co_await acquire_sq(batch)) break;
+    for (std::uint32_t i = 0; i < batch && done < total; ++i) {
+      const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(total - done, max_rdma_piece));
+      ibv_sge sge{};
+      sge.addr = reinterpret_cast<std::uintptr_t>(local.bytes.data() + done);
+      sge.length = n;
+      sge.lkey = local.lkey;
+      ibv_send_wr wr{};
+      wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.wr.rdma.remote_addr = remote.address + offset + done;
+      wr.wr.rdma.rkey = remote.stag;
+      ibv_send_wr* bad = nullptr;
+      if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
+        sq_in_use_ -= batch - i;
+        log::info("iser {}: post {} failed: {}", peer_, write ? "rdma write" : "rdma read", std::strerror(rc));
+        abort_connection(make_error_code(errc::connection_closed));
+        break;
+      }
+      ++op.remaining;
+      ++posted;
+      done += n;
+    }
+  }
+  if (failed_ && !op.ec) op.ec = error_;
+  if (--op.remaining == 0) {  // nothing in flight any more (or nothing was posted)
+    pending_.erase(&op);
+    co_return op.ec;
+  }
+  co_return co_await op.done.wait();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-command STags: memory windows (initiator) and Send with Invalidate (both ends)
+// ---------------------------------------------------------------------------------------------
+// Work request ids of window operations: (slot << 3) | 2 for a Bind MW, | 4 for a Local
+// Invalidate. Receives are odd and Op pointers are 8-byte aligned, so the three never collide.
+
+Awaitable<std::error_code> IserConnection::bind_stags(const TaskData& task) {
+  if (!stags_ || task.stags_bound()) co_return std::error_code{};
+  const std::size_t needed = (task.read_region() ? 1 : 0) + (task.write_region() ? 1 : 0);
+  while (!failed_ && stags_->free_count() < needed) {
+    Completion c;
+    window_waiters_.push_back(&c);
+    co_await c.wait();
+  }
+  if (failed_) co_return error_;
+  for (const bool read : {true, false}) {
+    const auto& region = read ? task.read_region() : task.write_region();
+    if (!region) continue;
+    ibv_mr* mr = device_->window_pool->memory_region(region->bytes);
+    if (mr == nullptr) co_return make_error_code(errc::invalid_argument);
+    auto bound = stags_->acquire();  // free_count() was checked with no suspension since
+    if (!bound) co_return make_error_code(errc::connection_closed);
+    ibv_send_wr wr{};
+    wr.wr_id = (std::uint64_t{bound->slot} << 3) | 2u;
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.bind_mw.mw = windows_[bound->slot];
+    wr.bind_mw.rkey = bound->rkey;
+    wr.bind_mw.bind_info.mr = mr;
+    wr.bind_mw.bind_info.addr = reinterpret_cast<std::uintptr_t>(region->bytes.data());
+    wr.bind_mw.bind_info.length = region->bytes.size();
+    // The target RDMA-writes read data and RDMA-reads write data: nothing more.
+    wr.bind_mw.bind_info.mw_access_flags = read ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
+    ibv_send_wr* bad = nullptr;
+    if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
+      log::info("iser {}: post bind memory window failed: {}", peer_, std::strerror(rc));
+      stags_->release(bound->slot);  // never bound: nothing to invalidate on a failing connection
+      abort_connection(make_error_code(errc::connection_closed));
+      co_return error_;
+    }
+    // A type 2 window bound by a work request: libibverbs leaves ibv_mw::rkey alone, and the next
+    // Bind MW must name the window by its current rkey (rxe checks it), so it is kept here.
+    windows_[bound->slot]->rkey = bound->rkey;
+    // From here the descriptor owns the window; its end gives it back (release_stag()).
+    task.bind_stag(read, bound->rkey, StagLease(std::shared_ptr<StagOwner>(shared_from_this()), bound->slot));
+  }
+  co_return std::error_code{};
+}
+
+void IserConnection::release_stag(std::uint32_t slot) noexcept {
+  if (!stags_) return;
+  after_release(slot, stags_->release(slot));
+}
+
+void IserConnection::after_release(std::uint32_t slot, iser::StagTable::Release release) noexcept {
+  if (release == iser::StagTable::Release::reusable) wake_one(window_waiters_);
+  // deferred: the Bind MW's completion decides (on_window_completion()).
+  if (release != iser::StagTable::Release::invalidate) return;
+  // A failed connection's QP is in the error state: no peer access can reach the window any more,
+  // and a posted Local Invalidate would only be flushed. The window stays out of use.
+  if (failed_ || stopped_) return;
+  ibv_send_wr wr{};
+  wr.wr_id = (std::uint64_t{slot} << 3) | 4u;
+  wr.opcode = IBV_WR_LOCAL_INV;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.invalidate_rkey = stags_->rkey(slot);
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
+    log::info("iser {}: post local invalidate failed: {}", peer_, std::strerror(rc));
+    abort_connection(make_error_code(errc::connection_closed));
+  }
+}
+
+void IserConnection::on_window_completion(const ibv_wc& wc) {
+  const auto slot = static_cast<std::uint32_t>(wc.wr_id >> 3);
+  const bool invalidate = (wc.wr_id & 4u) != 0;
+  const bool ok = wc.status == IBV_WC_SUCCESS;
+  // A bind's completion, good or bad, is what allows (or forbids) its window's Local Invalidate.
+  const auto after_bind =
+      (!invalidate && stags_) ? stags_->bind_completed(slot, ok) : iser::StagTable::Release::ignored;
+  if (!ok) {
+    if (wc.status != IBV_WC_WR_FLUSH_ERR)
+      log::info("iser {}: {} of memory window {} failed: {}", peer_, invalidate ? "local invalidate" : "bind", slot,
+                ibv_wc_status_str(wc.status));
+    abort_connection(make_error_code(errc::connection_closed), wc.status != IBV_WC_WR_FLUSH_ERR);
+    return;  // the window stays out of use: the connection is gone
+  }
+  if (!invalidate) {
+    after_release(slot, after_bind);
+    return;
+  }
+  if (stags_) {
+    ++local_invalidations_;
+    stags_->invalidated(slot);
+    wake_one(window_waiters_);
+  }
+}
+
+void IserConnection::set_send_opcode(ibv_send_wr& wr, const PduOut& pdu) noexcept {
+  wr.opcode = IBV_WR_SEND;
+  if (initiator_ || !send_with_invalidate_ || invalidate_on_response_.empty()) return;
+  if (static_cast<iscsi::Opcode>(iscsi::raw_opcode(pdu.bhs)) != iscsi::Opcode::scsi_response) return;
+  const auto it = invalidate_on_response_.find(iscsi::to_u32(iscsi::itt_of(pdu.bhs)));
+  if (it == invalidate_on_response_.end()) return;
+  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.invalidate_rkey = it->second;
+  invalidate_on_response_.erase(it);
+}
+
+void IserConnection::note_command_stag(const PduIn& in) {
+  if (static_cast<iscsi::Opcode>(iscsi::raw_opcode(in.bhs)) != iscsi::Opcode::scsi_command) return;
+  const auto itt = iscsi::to_u32(iscsi::itt_of(in.bhs));
+  // One STag per command (as Linux isert): a command with both or neither is left to the
+  // initiator's own Local Invalidate. A reused ITT replaces what an aborted command left.
+  if (in.remote_read.has_value() == in.remote_write.has_value()) {
+    invalidate_on_response_.erase(itt);
+    return;
+  }
+  const std::uint32_t stag = in.remote_read ? in.remote_read->stag : in.remote_write->stag;
+  // Bounded: ITTs are the initiator's to choose; past the bound the initiator invalidates itself.
+  if (invalidate_on_response_.size() >= 4 * std::size_t{options_.receive_depth} &&
+      !invalidate_on_response_.contains(itt))
+    return;
+  invalidate_on_response_[itt] = stag;
+}
+
+}  // namespace rdma
+}  // namespace iserkit::datamover
+
+#endif  // ISERKIT_WITH_ISER
