@@ -106,13 +106,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
       for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = data_out[i % data_out.size()];
     const auto opcode = static_cast<std::uint8_t>(cdb[0]);
     const auto service_action = cdb.size() > 1 ? static_cast<std::uint8_t>(cdb[1]) & 0x1f : 0;
-    // SBC-4 §5.56.2: the ROD TOKEN of WRITE USING TOKEN is bytes 16..527 of its parameter list.
+    // SBC-4: the ROD TOKEN of WRITE USING TOKEN is bytes 16..527 of its parameter list.
     if ((selector & 32) != 0 && token && opcode == 0x83 && service_action == 0x11 && buffer.size() >= 16 + 512)
       std::copy(token->begin(), token->end(), buffer.begin() + 16);
     const ScsiOutcome outcome = run(io, dispatcher.execute(who, lun, cdb, plan, buffer));
     FUZZ_CHECK(outcome.data_length_bytes <= buffer.size());
     if (outcome.status != scsi::Status::good) FUZZ_CHECK(outcome.data_length_bytes == 0);
-    // SPC-4 §6.19.2: a POPULATE TOKEN's information ends with one ROD token descriptor (2 reserved
+    // SPC-4: a POPULATE TOKEN's information ends with one ROD token descriptor (2 reserved
     // bytes, the token) after the 32-byte header, no sense data and its 4-byte length.
     if (opcode == 0x84 && service_action == 0x07 && outcome.status == scsi::Status::good &&
         outcome.data_length_bytes >= 38 + 512 && load_be32(buffer.data() + 32) == 514) {

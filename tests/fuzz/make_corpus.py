@@ -218,7 +218,7 @@ def dispatcher_seeds():
     operating_parameters = bytes([0x84, 3]) + bytes(8) + (64).to_bytes(4, "big") + bytes(2)
     write(t, "extended_copy", b"\0" + command(xcopy, data=xcopy_list) + command(copy_status) +
           command(operating_parameters) + command(vpd(0x8f)))
-    # Token copy (SBC-4 §4.28): TEST UNIT READY (takes the unit attention), POPULATE TOKEN of 16
+    # Token copy (SBC-4): TEST UNIT READY (takes the unit attention), POPULATE TOKEN of 16
     # blocks of LUN 0 (list 5), RECEIVE ROD TOKEN
     # INFORMATION (the harness keeps the token), WRITE USING TOKEN with it spliced in, then with the
     # block device zero ROD token.

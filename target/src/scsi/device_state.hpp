@@ -27,7 +27,7 @@ class CopyManager;     // scsi/extended_copy.hpp
 class TokenStore;      // scsi/token_copy.hpp
 class RodStatuses;     // scsi/token_copy.hpp
 
-/// The LBA ranges of one logical unit that ROD tokens represent (SBC-4 §4.x point in time ROD
+/// The LBA ranges of one logical unit that ROD tokens represent (SBC-4 point in time ROD
 /// tokens, scsi/token_copy.hpp): a writer taking an overlapping range in RangeLock::try_lock()
 /// sets the token's `cancelled` flag before it writes. Shared (a token may outlive the RangeLock's
 /// device server while a copy reads it). Thread-safe.

@@ -368,7 +368,7 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
         case Opcode::unmap: detail::plan_unmap(p, cdb); break;
         case Opcode::sanitize: detail::plan_sanitize(p, cdb); break;
         case Opcode::extended_copy:
-          // SBC-4 §5.9, §5.56: POPULATE TOKEN and WRITE USING TOKEN share the opcode.
+          // SBC-4: POPULATE TOKEN and WRITE USING TOKEN share the opcode.
           if (const auto sa = load_u8(cdb.data() + 1) & 0x1f;
               sa == detail::populate_token_sa || sa == detail::write_using_token_sa)
             detail::plan_token_command(p, cdb);

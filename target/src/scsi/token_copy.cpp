@@ -1,4 +1,4 @@
-// Token copy (SBC-4 §4.28): POPULATE TOKEN, WRITE USING TOKEN, RECEIVE ROD TOKEN INFORMATION and
+// Token copy (SBC-4): POPULATE TOKEN, WRITE USING TOKEN, RECEIVE ROD TOKEN INFORMATION and
 // the process's ROD token table; see token_copy.hpp for the semantics chosen. The data moves
 // with the copy manager's chunk mover (move_blocks(), extended_copy.cpp), inside the command.
 #include "scsi/token_copy.hpp"
@@ -20,8 +20,8 @@ using scsi::SenseKey;
 
 namespace {
 
-constexpr std::size_t populate_header_bytes = 16;  // SBC-4 §5.9.2: the parameter list header
-constexpr std::size_t write_header_bytes = 536;    // SBC-4 §5.56.2: up to the first range descriptor
+constexpr std::size_t populate_header_bytes = 16;  // SBC-4 POPULATE TOKEN: the parameter list header
+constexpr std::size_t write_header_bytes = 536;    // SBC-4 WRITE USING TOKEN: up to the first range descriptor
 constexpr std::size_t range_descriptor_bytes = 16;
 constexpr std::uint16_t rod_token_length_field = rod_token_bytes - 8;  // ROD TOKEN LENGTH: 01F8h
 constexpr std::size_t random_from = 128;  // token bytes 128..511: from the CSPRNG
@@ -29,7 +29,7 @@ constexpr std::uint8_t identification_cscd = 0xe4;
 
 SenseData illegal(scsi::AscPair pair) noexcept { return SenseData::make(SenseKey::illegal_request, pair); }
 
-// Reads the block device range descriptors of [at, at + bytes) (SBC-4 §5.9.3).
+// Reads the block device range descriptors of [at, at + bytes) (SBC-4).
 std::vector<RangeDescriptor> read_ranges(const std::byte* at, std::size_t bytes) {
   std::vector<RangeDescriptor> out;
   out.reserve(bytes / range_descriptor_bytes);
@@ -67,7 +67,7 @@ scsi::SenseOr<PopulateTokenParameters> parse_populate_token_parameters(ConstByte
   out.inactivity_seconds = load_be32(p + 4);
   out.rod_type = load_be32(p + 8);
   if (out.inactivity_seconds > token_max_inactivity_seconds) return tl::unexpected(SenseData::invalid_field_in_parameter_list(4));
-  // SBC-4 §5.9.2: with RTV the ROD TYPE must be one the copy manager makes (RTV = 0: its choice).
+  // SBC-4: with RTV the ROD TYPE must be one the copy manager makes (RTV = 0: its choice).
   if (out.rtv && !populate_type_accepted(out.rod_type)) return tl::unexpected(SenseData::invalid_field_in_parameter_list(8));
   if (auto bad = check_descriptor_list_length(descriptor_bytes, 14)) return tl::unexpected(*bad);
   out.ranges = read_ranges(p + populate_header_bytes, descriptor_bytes);
@@ -99,7 +99,7 @@ scsi::SenseOr<std::uint64_t> check_ranges(const std::vector<RangeDescriptor>& ra
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     const auto& r = ranges[i];
     const auto field = static_cast<std::uint16_t>(first_offset + i * range_descriptor_bytes);
-    // SBC-4 §5.9.3: a range past the end of the medium (a zero-length one is no transfer).
+    // SBC-4: a range past the end of the medium (a zero-length one is no transfer).
     if (r.blocks != 0 && (r.lba >= block_count || r.blocks > block_count - r.lba)) {
       SenseData s = illegal(scsi::asc::lba_out_of_range);
       s.information = r.lba;
@@ -296,7 +296,7 @@ void append_descriptor(std::vector<std::byte>& out, std::uint16_t type, std::vec
 }  // namespace
 
 void append_block_rod_limits(std::vector<std::byte>& out, std::uint32_t block_size_bytes) {
-  // 0000h Block Device ROD Limits (SBC-4 §6.6.x): bytes after the descriptor header.
+  // 0000h Block Device ROD Limits (SBC-4): bytes after the descriptor header.
   std::vector<std::byte> body(32);
   store_be16(body.data() + 6, token_max_range_descriptors);       // MAXIMUM RANGE DESCRIPTORS
   store_be32(body.data() + 8, token_max_inactivity_seconds);      // MAXIMUM INACTIVITY TIMEOUT
@@ -342,7 +342,7 @@ void append_rod_token_descriptors(std::vector<std::byte>& out) {
 void plan_token_command(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const bool populate = (load_u8(cdb.data() + 1) & 0x1f) == populate_token_sa;
   const std::uint32_t length = load_be32(cdb.data() + 10);
-  if (length == 0) return;  // SBC-4 §5.9.1 / §5.56.1: not an error, nothing is done
+  if (length == 0) return;  // SBC-4: not an error, nothing is done
   const std::size_t header = populate ? populate_header_bytes : write_header_bytes;
   // At most what the 16-bit DATA LENGTH can describe (65537 bytes), so a list of too many
   // descriptors reaches the parser and gets TOO MANY SEGMENT DESCRIPTORS.
@@ -372,7 +372,7 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> spans_of(const std::vector<
   return out;
 }
 
-// The 512 bytes of a new token (SPC-4 §5.17.6.1) for `blocks` of `unit`, or nullopt when the
+// The 512 bytes of a new token (SPC-4 §5.17, ROD tokens) for `blocks` of `unit`, or nullopt when the
 // random generator failed.
 std::optional<std::array<std::byte, rod_token_bytes>> make_token_bytes(const LogicalUnit& unit, std::uint64_t blocks) {
   std::array<std::byte, rod_token_bytes> t{};
@@ -537,7 +537,7 @@ Awaitable<ScsiOutcome> run_write_job(std::shared_ptr<WriteJob> job, const Comman
   MoveHooks hooks;
   hooks.aborted = SenseData::make(SenseKey::copy_aborted, scsi::asc::no_additional_sense);
   if (job->token) {
-    // SBC-4 §4.28.3: a change vulnerable token that a write cancelled ends the copy.
+    // SBC-4 token copy: a change vulnerable token that a write cancelled ends the copy.
     hooks.after_read = [cancelled = job->token->cancelled]() -> std::optional<ScsiOutcome> {
       if (!cancelled->load()) return std::nullopt;
       return ScsiOutcome::check_condition(SenseData::make(SenseKey::copy_aborted, token_cancelled));
@@ -608,7 +608,7 @@ Awaitable<ScsiOutcome> execute_write_using_token(const ScsiDispatcher::State& st
   const std::uint32_t bs = unit.block_size_bytes();
   auto total = check_ranges(params->ranges, unit.block_count(), token_max_bytes / bs, true, write_header_bytes);
   if (!total) co_return ScsiOutcome::check_condition(total.error());
-  // The ROD token (SPC-4 §5.17.6): its length, then its type.
+  // The ROD token (SPC-4 §5.17, ROD tokens): its length, then its type.
   if (load_be16(params->token.data() + 6) != rod_token_length_field) co_return ScsiOutcome::check_condition(illegal(invalid_token_length));
   const std::uint32_t type = load_be32(params->token.data());
   const bool zero = type == rod_type_block_device_zero;
@@ -648,7 +648,7 @@ Awaitable<ScsiOutcome> execute_write_using_token(const ScsiDispatcher::State& st
   if (!state.copy_manager->try_start()) co_return job->end(busy());
   job->manager = state.copy_manager;  // finish() in ~WriteJob
   if (!params->immed) co_return co_await run_write_job(std::move(job), &plan);
-  // SBC-4 §5.56.1: IMMED = 1: status now, the copy goes on in the background (RECEIVE ROD TOKEN
+  // SBC-4: IMMED = 1: status now, the copy goes on in the background (RECEIVE ROD TOKEN
   // INFORMATION: in progress, background, then how it ended); a logical unit reset or the target's
   // end stops it, the command's abort and the session's end do not.
   job->status.state = RodStatus::State::in_progress_background;
@@ -659,7 +659,7 @@ Awaitable<ScsiOutcome> execute_write_using_token(const ScsiDispatcher::State& st
 
 ScsiOutcome execute_receive_rod_token_information(const ScsiDispatcher::State& state, NexusId nexus,
                                                   ConstByteSpan cdb, ByteSpan out) {
-  // SPC-4 §6.19.1: LIST IDENTIFIER in bytes 2..5.
+  // SPC-4: LIST IDENTIFIER in bytes 2..5.
   const auto status = state.rod_statuses->take(nexus.value, load_be32(cdb.data() + 2));
   if (!status) return ScsiOutcome::check_condition(SenseData::invalid_field_in_cdb(2));
   return reply_data(encode_rod_token_information(*status), out);

@@ -1,10 +1,10 @@
-// Internal to the target's SCSI layer: token copy (SBC-4 §4.28 ROD token based copy, the
-// Windows/Hyper-V "ODX" offload): POPULATE TOKEN (SBC-4 §5.9, 83h/10h), WRITE USING TOKEN
-// (SBC-4 §5.56, 83h/11h), RECEIVE ROD TOKEN INFORMATION (SPC-4 §6.19 / SBC-4 §5.18, 84h/07h) and
-// the block device zero ROD token (SBC-4 §4.28.5, ROD type FFFF0001h); the ROD token format of
-// SPC-4 §5.17.6.
+// Internal to the target's SCSI layer: token copy (SBC-4 ROD token based copy, the
+// Windows/Hyper-V "ODX" offload): POPULATE TOKEN (SBC-4, 83h/10h), WRITE USING TOKEN
+// (SBC-4, 83h/11h), RECEIVE ROD TOKEN INFORMATION (SPC-4, SBC-4, 84h/07h) and
+// the block device zero ROD token (SBC-4, ROD type FFFF0001h); the ROD token format of
+// SPC-4 §5.17 (third-party copy, ROD tokens).
 //
-// The ROD type: point in time copy, change vulnerable (00800002h, SPC-4 table 112). A token
+// The ROD type: point in time copy, change vulnerable (00800002h, SPC-4). A token
 // stands for the data of its ranges when POPULATE TOKEN ran; it is not a snapshot: the first
 // write to one of its blocks through this process (any command, from any nexus, EXTENDED COPY and
 // WRITE USING TOKEN included: they all take the logical unit's RangeLock) cancels it, and WRITE
@@ -43,7 +43,7 @@ class WriteWatches;  // scsi/device_state.hpp
 
 // --- Limits (reported in the Third-party Copy VPD page, SPC-4 §7.8.17.4, .7, .8) ---
 
-/// Bytes of a ROD token (SPC-4 §5.17.6.1: ROD TOKEN LENGTH 01F8h).
+/// Bytes of a ROD token (SPC-4 §5.17, ROD tokens: ROD TOKEN LENGTH 01F8h).
 inline constexpr std::size_t rod_token_bytes = 512;
 /// MAXIMUM RANGE DESCRIPTORS: block device range descriptors per POPULATE TOKEN / WRITE USING TOKEN.
 inline constexpr std::uint16_t token_max_range_descriptors = 64;
@@ -66,7 +66,7 @@ inline constexpr std::uint32_t max_token_parameter_list_bytes = 0xffff + 2;
 /// when a new one needs room.
 inline constexpr std::size_t rod_max_held_statuses = 64;
 
-// --- ROD types (SPC-4 table 112) and service actions ---
+// --- ROD types (SPC-4) and service actions ---
 
 inline constexpr std::uint32_t rod_type_access_upon_reference = 0x00800000;
 inline constexpr std::uint32_t rod_type_point_in_time_default = 0x00800001;
@@ -87,13 +87,13 @@ inline constexpr scsi::AscPair token_deleted{0x23, 0x09};
 inline constexpr scsi::AscPair invalid_token_length{0x23, 0x0a};
 inline constexpr scsi::AscPair insufficient_resources_to_create_rod_token{0x55, 0x0d};
 
-/// A block device range descriptor (SBC-4 §5.9.3: LOGICAL BLOCK ADDRESS, NUMBER OF LOGICAL BLOCKS).
+/// A block device range descriptor (SBC-4: LOGICAL BLOCK ADDRESS, NUMBER OF LOGICAL BLOCKS).
 struct RangeDescriptor {
   std::uint64_t lba = 0;
   std::uint32_t blocks = 0;
 };
 
-/// A decoded POPULATE TOKEN parameter list (SBC-4 §5.9.2).
+/// A decoded POPULATE TOKEN parameter list (SBC-4 POPULATE TOKEN).
 struct PopulateTokenParameters {
   bool immed = false;                     ///< IMMED
   bool rtv = false;                       ///< RTV: ROD TYPE is valid
@@ -102,7 +102,7 @@ struct PopulateTokenParameters {
   std::vector<RangeDescriptor> ranges;
 };
 
-/// A decoded WRITE USING TOKEN parameter list (SBC-4 §5.56.2).
+/// A decoded WRITE USING TOKEN parameter list (SBC-4 WRITE USING TOKEN).
 struct WriteUsingTokenParameters {
   bool immed = false;                     ///< IMMED
   bool delete_token = false;              ///< DEL_TKN: the token is deleted when the command ends
@@ -117,18 +117,18 @@ struct WriteUsingTokenParameters {
 /// INVALID FIELD IN PARAMETER LIST (field pointer): INACTIVITY TIMEOUT above
 /// token_max_inactivity_seconds (4), RTV with a ROD TYPE other than point in time (default,
 /// change vulnerable, any) (8), a descriptor list length not a multiple of 16 or no descriptor
-/// (14); TOO MANY SEGMENT DESCRIPTORS past token_max_range_descriptors. Spec: SBC-4 §5.9.
+/// (14); TOO MANY SEGMENT DESCRIPTORS past token_max_range_descriptors. Spec: SBC-4 POPULATE TOKEN.
 scsi::SenseOr<PopulateTokenParameters> parse_populate_token_parameters(ConstByteSpan list) noexcept;
 
 /// Decodes a WRITE USING TOKEN parameter list (the ROD token is not checked here).
 /// Returns the parameters, or ILLEGAL REQUEST with PARAMETER LIST LENGTH ERROR (shorter than 552
 /// bytes, or the lengths needing more); INVALID FIELD IN PARAMETER LIST (534) for a descriptor
-/// list length not a multiple of 16 or empty; TOO MANY SEGMENT DESCRIPTORS. Spec: SBC-4 §5.56.
+/// list length not a multiple of 16 or empty; TOO MANY SEGMENT DESCRIPTORS. Spec: SBC-4 WRITE USING TOKEN.
 scsi::SenseOr<WriteUsingTokenParameters> parse_write_using_token_parameters(ConstByteSpan list) noexcept;
 
 /// Checks `ranges` against a logical unit of `block_count` blocks: each inside the medium
 /// (LOGICAL BLOCK ADDRESS OUT OF RANGE, INFORMATION = the LBA), together at most `max_blocks`
-/// (INVALID FIELD IN PARAMETER LIST at the first descriptor past it, SBC-4 §5.9.3 / §5.56.3),
+/// (INVALID FIELD IN PARAMETER LIST at the first descriptor past it, SBC-4),
 /// and, with `disjoint`, no two overlapping (INVALID FIELD IN PARAMETER LIST: a destination block
 /// written twice). `first_offset` is the parameter list offset of the first descriptor (field
 /// pointers). Returns the total number of blocks.
@@ -200,7 +200,7 @@ class TokenStore {
 };
 
 /// The state of one POPULATE TOKEN / WRITE USING TOKEN for RECEIVE ROD TOKEN INFORMATION
-/// (SPC-4 §6.19.2, the RECEIVE COPY STATUS (LID4) fields).
+/// (SPC-4, the RECEIVE COPY STATUS (LID4) fields).
 struct RodStatus {
   enum class State : std::uint8_t {
     completed = 0x01,              ///< COPY OPERATION STATUS 01h: completed without errors
@@ -216,7 +216,7 @@ struct RodStatus {
   std::optional<std::array<std::byte, rod_token_bytes>> token;  ///< the token POPULATE TOKEN made
 };
 
-/// Encodes the RECEIVE ROD TOKEN INFORMATION parameter data (SPC-4 §6.19.2).
+/// Encodes the RECEIVE ROD TOKEN INFORMATION parameter data (SPC-4).
 std::vector<std::byte> encode_rod_token_information(const RodStatus& status);
 
 /// The RECEIVE ROD TOKEN INFORMATION statuses of one device server, by I_T nexus and LIST
@@ -243,7 +243,7 @@ class RodStatuses {
   std::vector<Held> held_;  // oldest first
 };
 
-/// Appends the Block Device ROD Limits descriptor (0000h, SBC-4 §6.6.x) of the Third-party Copy
+/// Appends the Block Device ROD Limits descriptor (0000h, SBC-4) of the Third-party Copy
 /// VPD page for a logical unit of `block_size_bytes` (MAXIMUM TOKEN TRANSFER SIZE in its blocks).
 void append_block_rod_limits(std::vector<std::byte>& out, std::uint32_t block_size_bytes);
 /// Appends the ROD Token Features (0106h, SPC-4 §7.8.17.7, with the block device type specific

@@ -1,4 +1,4 @@
-// The client half of tokencopy_test.sh: token copy (SBC-4 §4.28: POPULATE TOKEN, WRITE USING
+// The client half of tokencopy_test.sh: token copy (SBC-4: POPULATE TOKEN, WRITE USING
 // TOKEN, RECEIVE ROD TOKEN INFORMATION, the block device zero ROD token) through the project's
 // initiator, raw CDBs over real iSCSI sessions, against running iserkit-target processes.
 // ISERKIT_TEST_SOURCE_URL names LUN 0 of a target with two file LUNs in tenant blue;
@@ -93,7 +93,7 @@ std::vector<Range> two_ranges(std::uint64_t lba, std::uint32_t n, std::uint64_t 
   return {Range{lba, n}, Range{lba2, n2}};
 }
 
-// SBC-4 §5.9.2: the POPULATE TOKEN parameter list (no IMMED, no RTV, default timeout).
+// SBC-4: the POPULATE TOKEN parameter list (no IMMED, no RTV, default timeout).
 std::vector<std::byte> populate_list(const std::vector<Range>& ranges) {
   std::vector<std::byte> p(16 + 16 * ranges.size());
   store_be16(p.data(), static_cast<std::uint16_t>(p.size() - 2));
@@ -105,7 +105,7 @@ std::vector<std::byte> populate_list(const std::vector<Range>& ranges) {
   return p;
 }
 
-// SBC-4 §5.56.2: the WRITE USING TOKEN parameter list.
+// SBC-4: the WRITE USING TOKEN parameter list.
 std::vector<std::byte> write_list(const Token& token, const std::vector<Range>& ranges) {
   std::vector<std::byte> p(536 + 16 * ranges.size());
   store_be16(p.data(), static_cast<std::uint16_t>(p.size() - 2));

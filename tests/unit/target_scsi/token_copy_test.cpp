@@ -1,6 +1,6 @@
-// Token copy of the target's SCSI layer (SBC-4 §4.28; token_copy.hpp): POPULATE TOKEN and WRITE
+// Token copy of the target's SCSI layer (SBC-4; token_copy.hpp): POPULATE TOKEN and WRITE
 // USING TOKEN parameter list parsing with their sense data, range checks, the ROD token format
-// (SPC-4 §5.17.6) and its randomness, copies through a token (with OFFSET INTO ROD, across range
+// (SPC-4 §5.17) and its randomness, copies through a token (with OFFSET INTO ROD, across range
 // boundaries, between LUs of one server and of two servers of one tenant), RECEIVE ROD TOKEN
 // INFORMATION, the block device zero ROD token, the point in time change vulnerable semantics
 // (a write to a source block cancels the token, also in the middle of a copy), inactivity timeouts
@@ -72,7 +72,7 @@ void put_ranges(std::vector<std::byte>& p, std::size_t at, const Ranges& ranges)
   }
 }
 
-/// A POPULATE TOKEN parameter list (SBC-4 §5.9.2).
+/// A POPULATE TOKEN parameter list (SBC-4).
 std::vector<std::byte> populate_list(const Ranges& ranges, std::uint32_t timeout = 0, std::uint8_t flags = 0,
                                      std::uint32_t rod_type = 0) {
   std::vector<std::byte> p(16 + 16 * ranges.size());
@@ -85,7 +85,7 @@ std::vector<std::byte> populate_list(const Ranges& ranges, std::uint32_t timeout
   return p;
 }
 
-/// A WRITE USING TOKEN parameter list (SBC-4 §5.56.2).
+/// A WRITE USING TOKEN parameter list (SBC-4).
 std::vector<std::byte> write_list(const Token& token, const Ranges& ranges, std::uint64_t offset = 0, std::uint8_t flags = 0) {
   std::vector<std::byte> p(536 + 16 * ranges.size());
   store_be16(p.data(), static_cast<std::uint16_t>(p.size() - 2));
@@ -362,7 +362,7 @@ TEST_F(TokenCopy, PopulateThenWriteCopiesByteForByte) {
   EXPECT_EQ(load_be64(info.data_in.data() + 16), 3100u);
   Token token{};
   std::copy_n(info.data_in.begin() + 38, 512, token.begin());
-  // The ROD token format (SPC-4 §5.17.6): type, length, the creator LU's NAA, the bytes represented.
+  // The ROD token format (SPC-4 §5.17): type, length, the creator LU's NAA, the bytes represented.
   EXPECT_EQ(load_be32(token.data()), detail::rod_type_point_in_time_change_vulnerable);
   EXPECT_EQ(load_be16(token.data() + 6), 0x01f8);
   EXPECT_EQ(load_u8(token.data() + 16), 0xe4);
@@ -519,7 +519,7 @@ TEST_F(TokenCopy, PlanAndCommandChecks) {
     EXPECT_TRUE(r.plan.rejected());
     expect_sense(r.outcome, SenseKey::illegal_request, scsi::asc::parameter_list_length_error);
   }
-  // 65 range descriptors: TOO MANY SEGMENT DESCRIPTORS (SBC-4 §5.9.2), not a length error.
+  // 65 range descriptors: TOO MANY SEGMENT DESCRIPTORS (SBC-4 POPULATE TOKEN), not a length error.
   const Ranges many(detail::token_max_range_descriptors + 1, {0, 1});
   expect_sense(populate(populate_list(many)).outcome, SenseKey::illegal_request, (scsi::AscPair{0x26, 0x08}));
   expect_sense(write_using(write_list(zero_token(), many)).outcome, SenseKey::illegal_request, (scsi::AscPair{0x26, 0x08}));
