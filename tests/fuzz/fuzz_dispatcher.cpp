@@ -4,8 +4,11 @@
 // over a 1 MiB memory LUN, so parameter lists (UNMAP, PERSISTENT RESERVE OUT, MODE SELECT) and
 // COMPARE AND WRITE data are parsed too. Input: a configuration byte (bit 0: read-only LU), then
 // commands: a selector byte (bits 0-1: LUN index 0..3, of which 0 and 1 exist; bit 2: second
-// nexus; bit 3: a task management function first; bit 4: skip execute), a CDB length byte (1..32),
-// the CDB, a 32-bit EDTL, and a record with the Data-Out bytes (repeated to the length needed).
+// nexus; bit 3: a task management function first; bit 4: skip execute; bit 5: splice the last ROD
+// token a RECEIVE ROD TOKEN INFORMATION returned into a WRITE USING TOKEN's parameter list, so the
+// token copy path runs with fuzzed ranges and offsets — the fuzzer cannot guess a random token), a
+// CDB length byte (1..32), the CDB, a 32-bit EDTL, and a record with the Data-Out bytes (repeated
+// to the length needed).
 // Invariants: a plan without direction moves no bytes; a plan never moves more than twice the LU's
 // maximum transfer or max_data_in_allocation_bytes (what the transport allocates up front); a
 // shortened plan moves no more than the EDTL; execute() returns no more data-in than its buffer,
@@ -63,6 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
   const NexusId nexus[2] = {dispatcher.open_nexus("iqn.2026-11.org.test:a,i,0x800102030405"),
                             dispatcher.open_nexus("iqn.2026-11.org.test:b,i,0x800102030406")};
   asio::io_context io;
+  std::optional<std::array<std::byte, 512>> token;  // the last ROD token returned (bit 5)
 
   for (int commands = 0; !in.empty() && commands < 64; ++commands) {
     const std::uint8_t selector = in.u8();
@@ -100,9 +104,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
     std::vector<std::byte> buffer(plan.transfer_length_bytes);
     if (plan.direction == DataDirection::to_target && !data_out.empty())
       for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = data_out[i % data_out.size()];
+    const auto opcode = static_cast<std::uint8_t>(cdb[0]);
+    const auto service_action = cdb.size() > 1 ? static_cast<std::uint8_t>(cdb[1]) & 0x1f : 0;
+    // SBC-4: the ROD TOKEN of WRITE USING TOKEN is bytes 16..527 of its parameter list.
+    if ((selector & 32) != 0 && token && opcode == 0x83 && service_action == 0x11 && buffer.size() >= 16 + 512)
+      std::copy(token->begin(), token->end(), buffer.begin() + 16);
     const ScsiOutcome outcome = run(io, dispatcher.execute(who, lun, cdb, plan, buffer));
     FUZZ_CHECK(outcome.data_length_bytes <= buffer.size());
     if (outcome.status != scsi::Status::good) FUZZ_CHECK(outcome.data_length_bytes == 0);
+    // SPC-4: a POPULATE TOKEN's information ends with one ROD token descriptor (2 reserved
+    // bytes, the token) after the 32-byte header, no sense data and its 4-byte length.
+    if (opcode == 0x84 && service_action == 0x07 && outcome.status == scsi::Status::good &&
+        outcome.data_length_bytes >= 38 + 512 && load_be32(buffer.data() + 32) == 514) {
+      token.emplace();
+      std::copy_n(buffer.begin() + 38, 512, token->begin());
+    }
   }
   return 0;
 }

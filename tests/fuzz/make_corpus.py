@@ -165,8 +165,8 @@ def chap_seeds():
           record(text(("CHAP_N", "target"), ("CHAP_R", "0x" + "55" * 16))))
 
 
-def command(cdb, lun=0, nexus=0, data=b"", edtl=None, skip_execute=False):
-    selector = lun | nexus << 2 | (16 if skip_execute else 0)
+def command(cdb, lun=0, nexus=0, data=b"", edtl=None, skip_execute=False, splice_token=False):
+    selector = lun | nexus << 2 | (16 if skip_execute else 0) | (32 if splice_token else 0)
     if edtl is None:
         edtl = len(data)
     return bytes([selector, len(cdb)]) + cdb + struct.pack(">I", edtl) + record(data)
@@ -218,6 +218,27 @@ def dispatcher_seeds():
     operating_parameters = bytes([0x84, 3]) + bytes(8) + (64).to_bytes(4, "big") + bytes(2)
     write(t, "extended_copy", b"\0" + command(xcopy, data=xcopy_list) + command(copy_status) +
           command(operating_parameters) + command(vpd(0x8f)))
+    # Token copy (SBC-4): TEST UNIT READY (takes the unit attention), POPULATE TOKEN of 16
+    # blocks of LUN 0 (list 5), RECEIVE ROD TOKEN
+    # INFORMATION (the harness keeps the token), WRITE USING TOKEN with it spliced in, then with the
+    # block device zero ROD token.
+    ranges = (0).to_bytes(8, "big") + (16).to_bytes(4, "big") + bytes(4)
+    pt_list = struct.pack(">HBBIIHH", 16 + len(ranges) - 2, 0, 0, 0, 0, 0, len(ranges)) + ranges
+    pt = bytes([0x83, 0x10]) + bytes(4) + (5).to_bytes(4, "big") + len(pt_list).to_bytes(4, "big") + bytes(2)
+    rrti = bytes([0x84, 0x07]) + (5).to_bytes(4, "big") + bytes(4) + (1024).to_bytes(4, "big") + bytes(2)
+    destination = (64).to_bytes(8, "big") + (16).to_bytes(4, "big") + bytes(4)
+
+    def wut_list(token, flags=0):
+        return struct.pack(">HBB", 536 + len(destination) - 2, flags, 0) + bytes(4) + bytes(8) + token + bytes(6) + \
+            struct.pack(">H", len(destination)) + destination
+    zero_token = (0xffff0001).to_bytes(4, "big") + bytes(2) + (0x1f8).to_bytes(2, "big") + bytes(504)
+    wut = bytes([0x83, 0x11]) + bytes(4) + (6).to_bytes(4, "big") + len(wut_list(bytes(512))).to_bytes(4, "big") + bytes(2)
+    write(t, "token_copy", b"\0" + command(tur) + command(pt, data=pt_list) + command(rrti) +
+          command(wut, data=wut_list(bytes(512)), splice_token=True) + command(wut, data=wut_list(zero_token)))
+    # The same with IMMED = 1 (a background copy), then its RECEIVE ROD TOKEN INFORMATION (list 6).
+    rrti6 = bytes([0x84, 0x07]) + (6).to_bytes(4, "big") + bytes(4) + (1024).to_bytes(4, "big") + bytes(2)
+    write(t, "token_copy_immed", b"\0" + command(tur) + command(pt, data=pt_list) + command(rrti) +
+          command(wut, data=wut_list(bytes(512), 0x01), splice_token=True) + command(rrti6))
 
 
 def scsi_data_seeds():

@@ -15,7 +15,7 @@ constexpr auto thin = Availability::thin_only;
 
 // Usage masks: byte 1 of READ/WRITE-type CDBs shows DPO (0x10) and FUA (0x08) as honoured
 // (DPOFUA = 1 in MODE SENSE); the protect fields stay 0 (no protection information).
-constexpr std::array<CommandInfo, 55> table{{
+constexpr std::array<CommandInfo, 58> table{{
     {Opcode::test_unit_ready, 0, false, 6, {0x00, 0, 0, 0, 0, 0x07}, A::unrestricted},
     {Opcode::request_sense, 0, false, 6, {0x03, 0x01, 0, 0, 0xff, 0x07}, A::unrestricted},
     {Opcode::read6, 0, false, 6, {0x08, 0x1f, 0xff, 0xff, 0xff, 0x07}, A::read},
@@ -57,8 +57,14 @@ constexpr std::array<CommandInfo, 55> table{{
     // EXTENDED COPY (LID1) and RECEIVE COPY RESULTS (SPC-4 §6.4, §6.18): reservations are checked
     // per copy target when the copy runs (extended_copy.cpp), so the command itself is unrestricted.
     {Opcode::extended_copy, 0x00, true, 16, {0x83, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::unrestricted},
+    // POPULATE TOKEN reads the LU it addresses, WRITE USING TOKEN writes it (SBC-4 table 13): LIST
+    // IDENTIFIER (6..9), PARAMETER LIST LENGTH (10..13); GROUP NUMBER is not honoured.
+    {Opcode::extended_copy, 0x10, true, 16, {0x83, 0x10, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::read},
+    {Opcode::extended_copy, 0x11, true, 16, {0x83, 0x11, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::write},
     {Opcode::receive_copy_results, 0x00, true, 16, {0x84, 0x00, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::unrestricted},
     {Opcode::receive_copy_results, 0x03, true, 16, {0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::unrestricted},
+    // RECEIVE ROD TOKEN INFORMATION (SPC-4): LIST IDENTIFIER (2..5), ALLOCATION LENGTH.
+    {Opcode::receive_copy_results, 0x07, true, 16, {0x84, 0x07, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::unrestricted},
     {Opcode::read16, 0, false, 16, {0x88, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::read},
     {Opcode::compare_and_write, 0, false, 16, {0x89, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0, 0x07}, A::write},
     {Opcode::write16, 0, false, 16, {0x8a, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x07}, A::write},

@@ -5,6 +5,7 @@
 // makes COMPARE AND WRITE atomic against other writes (SBC-4 §5.3), and the sanitize state (SBC-4 §4.11).
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -23,19 +24,57 @@ namespace iserkit::target::detail {
 
 struct SanitizeState;  // scsi/sanitize.hpp
 class CopyManager;     // scsi/extended_copy.hpp
+class TokenStore;      // scsi/token_copy.hpp
+class RodStatuses;     // scsi/token_copy.hpp
+
+/// The LBA ranges of one logical unit that ROD tokens represent (SBC-4 point in time ROD
+/// tokens, scsi/token_copy.hpp): a writer taking an overlapping range in RangeLock::try_lock()
+/// sets the token's `cancelled` flag before it writes. Shared (a token may outlive the RangeLock's
+/// device server while a copy reads it). Thread-safe.
+class WriteWatches {
+ public:
+  /// Watches `ranges` ([begin, end) pairs) for `cancelled`. Returns the id for unwatch().
+  std::uint64_t watch(std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges,
+                      std::shared_ptr<std::atomic<bool>> cancelled);
+  /// Stops watching `id` (unknown ids are ignored).
+  void unwatch(std::uint64_t id) noexcept;
+  /// A writer takes [begin, end): cancel every token with an overlapping range.
+  void written(std::uint64_t begin, std::uint64_t end) noexcept;
+  /// Watches held (tests).
+  std::size_t size() const;
+
+ private:
+  struct Watch {
+    std::uint64_t id;
+    std::uint64_t low, high;  // the bounding range of `ranges`
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+    std::shared_ptr<std::atomic<bool>> cancelled;
+  };
+  mutable std::mutex mutex_;
+  std::vector<Watch> watches_;
+  std::uint64_t next_id_ = 1;
+  std::atomic<bool> any_{false};  // skip the mutex on the write path when nothing is watched
+};
 
 /// Exclusive locks on LBA ranges of one logical unit. Writers that overlap take turns; disjoint
-/// ranges proceed in parallel. Thread-safe.
+/// ranges proceed in parallel. Every writer of the medium goes through try_lock(), which also
+/// cancels the ROD tokens of the ranges it takes (WriteWatches). Thread-safe.
 class RangeLock {
  public:
   /// Takes [lba, lba + blocks) if no held range overlaps it. Returns true on success.
   bool try_lock(std::uint64_t lba, std::uint64_t blocks);
   /// Releases a range taken by try_lock().
   void unlock(std::uint64_t lba, std::uint64_t blocks) noexcept;
+  /// True when a range overlapping one of `ranges` ([begin, end) pairs) is held now (a write in
+  /// flight that began before a token watched the range).
+  bool any_held(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges);
+  /// The token watches of this unit (never null).
+  const std::shared_ptr<WriteWatches>& watches() const noexcept { return watches_; }
 
  private:
   std::mutex mutex_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> held_;  // [begin, end)
+  std::shared_ptr<WriteWatches> watches_ = std::make_shared<WriteWatches>();
 };
 
 /// A held range; releases it when destroyed.
@@ -69,7 +108,13 @@ struct UnitState {
   std::optional<std::uint64_t> reserve6_holder;                       ///< nexus id
   PersistentReservations persistent;
   bool software_write_protect = false;  ///< SWP of the control mode page (MODE SELECT)
-  RangeLock ranges;
+  /// The range lock, shared with background copies (WRITE USING TOKEN with IMMED), which may
+  /// outlive the device server; `ranges` names it.
+  std::shared_ptr<RangeLock> range_lock = std::make_shared<RangeLock>();
+  RangeLock& ranges = *range_lock;
+  /// Counts logical unit resets (and the device server's end): a background copy into this LU
+  /// stops when it changed since the copy began (SAM-5 §6.3.3).
+  std::shared_ptr<std::atomic<std::uint32_t>> resets = std::make_shared<std::atomic<std::uint32_t>>(0);
   /// The sanitize state (SBC-4 §4.11; never null): shared with a running sanitize operation,
   /// which outlives a command and a session. Its own mutex; taken after `mutex` when both are.
   std::shared_ptr<SanitizeState> sanitize;
@@ -92,6 +137,8 @@ struct ScsiDispatcher::State {
   std::uint64_t next_nexus = 1;
   std::vector<TargetPortGroup> port_groups{TargetPortGroup{}};  // set during setup, then read only
   std::shared_ptr<detail::CopyManager> copy_manager;  // EXTENDED COPY statuses (never null; set by ScsiDispatcher)
+  std::shared_ptr<detail::TokenStore> tokens;  // ROD tokens: the process's table (never null; set by ScsiDispatcher)
+  std::shared_ptr<detail::RodStatuses> rod_statuses;  // RECEIVE ROD TOKEN INFORMATION (never null)
   std::shared_ptr<const CopyDomain> copy_domain;  // other servers a copy may reach (set during setup; may be null)
   std::string copy_tenant;                        // this server's tenant in copy_domain
 

@@ -15,6 +15,7 @@
 #include "scsi/extended_copy.hpp"
 #include "scsi/handlers.hpp"
 #include "scsi/sanitize.hpp"
+#include "scsi/token_copy.hpp"
 
 namespace iserkit::target {
 
@@ -81,11 +82,20 @@ std::optional<scsi::SenseData> check_data_out_length(const CommandPlan& plan, st
 
 ScsiDispatcher::ScsiDispatcher() : state_(std::make_unique<State>()) {
   state_->copy_manager = std::make_shared<detail::CopyManager>();
+  state_->tokens = detail::TokenStore::process();
+  state_->rod_statuses = std::make_shared<detail::RodStatuses>();
 }
-ScsiDispatcher::~ScsiDispatcher() { stop_background_operations(); }
+ScsiDispatcher::~ScsiDispatcher() {
+  stop_background_operations();
+  // Its ROD tokens go with the device server (they name its logical units and range locks).
+  state_->tokens->drop_server(state_.get());
+}
 
 void ScsiDispatcher::stop_background_operations() noexcept {
-  for (auto* u : state_->all_units()) u->sanitize->stop.store(true);
+  for (auto* u : state_->all_units()) {
+    u->sanitize->stop.store(true);
+    u->resets->fetch_add(1);  // background WRITE USING TOKEN copies stop at their next chunk
+  }
 }
 
 Result<void> ScsiDispatcher::add_logical_unit(std::uint16_t lun_index, std::shared_ptr<LogicalUnit> lu) {
@@ -147,6 +157,7 @@ void ScsiDispatcher::close_nexus(NexusId nexus) noexcept {
     state_->nexus_origins.erase(nexus.value);
   }
   state_->copy_manager->forget(nexus.value);  // SPC-4 §6.18.3: held copy statuses end with the nexus
+  state_->rod_statuses->forget(nexus.value);  // so do ROD token information statuses (not the tokens)
   for (auto* u : state_->all_units()) {
     std::lock_guard g(u->mutex);
     u->unit_attentions.erase(nexus.value);
@@ -196,8 +207,10 @@ void ScsiDispatcher::task_management(NexusId nexus, scsi::Lun lun, TaskManagemen
   for (auto* u : targets) {
     std::lock_guard g(u->mutex);
     // SAM-5 §6.3.3 (hard reset / logical unit reset): RESERVE(6) reservations are released,
-    // persistent reservations stay; every I_T nexus gets a unit attention.
+    // persistent reservations stay; every I_T nexus gets a unit attention; background copies into
+    // the LU (WRITE USING TOKEN with IMMED) stop.
     u->reserve6_holder.reset();
+    u->resets->fetch_add(1);
     for (auto id : ids) u->add_unit_attention(id, ua);
   }
 }
@@ -354,8 +367,20 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
         case Opcode::synchronize_cache16: detail::plan_synchronize_cache(p, cdb); break;
         case Opcode::unmap: detail::plan_unmap(p, cdb); break;
         case Opcode::sanitize: detail::plan_sanitize(p, cdb); break;
-        case Opcode::extended_copy: detail::plan_extended_copy(p, cdb); break;
-        case Opcode::receive_copy_results: detail::plan_receive_copy_results(p, cdb); break;
+        case Opcode::extended_copy:
+          // SBC-4: POPULATE TOKEN and WRITE USING TOKEN share the opcode.
+          if (const auto sa = load_u8(cdb.data() + 1) & 0x1f;
+              sa == detail::populate_token_sa || sa == detail::write_using_token_sa)
+            detail::plan_token_command(p, cdb);
+          else
+            detail::plan_extended_copy(p, cdb);
+          break;
+        case Opcode::receive_copy_results:
+          if ((load_u8(cdb.data() + 1) & 0x1f) == detail::receive_rod_token_information_sa)
+            detail::plan_receive_rod_token_information(p, cdb);
+          else
+            detail::plan_receive_copy_results(p, cdb);
+          break;
         case Opcode::write_same10:
         case Opcode::write_same16: detail::plan_write_same(p, cdb); break;
         default: p.error = detail::invalid_opcode(); break;
@@ -498,8 +523,16 @@ Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, Con
     }
     case Opcode::write_same10:
     case Opcode::write_same16: co_return co_await detail::execute_write_same(plan, buffer);
-    case Opcode::extended_copy: co_return co_await detail::execute_extended_copy(*state_, nexus, plan, buffer);
+    case Opcode::extended_copy:
+      switch (load_u8(cdb.data() + 1) & 0x1f) {
+        case detail::populate_token_sa: co_return co_await detail::execute_populate_token(*state_, nexus, plan, cdb, buffer);
+        case detail::write_using_token_sa:
+          co_return co_await detail::execute_write_using_token(*state_, nexus, plan, cdb, buffer);
+        default: co_return co_await detail::execute_extended_copy(*state_, nexus, plan, buffer);
+      }
     case Opcode::receive_copy_results:
+      if ((load_u8(cdb.data() + 1) & 0x1f) == detail::receive_rod_token_information_sa)
+        co_return detail::execute_receive_rod_token_information(*state_, nexus, cdb, buffer);
       co_return detail::execute_receive_copy_results(*state_, nexus, plan, cdb, buffer);
     case Opcode::sanitize:
       co_return co_await detail::execute_sanitize(plan, unit_state->unit, unit_state->sanitize, unit_state->ranges, cdb,
@@ -630,11 +663,64 @@ void UnitState::add_unit_attention(std::uint64_t id, scsi::AscPair asc) {
 
 bool RangeLock::try_lock(std::uint64_t lba, std::uint64_t blocks) {
   const std::uint64_t end = lba + blocks;
+  {
+    std::lock_guard g(mutex_);
+    for (const auto& [b, e] : held_)
+      if (lba < e && b < end) return false;
+    held_.emplace_back(lba, end);
+  }
+  // A writer of [lba, end) from now on: the ROD tokens of these blocks are cancelled before a
+  // byte changes (token_copy.hpp). After taking the range, so a token created meanwhile sees it
+  // held (any_held()).
+  watches_->written(lba, end);
+  return true;
+}
+
+bool RangeLock::any_held(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges) {
   std::lock_guard g(mutex_);
   for (const auto& [b, e] : held_)
-    if (lba < e && b < end) return false;
-  held_.emplace_back(lba, end);
-  return true;
+    for (const auto& [rb, re] : ranges)
+      if (rb < e && b < re) return true;
+  return false;
+}
+
+std::uint64_t WriteWatches::watch(std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges,
+                                  std::shared_ptr<std::atomic<bool>> cancelled) {
+  std::uint64_t low = UINT64_MAX, high = 0;
+  for (const auto& [b, e] : ranges) {
+    low = std::min(low, b);
+    high = std::max(high, e);
+  }
+  std::lock_guard g(mutex_);
+  const std::uint64_t id = next_id_++;
+  watches_.push_back({id, low, high, std::move(ranges), std::move(cancelled)});
+  any_.store(true);
+  return id;
+}
+
+void WriteWatches::unwatch(std::uint64_t id) noexcept {
+  std::lock_guard g(mutex_);
+  std::erase_if(watches_, [&](const Watch& w) { return w.id == id; });
+  any_.store(!watches_.empty());
+}
+
+void WriteWatches::written(std::uint64_t begin, std::uint64_t end) noexcept {
+  if (!any_.load()) return;
+  std::lock_guard g(mutex_);
+  for (const auto& w : watches_) {
+    if (!(begin < w.high && w.low < end)) continue;
+    for (const auto& [b, e] : w.ranges) {
+      if (begin < e && b < end) {
+        w.cancelled->store(true);
+        break;
+      }
+    }
+  }
+}
+
+std::size_t WriteWatches::size() const {
+  std::lock_guard g(mutex_);
+  return watches_.size();
 }
 
 void RangeLock::unlock(std::uint64_t lba, std::uint64_t blocks) noexcept {

@@ -15,6 +15,7 @@
 #include "scsi/device_state.hpp"
 #include "scsi/handlers.hpp"
 #include "scsi/sanitize.hpp"
+#include "scsi/token_copy.hpp"
 
 namespace iserkit::target::detail {
 
@@ -188,9 +189,15 @@ void append_tpc_descriptor(std::vector<std::byte>& out, std::uint16_t type, std:
 
 std::vector<std::byte> encode_third_party_copy_vpd(std::uint32_t block_size_bytes) {
   std::vector<std::byte> out;
+  // 0000h Block Device ROD Limits (token_copy.cpp).
+  append_block_rod_limits(out, block_size_bytes);
   // 0001h Supported Commands: COMMANDS SUPPORTED LIST LENGTH, then per command its opcode, the
   // length of its service action list and the service actions.
-  const std::vector<std::uint8_t> commands{0x83, 1, 0x00, 0x84, 2, copy_status_sa, operating_parameters_sa};
+  // EXTENDED COPY (LID1), POPULATE TOKEN, WRITE USING TOKEN; RECEIVE COPY RESULTS COPY STATUS,
+  // OPERATING PARAMETERS, RECEIVE ROD TOKEN INFORMATION (token_copy.cpp).
+  const std::vector<std::uint8_t> commands{0x83, 3, 0x00, populate_token_sa, write_using_token_sa,
+                                           0x84, 3, copy_status_sa, operating_parameters_sa,
+                                           receive_rod_token_information_sa};
   std::vector<std::byte> body(1 + commands.size());
   store_u8(body.data(), static_cast<std::uint8_t>(commands.size()));
   for (std::size_t i = 0; i < commands.size(); ++i) store_u8(body.data() + 1 + i, commands[i]);
@@ -208,6 +215,8 @@ std::vector<std::byte> encode_third_party_copy_vpd(std::uint32_t block_size_byte
   // 000Ch Supported CSCD Descriptor IDs: none of the special IDs (above 07FFh).
   body.assign(2, std::byte{0});
   append_tpc_descriptor(out, 0x000c, std::move(body));
+  // 0106h ROD Token Features, 0108h Supported ROD Types (token_copy.cpp).
+  append_rod_token_descriptors(out);
   // 8001h General Copy Operations.
   body.assign(32, std::byte{0});
   store_be32(body.data(), xcopy_max_concurrent_copies);       // TOTAL CONCURRENT COPIES
@@ -301,6 +310,52 @@ void plan_receive_copy_results(CommandPlan& plan, ConstByteSpan cdb) noexcept {
     return;
   }
   plan_data_in(plan, load_be32(cdb.data() + 10));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The chunk mover (shared with WRITE USING TOKEN, token_copy.cpp)
+// ---------------------------------------------------------------------------------------------
+
+void set_destination(BlockMove& m, UnitState& unit) noexcept {
+  m.destination = &unit.unit->backend();
+  m.destination_ranges = &unit.ranges;
+  m.destination_sanitize = unit.sanitize.get();
+}
+
+Awaitable<std::optional<ScsiOutcome>> move_blocks(const CommandPlan& plan, const BlockMove& m, ByteSpan buffer,
+                                                  const MoveHooks& hooks) {
+  const std::uint32_t bs = m.block_size_bytes;
+  const std::uint64_t chunk_blocks = std::max<std::uint64_t>(1, buffer.size() / bs);
+  BlockBackend& destination = *m.destination;
+  for (std::uint64_t done = 0; done < m.blocks;) {
+    // SAM-5 §7: an aborted task (ABORT TASK, a reset, the session's end) stops between chunks.
+    if (plan.abort_requested || (hooks.stopped && hooks.stopped())) co_return ScsiOutcome::check_condition(hooks.aborted);
+    const std::uint64_t n = std::min(chunk_blocks, m.blocks - done);
+    const std::uint64_t first = m.backwards ? m.blocks - done - n : done;
+    const ByteSpan data(buffer.data(), n * bs);
+    if (m.source != nullptr) {
+      if (auto r1 = co_await m.source->read((m.source_lba + first) * bs, data); !r1)
+        co_return backend_error_outcome(r1.error(), false);
+      // Checked after the read: a change of the source that the read may have seen happened
+      // after the check's flag was set (point in time ROD tokens).
+      if (hooks.after_read)
+        if (auto stop = hooks.after_read()) co_return *stop;
+    }
+    {
+      auto guard = co_await lock_range(*m.destination_ranges, m.destination_lba + first, n);
+      // SBC-4 §4.11: a sanitize that started meanwhile drained the range first: stop.
+      if (auto refused = m.destination_sanitize->refuses(scsi::Opcode::write16)) co_return ScsiOutcome::check_condition(*refused);
+      const std::uint64_t offset = (m.destination_lba + first) * bs;
+      auto w = m.source != nullptr ? co_await destination.write(offset, data, Fua::no)
+                                   : co_await destination.write_zeroes(offset, n * bs, Fua::no);
+      if (!w) co_return backend_error_outcome(w.error(), true);
+    }
+    done += n;
+    if (hooks.moved) hooks.moved(n);
+    // Let the io_context run other commands between chunks (a memory backend completes at once).
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+  }
+  co_return std::nullopt;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -435,38 +490,25 @@ std::variant<Resolution, ScsiOutcome> resolve(const ScsiDispatcher::State& state
   return out;
 }
 
-// Copies one segment in chunks of at most xcopy_chunk_bytes: read from the source, write to the
-// destination under its range lock. Overlapping ranges of one logical unit with the destination
-// above the source are copied from the end, so every block is read before it is overwritten.
+// Copies one segment through move_blocks(). Overlapping ranges of one logical unit with the
+// destination above the source are copied from the end, so every block is read before it is
+// overwritten.
 Awaitable<std::optional<ScsiOutcome>> copy_segment(const CommandPlan& plan, const ResolvedSegment& r,
                                                    std::vector<std::byte>& buffer, CopyStatus& status) {
   const BlockSegment& s = *r.segment;
-  const std::uint32_t bs = r.source->unit->block_size_bytes();
-  const std::uint64_t chunk_blocks = std::max<std::uint64_t>(1, xcopy_chunk_bytes / bs);
-  const bool backwards = r.source == r.destination && s.destination_lba > s.source_lba &&
-                         s.destination_lba < s.source_lba + s.blocks;
-  BlockBackend& source = r.source->unit->backend();
-  BlockBackend& destination = r.destination->unit->backend();
-  for (std::uint64_t done = 0; done < s.blocks;) {
-    // SAM-5 §7: an aborted task (ABORT TASK, a reset, the session's end) stops between chunks.
-    if (plan.abort_requested) co_return ScsiOutcome::check_condition(copy_aborted(scsi::asc::no_additional_sense, s.offset));
-    const std::uint64_t n = std::min(chunk_blocks, s.blocks - done);
-    const std::uint64_t first = backwards ? s.blocks - done - n : done;
-    const ByteSpan data(buffer.data(), n * bs);
-    if (auto r1 = co_await source.read((s.source_lba + first) * bs, data); !r1) co_return backend_error_outcome(r1.error(), false);
-    {
-      auto guard = co_await lock_range(r.destination->ranges, s.destination_lba + first, n);
-      // SBC-4 §4.11: a sanitize that started meanwhile drained the range first: stop.
-      if (auto refused = r.destination->sanitize->refuses(scsi::Opcode::write16)) co_return ScsiOutcome::check_condition(*refused);
-      if (auto w = co_await destination.write((s.destination_lba + first) * bs, data, Fua::no); !w)
-        co_return backend_error_outcome(w.error(), true);
-    }
-    done += n;
-    status.bytes_transferred += n * bs;
-    // Let the io_context run other commands between chunks (a memory backend completes at once).
-    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
-  }
-  co_return std::nullopt;
+  BlockMove move;
+  move.source = &r.source->unit->backend();
+  move.source_lba = s.source_lba;
+  set_destination(move, *r.destination);
+  move.destination_lba = s.destination_lba;
+  move.blocks = s.blocks;
+  move.block_size_bytes = r.source->unit->block_size_bytes();
+  move.backwards = r.source == r.destination && s.destination_lba > s.source_lba &&
+                   s.destination_lba < s.source_lba + s.blocks;
+  MoveHooks hooks;
+  hooks.aborted = copy_aborted(scsi::asc::no_additional_sense, s.offset);
+  hooks.moved = [&status, bs = move.block_size_bytes](std::uint64_t n) { status.bytes_transferred += n * bs; };
+  co_return co_await move_blocks(plan, move, buffer, hooks);
 }
 
 }  // namespace

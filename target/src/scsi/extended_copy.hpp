@@ -18,6 +18,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -144,11 +146,13 @@ std::vector<std::byte> encode_operating_parameters(std::uint32_t block_size_byte
 inline constexpr std::uint8_t third_party_copy_vpd_page = 0x8f;
 
 /// Encodes the payload (after the 4-byte page header) of the Third-party Copy VPD page (SPC-4
-/// §7.8.17) for a logical unit of `block_size_bytes`: the Supported Commands (0001h: EXTENDED COPY
-/// LID1, RECEIVE COPY RESULTS COPY STATUS and OPERATING PARAMETERS), Parameter Data (0004h),
-/// Supported Descriptors (0008h: 02h, E4h), Supported CSCD Descriptor IDs (000Ch: none above 07FFh)
-/// and General Copy Operations (8001h) descriptors, each padded to a multiple of 4 bytes; the same
-/// limits as the OPERATING PARAMETERS.
+/// §7.8.17) for a logical unit of `block_size_bytes`: the Block Device ROD Limits (0000h, token
+/// copy), Supported Commands (0001h: EXTENDED COPY LID1, POPULATE TOKEN, WRITE USING TOKEN,
+/// RECEIVE COPY RESULTS COPY STATUS and OPERATING PARAMETERS, RECEIVE ROD TOKEN INFORMATION),
+/// Parameter Data (0004h), Supported Descriptors (0008h: 02h, E4h), Supported CSCD Descriptor IDs
+/// (000Ch: none above 07FFh), ROD Token Features (0106h), Supported ROD Types (0108h) and General
+/// Copy Operations (8001h) descriptors, each padded to a multiple of 4 bytes; the same limits as
+/// the OPERATING PARAMETERS and token_copy.hpp.
 std::vector<std::byte> encode_third_party_copy_vpd(std::uint32_t block_size_bytes);
 
 /// The copy manager's state of one device server: the statuses held for RECEIVE COPY RESULTS (by
@@ -180,6 +184,50 @@ class CopyManager {
   std::vector<Held> held_;  // oldest first
   std::atomic<std::uint32_t> running_{0};
 };
+
+struct UnitState;      // scsi/device_state.hpp
+class RangeLock;       // scsi/device_state.hpp
+struct SanitizeState;  // scsi/sanitize.hpp
+
+/// Fills the destination fields of `m` from `unit` (its backend, range lock, sanitize state).
+struct BlockMove;
+void set_destination(BlockMove& m, UnitState& unit) noexcept;
+
+/// One run of blocks for move_blocks(): `blocks` blocks of `block_size_bytes` from `source_lba`
+/// of `source` to `destination_lba` of `destination` (both one block size; ranges checked).
+struct BlockMove {
+  BlockBackend* source = nullptr;  ///< nullptr: write zeroes (the block device zero ROD token)
+  std::uint64_t source_lba = 0;
+  BlockBackend* destination = nullptr;
+  RangeLock* destination_ranges = nullptr;             ///< the destination LU's range lock
+  const SanitizeState* destination_sanitize = nullptr;  ///< and its sanitize state
+  std::uint64_t destination_lba = 0;
+  std::uint64_t blocks = 0;
+  std::uint32_t block_size_bytes = 0;
+  bool backwards = false;  ///< copy the last chunk first (an overlapping destination above the source)
+};
+
+/// What a caller of move_blocks() adds to the move.
+struct MoveHooks {
+  scsi::SenseData aborted;  ///< the sense when the task is aborted between chunks
+  /// Called after each chunk was read, before it is written; a returned outcome ends the move.
+  std::function<std::optional<ScsiOutcome>()> after_read;
+  /// Called after each chunk was written with its block count (progress).
+  std::function<void(std::uint64_t)> moved;
+  /// Checked with plan.abort_requested before each chunk (a background copy's stop); may be empty.
+  std::function<bool()> stopped;
+};
+
+/// The copy manager's chunk mover (EXTENDED COPY segments, WRITE USING TOKEN ranges): moves
+/// `m.blocks` in chunks of at most buffer.size() bytes — read from the source's backend (or
+/// nothing for zeroes), then written under the destination's range lock (which cancels the ROD
+/// tokens of those blocks, and waits for COMPARE AND WRITE), checking a sanitize that started
+/// meanwhile; between chunks it stops when plan.abort_requested or hooks.stopped() and yields to
+/// the io_context.
+/// Returns nullopt when every block moved, else the outcome to end the command with (a backend
+/// error's sense, SANITIZE IN PROGRESS, hooks.aborted, after_read's).
+Awaitable<std::optional<ScsiOutcome>> move_blocks(const CommandPlan& plan, const BlockMove& m, ByteSpan buffer,
+                                                  const MoveHooks& hooks);
 
 /// Phase 1 of EXTENDED COPY (LID1): service action 00h only; PARAMETER LIST LENGTH 0 (nothing to
 /// do), 16..16 + xcopy_max_descriptor_list_bytes, or PARAMETER LIST LENGTH ERROR before any data moves.

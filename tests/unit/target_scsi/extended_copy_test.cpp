@@ -539,9 +539,12 @@ TEST_F(ExtendedCopy, ThirdPartyCopyVpdPage) {
     ASSERT_LE(at + 4 + length, page.data_in.size());
     const std::byte* d = page.data_in.data() + at;
     if (type == 0x0001) {  // Supported Commands
-      EXPECT_EQ(load_u8(d + 4), 7);
+      // EXTENDED COPY 00h, 10h, 11h (token copy); RECEIVE COPY RESULTS 00h, 03h, 07h.
+      EXPECT_EQ(load_u8(d + 4), 10);
       EXPECT_EQ(load_u8(d + 5), 0x83);
-      EXPECT_EQ(load_u8(d + 8), 0x84);
+      EXPECT_EQ(load_u8(d + 6), 3);
+      EXPECT_EQ(load_u8(d + 10), 0x84);
+      EXPECT_EQ(load_u8(d + 11), 3);
     } else if (type == 0x0004) {  // Parameter Data
       EXPECT_EQ(load_be16(d + 8), detail::xcopy_max_cscd_descriptors);
       EXPECT_EQ(load_be16(d + 10), detail::xcopy_max_segment_descriptors);
@@ -557,7 +560,8 @@ TEST_F(ExtendedCopy, ThirdPartyCopyVpdPage) {
     types.push_back(type);
     at += 4 + length;
   }
-  EXPECT_EQ(types, (std::vector<std::uint16_t>{0x0001, 0x0004, 0x0008, 0x000c, 0x8001}));
+  // 0000h, 0106h and 0108h are token copy's (token_copy_test.cpp).
+  EXPECT_EQ(types, (std::vector<std::uint16_t>{0x0000, 0x0001, 0x0004, 0x0008, 0x000c, 0x0106, 0x0108, 0x8001}));
 }
 
 class ExtendedCopyReadOnly : public ExtendedCopy {
