@@ -369,6 +369,10 @@ struct ResolvedSegment {
   const BlockSegment* segment;
   UnitState* source;
   UnitState* destination;
+  // The units' reset counts when the copy was resolved: a LOGICAL UNIT RESET of either (from any
+  // session) since then stops the copy between chunks (SAM-5 §6.3.3).
+  std::uint32_t source_resets = 0;
+  std::uint32_t destination_resets = 0;
 };
 
 // Every segment resolved, and the other device servers they reach (kept alive while the copy runs).
@@ -485,7 +489,7 @@ std::variant<Resolution, ScsiOutcome> resolve(const ScsiDispatcher::State& state
     }
     if (auto refused = access_refused(source, false)) return *refused;
     if (auto refused = access_refused(destination, true)) return *refused;
-    out.segments.push_back({&s, source.unit, destination.unit});
+    out.segments.push_back({&s, source.unit, destination.unit, source.unit->resets->load(), destination.unit->resets->load()});
   }
   return out;
 }
@@ -508,6 +512,8 @@ Awaitable<std::optional<ScsiOutcome>> copy_segment(const CommandPlan& plan, cons
   MoveHooks hooks;
   hooks.aborted = copy_aborted(scsi::asc::no_additional_sense, s.offset);
   hooks.moved = [&status, bs = move.block_size_bytes](std::uint64_t n) { status.bytes_transferred += n * bs; };
+  hooks.stopped = [src = r.source->resets, src_at = r.source_resets, dst = r.destination->resets,
+                   dst_at = r.destination_resets] { return src->load() != src_at || dst->load() != dst_at; };
   co_return co_await move_blocks(plan, move, buffer, hooks);
 }
 

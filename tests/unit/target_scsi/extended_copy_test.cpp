@@ -466,6 +466,30 @@ TEST_F(ExtendedCopy, AbortStopsBetweenChunks) {
   EXPECT_EQ(counting[1]->writes - writes, 2);  // the chunk under way finished, no other started
 }
 
+// A LOGICAL UNIT RESET of the destination from another I_T nexus (whose session engine knows
+// nothing of this task) stops the copy between chunks as well (SAM-5 §6.3.3).
+TEST_F(ExtendedCopy, ALogicalUnitResetFromAnotherNexusStopsTheCopy) {
+  constexpr std::uint32_t blocks = 8192;  // four chunks
+  const auto list = parameter_list({cscd_of(0), cscd_of(1)}, {segment(0, 1, blocks, 0, 0)});
+  const auto cdb = extended_copy(static_cast<std::uint32_t>(list.size()));
+  CommandPlan plan = dispatcher.plan(nexus, Lun{}, cdb.span());
+  ASSERT_FALSE(plan.rejected());
+  int reads = 0;
+  hooked[0]->on_read = [&] {
+    if (++reads == 2) (void)dispatcher.task_management(other, Lun::from_index(1), TaskManagement::logical_unit_reset);
+  };
+  std::vector<std::byte> buffer = list;
+  const int writes = counting[1]->writes;
+  auto outcome = test::run(ctx, dispatcher.execute(nexus, Lun{}, cdb.span(), plan, buffer));
+  hooked[0]->on_read = nullptr;
+  EXPECT_NE(outcome.status, Status::good);
+  EXPECT_EQ(counting[1]->writes - writes, 2);  // the chunk under way finished, no other started
+  // A copy that starts after the reset runs to its end.
+  std::vector<std::byte> again = list;
+  CommandPlan plan2 = dispatcher.plan(nexus, Lun{}, cdb.span());
+  EXPECT_EQ(test::run(ctx, dispatcher.execute(nexus, Lun{}, cdb.span(), plan2, again)).status, Status::good);
+}
+
 TEST_F(ExtendedCopy, ReceiveCopyResultsCopyStatusPerNexusAndListId) {
   // Nothing held yet: INVALID FIELD IN CDB (the LIST IDENTIFIER, byte 2).
   auto none = command(receive_copy_results(0x00, 5));
