@@ -514,7 +514,14 @@ Awaitable<std::optional<ScsiOutcome>> copy_segment(const CommandPlan& plan, cons
   hooks.moved = [&status, bs = move.block_size_bytes](std::uint64_t n) { status.bytes_transferred += n * bs; };
   hooks.stopped = [src = r.source->resets, src_at = r.source_resets, dst = r.destination->resets,
                    dst_at = r.destination_resets] { return src->load() != src_at || dst->load() != dst_at; };
-  co_return co_await move_blocks(plan, move, buffer, hooks);
+  auto outcome = co_await move_blocks(plan, move, buffer, hooks);
+  // SPC-4 §6.4.3: an error while a segment is processed (a backend's read or write error, a
+  // sanitize that started meanwhile) ends the command with COPY ABORTED, its additional sense code
+  // kept, and the segment pointer; the INFORMATION field is the backend's and does not apply.
+  if (outcome && outcome->sense && outcome->sense->key != SenseKey::copy_aborted) {
+    outcome = ScsiOutcome::check_condition(copy_aborted({outcome->sense->asc, outcome->sense->ascq}, s.offset));
+  }
+  co_return outcome;
 }
 
 }  // namespace

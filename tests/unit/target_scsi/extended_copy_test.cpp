@@ -217,6 +217,7 @@ class HookedBackend final : public BlockBackend {
   const BackendCapabilities& capabilities() const noexcept override { return inner_->capabilities(); }
   Awaitable<Result<void>> read(std::uint64_t o, ByteSpan b) override {
     if (on_read) on_read();
+    if (fail_reads) co_return fail(std::make_error_code(std::errc::io_error));
     co_return co_await inner_->read(o, b);
   }
   Awaitable<Result<void>> write(std::uint64_t o, ConstByteSpan b, Fua f) override { co_return co_await inner_->write(o, b, f); }
@@ -226,6 +227,7 @@ class HookedBackend final : public BlockBackend {
     co_return co_await inner_->write_zeroes(o, n, f);
   }
   std::function<void()> on_read;
+  bool fail_reads = false;
 
  private:
   std::shared_ptr<BlockBackend> inner_;
@@ -488,6 +490,23 @@ TEST_F(ExtendedCopy, ALogicalUnitResetFromAnotherNexusStopsTheCopy) {
   std::vector<std::byte> again = list;
   CommandPlan plan2 = dispatcher.plan(nexus, Lun{}, cdb.span());
   EXPECT_EQ(test::run(ctx, dispatcher.execute(nexus, Lun{}, cdb.span(), plan2, again)).status, Status::good);
+}
+
+// A backend error in the middle of a segment ends the copy with COPY ABORTED (SPC-4 §6.4.3), the
+// backend's additional sense code kept and the failing segment pointed at.
+TEST_F(ExtendedCopy, ABackendErrorIsReportedAsCopyAbortedWithTheSegment) {
+  const auto list = parameter_list({cscd_of(0), cscd_of(1)}, {segment(0, 1, 8, 0, 0), segment(0, 1, 8, 8, 8)});
+  hooked[0]->fail_reads = true;
+  auto r = copy(list);
+  hooked[0]->fail_reads = false;
+  ASSERT_EQ(r.outcome.status, Status::check_condition);
+  ASSERT_TRUE(r.outcome.sense);
+  EXPECT_EQ(r.outcome.sense->key, SenseKey::copy_aborted);
+  EXPECT_NE(r.outcome.sense->asc, 0);  // the backend's (a read error), not NO ADDITIONAL SENSE
+  ASSERT_TRUE(r.outcome.sense->sense_key_specific);
+  const auto& sks = *r.outcome.sense->sense_key_specific;
+  EXPECT_EQ(sks[0], 0xa0);  // SKSV, SD: the field pointer is in the parameter list
+  EXPECT_GT((sks[1] << 8) | sks[2], 0);  // the first segment descriptor's offset
 }
 
 TEST_F(ExtendedCopy, ReceiveCopyResultsCopyStatusPerNexusAndListId) {
