@@ -354,7 +354,7 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
     }
     // ALUA (SPC-5 §5.16.2.4): the nexus's target port group decides what runs.
     p.port = state_->target_port(nexus);
-    p.explicit_alua = state_->port_groups->transitions() != nullptr;
+    p.explicit_alua = state_->port_groups->explicit_transitions();
     if (const auto alua = state_->group_state(p.port.group); !allowed_in_alua_state(alua, p.opcode, cdb)) {
       p.error = not_accessible(alua);
       return p;

@@ -431,7 +431,7 @@ ScsiOutcome execute_report_target_port_groups(const PortGroupTable& table, Const
   for (const auto& g : groups) descriptors.push_back({.id = g.id, .state = g.state, .relative_ports = g.relative_ports});
   using Sup = scsi::SupportedAccessStates;
   const std::uint8_t supported = Sup::unavailable | Sup::standby | Sup::active_non_optimized | Sup::active_optimized |
-                                 (table.transitions() != nullptr ? Sup::transitioning : 0);
+                                 (table.explicit_transitions() ? Sup::transitioning : 0);
   const auto data = scsi::encode_report_target_port_groups(
       descriptors, {.extended_header = options && options->extended_header, .supported_states = supported});
   return reply_data(data, out);

@@ -45,8 +45,12 @@ void plan_maintenance_out(CommandPlan& plan, ConstByteSpan cdb) noexcept {
 }
 
 Awaitable<ScsiOutcome> execute_set_target_port_groups(const PortGroupTable& table, ConstByteSpan parameters) {
-  AluaTransitions* transitions = table.transitions();
-  if (transitions == nullptr) co_return ScsiOutcome::check_condition(invalid_opcode());  // plan refused it
+  const auto transitions = table.transitions();
+  if (!transitions) {
+    // Gone (the target is stopping): the transition cannot be made.
+    co_return ScsiOutcome::check_condition(
+        scsi::SenseData::make(scsi::SenseKey::hardware_error, scsi::asc::set_target_port_groups_command_failed));
+  }
   const auto list = scsi::parse_set_target_port_groups(parameters);
   if (!list) co_return ScsiOutcome::check_condition(illegal_request(scsi::asc::parameter_list_length_error));
   // Each descriptor says whether this gateway should be the active one: its own group

@@ -118,16 +118,23 @@ class PortGroupTable {
   /// Counts the state changes so far.
   [[nodiscard]] std::uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
   /// Installs what runs SET TARGET PORT GROUPS (during setup; the table then claims explicit ALUA:
-  /// TPGS 11b in standard INQUIRY). Without it the command is refused (implicit ALUA only).
-  void set_transitions(std::shared_ptr<AluaTransitions> transitions) noexcept { transitions_ = std::move(transitions); }
-  /// What set_transitions() installed, or nullptr.
-  [[nodiscard]] AluaTransitions* transitions() const noexcept { return transitions_.get(); }
+  /// TPGS 11b in standard INQUIRY). Without it the command is refused (implicit ALUA only). Held
+  /// weakly (the coordinator holds the table): once it is gone the command fails.
+  void set_transitions(const std::shared_ptr<AluaTransitions>& transitions) noexcept {
+    transitions_ = transitions;
+    explicit_ = transitions != nullptr;
+  }
+  /// What set_transitions() installed, or nullptr (never installed, or gone).
+  [[nodiscard]] std::shared_ptr<AluaTransitions> transitions() const noexcept { return transitions_.lock(); }
+  /// True once set_transitions() installed one (explicit ALUA is claimed).
+  [[nodiscard]] bool explicit_transitions() const noexcept { return explicit_; }
 
  private:
   std::vector<TargetPortGroup> groups_;                    // states_ holds the states
   std::unique_ptr<std::atomic<std::uint8_t>[]> states_;   // per groups_ entry
   std::atomic<std::uint64_t> generation_{0};
-  std::shared_ptr<AluaTransitions> transitions_;
+  std::weak_ptr<AluaTransitions> transitions_;
+  bool explicit_ = false;  // set during setup, then read only
 };
 
 /// The target port an I_T nexus goes through (SPC-5 §7.7.6.5, §7.7.6.6): its relative target port
