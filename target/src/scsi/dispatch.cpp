@@ -124,6 +124,8 @@ const LogicalUnit* ScsiDispatcher::find(scsi::Lun lun) const noexcept {
 }
 
 NexusId ScsiDispatcher::open_nexus(std::string initiator_port_name, TargetPort port, std::string origin) {
+  // ALUA state changes from before this nexus existed are not news to it (it reads the states).
+  state_->note_port_group_changes();
   std::uint64_t id = 0;
   {
     std::lock_guard g(state_->nexus_mutex);
