@@ -166,4 +166,17 @@ echo "ok: SET TARGET PORT GROUPS through the active gateway handed back; bad lis
 
 kill -TERM $bridge_pid; wait $bridge_pid || fail "iserkit-nbd exited with $?"
 kill -TERM "$a_pid" "$b_pid"; wait "$a_pid" "$b_pid" 2>/dev/null || true
+# Fixed states and the lock exclude each other: refused at start-up, saying why.
+if "$BIN/iserkit-target" --iqn $iqn --lun "$tmp/lun.img" --no-iser --listen 127.0.0.1:0 --alua-state 1=standby \
+    --alua-lock "$tmp/lun.img" >"$tmp/bad.out" 2>&1; then
+  fail "the target started with --alua-state and --alua-lock"
+fi
+grep -q "exclude each other" "$tmp/bad.out" || fail "no clear error: $(cat "$tmp/bad.out")"
+# An unopenable lock file is refused at start-up too.
+if "$BIN/iserkit-target" --iqn $iqn --lun "$tmp/lun.img" --no-iser --listen 127.0.0.1:0 --alua-peer 2 \
+    --alua-lock "$tmp/no/such/dir/lock" >"$tmp/bad2.out" 2>&1; then
+  fail "the target started with a lock file it cannot open"
+fi
+grep -q "cannot open the lock file" "$tmp/bad2.out" || fail "no clear error: $(cat "$tmp/bad2.out")"
+echo "ok: --alua-state with --alua-lock, and a lock file that cannot be opened, are refused at start-up"
 echo "PASS: $(( $(date +%s) - start )) s"
