@@ -616,6 +616,14 @@ struct TargetServer::Impl {
                     .connections = {}};
     for (const auto& t : tenants)
       s.tenants.push_back({.name = t.definition.name, .netns = t.definition.netns, .sessions = t.sessions, .budget = t.budget});
+    s.port_groups = port_groups;
+    if (alua_failover) {
+      s.alua_lock = config.alua_lock ? config.alua_lock->string() : std::string();
+      s.alua_active = [f = std::weak_ptr<AluaFailover>(alua_failover)] {
+        auto p = f.lock();
+        return p && p->active();
+      };
+    }
     s.connections = [this] {
       std::vector<std::shared_ptr<const ConnectionStats>> out;
       std::lock_guard lock(mutex);

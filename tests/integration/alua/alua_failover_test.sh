@@ -46,6 +46,7 @@ start_gateway() {
   rm -f "$tmp/$name.port"
   "$BIN/iserkit-target" --iqn $iqn --lun "$tmp/lun.img" --no-iser --listen "127.0.0.1:${!port_var},tpgt=$tpgt" \
     --alua-peer "$peer" --alua-lock "$tmp/lun.img" --port-file "$tmp/$name.port" --log-level info \
+    --status-socket "$tmp/$name.status" \
     >>"$tmp/$name.log" 2>&1 &
   pids+=($!)
   eval "${name}_pid=$!"
@@ -83,7 +84,17 @@ out=$(probe "$url_b" tur tur tur | tail -1)
 [[ $out == "tur status=0x02 sense=2/04/0b" ]] || fail "TEST UNIT READY through standby B: $out"
 out=$(probe "$url_a" tur tur tur | tail -1)
 [[ $out == "tur status=0x00" ]] || fail "TEST UNIT READY through active A: $out"
-echo "ok: A active/optimized, B standby (refuses media access with 04h/0Bh); both report it"
+# The status socket tells the operator the same: "alua": {"groups", "lock", "active"}.
+alua_status() {
+  "$BIN/iserkit" status "$tmp/$1.status" --json | python3 -c '
+import json, sys
+a = json.load(sys.stdin)["alua"]
+print(" ".join("%d=%s" % (g["group"], g["state"]) for g in a["groups"]), "active" if a["active"] else "standby",
+      "lock" if a["lock"] else "nolock")'
+}
+[[ $(alua_status a) == "1=$AO 2=$SB active lock" ]] || fail "status of A: $(alua_status a)"
+[[ $(alua_status b) == "1=$AO 2=$SB standby lock" ]] || fail "status of B: $(alua_status b)"
+echo "ok: A active/optimized, B standby (refuses media access with 04h/0Bh); both report it (RTPG, status)"
 
 "$BIN/iserkit-nbd" "$url_a" "$url_b" --multipath failover --socket "$tmp/mp.sock" --stats-file "$tmp/mp.stats" \
   --nop-interval 1 --nop-timeout 1 --path-replacement-timeout 2 --replacement-timeout 60 --log-level info \
@@ -136,6 +147,7 @@ path1_after=$(current path.1.commands)
 tail -n +$((a_lines + 1)) "$tmp/a.log" | grep -q "this gateway is active" && fail "restarted A went active"
 wait_states "$url_a" "1=$SB 2=$AO" 5
 wait_states "$url_b" "1=$SB 2=$AO" 5
+[[ $(alua_status b) == "1=$SB 2=$AO active lock" ]] || fail "status of B after the failover: $(alua_status b)"
 for _ in $(seq 50); do [[ $(current path.0.state) == up ]] && break; sleep 0.2; done
 [[ $(stat_of path.0.state) == up && $(stat_of path.0.alua) == "$SB" ]] ||
   fail "path 0 after A's restart: state=$(stat_of path.0.state) alua=$(stat_of path.0.alua), want up standby"
