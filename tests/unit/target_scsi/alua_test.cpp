@@ -1,6 +1,8 @@
-// ALUA in the target's device server (SPC-5 §5.16, implicit ALUA): TPGS in standard INQUIRY,
-// REPORT TARGET PORT GROUPS (§6.36), the relative target port and target port group designators
-// of VPD 0x83 (§7.7.6.5, §7.7.6.6), and what each asymmetric access state lets a nexus run.
+// ALUA in the target's device server (SPC-5 §5.16): TPGS in standard INQUIRY, REPORT TARGET PORT
+// GROUPS (§6.36), the relative target port and target port group designators of VPD 0x83
+// (§7.7.6.5, §7.7.6.6), and what each asymmetric access state lets a nexus run; states that move
+// (AluaMoving: a shared PortGroupTable, ASYMMETRIC ACCESS STATE CHANGED, transitioning, the write
+// fence, SET TARGET PORT GROUPS (SPC-4 §6.45) through a stand-in coordinator).
 #include <gtest/gtest.h>
 
 #include <algorithm>
