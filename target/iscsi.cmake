@@ -2,6 +2,7 @@
 # sequencer, connection/session handling, TCP portals (library iserkit_target) and the
 # iserkit-target executable. Included by target/CMakeLists.txt.
 add_library(iserkit_target STATIC
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/alua_failover.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/chap_authenticator.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/config.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/config_file.cpp

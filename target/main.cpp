@@ -127,8 +127,13 @@ int run(int argc, char** argv) {
        cxxopts::value<std::vector<std::string>>())
       ("alua-peer", "TPGT=STATE: a peer gateway's portal group TPGT serving the same logical units from another "
                     "process (same LUN identity): listed in REPORT TARGET PORT GROUPS in STATE, not served here "
-                    "(repeatable; see README \"Two gateways, one RBD image\")",
+                    "(repeatable; see README \"Two gateways, one RBD image\"); with --alua-lock, TPGT alone "
+                    "(the peer's state follows the lock)",
        cxxopts::value<std::vector<std::string>>())
+      ("alua-lock", "PATH: ALUA failover: the file every gateway of these LUNs locks (created if missing; may be "
+                    "the backing file). The holder is active/optimized, the others standby; the lock moves when "
+                    "its holder dies or is told to (SET TARGET PORT GROUPS). See README \"ALUA failover\"",
+       cxxopts::value<std::string>())
       ("shutdown-timeout", "seconds SIGTERM/SIGINT lets sessions finish the commands they sent before closing "
                            "them (0 = at once)", cxxopts::value<std::string>()->default_value("10"))
       ("chap-algorithms", "CHAP_A accepted for the --lun/--export-dir targets and discovery, comma-separated "
@@ -247,11 +252,14 @@ int run(int argc, char** argv) {
   config.limits.global_payload_bytes = size_option(args, "global-payload-budget");
   config.limits.pool_idle_bytes = size_option(args, "pool-idle-cap");
   config.limits.shutdown_timeout = seconds_option(args, "shutdown-timeout", true);
-  // --alua-state and --alua-peer: TPGT=STATE, repeatable.
+  // --alua-state and --alua-peer: TPGT=STATE, repeatable (a bare TPGT peer with --alua-lock).
+  if (args.count("alua-lock")) config.alua_lock = args["alua-lock"].as<std::string>();
   for (const char* flag : {"alua-state", "alua-peer"}) {
     if (!args.count(flag)) continue;
     auto& states = std::string_view(flag) == "alua-state" ? config.alua_states : config.alua_peers;
-    for (const auto& a : args[flag].as<std::vector<std::string>>()) {
+    for (auto a : args[flag].as<std::vector<std::string>>()) {
+      if (config.alua_lock && std::string_view(flag) == "alua-peer" && a.find('=') == std::string::npos)
+        a += "=standby";
       const auto eq = a.find('=');
       auto state = eq == std::string::npos ? std::nullopt : iserkit::target::parse_alua_state(a.substr(eq + 1));
       unsigned long tag = 0;

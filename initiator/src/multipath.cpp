@@ -429,14 +429,19 @@ struct Multipath::Impl {
     (void)self;
   }
   /// While logged-in paths exist but none is in a state that processes I/O (standby,
-  /// transitioning…), re-read the states every second.
+  /// transitioning…), re-read the states: after 100 ms, then at twice the last interval up to
+  /// every second. A gateway failover (the standby gateway takes the lock of the one that died or
+  /// handed over, target/README.md "ALUA failover") is seen within about 100–300 ms of the new
+  /// active group's change, not a second later.
   Awaitable<void> poll_alua(std::shared_ptr<Multipath> self) {
     asio::steady_timer t(ex);
+    std::chrono::milliseconds interval{100};
     while (!closed && !selector.any_usable()) {
       bool any_up = false;
       for (const auto& p : paths) any_up |= p.state == PathStatus::State::up;
       if (!any_up) break;
-      t.expires_after(std::chrono::seconds(1));
+      t.expires_after(interval);
+      interval = std::min<std::chrono::milliseconds>(interval * 2, std::chrono::seconds(1));
       boost::system::error_code ec;
       co_await t.async_wait(use_awaitable_ec(ec));
       co_await refresh_alua();

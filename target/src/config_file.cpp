@@ -346,7 +346,7 @@ struct Parser {
 
   tl::expected<TargetConfig, ConfigError> parse(const toml::table& root, TargetConfig config) const {
     if (auto e = check_keys(source, root,
-                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "tenants", "limits", "login_throttle", "alua", "alua_peers",
+                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "tenants", "limits", "login_throttle", "alua", "alua_peers", "alua_lock",
                              "ceph_conf", "ceph_id", "export_rbd", "rbd_rescan_interval", "status_socket", "metrics"},
                             "the top level"))
       return *e;
@@ -388,6 +388,11 @@ struct Parser {
       auto v = node->value_exact<std::int64_t>();
       if (!v || (*v != 512 && *v != 4096)) return error_at(source, *node, "block_size must be 512 or 4096");
       config.block_size_bytes = static_cast<std::uint32_t>(*v);
+    }
+    if (const auto* node = root.get("alua_lock")) {
+      auto v = node->value_exact<std::string>();
+      if (!v || v->empty()) return error_at(source, *node, "alua_lock must be a path (the file the gateways lock)");
+      config.alua_lock = resolve(*v);
     }
     if (const auto* node = root.get("ceph_conf")) {
       auto v = node->value_exact<std::string>();

@@ -26,6 +26,7 @@
 #include "iserkit/datamover/tcp_datamover.hpp"
 #include "iserkit/target/backends.hpp"
 #include "admission.hpp"
+#include "alua_failover.hpp"
 #include "connection.hpp"
 #include "export_dir.hpp"
 #include "lu_identity_store.hpp"
@@ -240,7 +241,10 @@ struct TargetServer::Impl {
   std::unique_ptr<ConnectionAdmission> admission;
   std::shared_ptr<SharedPayloadBudget> global_budget;
   std::unique_ptr<asio::steady_timer> shutdown_timer;  // on contexts[0]: the drain's bound
-  std::vector<TargetPortGroup> port_groups;            // ALUA groups every node's dispatcher gets
+  // ALUA groups every node's dispatcher shares, and the coordinator that moves their states
+  // between gateways (--alua-lock; null without).
+  std::shared_ptr<PortGroupTable> port_groups = std::make_shared<PortGroupTable>(std::vector<TargetPortGroup>{{}});
+  std::shared_ptr<AluaFailover> alua_failover;
   // Tenants (target/README.md "Tenants"), in configuration order; PortalSpec::tenant indexes them.
   struct Tenant {
     TenantDefinition definition;
@@ -285,7 +289,7 @@ struct TargetServer::Impl {
       if (!node) continue;  // make_node logged why; the next rescan tries again
       (*node)->allowed_initiators = config.allowed_initiators;
       (*node)->auth = config.auth;
-      if (auto r = (*node)->dispatcher->set_port_groups(port_groups); !r) continue;
+      (*node)->dispatcher->share_port_groups(port_groups);
       if (auto r = registry->add(*node); !r) {
         log::warn("rbd: target {} exists already; image {} skipped", log::escaped(name), log::escaped(image));
         continue;
@@ -352,8 +356,7 @@ struct TargetServer::Impl {
       (*node)->allowed_initiators = t.allowed_initiators;
       (*node)->auth = t.auth;
       (*node)->tenant = t.tenant;  // a running tenant (plan_reload checked)
-      if (auto r = (*node)->dispatcher->set_port_groups(port_groups); !r)
-        return tl::unexpected(ConfigError{fmt::format("target {}: {}", t.iqn, r.error().message())});
+      (*node)->dispatcher->share_port_groups(port_groups);
       added.push_back(std::move(*node));
       done.push_back("added target " + (lines.empty() ? t.iqn : lines.front()));
     }
@@ -613,6 +616,14 @@ struct TargetServer::Impl {
                     .connections = {}};
     for (const auto& t : tenants)
       s.tenants.push_back({.name = t.definition.name, .netns = t.definition.netns, .sessions = t.sessions, .budget = t.budget});
+    s.port_groups = port_groups;
+    if (alua_failover) {
+      s.alua_lock = config.alua_lock ? config.alua_lock->string() : std::string();
+      s.alua_active = [f = std::weak_ptr<AluaFailover>(alua_failover)] {
+        auto p = f.lock();
+        return p && p->active();
+      };
+    }
     s.connections = [this] {
       std::vector<std::shared_ptr<const ConnectionStats>> out;
       std::lock_guard lock(mutex);
@@ -640,6 +651,7 @@ struct TargetServer::Impl {
     // Background device operations (a sanitize) end at their next step, or the I/O threads'
     // io_contexts would never run out of work.
     for (const auto& node : *registry->nodes()) node->dispatcher->stop_background_operations();
+    if (alua_failover) alua_failover->stop();  // its lock stays held until the process ends
     asio::post(*contexts[0], [this] {
       for (auto& a : acceptors) {
         boost::system::error_code ignored;
@@ -784,13 +796,37 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
   impl->registry->set_portal_addresses(std::move(advertised), std::move(advertised_tags), std::move(advertised_tenants));
   for (const auto& t : config.tenants) listen.insert(listen.end(), t.listen.begin(), t.listen.end());
   // ALUA (SPC-5 §5.16): one target port group per portal group, plus the peer gateways' groups.
+  if (config.alua_lock && !config.alua_states.empty()) {
+    log::error("config: --alua-state/[alua] and --alua-lock/alua_lock exclude each other: with the lock, this "
+               "gateway's groups are active/optimized while it holds the lock and standby otherwise");
+    return fail(errc::invalid_argument);
+  }
   auto made = make_port_groups(listen, config.alua_states, config.alua_peers);
   if (!made) return fail(made.error());
   const std::vector<TargetPortGroup> groups = std::move(*made);
-  for (const auto& node : *impl->registry->nodes()) {
-    if (auto r = node->dispatcher->set_port_groups(groups); !r) return fail(r.error());
+  auto table = PortGroupTable::make(groups);
+  if (!table) return fail(table.error());
+  impl->port_groups = *table;
+  if (config.alua_lock) {
+    // ALUA failover (target/README.md "ALUA failover"): this process's groups are standby until
+    // it holds the lock; the peers' follow their markers.
+    AluaFailoverOptions o{.lock_path = *config.alua_lock};
+    for (const auto& l : listen)
+      if (std::find(o.local_groups.begin(), o.local_groups.end(), l.portal_group) == o.local_groups.end())
+        o.local_groups.push_back(l.portal_group);
+    for (const auto& [tag, state] : config.alua_peers) o.peer_groups.push_back(tag);
+    Impl* im = impl.get();
+    auto failover = AluaFailover::open(std::move(o), impl->port_groups, [im]() -> Awaitable<void> {
+      for (const auto& node : *im->registry->nodes()) co_await node->dispatcher->quiesce_writes();
+    });
+    if (!failover) {
+      log::error("alua: cannot open the lock file {}: {}", config.alua_lock->string(), failover.error().message());
+      return fail(failover.error());
+    }
+    impl->alua_failover = *failover;
+    impl->port_groups->set_transitions(*failover);
   }
-  impl->port_groups = groups;
+  for (const auto& node : *impl->registry->nodes()) node->dispatcher->share_port_groups(impl->port_groups);
   if (config.export_rbd) {
     // At start-up an unreadable pool is fatal; later rescans only log.
     auto served = impl->rescan_rbd();
@@ -798,7 +834,10 @@ Result<std::unique_ptr<TargetServer>> TargetServer::create(const TargetConfig& c
     impl->description.push_back(fmt::format("pool {}: {} image target(s) under {}:", *config.export_rbd, *served,
                                             config.iqn));
   }
-  for (const auto& g : groups)
+  if (config.alua_lock)
+    log::info("alua: failover through locks on {}: active/optimized while holding them, standby otherwise",
+              config.alua_lock->string());
+  for (const auto& g : impl->port_groups->groups())
     if (groups.size() > 1 || g.state != AluaState::active_optimized)
       log::info("portal group {}: ALUA {}{}", g.id, to_string(g.state),
                 config.alua_peers.contains(g.id) ? " (a peer gateway's)" : "");
@@ -896,6 +935,9 @@ void TargetServer::run(bool handle_signals) {
   }
   for (std::size_t i = 0; i < impl.acceptors.size(); ++i)
     asio::co_spawn(*impl.contexts[0], impl.accept_loop(*impl.acceptors[i], impl.portals[i]), asio::detached);
+  if (impl.alua_failover)
+    asio::co_spawn(*impl.contexts[0], [](std::shared_ptr<AluaFailover> f) -> Awaitable<void> { co_await f->run(); }(
+                                          impl.alua_failover), asio::detached);
   for (std::size_t i = 0; i < impl.iser_listeners.size(); ++i)
     asio::co_spawn(*impl.contexts[0], impl.iser_accept_loop(*impl.iser_listeners[i], impl.iser_portals[i]), asio::detached);
   // Service manager (sd_notify): READY=1 now that every portal listens, then STATUS= whenever the

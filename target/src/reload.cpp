@@ -126,6 +126,7 @@ tl::expected<ReloadPlan, ConfigError> plan_reload(const TargetConfig& current, c
   note(current.metrics == next.metrics, "metrics");
   note(current.alua_states == next.alua_states, "[alua]");
   note(current.alua_peers == next.alua_peers, "[alua_peers]");
+  note(current.alua_lock == next.alua_lock, "alua_lock");
   note(same_auth(current.discovery_auth, next.discovery_auth), "[discovery]");
   note(same_limits(current.limits, next.limits), "[limits]");
   note(same_throttle(current.login_throttle, next.login_throttle), "[login_throttle]");

@@ -79,6 +79,14 @@ std::string target_status_json(const StatusSources& sources) {
   }
   doc["sessions"] = std::move(sessions);
   doc["logging_in"] = logging_in;
+  // ALUA (target/README.md "ALUA", "ALUA failover"): the states REPORT TARGET PORT GROUPS gives now.
+  Json groups = Json::array();
+  if (sources.port_groups)
+    for (const auto& g : sources.port_groups->groups())
+      groups.push_back({{"group", g.id}, {"state", std::string(scsi::to_string(g.state))}});
+  doc["alua"] = {{"groups", std::move(groups)},
+                 {"lock", sources.alua_lock.empty() ? Json(nullptr) : Json(sources.alua_lock)},
+                 {"active", sources.alua_active ? Json(sources.alua_active()) : Json(nullptr)}};
   const auto& s = sources.registry->stats();
   doc["totals"] = {{"logins", s.logins.load(std::memory_order_relaxed)},
                    {"commands", by_kind(s.commands)},

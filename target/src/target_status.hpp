@@ -34,6 +34,12 @@ struct StatusSources {
   std::string since;                 ///< start time, UTC ISO 8601
   /// The open connections (logging in or logged in) now; thread-safe.
   std::function<std::vector<std::shared_ptr<const ConnectionStats>>()> connections;
+  /// The ALUA target port groups and their states now (may be null).
+  std::shared_ptr<const PortGroupTable> port_groups;
+  /// ALUA failover (--alua-lock): the lock file, and whether this gateway holds it now; empty
+  /// without failover.
+  std::string alua_lock;
+  std::function<bool()> alua_active;
 };
 
 /// The status as JSON: {"program": "iserkit-target", "since", "portals", "payload_budget":
@@ -41,7 +47,8 @@ struct StatusSources {
 /// [{"lun", "block_size", "blocks"}]}], "sessions": [{"initiator", "isid", "tsih", "type", "target",
 /// "tenant", "since", "connections": [{"cid", "peer", "portal", "transport"}], "commands", "bytes",
 /// "errors" (not GOOD, not UNIT ATTENTION), "unit_attentions", "payload_budget_bytes"}], "logging_in",
-/// "totals": {..., "unit_attentions", ...}}.
+/// "totals": {..., "unit_attentions", ...}, "alua": {"groups": [{"group", "state"}], "lock" (null
+/// without --alua-lock), "active" (null without)}}.
 std::string target_status_json(const StatusSources& sources);
 
 /// Most logical units given their own iserkit_target_lun_* series (target and lun labels), in the

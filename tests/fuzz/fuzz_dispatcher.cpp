@@ -1,8 +1,10 @@
 // Fuzz target: CDB parsing and the target's SCSI device server (target/…/scsi_dispatcher.hpp;
 // SPC-5, SBC-4): plan() on arbitrary CDBs from two I_T nexuses, then — for plans that are not
 // rejected — the transport's EDTL checks (check_data_out_length, shorten_transfer) and execute()
-// over a 1 MiB memory LUN, so parameter lists (UNMAP, PERSISTENT RESERVE OUT, MODE SELECT) and
-// COMPARE AND WRITE data are parsed too. Input: a configuration byte (bit 0: read-only LU), then
+// over a 1 MiB memory LUN, so parameter lists (UNMAP, PERSISTENT RESERVE OUT, MODE SELECT, SET
+// TARGET PORT GROUPS) and COMPARE AND WRITE data are parsed too. Input: a configuration byte (bit
+// 0: read-only LU; bit 1: explicit ALUA: groups 1 (active/optimized, first nexus) and 2 (standby,
+// second nexus) moved at once by a stand-in coordinator), then
 // commands: a selector byte (bits 0-1: LUN index 0..3, of which 0 and 1 exist; bit 2: second
 // nexus; bit 3: a task management function first; bit 4: skip execute; bit 5: splice the last ROD
 // token a RECEIVE ROD TOKEN INFORMATION returned into a WRITE USING TOKEN's parameter list, so the
@@ -48,6 +50,21 @@ ScsiOutcome run(asio::io_context& io, Awaitable<ScsiOutcome> a) {
   return *out;
 }
 
+// Moves group 1 (local) and 2 (a peer's) at once, as the failover coordinator does in the end
+// (so SET TARGET PORT GROUPS never waits).
+class InstantTransitions : public AluaTransitions {
+ public:
+  explicit InstantTransitions(PortGroupTable& table) : table_(table) {}
+  bool is_local(std::uint16_t id) const noexcept override { return id == 1; }
+  void request(bool active) noexcept override {
+    table_.set_states({{1, active ? AluaState::active_optimized : AluaState::standby},
+                       {2, active ? AluaState::standby : AluaState::active_optimized}});
+  }
+
+ private:
+  PortGroupTable& table_;
+};
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size) {
@@ -63,8 +80,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
                                         .read_only = false});
     FUZZ_CHECK(dispatcher.add_logical_unit(index, std::make_shared<LogicalUnit>(backend, o)).has_value());
   }
+  const bool alua = (config & 2) != 0;
+  std::shared_ptr<PortGroupTable> table;
+  std::shared_ptr<InstantTransitions> transitions;
+  if (alua) {
+    table = *PortGroupTable::make({{.id = 1, .state = AluaState::active_optimized, .relative_ports = {1}},
+                                   {.id = 2, .state = AluaState::standby, .relative_ports = {2}}});
+    transitions = std::make_shared<InstantTransitions>(*table);
+    table->set_transitions(transitions);
+    dispatcher.share_port_groups(table);
+  }
   const NexusId nexus[2] = {dispatcher.open_nexus("iqn.2026-11.org.test:a,i,0x800102030405"),
-                            dispatcher.open_nexus("iqn.2026-11.org.test:b,i,0x800102030406")};
+                            dispatcher.open_nexus("iqn.2026-11.org.test:b,i,0x800102030406",
+                                                  alua ? TargetPort{.relative_port = 2, .group = 2} : TargetPort{})};
   asio::io_context io;
   std::optional<std::array<std::byte, 512>> token;  // the last ROD token returned (bit 5)
 

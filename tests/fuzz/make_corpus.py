@@ -239,6 +239,14 @@ def dispatcher_seeds():
     rrti6 = bytes([0x84, 0x07]) + (6).to_bytes(4, "big") + bytes(4) + (1024).to_bytes(4, "big") + bytes(2)
     write(t, "token_copy_immed", b"\0" + command(tur) + command(pt, data=pt_list) + command(rrti) +
           command(wut, data=wut_list(bytes(512), 0x01), splice_token=True) + command(rrti6))
+    # Explicit ALUA (config bit 1): REPORT TARGET PORT GROUPS, then SET TARGET PORT GROUPS through
+    # the standby nexus making its group 2 active/optimized, then I/O through both nexuses.
+    rtpg = bytes([0xa3, 0x0a, 0, 0, 0, 0]) + (1024).to_bytes(4, "big") + bytes(2)
+    stpg_list = bytes(4) + bytes([0x00, 0]) + (2).to_bytes(2, "big")
+    stpg = bytes([0xa4, 0x0a, 0, 0, 0, 0]) + len(stpg_list).to_bytes(4, "big") + bytes(2)
+    write(t, "alua_set_target_port_groups", b"\2" + command(rtpg) + command(read10, nexus=1, edtl=4096) +
+          command(stpg, nexus=1, data=stpg_list) + command(tur) + command(read10, nexus=1, edtl=4096) +
+          command(write10, data=bytes(1024)) + command(rtpg, nexus=1))
 
 
 def scsi_data_seeds():

@@ -92,6 +92,37 @@ Result<std::vector<TargetPortGroupDescriptor>> parse_report_target_port_groups(C
   return groups;
 }
 
+std::vector<std::byte> encode_set_target_port_groups(const std::vector<SetTargetPortGroup>& groups) {
+  std::vector<std::byte> data(4 + 4 * groups.size());
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    std::byte* d = data.data() + 4 + 4 * i;
+    store_u8(d, static_cast<std::uint8_t>(groups[i].state) & 0x0f);
+    store_be16(d + 2, groups[i].id);
+  }
+  return data;
+}
+
+Cdb set_target_port_groups(std::uint32_t parameter_list_length) noexcept {
+  Cdb c;
+  c.length = 12;
+  store_u8(c.bytes.data(), static_cast<std::uint8_t>(Opcode::maintenance_out));
+  store_u8(c.bytes.data() + 1, 0x0a);  // SPC-4 §6.45.1: SERVICE ACTION 0Ah
+  store_be32(c.bytes.data() + 6, parameter_list_length);
+  return c;
+}
+
+Result<std::vector<SetTargetPortGroup>> parse_set_target_port_groups(ConstByteSpan data) {
+  std::vector<SetTargetPortGroup> groups;
+  if (data.empty()) return groups;
+  // SPC-4 §6.45.2: a 4-byte header (reserved), then 4-byte descriptors.
+  if (data.size() < 4 || (data.size() - 4) % 4 != 0) return fail(errc::invalid_argument);
+  for (std::size_t pos = 4; pos < data.size(); pos += 4) {
+    groups.push_back(SetTargetPortGroup{.id = load_be16(data.data() + pos + 2),
+                                        .state = static_cast<AccessState>(load_u8(data.data() + pos) & 0x0f)});
+  }
+  return groups;
+}
+
 AluaCondition alua_condition(const ScsiResult& result) noexcept {
   if (result.status != Status::check_condition || !result.sense) return AluaCondition::none;
   const SenseData& s = *result.sense;

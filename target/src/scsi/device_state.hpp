@@ -135,7 +135,9 @@ struct ScsiDispatcher::State {
   std::map<std::uint64_t, TargetPort> nexus_ports;  // open nexus id → its target port (under nexus_mutex)
   std::map<std::uint64_t, std::string> nexus_origins;  // open nexus id → its origin (under nexus_mutex)
   std::uint64_t next_nexus = 1;
-  std::vector<TargetPortGroup> port_groups{TargetPortGroup{}};  // set during setup, then read only
+  // The ALUA groups and their states (set during setup; the table's states change at any time).
+  std::shared_ptr<PortGroupTable> port_groups = std::make_shared<PortGroupTable>(std::vector<TargetPortGroup>{{}});
+  mutable std::atomic<std::uint64_t> seen_port_group_generation{0};  // port_groups->generation() last noted
   std::shared_ptr<detail::CopyManager> copy_manager;  // EXTENDED COPY statuses (never null; set by ScsiDispatcher)
   std::shared_ptr<detail::TokenStore> tokens;  // ROD tokens: the process's table (never null; set by ScsiDispatcher)
   std::shared_ptr<detail::RodStatuses> rod_statuses;  // RECEIVE ROD TOKEN INFORMATION (never null)
@@ -146,6 +148,10 @@ struct ScsiDispatcher::State {
   TargetPort target_port(NexusId nexus) const;
   /// The ALUA state of group `id` (active/optimized when not listed).
   AluaState group_state(std::uint16_t id) const noexcept;
+  /// When the port groups' states changed since the last call: queues ASYMMETRIC ACCESS STATE
+  /// CHANGED (SPC-5 §5.16.2.6) for every open nexus on every LU (exactly once per change, whichever
+  /// thread notices). Takes the units' mutexes: call without holding one.
+  void note_port_group_changes() const;
 
   /// The state of the LU at `lun`, or nullptr.
   detail::UnitState* unit(scsi::Lun lun) const noexcept;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
 #include "scsi/command_table.hpp"
 #include "scsi/device_state.hpp"
 #include "scsi/extended_copy.hpp"
@@ -133,6 +134,8 @@ const LogicalUnit* ScsiDispatcher::find(scsi::Lun lun) const noexcept {
 }
 
 NexusId ScsiDispatcher::open_nexus(std::string initiator_port_name, TargetPort port, std::string origin) {
+  // ALUA state changes from before this nexus existed are not news to it (it reads the states).
+  state_->note_port_group_changes();
   std::uint64_t id = 0;
   {
     std::lock_guard g(state_->nexus_mutex);
@@ -166,7 +169,7 @@ void ScsiDispatcher::close_nexus(NexusId nexus) noexcept {
   }
 }
 
-Result<void> ScsiDispatcher::set_port_groups(std::vector<TargetPortGroup> groups) {
+Result<std::shared_ptr<PortGroupTable>> PortGroupTable::make(std::vector<TargetPortGroup> groups) {
   if (groups.empty()) return fail(errc::invalid_argument);
   std::vector<std::uint16_t> ids;
   std::vector<std::uint16_t> ports;
@@ -179,11 +182,63 @@ Result<void> ScsiDispatcher::set_port_groups(std::vector<TargetPortGroup> groups
       ports.push_back(p);
     }
   }
-  state_->port_groups = std::move(groups);
+  return std::make_shared<PortGroupTable>(std::move(groups));
+}
+
+PortGroupTable::PortGroupTable(std::vector<TargetPortGroup> groups)
+    : groups_(std::move(groups)), states_(std::make_unique<std::atomic<std::uint8_t>[]>(groups_.size())) {
+  for (std::size_t i = 0; i < groups_.size(); ++i) states_[i].store(static_cast<std::uint8_t>(groups_[i].state));
+}
+
+std::vector<TargetPortGroup> PortGroupTable::groups() const {
+  std::vector<TargetPortGroup> out = groups_;
+  for (std::size_t i = 0; i < out.size(); ++i) out[i].state = static_cast<AluaState>(states_[i].load());
+  return out;
+}
+
+AluaState PortGroupTable::state(std::uint16_t id) const noexcept {
+  for (std::size_t i = 0; i < groups_.size(); ++i)
+    if (groups_[i].id == id) return static_cast<AluaState>(states_[i].load());
+  return AluaState::active_optimized;
+}
+
+bool PortGroupTable::set_states(const std::vector<std::pair<std::uint16_t, AluaState>>& states) noexcept {
+  bool changed = false;
+  for (const auto& [id, state] : states) {
+    for (std::size_t i = 0; i < groups_.size(); ++i) {
+      if (groups_[i].id != id) continue;
+      if (states_[i].exchange(static_cast<std::uint8_t>(state)) != static_cast<std::uint8_t>(state)) changed = true;
+    }
+  }
+  // Seq-cst (the exchanges above): a write that took its LBA range after this and then reads the
+  // state sees the new one (quiesce_writes()).
+  if (changed) generation_.fetch_add(1);
+  return changed;
+}
+
+Result<void> ScsiDispatcher::set_port_groups(std::vector<TargetPortGroup> groups) {
+  auto table = PortGroupTable::make(std::move(groups));
+  if (!table) return fail(table.error());
+  share_port_groups(std::move(*table));
   return {};
 }
 
-const std::vector<TargetPortGroup>& ScsiDispatcher::port_groups() const noexcept { return state_->port_groups; }
+void ScsiDispatcher::share_port_groups(std::shared_ptr<PortGroupTable> table) noexcept {
+  state_->seen_port_group_generation.store(table->generation());
+  state_->port_groups = std::move(table);
+}
+
+std::vector<TargetPortGroup> ScsiDispatcher::port_groups() const { return state_->port_groups->groups(); }
+
+Awaitable<void> ScsiDispatcher::quiesce_writes() const {
+  for (auto* u : state_->all_units()) {
+    // Every write holds its range across its ALUA check and its I/O: holding the whole medium
+    // once means none accepted before is still running.
+    { auto all = co_await detail::lock_range(u->ranges, 0, std::max<std::uint64_t>(u->unit->block_count(), 1)); }
+    if (auto r = co_await u->unit->backend().flush(); !r)
+      log::warn("alua: flush before the hand-over failed: {}", r.error().message());
+  }
+}
 
 std::optional<AluaState> parse_alua_state(std::string_view name) noexcept {
   for (auto s : {AluaState::active_optimized, AluaState::active_non_optimized, AluaState::standby,
@@ -228,11 +283,12 @@ bool allowed_under_reserve6(Opcode op) noexcept {
   }
 }
 
-// SPC-5 §5.16.2.4.4/§5.16.2.4.5: what a target port in the standby or unavailable state still
-// runs; anything else gets NOT READY, LOGICAL UNIT NOT ACCESSIBLE (04h/0Bh standby, 04h/0Ch
-// unavailable).
+// SPC-5 §5.16.2.4.4/§5.16.2.4.5/§5.16.2.5: what a target port in the standby, unavailable or
+// transitioning state still runs; anything else gets NOT READY, LOGICAL UNIT NOT ACCESSIBLE
+// (04h/0Bh standby, 04h/0Ch unavailable, 04h/0Ah transitioning).
 bool allowed_in_alua_state(AluaState state, Opcode op, ConstByteSpan cdb) noexcept {
   const bool rtpg = op == Opcode::maintenance_in && (load_u8(cdb.data() + 1) & 0x1f) == 0x0a;
+  const bool stpg = op == Opcode::maintenance_out && (load_u8(cdb.data() + 1) & 0x1f) == 0x0a;
   switch (state) {
     case AluaState::active_optimized:
     case AluaState::active_non_optimized: return true;
@@ -243,14 +299,26 @@ bool allowed_in_alua_state(AluaState state, Opcode op, ConstByteSpan cdb) noexce
         case Opcode::persistent_reserve_in: case Opcode::persistent_reserve_out:
           return true;
         default:
-          return false;
+          return stpg;
       }
     case AluaState::unavailable:
+      return op == Opcode::inquiry || op == Opcode::report_luns || op == Opcode::request_sense || rtpg || stpg;
+    case AluaState::transitioning:
       return op == Opcode::inquiry || op == Opcode::report_luns || op == Opcode::request_sense || rtpg;
     default:
-      return false;  // set_port_groups() lets no other state in
+      return false;  // PortGroupTable lets no other state in
   }
   return false;
+}
+
+// The NOT READY sense of a port in `state` (which does not process the command).
+scsi::SenseData not_accessible(AluaState state) noexcept {
+  switch (state) {
+    case AluaState::standby: return scsi::SenseData::make(scsi::SenseKey::not_ready, scsi::asc::target_port_in_standby_state);
+    case AluaState::transitioning:
+      return scsi::SenseData::make(scsi::SenseKey::not_ready, scsi::asc::asymmetric_access_state_transition);
+    default: return scsi::SenseData::make(scsi::SenseKey::not_ready, scsi::asc::target_port_in_unavailable_state);
+  }
 }
 
 }  // namespace
@@ -270,6 +338,9 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
     p.error = detail::invalid_opcode();
     return p;
   }
+  // SPC-5 §5.16.2.6: the port groups' states changed since the last command here: ASYMMETRIC
+  // ACCESS STATE CHANGED for every I_T nexus of every LU (before this command's own check).
+  state_->note_port_group_changes();
   if (unit_state != nullptr) {
     std::lock_guard g(unit_state->mutex);
     p.software_write_protect = unit_state->software_write_protect;
@@ -298,9 +369,9 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
     }
     // ALUA (SPC-5 §5.16.2.4): the nexus's target port group decides what runs.
     p.port = state_->target_port(nexus);
+    p.explicit_alua = state_->port_groups->explicit_transitions();
     if (const auto alua = state_->group_state(p.port.group); !allowed_in_alua_state(alua, p.opcode, cdb)) {
-      p.error = scsi::SenseData{.key = scsi::SenseKey::not_ready, .asc = 0x04,
-                                .ascq = static_cast<std::uint8_t>(alua == AluaState::standby ? 0x0b : 0x0c)};
+      p.error = not_accessible(alua);
       return p;
     }
     // SBC-4 §4.11: a sanitize operation in progress (or failed) refuses most commands.
@@ -346,6 +417,7 @@ CommandPlan ScsiDispatcher::plan(NexusId nexus, scsi::Lun lun, ConstByteSpan cdb
         case Opcode::mode_select6:
         case Opcode::mode_select10: detail::plan_mode_select(p, cdb); break;
         case Opcode::maintenance_in: detail::plan_maintenance_in(p, cdb); break;
+        case Opcode::maintenance_out: detail::plan_maintenance_out(p, cdb); break;
         case Opcode::persistent_reserve_in: detail::plan_persistent_reserve_in(p, cdb); break;
         case Opcode::persistent_reserve_out: detail::plan_persistent_reserve_out(p, cdb); break;
         case Opcode::read6: case Opcode::read10: case Opcode::read12: case Opcode::read16:
@@ -423,6 +495,14 @@ MediaIoStart ScsiDispatcher::start_media_io(scsi::Lun lun, const CommandPlan& pl
     io.range_lock_ = &unit_state->ranges;
     io.lba_ = plan.lba;
     io.blocks_ = plan.blocks;
+    // SPC-5 §5.16.2.4: checked again with the range held (quiesce_writes() relies on it): a port
+    // that left the active states since plan() writes nothing.
+    if (const auto alua = state_->group_state(plan.port.group); !scsi::processes_io(alua)) {
+      io.range_lock_->unlock(io.lba_, io.blocks_);
+      io.range_lock_ = nullptr;
+      io.outcome = ScsiOutcome::check_condition(not_accessible(alua));
+      return MediaIoStart::completed;
+    }
   }
   // As in execute(): checked with the range held, so a sanitize operation starting now waits for
   // this write (SBC-4 §4.11); one already under way answers through execute().
@@ -468,6 +548,9 @@ Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, Con
   std::optional<detail::RangeGuard> guard;
   if (unit_state != nullptr && detail::is_media_write(plan.opcode) && plan.blocks != 0) {
     guard.emplace(co_await detail::lock_range(unit_state->ranges, plan.lba, plan.blocks));
+    // SPC-5 §5.16.2.4: checked again with the range held (quiesce_writes() relies on it).
+    if (const auto alua = state_->group_state(plan.port.group); !scsi::processes_io(alua))
+      co_return ScsiOutcome::check_condition(not_accessible(alua));
   }
   // SBC-4 §4.11: a sanitize operation may have started since plan(); a write that holds its range
   // here is one the operation waits for (execute_sanitize), any other stops now.
@@ -485,8 +568,22 @@ Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, Con
     case Opcode::mode_select10: co_return detail::execute_mode_select(plan, *unit_state, *state_, nexus.value, cdb, buffer);
     case Opcode::maintenance_in:
       if ((load_u8(cdb.data() + 1) & 0x1f) == 0x0a)
-        co_return detail::execute_report_target_port_groups(state_->port_groups, cdb, buffer);
+        co_return detail::execute_report_target_port_groups(*state_->port_groups, cdb, buffer);
       co_return detail::execute_report_supported_opcodes(plan, cdb, buffer);
+    case Opcode::maintenance_out: {
+      auto outcome = co_await detail::execute_set_target_port_groups(*state_->port_groups, buffer);
+      if (outcome.status == scsi::Status::good) {
+        // SPC-5 §5.16.2.6: after an explicit change, every I_T nexus but the one that asked for it
+        // gets ASYMMETRIC ACCESS STATE CHANGED.
+        state_->note_port_group_changes();
+        for (auto* u : state_->all_units()) {
+          std::lock_guard g(u->mutex);
+          if (auto q = u->unit_attentions.find(nexus.value); q != u->unit_attentions.end())
+            std::erase(q->second, scsi::asc::asymmetric_access_state_changed);
+        }
+      }
+      co_return outcome;
+    }
     case Opcode::reserve6:
     case Opcode::release6: co_return detail::execute_reserve_release6(plan, *unit_state, nexus.value);
     case Opcode::persistent_reserve_in: co_return detail::execute_persistent_reserve_in(*unit_state, cdb, buffer);
@@ -517,6 +614,8 @@ Awaitable<ScsiOutcome> ScsiDispatcher::execute(NexusId nexus, scsi::Lun lun, Con
     case Opcode::unmap: {
       // UNMAP descriptors may be anywhere: hold the whole medium against COMPARE AND WRITE.
       auto all = co_await detail::lock_range(unit_state->ranges, 0, plan.unit->block_count());
+      if (const auto alua = state_->group_state(plan.port.group); !scsi::processes_io(alua))
+        co_return ScsiOutcome::check_condition(not_accessible(alua));
       // A sanitize that started while this waited has already drained the range: do not touch it.
       if (auto refused = unit_state->sanitize->refuses(plan.opcode)) co_return ScsiOutcome::check_condition(*refused);
       co_return co_await detail::execute_unmap(plan, buffer);
@@ -566,10 +665,17 @@ TargetPort ScsiDispatcher::State::target_port(NexusId nexus) const {
   return it == nexus_ports.end() ? TargetPort{} : it->second;
 }
 
-AluaState ScsiDispatcher::State::group_state(std::uint16_t id) const noexcept {
-  for (const auto& g : port_groups)
-    if (g.id == id) return g.state;
-  return AluaState::active_optimized;
+AluaState ScsiDispatcher::State::group_state(std::uint16_t id) const noexcept { return port_groups->state(id); }
+
+void ScsiDispatcher::State::note_port_group_changes() const {
+  const std::uint64_t now = port_groups->generation();
+  std::uint64_t seen = seen_port_group_generation.load();
+  if (now == seen || !seen_port_group_generation.compare_exchange_strong(seen, now)) return;
+  const auto ids = all_nexuses();
+  for (auto* u : all_units()) {
+    std::lock_guard g(u->mutex);
+    for (auto id : ids) u->add_unit_attention(id, scsi::asc::asymmetric_access_state_changed);
+  }
 }
 
 std::string ScsiDispatcher::State::port_name(NexusId nexus) const {

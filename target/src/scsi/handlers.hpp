@@ -59,8 +59,13 @@ ScsiOutcome execute_mode_sense(const CommandPlan& plan, ConstByteSpan cdb, ByteS
 void plan_maintenance_in(CommandPlan& plan, ConstByteSpan cdb) noexcept;
 ScsiOutcome execute_report_supported_opcodes(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out);
 /// REPORT TARGET PORT GROUPS (SPC-5 §6.36): one descriptor per group of `groups`.
-ScsiOutcome execute_report_target_port_groups(const std::vector<TargetPortGroup>& groups, ConstByteSpan cdb,
-                                              ByteSpan out);
+ScsiOutcome execute_report_target_port_groups(const PortGroupTable& groups, ConstByteSpan cdb, ByteSpan out);
+/// SET TARGET PORT GROUPS (MAINTENANCE OUT, service action 0Ah; SPC-4 §6.45): only with a table
+/// that has AluaTransitions (else INVALID COMMAND OPERATION CODE / INVALID FIELD IN CDB).
+void plan_maintenance_out(CommandPlan& plan, ConstByteSpan cdb) noexcept;
+/// Runs the parameter list through the table's AluaTransitions and waits (at most
+/// stpg_timeout) for the states asked for (stpg.cpp).
+Awaitable<ScsiOutcome> execute_set_target_port_groups(const PortGroupTable& groups, ConstByteSpan parameters);
 
 // --- SPC-5, shared LU state (spc_state.cpp) ---
 void plan_mode_select(CommandPlan& plan, ConstByteSpan cdb) noexcept;

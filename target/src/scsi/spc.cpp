@@ -31,7 +31,7 @@ constexpr std::array<std::uint8_t, 7> supported_vpd_pages{
     scsi::vpd::supported_pages, scsi::vpd::unit_serial_number, scsi::vpd::device_identification,
     third_party_copy_vpd_page, scsi::vpd::block_limits, scsi::vpd::block_device_characteristics, scsi::vpd::logical_block_provisioning};
 
-std::vector<std::byte> standard_inquiry(const LogicalUnit* unit) {
+std::vector<std::byte> standard_inquiry(const LogicalUnit* unit, bool explicit_alua) {
   scsi::StandardInquiry d;
   if (unit == nullptr) {
     // SPC-5 §6.6.2: no logical unit at this LUN → qualifier 011b, type 1Fh.
@@ -43,7 +43,9 @@ std::vector<std::byte> standard_inquiry(const LogicalUnit* unit) {
     d.vendor = id.vendor;
     d.product = id.product;
     d.revision = id.revision;
-    d.tpgs = 0x1;  // SPC-5 §6.6.2: implicit ALUA (REPORT TARGET PORT GROUPS; no SET TARGET PORT GROUPS)
+    // SPC-5 §6.6.2: TPGS 01b implicit ALUA (REPORT TARGET PORT GROUPS only), 11b implicit and
+    // explicit (SET TARGET PORT GROUPS too: a failover coordinator runs it).
+    d.tpgs = explicit_alua ? 0x3 : 0x1;
     d.third_party_copy = true;  // 3PC: EXTENDED COPY (LID1) and RECEIVE COPY RESULTS (extended_copy.cpp)
   }
   d.version = claimed_version;
@@ -160,7 +162,7 @@ void plan_inquiry(CommandPlan& plan, ConstByteSpan cdb) noexcept {
 ScsiOutcome execute_inquiry(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan out) {
   const auto q = scsi::parse_inquiry_cdb(cdb);
   if (!q) return ScsiOutcome::check_condition(q.error());
-  if (!q->evpd) return reply_data(standard_inquiry(plan.unit), out);
+  if (!q->evpd) return reply_data(standard_inquiry(plan.unit, plan.explicit_alua), out);
   return reply_data(vpd_page(*plan.unit, q->page_code, plan.port), out);
 }
 
@@ -418,18 +420,20 @@ ScsiOutcome execute_report_supported_opcodes(const CommandPlan& plan, ConstByteS
   return reply_data(data, out);
 }
 
-ScsiOutcome execute_report_target_port_groups(const std::vector<TargetPortGroup>& groups, ConstByteSpan cdb,
-                                              ByteSpan out) {
+ScsiOutcome execute_report_target_port_groups(const PortGroupTable& table, ConstByteSpan cdb, ByteSpan out) {
   // SPC-5 §6.36.2, encoded by common's codec (the one the initiator parses with). Supported:
-  // U_SUP, S_SUP, AN_SUP, AO_SUP (no transitioning, offline or logical block dependent).
+  // U_SUP, S_SUP, AN_SUP, AO_SUP, and T_SUP when a failover coordinator moves the states (no
+  // offline or logical block dependent).
   const auto options = scsi::parse_report_target_port_groups_cdb(cdb);  // checked in plan
+  const auto groups = table.groups();
   std::vector<scsi::TargetPortGroupDescriptor> descriptors;
   descriptors.reserve(groups.size());
   for (const auto& g : groups) descriptors.push_back({.id = g.id, .state = g.state, .relative_ports = g.relative_ports});
   using Sup = scsi::SupportedAccessStates;
+  const std::uint8_t supported = Sup::unavailable | Sup::standby | Sup::active_non_optimized | Sup::active_optimized |
+                                 (table.explicit_transitions() ? Sup::transitioning : 0);
   const auto data = scsi::encode_report_target_port_groups(
-      descriptors, {.extended_header = options && options->extended_header,
-                    .supported_states = Sup::unavailable | Sup::standby | Sup::active_non_optimized | Sup::active_optimized});
+      descriptors, {.extended_header = options && options->extended_header, .supported_states = supported});
   return reply_data(data, out);
 }
 

@@ -135,6 +135,10 @@ struct FakeUnit {
       answer(path, d, cmd, 0x02, scsi::SenseData{.key = scsi::SenseKey::not_ready, .asc = 0x04, .ascq = 0x0b});
       return;
     }
+    if (states[path] == AccessState::transitioning) {
+      answer(path, d, cmd, 0x02, scsi::SenseData{.key = scsi::SenseKey::not_ready, .asc = 0x04, .ascq = 0x0a});
+      return;
+    }
     auto good = [this, path, &d, cmd] { answer(path, d, cmd, 0, std::nullopt); };
     if (hold[path]) {
       held.push_back(good);
@@ -246,6 +250,38 @@ TEST(MultipathDriver, AluaStandbySenseMovesTheCommandAndStateChangedRereadsTheSt
     EXPECT_EQ(rig.unit.count(0, 0x00), 2u);
     EXPECT_EQ(mp.paths()[0].access_state, AccessState::active_optimized);
     EXPECT_EQ(mp.stats().alua_retries, 2u);
+  });
+}
+
+// A gateway failover (target/README.md "ALUA failover"): the active group goes transitioning
+// (the gateway drains), then standby, and the other gateway's group becomes active/optimized with
+// ASYMMETRIC ACCESS STATE CHANGED on its nexus. The command waits through it without failing and
+// completes on the new active path soon after the change: the states are re-read after 100 ms,
+// 200 ms, … (not only every second) while no path is usable.
+TEST(MultipathDriver, AGatewayFailoverIsFollowedSoonAfterTheStatesMove) {
+  Rig rig;
+  rig.unit.states = {AccessState::active_optimized, AccessState::standby};
+  rig.run(MultipathPolicy::failover, [&](Multipath& mp) -> Awaitable<void> {
+    EXPECT_EQ(mp.paths()[1].access_state, AccessState::standby);
+    rig.unit.states[0] = AccessState::transitioning;
+    auto self = mp.shared_from_this();
+    asio::steady_timer flip(rig.io);
+    flip.expires_after(150ms);
+    flip.async_wait([&](boost::system::error_code) {
+      rig.unit.states = {AccessState::standby, AccessState::active_optimized};
+      rig.unit.unit_attentions[1] = 1;
+    });
+    const std::vector<std::byte> block(512, std::byte{1});
+    const auto start = std::chrono::steady_clock::now();
+    auto r = co_await mp.execute(command(0x2a, block));
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_TRUE(r && r->status == scsi::Status::good);
+    EXPECT_EQ(rig.unit.count(0, 0x2a), 1u);  // refused once with 04h/0Ah (not processed)
+    EXPECT_EQ(rig.unit.count(1, 0x2a), 2u);  // the attention, then done
+    EXPECT_EQ(mp.paths()[0].access_state, AccessState::standby);
+    EXPECT_EQ(mp.paths()[1].access_state, AccessState::active_optimized);
+    EXPECT_LT(took, 800ms) << "the states were not re-read soon after the change";
+    EXPECT_GE(took, 150ms);
   });
 }
 

@@ -135,3 +135,40 @@ TEST(Alua, DesignatorsSplitByAssociation) {
   EXPECT_EQ(relative_target_port_of(page), 2);
   EXPECT_EQ(target_port_group_of({naa}), std::nullopt);
 }
+
+// SPC-4 §6.45: SET TARGET PORT GROUPS is MAINTENANCE OUT (A4h), service action 0Ah, with the
+// PARAMETER LIST LENGTH in bytes 6..9; the list has a 4-byte header, then 4 bytes per group.
+TEST(Alua, SetTargetPortGroupsCdbAndParameterListLayout) {
+  const Cdb c = set_target_port_groups(12);
+  ASSERT_EQ(c.size(), 12u);
+  EXPECT_EQ(c.bytes[0], std::byte{0xa4});
+  EXPECT_EQ(c.bytes[1], std::byte{0x0a});
+  EXPECT_EQ(load_be32(c.bytes.data() + 6), 12u);
+  const auto list = encode_set_target_port_groups(
+      {{.id = 0x0102, .state = AccessState::active_optimized}, {.id = 7, .state = AccessState::standby}});
+  EXPECT_EQ(list, bytes({0, 0, 0, 0, 0x00, 0, 0x01, 0x02, 0x02, 0, 0x00, 0x07}));
+}
+
+TEST(Alua, SetTargetPortGroupsParameterListParsesWhatTheEncoderMakes) {
+  const std::vector<SetTargetPortGroup> groups{{.id = 1, .state = AccessState::standby},
+                                               {.id = 65535, .state = AccessState::active_non_optimized}};
+  const auto parsed = parse_set_target_port_groups(encode_set_target_port_groups(groups));
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(*parsed, groups);
+  // The reserved bits of byte 0 and byte 1 are ignored; the state is bits 3..0.
+  const auto r = parse_set_target_port_groups(bytes({0xff, 0xff, 0xff, 0xff, 0xf2, 0xff, 0, 9}));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0], (SetTargetPortGroup{.id = 9, .state = AccessState::standby}));
+}
+
+TEST(Alua, SetTargetPortGroupsParameterListOfBrokenLengthIsRefused) {
+  EXPECT_TRUE(parse_set_target_port_groups({}));  // no list: no descriptor
+  EXPECT_TRUE(parse_set_target_port_groups({})->empty());
+  EXPECT_TRUE(parse_set_target_port_groups(bytes({0, 0, 0, 0})));  // the header alone
+  for (const auto& bad : {bytes({0}), bytes({0, 0, 0}), bytes({0, 0, 0, 0, 0}), bytes({0, 0, 0, 0, 0, 0, 0, 1, 0})}) {
+    const auto r = parse_set_target_port_groups(bad);
+    ASSERT_FALSE(r) << bad.size();
+    EXPECT_EQ(r.error(), make_error_code(errc::invalid_argument));
+  }
+}

@@ -77,6 +77,23 @@ TEST(ConfigAlua, PeerGatewayGroupsByTag) {
   }
 }
 
+// ALUA failover (target/README.md "ALUA failover"): the file the gateways lock.
+TEST(ConfigAlua, LockFileIsAPath) {
+  auto c = parse_config_toml("alua_lock = \"vol1.img\"\n[alua_peers]\n1 = \"standby\"\n", "lock.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  ASSERT_TRUE(c->alua_lock);
+  EXPECT_EQ(c->alua_lock->filename(), "vol1.img");
+  EXPECT_EQ(c->alua_peers.at(1), AluaState::standby);
+  auto none = parse_config_toml("listen = [\"127.0.0.1:3260\"]\n", "none.toml");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->alua_lock);
+  for (const char* bad : {"alua_lock = 3\n", "alua_lock = \"\"\n", "alua_lock = [\"a\"]\n"}) {
+    auto e = parse_config_toml(bad, "bad.toml");
+    ASSERT_FALSE(e) << bad;
+    EXPECT_NE(e.error().message.find("alua_lock"), std::string::npos) << e.error().message;
+  }
+}
+
 TEST(ConfigAlua, PortGroupsListServedThenPeerGroupsByTag) {
   const std::vector<ListenAddress> listen{{.host = "127.0.0.1", .port = 0, .portal_group = 3},
                                           {.host = "127.0.0.2", .port = 0, .portal_group = 3}};

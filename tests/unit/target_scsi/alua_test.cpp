@@ -1,12 +1,15 @@
-// ALUA in the target's device server (SPC-5 §5.16, implicit ALUA): TPGS in standard INQUIRY,
-// REPORT TARGET PORT GROUPS (§6.36), the relative target port and target port group designators
-// of VPD 0x83 (§7.7.6.5, §7.7.6.6), and what each asymmetric access state lets a nexus run.
+// ALUA in the target's device server (SPC-5 §5.16): TPGS in standard INQUIRY, REPORT TARGET PORT
+// GROUPS (§6.36), the relative target port and target port group designators of VPD 0x83
+// (§7.7.6.5, §7.7.6.6), and what each asymmetric access state lets a nexus run; states that move
+// (AluaMoving: a shared PortGroupTable, ASYMMETRIC ACCESS STATE CHANGED, transitioning, the write
+// fence, SET TARGET PORT GROUPS (SPC-4 §6.45) through a stand-in coordinator).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <initializer_list>
 #include <vector>
 
+#include "iserkit/scsi/alua.hpp"
 #include "iserkit/scsi/cdb.hpp"
 #include "iserkit/scsi/inquiry.hpp"
 #include "iserkit/target/backends.hpp"
@@ -200,6 +203,222 @@ TEST_F(Alua, ReportSupportedOperationCodesListsRtpg) {
   ASSERT_EQ(r.outcome.status, Status::good);
   ASSERT_GE(r.data_in.size(), 2u);
   EXPECT_EQ(static_cast<unsigned>(r.data_in[1]) & 0x07, 3u);  // SUPPORT: supported as in the standard
+}
+
+
+// ---- States that move (target/README.md "ALUA failover"): a PortGroupTable shared with a
+// coordinator, here a fake one that records what SET TARGET PORT GROUPS asked for. ----
+
+/// AluaTransitions that moves group 1 (local) and group 2 (a peer's) at once, as the failover
+/// coordinator does, unless `hold` is set (then nothing moves: the hand-over never finishes).
+class FakeTransitions : public AluaTransitions {
+ public:
+  explicit FakeTransitions(std::shared_ptr<PortGroupTable> table) : table_(std::move(table)) {}
+  bool is_local(std::uint16_t id) const noexcept override { return id == 1; }
+  void request(bool active) noexcept override {
+    requests.push_back(active);
+    if (hold) return;
+    table_->set_states({{1, active ? AluaState::active_optimized : AluaState::standby},
+                        {2, active ? AluaState::standby : AluaState::active_optimized}});
+  }
+  std::vector<bool> requests;
+  bool hold = false;
+
+ private:
+  std::shared_ptr<PortGroupTable> table_;
+};
+
+class AluaMoving : public Alua {
+ protected:
+  void SetUp() override {
+    Alua::SetUp();
+    auto t = PortGroupTable::make({{.id = 1, .state = AluaState::active_optimized, .relative_ports = {1}},
+                                   {.id = 2, .state = AluaState::standby, .relative_ports = {2}}});
+    ASSERT_TRUE(t);
+    table_ = *t;
+    dispatcher_.share_port_groups(table_);
+  }
+  void explicit_alua() {
+    transitions_ = std::make_shared<FakeTransitions>(table_);
+    table_->set_transitions(transitions_);
+  }
+  static scsi::Cdb stpg(std::uint32_t length) { return scsi::set_target_port_groups(length); }
+  static void expect_sense(const Run& r, scsi::SenseKey key, scsi::AscPair asc) {
+    EXPECT_EQ(r.outcome.status, Status::check_condition);
+    ASSERT_TRUE(r.outcome.sense);
+    EXPECT_EQ(r.outcome.sense->key, key);
+    EXPECT_EQ(r.outcome.sense->asc, asc.asc);
+    EXPECT_EQ(r.outcome.sense->ascq, asc.ascq);
+  }
+  std::vector<scsi::TargetPortGroupDescriptor> states(NexusId n) {
+    const auto r = run(n, rtpg());
+    EXPECT_EQ(r.outcome.status, Status::good);
+    auto g = scsi::parse_report_target_port_groups(r.data_in);
+    EXPECT_TRUE(g);
+    return g ? *g : std::vector<scsi::TargetPortGroupDescriptor>{};
+  }
+
+  std::shared_ptr<PortGroupTable> table_;
+  std::shared_ptr<FakeTransitions> transitions_;
+};
+
+TEST_F(AluaMoving, AStateChangeRaisesAsymmetricAccessStateChangedOnEveryNexusOnce) {
+  const NexusId a = nexus(1);
+  const NexusId b = nexus(2);
+  EXPECT_TRUE(table_->set_states({{1, AluaState::standby}, {2, AluaState::active_optimized}}));
+  EXPECT_FALSE(table_->set_states({{1, AluaState::standby}}));  // no change, no new generation
+  // SPC-5 §5.16.2.6: UNIT ATTENTION 2Ah/06h on each I_T nexus, through whichever port, once.
+  for (NexusId n : {a, b}) {
+    expect_sense(run(n, scsi::test_unit_ready()), scsi::SenseKey::unit_attention,
+                 scsi::asc::asymmetric_access_state_changed);
+  }
+  expect_not_ready(run(a, scsi::test_unit_ready()), 0x0b);  // group 1 is standby now
+  EXPECT_EQ(run(b, scsi::test_unit_ready()).outcome.status, Status::good);
+  // REPORT TARGET PORT GROUPS says so.
+  const auto g = states(a);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0].state, AluaState::standby);
+  EXPECT_EQ(g[1].state, AluaState::active_optimized);
+  // A nexus opened after the change was noted has only its POWER ON attention; the next change
+  // reaches it too.
+  const NexusId c = nexus(1);
+  EXPECT_TRUE(table_->set_states({{1, AluaState::active_optimized}}));
+  expect_sense(run(c, scsi::test_unit_ready()), scsi::SenseKey::unit_attention,
+               scsi::asc::asymmetric_access_state_changed);
+}
+
+TEST_F(AluaMoving, TransitioningRefusesWithStateTransitionButAnswersInquiryAndRtpg) {
+  const NexusId a = nexus(1);
+  table_->set_states({{1, AluaState::transitioning}});
+  run(a, raw({0x03, 0, 0, 0, 252}));  // REQUEST SENSE takes the state-changed attention
+  expect_not_ready(run(a, scsi::read16({.lba = 0, .blocks = 1})), 0x0a);
+  expect_not_ready(run(a, scsi::write16({.lba = 0, .blocks = 1}), std::vector<std::byte>(512)), 0x0a);
+  expect_not_ready(run(a, scsi::mode_sense10({})), 0x0a);
+  EXPECT_EQ(run(a, scsi::inquiry({})).outcome.status, Status::good);
+  EXPECT_EQ(run(a, scsi::report_luns()).outcome.status, Status::good);
+  EXPECT_EQ(states(a)[0].state, AluaState::transitioning);
+  EXPECT_EQ(backend_->total(), 0);
+}
+
+TEST_F(AluaMoving, AWritePlannedWhileActiveIsRefusedIfThePortLeftTheActiveStatesBeforeItRan) {
+  const NexusId a = nexus(1);
+  const std::vector<std::byte> block(512, std::byte{9});
+  const auto cdb = scsi::write16({.lba = 3, .blocks = 1});
+  // Planned (Data-Out on its way) while active/optimized, then the gateway hands over.
+  CommandPlan p = dispatcher_.plan(a, Lun::from_index(0), cdb.span());
+  ASSERT_FALSE(p.rejected());
+  table_->set_states({{1, AluaState::transitioning}});
+  std::vector<std::byte> buffer = block;
+  const auto outcome = test::run(ctx_, dispatcher_.execute(a, Lun::from_index(0), cdb.span(), p, buffer));
+  EXPECT_EQ(outcome.status, Status::check_condition);
+  ASSERT_TRUE(outcome.sense);
+  EXPECT_EQ(outcome.sense->ascq, 0x0a);
+  EXPECT_EQ(backend_->writes, 0);  // fenced: nothing written by a port that is not active
+  // UNMAP too (it holds the whole medium).
+  table_->set_states({{1, AluaState::active_optimized}});
+  run(a, raw({0x03, 0, 0, 0, 252}));
+  const auto unmap = raw({0x42, 0, 0, 0, 0, 0, 0, 0, 24});
+  std::vector<std::byte> list(24);
+  list[1] = std::byte{22};
+  list[3] = std::byte{16};
+  list[15] = std::byte{1};  // LBA 1
+  list[19] = std::byte{1};  // one block
+  CommandPlan u = dispatcher_.plan(a, Lun::from_index(0), unmap.span());
+  ASSERT_FALSE(u.rejected());
+  table_->set_states({{1, AluaState::standby}});
+  const auto o2 = test::run(ctx_, dispatcher_.execute(a, Lun::from_index(0), unmap.span(), u, list));
+  ASSERT_TRUE(o2.sense);
+  EXPECT_EQ(o2.sense->ascq, 0x0b);
+  EXPECT_EQ(backend_->total(), 0);
+}
+
+TEST_F(AluaMoving, QuiesceWritesReturnsAndFlushes) {
+  const NexusId a = nexus(1);
+  EXPECT_EQ(run(a, scsi::write16({.lba = 0, .blocks = 1}), std::vector<std::byte>(512)).outcome.status, Status::good);
+  bool done = false;
+  asio::co_spawn(ctx_, [&]() -> Awaitable<void> {
+    co_await dispatcher_.quiesce_writes();
+    done = true;
+  }, asio::detached);
+  ctx_.restart();
+  ctx_.run();
+  EXPECT_TRUE(done);
+  EXPECT_GE(backend_->flushes, 1);
+}
+
+TEST_F(AluaMoving, WithoutACoordinatorSetTargetPortGroupsIsNotSupportedAndTpgsIsImplicit) {
+  const NexusId a = nexus(1);
+  const auto list = scsi::encode_set_target_port_groups({{.id = 1, .state = AluaState::standby}});
+  const auto r = run(a, stpg(static_cast<std::uint32_t>(list.size())));
+  expect_sense(r, scsi::SenseKey::illegal_request, scsi::asc::invalid_command_operation_code);
+  const auto inq = run(a, scsi::inquiry({}));
+  EXPECT_EQ((static_cast<unsigned>(inq.data_in[5]) >> 4) & 3, 1u);  // TPGS 01b
+}
+
+TEST_F(AluaMoving, SetTargetPortGroupsMovesTheGatewayAndWaitsForTheStates) {
+  explicit_alua();
+  const NexusId a = nexus(1);
+  const NexusId b = nexus(2);
+  // SPC-5 §6.6.2: TPGS 11b (implicit and explicit); RTPG: T_SUP besides AO/AN/S/U_SUP.
+  const auto inq = run(a, scsi::inquiry({}));
+  EXPECT_EQ((static_cast<unsigned>(inq.data_in[5]) >> 4) & 3, 3u);
+  const auto rt = run(a, rtpg());
+  EXPECT_EQ(static_cast<unsigned>(rt.data_in[5]), 0x8fu);
+  // Through the standby port (SPC-5 §5.16.2.4.4 lets SET TARGET PORT GROUPS through): make group
+  // 2 active/optimized → this gateway (group 1) goes standby.
+  auto list = scsi::encode_set_target_port_groups({{.id = 2, .state = AluaState::active_optimized}});
+  auto r = run(b, stpg(static_cast<std::uint32_t>(list.size())), list);
+  EXPECT_EQ(r.outcome.status, Status::good);
+  EXPECT_EQ(transitions_->requests, std::vector<bool>{false});
+  EXPECT_EQ(table_->state(1), AluaState::standby);
+  // The other nexus learns of it by unit attention; the states say so.
+  expect_sense(run(a, scsi::read16({.lba = 0, .blocks = 1})), scsi::SenseKey::unit_attention,
+               scsi::asc::asymmetric_access_state_changed);
+  expect_not_ready(run(a, scsi::read16({.lba = 0, .blocks = 1})), 0x0b);
+  // Asking for what already is: GOOD at once, nothing asked.
+  run(b, raw({0x03, 0, 0, 0, 252}));
+  list = scsi::encode_set_target_port_groups({{.id = 1, .state = AluaState::standby}, {.id = 2, .state = AluaState::active_optimized}});
+  r = run(b, stpg(static_cast<std::uint32_t>(list.size())), list);
+  EXPECT_EQ(r.outcome.status, Status::good);
+  EXPECT_EQ(transitions_->requests.size(), 1u);
+  // Back: group 1 active/optimized.
+  list = scsi::encode_set_target_port_groups({{.id = 1, .state = AluaState::active_optimized}});
+  r = run(a, stpg(static_cast<std::uint32_t>(list.size())), list);
+  EXPECT_EQ(r.outcome.status, Status::good);
+  EXPECT_EQ(transitions_->requests, (std::vector<bool>{false, true}));
+  EXPECT_EQ(table_->state(1), AluaState::active_optimized);
+  // SPC-5 §5.16.2.6: the nexus that asked gets no attention for it; the other one does.
+  EXPECT_EQ(run(a, scsi::read16({.lba = 0, .blocks = 1})).outcome.status, Status::good);
+  expect_sense(run(b, scsi::test_unit_ready()), scsi::SenseKey::unit_attention,
+               scsi::asc::asymmetric_access_state_changed);
+  // An empty list changes nothing.
+  EXPECT_EQ(run(a, stpg(0)).outcome.status, Status::good);
+}
+
+TEST_F(AluaMoving, SetTargetPortGroupsRefusesBadParameterLists) {
+  explicit_alua();
+  const NexusId a = nexus(1);
+  auto send = [&](const std::vector<scsi::SetTargetPortGroup>& groups) {
+    const auto list = scsi::encode_set_target_port_groups(groups);
+    return run(a, stpg(static_cast<std::uint32_t>(list.size())), list);
+  };
+  // SPC-4 §6.45.2: an unknown group, an unsupported state, two gateways active at once.
+  expect_sense(send({{.id = 9, .state = AluaState::standby}}), scsi::SenseKey::illegal_request,
+               scsi::asc::invalid_field_in_parameter_list);
+  expect_sense(send({{.id = 1, .state = AluaState::unavailable}}), scsi::SenseKey::illegal_request,
+               scsi::asc::invalid_field_in_parameter_list);
+  expect_sense(send({{.id = 1, .state = AluaState::active_non_optimized}}), scsi::SenseKey::illegal_request,
+               scsi::asc::invalid_field_in_parameter_list);
+  expect_sense(send({{.id = 1, .state = AluaState::active_optimized}, {.id = 2, .state = AluaState::active_optimized}}),
+               scsi::SenseKey::illegal_request, scsi::asc::invalid_field_in_parameter_list);
+  // A list whose length is not 4 + 4n.
+  const std::vector<std::byte> odd(6);
+  expect_sense(run(a, stpg(6), odd), scsi::SenseKey::illegal_request, scsi::asc::parameter_list_length_error);
+  // Another MAINTENANCE OUT service action; a huge list.
+  expect_sense(run(a, raw({0xa4, 0x06})), scsi::SenseKey::illegal_request, scsi::asc::invalid_field_in_cdb);
+  expect_sense(run(a, stpg(1u << 20)), scsi::SenseKey::illegal_request, scsi::asc::invalid_field_in_cdb);
+  EXPECT_TRUE(transitions_->requests.empty());
+  EXPECT_EQ(table_->state(1), AluaState::active_optimized);
 }
 
 }  // namespace

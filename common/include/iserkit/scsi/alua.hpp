@@ -1,6 +1,6 @@
 // Asymmetric logical unit access (ALUA), both ends: the REPORT TARGET PORT GROUPS CDB builder and
 // parser and the parameter data encoder and parser (SPC-5 §6.36), the asymmetric access states (SPC-5 §5.16.2.4),
-// the sense data that tell of them (SPC-5 §5.16.2.4, §5.16.2.6: NOT READY 04h/0Ah transitioning,
+// the SET TARGET PORT GROUPS CDB and parameter list (SPC-4 §6.45), the sense data that tell of them (SPC-5 §5.16.2.4, §5.16.2.6: NOT READY 04h/0Ah transitioning,
 // 04h/0Bh standby, 04h/0Ch unavailable; UNIT ATTENTION 2Ah/06h ASYMMETRIC ACCESS STATE CHANGED),
 // and the target-port designators of VPD 0x83 (SPC-5 §7.7.6.5 relative target port, §7.7.6.6
 // target port group). Layer 1 (pure codecs); the initiator parses what the target encodes here.
@@ -76,6 +76,7 @@ struct SupportedAccessStates {
   static constexpr std::uint8_t active_non_optimized = 0x02;  ///< AN_SUP
   static constexpr std::uint8_t standby = 0x04;               ///< S_SUP
   static constexpr std::uint8_t unavailable = 0x08;           ///< U_SUP
+  static constexpr std::uint8_t transitioning = 0x80;         ///< T_SUP
 };
 
 /// How encode_report_target_port_groups() lays the parameter data out.
@@ -90,6 +91,25 @@ struct ReportTargetPortGroupsFormat {
 /// 255 ports per group: the count is one byte). Whole: the caller cuts it to the allocation length.
 std::vector<std::byte> encode_report_target_port_groups(const std::vector<TargetPortGroupDescriptor>& groups,
                                                         const ReportTargetPortGroupsFormat& format);
+
+/// One set target port group descriptor of the SET TARGET PORT GROUPS parameter list (SPC-5
+/// §6.47.2): the state the application client asks target port group `id` to take.
+struct SetTargetPortGroup {
+  std::uint16_t id = 0;  ///< TARGET PORT GROUP
+  AccessState state = AccessState::active_optimized;
+  friend bool operator==(const SetTargetPortGroup&, const SetTargetPortGroup&) = default;
+};
+/// The SET TARGET PORT GROUPS parameter list (SPC-4 §6.45.2): 4 reserved bytes, then 4 bytes per
+/// group (state in byte 0 bits 3..0, TARGET PORT GROUP in bytes 2..3).
+std::vector<std::byte> encode_set_target_port_groups(const std::vector<SetTargetPortGroup>& groups);
+/// The 12-byte SET TARGET PORT GROUPS CDB (MAINTENANCE OUT, service action 0Ah; SPC-4 §6.45.1)
+/// for a parameter list of `parameter_list_length` bytes.
+Cdb set_target_port_groups(std::uint32_t parameter_list_length) noexcept;
+/// Parses a SET TARGET PORT GROUPS parameter list (SPC-4 §6.45.2), as the target receives it.
+/// An empty list (0 bytes) is no descriptor.
+/// Errors: errc::invalid_argument when the list is 1..3 bytes long or its descriptors are not
+/// whole (length − 4 not a multiple of 4): the target answers PARAMETER LIST LENGTH ERROR.
+Result<std::vector<SetTargetPortGroup>> parse_set_target_port_groups(ConstByteSpan data);
 
 /// What a command's result says about the access state of the port it went through.
 enum class AluaCondition {

@@ -50,6 +50,7 @@ enum class Opcode : std::uint8_t {
   service_action_in16 = 0x9e,      ///< SPC-5 / SBC-4: READ CAPACITY (16) is service action 0x10
   report_luns = 0xa0,              ///< SPC-5 §6.33
   maintenance_in = 0xa3,           ///< SPC-5: REPORT SUPPORTED OPERATION CODES etc.
+  maintenance_out = 0xa4,          ///< SPC-5: SET TARGET PORT GROUPS (service action 0Ah) etc.
   read12 = 0xa8,                   ///< SBC-4 §5.17
   write12 = 0xaa,                  ///< SBC-4 §5.42
   write_and_verify12 = 0xae,       ///< SBC-4 §5.46
@@ -136,6 +137,11 @@ inline constexpr AscPair reservations_released{0x2a, 0x04};
 inline constexpr AscPair registrations_preempted{0x2a, 0x05};
 inline constexpr AscPair reported_luns_data_has_changed{0x3f, 0x0e};
 inline constexpr AscPair medium_removal_prevented{0x53, 0x02};
+inline constexpr AscPair asymmetric_access_state_changed{0x2a, 0x06};  ///< UNIT ATTENTION (SPC-5 §5.16.2.6)
+inline constexpr AscPair asymmetric_access_state_transition{0x04, 0x0a};  ///< NOT READY: transitioning
+inline constexpr AscPair target_port_in_standby_state{0x04, 0x0b};        ///< NOT READY: standby
+inline constexpr AscPair target_port_in_unavailable_state{0x04, 0x0c};    ///< NOT READY: unavailable
+inline constexpr AscPair set_target_port_groups_command_failed{0x67, 0x0a};  ///< HARDWARE ERROR (SPC-4 §6.45)
 }  // namespace asc
 
 /// Peripheral device types (SPC-5 §6.6.2, table 149) that iserkit reports or recognises.

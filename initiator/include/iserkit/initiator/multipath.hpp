@@ -4,7 +4,9 @@
 // designators differ per path by design). ALUA (SPC-5 §5.16): REPORT TARGET PORT GROUPS when
 // INQUIRY says TPGS≠0; active/optimized paths first, active/non-optimized next, never standby,
 // unavailable, offline or transitioning; states re-read on ASYMMETRIC ACCESS STATE CHANGED
-// (2Ah/06h) and on NOT READY 04h/0Ah/0Bh/0Ch, the command then sent again on another path.
+// (2Ah/06h) and on NOT READY 04h/0Ah/0Bh/0Ch, the command then sent again on another path; while
+// no logged-in path is usable because of ALUA (a gateway failover under way), re-read after 100,
+// 200, 400, 800 ms, then every second.
 // Policies: failover and round-robin (PathSelector, src/path_selector.hpp).
 // Layer 6 (public API) over Session.
 //

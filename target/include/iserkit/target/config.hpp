@@ -239,6 +239,12 @@ struct TargetConfig {
   /// port whose relative target port identifier is the tag (as the peer's own portal group). A tag
   /// that a listen address also uses is a configuration error (make_port_groups).
   std::map<std::uint16_t, AluaState> alua_peers;
+  /// ALUA failover (target/README.md "ALUA failover"): the file every gateway of these logical
+  /// units locks (OFD locks, created if missing; may be the backing file itself). The holder's
+  /// portal groups are active/optimized, every other gateway's standby; the lock moves when its
+  /// holder dies or hands over (SET TARGET PORT GROUPS). The states of `alua_peers` are then
+  /// only where they start; `alua_states` must be empty.
+  std::optional<std::filesystem::path> alua_lock;
   std::vector<LunSource> luns;                         ///< LUNs of target `iqn`, lun0, lun1, … in order
   /// Each subdirectory is a target "<iqn>:<name>"; each regular file or block device in it a LUN,
   /// sorted by name (lun0, lun1, …). Symlinks are never followed and folder names must make valid

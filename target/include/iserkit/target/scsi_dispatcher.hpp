@@ -23,6 +23,7 @@
 // Free of iSCSI types: no ITT, CmdSN, EDTL or PDU here; a nexus is an opaque id plus a name.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -77,6 +78,63 @@ struct TargetPortGroup {
   std::uint16_t id = 1;
   AluaState state = AluaState::active_optimized;
   std::vector<std::uint16_t> relative_ports{1};
+};
+
+/// What carries out SET TARGET PORT GROUPS (explicit ALUA, SPC-4 §6.45) for a PortGroupTable: the
+/// gateway's failover coordinator (target/src/alua_failover.hpp), which moves this process's
+/// groups between active/optimized and standby. Thread-safe.
+class AluaTransitions {
+ public:
+  virtual ~AluaTransitions() = default;
+  /// True when target port group `id` is one of this process's (false: a peer gateway's).
+  [[nodiscard]] virtual bool is_local(std::uint16_t id) const noexcept = 0;
+  /// Asks for this process's groups to become active/optimized (`active`) or standby. Returns at
+  /// once; the table's states show when it is done (the device server that asked waits for
+  /// them, bounded).
+  virtual void request(bool active) noexcept = 0;
+};
+
+/// The target port groups (SPC-5 §5.16) of a process and their current asymmetric access states,
+/// shared by every device server (ScsiDispatcher::share_port_groups): the ids and relative ports
+/// are fixed when made, the states change (implicitly, by the failover coordinator; explicitly, by
+/// SET TARGET PORT GROUPS through AluaTransitions). A change moves generation(): each device
+/// server sharing the table then establishes ASYMMETRIC ACCESS STATE CHANGED (2Ah/06h, SPC-5
+/// §5.16.2.6) for every I_T nexus of each of its logical units before the next command it plans.
+/// Thread-safe; the states are atomics (read on every command).
+class PortGroupTable {
+ public:
+  /// Errors: errc::invalid_argument for an empty list, a group id 0, a duplicate group id or
+  /// relative port, a relative port 0, or a state other than the four AluaState names.
+  static Result<std::shared_ptr<PortGroupTable>> make(std::vector<TargetPortGroup> groups);
+  explicit PortGroupTable(std::vector<TargetPortGroup> groups);  ///< unchecked: use make()
+
+  /// The groups with their current states.
+  [[nodiscard]] std::vector<TargetPortGroup> groups() const;
+  /// The state of group `id` (active/optimized for a group not listed).
+  [[nodiscard]] AluaState state(std::uint16_t id) const noexcept;
+  /// Sets the state of each listed group (unknown ids are ignored). Also takes transitioning.
+  /// Returns true when a state changed (generation() moved).
+  bool set_states(const std::vector<std::pair<std::uint16_t, AluaState>>& states) noexcept;
+  /// Counts the state changes so far.
+  [[nodiscard]] std::uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
+  /// Installs what runs SET TARGET PORT GROUPS (during setup; the table then claims explicit ALUA:
+  /// TPGS 11b in standard INQUIRY). Without it the command is refused (implicit ALUA only). Held
+  /// weakly (the coordinator holds the table): once it is gone the command fails.
+  void set_transitions(const std::shared_ptr<AluaTransitions>& transitions) noexcept {
+    transitions_ = transitions;
+    explicit_ = transitions != nullptr;
+  }
+  /// What set_transitions() installed, or nullptr (never installed, or gone).
+  [[nodiscard]] std::shared_ptr<AluaTransitions> transitions() const noexcept { return transitions_.lock(); }
+  /// True once set_transitions() installed one (explicit ALUA is claimed).
+  [[nodiscard]] bool explicit_transitions() const noexcept { return explicit_; }
+
+ private:
+  std::vector<TargetPortGroup> groups_;                    // states_ holds the states
+  std::unique_ptr<std::atomic<std::uint8_t>[]> states_;   // per groups_ entry
+  std::atomic<std::uint64_t> generation_{0};
+  std::weak_ptr<AluaTransitions> transitions_;
+  bool explicit_ = false;  // set during setup, then read only
 };
 
 /// The target port an I_T nexus goes through (SPC-5 §7.7.6.5, §7.7.6.6): its relative target port
@@ -191,6 +249,7 @@ struct CommandPlan {
   /// SAME): check it with check_data_out_length().
   bool exact_data_out = false;
   TargetPort port;  ///< the target port of the nexus (VPD 0x83)
+  bool explicit_alua = false;  ///< SET TARGET PORT GROUPS is supported (standard INQUIRY TPGS 11b)
 };
 
 /// For a plan with `exact_data_out`: an EDTL above the length the CDB implies is an error
@@ -303,15 +362,27 @@ class ScsiDispatcher {
   /// The target port groups (ALUA, SPC-5 §5.16) REPORT TARGET PORT GROUPS lists and plan()
   /// enforces: a standby group's nexuses get NOT READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT IN
   /// STANDBY STATE (04h/0Bh) for media access and most other commands (SPC-5 §5.16.2.4.4), an
-  /// unavailable group's 04h/0Ch for all but INQUIRY, REPORT LUNS, REPORT TARGET PORT GROUPS and
-  /// REQUEST SENSE (§5.16.2.4.5). Default: group 1, active/optimized, relative port 1. A nexus
-  /// whose group is not listed is treated as active/optimized. Call during setup, before any
-  /// nexus is opened. Errors: errc::invalid_argument for an empty list, a group id 0, a duplicate
-  /// group id or relative port, a relative port 0, or a state other than the four AluaState
-  /// names (offline, transitioning, logical block dependent).
+  /// unavailable group's 04h/0Ch for all but INQUIRY, REPORT LUNS, REPORT TARGET PORT GROUPS, SET
+  /// TARGET PORT GROUPS and REQUEST SENSE (§5.16.2.4.5), a transitioning group's 04h/0Ah for all
+  /// but INQUIRY, REPORT LUNS, REPORT TARGET PORT GROUPS and REQUEST SENSE (§5.16.2.5). Default:
+  /// group 1, active/optimized, relative port 1. A nexus whose group is not listed is treated as
+  /// active/optimized. Call during setup, before any nexus is opened. A table of this server's
+  /// own (fixed states); share_port_groups() shares one instead.
+  /// Errors: as PortGroupTable::make().
   Result<void> set_port_groups(std::vector<TargetPortGroup> groups);
-  /// The groups set_port_groups() set.
-  [[nodiscard]] const std::vector<TargetPortGroup>& port_groups() const noexcept;
+  /// Uses `table` (shared with the process's other device servers and its failover coordinator):
+  /// its states apply from the next command on. Call during setup, before any nexus is opened.
+  void share_port_groups(std::shared_ptr<PortGroupTable> table) noexcept;
+  /// The groups with their current states.
+  [[nodiscard]] std::vector<TargetPortGroup> port_groups() const;
+
+  /// Waits until no write accepted so far is still running on any logical unit: every media
+  /// write holds its LBA range from before its ALUA check until its backend I/O ended, so once the
+  /// table says the writing ports are no longer active (standby or transitioning), every write
+  /// this returns after was either finished or refused with NOT READY (SPC-5 §5.16.2.4). Then
+  /// flushes every logical unit's backend (so a peer gateway reads what was acknowledged here).
+  /// For the failover coordinator, before it releases its lock. Executor: any (polls on it).
+  Awaitable<void> quiesce_writes() const;
 
   /// Ends an I_T nexus (I_T nexus loss, SAM-5 §6.3.4): drops its unit attentions and releases a
   /// RESERVE(6) reservation it holds (SPC-2 §5.5.1). Persistent reservations and registrations
