@@ -231,44 +231,6 @@ std::vector<std::byte> encode_third_party_copy_vpd(std::uint32_t block_size_byte
 // CopyManager
 // ---------------------------------------------------------------------------------------------
 
-bool CopyManager::begin(std::uint64_t nexus, std::uint8_t list_id) {
-  std::lock_guard g(mutex_);
-  auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.nexus == nexus && h.list_id == list_id; });
-  if (it != held_.end()) {
-    // SPC-4 §6.4.3.2: a LIST IDENTIFIER still in use by a copy of this nexus.
-    if (it->status.state == CopyStatus::State::in_progress) return false;
-    held_.erase(it);
-  }
-  if (held_.size() >= xcopy_max_held_statuses) {
-    auto done = std::find_if(held_.begin(), held_.end(),
-                             [](const Held& h) { return h.status.state != CopyStatus::State::in_progress; });
-    if (done != held_.end()) held_.erase(done);
-    // Only copies in progress (at most xcopy_max_concurrent_copies < the bound) otherwise.
-  }
-  held_.push_back({nexus, list_id, CopyStatus{}});
-  return true;
-}
-
-void CopyManager::update(std::uint64_t nexus, std::uint8_t list_id, const CopyStatus& status) {
-  std::lock_guard g(mutex_);
-  for (auto& h : held_)
-    if (h.nexus == nexus && h.list_id == list_id) h.status = status;
-}
-
-std::optional<CopyStatus> CopyManager::take(std::uint64_t nexus, std::uint8_t list_id) {
-  std::lock_guard g(mutex_);
-  auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.nexus == nexus && h.list_id == list_id; });
-  if (it == held_.end()) return std::nullopt;
-  const CopyStatus s = it->status;
-  if (s.state != CopyStatus::State::in_progress) held_.erase(it);
-  return s;
-}
-
-void CopyManager::forget(std::uint64_t nexus) {
-  std::lock_guard g(mutex_);
-  std::erase_if(held_, [&](const Held& h) { return h.nexus == nexus; });
-}
-
 bool CopyManager::try_start() noexcept {
   std::uint32_t n = running_.load();
   do {

@@ -29,6 +29,7 @@
 #include "iserkit/scsi/cdb.hpp"
 #include "iserkit/scsi/sense.hpp"
 #include "iserkit/target/scsi_dispatcher.hpp"
+#include "held_statuses.hpp"
 
 namespace iserkit::target::detail {
 
@@ -161,27 +162,22 @@ class CopyManager {
  public:
   /// Registers a copy of `nexus` with `list_id` as in progress. Returns false when one with that
   /// list id is still in progress for the nexus (OPERATION IN PROGRESS).
-  bool begin(std::uint64_t nexus, std::uint8_t list_id);
+  bool begin(std::uint64_t nexus, std::uint8_t list_id) { return held_.begin(nexus, list_id, CopyStatus{}); }
   /// Updates the held status of a copy begin() registered.
-  void update(std::uint64_t nexus, std::uint8_t list_id, const CopyStatus& status);
+  void update(std::uint64_t nexus, std::uint8_t list_id, const CopyStatus& status) { held_.update(nexus, list_id, status); }
   /// The held status of (`nexus`, `list_id`), or nullopt. A finished status is handed out once and
   /// then dropped (SPC-4 §6.18.3: held until it is sent).
-  std::optional<CopyStatus> take(std::uint64_t nexus, std::uint8_t list_id);
+  std::optional<CopyStatus> take(std::uint64_t nexus, std::uint8_t list_id) { return held_.take(nexus, list_id); }
   /// Drops the statuses of a nexus that ended.
-  void forget(std::uint64_t nexus);
+  void forget(std::uint64_t nexus) { held_.forget(nexus); }
   /// Counts a copy as running unless xcopy_max_concurrent_copies are; false = refuse it (BUSY).
   bool try_start() noexcept;
   /// Ends what try_start() counted.
   void finish() noexcept;
 
  private:
-  struct Held {
-    std::uint64_t nexus;
-    std::uint8_t list_id;
-    CopyStatus status;
-  };
-  std::mutex mutex_;
-  std::vector<Held> held_;  // oldest first
+  static bool running(const CopyStatus& s) noexcept { return s.state == CopyStatus::State::in_progress; }
+  HeldStatuses<CopyStatus, std::uint8_t, xcopy_max_held_statuses, &CopyManager::running> held_;
   std::atomic<std::uint32_t> running_{0};
 };
 

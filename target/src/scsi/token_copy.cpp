@@ -242,44 +242,6 @@ std::vector<std::byte> encode_rod_token_information(const RodStatus& status) {
   return d;
 }
 
-bool RodStatuses::begin(std::uint64_t nexus, std::uint32_t list_id, std::uint8_t service_action) {
-  std::lock_guard g(mutex_);
-  auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.nexus == nexus && h.list_id == list_id; });
-  if (it != held_.end()) {
-    if (running(it->status.state)) return false;
-    held_.erase(it);
-  }
-  if (held_.size() >= rod_max_held_statuses) {
-    auto done = std::find_if(held_.begin(), held_.end(), [](const Held& h) { return !running(h.status.state); });
-    if (done != held_.end()) held_.erase(done);
-    // Otherwise only commands in progress (at most the copies running plus instant POPULATE TOKENs).
-  }
-  RodStatus s;
-  s.service_action = service_action;
-  held_.push_back({nexus, list_id, std::move(s)});
-  return true;
-}
-
-void RodStatuses::update(std::uint64_t nexus, std::uint32_t list_id, const RodStatus& status) {
-  std::lock_guard g(mutex_);
-  for (auto& h : held_)
-    if (h.nexus == nexus && h.list_id == list_id) h.status = status;
-}
-
-std::optional<RodStatus> RodStatuses::take(std::uint64_t nexus, std::uint32_t list_id) {
-  std::lock_guard g(mutex_);
-  auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.nexus == nexus && h.list_id == list_id; });
-  if (it == held_.end()) return std::nullopt;
-  RodStatus s = it->status;
-  if (!running(s.state)) held_.erase(it);
-  return s;
-}
-
-void RodStatuses::forget(std::uint64_t nexus) {
-  std::lock_guard g(mutex_);
-  std::erase_if(held_, [&](const Held& h) { return h.nexus == nexus; });
-}
-
 // ---------------------------------------------------------------------------------------------
 // VPD 0x8F descriptors
 // ---------------------------------------------------------------------------------------------

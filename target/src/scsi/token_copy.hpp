@@ -36,6 +36,7 @@
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/scsi/sense.hpp"
 #include "iserkit/target/scsi_dispatcher.hpp"
+#include "held_statuses.hpp"
 
 namespace iserkit::target::detail {
 
@@ -225,22 +226,23 @@ class RodStatuses {
  public:
   /// Registers a command of `nexus` with `list_id` in progress; false when one with that list id
   /// is still in progress for the nexus.
-  bool begin(std::uint64_t nexus, std::uint32_t list_id, std::uint8_t service_action);
+  bool begin(std::uint64_t nexus, std::uint32_t list_id, std::uint8_t service_action) {
+    RodStatus s;
+    s.service_action = service_action;
+    return held_.begin(nexus, list_id, std::move(s));
+  }
   /// Replaces the held status.
-  void update(std::uint64_t nexus, std::uint32_t list_id, const RodStatus& status);
+  void update(std::uint64_t nexus, std::uint32_t list_id, const RodStatus& status) { held_.update(nexus, list_id, status); }
   /// The held status; a finished one is handed out once, then dropped.
-  std::optional<RodStatus> take(std::uint64_t nexus, std::uint32_t list_id);
+  std::optional<RodStatus> take(std::uint64_t nexus, std::uint32_t list_id) { return held_.take(nexus, list_id); }
   /// Drops the statuses of a nexus that ended.
-  void forget(std::uint64_t nexus);
+  void forget(std::uint64_t nexus) { held_.forget(nexus); }
 
  private:
-  struct Held {
-    std::uint64_t nexus;
-    std::uint32_t list_id;
-    RodStatus status;
-  };
-  std::mutex mutex_;
-  std::vector<Held> held_;  // oldest first
+  static bool running(const RodStatus& s) noexcept {
+    return s.state == RodStatus::State::in_progress || s.state == RodStatus::State::in_progress_background;
+  }
+  HeldStatuses<RodStatus, std::uint32_t, rod_max_held_statuses, &RodStatuses::running> held_;
 };
 
 /// Appends the Block Device ROD Limits descriptor (0000h, SBC-4) of the Third-party Copy
