@@ -21,6 +21,8 @@
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/scsi/sense.hpp"
 
+#include "../raw_cdb_client.hpp"
+
 using namespace iserkit;
 using namespace iserkit::initiator;
 
@@ -41,29 +43,9 @@ constexpr scsi::AscPair token_cancelled{0x23, 0x08};
 // A vector, not std::array: GCC 12 rejects array locals in coroutine frames ("array used as initializer").
 using Token = std::vector<std::byte>;
 
-Awaitable<Result<scsi::ScsiResult>> run(Session& s, scsi::Lun lun, const scsi::Cdb& cdb, std::span<std::byte> in = {},
-                                        std::span<const std::byte> out = {}) {
-  CommandRequest request;
-  request.lun = lun;
-  request.cdb = cdb;
-  request.data_in = in;
-  request.data_out = out;
-  co_return co_await s.execute(request);
-}
-
-scsi::Cdb cdb_of(std::vector<unsigned> bytes) {
-  scsi::Cdb c;
-  for (std::size_t i = 0; i < bytes.size(); ++i) c.bytes[i] = static_cast<std::byte>(bytes[i]);
-  c.length = static_cast<std::uint8_t>(scsi::cdb_length_for(static_cast<std::uint8_t>(bytes[0])));
-  return c;
-}
-
-scsi::Cdb rw16(unsigned opcode, std::uint64_t lba, std::uint32_t n) {
-  scsi::Cdb c = cdb_of({opcode});
-  store_be64(c.bytes.data() + 2, lba);
-  store_be32(c.bytes.data() + 10, n);
-  return c;
-}
+using test::cdb_of;
+using test::run;
+using test::rw16;
 
 // POPULATE TOKEN (83h/10h) or WRITE USING TOKEN (83h/11h): LIST IDENTIFIER, PARAMETER LIST LENGTH.
 scsi::Cdb token_cdb(unsigned service_action, std::uint32_t list_id, std::size_t length) {

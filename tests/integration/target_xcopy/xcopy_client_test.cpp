@@ -16,6 +16,8 @@
 #include "iserkit/scsi/inquiry.hpp"
 #include "iserkit/scsi/sense.hpp"
 
+#include "../raw_cdb_client.hpp"
+
 using namespace iserkit;
 using namespace iserkit::initiator;
 
@@ -28,30 +30,9 @@ constexpr std::uint64_t destination_lba = 5000;
 constexpr std::uint64_t foreign_lba = 20000;  // where the copy into the other target goes
 constexpr scsi::AscPair unreachable_copy_target{0x08, 0x04};
 
-// One command from its CDB (built outside the coroutines: GCC 12 rejects some braced lists there).
-Awaitable<Result<scsi::ScsiResult>> run(Session& s, scsi::Lun lun, const scsi::Cdb& cdb, std::span<std::byte> in = {},
-                                        std::span<const std::byte> out = {}) {
-  CommandRequest request;
-  request.lun = lun;
-  request.cdb = cdb;
-  request.data_in = in;
-  request.data_out = out;
-  co_return co_await s.execute(request);
-}
-
-scsi::Cdb cdb_of(std::vector<unsigned> bytes) {
-  scsi::Cdb c;
-  for (std::size_t i = 0; i < bytes.size(); ++i) c.bytes[i] = static_cast<std::byte>(bytes[i]);
-  c.length = static_cast<std::uint8_t>(scsi::cdb_length_for(static_cast<std::uint8_t>(bytes[0])));
-  return c;
-}
-
-scsi::Cdb rw16(unsigned opcode, std::uint64_t lba, std::uint32_t n) {
-  scsi::Cdb c = cdb_of({opcode});
-  store_be64(c.bytes.data() + 2, lba);
-  store_be32(c.bytes.data() + 10, n);
-  return c;
-}
+using test::cdb_of;
+using test::run;
+using test::rw16;
 
 scsi::Cdb extended_copy(std::uint32_t length) {
   scsi::Cdb c = cdb_of({0x83});

@@ -1,0 +1,43 @@
+// Raw CDBs over an initiator Session, for the integration clients that drive commands the
+// initiator library has no call for (EXTENDED COPY, token copy): one command from its CDB, a CDB
+// from its bytes, READ/WRITE (16). Header-only test support.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "iserkit/common/bytes.hpp"
+#include "iserkit/initiator/session.hpp"
+#include "iserkit/scsi/cdb.hpp"
+
+namespace iserkit::test {
+
+/// One command from its CDB (built outside the coroutines: GCC 12 rejects some braced lists there).
+inline Awaitable<Result<scsi::ScsiResult>> run(initiator::Session& s, scsi::Lun lun, const scsi::Cdb& cdb,
+                                               std::span<std::byte> in = {}, std::span<const std::byte> out = {}) {
+  initiator::CommandRequest request;
+  request.lun = lun;
+  request.cdb = cdb;
+  request.data_in = in;
+  request.data_out = out;
+  co_return co_await s.execute(request);
+}
+
+/// A CDB from its bytes; its length from the opcode's group (SPC-5 §4.2.5.1).
+inline scsi::Cdb cdb_of(std::vector<unsigned> bytes) {
+  scsi::Cdb c;
+  for (std::size_t i = 0; i < bytes.size(); ++i) c.bytes[i] = static_cast<std::byte>(bytes[i]);
+  c.length = static_cast<std::uint8_t>(scsi::cdb_length_for(static_cast<std::uint8_t>(bytes[0])));
+  return c;
+}
+
+/// READ (16) (88h) or WRITE (16) (8Ah) of `n` logical blocks at `lba` (SBC-4 §5.16, §5.40).
+inline scsi::Cdb rw16(unsigned opcode, std::uint64_t lba, std::uint32_t n) {
+  scsi::Cdb c = cdb_of({opcode});
+  store_be64(c.bytes.data() + 2, lba);
+  store_be32(c.bytes.data() + 10, n);
+  return c;
+}
+
+}  // namespace iserkit::test
