@@ -30,12 +30,12 @@ std::vector<std::array<std::byte, 6>> loop_isids(std::size_t count) {
   return out;
 }
 
-EventLoops::EventLoops(asio::io_context& main, std::size_t count) : main_(main) {
+EventLoops::EventLoops(std::size_t count) {
   assert(count >= 1);
   for (std::size_t i = 1; i < count; ++i) workers_.push_back(std::make_unique<Worker>());
 }
 
-EventLoops::~EventLoops() { stop_and_join(); }
+EventLoops::~EventLoops() { shutdown(); }
 
 asio::io_context& EventLoops::io(std::size_t index) noexcept {
   assert(index < size());
@@ -56,6 +56,15 @@ void EventLoops::stop_and_join() {
   for (auto& w : workers_) {
     if (w->thread.joinable()) w->thread.join();
   }
+}
+
+void EventLoops::shutdown() {
+  stop_and_join();
+  main_.stop();
+  // Phase 1 on every loop before phase 2 (destruction) on any: a destroyed handler of one loop
+  // may close a socket or cancel a timer whose service belongs to another.
+  main_.destroy_handlers();
+  for (auto& w : workers_) w->io.destroy_handlers();
 }
 
 }  // namespace iserkit::nbd

@@ -20,14 +20,19 @@ namespace iserkit::nbd {
 /// (same InitiatorName) to the same target. `count`: 1..65535.
 std::vector<std::array<std::byte, 6>> loop_isids(std::size_t count);
 
-/// Loop 0 is the caller's io_context (main thread); loops 1..N-1 are made here and run by their
-/// own threads from start() until stop_and_join(). Executor and thread: io(i) is single-threaded,
-/// so objects living on it (a session, its LUN export, NBD connections) need no strand.
-/// Destroy before loop 0's io_context: a handler left on a worker loop may hold objects of loop 0.
+/// All N event loops, owned here. Loop 0 is run by the caller (main thread, `io(0).run()`); loops
+/// 1..N-1 are run by their own threads from start() until stop_and_join(). Executor and thread:
+/// io(i) is single-threaded, so objects living on it (a session, its LUN export, NBD connections)
+/// need no strand.
+/// Teardown is two-phase (shutdown()): every loop's pending handlers are destroyed first, while
+/// every loop's services still exist, and only then are the loops destroyed. A handler left on one
+/// loop may hold objects of another (loop 0's accept coroutine holds the lanes whose sessions and
+/// timers live on loops 1..N-1, and the reverse), so no loop may be destroyed while another still
+/// has handlers.
 class EventLoops {
  public:
-  /// `main` is loop 0; `count` ≥ 1 loops in all.
-  EventLoops(asio::io_context& main, std::size_t count);
+  /// `count` ≥ 1 loops in all, each an io_context with concurrency hint 1.
+  explicit EventLoops(std::size_t count);
   ~EventLoops();
   EventLoops(const EventLoops&) = delete;
   EventLoops& operator=(const EventLoops&) = delete;
@@ -37,17 +42,26 @@ class EventLoops {
   [[nodiscard]] asio::io_context& io(std::size_t index) noexcept;
   /// Starts the worker threads (loops 1..N-1). Each runs until stop_and_join().
   void start();
-  /// Stops the worker loops (pending handlers are left, destroyed with the loops) and joins their
-  /// threads. Idempotent. Call from the main thread.
+  /// Stops the worker loops (pending handlers are left) and joins their threads. Idempotent. Call
+  /// from the main thread.
   void stop_and_join();
+  /// stop_and_join(), then destroys every loop's pending handlers (asio's execution_context
+  /// shutdown) while all loops' services are still alive. Idempotent; the destructor calls it.
+  /// After it, no handler runs on any loop. Call from the main thread once loop 0 has returned.
+  void shutdown();
 
  private:
+  /// An io_context whose shutdown (protected in asio) can be called before its destruction.
+  struct Loop : asio::io_context {
+    Loop() : asio::io_context(1) {}
+    void destroy_handlers() { asio::execution_context::shutdown(); }
+  };
   struct Worker {
-    asio::io_context io{1};
+    Loop io;
     asio::executor_work_guard<asio::io_context::executor_type> guard = asio::make_work_guard(io);
     std::thread thread;
   };
-  asio::io_context& main_;
+  Loop main_;
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 

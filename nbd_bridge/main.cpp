@@ -853,9 +853,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::signal(SIGPIPE, SIG_IGN);
-  asio::io_context io(1);
-  // Declared after `io`, so destroyed before it (event_loops.hpp).
-  nbd::EventLoops event_loops(io, cfg.threads);
+  // Every loop, loop 0 (this thread's) included, is owned by event_loops, which destroys their
+  // pending handlers on all loops before it destroys any loop (event_loops.hpp).
+  nbd::EventLoops event_loops(cfg.threads);
+  asio::io_context& io = event_loops.io(0);
   int rc = 1;
   auto status = std::make_shared<BridgeStatus>();
   status->stats_file = cfg.stats_file;
@@ -885,7 +886,9 @@ int main(int argc, char** argv) {
   // as Data-Out / come back as Data-In (TCP) or are RDMA-read / -written in place (iSER).
   std::cerr << "iserkit-nbd: copied payload bytes: " << copied_payload_bytes() << "\n";
   status->write();
-  // Every loop has stopped: the sessions go now, on this thread, before any loop is destroyed.
+  // Every loop has stopped: the sessions go now, on this thread, before any loop is destroyed;
+  // then what the loops still hold (a coroutine frame of loop 0 may keep loop 1's session).
   bridge.reset();
+  event_loops.shutdown();
   return rc;
 }

@@ -21,7 +21,7 @@ cleanup() {
 trap cleanup EXIT
 fail() {
   echo "FAIL: $*"
-  for f in "$tmp"/*.log; do echo "--- $(basename "$f")"; tail -n 40 "$f"; done
+  for f in "$tmp"/*.log; do echo "--- $(basename "$f")"; tail -n ${LOG_TAIL_LINES:-40} "$f"; done
   exit 1
 } >&2
 iqn=iqn.2026-11.org.iserkit:recovery

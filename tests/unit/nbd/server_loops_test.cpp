@@ -255,10 +255,9 @@ TEST(ServerLoops, LoopIsidsAreDistinctRandomTypeWithNonZeroQualifiers) {
 }
 
 TEST(ServerLoops, EventLoopsRunWorkersOnTheirOwnThreads) {
-  asio::io_context main{1};
-  EventLoops loops(main, 3);
+  EventLoops loops(3);
   ASSERT_EQ(loops.size(), 3u);
-  EXPECT_EQ(&loops.io(0), &main);
+  EXPECT_NE(&loops.io(0), &loops.io(1));
   loops.start();
   std::promise<std::thread::id> ran1, ran2;
   asio::post(loops.io(1), [&] { ran1.set_value(std::this_thread::get_id()); });
@@ -269,6 +268,35 @@ TEST(ServerLoops, EventLoopsRunWorkersOnTheirOwnThreads) {
   EXPECT_NE(id1, id2);
   loops.stop_and_join();
   loops.stop_and_join();  // idempotent
+}
+
+// The CI failure of 2026-11-29 (iserkit-nbd --threads 2 --on-give-up exit under ASan): loop 0's
+// accept coroutine, still pending at exit, held a session whose timer lived on loop 1, and loop 1
+// was destroyed first. Here each loop holds a pending handler that owns a timer of the other; the
+// teardown must destroy both handlers while both loops' services exist (ASan sees the rest).
+TEST(ServerLoops, PendingHandlersMayHoldObjectsOfAnotherLoop) {
+  auto loops = std::make_unique<EventLoops>(2);
+  loops->start();
+  auto timer0 = std::make_shared<asio::steady_timer>(loops->io(0));
+  auto timer1 = std::make_shared<asio::steady_timer>(loops->io(1));
+  const std::weak_ptr<asio::steady_timer> watch0 = timer0, watch1 = timer1;
+  // Loop 1 (running): a long wait whose handler owns loop 0's timer; started on loop 1's thread.
+  std::promise<void> armed;
+  asio::post(loops->io(1), [&, timer1, timer0]() mutable {
+    timer1->expires_after(std::chrono::hours(1));
+    timer1->async_wait([keep = std::move(timer0)](const boost::system::error_code&) {});
+    armed.set_value();
+  });
+  armed.get_future().get();
+  // Loop 0 (never run here): a queued handler that owns loop 1's timer.
+  asio::post(loops->io(0), [keep = std::move(timer1)] {});
+  timer0.reset();
+  EXPECT_FALSE(watch0.expired());
+  EXPECT_FALSE(watch1.expired());
+  loops->shutdown();
+  EXPECT_TRUE(watch0.expired()) << "the handler pending on loop 1 was not destroyed";
+  EXPECT_TRUE(watch1.expired()) << "the handler pending on loop 0 was not destroyed";
+  loops.reset();
 }
 
 }  // namespace
