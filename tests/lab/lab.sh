@@ -91,8 +91,8 @@ while (($#)); do
 done
 
 # ------------------------------------------------------------------------------------ summary ----
-# results.tsv (written by the guest): scenario TAB check TAB PASS|FAIL|SKIP TAB seconds TAB reason
-# scenarios.tsv: scenario TAB seconds TAB exit status TAB why it gave up (empty: it ran to the end)
+# results.tsv (written by the guest): scenario TAB check TAB PASS|FAIL|SKIP TAB seconds TAB reason TAB kernel
+# scenarios.tsv: scenario TAB seconds TAB exit status TAB why it gave up (empty: it ran to the end) TAB kernel
 # A scenario FAILs when a check failed, is SKIPped when it gave up before its subject could be tried
 # (iSER missing, ...), and PASSes otherwise; skipped checks of a passing scenario are listed.
 print_tables() {  # print_tables DIR [SCENARIO]
@@ -108,6 +108,7 @@ print_tables() {  # print_tables DIR [SCENARIO]
     want != "" && $1 != want { next }
     file == 1 && !header++ { printf "  %-4s %7s  %-46s  %s\n", "", "time", "scenario/check", "reason" }
     file == 1 {
+      if ($6 != "" && !(($6) in seenk)) { seenk[$6] = 1; kernels = kernels (kernels == "" ? "" : ", ") $6 }
       total[$3]++; n[$1]++; if ($3 == "PASS") npass[$1]++
       if ($3 == "FAIL" && !(($1) in firstfail)) firstfail[$1] = $2 ": " $5
       if ($3 == "SKIP") { skipped[$1] = skipped[$1] (skipped[$1] == "" ? "" : ", ") $2; skipwhy[$1] = $5 }
@@ -135,6 +136,7 @@ print_tables() {  # print_tables DIR [SCENARIO]
       }
       printf "  scenarios: %d passed, %d failed, %d skipped; checks: %d passed, %d failed, %d skipped\n",
         count["PASS"], count["FAIL"], count["SKIP"], total["PASS"], total["FAIL"], total["SKIP"]
+      printf "  kernel: %s\n", kernels == "" ? "not recorded" : kernels
     }' "$1/results.tsv" "$1/scenarios.tsv"
 }
 # scenario_status DIR NAME: PASS, FAIL or SKIP (the rule above)
