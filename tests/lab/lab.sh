@@ -59,7 +59,7 @@ lab_packages=(qemu-system-x86 busybox-static kmod rdma-core ibverbs-utils rdmacm
 note() { echo "lab: $*" >&2; }
 unavailable() { echo "lab: SKIP: the lab cannot run here: $*" >&2; [[ -z $out ]] || echo "$*" >"$out/unavailable"; exit 77; }
 broken() { echo "lab: ERROR: $*" >&2; exit 2; }
-usage() { sed -n '8,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '8,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 scenario_files() { find "$lab_dir/scenarios" -maxdepth 1 -name '[0-9][0-9]-*.sh' | sort; }
 scenario_name() { local b; b=$(basename "$1" .sh); echo "${b#[0-9][0-9]-}"; }
