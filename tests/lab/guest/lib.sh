@@ -2,9 +2,9 @@
 #
 # Results: one line per check in /lab/out/results.tsv,
 #   scenario TAB check TAB PASS|FAIL|SKIP TAB seconds TAB reason TAB kernel (uname -r)
-# and the same line on the console, with the kernel. A scenario declares its checks first (`plan a b c`); any it
-# never reaches (an earlier step failed, the feature is missing) are reported as SKIP with the
-# reason given to `give_up`, so the summary always shows every check.
+# and the same line on the console, with the kernel. A scenario declares its checks first
+# (`plan a b c`); any it never reaches (an earlier step failed, the feature is missing) are reported
+# as SKIP with the reason given to `give_up`, so the summary always shows every check.
 #
 #   plan CHECK...            the checks this scenario reports, in order
 #   check CHECK CMD...       run CMD (output to the scenario log); PASS if it exits 0, else FAIL
