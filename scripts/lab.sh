@@ -3,8 +3,10 @@
 # QEMU, busybox-static, rdma-core, tgt, open-iscsi, ...), builds the three programs, boots Debian's
 # kernel (TCG, or KVM when usable) and runs every lab scenario in it (tests/lab/README.md), then
 # prints the results. The opt-in benchmark: scripts/lab.sh --only bench-iser (docs/benchmarks-iser.md).
+# The kernel: Debian 12's 6.1 by default; trixie-backports' 7.x with --kernel 7 (or
+# ISERKIT_LAB_KERNEL=7), fetched through a private apt state in the lab's cache.
 #
-# Usage: scripts/lab.sh [tests/lab/lab.sh options: --only A,B  --list  --out DIR  --accel A  -v]
+# Usage: scripts/lab.sh [tests/lab/lab.sh options: --kernel 6.1|7  --only A,B  --list  --out DIR  --accel A  -v]
 # Exit status: 0 nothing failed, 1 a check failed, 2 the VM broke, 77 the lab cannot run here.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"

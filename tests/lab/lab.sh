@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The iserkit lab, host side: boots Debian's own kernel (linux-image-amd64, 6.1) in QEMU (KVM when
-# /dev/kvm works, else TCG), the host's root file system shared read-only over virtio-9p under a
-# tmpfs overlay, runs the lab scenarios (tests/lab/scenarios/NN-name.sh) in that one boot, and prints what passed, failed and
-# was skipped, with reasons and times. The guest side is tests/lab/guest/.
+# The iserkit lab, host side: boots Debian's own kernel (bookworm's 6.1 by default, trixie-backports'
+# 7.x with --kernel 7) in QEMU (KVM when /dev/kvm works, else TCG), the host's root file system
+# shared read-only over virtio-9p under a tmpfs overlay, runs the lab scenarios
+# (tests/lab/scenarios/NN-name.sh) in that one boot, and prints what passed, failed and was skipped,
+# with reasons, times and the kernel. The guest side is tests/lab/guest/.
 #
 # Usage: tests/lab/lab.sh [options]
 #   --bin DIR        the build's bin directory (default $ISERKIT_BIN, else <source>/build/bin)
@@ -11,6 +12,8 @@
 #                    marked "(opt-in)" in --list) run only when named here
 #   --list           list the scenarios and exit
 #   --accel A        kvm, tcg or auto (default: $ISERKIT_LAB_ACCEL, else auto = KVM when usable)
+#   --kernel K       6.1 (Debian 12's linux-image-amd64) or 7 (trixie-backports' 7.x, fetched through
+#                    a private apt state); default $ISERKIT_LAB_KERNEL, else 6.1
 #   --install        apt-get install the lab's packages that are missing (scripts/lab.sh does)
 #   --timeout SEC    power the VM off after SEC seconds (default 5400; TCG on a busy host is slow)
 #   --mem MIB        guest memory (default 3072), --cpus N (default 2)
@@ -19,7 +22,9 @@
 #                    1 (a check failed) or 77 (skipped, or the lab did not run)
 #   -v, --verbose    also print the guest kernel's console messages
 # Environment: ISERKIT_LAB_CACHE (kernel, initramfs; default /var/tmp/iserkit-lab-cache),
-#   ISERKIT_LAB_KERNEL_PKG (default: what linux-image-amd64 depends on), ISERKIT_LAB_QEMU,
+#   ISERKIT_LAB_KERNEL (6.1 or 7, as --kernel), ISERKIT_LAB_KERNEL_PKG (6.1: default what
+#   linux-image-amd64 depends on), ISERKIT_LAB_KERNEL_ABI (7: default what trixie-backports'
+#   linux-image-amd64 depends on, e.g. 7.3.4+deb13-amd64), ISERKIT_LAB_QEMU,
 #   ISERKIT_LAB_BENCH_* (passed to the guest: the benchmark scenarios' knobs, see tests/lab/README.md),
 #   ISERKIT_LAB_ISER_STAGS (passed to the guest: ISERKIT_ISER_STAGS of every iserkit initiator there).
 # Files a scenario leaves in the results directory's docs/ (generated benchmark pages) are copied to
@@ -41,6 +46,7 @@ timeout_s=5400
 mem=3072
 cpus=2
 accel=${ISERKIT_LAB_ACCEL:-auto}
+kernel_series=${ISERKIT_LAB_KERNEL:-6.1}
 cache=${ISERKIT_LAB_CACHE:-/var/tmp/iserkit-lab-cache}
 qemu=${ISERKIT_LAB_QEMU:-qemu-system-x86_64}
 busybox=/bin/busybox
@@ -53,7 +59,7 @@ lab_packages=(qemu-system-x86 busybox-static kmod rdma-core ibverbs-utils rdmacm
 note() { echo "lab: $*" >&2; }
 unavailable() { echo "lab: SKIP: the lab cannot run here: $*" >&2; [[ -z $out ]] || echo "$*" >"$out/unavailable"; exit 77; }
 broken() { echo "lab: ERROR: $*" >&2; exit 2; }
-usage() { sed -n '7,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '8,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 scenario_files() { find "$lab_dir/scenarios" -maxdepth 1 -name '[0-9][0-9]-*.sh' | sort; }
 scenario_name() { local b; b=$(basename "$1" .sh); echo "${b#[0-9][0-9]-}"; }
@@ -70,6 +76,7 @@ while (($#)); do
     --mem) mem=$2; shift 2 ;;
     --cpus) cpus=$2; shift 2 ;;
     --accel) accel=$2; shift 2 ;;
+    --kernel) kernel_series=$2; shift 2 ;;
     --vm-status) vm_status=1; shift ;;
     --report) report=$2; shift 2 ;;
     --list)
@@ -84,8 +91,8 @@ while (($#)); do
 done
 
 # ------------------------------------------------------------------------------------ summary ----
-# results.tsv (written by the guest): scenario TAB check TAB PASS|FAIL|SKIP TAB seconds TAB reason
-# scenarios.tsv: scenario TAB seconds TAB exit status TAB why it gave up (empty: it ran to the end)
+# results.tsv (written by the guest): scenario TAB check TAB PASS|FAIL|SKIP TAB seconds TAB reason TAB kernel
+# scenarios.tsv: scenario TAB seconds TAB exit status TAB why it gave up (empty: it ran to the end) TAB kernel
 # A scenario FAILs when a check failed, is SKIPped when it gave up before its subject could be tried
 # (iSER missing, ...), and PASSes otherwise; skipped checks of a passing scenario are listed.
 print_tables() {  # print_tables DIR [SCENARIO]
@@ -101,6 +108,7 @@ print_tables() {  # print_tables DIR [SCENARIO]
     want != "" && $1 != want { next }
     file == 1 && !header++ { printf "  %-4s %7s  %-46s  %s\n", "", "time", "scenario/check", "reason" }
     file == 1 {
+      if ($6 != "" && !(($6) in seenk)) { seenk[$6] = 1; kernels = kernels (kernels == "" ? "" : ", ") $6 }
       total[$3]++; n[$1]++; if ($3 == "PASS") npass[$1]++
       if ($3 == "FAIL" && !(($1) in firstfail)) firstfail[$1] = $2 ": " $5
       if ($3 == "SKIP") { skipped[$1] = skipped[$1] (skipped[$1] == "" ? "" : ", ") $2; skipwhy[$1] = $5 }
@@ -128,6 +136,7 @@ print_tables() {  # print_tables DIR [SCENARIO]
       }
       printf "  scenarios: %d passed, %d failed, %d skipped; checks: %d passed, %d failed, %d skipped\n",
         count["PASS"], count["FAIL"], count["SKIP"], total["PASS"], total["FAIL"], total["SKIP"]
+      printf "  kernel: %s\n", kernels == "" ? "not recorded" : kernels
     }' "$1/results.tsv" "$1/scenarios.tsv"
 }
 # scenario_status DIR NAME: PASS, FAIL or SKIP (the rule above)
@@ -195,38 +204,113 @@ for want in ${only//,/ }; do
 done
 ((${#scenarios[@]})) || broken "no scenario selected (--list shows them)"
 
+case $kernel_series in
+  6|6.1) kernel_series=6.1 ;;
+  7|7.*) kernel_series=7 ;;
+  *) broken "--kernel (ISERKIT_LAB_KERNEL) must be 6.1 or 7, not '$kernel_series'" ;;
+esac
+
 # ---------------------------------------------------------------------------------- kernel ----
 # Debian's own kernel, fetched with apt-get download into the cache and unpacked once; modules.dep
 # is made with depmod (the package's postinst would do that on a real install).
+#   6.1: bookworm's linux-image-6.1.0-N-amd64 (what linux-image-amd64 depends on), through the
+#        system's apt sources; vmlinuz under boot/, modules under lib/modules/KVER.
+#   7:   trixie-backports' 7.x kernel, through a private apt state in the cache (its own sources list,
+#        lists and archives; the system's apt sources are never read or changed). From 7.x Debian
+#        splits a kernel into linux-binary-unsigned-ABI (usr/lib/modules/ABI/vmlinuz*),
+#        linux-modules-ABI (.ko.xz) and linux-base-ABI (modules.builtin, config, System.map); ABI is
+#        what trixie-backports' linux-image-amd64 depends on (linux-image-ABI). All three are unpacked
+#        into one tree.
 mkdir -p "$cache"
 exec 8>"$cache/.lock"
 flock 8
-pkg=${ISERKIT_LAB_KERNEL_PKG:-$(apt-cache depends linux-image-amd64 2>/dev/null | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')}
-[[ -n $pkg ]] || unavailable "apt-cache knows no linux-image-amd64 (set ISERKIT_LAB_KERNEL_PKG)"
-deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" | sort | tail -n 1)
-if [[ -z $deb ]]; then
-  note "downloading $pkg (apt-get download) into $cache"
-  (cd "$cache" && apt-get -q -o APT::Sandbox::User=root download "$pkg" >&2) || unavailable "apt-get download $pkg failed"
-  deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" | sort | tail -n 1)
-fi
-kroot=$cache/$(basename "$deb" .deb)
-if [[ ! -f $kroot/.unpacked ]]; then
-  note "unpacking $(basename "$deb")"
-  rm -rf "$kroot"
-  dpkg-deb -x "$deb" "$kroot"
-  kver=$(basename "$(find "$kroot" -path '*/lib/modules/*' -maxdepth 4 -mindepth 3 -type d -name '[0-9]*' | head -n 1)")
-  [[ -n $kver ]] || broken "$deb has no lib/modules/KVER"
-  [[ -d $kroot/lib/modules ]] || { mkdir -p "$kroot/lib"; ln -s ../usr/lib/modules "$kroot/lib/modules"; }
-  depmod -b "$kroot" "$kver"
-  echo "$kver" >"$kroot/.unpacked"
-fi
-kver=$(cat "$kroot/.unpacked")
-kernel=$kroot/boot/vmlinuz-$kver
+# lab_apt ARGS...: apt-get/apt-cache with the private trixie-backports state ($cache/apt-trixie-backports)
+bpo_state=$cache/apt-trixie-backports
+bpo_source="deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie-backports main"
+lab_apt() {
+  local tool=$1
+  shift
+  "$tool" -q -o Dir::State="$bpo_state" -o Dir::State::Lists="$bpo_state/lists" -o Dir::State::status=/dev/null \
+    -o Dir::Etc::SourceList="$bpo_state/sources.list" -o Dir::Etc::SourceParts="$bpo_state/empty.d" \
+    -o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts="$bpo_state/empty.d" \
+    -o Dir::Cache="$bpo_state/cache" -o APT::Sandbox::User=root "$@"
+}
+# unpack_kernel ROOT DEB...: the packages into ROOT, lib/modules → usr/lib/modules when the package
+# has only the latter, depmod; ROOT/.unpacked holds KVER when done
+unpack_kernel() {
+  local root=$1 d v
+  shift
+  [[ -f $root/.unpacked ]] && return 0
+  note "unpacking $(for d in "$@"; do basename "$d"; done | tr '\n' ' ')"
+  rm -rf "$root"
+  for d in "$@"; do dpkg-deb -x "$d" "$root" || broken "dpkg-deb -x $d failed"; done
+  v=$(basename "$(find "$root" -path '*/lib/modules/*' -maxdepth 4 -mindepth 3 -type d -name '[0-9]*' | head -n 1)")
+  [[ -n $v ]] || broken "$* hold no lib/modules/KVER"
+  [[ -d $root/lib/modules ]] || { mkdir -p "$root/lib"; ln -s ../usr/lib/modules "$root/lib/modules"; }
+  depmod -b "$root" "$v" || broken "depmod for $v failed"
+  echo "$v" >"$root/.unpacked"
+}
+case $kernel_series in
+  6.1)
+    pkg=${ISERKIT_LAB_KERNEL_PKG:-$(apt-cache depends linux-image-amd64 2>/dev/null | awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')}
+    [[ -n $pkg ]] || unavailable "apt-cache knows no linux-image-amd64 (set ISERKIT_LAB_KERNEL_PKG)"
+    deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" | sort | tail -n 1)
+    if [[ -z $deb ]]; then
+      note "downloading $pkg (apt-get download) into $cache"
+      (cd "$cache" && apt-get -q -o APT::Sandbox::User=root download "$pkg" >&2) || unavailable "apt-get download $pkg failed"
+      deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" | sort | tail -n 1)
+    fi
+    kroot=$cache/$(basename "$deb" .deb)
+    unpack_kernel "$kroot" "$deb"
+    kver=$(cat "$kroot/.unpacked")
+    kernel=$kroot/boot/vmlinuz-$kver
+    ;;
+  7)
+    mkdir -p "$bpo_state/lists/partial" "$bpo_state/cache/archives/partial" "$bpo_state/empty.d"
+    [[ -r /usr/share/keyrings/debian-archive-keyring.gpg ]] ||
+      unavailable "/usr/share/keyrings/debian-archive-keyring.gpg is missing (apt-get install debian-archive-keyring)"
+    echo "$bpo_source" >"$bpo_state/sources.list"
+    # the package lists: fetched when missing or older than a day; a failed update with lists
+    # already there goes on with them (offline runs use the cached packages)
+    if [[ -z $(find "$bpo_state/lists" -maxdepth 1 -name '*_Packages*' -mtime -1 2>/dev/null) ]]; then
+      note "apt-get update of the lab's private trixie-backports state ($bpo_state)"
+      lab_apt apt-get update >&2 ||
+        [[ -n $(find "$bpo_state/lists" -maxdepth 1 -name '*_Packages*') ]] ||
+        unavailable "apt-get update of trixie-backports failed (network?) and no package lists are cached"
+    fi
+    abi=${ISERKIT_LAB_KERNEL_ABI:-$(lab_apt apt-cache depends linux-image-amd64 2>/dev/null |
+      awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { sub(/^linux-image-/, "", $2); print $2; exit }')}
+    [[ -n $abi ]] || unavailable "trixie-backports' linux-image-amd64 names no linux-image-ABI (set ISERKIT_LAB_KERNEL_ABI)"
+    pkgs=("linux-binary-unsigned-$abi" "linux-modules-$abi" "linux-base-$abi")
+    pkg="linux-image-$abi (trixie-backports)"
+    debs=()
+    for p in "${pkgs[@]}"; do
+      d=$(find "$cache" -maxdepth 1 -name "${p}_*.deb" | sort | tail -n 1)
+      if [[ -z $d ]]; then
+        note "downloading $p (apt-get download, trixie-backports) into $cache"
+        (cd "$cache" && lab_apt apt-get download "$p" >&2) || unavailable "apt-get download $p (trixie-backports) failed"
+        d=$(find "$cache" -maxdepth 1 -name "${p}_*.deb" | sort | tail -n 1)
+      fi
+      debs+=("$d")
+    done
+    version=$(dpkg-deb -f "${debs[0]}" Version)
+    kroot=$cache/linux-${abi}_${version}
+    unpack_kernel "$kroot" "${debs[@]}"
+    kver=$(cat "$kroot/.unpacked")
+    kernel=$(find "$kroot/usr/lib/modules/$kver" -maxdepth 1 -name 'vmlinuz*' | sort | head -n 1)
+    [[ -n $kernel ]] || broken "no vmlinuz in $kroot/usr/lib/modules/$kver (linux-binary-unsigned-$abi)"
+    note "kernel: ${pkgs[*]} $version (cached in $cache)"
+    ;;
+  *) broken "--kernel must be 6.1 or 7 (got $kernel_series)" ;;
+esac
+[[ -f $kernel ]] || broken "no kernel image $kernel"
 modules=$(cd "$kroot/lib/modules/$kver" && pwd -P)
 
 # ------------------------------------------------------------------------------- initramfs ----
-# busybox, the modules that reach the 9p root (virtio-pci, 9p, overlay; in dependency order) and
-# guest/init. Rebuilt when the kernel, busybox or guest/init change.
+# busybox, the modules that reach the 9p root (virtio-pci, 9p, overlay; in dependency order; the
+# ones built in, as virtio_pci in 7.x, are skipped) and guest/init. Compressed modules (7.x ships
+# .ko.xz) are stored decompressed, so busybox's insmod needs no decompressor. Rebuilt when the
+# kernel, busybox or guest/init change.
 early_modules=(virtio_pci 9pnet_virtio 9p overlay)
 stamp=$({ echo "$kver ${early_modules[*]}"; cat "$lab_dir/guest/init" "$busybox"; } | sha256sum | cut -c1-16)
 initrd=$cache/initrd-$kver-$stamp.cpio.gz
@@ -240,8 +324,12 @@ if [[ ! -s $initrd ]]; then
   for m in "${early_modules[@]}"; do
     modprobe -d "$kroot" -S "$kver" --show-depends "$m" | awk '$1 == "insmod" { print $2 }'
   done | awk '!seen[$0]++' | while read -r ko; do
-    cp "$ko" "$staging/modules/"
-    basename "$ko" >>"$staging/modules/load-order"
+    case $ko in
+      *.ko.xz) name=$(basename "$ko" .xz); xz -dc "$ko" >"$staging/modules/$name" ;;
+      *.ko.zst) name=$(basename "$ko" .zst); zstd -qdc "$ko" >"$staging/modules/$name" ;;
+      *) name=$(basename "$ko"); cp "$ko" "$staging/modules/" ;;
+    esac
+    echo "$name" >>"$staging/modules/load-order"
   done
   (cd "$staging" && find . | "$busybox" cpio -o -H newc 2>/dev/null | gzip -1) >"$initrd.partial"
   mv "$initrd.partial" "$initrd"

@@ -1,10 +1,10 @@
 # iserkit lab guest: what every scenario sources. Runs inside the VM as root (bash).
 #
 # Results: one line per check in /lab/out/results.tsv,
-#   scenario TAB check TAB PASS|FAIL|SKIP TAB seconds TAB reason
-# and the same line on the console. A scenario declares its checks first (`plan a b c`); any it
-# never reaches (an earlier step failed, the feature is missing) are reported as SKIP with the
-# reason given to `give_up`, so the summary always shows every check.
+#   scenario TAB check TAB PASS|FAIL|SKIP TAB seconds TAB reason TAB kernel (uname -r)
+# and the same line on the console, with the kernel. A scenario declares its checks first
+# (`plan a b c`); any it never reaches (an earlier step failed, the feature is missing) are reported
+# as SKIP with the reason given to `give_up`, so the summary always shows every check.
 #
 #   plan CHECK...            the checks this scenario reports, in order
 #   check CHECK CMD...       run CMD (output to the scenario log); PASS if it exits 0, else FAIL
@@ -45,12 +45,13 @@ nap() { $bb sleep "$1"; }
 mib() { echo $(($1 << 20)); }
 seconds_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 
+lab_kernel=$(uname -r)
 record() {  # record CHECK STATUS SECONDS REASON
   local reason=${4//$'\t'/ }
   reason=${reason//$'\n'/ }
-  printf '%s\t%s\t%s\t%s\t%s\n' "$scenario" "$1" "$2" "$3" "$reason" >>"$results"
-  printf 'lab: %-4s %s/%s (%ss) %s\n' "$2" "$scenario" "$1" "$3" "$reason" >/dev/console
-  printf '=== %s %s (%ss) %s\n' "$2" "$1" "$3" "$reason"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$scenario" "$1" "$2" "$3" "$reason" "$lab_kernel" >>"$results"
+  printf 'lab: %-4s %s/%s (%ss, kernel %s) %s\n' "$2" "$scenario" "$1" "$3" "$lab_kernel" "$reason" >/dev/console
+  printf '=== %s %s (%ss, kernel %s) %s\n' "$2" "$1" "$3" "$lab_kernel" "$reason"
   reported[$1]=1
 }
 pass() { record "$1" PASS "${3:-0.0}" "$2"; }

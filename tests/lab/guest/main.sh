@@ -27,7 +27,8 @@ ulimit -l unlimited               # RDMA memory registration
 ulimit -n 65536
 
 read -r up _ </proc/uptime
-echo "lab: guest ready at ${up}s (kernel $LAB_KVER)"
+kernel=$(uname -r)   # every result row and line names it (the lab boots 6.1 or 7.x: --kernel)
+echo "lab: guest ready at ${up}s (kernel $kernel: $(cat /proc/version))"
 mkdir -p $out/logs
 : >$out/results.tsv
 : >$out/scenarios.tsv
@@ -47,17 +48,17 @@ for file in $LAB_SCENARIOS; do
   took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   after=$(grep -c "^$name"$'\t' $out/results.tsv)
   if ((rc == 124 || rc == 137)); then
-    printf '%s\tscenario\tFAIL\t%s\t%s\n' "$name" "$took" "timed out after ${LAB_SCENARIO_TIMEOUT}s" >>$out/results.tsv
-    echo "lab: FAIL $name: timed out after ${LAB_SCENARIO_TIMEOUT}s"
+    printf '%s\tscenario\tFAIL\t%s\t%s\t%s\n' "$name" "$took" "timed out after ${LAB_SCENARIO_TIMEOUT}s" "$kernel" >>$out/results.tsv
+    echo "lab: FAIL $name: timed out after ${LAB_SCENARIO_TIMEOUT}s (kernel $kernel)"
   elif ((after == before)); then
-    printf '%s\tscenario\tFAIL\t%s\t%s\n' "$name" "$took" "exited with status $rc without reporting a result" >>$out/results.tsv
-    echo "lab: FAIL $name: exited with status $rc without reporting a result"
+    printf '%s\tscenario\tFAIL\t%s\t%s\t%s\n' "$name" "$took" "exited with status $rc without reporting a result" "$kernel" >>$out/results.tsv
+    echo "lab: FAIL $name: exited with status $rc without reporting a result (kernel $kernel)"
   fi
   rm -rf "/run/lab/$name"   # its LUN images: RAM
   gave_up=""
   [[ ! -s /run/lab/$name.gave-up ]] || gave_up=$(head -n 1 /run/lab/$name.gave-up)
-  printf '%s\t%s\t%s\t%s\n' "$name" "$took" "$rc" "$gave_up" >>$out/scenarios.tsv
-  echo "lab: --- $name done in ${took}s"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$took" "$rc" "$gave_up" "$kernel" >>$out/scenarios.tsv
+  echo "lab: --- $name done in ${took}s (kernel $kernel)"
 done
 
 $bb dmesg >$out/dmesg.txt 2>&1
