@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
+#include "iserkit/common/await_op.hpp"
 #include "iserkit/common/copy_counter.hpp"
 
 namespace iserkit::nbd {
@@ -84,7 +86,10 @@ Awaitable<boost::system::error_code> Stream::read_exact(ByteSpan out, ReadOption
       end_burst();
       skip_own_read = false;
       if (options.starts_request) empty_guess_.waiting();
-      n = co_await socket_.async_read_some(parts, use_awaitable_ec(ec));
+      // await_op: no coroutine frame for the read itself (one allocation less per wait).
+      std::tuple<boost::system::error_code, std::size_t> read{};
+      co_await await_op(read, [&](auto make_handler) { socket_.async_read_some(parts, make_handler()); });
+      std::tie(ec, n) = read;
       if (ec) co_return ec;
     } else {
       hold_for_burst();

@@ -501,6 +501,7 @@ Awaitable<void> Connection::writer() {
         if (next == nullptr) break;
         std::move(next->pdus.begin(), next->pdus.end(), std::back_inserter(batch->pdus));
         std::move(next->keep.begin(), next->keep.end(), std::back_inserter(batch->keep));
+        if (engine_) engine_->recycle_batch(std::move(*next));  // its elements moved: only capacity goes back
         ordered_.pop_front();
       }
     }
@@ -512,7 +513,9 @@ Awaitable<void> Connection::writer() {
         // case): no send_batch() coroutine frames per batch.
         std::error_code ec;
         switch (datamover_->try_send_now(batch->pdus)) {
-          case datamover::Datamover::SendNow::sent: break;
+          case datamover::Datamover::SendNow::sent:
+            if (engine_) engine_->recycle_batch(std::move(*batch));  // sent: its buffers go back now
+            break;
           case datamover::Datamover::SendNow::queued: ec = co_await datamover_->finish_send(); break;
           case datamover::Datamover::SendNow::refused: ec = co_await datamover_->send_batch(std::move(batch->pdus)); break;
         }

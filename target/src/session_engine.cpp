@@ -33,7 +33,9 @@ SessionEngine::SessionEngine(SessionEngineConfig config, SessionEngineHooks hook
       data_phase_(data_phase ? std::move(data_phase) : make_data_phase({})),
       window_(config_.exp_cmd_sn, std::max<std::uint32_t>(1, config_.cmd_window_depth)),
       stat_sn_(config_.stat_sn),
-      last_rx_(now) {}
+      last_rx_(now) {
+  spare_batches_.reserve(max_spare_batches);  // recycle_batch() never allocates
+}
 
 std::vector<EngineAction> SessionEngine::take_actions() {
   // Draining: the connection closes once the last answer is queued (after it, in order).
@@ -48,6 +50,13 @@ void SessionEngine::recycle_actions(std::vector<EngineAction>&& taken) noexcept 
   taken.clear();
   if (taken.capacity() > spare_actions_.capacity() && taken.capacity() <= max_spare_actions)
     spare_actions_ = std::move(taken);
+}
+
+void SessionEngine::recycle_batch(SendPdus&& sent) noexcept {
+  sent.pdus.clear();
+  sent.keep.clear();
+  if (spare_batches_.size() < max_spare_batches && sent.pdus.capacity() > 0 && spare_batches_.capacity() > spare_batches_.size())
+    spare_batches_.push_back(std::move(sent));
 }
 
 std::unique_ptr<EngineTask> SessionEngine::new_task() {
@@ -105,7 +114,14 @@ iscsi::Ttt SessionEngine::take_ttt() noexcept {
 
 void SessionEngine::send(datamover::PduOut pdu, PooledBuffer keep) {
   if (ended_) return;
-  if (actions_.empty() || !std::holds_alternative<SendPdus>(actions_.back())) actions_.emplace_back(SendPdus{});
+  if (actions_.empty() || !std::holds_alternative<SendPdus>(actions_.back())) {
+    if (spare_batches_.empty()) {
+      actions_.emplace_back(SendPdus{});
+    } else {
+      actions_.emplace_back(std::move(spare_batches_.back()));
+      spare_batches_.pop_back();
+    }
+  }
   auto& batch = std::get<SendPdus>(actions_.back());
   batch.pdus.push_back(std::move(pdu));
   if (keep) batch.keep.push_back(std::move(keep));

@@ -234,6 +234,10 @@ class SessionEngine final : private DataPhaseHost {
   /// Optionally hands a carried-out take_actions() vector back so its capacity is reused (no heap
   /// allocation per pass in steady state).
   void recycle_actions(std::vector<EngineAction>&& taken) noexcept;
+  /// Optionally hands a sent SendPdus batch back (its PDUs and kept buffers are released here) so
+  /// the capacity of its two vectors serves a later batch: no heap allocation per response in
+  /// steady state. Only once the batch's bytes have left (its buffers are given back now).
+  void recycle_batch(SendPdus&& sent) noexcept;
 
   /// The task with `itt`, or nullptr.
   [[nodiscard]] const EngineTask* task(iscsi::Itt itt) const noexcept;
@@ -338,6 +342,8 @@ class SessionEngine final : private DataPhaseHost {
   static constexpr std::size_t max_spare_tasks = 256;
   static constexpr std::size_t max_spare_actions = 1024;
   std::vector<EngineAction> spare_actions_;
+  static constexpr std::size_t max_spare_batches = 8;
+  std::vector<SendPdus> spare_batches_;  // empty vectors with capacity (recycle_batch)
   std::vector<std::unique_ptr<EngineTask>> spare_tasks_;
   std::vector<decltype(tasks_)::node_type> spare_task_nodes_;
   std::unique_ptr<EngineTask> new_task();

@@ -72,7 +72,8 @@ Awaitable<std::error_code> IserConnection::rdma(bool write, RemoteBuffer remote,
     pending_.erase(&op);
     co_return op.ec;
   }
-  co_return co_await op.done.wait();
+  co_await op.done.wait();
+  co_return op.done.error();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -680,7 +680,8 @@ Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
     co_return error_;
   }
   pending_.insert(&op);
-  co_return co_await op.done.wait();
+  co_await op.done.wait();
+  co_return op.done.error();
 }
 
 Awaitable<std::error_code> IserConnection::send_batch(std::vector<PduOut> pdus) {
@@ -752,7 +753,8 @@ Awaitable<std::error_code> IserConnection::send_batch(std::vector<PduOut> pdus) 
       op.remaining = static_cast<std::uint32_t>(posted);
       pending_.insert(&op);
       // The chunk's slots are reused by the next chunk, so the chunk is waited for here.
-      if (auto ec = co_await op.done.wait(); ec && !result) result = ec;
+      co_await op.done.wait();
+      if (auto ec = op.done.error(); ec && !result) result = ec;
     }
     if (failed_ && !result) result = error_;
     if (result) break;

@@ -22,7 +22,8 @@ TEST(Completion, WaiterGetsTheErrorCode) {
   asio::io_context io;
   Completion c;
   std::error_code got;
-  asio::co_spawn(io, [&]() -> Awaitable<void> { got = co_await c.wait(); }, asio::detached);
+  asio::co_spawn(io, [&]() -> Awaitable<void> { co_await c.wait();
+    got = c.error(); }, asio::detached);
   run(io);
   EXPECT_FALSE(c.done());
   c.complete(make_error_code(errc::timeout));
@@ -170,7 +171,29 @@ TEST(Event, DestroyedWithWaitersDropsThemWithoutResuming) {
   EXPECT_EQ(woken, 0);
 }
 
-// The handler of a coroutine that waits (what Completion and Event park) takes no allocation.
+// The handler of a coroutine that waits (what Completion and Event park) takes no allocation:
+// use_awaitable's handler, and await_op's (what Completion::wait and Event::wait make).
+TEST(WaiterSlot, AnAwaitOpHandlerParksInPlace) {
+  asio::io_context io;
+  detail::WaiterSlot slot;
+  NoResult none;
+  bool resumed = false;
+  asio::co_spawn(
+      io,
+      [&]() -> Awaitable<void> {
+        co_await await_op(none, [&](auto make_handler) { slot.park(make_handler()); });
+        resumed = true;
+      },
+      asio::detached);
+  run(io);
+  ASSERT_FALSE(slot.empty());
+  EXPECT_TRUE(slot.parked_in_place());
+  EXPECT_FALSE(resumed);
+  slot.resume(false);
+  run(io);
+  EXPECT_TRUE(resumed);
+}
+
 TEST(WaiterSlot, AParkedCoroutineTakesNoAllocation) {
   asio::io_context io;
   detail::WaiterSlot slot;

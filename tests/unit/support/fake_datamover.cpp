@@ -36,7 +36,8 @@ Awaitable<std::error_code> FakeDatamover::send(datamover::PduOut pdu) {
   if (hold_) {
     Completion done;
     waiting_.push_back({&pdu, &done});
-    co_return co_await done.wait();
+    co_await done.wait();
+    co_return done.error();
   }
   put_on_wire(pdu);
   co_return std::error_code{};

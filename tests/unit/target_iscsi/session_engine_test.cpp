@@ -275,6 +275,33 @@ TEST_F(SessionEngineTest, ReusedTasksStartClean) {
   }
 }
 
+// A sent batch handed back (recycle_batch, as the connection's writer does) lends its vectors'
+// capacity to the next batch: a response costs no vector allocation in steady state. The kept
+// buffers are released at once.
+TEST_F(SessionEngineTest, RecycledBatchVectorsServeTheNextBatch) {
+  start();
+  const void* first_storage = nullptr;
+  for (std::uint32_t round = 0; round < 3; ++round) {
+    deliver(command(10 + round, 1 + round, cdb10(0x28, 1), block, true, false));
+    engine->on_task_executed(Itt{10 + round}, ScsiOutcome::good(block));
+    auto actions = engine->take_actions();
+    SendPdus* batch = nullptr;
+    for (auto& a : actions)
+      if (auto* b = std::get_if<SendPdus>(&a)) batch = b;
+    ASSERT_NE(batch, nullptr);
+    ASSERT_EQ(batch->pdus.size(), 1u);  // one Data-In with status
+    ASSERT_EQ(batch->keep.size(), 1u);  // the task's buffer, kept until the batch is sent
+    if (round == 0) {
+      first_storage = batch->pdus.data();
+    } else {
+      EXPECT_EQ(static_cast<const void*>(batch->pdus.data()), first_storage) << "round " << round;
+    }
+    engine->recycle_batch(std::move(*batch));
+    EXPECT_TRUE(batch->keep.empty());
+    engine->recycle_actions(std::move(actions));
+  }
+}
+
 TEST_F(SessionEngineTest, ShortReadReportsUnderflowResidual) {
   start();
   deliver(command(1, 1, inquiry(255), 255, true, false));

@@ -9,10 +9,12 @@
 #include <memory>
 #include <new>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "iserkit/common/asio.hpp"
+#include "iserkit/common/await_op.hpp"
 
 namespace iserkit {
 namespace detail {
@@ -40,6 +42,15 @@ struct Waiter final : WaiterBase {
     destroy(heap);
     auto ex = asio::get_associated_executor(h);
     if (now) {
+      // What dispatch() does when this thread runs the handler's io_context, without the
+      // type-erased function object (an allocation) any_io_executor's dispatch makes first.
+      if constexpr (std::is_same_v<decltype(ex), asio::any_io_executor>) {
+        if (const auto* io = ex.template target<asio::io_context::executor_type>();
+            io != nullptr && io->running_in_this_thread()) {
+          std::move(h)();
+          return;
+        }
+      }
       asio::dispatch(ex, std::move(h));
     } else {
       asio::post(ex, std::move(h));
@@ -109,15 +120,16 @@ class Completion {
   Completion& operator=(const Completion&) = delete;
   ~Completion() = default;
 
-  /// Suspends until complete() is called; returns the error code it was given.
-  /// At most one coroutine may wait at a time.
-  Awaitable<std::error_code> wait() {
-    if (!done_) {
-      co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
-          [this](auto handler) { waiter_.park(std::move(handler)); }, asio::use_awaitable);
-    }
-    co_return ec_;
+  /// `co_await c.wait()` suspends until complete() is called (at once if it already was); then
+  /// error() is the code it was given. At most one coroutine may wait at a time. No coroutine
+  /// frame and no allocation per wait (await_op.hpp; the handler parks in place).
+  [[nodiscard]] auto wait() {
+    return await_op(no_result_, [this](auto make_handler) {
+      if (!done_) waiter_.park(make_handler());
+    });
   }
+  /// The error code complete() was given (meaningful once done()).
+  [[nodiscard]] std::error_code error() const noexcept { return ec_; }
 
   /// Completes the event (once; later calls are ignored) and resumes the waiter, if any, through
   /// its executor (never inline).
@@ -136,6 +148,7 @@ class Completion {
  private:
   bool done_ = false;
   std::error_code ec_;
+  NoResult no_result_;
   detail::WaiterSlot waiter_;
 };
 
@@ -150,19 +163,18 @@ class Event {
   Event& operator=(const Event&) = delete;
   ~Event() = default;
 
-  /// Suspends until the event is set (returns at once when it already is).
-  Awaitable<void> wait() {
-    if (set_) co_return;
-    co_await asio::async_initiate<const asio::use_awaitable_t<>&, void()>(
-        [this](auto handler) {
-          if (first_.empty()) {
-            first_.park(std::move(handler));
-          } else {
-            more_.push_back(std::make_unique<detail::WaiterSlot>());
-            more_.back()->park(std::move(handler));
-          }
-        },
-        asio::use_awaitable);
+  /// `co_await e.wait()` suspends until the event is set (goes on at once when it already is).
+  /// No coroutine frame per wait (await_op.hpp).
+  [[nodiscard]] auto wait() {
+    return await_op(no_result_, [this](auto make_handler) {
+      if (set_) return;
+      if (first_.empty()) {
+        first_.park(make_handler());
+      } else {
+        more_.push_back(std::make_unique<detail::WaiterSlot>());
+        more_.back()->park(make_handler());
+      }
+    });
   }
 
   /// Sets the event and resumes every current waiter.
@@ -190,6 +202,7 @@ class Event {
   }
 
   bool set_ = false;
+  NoResult no_result_;  // what a wait stores: nothing
   detail::WaiterSlot first_;
   std::vector<std::unique_ptr<detail::WaiterSlot>> more_;
 };

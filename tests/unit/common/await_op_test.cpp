@@ -1,0 +1,156 @@
+// await_op (common/await_op.hpp): one asynchronous wait inside an Asio coroutine with no coroutine
+// frame of its own. Completion arguments, the no-wait case, an abandoned wait, and the heap
+// allocations it saves (counted with a replaced operator new in this test binary only).
+#include <utility>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "iserkit/common/asio.hpp"
+#include "iserkit/common/await_op.hpp"
+
+namespace {
+thread_local std::size_t allocations = 0;
+}  // namespace
+
+void* operator new(std::size_t n) {
+  ++allocations;
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace iserkit {
+namespace {
+
+using boost::system::error_code;
+
+TEST(AwaitOp, TimerWaitStoresTheCompletionArgument) {
+  asio::io_context io(1);
+  std::optional<error_code> got;
+  asio::co_spawn(io, [&]() -> Awaitable<void> {
+    asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(1));
+    error_code ec = asio::error::fault;
+    co_await await_op(ec, [&](auto make_handler) { timer.async_wait(make_handler()); });
+    got = ec;
+  }, asio::detached);
+  io.run();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(*got) << got->message();
+}
+
+TEST(AwaitOp, SocketReadStoresErrorAndByteCount) {
+  asio::io_context io(1);
+  asio::local::stream_protocol::socket a(io), b(io);
+  asio::local::connect_pair(a, b);
+  std::string seen;
+  asio::co_spawn(io, [&]() -> Awaitable<void> {
+    std::array<char, 16> buf{};
+    std::tuple<error_code, std::size_t> r{asio::error::fault, 0};
+    co_await await_op(r, [&](auto make_handler) { a.async_read_some(asio::buffer(buf), make_handler()); });
+    EXPECT_FALSE(std::get<0>(r));
+    seen.assign(buf.data(), std::get<1>(r));
+    // End of stream comes back as an error code, not an exception.
+    co_await await_op(r, [&](auto make_handler) { a.async_read_some(asio::buffer(buf), make_handler()); });
+    EXPECT_EQ(std::get<0>(r), asio::error::eof);
+  }, asio::detached);
+  asio::write(b, asio::buffer(std::string("iscsi")));
+  b.shutdown(asio::socket_base::shutdown_send);
+  io.run();
+  EXPECT_EQ(seen, "iscsi");
+}
+
+// initiate makes no handler: the coroutine goes on at once, before anything posted earlier runs.
+TEST(AwaitOp, NoHandlerMadeResumesAtOnce) {
+  asio::io_context io(1);
+  std::string order;
+  asio::co_spawn(io, [&]() -> Awaitable<void> {
+    asio::post(io, [&] { order += "posted "; });
+    NoResult none;
+    co_await await_op(none, [](auto) {});
+    order += "resumed ";
+  }, asio::detached);
+  io.run();
+  EXPECT_EQ(order, "resumed posted ");
+}
+
+// A handler destroyed uncalled (its io_context destroyed) unwinds the coroutine: the frame's
+// locals are destroyed, nothing resumes.
+TEST(AwaitOp, AbandonedWaitUnwindsTheCoroutine) {
+  auto alive = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = alive;
+  bool resumed = false;
+  {
+    asio::io_context io(1);
+    asio::co_spawn(io, [&, keep = std::move(alive)]() -> Awaitable<void> {
+      asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::hours(1));
+      error_code ec;
+      co_await await_op(ec, [&](auto make_handler) { timer.async_wait(make_handler()); });
+      resumed = true;
+    }, asio::detached);
+    io.run_for(std::chrono::milliseconds(5));
+    EXPECT_FALSE(watch.expired());
+  }
+  EXPECT_FALSE(resumed);
+  EXPECT_TRUE(watch.expired()) << "the abandoned coroutine's frame was not destroyed";
+}
+
+// Two coroutines that take turns, each waiting inside a nested coroutine (the shape of a receive
+// loop calling the datamover's receive(), and a writer): with use_awaitable two frames are alive
+// per wait (the nested coroutine's and the initiation's) and Asio caches one freed frame per
+// thread, so every wait allocates; with await_op only the nested frame is left and the cache
+// serves it.
+template <bool Frameless>
+std::size_t allocations_for_ping_pong(int rounds) {
+  asio::io_context io(1);
+  asio::steady_timer ping(io), pong(io);
+  ping.expires_at(asio::steady_timer::time_point::max());
+  pong.expires_at(asio::steady_timer::time_point::max());
+  std::size_t before = 0, after = 0;
+  auto wait = [](asio::steady_timer& t) -> Awaitable<void> {
+    error_code ec;
+    if constexpr (Frameless) {
+      co_await await_op(ec, [&](auto make_handler) { t.async_wait(make_handler()); });
+    } else {
+      co_await t.async_wait(use_awaitable_ec(ec));
+    }
+  };
+  asio::co_spawn(io, [&]() -> Awaitable<void> {
+    for (int i = 0; i < rounds; ++i) {
+      if (i == 10) before = allocations;
+      co_await wait(ping);
+      pong.cancel();
+    }
+    after = allocations;
+    pong.cancel();
+  }, asio::detached);
+  asio::co_spawn(io, [&]() -> Awaitable<void> {
+    for (int i = 0; i < rounds; ++i) {
+      ping.cancel();
+      co_await wait(pong);
+    }
+  }, asio::detached);
+  io.run();
+  return after - before;
+}
+
+TEST(AwaitOp, TakingTurnsAllocatesLessThanUseAwaitable) {
+  constexpr int rounds = 1000;
+  const std::size_t frameless = allocations_for_ping_pong<true>(rounds);
+  const std::size_t with_frames = allocations_for_ping_pong<false>(rounds);
+  std::cout << "allocations per round: await_op " << static_cast<double>(frameless) / (rounds - 10)
+            << ", use_awaitable " << static_cast<double>(with_frames) / (rounds - 10) << "\n";
+  EXPECT_LT(frameless, with_frames);
+  EXPECT_LE(frameless, static_cast<std::size_t>(rounds / 100)) << "await_op should allocate nothing per wait";
+}
+
+}  // namespace
+}  // namespace iserkit
