@@ -13,7 +13,8 @@
 //  - config[2]: the initiator's MaxRecvDataSegmentLength = 512 << (bits 0-2), MaxOutstandingR2T
 //    1 + (bits 3-4), CmdSN window depth 1 + (bits 5-7);
 //  - config[3]: payload budget 4096 << (bits 0-3) bytes, immediate commands at most 1 + (bits 4-5),
-//    the shared (target-wide) budget (bits 6-7): none, or the connection's budget >> (bits 6-7 - 1).
+//    the shared (target-wide) budget (bits 6-7 = n): none (n = 0), or as large as the connection's,
+//    with (n - 1) / 2 of it held by another connection until a step gives it back;
 //  - step byte % 8: 0-3 an initiator PDU: a selector (bit 7: keep the raw opcode, else one of the 8
 //    initiator opcodes), a flags byte (bit 0: CmdSN = ExpCmdSN + (flags >> 5); bit 1: ITT (or, for
 //    a TMF, the referenced task) = one of the commands' ITTs picked by the next byte; bit 2: TTT =
@@ -23,6 +24,7 @@
 //    4: on_timer after u16 ms (with the step's bit 3: at next_deadline(), as the driver's timer);
 //    5: the oldest backend execution (ExecuteTask) or RDMA Read (GetWriteData; byte bit 0: fails)
 //       completes; with byte bit 1, or when neither waits, the oldest shared-budget grant arrives;
+//       with byte bit 2, the other connection gives its shared bytes back (grants follow later);
 //    6: every pending execution, RDMA Read and shared-budget grant completes;
 //    7: the connection closes (on_closed).
 // At the end the connection closes and every pending completion arrives, as in the driver.
@@ -46,6 +48,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "engine_fuzz_input.hpp"
@@ -136,7 +139,16 @@ bool carries_status(std::uint8_t opcode) {
 /// delivers them (the driver posts them to the connection's thread).
 class SharedLevel final : public PayloadLedger::SharedLevel {
  public:
-  explicit SharedLevel(std::uint64_t limit_bytes) : budget(limit_bytes) {}
+  /// `other_bytes`: held by another connection from the start, until other_gives().
+  SharedLevel(std::uint64_t limit_bytes, std::uint64_t other_bytes) : budget(limit_bytes), other_(other_bytes) {
+    if (other_ > 0) FUZZ_CHECK(budget.request(next_id_++, other_));
+  }
+  /// The other connection gives its bytes back; false when it held none.
+  bool other_gives() {
+    if (other_ == 0) return false;
+    release(std::exchange(other_, 0));
+    return true;
+  }
   PayloadLedger::SharedAsk request(std::uint64_t hold, std::uint64_t bytes) override {
     const std::uint64_t id = next_id_++;
     if (budget.request(id, bytes)) return {.id = id, .granted = true};
@@ -166,15 +178,16 @@ class SharedLevel final : public PayloadLedger::SharedLevel {
   }
   std::map<std::uint64_t, std::uint64_t> holds_;  // shared id → ledger hold id, while queued
   std::uint64_t next_id_ = 1;
+  std::uint64_t other_ = 0;
 };
 
 class Harness {
  public:
   Harness(SessionEngineConfig config, bool rdma, std::uint64_t budget_limit, std::uint64_t shared_limit,
-          SessionEngine::TimePoint now)
+          std::uint64_t shared_other, SessionEngine::TimePoint now)
       : config_(config),
         rdma_(rdma),
-        shared_(shared_limit == 0 ? nullptr : std::make_unique<SharedLevel>(shared_limit)),
+        shared_(shared_limit == 0 ? nullptr : std::make_unique<SharedLevel>(shared_limit, shared_other)),
         ledger_(budget_limit, shared_.get()),
         now_(now),
         expected_stat_sn_(config.stat_sn) {
@@ -281,9 +294,11 @@ class Harness {
   }
 
   /// The oldest backend execution or RDMA Read finishes (`step` bit 0: the RDMA Read fails), or,
-  /// with `step` bit 1 or when neither waits, the oldest shared-budget grant arrives.
+  /// with `step` bit 1 or when neither waits, the oldest shared-budget grant arrives; with `step`
+  /// bit 2, the other connection gives its shared bytes back first.
   bool complete_one(std::uint8_t step) {
     const bool rdma_fails = (step & 1) != 0;
+    if (shared_ && (step & 4) != 0 && shared_->other_gives()) return true;
     if (shared_ && !shared_->grants.empty() && ((step & 2) != 0 || (executions_.empty() && reads_.empty()))) {
       const std::uint64_t hold = shared_->grants.front();
       shared_->grants.pop_front();
@@ -314,6 +329,7 @@ class Harness {
 
   void finish() {
     close();
+    if (shared_) shared_->other_gives();
     while (complete_one(0)) {
     }
     FUZZ_CHECK(engine_->task_count() == 0);  // every task released
@@ -529,8 +545,9 @@ std::unique_ptr<Harness> start_harness(const std::array<std::uint8_t, 4>& c) {
   config.stat_sn = SerialNumber(0xfffffffcu);
   const std::uint64_t budget = 4096ull << (c[3] & 15);
   const unsigned shared = c[3] >> 6;
-  const std::uint64_t shared_budget = shared == 0 ? 0 : budget >> (shared - 1);
-  return std::make_unique<Harness>(config, rdma, budget, shared_budget, SessionEngine::TimePoint{} + 1h);
+  const std::uint64_t shared_budget = shared == 0 ? 0 : budget;
+  const std::uint64_t shared_other = shared == 0 ? 0 : budget / 2 * (shared - 1);  // none, half, all
+  return std::make_unique<Harness>(config, rdma, budget, shared_budget, shared_other, SessionEngine::TimePoint{} + 1h);
 }
 
 // Steps 0-3: an initiator PDU. Arguments: selector, flags, ITT/TTT pick; the opcode is an
