@@ -11,6 +11,7 @@ add_library(iserkit_target STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data_phase.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login_throttle.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/payload_ledger.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/lu_identity_store.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/portal.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/reload.cpp

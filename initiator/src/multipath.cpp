@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <random>
 
+#include "iserkit/common/backoff.hpp"
 #include "iserkit/common/completion.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
@@ -363,10 +364,10 @@ struct Multipath::Impl {
     if (p.reinstating) co_return;
     p.reinstating = true;
     p.reinstate_attempts = 0;
-    auto delay = std::max(options.reinstate_delay_min, std::chrono::milliseconds(1));
+    // Doubling, bounded by reinstate_delay_max, jittered (common/backoff.hpp).
+    Backoff backoff(std::max(options.reinstate_delay_min, std::chrono::milliseconds(1)), options.reinstate_delay_max);
     while (!closed && p.state == PathStatus::State::down) {
-      const auto half = delay.count() / 2;
-      const auto wait = std::chrono::milliseconds(half + static_cast<long>(random() % static_cast<unsigned long>(half + 1)));
+      const auto wait = backoff.jittered(random);
       p.timer->expires_after(wait);
       p.next_attempt = Clock::now() + wait;
       boost::system::error_code ec;
@@ -377,7 +378,7 @@ struct Multipath::Impl {
       auto r = co_await connect_path(i);
       if (r || p.state == PathStatus::State::refused) break;
       log::info("multipath: path {}: reinstating: login failed: url={} error={}", i, url_text(i), r.error().message());
-      delay = std::min(delay * 2, std::max(options.reinstate_delay_max, delay));
+      backoff.failed();
     }
     p.next_attempt.reset();
     if (p.state != PathStatus::State::down) p.reinstate_attempts = 0;

@@ -40,6 +40,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "iserkit/common/backoff.hpp"
 #include "iserkit/common/completion.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/fifo.hpp"
@@ -251,12 +252,12 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
   Awaitable<void> reconnect_loop(std::shared_ptr<Session> self, std::uint64_t gen) {
     auto still_wanted = [&] { return !ended && engine.recovering() && gen == generation; };
     std::minstd_rand random(static_cast<std::uint32_t>(Clock::now().time_since_epoch().count()));
-    auto delay = std::max(options.reconnect_delay_min, std::chrono::milliseconds(1));
+    // Doubling, bounded by reconnect_delay_max (common/backoff.hpp).
+    Backoff backoff(std::max(options.reconnect_delay_min, std::chrono::milliseconds(1)), options.reconnect_delay_max);
     while (still_wanted()) {
       // Jitter: somewhere between half the delay and all of it, so many initiators that lost the
       // same target do not all come back at the same instant.
-      const auto half = delay.count() / 2;
-      const auto wait = std::chrono::milliseconds(half + static_cast<long>(random() % static_cast<unsigned long>(half + 1)));
+      const auto wait = backoff.jittered(random);
       reconnect_timer.expires_after(wait);
       next_attempt = Clock::now() + wait;
       boost::system::error_code ec;
@@ -265,7 +266,7 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
       if (!still_wanted()) break;
       if (hurry) {
         hurry = false;
-        delay = std::max(options.reconnect_delay_min, std::chrono::milliseconds(1));
+        backoff.reset();
         log::info("session: reconnect: logging in now (told the target is back): target={}", log::escaped(target_name));
       }
       ++attempts;
@@ -279,7 +280,7 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
         last_attempt_error = r.error();
         log_failed_login(r.error());
         // Bounded: reconnect_delay_max also between the attempts after the replacement timeout.
-        delay = std::min(delay * 2, std::max(options.reconnect_delay_max, delay));
+        backoff.failed();
         continue;
       }
       const bool had_failed = engine.failed();

@@ -40,8 +40,8 @@ Connection::Connection(std::unique_ptr<datamover::Datamover> datamover, std::sha
       limits_(limits),
       hooks_(std::move(hooks)),
       timer_(datamover_->executor()),
-      budget_(limits.connection_payload_bytes),
       global_budget_(std::move(global_budget)),
+      ledger_(limits.connection_payload_bytes, global_budget_ ? &shared_budget_port_ : nullptr),
       session_id_(next_session_id.fetch_add(1, std::memory_order_relaxed)) {
   // Login negotiates the iSER keys when the transport moves data by RDMA.
   options_.rdma = datamover_->capabilities().rdma_data;
@@ -653,128 +653,49 @@ void Connection::backend_done() noexcept {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Payload budgets (payload_budget.hpp): the connection's, then the target's, in request order
+// Payload budgets (payload_ledger.hpp): the connection's, then the target's, in request order
 // ---------------------------------------------------------------------------------------------
 
 bool Connection::request_budget(iscsi::Itt itt, std::uint64_t bytes) {
-  const std::uint64_t id = next_budget_id_++;
-  if (spare_hold_nodes_.empty()) {
-    holds_.emplace(id, BudgetHold{.itt = itt, .bytes = bytes});
-  } else {
-    auto node = std::move(spare_hold_nodes_.back());
-    spare_hold_nodes_.pop_back();
-    node.key() = id;
-    node.mapped() = BudgetHold{.itt = itt, .bytes = bytes};
-    holds_.insert(std::move(node));
-  }
-  holds_by_itt(iscsi::to_u32(itt)).push_back(id);
-  const bool now = budget_.request(id, bytes);
-  stats_->payload_budget_bytes.store(budget_.used(), std::memory_order_relaxed);
-  if (!now) {
-    holds_[id].state = BudgetHold::State::waiting_connection;
-    return false;
-  }
-  return request_global_budget(id);
-}
-
-bool Connection::request_global_budget(std::uint64_t id) {
-  BudgetHold& hold = holds_.at(id);
-  if (!global_budget_) {
-    hold.state = BudgetHold::State::granted;
-    return true;
-  }
-  hold.state = BudgetHold::State::waiting_global;
-  hold.global_id = global_budget_->next_id();
-  // Runs on the releasing connection's thread: hand the grant over to ours.
-  auto on_grant = [self = shared_from_this(), id] {
-    asio::post(self->datamover_->executor(), [self, id] {
-      auto it = self->holds_.find(id);
-      if (it == self->holds_.end()) return;
-      if (it->second.state == BudgetHold::State::waiting_global) {
-        it->second.state = BudgetHold::State::granted;
-        self->engine_->on_budget_granted(it->second.itt);
-        self->pump();
-      } else if (it->second.state == BudgetHold::State::abandoned) {
-        self->global_budget_->release(it->second.bytes);  // the task ended while the grant was on its way
-        self->erase_hold(it);
-      }
-    });
-  };
-  if (global_budget_->request(hold.global_id, hold.bytes, std::move(on_grant))) {
-    hold.state = BudgetHold::State::granted;
-    return true;
-  }
-  // One line per episode of the shared budget being full (not one per waiting command).
-  if (auto used = global_budget_->take_full_notice())
-    log::info("connection {}: {} payload budget full ({} of {} bytes held): commands wait for buffers", peer(),
-              global_budget_->name(), *used, global_budget_->limit());
-  return false;
-}
-
-void Connection::wake_budget_waiters(const std::vector<std::uint64_t>& ids) {
-  for (auto id : ids) {
-    auto it = holds_.find(id);
-    if (it == holds_.end() || it->second.state != BudgetHold::State::waiting_connection) continue;
-    if (request_global_budget(id)) {
-      engine_->on_budget_granted(it->second.itt);
-      pump();
-    }
-  }
-}
-
-std::vector<std::uint64_t>& Connection::holds_by_itt(std::uint32_t itt) {
-  if (auto it = holds_by_itt_.find(itt); it != holds_by_itt_.end()) return it->second;
-  if (spare_by_itt_nodes_.empty()) return holds_by_itt_[itt];
-  auto node = std::move(spare_by_itt_nodes_.back());
-  spare_by_itt_nodes_.pop_back();
-  node.key() = itt;
-  node.mapped().clear();
-  return holds_by_itt_.insert(std::move(node)).position->second;
-}
-
-void Connection::erase_hold(std::map<std::uint64_t, BudgetHold>::iterator it) {
-  auto node = holds_.extract(it);
-  if (spare_hold_nodes_.size() < max_spare_budget_nodes) spare_hold_nodes_.push_back(std::move(node));
+  const bool now = ledger_.request(itt, bytes);
+  stats_->payload_budget_bytes.store(ledger_.connection_used(), std::memory_order_relaxed);
+  return now;
 }
 
 void Connection::release_budget(const ReleaseBudget& release) {
-  auto by_itt = holds_by_itt_.find(iscsi::to_u32(release.itt));
-  if (by_itt == holds_by_itt_.end() || by_itt->second.empty()) return;
-  const std::uint64_t id = by_itt->second.front();
-  by_itt->second.erase(by_itt->second.begin());
-  if (by_itt->second.empty()) {
-    auto node = holds_by_itt_.extract(by_itt);  // kept with its vector's capacity
-    if (spare_by_itt_nodes_.size() < max_spare_budget_nodes) spare_by_itt_nodes_.push_back(std::move(node));
+  std::vector<iscsi::Itt> granted;  // allocates only when a waiting request is granted
+  (void)ledger_.release(release.itt, granted);
+  stats_->payload_budget_bytes.store(ledger_.connection_used(), std::memory_order_relaxed);
+  for (const iscsi::Itt itt : granted) {
+    engine_->on_budget_granted(itt);
+    pump();
   }
-  auto it = holds_.find(id);
-  if (it == holds_.end()) return;
-  BudgetHold& hold = it->second;
-  std::vector<std::uint64_t> granted;
-  bool erase = true;
-  switch (hold.state) {
-    case BudgetHold::State::abandoned:
-      erase = false;
-      break;
-    case BudgetHold::State::waiting_connection:
-      budget_.cancel(id, granted);
-      break;
-    case BudgetHold::State::waiting_global:
-      // Held at the connection level already. A grant already on its way is given back when it
-      // arrives (abandoned).
-      if (!global_budget_->cancel(hold.global_id)) {
-        hold.state = BudgetHold::State::abandoned;
-        erase = false;
-      }
-      granted = budget_.release(hold.bytes);
-      break;
-    case BudgetHold::State::granted:
-      if (global_budget_) global_budget_->release(hold.bytes);
-      granted = budget_.release(hold.bytes);
-      break;
-  }
-  if (erase) erase_hold(it);
-  stats_->payload_budget_bytes.store(budget_.used(), std::memory_order_relaxed);
-  wake_budget_waiters(granted);
 }
+
+void Connection::shared_budget_granted(std::uint64_t hold) {
+  if (auto itt = ledger_.on_shared_grant(hold)) {
+    engine_->on_budget_granted(*itt);
+    pump();
+  }
+}
+
+PayloadLedger::SharedAsk Connection::SharedBudgetPort::request(std::uint64_t hold, std::uint64_t bytes) {
+  SharedPayloadBudget& shared = *connection.global_budget_;
+  const std::uint64_t id = shared.next_id();
+  // Runs on the releasing connection's thread: hand the grant over to ours.
+  auto on_grant = [self = connection.shared_from_this(), hold] {
+    asio::post(self->datamover_->executor(), [self, hold] { self->shared_budget_granted(hold); });
+  };
+  if (shared.request(id, bytes, std::move(on_grant))) return {.id = id, .granted = true};
+  // One line per episode of the shared budget being full (not one per waiting command).
+  if (auto used = shared.take_full_notice())
+    log::info("connection {}: {} payload budget full ({} of {} bytes held): commands wait for buffers",
+              connection.peer(), shared.name(), *used, shared.limit());
+  return {.id = id, .granted = false};
+}
+
+bool Connection::SharedBudgetPort::cancel(std::uint64_t shared_id) { return connection.global_budget_->cancel(shared_id); }
+
+void Connection::SharedBudgetPort::release(std::uint64_t bytes) { connection.global_budget_->release(bytes); }
 
 }  // namespace iserkit::target

@@ -19,8 +19,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <map>
-#include <unordered_map>
 #include <vector>
 
 #include "iserkit/common/asio.hpp"
@@ -31,6 +29,7 @@
 #include "cmd_sn_window.hpp"
 #include "login.hpp"
 #include "payload_budget.hpp"
+#include "payload_ledger.hpp"
 #include "target_node.hpp"
 #include "session_engine.hpp"
 #include "session_table.hpp"
@@ -87,12 +86,14 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   [[nodiscard]] std::shared_ptr<const ConnectionStats> stats() const noexcept { return stats_; }
 
  private:
-  /// One payload-budget request of a task (payload_budget.hpp): the connection's, then the target's.
-  struct BudgetHold {
-    iscsi::Itt itt{0};
-    std::uint64_t bytes = 0;
-    std::uint64_t global_id = 0;
-    enum class State : std::uint8_t { waiting_connection, waiting_global, granted, abandoned } state{};
+  /// The ledger's shared level (payload_ledger.hpp): global_budget_, whose grants made on other
+  /// connections' threads are posted to this connection's executor.
+  struct SharedBudgetPort final : PayloadLedger::SharedLevel {
+    explicit SharedBudgetPort(Connection& c) noexcept : connection(c) {}
+    PayloadLedger::SharedAsk request(std::uint64_t hold, std::uint64_t bytes) override;
+    bool cancel(std::uint64_t shared_id) override;
+    void release(std::uint64_t bytes) override;
+    Connection& connection;
   };
 
   std::span<std::byte> place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept override;
@@ -162,11 +163,11 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   bool writer_wake_deferred_ = false;  // a WriterWakeAfter is open
   bool writer_wake_pending_ = false;   // pump() queued work for the writer meanwhile
 
-  // Payload budgets: requests by the engine (hook), releases by writer(), grants posted back.
+  // Payload budgets (ledger_): requests by the engine (hook), releases by writer(), shared-level
+  // grants posted back (shared_budget_granted()).
   bool request_budget(iscsi::Itt itt, std::uint64_t bytes);
-  bool request_global_budget(std::uint64_t id);
   void release_budget(const ReleaseBudget& release);
-  void wake_budget_waiters(const std::vector<std::uint64_t>& ids);
+  void shared_budget_granted(std::uint64_t hold);
   void backend_done() noexcept;
 
   std::unique_ptr<datamover::Datamover> datamover_;
@@ -175,17 +176,9 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   ConnectionLimits limits_;
   ConnectionHooks hooks_;
   asio::steady_timer timer_;  // login timeout, then the engine's deadline
-  PayloadBudget budget_;
   std::shared_ptr<SharedPayloadBudget> global_budget_;
-  std::map<std::uint64_t, BudgetHold> holds_;                    // by request id
-  std::unordered_map<std::uint32_t, std::vector<std::uint64_t>> holds_by_itt_;  // oldest first
-  // Nodes of the two maps above kept for reuse: no allocation per command in steady state.
-  static constexpr std::size_t max_spare_budget_nodes = 256;
-  std::vector<decltype(holds_)::node_type> spare_hold_nodes_;
-  std::vector<decltype(holds_by_itt_)::node_type> spare_by_itt_nodes_;
-  std::vector<std::uint64_t>& holds_by_itt(std::uint32_t itt);
-  void erase_hold(std::map<std::uint64_t, BudgetHold>::iterator it);
-  std::uint64_t next_budget_id_ = 1;
+  SharedBudgetPort shared_budget_port_{*this};
+  PayloadLedger ledger_;  // the connection's budget, then global_budget_ (through the port)
   LoginResult session_;
   iscsi::OperationalParameters params_;
   std::unique_ptr<SessionEngine> engine_;

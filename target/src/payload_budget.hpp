@@ -67,7 +67,8 @@ class PayloadBudget {
     std::uint64_t bytes;
   };
   [[nodiscard]] bool fits(std::uint64_t bytes) const noexcept {
-    return used_ + bytes <= limit_ || used_ == 0;  // a request above the limit runs alone
+    // A request above the limit runs alone. Written without `used_ + bytes`, which could wrap.
+    return used_ == 0 || (used_ <= limit_ && bytes <= limit_ - used_);
   }
   std::vector<std::uint64_t> grant() {
     std::vector<std::uint64_t> out;

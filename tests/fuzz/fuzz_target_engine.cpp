@@ -2,8 +2,9 @@
 // PDUs (SCSI commands, Data-Out, text, TMF, NOP-Out, logout, SNACK, anything) in any order, timer
 // steps, backend completions and closes, with its actions applied as the driver (connection.cpp)
 // would, without I/O: SCSI commands run on the real ScsiDispatcher over two 256 KiB memory LUNs,
-// payload budgets are a PayloadBudget (target/src/payload_budget.hpp) kept the way the connection
-// keeps its own, RDMA Read/Write (the iSER data phase) are answered in place.
+// payload budgets are the driver's own PayloadLedger (target/src/payload_ledger.hpp), its shared
+// level a PayloadBudget whose grants arrive later, as the driver's posted ones do; RDMA Read/Write
+// (the iSER data phase) are answered in place.
 //
 // Input: 4 configuration bytes, then steps until the input ends (at most 256):
 //  - config[0]: bit 0 ImmediateData, bit 1 InitialR2T, bit 2 discovery session, bit 3 the iSER data
@@ -11,7 +12,9 @@
 //  - config[1]: FirstBurstLength = 512 << (bits 0-2), MaxBurstLength = 512 << (bits 3-5);
 //  - config[2]: the initiator's MaxRecvDataSegmentLength = 512 << (bits 0-2), MaxOutstandingR2T
 //    1 + (bits 3-4), CmdSN window depth 1 + (bits 5-7);
-//  - config[3]: payload budget 4096 << (bits 0-3) bytes, immediate commands at most 1 + (bits 4-5).
+//  - config[3]: payload budget 4096 << (bits 0-3) bytes, immediate commands at most 1 + (bits 4-5),
+//    the shared (target-wide) budget (bits 6-7 = n): none (n = 0), or as large as the connection's,
+//    with (n - 1) / 2 of it held by another connection until a step gives it back;
 //  - step byte % 8: 0-3 an initiator PDU: a selector (bit 7: keep the raw opcode, else one of the 8
 //    initiator opcodes), a flags byte (bit 0: CmdSN = ExpCmdSN + (flags >> 5); bit 1: ITT (or, for
 //    a TMF, the referenced task) = one of the commands' ITTs picked by the next byte; bit 2: TTT =
@@ -20,8 +23,9 @@
 //    datamover does);
 //    4: on_timer after u16 ms (with the step's bit 3: at next_deadline(), as the driver's timer);
 //    5: the oldest backend execution (ExecuteTask) or RDMA Read (GetWriteData; byte bit 0: fails)
-//       completes;
-//    6: every pending execution and RDMA Read completes;
+//       completes; with byte bit 1, or when neither waits, the oldest shared-budget grant arrives;
+//       with byte bit 2, the other connection gives its shared bytes back (grants follow later);
+//    6: every pending execution, RDMA Read and shared-budget grant completes;
 //    7: the connection closes (on_closed).
 // At the end the connection closes and every pending completion arrives, as in the driver.
 //
@@ -34,7 +38,8 @@
 // holds a full buffer only under a granted budget of at least its size (unsolicited data waits in
 // at most FirstBurstLength) and the bytes in task buffers never exceed the granted budget plus that
 // staged data; tasks stay within window depth + immediate limit; every budget request
-// ends with exactly one release, and at the end no task, budget byte or pool buffer is held.
+// ends with exactly one release, and at the end no task, budget byte (at either level) or pool
+// buffer is held.
 #include <algorithm>
 #include <cstdlib>
 #include <deque>
@@ -43,6 +48,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "engine_fuzz_input.hpp"
@@ -54,6 +60,7 @@
 #include "iserkit/target/logical_unit.hpp"
 #include "iserkit/target/scsi_dispatcher.hpp"
 #include "payload_budget.hpp"
+#include "payload_ledger.hpp"
 #include "session_engine.hpp"
 
 using namespace iserkit;
@@ -128,10 +135,62 @@ bool carries_status(std::uint8_t opcode) {
   return opcode == 0x21 || opcode == 0x22 || opcode == 0x24 || opcode == 0x26 || opcode == 0x3f;
 }
 
+/// The ledger's shared level: a PayloadBudget whose grants wait in `grants` until the harness
+/// delivers them (the driver posts them to the connection's thread).
+class SharedLevel final : public PayloadLedger::SharedLevel {
+ public:
+  /// `other_bytes`: held by another connection from the start, until other_gives().
+  SharedLevel(std::uint64_t limit_bytes, std::uint64_t other_bytes) : budget(limit_bytes), other_(other_bytes) {
+    if (other_ > 0) FUZZ_CHECK(budget.request(next_id_++, other_));
+  }
+  /// The other connection gives its bytes back; false when it held none.
+  bool other_gives() {
+    if (other_ == 0) return false;
+    release(std::exchange(other_, 0));
+    return true;
+  }
+  PayloadLedger::SharedAsk request(std::uint64_t hold, std::uint64_t bytes) override {
+    const std::uint64_t id = next_id_++;
+    if (budget.request(id, bytes)) return {.id = id, .granted = true};
+    holds_[id] = hold;
+    return {.id = id, .granted = false};
+  }
+  bool cancel(std::uint64_t shared_id) override {
+    std::vector<std::uint64_t> granted;
+    const bool was_queued = budget.cancel(shared_id, granted);
+    if (was_queued) holds_.erase(shared_id);
+    queue(granted);
+    return was_queued;
+  }
+  void release(std::uint64_t bytes) override { queue(budget.release(bytes)); }
+
+  PayloadBudget budget;
+  std::deque<std::uint64_t> grants;  // ledger hold ids granted, not delivered yet
+
+ private:
+  void queue(const std::vector<std::uint64_t>& ids) {
+    for (std::uint64_t id : ids) {
+      auto it = holds_.find(id);
+      FUZZ_CHECK(it != holds_.end());  // a grant for a request queued here
+      grants.push_back(it->second);
+      holds_.erase(it);
+    }
+  }
+  std::map<std::uint64_t, std::uint64_t> holds_;  // shared id → ledger hold id, while queued
+  std::uint64_t next_id_ = 1;
+  std::uint64_t other_ = 0;
+};
+
 class Harness {
  public:
-  Harness(SessionEngineConfig config, bool rdma, std::uint64_t budget_limit, SessionEngine::TimePoint now)
-      : config_(config), rdma_(rdma), budget_(budget_limit), now_(now), expected_stat_sn_(config.stat_sn) {
+  Harness(SessionEngineConfig config, bool rdma, std::uint64_t budget_limit, std::uint64_t shared_limit,
+          std::uint64_t shared_other, SessionEngine::TimePoint now)
+      : config_(config),
+        rdma_(rdma),
+        shared_(shared_limit == 0 ? nullptr : std::make_unique<SharedLevel>(shared_limit, shared_other)),
+        ledger_(budget_limit, shared_.get()),
+        now_(now),
+        expected_stat_sn_(config.stat_sn) {
     for (std::uint16_t index : {0, 1}) {
       LogicalUnitOptions o;
       o.identity.serial = "FUZZ" + std::to_string(index);
@@ -234,8 +293,19 @@ class Harness {
     apply();
   }
 
-  /// The oldest backend execution or RDMA Read finishes.
-  bool complete_one(bool rdma_fails) {
+  /// The oldest backend execution or RDMA Read finishes (`step` bit 0: the RDMA Read fails), or,
+  /// with `step` bit 1 or when neither waits, the oldest shared-budget grant arrives; with `step`
+  /// bit 2, the other connection gives its shared bytes back first.
+  bool complete_one(std::uint8_t step) {
+    const bool rdma_fails = (step & 1) != 0;
+    if (shared_ && (step & 4) != 0 && shared_->other_gives()) return true;
+    if (shared_ && !shared_->grants.empty() && ((step & 2) != 0 || (executions_.empty() && reads_.empty()))) {
+      const std::uint64_t hold = shared_->grants.front();
+      shared_->grants.pop_front();
+      if (auto itt = ledger_.on_shared_grant(hold)) engine_->on_budget_granted(*itt);
+      apply();
+      return true;
+    }
     if (!executions_.empty()) {
       const std::uint32_t itt = executions_.front();
       executions_.pop_front();
@@ -259,71 +329,39 @@ class Harness {
 
   void finish() {
     close();
-    while (complete_one(false)) {
+    if (shared_) shared_->other_gives();
+    while (complete_one(0)) {
     }
     FUZZ_CHECK(engine_->task_count() == 0);  // every task released
-    FUZZ_CHECK(holds_.empty());              // every budget request ended with one release
-    FUZZ_CHECK(budget_.used() == 0 && budget_.queued() == 0);
+    FUZZ_CHECK(ledger_.holds() == 0);        // every budget request ended with one release
+    FUZZ_CHECK(ledger_.connection_used() == 0 && ledger_.granted_bytes() == 0);
+    if (shared_) FUZZ_CHECK(shared_->budget.used() == 0 && shared_->budget.queued() == 0);
     engine_.reset();
     FUZZ_CHECK(pool_.leases() == 0);  // no task buffer left behind
   }
 
  private:
-  struct Hold {
-    std::uint64_t id = 0;
-    std::uint64_t bytes = 0;
-    bool granted = false;
-  };
-
   bool request_budget(iscsi::Itt itt, std::uint64_t bytes) {
-    const std::uint64_t id = next_budget_id_++;
-    const bool now = budget_.request(id, bytes);
-    holds_[iscsi::to_u32(itt)].push_back({id, bytes, now});
+    const bool now = ledger_.request(itt, bytes);
     check_budget();
     return now;
   }
 
   void check_budget() const {
-    // PayloadBudget's rule: within the limit, or one request above it alone.
-    FUZZ_CHECK(budget_.used() <= budget_.limit() || granted_count() == 1);
-  }
-  std::size_t granted_count() const {
-    std::size_t n = 0;
-    for (const auto& [itt, list] : holds_)
-      for (const auto& h : list) n += h.granted ? 1 : 0;
-    return n;
-  }
-
-  void grant(const std::vector<std::uint64_t>& ids) {
-    std::vector<std::uint32_t> woken;
-    for (std::uint64_t id : ids) {
-      for (auto& [itt, list] : holds_) {
-        for (auto& h : list) {
-          if (h.id != id) continue;
-          h.granted = true;
-          woken.push_back(itt);
-        }
-      }
-    }
-    // As the connection does: the engine hears of each grant (it may have ended the task already).
-    for (std::uint32_t itt : woken) engine_->on_budget_granted(iscsi::Itt{itt});
+    // PayloadBudget's rule at the connection level: within the limit, or one request above it alone.
+    FUZZ_CHECK(ledger_.connection_used() <= ledger_.connection_limit() || ledger_.connection_holders() == 1);
+    FUZZ_CHECK(ledger_.granted_bytes() <= ledger_.connection_used());
+    if (shared_) FUZZ_CHECK(ledger_.granted_bytes() <= shared_->budget.used());
   }
 
   void release(const ReleaseBudget& r) {
-    auto it = holds_.find(iscsi::to_u32(r.itt));
-    FUZZ_CHECK(it != holds_.end() && !it->second.empty());  // a release for a request made
-    const Hold hold = it->second.front();
-    it->second.pop_front();
-    if (it->second.empty()) holds_.erase(it);
-    FUZZ_CHECK(r.bytes == hold.bytes);
-    if (r.granted) FUZZ_CHECK(hold.granted);  // never claims bytes it was not given
-    std::vector<std::uint64_t> granted;
-    if (hold.granted) {
-      granted = budget_.release(hold.bytes);
-    } else {
-      FUZZ_CHECK(budget_.cancel(hold.id, granted));
-    }
-    grant(granted);
+    std::vector<iscsi::Itt> granted;
+    const auto released = ledger_.release(r.itt, granted);
+    FUZZ_CHECK(released.has_value());  // a release for a request made
+    FUZZ_CHECK(r.bytes == released->bytes);
+    if (r.granted) FUZZ_CHECK(released->granted);  // never claims bytes it was not given
+    // As the connection does: the engine hears of each grant (it may have ended the task already).
+    for (const iscsi::Itt itt : granted) engine_->on_budget_granted(itt);
   }
 
   void execute(std::uint32_t itt) {
@@ -455,7 +493,7 @@ class Harness {
       const EngineTask* t = engine_->task(iscsi::Itt{itt});
       if (t != nullptr && t->buffer && t->staging) staging += t->buffer.size();
     }
-    FUZZ_CHECK(pool_.bytes() <= budget_.used() + staging);
+    FUZZ_CHECK(pool_.bytes() <= ledger_.granted_bytes() + staging);
     if (closed_) FUZZ_CHECK(!engine_->next_deadline().has_value());  // a closed session needs no timer
     check_budget();
   }
@@ -466,9 +504,8 @@ class Harness {
   NexusId nexus_{};
   asio::io_context io_;
   CountingPool pool_;
-  PayloadBudget budget_;
-  std::map<std::uint32_t, std::deque<Hold>> holds_;  // by ITT, in request order (as connection.cpp)
-  std::uint64_t next_budget_id_ = 1;
+  std::unique_ptr<SharedLevel> shared_;  // null: no shared level
+  PayloadLedger ledger_;
   std::unique_ptr<SessionEngine> engine_;
   SessionEngine::TimePoint now_;
   SerialNumber expected_stat_sn_;
@@ -507,7 +544,10 @@ std::unique_ptr<Harness> start_harness(const std::array<std::uint8_t, 4>& c) {
   config.exp_cmd_sn = SerialNumber(0xfffffff8u);  // the window wraps around 2^32 in most runs
   config.stat_sn = SerialNumber(0xfffffffcu);
   const std::uint64_t budget = 4096ull << (c[3] & 15);
-  return std::make_unique<Harness>(config, rdma, budget, SessionEngine::TimePoint{} + 1h);
+  const unsigned shared = c[3] >> 6;
+  const std::uint64_t shared_budget = shared == 0 ? 0 : budget;
+  const std::uint64_t shared_other = shared == 0 ? 0 : budget / 2 * (shared - 1);  // none, half, all
+  return std::make_unique<Harness>(config, rdma, budget, shared_budget, shared_other, SessionEngine::TimePoint{} + 1h);
 }
 
 // Steps 0-3: an initiator PDU. Arguments: selector, flags, ITT/TTT pick; the opcode is an
@@ -537,9 +577,9 @@ void other_step(Harness& h, std::uint8_t step, fuzz::Reader& in) {
       if ((step & 8) != 0) h.timer_at_deadline();
       else h.timer(std::chrono::milliseconds(in.u16()));
       break;
-    case 5: h.complete_one((in.u8() & 1) != 0); break;
+    case 5: h.complete_one(in.u8()); break;
     case 6:
-      while (h.complete_one(false)) {
+      while (h.complete_one(0)) {
       }
       break;
     default: h.close(); break;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <optional>
 
+#include "iserkit/common/backoff.hpp"
 #include "iserkit/scsi/sense.hpp"
 
 namespace iserkit::initiator {
@@ -37,7 +38,8 @@ class RetryPolicy {
     }
     if (result.status == scsi::Status::busy || result.status == scsi::Status::task_set_full) {
       if (busy_ >= limits_.busy_retries) return std::nullopt;
-      const auto delay = std::min(limits_.max_backoff, limits_.first_backoff * (1u << std::min(busy_, 16u)));
+      const auto delay = busy_backoff_.delay();
+      busy_backoff_.failed();
       ++busy_;
       return delay;
     }
@@ -46,6 +48,8 @@ class RetryPolicy {
 
  private:
   Limits limits_;
+  // first_backoff doubling, at most max_backoff (a first_backoff above it waits max_backoff).
+  Backoff busy_backoff_{std::min(limits_.first_backoff, limits_.max_backoff), limits_.max_backoff};
   unsigned unit_attentions_ = 0;
   unsigned busy_ = 0;
 };

@@ -111,6 +111,13 @@ TEST(RetryPolicy, BusyAndTaskSetFullBackOffThenGiveUp) {
   EXPECT_EQ(p.next(with_status(scsi::Status::busy)), std::nullopt);
 }
 
+TEST(RetryPolicy, AFirstBackoffAboveTheCapWaitsTheCap) {
+  RetryPolicy p({.busy_retries = 2, .first_backoff = 2000ms, .max_backoff = 1000ms});
+  EXPECT_EQ(p.next(with_status(scsi::Status::busy)), 1000ms);
+  EXPECT_EQ(p.next(with_status(scsi::Status::busy)), 1000ms);
+  EXPECT_EQ(p.next(with_status(scsi::Status::busy)), std::nullopt);
+}
+
 TEST(RetryPolicy, OtherResultsAreFinal) {
   RetryPolicy p;
   EXPECT_EQ(p.next(with_status(scsi::Status::good)), std::nullopt);
