@@ -589,7 +589,7 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
     TaskOutcome out = co_await await_task(*id);
     (void)self;
     if (out.error) co_return fail(out.error);
-    co_return TaskManagementResult{.response = out.tmf_response};
+    co_return TaskManagementResult{.response = iscsi::to_wire(out.tmf_response)};
   }
 
   Awaitable<Result<void>> logout(std::shared_ptr<Session> self) {

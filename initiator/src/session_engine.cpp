@@ -107,10 +107,10 @@ void SessionEngine::complete(Task& t, std::error_code ec) {
   const TaskId aborts = t.aborts;
   const TaskKind kind = t.kind;
   const TaskId id = t.id;
-  // RFC 7143 §11.6.1: after "function complete" (0) or "task does not exist" (1) the target moves
-  // no more data for the aborted task.
-  const unsigned tmf_response = t.outcome.tmf_response;
-  const bool abort_done = !ec && (tmf_response == 0 || tmf_response == 1);
+  // RFC 7143 §11.6.1: after "function complete" or "task does not exist" the target moves no more
+  // data for the aborted task.
+  const iscsi::TaskManagementResponseCode tmf_response = t.outcome.tmf_response;
+  const bool abort_done = !ec && iscsi::abort_task_ended(tmf_response);
   if (id == ping_task_) ping_task_ = 0;
   if (id == logout_task_) logout_task_ = 0;
   erase_task(id);  // t is gone from here on
@@ -121,7 +121,7 @@ void SessionEngine::complete(Task& t, std::error_code ec) {
       // The target may still be moving the task's data: only closing the connection stops its
       // RDMA. lose_connection() ends the aborted task and hands its owner the timeout.
       log::warn("session: ABORT TASK for itt=0x{:08x} did not end it ({}): closing the connection",
-                iscsi::to_u32(a->itt), ec ? ec.message() : "response " + std::to_string(tmf_response));
+                iscsi::to_u32(a->itt), ec ? ec.message() : "response " + std::to_string(iscsi::to_wire(tmf_response)));
       lose_connection(make_error_code(errc::connection_closed));
     } else {
       end_aborted(aborts);

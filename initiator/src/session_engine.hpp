@@ -56,6 +56,7 @@
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/result.hpp"
 #include "iserkit/datamover/datamover.hpp"
+#include "iserkit/iscsi/response_codes.hpp"
 #include "iserkit/initiator/session.hpp"
 
 namespace iserkit::initiator {
@@ -147,7 +148,8 @@ struct TaskOutcome {
   TaskKind kind = TaskKind::scsi;
   std::error_code error;             ///< empty on success
   scsi::ScsiResult result;           ///< SCSI commands
-  std::uint8_t tmf_response = 0;     ///< task management: RFC 7143 §11.6.1 Response
+  /// Task management: the RFC 7143 §11.6.1 Response.
+  iscsi::TaskManagementResponseCode tmf_response = iscsi::TaskManagementResponseCode::function_complete;
   std::vector<std::byte> text;       ///< text requests: the whole response text (all continuations)
 };
 

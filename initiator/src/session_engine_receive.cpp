@@ -89,7 +89,7 @@ void SessionEngine::handle(const iscsi::DataIn& d, const datamover::PduIn& in, T
   // RFC 7143 §11.7.5: status and StatSN are valid only with the S bit (which requires F).
   if (d.status_present) {
     update_stat_sn(d.stat_sn);
-    t->outcome.result.status = static_cast<scsi::Status>(d.status);
+    t->outcome.result.status = iscsi::status_of(d);
     if (d.residual_underflow || d.residual_overflow) {
       t->outcome.result.residual_bytes = d.residual_count;
       t->outcome.result.residual_overflow = d.residual_overflow;
@@ -107,14 +107,14 @@ void SessionEngine::handle(const iscsi::ScsiResponse& r, const datamover::PduIn&
     log::debug("session: SCSI Response for unknown or finished itt=0x{:08x} dropped", iscsi::to_u32(r.itt));
     return;
   }
-  if (r.response != 0) {
-    // RFC 7143 §11.4.3: response 0x01 = target failure; the status is not valid.
+  if (iscsi::response_of(r) != iscsi::ScsiResponseCode::command_completed) {
+    // RFC 7143 §11.4.3: Target Failure (or a vendor code): the status is not valid.
     log::warn("session: command failed at target: itt=0x{:08x} response=0x{:02x}", iscsi::to_u32(r.itt), r.response);
     complete(*t, make_error_code(errc::protocol_error));
     return;
   }
   scsi::ScsiResult& result = t->outcome.result;
-  result.status = static_cast<scsi::Status>(r.status);
+  result.status = iscsi::status_of(r);
   if (r.residual_underflow || r.residual_overflow) {
     result.residual_bytes = r.residual_count;
     result.residual_overflow = r.residual_overflow;
@@ -239,8 +239,10 @@ void SessionEngine::handle(const iscsi::LogoutResponse& r, const datamover::PduI
   update(r.exp_cmd_sn, r.max_cmd_sn);
   Task* t = by_itt(r.itt);
   if (t == nullptr || t->kind != TaskKind::logout) return;
-  // RFC 7143 §11.15.1: 0 = closed successfully; anything else is a failed logout.
-  complete(*t, r.response == 0 ? std::error_code{} : make_error_code(errc::protocol_error));
+  // RFC 7143 §11.15.1: anything but "closed successfully" is a failed logout.
+  complete(*t, iscsi::response_of(r) == iscsi::LogoutResponseCode::closed_successfully
+                   ? std::error_code{}
+                   : make_error_code(errc::protocol_error));
 }
 
 void SessionEngine::handle(const iscsi::TaskManagementResponse& r, const datamover::PduIn&, TimePoint) {
@@ -248,9 +250,9 @@ void SessionEngine::handle(const iscsi::TaskManagementResponse& r, const datamov
   update(r.exp_cmd_sn, r.max_cmd_sn);
   Task* t = by_itt(r.itt);
   if (t == nullptr || t->kind != TaskKind::task_management) return;
-  t->outcome.tmf_response = r.response;
+  t->outcome.tmf_response = iscsi::response_of(r);
   log::info("session: task management response: itt=0x{:08x} response={}", iscsi::to_u32(r.itt), r.response);
-  if (r.response == 0) after_tmf(*t);
+  if (t->outcome.tmf_response == iscsi::TaskManagementResponseCode::function_complete) after_tmf(*t);
   complete(*t, {});
 }
 

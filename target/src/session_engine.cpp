@@ -515,9 +515,9 @@ void SessionEngine::on_logout(const iscsi::LogoutRequest& h) {
   }
   PendingLogout pending{.request = h};
   if (h.reason == iscsi::LogoutReason::remove_connection_for_recovery) {
-    pending.response = 2;  // RFC 7143 §11.15.1: connection recovery not supported (ERL 0)
+    pending.response = iscsi::LogoutResponseCode::connection_recovery_not_supported;  // RFC 7143 §11.15.1 (ERL 0)
   } else if (h.reason == iscsi::LogoutReason::close_connection && h.cid != config_.cid) {
-    pending.response = 1;  // CID not found
+    pending.response = iscsi::LogoutResponseCode::cid_not_found;  // RFC 7143 §11.15.1
   } else {
     // RFC 7143 §11.14: closing the session terminates its tasks; answer once they stopped.
     for (auto& [itt, t] : tasks_) pending.victims.push_back(itt);
@@ -553,11 +553,12 @@ void SessionEngine::on_task_management(const iscsi::TaskManagementRequest& h, co
       // RFC 7143 §11.5.1: a task not found whose RefCmdSN is inside the window counts as received
       // and aborted ("function complete"); outside it: "task does not exist".
       const bool in_window = h.ref_cmd_sn >= window_.exp_cmd_sn() && h.ref_cmd_sn <= window_.max_cmd_sn();
-      pending.response = in_window ? 0 : 1;
+      pending.response = in_window ? iscsi::TaskManagementResponseCode::function_complete
+                                   : iscsi::TaskManagementResponseCode::task_does_not_exist;
     }
   } else if (fn == F::abort_task_set || fn == F::clear_task_set || fn == F::logical_unit_reset) {
     if (hooks_.lun_exists && !hooks_.lun_exists(h.lun)) {
-      pending.response = 2;  // LUN does not exist
+      pending.response = iscsi::TaskManagementResponseCode::lun_does_not_exist;
     } else {
       for (auto& [itt, t] : tasks_)
         if (t->command.lun == h.lun) pending.victims.push_back(itt);
@@ -565,11 +566,11 @@ void SessionEngine::on_task_management(const iscsi::TaskManagementRequest& h, co
   } else if (fn == F::target_warm_reset || fn == F::target_cold_reset) {
     for (auto& [itt, t] : tasks_) pending.victims.push_back(itt);
   } else if (fn == F::clear_aca) {
-    pending.response = 0;  // no ACA is ever established here
+    pending.response = iscsi::TaskManagementResponseCode::function_complete;  // no ACA is ever established here
   } else if (fn == F::task_reassign) {
-    pending.response = 4;  // task allegiance reassignment not supported (ERL 0)
+    pending.response = iscsi::TaskManagementResponseCode::task_reassignment_not_supported;  // ERL 0
   } else {
-    pending.response = 5;  // function not supported
+    pending.response = iscsi::TaskManagementResponseCode::function_not_supported;
   }
   tmfs_.push_back(std::move(pending));
   const std::vector<std::uint32_t> victims = tmfs_.back().victims;
@@ -743,7 +744,7 @@ void SessionEngine::send_data_in(EngineTask& task, std::uint32_t bytes, scsi::St
       // RFC 7143 §11.7.4: status in the last Data-In (S with F) when GOOD without sense; the
       // residual travels with it. The task ends first: the window opens before the initiator hears.
       d.status_present = true;
-      d.status = static_cast<std::uint8_t>(status);
+      d.status = iscsi::to_wire(status);
       d.residual_underflow = residual.underflow;
       d.residual_overflow = residual.overflow;
       d.residual_count = residual.count;
@@ -775,7 +776,8 @@ void SessionEngine::respond(EngineTask& task, scsi::Status status, const std::op
   }
   // RFC 7143 §11.4.6: ExpDataSN counts the R2T and Data-In PDUs sent for the task.
   iscsi::ScsiResponse r{.residual_overflow = residual.overflow, .residual_underflow = residual.underflow,
-                        .response = 0x00, .status = static_cast<std::uint8_t>(status), .itt = task.itt(),
+                        .response = iscsi::to_wire(iscsi::ScsiResponseCode::command_completed),
+                        .status = iscsi::to_wire(status), .itt = task.itt(),
                         .exp_data_sn = task.data_in_pdus + (task.sequencer ? task.sequencer->r2ts_sent() : 0),
                         .residual_count = residual.count};
   std::vector<std::byte> data;
@@ -862,16 +864,18 @@ void SessionEngine::check_waiters() {
     it = tmfs_.erase(it);
     const auto fn = tmf.request.function;
     // SAM-5 §7.7, §7.10: resets also change device state (unit attentions, reservations).
-    if (tmf.response == 0) {
+    const bool complete = tmf.response == iscsi::TaskManagementResponseCode::function_complete;
+    if (complete) {
       if (fn == F::logical_unit_reset) actions_.emplace_back(DeviceReset{tmf.request.lun, TaskManagement::logical_unit_reset});
       if (fn == F::target_warm_reset) actions_.emplace_back(DeviceReset{tmf.request.lun, TaskManagement::target_warm_reset});
       if (fn == F::target_cold_reset) actions_.emplace_back(DeviceReset{tmf.request.lun, TaskManagement::target_cold_reset});
     }
-    iscsi::TaskManagementResponse r{.response = tmf.response, .itt = tmf.request.itt, .stat_sn = take_stat_sn()};
+    iscsi::TaskManagementResponse r{
+        .response = iscsi::to_wire(tmf.response), .itt = tmf.request.itt, .stat_sn = take_stat_sn()};
     stamp(r);
     send(datamover::make_pdu(r));
     // RFC 7143 §11.5.1: a cold reset drops all connections.
-    if (fn == F::target_cold_reset && tmf.response == 0) {
+    if (fn == F::target_cold_reset && complete) {
       close("target cold reset");
       return;
     }
@@ -879,10 +883,11 @@ void SessionEngine::check_waiters() {
   if (logout_ && gone(logout_->victims)) {
     PendingLogout logout = std::move(*logout_);
     logout_.reset();
-    iscsi::LogoutResponse r{.response = logout.response, .itt = logout.request.itt, .stat_sn = take_stat_sn()};
+    iscsi::LogoutResponse r{
+        .response = iscsi::to_wire(logout.response), .itt = logout.request.itt, .stat_sn = take_stat_sn()};
     stamp(r);
     send(datamover::make_pdu(r));
-    if (logout.response == 0) close("logout");
+    if (logout.response == iscsi::LogoutResponseCode::closed_successfully) close("logout");
   }
 }
 

@@ -53,6 +53,7 @@
 #include "iserkit/datamover/datamover.hpp"
 #include "iserkit/iscsi/negotiation.hpp"
 #include "iserkit/iscsi/pdu.hpp"
+#include "iserkit/iscsi/response_codes.hpp"
 #include "iserkit/iscsi/text.hpp"
 #include "iserkit/scsi/sense.hpp"
 #include "iserkit/target/scsi_dispatcher.hpp"
@@ -259,12 +260,12 @@ class SessionEngine final : private DataPhaseHost {
   };
   struct PendingTmf {
     iscsi::TaskManagementRequest request;
-    std::uint8_t response = 0;
+    iscsi::TaskManagementResponseCode response = iscsi::TaskManagementResponseCode::function_complete;
     std::vector<std::uint32_t> victims;  // ITTs still ending
   };
   struct PendingLogout {
     iscsi::LogoutRequest request;
-    std::uint8_t response = 0;
+    iscsi::LogoutResponseCode response = iscsi::LogoutResponseCode::closed_successfully;
     std::vector<std::uint32_t> victims;
   };
 
