@@ -14,7 +14,7 @@ namespace iserkit::initiator {
 // ---- receiving ----
 
 std::span<std::byte> SessionEngine::place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept {
-  if (!open_ || recovering_ || iscsi::raw_opcode(bhs) != static_cast<std::uint8_t>(iscsi::Opcode::data_in)) return {};
+  if (!connected() || iscsi::raw_opcode(bhs) != static_cast<std::uint8_t>(iscsi::Opcode::data_in)) return {};
   auto din = iscsi::decode_bhs_as<iscsi::DataIn>(bhs);
   if (!din) return {};
   Task* t = by_itt(din->itt);
@@ -36,13 +36,13 @@ void SessionEngine::on_pdu(const datamover::PduIn& in, TimePoint now) {
     placed->receiving = false;
     placed_id = placed->id;
   }
-  if (open_ && !recovering_) {
+  if (connected()) {
     ping_.on_receive(now);
     placed_for_pdu_ = placed_id;
     auto header = iscsi::decode_bhs(in.bhs);
     if (!header) {
       log::warn("session: malformed PDU from target: opcode=0x{:02x}", iscsi::raw_opcode(in.bhs));
-      lose_connection(make_error_code(errc::protocol_error));
+      lose_connection(make_error_code(errc::protocol_error), PhaseEvent::connection_lost);
     } else {
       std::visit([&](const auto& h) { handle(h, in, now); }, *header);
     }
@@ -212,14 +212,13 @@ void SessionEngine::handle(const iscsi::AsyncMessage& a, const datamover::PduIn&
             static_cast<unsigned>(a.event), a.parameter1, a.parameter2, a.parameter3);
   const AsyncDecision d = decide_async(a);
   if (d.kind == AsyncDecision::Kind::fail_session) {
-    lose_connection(make_error_code(errc::connection_closed));
-  } else if (d.kind == AsyncDecision::Kind::logout && accepting() && !logging_out_) {
+    lose_connection(make_error_code(errc::connection_closed), PhaseEvent::connection_lost);
+  } else if (d.kind == AsyncDecision::Kind::logout && phase_ == SessionPhase::logged_in) {
     if (config_.replacement_timeout.count() > 0) {
       // With recovery on, the target's logout request is a connection to replace: commands not
       // sent yet wait (pump() holds them while logging out), the Logout goes out once those in
       // flight answered, then the session logs in again (lose_connection() after the response).
-      logging_out_ = true;
-      reconnect_after_logout_ = true;
+      if (!transition(PhaseEvent::target_requests_logout, SessionPhase::logout_requested)) return;
       Task& t = new_task(TaskKind::logout);
       t.state = TaskState::waiting_to_send;
       t.timeout = config_.request_timeout;
@@ -227,7 +226,7 @@ void SessionEngine::handle(const iscsi::AsyncMessage& a, const datamover::PduIn&
       logout_task_ = t.id;
       logout_deadline_ = now + d.within;
       maybe_send_logout(now);
-    } else if (auto id = logout(now)) {
+    } else if (auto id = start_logout(PhaseEvent::target_requests_logout, now)) {
       if (Task* t = find(*id)) t->report = false;
       logout_deadline_ = now + d.within;
     }
@@ -325,7 +324,7 @@ template <class Other>
 void SessionEngine::handle(const Other&, const datamover::PduIn& in, TimePoint) {
   // RFC 7143 §6.3: initiator opcodes or a Login Response in full feature phase break the protocol.
   log::warn("session: unexpected PDU: opcode={}", iscsi::opcode_name(iscsi::raw_opcode(in.bhs)));
-  lose_connection(make_error_code(errc::protocol_error));
+  lose_connection(make_error_code(errc::protocol_error), PhaseEvent::connection_lost);
 }
 
 }  // namespace iserkit::initiator
