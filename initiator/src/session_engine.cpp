@@ -7,6 +7,7 @@
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/scsi/opcodes.hpp"
 
 namespace iserkit::initiator {
 namespace {
@@ -335,10 +336,10 @@ void SessionEngine::requeue(Task& t) {
     t.replaying = false;
     --replaying_in_flight_;
   }
-  const std::uint8_t opcode = static_cast<std::uint8_t>(t.command.cdb.bytes[0]);
+  const auto opcode = static_cast<scsi::Opcode>(t.command.cdb.bytes[0]);
   // SBC-4 SYNCHRONIZE CACHE (10)/(16): it may be acknowledged only after the writes it covers
   // were done again on this session.
-  t.replay_barrier = opcode == 0x35 || opcode == 0x91;
+  t.replay_barrier = opcode == scsi::Opcode::synchronize_cache10 || opcode == scsi::Opcode::synchronize_cache16;
   t.dispatch_seq = 0;
   ++t.replays;
 }
@@ -518,6 +519,9 @@ Result<TaskId> SessionEngine::start_logout(PhaseEvent event, TimePoint now) {
   Task& t = new_task(TaskKind::logout);
   t.state = TaskState::waiting_to_send;
   t.timeout = config_.request_timeout;
+  // The Logout the target asked for is the engine's own: its end reaches no owner (set before
+  // maybe_send_logout(), which may end it at once when no ITT is free).
+  t.report = event == PhaseEvent::caller_logout;
   logout_task_ = t.id;
   const TaskId id = t.id;
   maybe_send_logout(now);

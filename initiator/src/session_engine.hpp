@@ -37,6 +37,9 @@
 //    or it is failed(): new commands fail at once, none is queued, and the driver's logins go on
 //    until one succeeds (open-iscsi's replacement_timeout, with iscsid retrying for ever).
 //
+// STATES: the session's phase is one SessionPhase; it moves only along session_transitions (below:
+// from, event, to, the rule with its RFC section), through transition(). A task's life is TaskState.
+//
 // THREADING: none; the owner calls it from one thread.
 #pragma once
 
@@ -431,6 +434,8 @@ class SessionEngine {
   [[nodiscard]] bool in_logout() const noexcept {
     return phase_ == SessionPhase::logging_out || phase_ == SessionPhase::logout_requested;
   }
+  /// The Logout of `event` (caller_logout: reported to its owner; target_requests_logout: the
+  /// engine's own), from logged_in or logout_requested.
   Result<TaskId> start_logout(PhaseEvent event, TimePoint now);
   void end_session(std::error_code ec, PhaseEvent event);
   void give_up();

@@ -226,8 +226,7 @@ void SessionEngine::handle(const iscsi::AsyncMessage& a, const datamover::PduIn&
       logout_task_ = t.id;
       logout_deadline_ = now + d.within;
       maybe_send_logout(now);
-    } else if (auto id = start_logout(PhaseEvent::target_requests_logout, now)) {
-      if (Task* t = find(*id)) t->report = false;
+    } else if (start_logout(PhaseEvent::target_requests_logout, now)) {
       logout_deadline_ = now + d.within;
     }
   }

@@ -34,6 +34,11 @@
 //    then the connection closes.
 //  - SNACK (§11.16) is rejected (ERL 0); discovery sessions (§4.3) carry only Text, NOP and Logout.
 //
+// STATES: a SCSI task's life is one TaskState; it moves only along task_transitions (below: from,
+// event, to, the rule with its RFC section), through move(). The payload budget
+// (EngineTask::budget), the staging buffer and the failure / early outcome are still fields of
+// their own beside it.
+//
 // THREADING: none; the owner calls it from one thread.
 #pragma once
 

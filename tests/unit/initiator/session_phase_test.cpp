@@ -236,4 +236,42 @@ TEST(SessionPhaseTable, AccessorsFollowThePhase) {
   }
 }
 
+// Found by fuzz_initiator_engine: a Logout the target asks for (no recovery) while every ITT is
+// taken ends at once, which ends the session (logging_out --logout_finished--> ended); that
+// Logout is the engine's own, so no completion of a task nobody submitted may reach the owner.
+TEST(SessionPhaseTable, TargetRequestedLogoutWithoutAFreeIttEndsTheSessionReportingOnlySubmittedTasks) {
+  EngineConfig c = config_for(Recovery::off);
+  c.max_commands_in_flight = 1;  // a small ITT table
+  SessionEngine engine(c, start(), t0);
+  std::set<TaskId> submitted;
+  for (int i = 0; i < 100; ++i) {
+    auto id = engine.submit_task_management(
+        TaskManagementOptions{.function = iscsi::TaskManagementFunction::logical_unit_reset,
+                              .lun = scsi::Lun::from_index(0)},
+        t0);
+    if (!id) break;
+    submitted.insert(*id);
+  }
+  ASSERT_FALSE(submitted.empty());
+  ASSERT_LT(submitted.size(), 100u) << "the ITT table never filled";
+  (void)engine.take_actions();
+  iscsi::AsyncMessage m;
+  m.stat_sn = SerialNumber(10);
+  m.exp_cmd_sn = SerialNumber(1);
+  m.max_cmd_sn = SerialNumber(64);
+  m.event = iscsi::AsyncEvent::logout_request;
+  m.parameter3 = logout_within_seconds;
+  datamover::PduIn in;
+  in.bhs = iscsi::encode_bhs(m);
+  engine.on_pdu(in, t0);
+  EXPECT_EQ(engine.phase(), SessionPhase::ended);
+  ASSERT_NE(engine.last_transition(), nullptr);
+  EXPECT_EQ(engine.last_transition()->event, PhaseEvent::logout_finished);
+  auto a = engine.take_actions();
+  ASSERT_TRUE(a.ended);
+  EXPECT_EQ(*a.ended, make_error_code(errc::session_closed));
+  EXPECT_EQ(a.completions.size(), submitted.size());  // the TMFs, each once
+  for (const TaskOutcome& o : a.completions) EXPECT_TRUE(submitted.contains(o.id)) << "task " << o.id;
+}
+
 }  // namespace
