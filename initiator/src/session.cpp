@@ -417,7 +417,7 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
       if (!in) {
         engine.on_receive_ended();
         // While logging out the target closing the connection is the expected end.
-        if (engine.open() && !engine.accepting()) {
+        if (engine.phase() == SessionPhase::logging_out) {
           engine.fail_session(make_error_code(errc::session_closed));
         } else {
           engine.connection_failed(make_error_code(errc::connection_closed), Clock::now());
@@ -590,7 +590,7 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
     TaskOutcome out = co_await await_task(*id);
     (void)self;
     if (out.error) co_return fail(out.error);
-    co_return TaskManagementResult{.response = out.tmf_response};
+    co_return TaskManagementResult{.response = iscsi::to_wire(out.tmf_response)};
   }
 
   Awaitable<Result<void>> logout(std::shared_ptr<Session> self) {
@@ -783,10 +783,15 @@ void Session::close() noexcept {
 bool Session::is_open() const noexcept { return impl_->engine.accepting(); }
 bool Session::recovering() const noexcept { return impl_->engine.recovering(); }
 SessionState Session::state() const noexcept {
-  const SessionEngine& e = impl_->engine;
-  if (!e.open()) return SessionState::ended;
-  if (e.failed()) return SessionState::failed;
-  return e.recovering() ? SessionState::recovering : SessionState::logged_in;
+  switch (impl_->engine.phase()) {
+    case SessionPhase::logged_in:
+    case SessionPhase::logging_out:
+    case SessionPhase::logout_requested: return SessionState::logged_in;
+    case SessionPhase::recovering: return SessionState::recovering;
+    case SessionPhase::failed: return SessionState::failed;
+    case SessionPhase::ended: return SessionState::ended;
+  }
+  return SessionState::ended;
 }
 ReconnectStatus Session::reconnect_status() const noexcept {
   if (!impl_->engine.recovering()) return ReconnectStatus{};

@@ -7,6 +7,7 @@
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/scsi/opcodes.hpp"
 
 namespace iserkit::initiator {
 namespace {
@@ -107,22 +108,22 @@ void SessionEngine::complete(Task& t, std::error_code ec) {
   const TaskId aborts = t.aborts;
   const TaskKind kind = t.kind;
   const TaskId id = t.id;
-  // RFC 7143 §11.6.1: after "function complete" (0) or "task does not exist" (1) the target moves
-  // no more data for the aborted task.
-  const unsigned tmf_response = t.outcome.tmf_response;
-  const bool abort_done = !ec && (tmf_response == 0 || tmf_response == 1);
+  // RFC 7143 §11.6.1: after "function complete" or "task does not exist" the target moves no more
+  // data for the aborted task.
+  const iscsi::TaskManagementResponseCode tmf_response = t.outcome.tmf_response;
+  const bool abort_done = !ec && iscsi::abort_task_ended(tmf_response);
   if (id == ping_task_) ping_task_ = 0;
   if (id == logout_task_) logout_task_ = 0;
   erase_task(id);  // t is gone from here on
   if (aborts != 0) {
     // The ABORT TASK after a timeout is answered (or failed): the aborted task's ITT is free.
     const Task* a = find(aborts);
-    if (a != nullptr && a->timeout_held && !abort_done && open_ && !recovering_) {
+    if (a != nullptr && a->timeout_held && !abort_done && connected()) {
       // The target may still be moving the task's data: only closing the connection stops its
       // RDMA. lose_connection() ends the aborted task and hands its owner the timeout.
       log::warn("session: ABORT TASK for itt=0x{:08x} did not end it ({}): closing the connection",
-                iscsi::to_u32(a->itt), ec ? ec.message() : "response " + std::to_string(tmf_response));
-      lose_connection(make_error_code(errc::connection_closed));
+                iscsi::to_u32(a->itt), ec ? ec.message() : "response " + std::to_string(iscsi::to_wire(tmf_response)));
+      lose_connection(make_error_code(errc::connection_closed), PhaseEvent::connection_lost);
     } else {
       end_aborted(aborts);
     }
@@ -130,10 +131,10 @@ void SessionEngine::complete(Task& t, std::error_code ec) {
   if (kind == TaskKind::logout) {
     // RFC 7143 §11.15: after the Logout Response the target closes the connection; so do we,
     // whatever the answer was. A logout the target asked for while recovery is on: log in again.
-    if (reconnect_after_logout_) {
-      lose_connection(ec ? ec : make_error_code(errc::connection_closed));
-    } else {
-      end_session(make_error_code(errc::session_closed));
+    if (phase_ == SessionPhase::logout_requested) {
+      lose_connection(ec ? ec : make_error_code(errc::connection_closed), PhaseEvent::logout_finished);
+    } else if (phase_ == SessionPhase::logging_out) {
+      end_session(make_error_code(errc::session_closed), PhaseEvent::logout_finished);
     }
   }
 }
@@ -150,7 +151,7 @@ void SessionEngine::resolve_deferred(Task& t) {
   if (!t.deferred) return;
   const std::error_code ec = *t.deferred;
   t.deferred.reset();
-  if (!open_) {
+  if (!open()) {
     complete(t, error_);
   } else if (ec == make_error_code(errc::timeout) && t.kind == TaskKind::scsi && active_scsi(t.state)) {
     time_out(t, last_now_);
@@ -159,15 +160,52 @@ void SessionEngine::resolve_deferred(Task& t) {
   }
 }
 
-void SessionEngine::end_session(std::error_code ec) {
-  if (!open_) return;
-  open_ = false;
-  recovering_ = false;
-  failed_ = false;
-  reconnect_after_logout_ = false;
+bool SessionEngine::transition(PhaseEvent event, SessionPhase to) noexcept {
+  const SessionTransition* row = find_session_transition(phase_, event, to);
+  if (row == nullptr) {
+    log::error("session: phase change {} --{}--> {} is not in session_transitions: refused", to_string(phase_),
+               to_string(event), to_string(to));
+    return false;
+  }
+  phase_ = to;
+  last_transition_ = row;
+  ++transitions_taken_;
+  return true;
+}
+
+const char* to_string(SessionPhase phase) noexcept {
+  switch (phase) {
+    case SessionPhase::logged_in: return "logged_in";
+    case SessionPhase::logging_out: return "logging_out";
+    case SessionPhase::logout_requested: return "logout_requested";
+    case SessionPhase::recovering: return "recovering";
+    case SessionPhase::failed: return "failed";
+    case SessionPhase::ended: return "ended";
+  }
+  return "?";
+}
+
+const char* to_string(PhaseEvent event) noexcept {
+  switch (event) {
+    case PhaseEvent::caller_logout: return "caller_logout";
+    case PhaseEvent::target_requests_logout: return "target_requests_logout";
+    case PhaseEvent::logout_finished: return "logout_finished";
+    case PhaseEvent::logout_deadline: return "logout_deadline";
+    case PhaseEvent::connection_lost: return "connection_lost";
+    case PhaseEvent::reconnected: return "reconnected";
+    case PhaseEvent::replacement_timeout: return "replacement_timeout";
+    case PhaseEvent::closed: return "closed";
+  }
+  return "?";
+}
+
+void SessionEngine::end_session(std::error_code ec, PhaseEvent event) {
+  if (!open()) return;
+  const bool after_logout = in_logout();
+  if (!transition(event, SessionPhase::ended)) return;
   error_ = ec;
   actions_.ended = ec;
-  if (logging_out_ && ec == make_error_code(errc::session_closed)) {
+  if (after_logout && ec == make_error_code(errc::session_closed)) {
     log::debug("session: closed after logout");
   } else {
     log::warn("session: failed: {}", ec.message());
@@ -175,7 +213,7 @@ void SessionEngine::end_session(std::error_code ec) {
   fail_every_task(ec);
 }
 
-void SessionEngine::fail_session(std::error_code ec) { end_session(ec); }
+void SessionEngine::fail_session(std::error_code ec) { end_session(ec, PhaseEvent::closed); }
 
 void SessionEngine::give_up() {
   const std::error_code lost = make_error_code(errc::session_lost);
@@ -183,7 +221,7 @@ void SessionEngine::give_up() {
   if (!config_.reconnect_after_give_up) {
     log::warn("session: no new connection within the replacement timeout ({} ms): giving up",
               config_.replacement_timeout.count());
-    end_session(lost);
+    end_session(lost, PhaseEvent::replacement_timeout);
     return;
   }
   // open-iscsi's replacement_timeout: the waiting commands fail (queued for ever they would hold
@@ -191,7 +229,7 @@ void SessionEngine::give_up() {
   // login that succeeds makes the session logged in again (on_reconnected()).
   log::warn("session: no new connection within the replacement timeout ({} ms): giving up on the waiting "
             "commands; logging in again goes on", config_.replacement_timeout.count());
-  failed_ = true;
+  if (!transition(PhaseEvent::replacement_timeout, SessionPhase::failed)) return;
   recovery_deadline_ = TimePoint::max();
   actions_.gave_up = lost;
   fail_every_task(lost);
@@ -209,20 +247,20 @@ void SessionEngine::fail_every_task(std::error_code ec) {
 
 void SessionEngine::connection_failed(std::error_code ec, TimePoint now) {
   last_now_ = now;
-  lose_connection(ec);
+  lose_connection(ec, PhaseEvent::connection_lost);
 }
 
-void SessionEngine::lose_connection(std::error_code ec) {
-  if (!open_ || recovering_) return;
+void SessionEngine::lose_connection(std::error_code ec, PhaseEvent event) {
+  if (!connected()) return;
   // Without a replacement timeout, or while the caller's logout is under way, the session ends
   // with the connection (ErrorRecoveryLevel 0, RFC 7143 §7.1.4.1 / §6.3.5).
-  if (config_.replacement_timeout.count() <= 0 || (logging_out_ && !reconnect_after_logout_)) {
-    end_session(ec);
+  if (config_.replacement_timeout.count() <= 0 || phase_ == SessionPhase::logging_out) {
+    end_session(ec, event);
     return;
   }
+  if (!transition(event, SessionPhase::recovering)) return;
   log::warn("session: connection lost ({}): recovering for up to {} ms", ec.message(),
             config_.replacement_timeout.count());
-  recovering_ = true;
   recovering_since_ = last_now_;
   recovery_deadline_ = last_now_ + config_.replacement_timeout;
   ++stats_.connections_lost;
@@ -230,8 +268,6 @@ void SessionEngine::lose_connection(std::error_code ec) {
   // The connection is gone: no receive is filling any buffer any more.
   if (receiving_ != nullptr) receiving_->receiving = false;
   receiving_ = nullptr;
-  logging_out_ = false;
-  reconnect_after_logout_ = false;
   logout_task_ = 0;
   logout_deadline_ = TimePoint::max();
   ping_task_ = 0;
@@ -300,19 +336,19 @@ void SessionEngine::requeue(Task& t) {
     t.replaying = false;
     --replaying_in_flight_;
   }
-  const std::uint8_t opcode = static_cast<std::uint8_t>(t.command.cdb.bytes[0]);
+  const auto opcode = static_cast<scsi::Opcode>(t.command.cdb.bytes[0]);
   // SBC-4 SYNCHRONIZE CACHE (10)/(16): it may be acknowledged only after the writes it covers
   // were done again on this session.
-  t.replay_barrier = opcode == 0x35 || opcode == 0x91;
+  t.replay_barrier = opcode == scsi::Opcode::synchronize_cache10 || opcode == scsi::Opcode::synchronize_cache16;
   t.dispatch_seq = 0;
   ++t.replays;
 }
 
 void SessionEngine::on_reconnected(EngineStart start, WriteLimits limits, TimePoint now) {
   last_now_ = now;
-  if (!open_ || !recovering_) return;
-  recovering_ = false;
-  failed_ = false;  // logged in again after giving up: commands are accepted again
+  if (!recovering()) return;
+  // Logged in again (after giving up too): commands are accepted again.
+  if (!transition(PhaseEvent::reconnected, SessionPhase::logged_in)) return;
   recovery_deadline_ = TimePoint::max();
   config_.limits = limits;
   window_.reset(start.cmd_sn, start.exp_cmd_sn, start.max_cmd_sn);
@@ -403,7 +439,7 @@ Result<TaskId> SessionEngine::submit(const ScsiSubmission& command, TimePoint no
     return fail(errc::invalid_argument);
   if (!accepting()) return tl::unexpected(error_ ? error_ : make_error_code(errc::session_closed));
   // Past the replacement timeout commands fail at once; none is queued until a login succeeds.
-  if (failed_) return fail(errc::session_lost);
+  if (phase_ == SessionPhase::failed) return fail(errc::session_lost);
   if (queue_.size() >= config_.max_queued_commands) return tl::unexpected(busy());
   Task& t = new_task(TaskKind::scsi);
   t.command = command;
@@ -418,8 +454,8 @@ Result<TaskId> SessionEngine::submit(const ScsiSubmission& command, TimePoint no
 
 Result<TaskId> SessionEngine::submit_task_management(const TaskManagementOptions& request, TimePoint now) {
   last_now_ = now;
-  if (!open_) return tl::unexpected(error_);
-  if (recovering_) return fail(errc::connection_closed);  // no connection to send it on
+  if (!open()) return tl::unexpected(error_);
+  if (recovering()) return fail(errc::connection_closed);  // no connection to send it on
   Task& t = new_task(TaskKind::task_management);
   t.tmf = request;
   t.timeout = request.timeout.count() > 0 ? request.timeout : config_.request_timeout;
@@ -438,7 +474,7 @@ Result<TaskId> SessionEngine::submit_task_management(const TaskManagementOptions
 Result<TaskId> SessionEngine::submit_text(std::vector<std::byte> text, TimePoint now) {
   last_now_ = now;
   if (!accepting()) return tl::unexpected(error_ ? error_ : make_error_code(errc::session_closed));
-  if (recovering_) return fail(errc::connection_closed);
+  if (recovering()) return fail(errc::connection_closed);
   Task& t = new_task(TaskKind::text);
   t.request_text = std::move(text);
   t.timeout = config_.request_timeout;
@@ -452,16 +488,21 @@ Result<TaskId> SessionEngine::submit_text(std::vector<std::byte> text, TimePoint
 
 Result<TaskId> SessionEngine::logout(TimePoint now) {
   last_now_ = now;
-  if (!open_) return tl::unexpected(error_);
-  if (logging_out_ && !reconnect_after_logout_) return fail(errc::session_closed);
-  if (recovering_) {
+  if (!open()) return tl::unexpected(error_);
+  if (phase_ == SessionPhase::logging_out) return fail(errc::session_closed);
+  if (recovering()) {
     // No connection to log out on: the session just ends; waiting commands fail.
-    end_session(make_error_code(errc::session_closed));
+    end_session(make_error_code(errc::session_closed), PhaseEvent::caller_logout);
     return fail(errc::session_closed);
   }
-  if (reconnect_after_logout_) {
+  return start_logout(PhaseEvent::caller_logout, now);
+}
+
+Result<TaskId> SessionEngine::start_logout(PhaseEvent event, TimePoint now) {
+  const bool takes_over = phase_ == SessionPhase::logout_requested;
+  if (!transition(event, SessionPhase::logging_out)) return fail(errc::session_closed);
+  if (takes_over) {
     // The caller's logout takes over the one the target asked for.
-    reconnect_after_logout_ = false;
     const TaskId old_id = logout_task_;
     if (Task* old = find(old_id)) {
       release(*old);
@@ -469,7 +510,6 @@ Result<TaskId> SessionEngine::logout(TimePoint now) {
     }
     logout_task_ = 0;
   }
-  logging_out_ = true;
   // Commands not sent yet will not be: they fail now (RFC 7143 §11.14: no new commands after
   // the Logout Request).
   std::vector<TaskId> queued(queue_.begin(), queue_.end());
@@ -479,6 +519,9 @@ Result<TaskId> SessionEngine::logout(TimePoint now) {
   Task& t = new_task(TaskKind::logout);
   t.state = TaskState::waiting_to_send;
   t.timeout = config_.request_timeout;
+  // The Logout the target asked for is the engine's own: its end reaches no owner (set before
+  // maybe_send_logout(), which may end it at once when no ITT is free).
+  t.report = event == PhaseEvent::caller_logout;
   logout_task_ = t.id;
   const TaskId id = t.id;
   maybe_send_logout(now);
@@ -488,7 +531,7 @@ Result<TaskId> SessionEngine::logout(TimePoint now) {
 // ---- sending ----
 
 void SessionEngine::pump(TimePoint now) {
-  while (open_ && !recovering_ && !logging_out_ && !queue_.empty()) {
+  while (phase_ == SessionPhase::logged_in && !queue_.empty()) {
     Task* t = find(queue_.front());
     if (t == nullptr) {
       queue_.pop_front();
@@ -618,7 +661,7 @@ void SessionEngine::send_request(Task& t, TimePoint now) {
 }
 
 void SessionEngine::maybe_send_logout(TimePoint now) {
-  if (!open_ || !logging_out_ || logout_task_ == 0) return;
+  if (!in_logout() || logout_task_ == 0) return;
   Task* t = find(logout_task_);
   if (t == nullptr || t->state != TaskState::waiting_to_send) return;
   // Let the commands in flight finish first (timed-out ones are finished for their owners).
@@ -670,21 +713,23 @@ void SessionEngine::time_out(Task& t, TimePoint now) {
     const bool held = t.timeout_held;
     erase_task(abort.id);
     if (held) {
-      lose_connection(make_error_code(errc::connection_closed));  // nothing else stops the RDMA
+      // Nothing else stops the RDMA.
+      lose_connection(make_error_code(errc::connection_closed), PhaseEvent::connection_lost);
     } else {
       end_aborted(aborted);
     }
   } else {
     send_request(abort, now);
   }
-  if (config_.fail_session_on_timeout) lose_connection(make_error_code(errc::connection_closed));
+  if (config_.fail_session_on_timeout)
+    lose_connection(make_error_code(errc::connection_closed), PhaseEvent::connection_lost);
 }
 
 void SessionEngine::on_timer(TimePoint now) {
   last_now_ = now;
-  if (!open_) return;
-  if (recovering_) {
-    if (!failed_ && now >= recovery_deadline_) give_up();
+  if (!open()) return;
+  if (recovering()) {
+    if (phase_ == SessionPhase::recovering && now >= recovery_deadline_) give_up();
     return;
   }
   std::vector<TaskId> expired;
@@ -694,19 +739,19 @@ void SessionEngine::on_timer(TimePoint now) {
   }
   std::sort(expired.begin(), expired.end());
   for (TaskId id : expired) {
-    if (!open_) break;
+    if (!open()) break;
     if (Task* t = find(id)) time_out(*t, now);
   }
-  if (open_ && logout_deadline_ <= now) {
+  if (open() && logout_deadline_ <= now) {
     // RFC 7143 §11.9.1: the target drops the connection after Parameter3 seconds anyway.
     log::warn("session: logout requested by the target did not finish in time");
-    if (reconnect_after_logout_) {
-      lose_connection(make_error_code(errc::timeout));
+    if (phase_ == SessionPhase::logout_requested) {
+      lose_connection(make_error_code(errc::timeout), PhaseEvent::logout_deadline);
     } else {
-      end_session(make_error_code(errc::session_closed));
+      end_session(make_error_code(errc::session_closed), PhaseEvent::logout_deadline);
     }
   }
-  if (open_ && ping_.enabled()) {
+  if (open() && ping_.enabled()) {
     switch (ping_.on_tick(now)) {
       case PingMonitor::Action::none: break;
       case PingMonitor::Action::send_ping: {
@@ -724,7 +769,7 @@ void SessionEngine::on_timer(TimePoint now) {
       }
       case PingMonitor::Action::connection_dead:
         log::warn("session: no NOP-In within {} ms of our ping: connection dead", config_.nop_timeout.count());
-        lose_connection(make_error_code(errc::timeout));
+        lose_connection(make_error_code(errc::timeout), PhaseEvent::connection_lost);
         break;
     }
   }
@@ -733,8 +778,8 @@ void SessionEngine::on_timer(TimePoint now) {
 }
 
 SessionEngine::TimePoint SessionEngine::next_deadline() const noexcept {
-  if (!open_) return TimePoint::max();
-  if (recovering_) return recovery_deadline_;
+  if (!open()) return TimePoint::max();
+  if (recovering()) return recovery_deadline_;
   TimePoint next = logout_deadline_;
   for (const auto& [id, t] : tasks_) {
     const bool live = t.kind == TaskKind::scsi ? active_scsi(t.state) : t.state == TaskState::sent;

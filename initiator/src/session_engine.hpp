@@ -37,6 +37,9 @@
 //    or it is failed(): new commands fail at once, none is queued, and the driver's logins go on
 //    until one succeeds (open-iscsi's replacement_timeout, with iscsid retrying for ever).
 //
+// STATES: the session's phase is one SessionPhase; it moves only along session_transitions (below:
+// from, event, to, the rule with its RFC section), through transition(). A task's life is TaskState.
+//
 // THREADING: none; the owner calls it from one thread.
 #pragma once
 
@@ -56,6 +59,7 @@
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/result.hpp"
 #include "iserkit/datamover/datamover.hpp"
+#include "iserkit/iscsi/response_codes.hpp"
 #include "iserkit/initiator/session.hpp"
 
 namespace iserkit::initiator {
@@ -75,6 +79,109 @@ enum class TaskState {
 
 /// A SCSI task the target may still answer (its PDU is out, data may still be solicited).
 inline bool active_scsi(TaskState s) noexcept { return s == TaskState::sent || s == TaskState::awaiting_data; }
+
+/// The session's phase: one value at a time (RFC 7143 §8.1.3 session states, §8.1.1 connection
+/// states for the logout). A task's own life is TaskState.
+enum class SessionPhase : std::uint8_t {
+  logged_in,         ///< full feature phase (§8.1.3 Q3 LOGGED_IN; connection S5): commands go out
+  logging_out,       ///< a Logout that ends the session (S6 IN_LOGOUT): no new commands; ends with its response
+  logout_requested,  ///< the target asked for a logout and recovery is on (S7 LOGOUT_REQUESTED):
+                     ///< new commands queue; the session logs in again after the Logout Response
+  recovering,        ///< no connection (§8.1.3 Q4 FAILED): commands wait for a login within the
+                     ///< replacement timeout (§6.3.5 session reinstatement)
+  failed,            ///< past the replacement timeout with EngineConfig::reconnect_after_give_up:
+                     ///< new commands fail at once; the driver's logins go on
+  ended,             ///< the session is over (§8.1.3 Q1 FREE); nothing leaves it
+};
+
+/// What moves the session from one phase to another (the inputs of SessionEngine, named).
+enum class PhaseEvent : std::uint8_t {
+  caller_logout,           ///< logout()
+  target_requests_logout,  ///< an Async Message "logout requested" (§11.9.1, AsyncEvent 1)
+  logout_finished,         ///< the Logout task ended: its response, a Reject, its timeout, no free ITT
+  logout_deadline,         ///< the target's Parameter3 passed without the logout done (§11.9.1)
+  connection_lost,         ///< connection_failed(), an unanswered ping, Async "drop", a protocol
+                           ///< error, an ABORT TASK that did not end an RDMA task, fail_session_on_timeout
+  reconnected,             ///< on_reconnected(): a new connection is logged in
+  replacement_timeout,     ///< no login within EngineConfig::replacement_timeout
+  closed,                  ///< fail_session(): the owner closes the session
+};
+
+/// One allowed move of SessionPhase: on `event` in phase `from` the session goes to `to`;
+/// `rule` says when and why, with its RFC 7143 section.
+struct SessionTransition {
+  SessionPhase from;
+  PhaseEvent event;
+  SessionPhase to;
+  const char* rule;
+};
+
+/// Every phase change the initiator session makes: the map of its protocol rules (libnbd's state
+/// table is the model). SessionEngine moves its phase only through a row of this table
+/// (transition()); a pair (from, event) with no row leaves the phase as it is (the event is
+/// ignored or refused in that phase). tests/unit/initiator/session_phase_test.cpp drives the
+/// engine through every row and checks every other pair changes nothing.
+inline constexpr SessionTransition session_transitions[] = {
+    // from logged_in
+    {SessionPhase::logged_in, PhaseEvent::caller_logout, SessionPhase::logging_out,
+     "§11.14: queued commands fail; the Logout Request leaves once the commands in flight answered"},
+    {SessionPhase::logged_in, PhaseEvent::target_requests_logout, SessionPhase::logging_out,
+     "§11.9.1 without a replacement timeout: log out within Parameter3; the session then ends"},
+    {SessionPhase::logged_in, PhaseEvent::target_requests_logout, SessionPhase::logout_requested,
+     "§11.9.1 with a replacement timeout: log out within Parameter3, then log in again (§6.3.5)"},
+    {SessionPhase::logged_in, PhaseEvent::connection_lost, SessionPhase::recovering,
+     "§6.3.5, §7.1 with a replacement timeout: unfinished commands go back to the queue in CmdSN order"},
+    {SessionPhase::logged_in, PhaseEvent::connection_lost, SessionPhase::ended,
+     "§7.1.4.1 ErrorRecoveryLevel 0 without a replacement timeout: every task fails"},
+    {SessionPhase::logged_in, PhaseEvent::closed, SessionPhase::ended, "the owner closes: every task fails"},
+    // from logging_out
+    {SessionPhase::logging_out, PhaseEvent::logout_finished, SessionPhase::ended,
+     "§11.15: after the Logout Response the connection closes, whatever the answer"},
+    {SessionPhase::logging_out, PhaseEvent::logout_deadline, SessionPhase::ended,
+     "§11.9.1: the target drops the connection after Parameter3 anyway"},
+    {SessionPhase::logging_out, PhaseEvent::connection_lost, SessionPhase::ended,
+     "§11.14: the session was being closed; a lost connection just ends it"},
+    {SessionPhase::logging_out, PhaseEvent::closed, SessionPhase::ended, "the owner closes: every task fails"},
+    // from logout_requested
+    {SessionPhase::logout_requested, PhaseEvent::caller_logout, SessionPhase::logging_out,
+     "§11.14: the owner's logout takes over the one the target asked for; queued commands fail"},
+    {SessionPhase::logout_requested, PhaseEvent::logout_finished, SessionPhase::recovering,
+     "§11.15 then §6.3.5: the connection closes and the session logs in again"},
+    {SessionPhase::logout_requested, PhaseEvent::logout_deadline, SessionPhase::recovering,
+     "§11.9.1: Parameter3 passed; the connection is dropped and replaced (§6.3.5)"},
+    {SessionPhase::logout_requested, PhaseEvent::connection_lost, SessionPhase::recovering,
+     "§6.3.5: the connection to replace went early"},
+    {SessionPhase::logout_requested, PhaseEvent::closed, SessionPhase::ended, "the owner closes: every task fails"},
+    // from recovering
+    {SessionPhase::recovering, PhaseEvent::reconnected, SessionPhase::logged_in,
+     "§6.3.5: same ISID, TSIH 0; the queued commands are numbered and sent afresh, interrupted ones first"},
+    {SessionPhase::recovering, PhaseEvent::replacement_timeout, SessionPhase::ended,
+     "replacement timeout without reconnect_after_give_up: every task fails with session_lost"},
+    {SessionPhase::recovering, PhaseEvent::replacement_timeout, SessionPhase::failed,
+     "replacement timeout with reconnect_after_give_up: waiting commands fail with session_lost; logins go on"},
+    {SessionPhase::recovering, PhaseEvent::caller_logout, SessionPhase::ended,
+     "§11.14: no connection to log out on: the session just ends"},
+    {SessionPhase::recovering, PhaseEvent::closed, SessionPhase::ended, "the owner closes: every task fails"},
+    // from failed
+    {SessionPhase::failed, PhaseEvent::reconnected, SessionPhase::logged_in,
+     "§6.3.5: a login succeeded after giving up: commands are accepted again"},
+    {SessionPhase::failed, PhaseEvent::caller_logout, SessionPhase::ended,
+     "§11.14: no connection to log out on: the session just ends"},
+    {SessionPhase::failed, PhaseEvent::closed, SessionPhase::ended, "the owner closes"},
+};
+
+/// The row of session_transitions for (`from`, `event`, `to`), or nullptr when that move is not allowed.
+constexpr const SessionTransition* find_session_transition(SessionPhase from, PhaseEvent event,
+                                                           SessionPhase to) noexcept {
+  for (const SessionTransition& t : session_transitions)
+    if (t.from == from && t.event == event && t.to == to) return &t;
+  return nullptr;
+}
+
+/// The enumerator's name.
+const char* to_string(SessionPhase phase) noexcept;
+/// The enumerator's name.
+const char* to_string(PhaseEvent event) noexcept;
 
 /// What kind of request a task is.
 enum class TaskKind { scsi, task_management, text, logout, ping };
@@ -147,7 +254,8 @@ struct TaskOutcome {
   TaskKind kind = TaskKind::scsi;
   std::error_code error;             ///< empty on success
   scsi::ScsiResult result;           ///< SCSI commands
-  std::uint8_t tmf_response = 0;     ///< task management: RFC 7143 §11.6.1 Response
+  /// Task management: the RFC 7143 §11.6.1 Response.
+  iscsi::TaskManagementResponseCode tmf_response = iscsi::TaskManagementResponseCode::function_complete;
   std::vector<std::byte> text;       ///< text requests: the whole response text (all continuations)
 };
 
@@ -232,11 +340,13 @@ class SessionEngine {
   /// the new connection: std::errc::not_enough_memory). Returns false when it is not queued.
   bool fail_queued(TaskId id, std::error_code ec);
   /// True between a lost connection and on_reconnected() (or the end of the session), also once
-  /// failed().
-  [[nodiscard]] bool recovering() const noexcept { return recovering_; }
+  /// failed(): SessionPhase::recovering or SessionPhase::failed.
+  [[nodiscard]] bool recovering() const noexcept {
+    return phase_ == SessionPhase::recovering || phase_ == SessionPhase::failed;
+  }
   /// True while recovering past the replacement timeout (EngineConfig::reconnect_after_give_up):
   /// submit() fails at once with errc::session_lost until on_reconnected().
-  [[nodiscard]] bool failed() const noexcept { return failed_; }
+  [[nodiscard]] bool failed() const noexcept { return phase_ == SessionPhase::failed; }
   /// The driver tries another login (SessionStats::reconnect_attempts).
   void count_reconnect_attempt() noexcept { ++stats_.reconnect_attempts; }
   /// When recovering(): when the connection was lost.
@@ -251,9 +361,17 @@ class SessionEngine {
 
   /// True until the session ended or a logout started (a logout the target asked for while
   /// recovery is on keeps accepting: the session reconnects after it).
-  [[nodiscard]] bool accepting() const noexcept { return open_ && (!logging_out_ || reconnect_after_logout_); }
+  [[nodiscard]] bool accepting() const noexcept {
+    return phase_ != SessionPhase::ended && phase_ != SessionPhase::logging_out;
+  }
   /// True until the session ended.
-  [[nodiscard]] bool open() const noexcept { return open_; }
+  [[nodiscard]] bool open() const noexcept { return phase_ != SessionPhase::ended; }
+  /// Where the session is (see session_transitions for how it moves).
+  [[nodiscard]] SessionPhase phase() const noexcept { return phase_; }
+  /// The row of session_transitions the last phase change took; nullptr before the first.
+  [[nodiscard]] const SessionTransition* last_transition() const noexcept { return last_transition_; }
+  /// How many phase changes the session made (each one a row of session_transitions).
+  [[nodiscard]] std::uint64_t transitions_taken() const noexcept { return transitions_taken_; }
   /// Why the session ended (empty while open).
   [[nodiscard]] std::error_code error() const noexcept { return error_; }
   /// The state of a task; done for unknown ones.
@@ -304,7 +422,22 @@ class SessionEngine {
   bool take_itt(Task& t);
   void release(Task& t);
   void complete(Task& t, std::error_code ec);
-  void end_session(std::error_code ec);
+  /// Moves phase_ to `to` on `event` when session_transitions has that row; otherwise logs the
+  /// refused move and returns false, changing nothing.
+  bool transition(PhaseEvent event, SessionPhase to) noexcept;
+  /// A connection carries the session (logged in, or logging out on it).
+  [[nodiscard]] bool connected() const noexcept {
+    return phase_ == SessionPhase::logged_in || phase_ == SessionPhase::logging_out ||
+           phase_ == SessionPhase::logout_requested;
+  }
+  /// A Logout is under way (the owner's or the target's).
+  [[nodiscard]] bool in_logout() const noexcept {
+    return phase_ == SessionPhase::logging_out || phase_ == SessionPhase::logout_requested;
+  }
+  /// The Logout of `event` (caller_logout: reported to its owner; target_requests_logout: the
+  /// engine's own), from logged_in or logout_requested.
+  Result<TaskId> start_logout(PhaseEvent event, TimePoint now);
+  void end_session(std::error_code ec, PhaseEvent event);
   void give_up();
   /// Completes every task with `ec`, in submission order, and drops the queue of unsent ones.
   void fail_every_task(std::error_code ec);
@@ -319,7 +452,7 @@ class SessionEngine {
   void after_tmf(const Task& tmf);
   void resolve_deferred(Task& t);
   void end_aborted(TaskId aborted);
-  void lose_connection(std::error_code ec);
+  void lose_connection(std::error_code ec, PhaseEvent event);
   void requeue(Task& t);
   bool absorb_unit_attention(Task& t);
 
@@ -343,8 +476,9 @@ class SessionEngine {
   std::deque<TaskId> queue_;                // SCSI commands waiting for the window, FIFO
   TaskId next_id_ = 1;
   std::uint32_t scsi_holding_itt_ = 0;
-  bool open_ = true;
-  bool logging_out_ = false;
+  SessionPhase phase_ = SessionPhase::logged_in;
+  const SessionTransition* last_transition_ = nullptr;
+  std::uint64_t transitions_taken_ = 0;
   TaskId logout_task_ = 0;
   std::error_code error_;
   PingMonitor ping_;
@@ -354,9 +488,6 @@ class SessionEngine {
   TaskId placed_for_pdu_ = 0;       // while handling a PDU: the task its data segment landed in
   TimePoint last_now_;
   // recovery
-  bool recovering_ = false;
-  bool failed_ = false;                  // recovering past the replacement timeout (give_up())
-  bool reconnect_after_logout_ = false;  // a target-requested logout: reconnect after it
   TimePoint recovering_since_{};
   TimePoint recovery_deadline_ = TimePoint::max();
   std::uint64_t next_dispatch_seq_ = 1;

@@ -14,7 +14,7 @@ namespace iserkit::initiator {
 // ---- receiving ----
 
 std::span<std::byte> SessionEngine::place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept {
-  if (!open_ || recovering_ || iscsi::raw_opcode(bhs) != static_cast<std::uint8_t>(iscsi::Opcode::data_in)) return {};
+  if (!connected() || iscsi::raw_opcode(bhs) != static_cast<std::uint8_t>(iscsi::Opcode::data_in)) return {};
   auto din = iscsi::decode_bhs_as<iscsi::DataIn>(bhs);
   if (!din) return {};
   Task* t = by_itt(din->itt);
@@ -36,13 +36,13 @@ void SessionEngine::on_pdu(const datamover::PduIn& in, TimePoint now) {
     placed->receiving = false;
     placed_id = placed->id;
   }
-  if (open_ && !recovering_) {
+  if (connected()) {
     ping_.on_receive(now);
     placed_for_pdu_ = placed_id;
     auto header = iscsi::decode_bhs(in.bhs);
     if (!header) {
       log::warn("session: malformed PDU from target: opcode=0x{:02x}", iscsi::raw_opcode(in.bhs));
-      lose_connection(make_error_code(errc::protocol_error));
+      lose_connection(make_error_code(errc::protocol_error), PhaseEvent::connection_lost);
     } else {
       std::visit([&](const auto& h) { handle(h, in, now); }, *header);
     }
@@ -89,7 +89,7 @@ void SessionEngine::handle(const iscsi::DataIn& d, const datamover::PduIn& in, T
   // RFC 7143 §11.7.5: status and StatSN are valid only with the S bit (which requires F).
   if (d.status_present) {
     update_stat_sn(d.stat_sn);
-    t->outcome.result.status = static_cast<scsi::Status>(d.status);
+    t->outcome.result.status = iscsi::status_of(d);
     if (d.residual_underflow || d.residual_overflow) {
       t->outcome.result.residual_bytes = d.residual_count;
       t->outcome.result.residual_overflow = d.residual_overflow;
@@ -107,14 +107,14 @@ void SessionEngine::handle(const iscsi::ScsiResponse& r, const datamover::PduIn&
     log::debug("session: SCSI Response for unknown or finished itt=0x{:08x} dropped", iscsi::to_u32(r.itt));
     return;
   }
-  if (r.response != 0) {
-    // RFC 7143 §11.4.3: response 0x01 = target failure; the status is not valid.
+  if (iscsi::response_of(r) != iscsi::ScsiResponseCode::command_completed) {
+    // RFC 7143 §11.4.3: Target Failure (or a vendor code): the status is not valid.
     log::warn("session: command failed at target: itt=0x{:08x} response=0x{:02x}", iscsi::to_u32(r.itt), r.response);
     complete(*t, make_error_code(errc::protocol_error));
     return;
   }
   scsi::ScsiResult& result = t->outcome.result;
-  result.status = static_cast<scsi::Status>(r.status);
+  result.status = iscsi::status_of(r);
   if (r.residual_underflow || r.residual_overflow) {
     result.residual_bytes = r.residual_count;
     result.residual_overflow = r.residual_overflow;
@@ -212,14 +212,13 @@ void SessionEngine::handle(const iscsi::AsyncMessage& a, const datamover::PduIn&
             static_cast<unsigned>(a.event), a.parameter1, a.parameter2, a.parameter3);
   const AsyncDecision d = decide_async(a);
   if (d.kind == AsyncDecision::Kind::fail_session) {
-    lose_connection(make_error_code(errc::connection_closed));
-  } else if (d.kind == AsyncDecision::Kind::logout && accepting() && !logging_out_) {
+    lose_connection(make_error_code(errc::connection_closed), PhaseEvent::connection_lost);
+  } else if (d.kind == AsyncDecision::Kind::logout && phase_ == SessionPhase::logged_in) {
     if (config_.replacement_timeout.count() > 0) {
       // With recovery on, the target's logout request is a connection to replace: commands not
       // sent yet wait (pump() holds them while logging out), the Logout goes out once those in
       // flight answered, then the session logs in again (lose_connection() after the response).
-      logging_out_ = true;
-      reconnect_after_logout_ = true;
+      if (!transition(PhaseEvent::target_requests_logout, SessionPhase::logout_requested)) return;
       Task& t = new_task(TaskKind::logout);
       t.state = TaskState::waiting_to_send;
       t.timeout = config_.request_timeout;
@@ -227,8 +226,7 @@ void SessionEngine::handle(const iscsi::AsyncMessage& a, const datamover::PduIn&
       logout_task_ = t.id;
       logout_deadline_ = now + d.within;
       maybe_send_logout(now);
-    } else if (auto id = logout(now)) {
-      if (Task* t = find(*id)) t->report = false;
+    } else if (start_logout(PhaseEvent::target_requests_logout, now)) {
       logout_deadline_ = now + d.within;
     }
   }
@@ -239,8 +237,10 @@ void SessionEngine::handle(const iscsi::LogoutResponse& r, const datamover::PduI
   update(r.exp_cmd_sn, r.max_cmd_sn);
   Task* t = by_itt(r.itt);
   if (t == nullptr || t->kind != TaskKind::logout) return;
-  // RFC 7143 §11.15.1: 0 = closed successfully; anything else is a failed logout.
-  complete(*t, r.response == 0 ? std::error_code{} : make_error_code(errc::protocol_error));
+  // RFC 7143 §11.15.1: anything but "closed successfully" is a failed logout.
+  complete(*t, iscsi::response_of(r) == iscsi::LogoutResponseCode::closed_successfully
+                   ? std::error_code{}
+                   : make_error_code(errc::protocol_error));
 }
 
 void SessionEngine::handle(const iscsi::TaskManagementResponse& r, const datamover::PduIn&, TimePoint) {
@@ -248,9 +248,9 @@ void SessionEngine::handle(const iscsi::TaskManagementResponse& r, const datamov
   update(r.exp_cmd_sn, r.max_cmd_sn);
   Task* t = by_itt(r.itt);
   if (t == nullptr || t->kind != TaskKind::task_management) return;
-  t->outcome.tmf_response = r.response;
+  t->outcome.tmf_response = iscsi::response_of(r);
   log::info("session: task management response: itt=0x{:08x} response={}", iscsi::to_u32(r.itt), r.response);
-  if (r.response == 0) after_tmf(*t);
+  if (t->outcome.tmf_response == iscsi::TaskManagementResponseCode::function_complete) after_tmf(*t);
   complete(*t, {});
 }
 
@@ -323,7 +323,7 @@ template <class Other>
 void SessionEngine::handle(const Other&, const datamover::PduIn& in, TimePoint) {
   // RFC 7143 §6.3: initiator opcodes or a Login Response in full feature phase break the protocol.
   log::warn("session: unexpected PDU: opcode={}", iscsi::opcode_name(iscsi::raw_opcode(in.bhs)));
-  lose_connection(make_error_code(errc::protocol_error));
+  lose_connection(make_error_code(errc::protocol_error), PhaseEvent::connection_lost);
 }
 
 }  // namespace iserkit::initiator

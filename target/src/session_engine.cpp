@@ -6,6 +6,7 @@
 
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
+#include "iserkit/common/log.hpp"
 
 namespace iserkit::target {
 namespace {
@@ -15,6 +16,14 @@ using iscsi::Opcode;
 constexpr scsi::SenseData sense_crc_error{.key = scsi::SenseKey::aborted_command, .asc = 0x47, .ascq = 0x05};
 constexpr scsi::SenseData sense_data_phase_error{.key = scsi::SenseKey::aborted_command, .asc = 0x4b, .ascq = 0x00};
 constexpr std::size_t max_text_request_bytes = 64 * 1024;
+
+// A task that may still take Data-Out or a data failure (its buffer is not on the backend).
+bool takes_data(TaskState s) noexcept {
+  return s == TaskState::placed || s == TaskState::receiving_data || s == TaskState::waiting_budget ||
+         s == TaskState::fetching_write_data || s == TaskState::write_data_fetched;
+}
+
+bool is_aborted(TaskState s) noexcept { return s == TaskState::aborted_executing || s == TaskState::aborted_fetching; }
 
 bool is_opcode(const iscsi::Bhs& bhs, Opcode op) noexcept { return iscsi::raw_opcode(bhs) == static_cast<std::uint8_t>(op); }
 
@@ -310,8 +319,7 @@ std::span<std::byte> SessionEngine::data_out_header(const iscsi::Bhs& bhs, std::
   auto decoded = iscsi::decode_bhs_as<iscsi::DataOut>(bhs);
   if (!decoded) return {};
   auto it = tasks_.find(iscsi::to_u32(decoded->itt));
-  if (it == tasks_.end() || !it->second->sequencer || it->second->failure ||
-      (it->second->state != TaskState::receiving_data && it->second->state != TaskState::waiting_budget)) {
+  if (it == tasks_.end() || !it->second->sequencer || it->second->failure || !takes_data(it->second->state)) {
     // RFC 7143 §11.17.1: Data-Out for no task of ours: Invalid PDU field.
     current_.reject = iscsi::RejectReason::invalid_pdu_field;
     return {};
@@ -418,7 +426,7 @@ void SessionEngine::on_scsi_command(const datamover::PduIn& in) {
   EngineTask& task = *current;
   task.remote_read = in.remote_read;  // iSER: the initiator's STags (RFC 7145 §9.2)
   task.remote_write = in.remote_write;
-  task.started = true;
+  if (!move(task, TaskEvent::payload_received, TaskState::receiving_data)) return;
   advance(task);
 }
 
@@ -433,7 +441,7 @@ void SessionEngine::on_data_out(const datamover::PduIn& in) {
     if (in.pdu_error && !task) {
       if (auto h = iscsi::decode_bhs_as<iscsi::DataOut>(in.bhs)) {
         auto it = tasks_.find(iscsi::to_u32(h->itt));
-        if (it != tasks_.end() && it->second->state != TaskState::aborted) task = it->second.get();
+        if (it != tasks_.end() && !is_aborted(it->second->state)) task = it->second.get();
       }
     }
     send_reject(reason, in.bhs);
@@ -449,7 +457,7 @@ void SessionEngine::on_data_out(const datamover::PduIn& in) {
     if (EngineTask* t = current_task()) fail_task(*t, sense_data_phase_error);
     return;
   }
-  if (EngineTask* t = current_task(); t != nullptr && t->started) advance(*t);
+  if (EngineTask* t = current_task(); t != nullptr && t->state != TaskState::placed) advance(*t);
 }
 
 void SessionEngine::on_nop_out(const iscsi::NopOut& h, const datamover::PduIn& in) {
@@ -531,9 +539,9 @@ void SessionEngine::on_logout(const iscsi::LogoutRequest& h) {
   }
   PendingLogout pending{.request = h};
   if (h.reason == iscsi::LogoutReason::remove_connection_for_recovery) {
-    pending.response = 2;  // RFC 7143 §11.15.1: connection recovery not supported (ERL 0)
+    pending.response = iscsi::LogoutResponseCode::connection_recovery_not_supported;  // RFC 7143 §11.15.1 (ERL 0)
   } else if (h.reason == iscsi::LogoutReason::close_connection && h.cid != config_.cid) {
-    pending.response = 1;  // CID not found
+    pending.response = iscsi::LogoutResponseCode::cid_not_found;  // RFC 7143 §11.15.1
   } else {
     // RFC 7143 §11.14: closing the session terminates its tasks; answer once they stopped.
     for (auto& [itt, t] : tasks_) pending.victims.push_back(itt);
@@ -569,11 +577,12 @@ void SessionEngine::on_task_management(const iscsi::TaskManagementRequest& h, co
       // RFC 7143 §11.5.1: a task not found whose RefCmdSN is inside the window counts as received
       // and aborted ("function complete"); outside it: "task does not exist".
       const bool in_window = h.ref_cmd_sn >= window_.exp_cmd_sn() && h.ref_cmd_sn <= window_.max_cmd_sn();
-      pending.response = in_window ? 0 : 1;
+      pending.response = in_window ? iscsi::TaskManagementResponseCode::function_complete
+                                   : iscsi::TaskManagementResponseCode::task_does_not_exist;
     }
   } else if (fn == F::abort_task_set || fn == F::clear_task_set || fn == F::logical_unit_reset) {
     if (hooks_.lun_exists && !hooks_.lun_exists(h.lun)) {
-      pending.response = 2;  // LUN does not exist
+      pending.response = iscsi::TaskManagementResponseCode::lun_does_not_exist;
     } else {
       for (auto& [itt, t] : tasks_)
         if (t->command.lun == h.lun) pending.victims.push_back(itt);
@@ -581,11 +590,11 @@ void SessionEngine::on_task_management(const iscsi::TaskManagementRequest& h, co
   } else if (fn == F::target_warm_reset || fn == F::target_cold_reset) {
     for (auto& [itt, t] : tasks_) pending.victims.push_back(itt);
   } else if (fn == F::clear_aca) {
-    pending.response = 0;  // no ACA is ever established here
+    pending.response = iscsi::TaskManagementResponseCode::function_complete;  // no ACA is ever established here
   } else if (fn == F::task_reassign) {
-    pending.response = 4;  // task allegiance reassignment not supported (ERL 0)
+    pending.response = iscsi::TaskManagementResponseCode::task_reassignment_not_supported;  // ERL 0
   } else {
-    pending.response = 5;  // function not supported
+    pending.response = iscsi::TaskManagementResponseCode::function_not_supported;
   }
   tmfs_.push_back(std::move(pending));
   const std::vector<std::uint32_t> victims = tmfs_.back().victims;
@@ -601,11 +610,13 @@ void SessionEngine::on_task_management(const iscsi::TaskManagementRequest& h, co
 // ---------------------------------------------------------------------------------------------
 
 void SessionEngine::advance(EngineTask& task) {
-  if (ended_ || !task.started) return;
-  if (task.state != TaskState::receiving_data && task.state != TaskState::waiting_budget) return;
-  // iSER: an RDMA Read is filling the buffer. Nothing may end the task (a refused Data-Out, a
-  // failure) before on_write_data(): the buffer would go back to the pool under the transfer.
-  if (task.rdma_pending) return;
+  // placed: its command PDU's payload phase is not over. fetching_write_data (iSER): an RDMA Read
+  // is filling the buffer; nothing may end the task (a refused Data-Out, a failure) before
+  // on_write_data(): the buffer would go back to the pool under the transfer.
+  if (ended_) return;
+  if (task.state != TaskState::receiving_data && task.state != TaskState::waiting_budget &&
+      task.state != TaskState::write_data_fetched)
+    return;
   const std::uint32_t edtl = task.command.expected_data_transfer_length;
   if (task.failure) {
     respond(task, scsi::Status::check_condition, task.failure, residual_for(edtl, 0));
@@ -614,11 +625,12 @@ void SessionEngine::advance(EngineTask& task) {
   const bool writes = !task.early && task.plan.direction == DataDirection::to_target;
   if (writes) {
     if (task.staging && task.sequencer && !task.sequencer->unsolicited_done()) {
-      task.state = TaskState::receiving_data;  // unsolicited data still lands in the staging buffer
+      // Unsolicited data still lands in the staging buffer.
+      (void)move(task, TaskEvent::budget_granted, TaskState::receiving_data);
       return;
     }
     if (task.budget == EngineTask::Budget::waiting) {
-      task.state = TaskState::waiting_budget;
+      (void)move(task, TaskEvent::budget_short, TaskState::waiting_budget);
       return;
     }
     if (task.budget == EngineTask::Budget::granted && (task.staging || !task.buffer)) {
@@ -629,7 +641,7 @@ void SessionEngine::advance(EngineTask& task) {
       task.buffer = std::move(full);
     }
   }
-  task.state = TaskState::receiving_data;
+  if (task.state == TaskState::waiting_budget) (void)move(task, TaskEvent::budget_granted, TaskState::receiving_data);
   // The transport's data phase gets what the command still needs (R2Ts on TCP, an RDMA Read on iSER).
   switch (data_phase_->get_write_data(task, writes, *this)) {
     case WriteDataState::waiting:
@@ -647,12 +659,12 @@ void SessionEngine::advance(EngineTask& task) {
     // The read buffer is taken when the command can run, under the payload budget.
     if (task.budget == EngineTask::Budget::none) (void)request_budget(task, task.plan.transfer_length_bytes);
     if (task.budget != EngineTask::Budget::granted) {
-      task.state = TaskState::waiting_budget;
+      (void)move(task, TaskEvent::budget_short, TaskState::waiting_budget);
       return;
     }
     task.buffer = pool_.allocate(task.plan.transfer_length_bytes);
   }
-  task.state = TaskState::executing;
+  if (!move(task, TaskEvent::ready, TaskState::executing)) return;
   actions_.emplace_back(ExecuteTask{task.itt()});
 }
 
@@ -666,7 +678,7 @@ void SessionEngine::emit_r2t(const EngineTask& task, const R2tRequest& r2t) {
 
 void SessionEngine::emit_rdma_read(EngineTask& task, datamover::RemoteBuffer source, std::uint32_t buffer_offset,
                                    std::uint32_t length) {
-  task.rdma_pending = true;  // the buffer is in use until on_write_data()
+  (void)move(task, TaskEvent::rdma_read_started, TaskState::fetching_write_data);  // the buffer is in use
   actions_.emplace_back(GetWriteData{task.itt(), source, buffer_offset, length});
 }
 
@@ -677,19 +689,20 @@ void SessionEngine::emit_rdma_write(EngineTask& task, datamover::RemoteBuffer de
 
 void SessionEngine::on_write_data(iscsi::Itt itt, std::error_code error) {
   auto it = tasks_.find(iscsi::to_u32(itt));
-  if (it == tasks_.end() || !it->second->rdma_pending) return;
+  if (it == tasks_.end()) return;
   EngineTask& task = *it->second;
-  task.rdma_pending = false;
-  if (task.state == TaskState::aborted) {
-    end_task(it->first);
+  if (task.state == TaskState::aborted_fetching) {
+    end_task(it->first, TaskEvent::completion_arrived);
     check_waiters();
     return;
   }
+  if (task.state != TaskState::fetching_write_data) return;
   if (error) {
+    (void)move(task, TaskEvent::rdma_read_failed, TaskState::receiving_data);
     close("RDMA Read failed: " + error.message());
     return;
   }
-  task.rdma_fetched = true;
+  (void)move(task, TaskEvent::rdma_read_done, TaskState::write_data_fetched);
   advance(task);
 }
 
@@ -709,12 +722,13 @@ void SessionEngine::on_budget_granted(iscsi::Itt itt) {
 
 void SessionEngine::on_task_executed(iscsi::Itt itt, const ScsiOutcome& outcome) {
   auto it = tasks_.find(iscsi::to_u32(itt));
-  if (it == tasks_.end() || (it->second->state != TaskState::executing && it->second->state != TaskState::aborted))
+  if (it == tasks_.end() ||
+      (it->second->state != TaskState::executing && it->second->state != TaskState::aborted_executing))
     return;
   EngineTask& task = *it->second;
-  if (task.state == TaskState::aborted || ended_) {
-    task.state = TaskState::aborted;
-    end_task(it->first);
+  if (task.state == TaskState::aborted_executing || ended_) {
+    (void)move(task, TaskEvent::aborted, TaskState::aborted_executing);
+    end_task(it->first, TaskEvent::completion_arrived);
     check_waiters();
     return;
   }
@@ -744,7 +758,7 @@ void SessionEngine::on_task_executed(iscsi::Itt itt, const ScsiOutcome& outcome)
 }
 
 void SessionEngine::send_data_in(EngineTask& task, std::uint32_t bytes, scsi::Status status, Residual residual) {
-  task.state = TaskState::sending_data_in;
+  (void)move(task, TaskEvent::executed_read, TaskState::sending_data_in);
   const auto& params = config_.params;
   // RFC 7143 §13.12: no Data-In data segment above the initiator's MaxRecvDataSegmentLength.
   DataInSegmenter segmenter(bytes, params.initiator_max_recv_data_segment_length, params.max_burst_length);
@@ -759,11 +773,11 @@ void SessionEngine::send_data_in(EngineTask& task, std::uint32_t bytes, scsi::St
       // RFC 7143 §11.7.4: status in the last Data-In (S with F) when GOOD without sense; the
       // residual travels with it. The task ends first: the window opens before the initiator hears.
       d.status_present = true;
-      d.status = static_cast<std::uint8_t>(status);
+      d.status = iscsi::to_wire(status);
       d.residual_underflow = residual.underflow;
       d.residual_overflow = residual.overflow;
       d.residual_count = residual.count;
-      end_task(itt, &release);
+      end_task(itt, TaskEvent::answered, &release);
       d.stat_sn = take_stat_sn();
     }
     stamp(d);
@@ -791,7 +805,8 @@ void SessionEngine::respond(EngineTask& task, scsi::Status status, const std::op
   }
   // RFC 7143 §11.4.6: ExpDataSN counts the R2T and Data-In PDUs sent for the task.
   iscsi::ScsiResponse r{.residual_overflow = residual.overflow, .residual_underflow = residual.underflow,
-                        .response = 0x00, .status = static_cast<std::uint8_t>(status), .itt = task.itt(),
+                        .response = iscsi::to_wire(iscsi::ScsiResponseCode::command_completed),
+                        .status = iscsi::to_wire(status), .itt = task.itt(),
                         .exp_data_sn = task.data_in_pdus + (task.sequencer ? task.sequencer->r2ts_sent() : 0),
                         .residual_count = residual.count};
   std::vector<std::byte> data;
@@ -802,7 +817,8 @@ void SessionEngine::respond(EngineTask& task, scsi::Status status, const std::op
     store_be16(segment.data(), static_cast<std::uint16_t>(n));
     data.assign(segment.begin(), segment.begin() + static_cast<std::ptrdiff_t>(2 + n));
   }
-  end_task(iscsi::to_u32(task.itt()));  // frees the ITT and opens the window before the initiator hears
+  // Frees the ITT and opens the window before the initiator hears.
+  end_task(iscsi::to_u32(task.itt()), TaskEvent::answered);
   r.stat_sn = take_stat_sn();
   stamp(r);
   send(datamover::make_pdu_owned(r, std::move(data)));
@@ -810,24 +826,76 @@ void SessionEngine::respond(EngineTask& task, scsi::Status status, const std::op
 }
 
 void SessionEngine::fail_task(EngineTask& task, const scsi::SenseData& sense) {
-  if (task.state != TaskState::receiving_data && task.state != TaskState::waiting_budget) return;
+  if (!takes_data(task.state)) return;
   if (!task.failure) task.failure = sense;
   advance(task);
 }
 
 void SessionEngine::abort_task(EngineTask& task) {
-  if (task.state == TaskState::done || task.state == TaskState::aborted) return;
-  const bool on_backend = task.state == TaskState::executing || task.rdma_pending;
-  task.state = TaskState::aborted;
-  // A command waiting on a long device operation (SANITIZE, IMMED = 0) stops waiting and ends.
-  if (on_backend) task.plan.abort_requested = true;
-  // A task on the backend ends when its completion arrives; any other ends now.
-  if (!on_backend) end_task(iscsi::to_u32(task.itt()));
+  if (task.state == TaskState::done || is_aborted(task.state)) return;
+  // A task on the backend (or under an RDMA Read) ends when its completion arrives; any other now.
+  if (task.state == TaskState::executing || task.state == TaskState::fetching_write_data) {
+    (void)move(task, TaskEvent::aborted,
+               task.state == TaskState::executing ? TaskState::aborted_executing : TaskState::aborted_fetching);
+    // A command waiting on a long device operation (SANITIZE, IMMED = 0) stops waiting and ends.
+    task.plan.abort_requested = true;
+    return;
+  }
+  end_task(iscsi::to_u32(task.itt()), TaskEvent::aborted);
 }
 
-void SessionEngine::end_task(std::uint32_t itt, std::optional<ReleaseBudget>* deferred) {
+bool SessionEngine::move(EngineTask& task, TaskEvent event, TaskState to) noexcept {
+  if (task.state == to) return true;
+  const std::uint8_t row = task_transition_index.row(task.state, event, to);
+  if (row == 0) {
+    ++task_moves_refused_;
+    log::error("target session: task itt=0x{:08x}: {} --{}--> {} is not in task_transitions: refused",
+               iscsi::to_u32(task.itt()), to_string(task.state), to_string(event), to_string(to));
+    return false;
+  }
+  task_rows_taken_ |= std::uint64_t{1} << (row - 1);
+  task.state = to;
+  return true;
+}
+
+const char* to_string(TaskState state) noexcept {
+  switch (state) {
+    case TaskState::placed: return "placed";
+    case TaskState::receiving_data: return "receiving_data";
+    case TaskState::waiting_budget: return "waiting_budget";
+    case TaskState::fetching_write_data: return "fetching_write_data";
+    case TaskState::write_data_fetched: return "write_data_fetched";
+    case TaskState::executing: return "executing";
+    case TaskState::sending_data_in: return "sending_data_in";
+    case TaskState::done: return "done";
+    case TaskState::aborted_executing: return "aborted_executing";
+    case TaskState::aborted_fetching: return "aborted_fetching";
+  }
+  return "?";
+}
+
+const char* to_string(TaskEvent event) noexcept {
+  switch (event) {
+    case TaskEvent::payload_received: return "payload_received";
+    case TaskEvent::refused: return "refused";
+    case TaskEvent::budget_short: return "budget_short";
+    case TaskEvent::budget_granted: return "budget_granted";
+    case TaskEvent::rdma_read_started: return "rdma_read_started";
+    case TaskEvent::rdma_read_done: return "rdma_read_done";
+    case TaskEvent::rdma_read_failed: return "rdma_read_failed";
+    case TaskEvent::ready: return "ready";
+    case TaskEvent::executed_read: return "executed_read";
+    case TaskEvent::answered: return "answered";
+    case TaskEvent::aborted: return "aborted";
+    case TaskEvent::completion_arrived: return "completion_arrived";
+  }
+  return "?";
+}
+
+void SessionEngine::end_task(std::uint32_t itt, TaskEvent event, std::optional<ReleaseBudget>* deferred) {
   auto it = tasks_.find(itt);
   if (it == tasks_.end()) return;
+  (void)move(*it->second, event, TaskState::done);
   auto node = tasks_.extract(it);
   std::unique_ptr<EngineTask> task = std::move(node.mapped());
   if (spare_task_nodes_.size() < max_spare_tasks) spare_task_nodes_.push_back(std::move(node));
@@ -837,7 +905,6 @@ void SessionEngine::end_task(std::uint32_t itt, std::optional<ReleaseBudget>* de
     std::unique_ptr<EngineTask>& task;
     ~Recycle() { engine.recycle_task(std::move(task)); }
   } recycle{*this, task};
-  if (task->state != TaskState::aborted) task->state = TaskState::done;
   if (task->counted_immediate) --immediate_outstanding_;
   if (task->in_window && !draining_) window_.release();  // draining: the window does not open again
   if (task->budget == EngineTask::Budget::none) return;
@@ -851,7 +918,7 @@ void SessionEngine::end_task(std::uint32_t itt, std::optional<ReleaseBudget>* de
 
 void SessionEngine::drop_unstarted(EngineTask& task) {
   // The command PDU itself was refused: it never ran; its CmdSN slot is given back.
-  end_task(iscsi::to_u32(task.itt()));
+  end_task(iscsi::to_u32(task.itt()), TaskEvent::refused);
   current_.itt.reset();
 }
 
@@ -865,7 +932,7 @@ void SessionEngine::check_waiters() {
   auto gone = [this](const std::vector<std::uint32_t>& itts) {
     return std::none_of(itts.begin(), itts.end(), [this](std::uint32_t itt) {
       auto it = tasks_.find(itt);
-      return it != tasks_.end() && it->second->state == TaskState::aborted;
+      return it != tasks_.end() && is_aborted(it->second->state);
     });
   };
   using F = iscsi::TaskManagementFunction;
@@ -878,16 +945,18 @@ void SessionEngine::check_waiters() {
     it = tmfs_.erase(it);
     const auto fn = tmf.request.function;
     // SAM-5 §7.7, §7.10: resets also change device state (unit attentions, reservations).
-    if (tmf.response == 0) {
+    const bool complete = tmf.response == iscsi::TaskManagementResponseCode::function_complete;
+    if (complete) {
       if (fn == F::logical_unit_reset) actions_.emplace_back(DeviceReset{tmf.request.lun, TaskManagement::logical_unit_reset});
       if (fn == F::target_warm_reset) actions_.emplace_back(DeviceReset{tmf.request.lun, TaskManagement::target_warm_reset});
       if (fn == F::target_cold_reset) actions_.emplace_back(DeviceReset{tmf.request.lun, TaskManagement::target_cold_reset});
     }
-    iscsi::TaskManagementResponse r{.response = tmf.response, .itt = tmf.request.itt, .stat_sn = take_stat_sn()};
+    iscsi::TaskManagementResponse r{
+        .response = iscsi::to_wire(tmf.response), .itt = tmf.request.itt, .stat_sn = take_stat_sn()};
     stamp(r);
     send(datamover::make_pdu(r));
     // RFC 7143 §11.5.1: a cold reset drops all connections.
-    if (fn == F::target_cold_reset && tmf.response == 0) {
+    if (fn == F::target_cold_reset && complete) {
       close("target cold reset");
       return;
     }
@@ -895,10 +964,11 @@ void SessionEngine::check_waiters() {
   if (logout_ && gone(logout_->victims)) {
     PendingLogout logout = std::move(*logout_);
     logout_.reset();
-    iscsi::LogoutResponse r{.response = logout.response, .itt = logout.request.itt, .stat_sn = take_stat_sn()};
+    iscsi::LogoutResponse r{
+        .response = iscsi::to_wire(logout.response), .itt = logout.request.itt, .stat_sn = take_stat_sn()};
     stamp(r);
     send(datamover::make_pdu(r));
-    if (logout.response == 0) close("logout");
+    if (logout.response == iscsi::LogoutResponseCode::closed_successfully) close("logout");
   }
 }
 

@@ -34,6 +34,11 @@
 //    then the connection closes.
 //  - SNACK (§11.16) is rejected (ERL 0); discovery sessions (§4.3) carry only Text, NOP and Logout.
 //
+// STATES: a SCSI task's life is one TaskState; it moves only along task_transitions (below: from,
+// event, to, the rule with its RFC section), through move(). The payload budget
+// (EngineTask::budget), the staging buffer and the failure / early outcome are still fields of
+// their own beside it.
+//
 // THREADING: none; the owner calls it from one thread.
 #pragma once
 
@@ -53,6 +58,7 @@
 #include "iserkit/datamover/datamover.hpp"
 #include "iserkit/iscsi/negotiation.hpp"
 #include "iserkit/iscsi/pdu.hpp"
+#include "iserkit/iscsi/response_codes.hpp"
 #include "iserkit/iscsi/text.hpp"
 #include "iserkit/scsi/sense.hpp"
 #include "iserkit/target/scsi_dispatcher.hpp"
@@ -64,15 +70,123 @@
 
 namespace iserkit::target {
 
-/// Where a SCSI task is in its life (one value at a time).
+/// Where a SCSI task is in its life (one value at a time; how it moves: task_transitions).
 enum class TaskState : std::uint8_t {
-  receiving_data,   ///< immediate / unsolicited / solicited Data-Out still to come
-  waiting_budget,   ///< its payload budget (write buffer or read buffer) is not granted yet
-  executing,        ///< handed to the backend (ExecuteTask); waiting for on_task_executed()
-  sending_data_in,  ///< its Data-In / status batch was produced (transient: it is done after)
-  done,             ///< status sent; no longer in the table
-  aborted,          ///< a TMF, logout or close ended it; nothing more is sent for it
+  placed,               ///< its SCSI Command's header is in (place()); the PDU's payload phase is not over
+  receiving_data,       ///< immediate / unsolicited / solicited Data-Out still to come, or about to run
+  waiting_budget,       ///< its payload budget (write buffer or read buffer) is not granted yet
+  fetching_write_data,  ///< iSER: a GetWriteData (RDMA Read) fills the buffer until on_write_data()
+  write_data_fetched,   ///< iSER: the RDMA Read brought every byte the command needs
+  executing,            ///< handed to the backend (ExecuteTask); waiting for on_task_executed()
+  sending_data_in,      ///< its Data-In / status batch is being produced (transient: it is done after)
+  done,                 ///< status sent or ended; no longer in the table
+  aborted_executing,    ///< a TMF, logout or close ended it on the backend: it leaves with on_task_executed()
+  aborted_fetching,     ///< a TMF, logout or close ended it under an RDMA Read: it leaves with on_write_data()
 };
+
+/// What moves a SCSI task from one TaskState to another.
+enum class TaskEvent : std::uint8_t {
+  payload_received,    ///< its SCSI Command PDU's payload phase ended (on_pdu)
+  refused,             ///< that PDU was discarded (digest error, Reject): the command never ran
+  budget_short,        ///< SessionEngineHooks::request_budget did not grant it at once
+  budget_granted,      ///< on_budget_granted(): it goes on
+  rdma_read_started,   ///< iSER: GetWriteData asks for the write data beyond the immediate data
+  rdma_read_done,      ///< iSER: on_write_data() without error
+  rdma_read_failed,    ///< iSER: on_write_data() with an error (the connection closes)
+  ready,               ///< every byte it needs is in and its buffer granted: ExecuteTask
+  executed_read,       ///< the backend's GOOD read data goes out as Data-In
+  answered,            ///< its status went out (SCSI Response or the last Data-In): it leaves the table
+  aborted,             ///< a TMF, a Logout or the closed connection ends it
+  completion_arrived,  ///< the backend or RDMA completion of an aborted task: it leaves the table
+};
+
+/// One allowed move of a task: on `event` in state `from` it goes to `to`; `rule` says why, with
+/// its RFC section.
+struct TaskTransition {
+  TaskState from;
+  TaskEvent event;
+  TaskState to;
+  const char* rule;
+};
+
+/// Every state change of a target SCSI task: the map of the rules the engine enforces on a task
+/// (libnbd's state table is the model). SessionEngine changes EngineTask::state only through a row
+/// of this table (a staying move, from == to, is no change); tests/unit/target_iscsi/
+/// session_engine_test.cpp (TaskTable) drives the engine through every row.
+inline constexpr TaskTransition task_transitions[] = {
+    {TaskState::placed, TaskEvent::payload_received, TaskState::receiving_data,
+     "RFC 7143 §11.3: the command and its immediate data are in; its data phase starts"},
+    {TaskState::placed, TaskEvent::refused, TaskState::done,
+     "§7.8, §11.17: a digest error or a Reject discards the command; it never ran; its CmdSN slot is given back"},
+    {TaskState::placed, TaskEvent::aborted, TaskState::done, "the connection closed before the data segment came"},
+    {TaskState::receiving_data, TaskEvent::budget_short, TaskState::waiting_budget,
+     "its write or read buffer waits for the payload budget (unsolicited data waits in a staging buffer)"},
+    {TaskState::receiving_data, TaskEvent::rdma_read_started, TaskState::fetching_write_data,
+     "RFC 7145 §7.3.4 Get_Data: one RDMA Read from the Write STag, after the immediate data"},
+    {TaskState::receiving_data, TaskEvent::ready, TaskState::executing,
+     "§11.7, §11.8: every Data-Out the command needs is in (writes); the read buffer is granted (reads)"},
+    {TaskState::receiving_data, TaskEvent::answered, TaskState::done,
+     "answered without the backend (plan rejected, bad length, data phase error) once its Data-Out ended"},
+    {TaskState::receiving_data, TaskEvent::aborted, TaskState::done,
+     "§11.5.1, §11.14: not on the backend: it ends at once, nothing more is sent for it"},
+    {TaskState::waiting_budget, TaskEvent::budget_granted, TaskState::receiving_data,
+     "the budget is granted: staged data moves to the full buffer; R2Ts or the backend follow"},
+    {TaskState::waiting_budget, TaskEvent::answered, TaskState::done,
+     "§7.8: a Data-Out digest error fails it while it waits (CHECK CONDITION)"},
+    {TaskState::waiting_budget, TaskEvent::aborted, TaskState::done, "§11.5.1, §11.14: it ends at once"},
+    {TaskState::fetching_write_data, TaskEvent::rdma_read_done, TaskState::write_data_fetched,
+     "RFC 7145 §7.3.4: the RDMA Read completed"},
+    {TaskState::fetching_write_data, TaskEvent::rdma_read_failed, TaskState::receiving_data,
+     "RFC 7145 §7.3.4: the RDMA Read failed: the buffer is free; closing the connection ends the task"},
+    {TaskState::fetching_write_data, TaskEvent::aborted, TaskState::aborted_fetching,
+     "the RDMA Read still writes into the buffer: the task ends with on_write_data()"},
+    {TaskState::write_data_fetched, TaskEvent::ready, TaskState::executing, "every byte is in: the backend runs it"},
+    {TaskState::write_data_fetched, TaskEvent::answered, TaskState::done,
+     "a failure recorded during the RDMA Read (a stray Data-Out) is answered once the read ended"},
+    {TaskState::executing, TaskEvent::executed_read, TaskState::sending_data_in,
+     "§11.7: GOOD read data goes out as Data-In, the status in the last one (§11.7.4)"},
+    {TaskState::executing, TaskEvent::answered, TaskState::done,
+     "§11.4: SCSI Response with its status and sense (on iSER after the RDMA Write, RFC 7145 §7.3.5)"},
+    {TaskState::executing, TaskEvent::aborted, TaskState::aborted_executing,
+     "SAM-5 §7.2: the backend finishes first; no status is sent for it"},
+    {TaskState::sending_data_in, TaskEvent::answered, TaskState::done,
+     "§11.7.4: the last Data-In carries the status; the window opens before the initiator hears"},
+    {TaskState::aborted_executing, TaskEvent::completion_arrived, TaskState::done,
+     "the backend's completion of an aborted task: its buffer and budget come back; TMF/Logout answers may go"},
+    {TaskState::aborted_fetching, TaskEvent::completion_arrived, TaskState::done,
+     "the RDMA Read of an aborted task ended: its buffer and budget come back"},
+};
+
+/// Index + 1 of the row of task_transitions for (from, event, to); 0 when that move is not
+/// allowed. A table built at compile time: the check costs one load per move.
+class TaskTransitionIndex {
+ public:
+  static constexpr std::size_t states = static_cast<std::size_t>(TaskState::aborted_fetching) + 1;
+  static constexpr std::size_t events = static_cast<std::size_t>(TaskEvent::completion_arrived) + 1;
+  constexpr TaskTransitionIndex() noexcept {
+    for (std::size_t i = 0; i < std::size(task_transitions); ++i) {
+      const TaskTransition& t = task_transitions[i];
+      rows_[index(t.from, t.event, t.to)] = static_cast<std::uint8_t>(i + 1);
+    }
+  }
+  [[nodiscard]] constexpr std::uint8_t row(TaskState from, TaskEvent event, TaskState to) const noexcept {
+    return rows_[index(from, event, to)];
+  }
+
+ private:
+  static constexpr std::size_t index(TaskState from, TaskEvent event, TaskState to) noexcept {
+    return (static_cast<std::size_t>(from) * events + static_cast<std::size_t>(event)) * states +
+           static_cast<std::size_t>(to);
+  }
+  std::array<std::uint8_t, states * events * states> rows_{};
+};
+inline constexpr TaskTransitionIndex task_transition_index{};
+static_assert(std::size(task_transitions) <= 64, "rows taken are kept in a 64-bit mask");
+
+/// The enumerator's name.
+const char* to_string(TaskState state) noexcept;
+/// The enumerator's name.
+const char* to_string(TaskEvent event) noexcept;
 
 /// The negotiated and configured values of one session.
 struct SessionEngineConfig {
@@ -163,12 +277,9 @@ struct EngineTask {
   Residual early_residual;
   std::uint32_t wanted_out_bytes = 0;  ///< what a to_target CDB asked for before shorten_transfer()
   std::optional<scsi::SenseData> failure;  ///< the data transfer failed
-  TaskState state = TaskState::receiving_data;
+  TaskState state = TaskState::placed;  ///< changed only through task_transitions (SessionEngine::move())
   bool in_window = false;          ///< releases a CmdSN window slot when it ends
   bool counted_immediate = false;  ///< counted against max_immediate_commands
-  bool started = false;            ///< its command PDU's payload phase is over
-  bool rdma_pending = false;       ///< iSER: a GetWriteData is under way (the buffer is in use)
-  bool rdma_fetched = false;       ///< iSER: the write data is in
   bool staging = false;            ///< unsolicited data lands in a FirstBurstLength buffer until the budget
   enum class Budget : std::uint8_t { none, waiting, granted } budget = Budget::none;
   std::uint64_t budget_bytes = 0;
@@ -248,6 +359,10 @@ class SessionEngine final : private DataPhaseHost {
   /// True once the Logout response was produced or the connection closed.
   [[nodiscard]] bool ended() const noexcept { return ended_; }
   [[nodiscard]] SerialNumber stat_sn() const noexcept { return stat_sn_; }
+  /// Which rows of task_transitions tasks of this engine took (bit i = row i).
+  [[nodiscard]] std::uint64_t task_rows_taken() const noexcept { return task_rows_taken_; }
+  /// Task state changes refused because task_transitions has no row for them (0 unless a bug).
+  [[nodiscard]] std::uint64_t task_moves_refused() const noexcept { return task_moves_refused_; }
   /// NOP-In pings the idle watch has sent (for the driver's log).
   [[nodiscard]] std::uint64_t pings_sent() const noexcept { return pings_sent_; }
   [[nodiscard]] const CmdSnWindow& window() const noexcept { return window_; }
@@ -263,12 +378,12 @@ class SessionEngine final : private DataPhaseHost {
   };
   struct PendingTmf {
     iscsi::TaskManagementRequest request;
-    std::uint8_t response = 0;
+    iscsi::TaskManagementResponseCode response = iscsi::TaskManagementResponseCode::function_complete;
     std::vector<std::uint32_t> victims;  // ITTs still ending
   };
   struct PendingLogout {
     iscsi::LogoutRequest request;
-    std::uint8_t response = 0;
+    iscsi::LogoutResponseCode response = iscsi::LogoutResponseCode::closed_successfully;
     std::vector<std::uint32_t> victims;
   };
 
@@ -290,7 +405,10 @@ class SessionEngine final : private DataPhaseHost {
   void abort_task(EngineTask& task);
   /// Ends the task: ITT, window slot, immediate count. Its ReleaseBudget goes to `deferred` when
   /// given (the caller queues it after the PDUs that borrow the buffer), else to the actions.
-  void end_task(std::uint32_t itt, std::optional<ReleaseBudget>* deferred = nullptr);
+  void end_task(std::uint32_t itt, TaskEvent event, std::optional<ReleaseBudget>* deferred = nullptr);
+  /// Moves `task` to `to` on `event` when task_transitions has that row (from == to: no change);
+  /// otherwise logs and counts the refused move and returns false, changing nothing.
+  bool move(EngineTask& task, TaskEvent event, TaskState to) noexcept;
   void drop_unstarted(EngineTask& task);
   void check_waiters();
   bool request_budget(EngineTask& task, std::uint64_t bytes);
@@ -350,6 +468,8 @@ class SessionEngine final : private DataPhaseHost {
   void insert_task(std::uint32_t itt, std::unique_ptr<EngineTask> task);
   void recycle_task(std::unique_ptr<EngineTask> task) noexcept;
   bool ended_ = false;
+  std::uint64_t task_rows_taken_ = 0;
+  std::uint64_t task_moves_refused_ = 0;
   bool draining_ = false;  // begin_drain(): the window stays shut, close once idle
   // Idle watch.
   TimePoint last_rx_;

@@ -367,7 +367,7 @@ class Harness {
   void execute(std::uint32_t itt) {
     const EngineTask* task = engine_->task(iscsi::Itt{itt});
     FUZZ_CHECK(task != nullptr);  // a task on the backend stays until its completion
-    FUZZ_CHECK(task->state == TaskState::executing || task->state == TaskState::aborted);
+    FUZZ_CHECK(task->state == TaskState::executing || task->state == TaskState::aborted_executing);
     auto data = engine_->task_data(iscsi::Itt{itt});
     FUZZ_CHECK(data.size() <= task->buffer.size());
     if (task->plan.direction != DataDirection::none) FUZZ_CHECK(data.size() == task->plan.transfer_length_bytes);
@@ -442,7 +442,7 @@ class Harness {
           FUZZ_CHECK(!closed_);
           const EngineTask* task = engine_->task(ex->itt);
           FUZZ_CHECK(task != nullptr);
-          FUZZ_CHECK(task->state == TaskState::executing || task->state == TaskState::aborted);
+          FUZZ_CHECK(task->state == TaskState::executing || task->state == TaskState::aborted_executing);
           executions_.push_back(iscsi::to_u32(ex->itt));
         } else if (auto* get = std::get_if<GetWriteData>(&a)) {
           const EngineTask* task = engine_->task(get->itt);
@@ -468,10 +468,12 @@ class Harness {
   void check_tasks() {
     const auto& params = config_.params;
     FUZZ_CHECK(engine_->task_count() <= config_.cmd_window_depth + config_.max_immediate_commands);
+    // Every task state change is a row of task_transitions (session_engine.hpp).
+    FUZZ_CHECK(engine_->task_moves_refused() == 0);
     for (auto it = may_answer_.begin(); it != may_answer_.end();) {
       const EngineTask* t = engine_->task(iscsi::Itt{*it});
       // A task that ended without status, or was aborted, is answered no more.
-      if (t == nullptr || t->state == TaskState::aborted) {
+      if (t == nullptr || t->state == TaskState::aborted_executing || t->state == TaskState::aborted_fetching) {
         it = may_answer_.erase(it);
         continue;
       }

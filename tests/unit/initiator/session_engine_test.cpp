@@ -526,7 +526,7 @@ TEST(SessionEngine, LunResetCompleteEndsTheTasksOnThatLun) {
   rsp.max_cmd_sn = SerialNumber(64);
   h.deliver(rsp);
   ASSERT_NE(h.outcome(*tmf), nullptr);
-  EXPECT_EQ(h.outcome(*tmf)->tmf_response, 0);
+  EXPECT_EQ(h.outcome(*tmf)->tmf_response, iscsi::TaskManagementResponseCode::function_complete);
   ASSERT_NE(h.outcome(read), nullptr);
   EXPECT_EQ(h.outcome(read)->error, make_error_code(errc::task_aborted));
   EXPECT_EQ(h.outcome(on_lun1), nullptr);  // another LUN: untouched
@@ -544,7 +544,7 @@ TEST(SessionEngine, RefusedTmfLeavesTasksAlone) {
   rsp.response = 5;  // function not supported
   h.deliver(rsp);
   ASSERT_NE(h.outcome(*tmf), nullptr);
-  EXPECT_EQ(h.outcome(*tmf)->tmf_response, 5);
+  EXPECT_EQ(h.outcome(*tmf)->tmf_response, iscsi::TaskManagementResponseCode::function_not_supported);
   EXPECT_EQ(h.outcome(read), nullptr);
   EXPECT_EQ(h.engine.state(read), TaskState::sent);
 }
