@@ -417,6 +417,13 @@ void Connection::pump() {
       if (auto* c = std::get_if<CloseConnection>(&action)) {
         if (c->reason == "logout") {
           log::debug("connection {}: logged out", datamover_->peer());
+          // RFC 7143 §11.14: a successful Logout ends the session, and with it the I_T nexus
+          // (SAM-5 §6.3.4): its RESERVE(6) reservation goes now, before the Logout Response just
+          // queued leaves. An initiator that has the response may at once send a command on
+          // another session and must not meet that reservation (libiscsi's ALL.Sanitize.Reset
+          // after .Reservations did, most runs).
+          if (nexus_open_) session_.target->dispatcher->close_nexus(nexus_);
+          nexus_open_ = false;
         } else {
           log::info("connection {}: {}: closing", datamover_->peer(), c->reason);
         }

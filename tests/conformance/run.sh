@@ -26,6 +26,9 @@
 #              ALL.Sanitize, whose Reset test needs a sanitize still running ~5 s after it started
 #              (unpaced, a 64M LUN is sanitized in milliseconds); the ctest
 #              conformance_sanitize_paced runs the family that way
+# Environment: ISERKIT_CONFORMANCE_TARGET_LOG sets iserkit-target's --log-level (default warn); each
+# family's target log is kept beside its iscsi-test-cu log (LOGS/iserkit-KIND-FAMILY.target.log), and
+# an unexpected failure prints its last lines.
 # A fresh target (and LUN file) is started for every family, so one hang or crash sinks only it.
 # ALL.ReadOnly runs against a write-protected LUN (its tests skip on a writable one).
 # MultipathIO gets a second URL to the same LUN (a second session, iscsi-test-cu's multipath mode).
@@ -56,7 +59,7 @@ while [[ $# -gt 0 ]]; do
     --bin) BIN_DIR=$2; shift 2 ;;
     --quiet) QUIET=1; shift ;;
     --sanitize-rate) SANITIZE_RATE=$2; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -79,6 +82,9 @@ SHM_WORK=""
 [[ -n "$LOGS" ]] || LOGS="$WORK/logs"
 mkdir -p "$LOGS"
 TARGET_PID=""
+TARGET_LOG="$WORK/target.err"
+# iserkit-target's --log-level for every run (its log is kept beside each family's log).
+TARGET_LOG_LEVEL=${ISERKIT_CONFORMANCE_TARGET_LOG:-warn}
 IQN="iqn.2026-11.org.iserkit.conformance:lun$$"
 
 stop_target() {
@@ -147,11 +153,12 @@ start_target() {
     # fresh POWER ON unit attention, forever).
     [[ -n "$SANITIZE_RATE" && "${family:-}" == Sanitize ]] && pace=(--sanitize-rate "$SANITIZE_RATE" --idle-interval 0)
     "$BIN_DIR/iserkit-target" --iqn "$IQN" --listen 127.0.0.1:0 --port-file "$WORK/port" --lun "$src" \
-      "${ceph[@]}" "${pace[@]}" --log-level warn ${ro:+--read-only} >"$WORK/target.out" 2>>"$WORK/target.err" &
+      "${ceph[@]}" "${pace[@]}" --log-level "$TARGET_LOG_LEVEL" ${ro:+--read-only} >"$WORK/target.out" \
+      2>"$TARGET_LOG" &
     TARGET_PID=$!
     for _ in $(seq 200); do
       [[ -s "$WORK/port" ]] && break
-      kill -0 "$TARGET_PID" 2>/dev/null || { cat "$WORK/target.err" >&2; return 1; }
+      kill -0 "$TARGET_PID" 2>/dev/null || { cat "$TARGET_LOG" >&2; return 1; }
       sleep 0.05
     done
     [[ -s "$WORK/port" ]] || return 1
@@ -265,6 +272,7 @@ for kind in "${KIND_LIST[@]}"; do
       echo "note: this iscsi-test-cu has no family $family"; continue
     fi
     log="$LOGS/$TARGET-$kind-$family.log"
+    TARGET_LOG="$LOGS/$TARGET-$kind-$family.target.log"
     t0=$(date +%s)
     # ALL.ReadOnly checks a write-protected LU: it gets one (the others a writable one).
     ro=""
@@ -299,6 +307,10 @@ for kind in "${KIND_LIST[@]}"; do
               unexpected+=("$kind ALL.$family.$t")
               echo "  UNEXPECTED FAILURE ($kind): ALL.$family.$t"
               awk -v t="$t" '$0 ~ "^  Test: " t " " {on = 1} on {print "    | " $0} on && /^(passed|FAILED)/ {exit}' "$log" | head -30
+              if [[ "$TARGET" == iserkit && -s "$TARGET_LOG" ]]; then
+                echo "    the target's log, last 20 lines ($TARGET_LOG):"
+                tail -n 20 "$TARGET_LOG" | sed 's/^/    > /'
+              fi
             fi
           fi ;;
       esac

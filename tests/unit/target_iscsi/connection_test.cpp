@@ -41,6 +41,7 @@ struct ConnectionDriver : ::testing::Test {
     auto node = std::make_shared<TargetNode>();
     node->name = target_name;
     node->dispatcher = std::make_shared<ScsiDispatcher>();
+    dispatcher = node->dispatcher;
     auto memory = make_memory_backend({.size_bytes = 1 << 20, .block_size_bytes = block});
     // Block b holds the byte b (mod 256) throughout: a read's data tells which blocks it returned.
     std::vector<std::byte> pattern(1 << 20);
@@ -151,6 +152,7 @@ struct ConnectionDriver : ::testing::Test {
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   std::shared_ptr<TargetRegistry> registry = std::make_shared<TargetRegistry>();
+  std::shared_ptr<ScsiDispatcher> dispatcher;  // the node's device server
   test::FakeDatamover* fake = nullptr;
   std::shared_ptr<Connection> connection;
   int logged_in = 0;
@@ -338,6 +340,53 @@ TEST_F(ConnectionDriver, ClosingWithACommandWaitingForTheSharedBudgetLeavesNothi
   EXPECT_EQ(connection->stats()->payload_budget_bytes.load(), 0u);
   global->release(16 * block);
   EXPECT_EQ(global->used(), 0u);
+}
+
+// A successful Logout ends the I_T nexus before its response leaves (RFC 7143 §11.14, SAM-5
+// §6.3.4): a RESERVE(6) the session held is gone by the time the initiator can read the Logout
+// Response, so a command it sends next on another session does not meet it. (libiscsi's
+// ALL.Sanitize.Reset, right after .Reservations logged out the holder, met it most runs.)
+TEST_F(ConnectionDriver, ALogoutReleasesTheReservationBeforeItsResponseLeaves) {
+  start();
+  login();
+  // The new nexus's unit attention goes to a TEST UNIT READY; then RESERVE(6).
+  fake->push(iscsi::ScsiCommand{.lun = scsi::Lun::from_index(0), .itt = iscsi::Itt{1}, .cmd_sn = cmd_sn,
+                                .exp_stat_sn = exp_stat_sn});
+  cmd_sn = cmd_sn + 1;
+  std::array<std::byte, 16> reserve6{};
+  reserve6[0] = std::byte{0x16};
+  fake->push(iscsi::ScsiCommand{.lun = scsi::Lun::from_index(0), .itt = iscsi::Itt{2}, .cmd_sn = cmd_sn,
+                                .exp_stat_sn = exp_stat_sn, .cdb = reserve6});
+  cmd_sn = cmd_sn + 1;
+  ASSERT_TRUE(run_until([&] { return statuses_of(1) == 1 && statuses_of(2) == 1; }));
+  const auto responses = sent_of<iscsi::ScsiResponse>();
+  ASSERT_EQ(responses.size(), 2u);
+  ASSERT_EQ(responses.back().status, 0);  // GOOD: the reservation is held
+
+  // Another initiator's nexus: past its own unit attention, a READ meets the reservation.
+  const NexusId other = dispatcher->open_nexus("iqn.2026-11.org.test:other,i,0x800000000001");
+  const auto read_cdb = read10(0, 1);
+  auto plan = dispatcher->plan(other, scsi::Lun::from_index(0), read_cdb);
+  if (plan.error) plan = dispatcher->plan(other, scsi::Lun::from_index(0), read_cdb);
+  ASSERT_FALSE(plan.error);
+  EXPECT_TRUE(plan.conflict);
+
+  // The Logout Response is handed to the datamover and held "on the wire": the reservation must
+  // already be gone.
+  fake->hold_sends(true);
+  fake->push(iscsi::LogoutRequest{.immediate = true, .reason = iscsi::LogoutReason::close_session,
+                                  .itt = iscsi::Itt{3}, .cmd_sn = cmd_sn, .exp_stat_sn = exp_stat_sn});
+  ASSERT_TRUE(run_until([&] { return fake->sends_waiting() == 1; }));
+  EXPECT_TRUE(sent_of<iscsi::LogoutResponse>().empty());
+  plan = dispatcher->plan(other, scsi::Lun::from_index(0), read_cdb);
+  EXPECT_FALSE(plan.conflict) << "the reservation outlived the session until the Logout Response left";
+  EXPECT_FALSE(plan.error);
+  fake->hold_sends(false);
+  fake->release_sends();
+  ASSERT_TRUE(run_until([&] { return run_returned; }));
+  ASSERT_EQ(sent_of<iscsi::LogoutResponse>().size(), 1u);
+  EXPECT_EQ(closed, 1);
+  dispatcher->close_nexus(other);
 }
 
 }  // namespace
