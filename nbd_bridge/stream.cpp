@@ -88,7 +88,7 @@ Awaitable<boost::system::error_code> Stream::read_exact(ByteSpan out, ReadOption
       if (options.starts_request) empty_guess_.waiting();
       // await_op: no coroutine frame for the read itself (one allocation less per wait).
       std::tuple<boost::system::error_code, std::size_t> read{};
-      co_await await_op(read, [&](auto make_handler) { socket_.async_read_some(parts, make_handler()); });
+      co_await await_op(read, read_memory_, [&](auto make_handler) { socket_.async_read_some(parts, make_handler()); });
       std::tie(ec, n) = read;
       if (ec) co_return ec;
     } else {
@@ -116,10 +116,27 @@ Awaitable<boost::system::error_code> Stream::write_all(std::span<const asio::con
   boost::system::error_code ec;
   const std::size_t sent = iserkit::write_now(socket_, buffers, ec);
   if (ec || sent == asio::buffer_size(buffers)) co_return ec;
-  std::vector<asio::const_buffer> rest;
-  rest_of(buffers, sent, rest);
-  co_await asio::async_write(socket_, std::span<const asio::const_buffer>(rest), transfer_all_uncapped(),
-                             use_awaitable_ec(ec));
+  // The rest, one socket write at a time, each waited for without a frame and with its operation
+  // state in write_memory_ (no allocation per reply that does not fit the socket buffer, which is
+  // every 1 MiB read reply). One write_all() runs at a time (the connection's writer).
+  rest_of(buffers, sent, write_rest_);
+  std::size_t first = 0;  // write_rest_[first..] is what is left, the first one advanced in place
+  while (first < write_rest_.size()) {
+    std::tuple<boost::system::error_code, std::size_t> wrote{};
+    co_await await_op(wrote, write_memory_, [&](auto make_handler) {
+      socket_.async_write_some(std::span<const asio::const_buffer>(write_rest_).subspan(first), make_handler());
+    });
+    std::size_t n = 0;
+    std::tie(ec, n) = wrote;
+    if (ec) break;
+    while (n > 0 && first < write_rest_.size()) {
+      const std::size_t take = std::min(n, write_rest_[first].size());
+      write_rest_[first] += take;
+      n -= take;
+      if (write_rest_[first].size() == 0) ++first;
+    }
+  }
+  write_rest_.clear();
   co_return ec;
 }
 

@@ -12,6 +12,7 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/common/empty_socket_guess.hpp"
+#include "iserkit/common/handler_memory.hpp"
 #include "iserkit/common/result.hpp"
 #include "iserkit/common/send_pass.hpp"
 
@@ -114,6 +115,9 @@ class Stream {
   unsigned requests_since_wait_ = 0;
   bool socket_dry_ = true;  // the last read got less than it asked for: the socket was emptied
   EmptySocketGuess empty_guess_;  // at queue depth 1, skip the own read that would find nothing
+  HandlerMemory read_memory_;     // the socket read's operation state (one read at a time)
+  HandlerMemory write_memory_;    // write_all()'s socket write's operation state (one at a time)
+  std::vector<asio::const_buffer> write_rest_;  // write_all()'s unwritten buffers (capacity kept)
   std::array<std::byte, read_ahead_capacity> staged_{};  // read ahead: [staged_begin_, staged_end_)
   std::size_t staged_begin_ = 0;
   std::size_t staged_end_ = 0;

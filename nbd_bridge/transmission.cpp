@@ -525,6 +525,7 @@ Awaitable<void> Connection::write_loop() {
   auto self = shared_from_this();
   std::vector<Reply> batch;
   std::vector<asio::const_buffer> buffers;
+  std::vector<asio::const_buffer> rest;  // swapped with buffers: both keep their capacity
   batch.reserve(max_replies_per_write);
   buffers.reserve(max_replies_per_write * 4);
   while (!queue_.empty() && !dead_) {
@@ -537,7 +538,6 @@ Awaitable<void> Connection::write_loop() {
     }
     for (const Reply& reply : batch) gather(reply, buffers);
     if (batch.front().sent_bytes > 0) {  // enqueue() wrote its start already
-      std::vector<asio::const_buffer> rest;
       rest_of(buffers, batch.front().sent_bytes, rest);
       buffers.swap(rest);
     }

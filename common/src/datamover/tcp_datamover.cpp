@@ -384,7 +384,8 @@ Awaitable<Result<PduIn>> TcpDatamover::receive(DataPlacement* placement) {
     const std::size_t asked = framer_.want_bytes();
     // await_op: no coroutine frame for the read itself (one allocation less per wait).
     std::tuple<boost::system::error_code, std::size_t> read{};
-    co_await await_op(read, [&](auto make_handler) { socket_.async_read_some(buffers.view(), make_handler()); });
+    co_await await_op(read, receive_memory_,
+                      [&](auto make_handler) { socket_.async_read_some(buffers.view(), make_handler()); });
     const auto [ec, n] = read;
     if (ec) co_return fail(map_error(ec));
     framer_.consumed(n);

@@ -64,6 +64,7 @@ Result<void> UringService::ensure(const asio::any_io_executor& executor) {
   }
   ring_.emplace(ring);
   executor_.emplace(executor);
+  if (const auto* io = executor.target<asio::io_context::executor_type>()) io_executor_.emplace(*io);
   eventfd_.emplace(executor, efd);
   return {};
 }
@@ -91,7 +92,16 @@ void UringService::queued(UringOp& op, io_uring_sqe* sqe) {
   if (!flush_posted_) {
     flush_posted_ = true;
     deferrals_ = 0;
-    asio::post(*executor_, [this] { flush(); });
+    post_flush();
+  }
+}
+
+void UringService::post_flush() {
+  auto run = [this] { flush(); };
+  if (io_executor_) {
+    asio::post(*io_executor_, with_memory(flush_memory_, run));
+  } else {
+    asio::post(*executor_, run);
   }
 }
 
@@ -106,7 +116,7 @@ void UringService::flush() {
     queued_since_check_ = 0;
     ++deferrals_;
     flush_posted_ = true;
-    asio::post(*executor_, [this] { flush(); });
+    post_flush();
     return;
   }
   queued_since_check_ = 0;
@@ -116,7 +126,7 @@ void UringService::flush() {
     // SQEs stay in the submission queue meanwhile.
     reap();
     flush_posted_ = true;
-    asio::post(*executor_, [this] { flush(); });
+    post_flush();
   } else if (rc < 0) {
     log::error("io_uring: submit failed: errno={}", -rc);
   }
@@ -125,14 +135,14 @@ void UringService::flush() {
 
 void UringService::arm() {
   armed_ = true;
-  eventfd_->async_wait(asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
+  eventfd_->async_wait(asio::posix::stream_descriptor::wait_read, with_memory(eventfd_memory_, [this](const boost::system::error_code& ec) {
     armed_ = false;
     if (ec || shut_down_) return;
     std::uint64_t count = 0;
     [[maybe_unused]] auto n = ::read(eventfd_->native_handle(), &count, sizeof count);
     reap();
     if (in_flight_ > 0) arm();
-  });
+  }));
 }
 
 void UringService::reap() {

@@ -16,6 +16,7 @@
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/completion.hpp"
+#include "iserkit/common/handler_memory.hpp"
 #include "iserkit/common/result.hpp"
 
 namespace iserkit::target::detail {
@@ -57,12 +58,19 @@ class UringService final : public asio::execution_context::service {
 
  private:
   void flush();
+  /// Posts flush() to the loop (flush_posted_ says one is pending; at most one is).
+  void post_flush();
   void arm();
   void reap();
 
   std::optional<io_uring> ring_;
   std::optional<asio::posix::stream_descriptor> eventfd_;
   std::optional<asio::any_io_executor> executor_;
+  // The loop's io_context executor when executor_ is one (always, in the target): posts through it
+  // keep their function in flush_memory_ instead of any_io_executor's allocated function object.
+  std::optional<asio::io_context::executor_type> io_executor_;
+  HandlerMemory flush_memory_;    // the one posted flush() (flush_posted_)
+  HandlerMemory eventfd_memory_;  // the eventfd wait's operation state (armed_)
   std::error_code init_error_;
   std::size_t in_flight_ = 0;
   std::size_t queued_since_check_ = 0;  // SQEs prepared since flush() last looked

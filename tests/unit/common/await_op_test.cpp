@@ -11,6 +11,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "iserkit/common/asio.hpp"
@@ -150,6 +151,104 @@ TEST(AwaitOp, TakingTurnsAllocatesLessThanUseAwaitable) {
             << ", use_awaitable " << static_cast<double>(with_frames) / (rounds - 10) << "\n";
   EXPECT_LT(frameless, with_frames);
   EXPECT_LE(frameless, static_cast<std::size_t>(rounds / 100)) << "await_op should allocate nothing per wait";
+}
+
+// HandlerMemory (handler_memory.hpp): one block, used by one operation at a time; a second
+// request while it is busy, or a larger one, goes to the heap and is given back there.
+TEST(HandlerMemory, OneBlockAtATimeThenTheHeap) {
+  HandlerMemory m;
+  void* a = m.allocate(100);
+  EXPECT_TRUE(m.in_use());
+  EXPECT_EQ(m.heap_allocations(), 0u);
+  void* b = m.allocate(100);  // busy: heap
+  EXPECT_NE(a, b);
+  EXPECT_EQ(m.heap_allocations(), 1u);
+  m.deallocate(b);
+  EXPECT_TRUE(m.in_use());
+  m.deallocate(a);
+  EXPECT_FALSE(m.in_use());
+  void* big = m.allocate(HandlerMemory::block_bytes + 1);  // too large: heap
+  EXPECT_EQ(m.heap_allocations(), 2u);
+  EXPECT_FALSE(m.in_use());
+  m.deallocate(big);
+  EXPECT_EQ(m.allocate(8), a);  // the block again
+  m.deallocate(a);
+}
+
+// A loop of socket reads through await_op with a HandlerMemory: after the first rounds, no heap
+// allocation at all per read — the reactor operation's state lives in the memory, and the
+// completion resumes the coroutine directly (same io_context) instead of through a type-erased
+// function object. The same loop without the memory, while a second operation of the same kind
+// is in flight (a long timer wait, as the target's io_uring eventfd wait is), allocates per read.
+template <bool WithMemory>
+std::size_t allocations_for_reads(int rounds, HandlerMemory& memory) {
+  asio::io_context io(1);
+  asio::local::stream_protocol::socket a(io), b(io);
+  asio::local::connect_pair(a, b);
+  asio::steady_timer other(io, std::chrono::hours(1));  // holds Asio's one cached block
+  std::size_t before = 0, after = 0;
+  asio::co_spawn(io, [&]() -> Awaitable<void> {
+    std::array<char, 4> buf{};
+    for (int i = 0; i < rounds; ++i) {
+      if (i == 10) before = allocations;
+      other.async_wait([](error_code) {});  // re-armed each round, as a loop's other wait is
+      std::tuple<error_code, std::size_t> r{};
+      if constexpr (WithMemory) {
+        co_await await_op(r, memory, [&](auto make_handler) { a.async_read_some(asio::buffer(buf), make_handler()); });
+      } else {
+        co_await await_op(r, [&](auto make_handler) { a.async_read_some(asio::buffer(buf), make_handler()); });
+      }
+      EXPECT_FALSE(std::get<0>(r));
+      other.cancel();
+      asio::write(b, asio::buffer("x", 1));
+    }
+    after = allocations;
+  }, asio::detached);
+  asio::write(b, asio::buffer("x", 1));
+  io.run();
+  return after - before;
+}
+
+TEST(AwaitOp, ReadsWithHandlerMemoryDoNotAllocate) {
+  constexpr int rounds = 500;
+  HandlerMemory memory, unused;
+  const std::size_t with_memory = allocations_for_reads<true>(rounds, memory);
+  const std::size_t without = allocations_for_reads<false>(rounds, unused);
+  std::cout << "allocations per read: with HandlerMemory " << static_cast<double>(with_memory) / (rounds - 10)
+            << ", without " << static_cast<double>(without) / (rounds - 10) << "\n";
+  EXPECT_EQ(memory.heap_allocations(), 0u);
+  EXPECT_LE(with_memory, static_cast<std::size_t>(rounds / 100));
+  EXPECT_GT(without, with_memory);
+}
+
+// The direct completion (await_op.hpp's associated_executor specialization) must not move a
+// coroutine to another loop: a coroutine of io_context A waiting on a socket of io_context B
+// (run by another thread) resumes on A's thread.
+TEST(AwaitOp, ACompletionOnAnotherLoopResumesOnTheCoroutinesOwn) {
+  asio::io_context a_io(1), b_io(1);
+  auto b_work = asio::make_work_guard(b_io);
+  std::thread b_thread([&] { b_io.run(); });
+  asio::local::stream_protocol::socket a(b_io), b(b_io);  // both on B's loop
+  asio::local::connect_pair(a, b);
+  std::thread::id resumed_on;
+  bool on_a_loop = false;
+  asio::co_spawn(a_io, [&]() -> Awaitable<void> {
+    std::array<char, 4> buf{};
+    std::tuple<error_code, std::size_t> r{};
+    co_await await_op(r, [&](auto make_handler) { a.async_read_some(asio::buffer(buf), make_handler()); });
+    resumed_on = std::this_thread::get_id();
+    on_a_loop = a_io.get_executor().running_in_this_thread();
+    EXPECT_EQ(std::get<1>(r), 1u);
+  }, asio::detached);
+  a_io.run_one();  // starts the coroutine; it waits on B's socket
+  asio::write(b, asio::buffer("x", 1));
+  a_io.restart();
+  a_io.run_for(std::chrono::seconds(5));
+  b_work.reset();
+  b_io.stop();
+  b_thread.join();
+  EXPECT_EQ(resumed_on, std::this_thread::get_id());
+  EXPECT_TRUE(on_a_loop);
 }
 
 }  // namespace

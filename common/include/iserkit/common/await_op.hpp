@@ -22,6 +22,7 @@
 #include <boost/version.hpp>
 
 #include "iserkit/common/asio.hpp"
+#include "iserkit/common/handler_memory.hpp"
 
 #if BOOST_VERSION != 107400
 #error "await_op.hpp relies on Boost 1.74's Asio coroutine internals; check awaitable_thread, attach_thread and pump in this Boost, then widen this test"
@@ -34,22 +35,72 @@ namespace detail {
 /// (as Asio's awaitable_handler does; its associated executor is the coroutine's), stores the
 /// completion's arguments in `*out` and resumes the coroutine. Destroyed uncalled, it unwinds the
 /// coroutine as Asio does for an abandoned operation (awaitable_thread's destructor).
-template <class Executor, class Out>
-class ResumeHandler : public asio::detail::awaitable_thread<Executor> {
+/// ResumeHandler's associated allocator: Asio's default (none declared) ...
+template <bool WithMemory>
+struct ResumeMemory {
+  explicit ResumeMemory(HandlerMemory* /*unused*/) noexcept {}
+};
+/// ... or a HandlerMemory of the waiting object (await_op with memory).
+template <>
+struct ResumeMemory<true> {
+  explicit ResumeMemory(HandlerMemory* m) noexcept : memory(m) {}
+  using allocator_type = HandlerAllocator<void>;
+  [[nodiscard]] allocator_type get_allocator() const noexcept { return allocator_type(*memory); }
+  HandlerMemory* memory;
+};
+
+template <class Executor, class Out, bool WithMemory = false>
+class ResumeHandler : public asio::detail::awaitable_thread<Executor>, public ResumeMemory<WithMemory> {
  public:
-  ResumeHandler(asio::detail::awaitable_thread<Executor>* thread, Out* out)
-      : asio::detail::awaitable_thread<Executor>(std::move(*thread)), out_(out) {}
+  ResumeHandler(asio::detail::awaitable_thread<Executor>* thread, Out* out, HandlerMemory* memory = nullptr)
+      : asio::detail::awaitable_thread<Executor>(std::move(*thread)), ResumeMemory<WithMemory>(memory), out_(out) {}
   ResumeHandler(ResumeHandler&&) noexcept = default;
 
   template <class... Args>
   void operator()(Args&&... args) {
     if constexpr (sizeof...(Args) > 0) *out_ = Out(std::forward<Args>(args)...);
+    // An I/O object's completion runs this directly (see the associated_executor specialization
+    // below) on the thread of the object's io_context. The coroutine resumes here only when that
+    // thread runs the coroutine's own io_context; otherwise it is posted to its executor.
+    auto ex = this->get_executor();
+    if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
+      if (const auto* io = ex.template target<asio::io_context::executor_type>();
+          io == nullptr || !io->running_in_this_thread()) {
+        asio::post(ex, Posted{std::move(*this)});
+        return;
+      }
+    }
+    resume();
+  }
+
+  /// Resumes the coroutine on this thread (the caller runs its executor).
+  void resume() {
     this->top_of_stack_->attach_thread(this);
     this->pump();
   }
 
  private:
+  /// The handler moved into a posted function: resumes the coroutine from the executor's queue.
+  struct Posted {
+    ResumeHandler handler;
+    void operator()() { handler.resume(); }
+  };
   Out* out_;
+};
+
+/// Marks ResumeHandler<any_io_executor, Out> as a handler without an executor of its own for an
+/// I/O object of executor type any_io_executor (the socket or timer it waits on): Asio 1.74's
+/// handler_work then invokes the completion directly, on the io_context thread that ran it,
+/// instead of dispatching it through the coroutine's type-erased executor, which allocates a
+/// function object for every completion even when both executors are the same io_context's
+/// (handler_work_base's any_executor specialization is not chosen when a candidate executor is
+/// given). ResumeHandler::operator() keeps the executor's guarantee itself: it resumes inline only
+/// on a thread that runs the coroutine's io_context, and posts to the coroutine's executor otherwise.
+template <class Handler>
+struct DirectCompletion {
+  using type = asio::any_io_executor;
+  using asio_associated_executor_is_unspecialised = void;
+  static type get(const Handler& /*h*/, const asio::any_io_executor& io_executor = {}) noexcept { return io_executor; }
 };
 
 /// The executor type of an Asio coroutine frame.
@@ -80,4 +131,23 @@ auto await_op(Out& out, Initiate initiate) {
   };
 }
 
+/// await_op whose operation keeps its state in `memory` (the handler's associated allocator;
+/// handler_memory.hpp): for an operation a loop starts on every request, so that it does not
+/// allocate. `memory` must outlive the operation and hold no other operation meanwhile.
+template <class Out, class Initiate>
+auto await_op(Out& out, HandlerMemory& memory, Initiate initiate) {
+  return [out = &out, memory = &memory, initiate = std::move(initiate)](auto* frame) mutable {
+    using Executor = decltype(detail::frame_executor(frame));
+    using Handler = detail::ResumeHandler<Executor, Out, true>;
+    initiate([frame, out, memory]() { return Handler(frame->detach_thread(), out, memory); });
+    return static_cast<asio::detail::awaitable_thread<Executor>*>(nullptr);
+  };
+}
+
 }  // namespace iserkit
+
+namespace boost::asio {
+template <class Out, bool WithMemory>
+struct associated_executor<iserkit::detail::ResumeHandler<any_io_executor, Out, WithMemory>, any_io_executor>
+    : iserkit::detail::DirectCompletion<iserkit::detail::ResumeHandler<any_io_executor, Out, WithMemory>> {};
+}  // namespace boost::asio

@@ -101,6 +101,7 @@ class TcpDatamover final : public Datamover {
   bool socket_dry_ = true;            // the last read got less than it asked for: the socket was emptied
   bool after_unit_ = false;           // a PDU was returned and nothing was read since
   EmptySocketGuess empty_guess_;      // at queue depth 1, skip the own read that would find nothing
+  HandlerMemory receive_memory_;      // receive()'s socket read's operation state (one at a time)
 };
 
 }  // namespace iserkit::datamover
