@@ -388,7 +388,10 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
     defer_wake = true;
     apply();
     defer_wake = false;
-    if (!outbox.empty() && !sender_busy && !(pass != nullptr && pass->defer(*this))) co_await send_outbox();
+    if (!outbox.empty() && !sender_busy && !(pass != nullptr && pass->defer(*this))) {
+      PendingSend pending;
+      if (!try_send_outbox(pending)) co_await send_outbox(std::move(pending));
+    }
     co_await w.done.wait();
     co_return std::move(w.outcome);
   }
@@ -468,15 +471,27 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
         co_await outbox_ready.wait();
         continue;
       }
-      co_await send_outbox();
+      PendingSend pending;
+      if (!try_send_outbox(pending)) co_await send_outbox(std::move(pending));
     }
   }
 
   /// Sends every queued PDU in the order the engine produced it, batch by batch, until the outbox
   /// is empty — PDUs queued while a batch is being written included. Only one runs at a time
   /// (sender_busy). The caller holds a strong reference to the session.
-  Awaitable<void> send_outbox() {
-    sender_busy = true;
+  /// What send_outbox_now() left to wait for: nothing (the outbox is empty and every batch left),
+  /// or the last batch, which the socket did not take at once.
+  struct PendingSend {
+    datamover::Datamover::SendNow how = datamover::Datamover::SendNow::sent;  // sent: nothing
+    std::shared_ptr<datamover::Datamover> dm;  // the connection the batch was made for
+    std::uint64_t generation = 0;
+  };
+
+  /// send_outbox()'s part without a coroutine frame: batch after batch, each one non-blocking
+  /// gather write, as long as the socket takes every batch at once (the usual case). Returns the
+  /// batch that must be waited for, if any (its PDUs in send_pdus, its borrowers in send_borrowers).
+  /// The caller set sender_busy.
+  PendingSend send_outbox_now() {
     while (!outbox.empty()) {
       // A member: its capacity is kept from batch to batch (sent at once: no allocation).
       auto& batch = send_pdus;
@@ -488,22 +503,56 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
         send_borrowers.push_back(outbox.front().borrower);
         outbox.pop_front();
       }
-      const auto d = dm;  // the connection this batch was made for
-      const std::uint64_t gen = generation;
-      // One non-blocking gather write here when the socket takes it all: no send_batch() frames.
+      PendingSend p{.how = dm->try_send_now(batch), .dm = dm, .generation = generation};
+      if (p.how != datamover::Datamover::SendNow::sent) return p;
+      batch_sent(p.generation, {});
+    }
+    return {};
+  }
+
+  /// A batch's end: its borrowers' buffers are free; a failed send fails the connection it was
+  /// made for (unless the session moved on since).
+  void batch_sent(std::uint64_t gen, std::error_code ec) {
+    for (TaskId b : send_borrowers) returned(b);
+    if (ec && !ended && gen == generation) {
+      engine.connection_failed(make_error_code(errc::connection_closed), Clock::now());
+      apply();
+    }
+  }
+
+  /// Sends every queued PDU in the order the engine produced it, batch by batch, until the outbox
+  /// is empty — PDUs queued while a batch is being written included. Only one runs at a time
+  /// (sender_busy). The caller holds a strong reference to the session. Callers on the fast path
+  /// call send_outbox_now() first and this only when a batch must be waited for (`first`).
+  Awaitable<void> send_outbox(PendingSend first) {
+    sender_busy = true;
+    PendingSend p = std::move(first);
+    if (p.how == datamover::Datamover::SendNow::sent) p = send_outbox_now();
+    while (p.how != datamover::Datamover::SendNow::sent) {
       std::error_code ec;
-      switch (d->try_send_now(batch)) {
-        case datamover::Datamover::SendNow::sent: break;
-        case datamover::Datamover::SendNow::queued: ec = co_await d->finish_send(); break;
-        case datamover::Datamover::SendNow::refused: ec = co_await d->send_batch(std::move(batch)); break;
+      if (p.how == datamover::Datamover::SendNow::queued) {
+        ec = co_await p.dm->finish_send();
+      } else {
+        ec = co_await p.dm->send_batch(std::move(send_pdus));
       }
-      for (TaskId b : send_borrowers) returned(b);
-      if (ec && !ended && gen == generation) {
-        engine.connection_failed(make_error_code(errc::connection_closed), Clock::now());
-        apply();
-      }
+      batch_sent(p.generation, ec);
+      p = send_outbox_now();
     }
     sender_busy = false;
+  }
+
+  /// send_outbox() without a coroutine frame when every batch leaves at once: returns true when
+  /// the outbox was sent (or another sender runs); false with `pending` set when a batch must be
+  /// waited for (then co_await send_outbox(std::move(pending))).
+  bool try_send_outbox(PendingSend& pending) {
+    if (sender_busy) return true;
+    sender_busy = true;
+    pending = send_outbox_now();
+    if (pending.how == datamover::Datamover::SendNow::sent) {
+      sender_busy = false;
+      return true;
+    }
+    return false;
   }
 
   // ---- commands ----
