@@ -12,7 +12,8 @@
 #include <memory>
 #include <optional>
 
-#include "iserkit/datamover/datamover.hpp"
+#include "iserkit/datamover/capabilities.hpp"
+#include "iserkit/datamover/pdu_io.hpp"
 #include "iserkit/scsi/sense.hpp"
 #include "data_in.hpp"
 #include "write_sequencer.hpp"

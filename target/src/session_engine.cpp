@@ -799,7 +799,7 @@ void SessionEngine::respond(EngineTask& task, scsi::Status status, const std::op
       (attention ? config_.connection_stats->unit_attentions : config_.connection_stats->errors)
           .fetch_add(1, std::memory_order_relaxed);
     if (task.plan.unit != nullptr) {
-      auto& unit = task.plan.unit->stats();
+      auto& unit = unit_stats(*task.plan.unit);
       (attention ? unit.unit_attentions : unit.errors).fetch_add(1, std::memory_order_relaxed);
     }
   }
