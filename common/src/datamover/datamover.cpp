@@ -20,11 +20,11 @@ Awaitable<std::error_code> Datamover::send_batch(std::vector<PduOut> pdus) {
 
 Awaitable<std::error_code> Datamover::finish_send() { co_return make_error_code(errc::not_supported); }
 
-Awaitable<std::error_code> Datamover::put_data(RemoteBuffer, std::uint64_t, Buffer) {
+Awaitable<std::error_code> Datamover::put_data(PeerBuffer, std::uint64_t, Buffer) {
   co_return make_error_code(errc::not_supported);
 }
 
-Awaitable<std::error_code> Datamover::get_data(RemoteBuffer, std::uint64_t, Buffer) {
+Awaitable<std::error_code> Datamover::get_data(PeerBuffer, std::uint64_t, Buffer) {
   co_return make_error_code(errc::not_supported);
 }
 

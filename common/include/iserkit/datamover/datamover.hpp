@@ -4,12 +4,13 @@
 // digests; the iSER datamover prefixes the iSER header (RFC 7145 §9.2), advertises the STags of the
 // task's registered Buffers, and moves Data-In/solicited Data-Out by RDMA.
 //
-// The values it moves (PduOut, PduIn, TaskData, ...) are in pdu_io.hpp and what it can do in
-// capabilities.hpp, both free of Asio so the sans-I/O engines include those, not this header.
+// The values it moves (PduOut, PduIn, ...) are in pdu_io.hpp, the initiator's buffer descriptor in
+// task_data.hpp and what it can do in capabilities.hpp, all free of Asio: the sans-I/O engines
+// include pdu_io.hpp and capabilities.hpp, never this header.
 //
 // Which one a connection has is asked through capabilities(): when rdma_data is set the target
 // never sends Data-In or R2T and never expects Data-Out; it calls put_data()/get_data() with the
-// STags that came in the command's iSER header (PduIn::remote_read/remote_write).
+// STags that came in the command's iSER header (PduIn::peer_read/peer_write).
 // The initiator never asks which transport it has: it lets the datamover prepare each command's
 // buffers (prepare_task_data() → TaskData, carried by the command's PDU) and reads its limits
 // from capabilities().
@@ -29,6 +30,7 @@
 #include "iserkit/common/send_pass.hpp"
 #include "iserkit/datamover/capabilities.hpp"
 #include "iserkit/datamover/pdu_io.hpp"
+#include "iserkit/datamover/task_data.hpp"
 #include "iserkit/iscsi/pdu.hpp"
 
 namespace iserkit::datamover {
@@ -149,12 +151,12 @@ class Datamover {
   /// Completes when the write is done (the caller may reuse `source` and then send the SCSI
   /// Response, which the RC QP orders after the write). Errors: errc::not_supported (TCP),
   /// errc::connection_closed or a work-completion error (connection-fatal).
-  virtual Awaitable<std::error_code> put_data(RemoteBuffer dest, std::uint64_t dest_offset, Buffer source);
+  virtual Awaitable<std::error_code> put_data(PeerBuffer dest, std::uint64_t dest_offset, Buffer source);
 
   /// Get_Data (RFC 5047 §7.4; RFC 7145 §7.3.4): target side, RDMA-reads `dest.bytes.size()` bytes
   /// from the initiator's buffer `source` at `source_offset` bytes into `dest` (registered).
   /// Completes when the data is in `dest`. Errors as put_data().
-  virtual Awaitable<std::error_code> get_data(RemoteBuffer source, std::uint64_t source_offset, Buffer dest);
+  virtual Awaitable<std::error_code> get_data(PeerBuffer source, std::uint64_t source_offset, Buffer dest);
 
   /// The number of unexpected PDUs (see iserkit/iser/credits.hpp) the peer accepts outstanding, as
   /// negotiated (MaxOutstandingUnexpectedPDUs); 0 = no limit. Ignored by TCP.

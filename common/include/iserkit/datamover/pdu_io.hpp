@@ -1,7 +1,8 @@
 // The values that cross the datamover seam (RFC 5047): the PDUs the engines produce (PduOut,
-// make_pdu) and consume (PduIn), where a received data segment lands (DataPlacement), the
-// initiator's per-command buffer descriptor (TaskData, opaque above the datamover) and the handle
-// of a peer's buffer that a transport moves data to or from by itself (RemoteBuffer).
+// make_pdu) and consume (PduIn), where a received data segment lands (DataPlacement), and the
+// handle of a peer's buffer that a transport moves data to or from by itself (PeerBuffer). The
+// initiator's per-command buffer descriptor (TaskData, task_data.hpp) is only named here: the
+// engines pass a pointer to it through and never look inside.
 //
 // Transport-neutral and free of I/O: no Asio, no sockets, no verbs. The sans-I/O session engines
 // (initiator/src/session_engine.*, target/src/session_engine.*) include this header, never
@@ -10,152 +11,16 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <span>
 #include <system_error>
 #include <vector>
 
-#include "iserkit/common/buffer.hpp"
-#include "iserkit/common/result.hpp"
 #include "iserkit/iscsi/pdu.hpp"
 
 namespace iserkit::datamover {
 
-/// Who gives back a per-command STag (iSER: a memory window bound over the registered pool for one
-/// command, RFC 7145 §9.2): release_stag() is called once when the command's TaskData ends, on
-/// the datamover's executor. The iSER connection invalidates the window then (Local Invalidate)
-/// unless the peer already did (Send with Invalidate).
-class StagOwner {
- public:
-  /// `slot` is the owner's own index of the window.
-  virtual void release_stag(std::uint32_t slot) noexcept = 0;
-
- protected:
-  ~StagOwner() = default;
-};
-
-/// A held per-command STag: calls StagOwner::release_stag() once, when destroyed or assigned
-/// over. Move-only; costs no allocation (the owner pointer shares its owner's control block).
-class StagLease {
- public:
-  StagLease() = default;
-  StagLease(std::shared_ptr<StagOwner> owner, std::uint32_t slot) noexcept : owner_(std::move(owner)), slot_(slot) {}
-  StagLease(StagLease&& o) noexcept : owner_(std::move(o.owner_)), slot_(o.slot_) {}
-  StagLease& operator=(StagLease&& o) noexcept {
-    if (this != &o) {
-      reset();
-      owner_ = std::move(o.owner_);
-      slot_ = o.slot_;
-    }
-    return *this;
-  }
-  StagLease(const StagLease&) = delete;
-  StagLease& operator=(const StagLease&) = delete;
-  ~StagLease() { reset(); }
-  void reset() noexcept {
-    if (auto owner = std::move(owner_)) owner->release_stag(slot_);
-  }
-  explicit operator bool() const noexcept { return static_cast<bool>(owner_); }
-
- private:
-  std::shared_ptr<StagOwner> owner_;
-  std::uint32_t slot_ = 0;
-};
-
-/// The data buffers of one SCSI command as the connection's datamover prepared them
-/// (Datamover::prepare_task_data()). Opaque to the initiator's session: it places Data-In into
-/// data_in() and sends immediate data and Data-Out from data_out(), points the SCSI Command PDU at
-/// the descriptor (PduOut::task_data), and calls finish() when the command completed.
-/// - TCP (direct()): the caller's spans as they are; no registration, no allocation, no copy.
-/// - iSER (registered()): the registered views whose STags go in the iSER header (RFC 7145 §9.2),
-///   over the caller's own bytes when they lie in the connection's registered pool (zero copy),
-///   else over a registered bounce buffer with one counted copy (copy_counter.hpp): the write data
-///   into it at preparation, the read data out of it at finish().
-/// Move-only. The caller's spans must stay valid until finish() (or the descriptor's destruction);
-/// the descriptor must not move while a PDU points at it.
-class TaskData {
- public:
-  /// No data (a command without a data phase).
-  TaskData() = default;
-  TaskData(TaskData&&) noexcept = default;
-  TaskData& operator=(TaskData&&) noexcept = default;
-  TaskData(const TaskData&) = delete;
-  TaskData& operator=(const TaskData&) = delete;
-  ~TaskData() = default;
-
-  /// For datamovers whose peer does not touch the initiator's memory (TCP): the caller's spans,
-  /// `data_in` (read buffer, bytes) and `data_out` (write buffer, bytes), used as they are.
-  [[nodiscard]] static TaskData direct(std::span<std::byte> data_in, std::span<const std::byte> data_out) noexcept;
-
-  /// For RDMA datamovers (iSER, RFC 7145 §9.2): registered views of `data_in` / `data_out` from
-  /// `pool` (BufferPool::registration()); a span outside the pool's registered memory is replaced
-  /// by a bounce buffer leased from `pool` (the write data is copied into it now, counted).
-  /// Errors: std::errc::not_enough_memory when the pool cannot lease a bounce buffer (nothing was
-  /// copied, the caller's spans are untouched).
-  [[nodiscard]] static Result<TaskData> registered(BufferPool& pool, std::span<std::byte> data_in,
-                                                   std::span<const std::byte> data_out);
-
-  /// Where the read data lands (the caller's span, or the bounce buffer), bytes.
-  [[nodiscard]] std::span<std::byte> data_in() const noexcept { return data_in_; }
-  /// Where the write data is sent from (the caller's span, or the bounce buffer), bytes.
-  [[nodiscard]] std::span<const std::byte> data_out() const noexcept { return data_out_; }
-  /// For the datamover: the registered memory the peer RDMA-writes the read data into (its rkey is
-  /// the Read STag, its address the Base Offset); nullopt when none (TCP, or no read data).
-  [[nodiscard]] const std::optional<Buffer>& read_region() const noexcept { return read_region_; }
-  /// For the datamover: the registered memory the peer RDMA-reads the write data from; nullopt
-  /// when none.
-  [[nodiscard]] const std::optional<Buffer>& write_region() const noexcept { return write_region_; }
-  /// For the iSER datamover, when the SCSI Command is sent: the peer reaches the read region
-  /// (`read` true) or the write region through the per-command STag `stag` (a memory window bound
-  /// over it) instead of the pool's rkey; `lease` gives that STag back when this descriptor ends.
-  /// const because the command's PDU points at a const descriptor: the binding is the datamover's
-  /// bookkeeping, not the caller's data. No-op without that region.
-  void bind_stag(bool read, std::uint32_t stag, StagLease lease) const noexcept {
-    if (!(read ? read_region_ : write_region_)) return;
-    (read ? binding_.read_stag : binding_.write_stag) = stag;
-    (read ? binding_.read_lease : binding_.write_lease) = std::move(lease);
-  }
-  /// True when bind_stag() gave every region of this descriptor a per-command STag.
-  [[nodiscard]] bool stags_bound() const noexcept {
-    return (!read_region_ || binding_.read_lease) && (!write_region_ || binding_.write_lease);
-  }
-  /// The STag the iSER header carries for the read region: the per-command one when bound, else
-  /// the region's rkey; 0 without a read region.
-  [[nodiscard]] std::uint32_t read_stag() const noexcept {
-    return binding_.read_lease ? binding_.read_stag : (read_region_ ? read_region_->rkey : 0);
-  }
-  /// The STag for the write region, as read_stag().
-  [[nodiscard]] std::uint32_t write_stag() const noexcept {
-    return binding_.write_lease ? binding_.write_stag : (write_region_ ? write_region_->rkey : 0);
-  }
-  /// True when a bounce buffer stands in for one of the caller's spans.
-  [[nodiscard]] bool bounced() const noexcept { return static_cast<bool>(bounce_in_) || static_cast<bool>(bounce_out_); }
-
-  /// Ends the command after it completed with `data_in_bytes` bytes of read data (the read
-  /// buffer's size less an underflow residual; clamped to it): a bounced read copies them into the
-  /// caller's span (counted); otherwise nothing happens. Call at most once; a command that failed
-  /// is not finished, so its caller's read buffer is left as the transport left it.
-  void finish(std::size_t data_in_bytes) noexcept;
-
- private:
-  std::span<std::byte> data_in_;
-  std::span<const std::byte> data_out_;
-  std::optional<Buffer> read_region_;
-  std::optional<Buffer> write_region_;
-  PooledBuffer bounce_in_;        // registered stand-in for the caller's read span
-  PooledBuffer bounce_out_;       // registered copy of the caller's write span
-  std::span<std::byte> caller_in_;  // where finish() copies bounced read data
-  // Declared last: the STags are given back (invalidated) before the bounce buffers go back to
-  // the pool.
-  struct Binding {
-    std::uint32_t read_stag = 0;
-    std::uint32_t write_stag = 0;
-    StagLease read_lease;
-    StagLease write_lease;
-  };
-  mutable Binding binding_;
-};
+class TaskData;  // task_data.hpp: opaque here, only the datamover reads it
 
 /// An outgoing PDU: BHS, encoded AHS and a data segment the PDU may or may not own.
 /// The datamover adds padding and digests; set_lengths() is applied by the constructors below.
@@ -176,12 +41,25 @@ PduOut make_pdu(const iscsi::PduHeader& header, std::span<const std::byte> data 
 /// A PDU that owns its data segment (text, sense data, rejected BHS). Sets the BHS length fields.
 PduOut make_pdu_owned(const iscsi::PduHeader& header, std::vector<std::byte> data);
 
-/// A buffer of the peer's that this side may RDMA-read or RDMA-write: its STag (rkey) and the
-/// peer's virtual address of its first byte (RFC 7145 §9.2, ZBVA not used). Only ever received.
-struct RemoteBuffer {
-  std::uint32_t stag = 0;
-  std::uint64_t address = 0;
-  friend bool operator==(const RemoteBuffer&, const RemoteBuffer&) = default;
+/// A buffer of the peer's that the transport itself moves one command's data into or out of (RFC
+/// 5047 Put_Data / Get_Data); iSER names it by a STag and the peer's address of its first byte
+/// (RFC 7145 §9.2, ZBVA not used). Opaque above the datamover: the engines carry it from the
+/// received command (PduIn) to the data phase's action and hand it back to
+/// Datamover::put_data()/get_data(); only a datamover reads what it holds. Only ever received.
+class PeerBuffer {
+ public:
+  PeerBuffer() = default;
+  /// For datamovers: the buffer the peer names with `key` (iSER: the STag) at its `address`.
+  constexpr PeerBuffer(std::uint32_t key, std::uint64_t address) noexcept : key_(key), address_(address) {}
+  /// For datamovers: the peer's key of the buffer (iSER: the STag, an rkey).
+  [[nodiscard]] constexpr std::uint32_t key() const noexcept { return key_; }
+  /// For datamovers: the peer's address of the buffer's first byte (iSER: the Base Offset).
+  [[nodiscard]] constexpr std::uint64_t address() const noexcept { return address_; }
+  friend bool operator==(const PeerBuffer&, const PeerBuffer&) = default;
+
+ private:
+  std::uint32_t key_ = 0;
+  std::uint64_t address_ = 0;
 };
 
 /// A received PDU. `data` views where the data segment landed: the span the DataPlacement chose,
@@ -190,12 +68,12 @@ struct PduIn {
   iscsi::Bhs bhs{};
   std::vector<std::byte> ahs;  ///< raw AHS area (TotalAHSLength × 4 bytes)
   std::span<std::byte> data;
-  /// iSER only, SCSI Command PDUs: the initiator's read buffer (Read STag and Base Offset, RSV set)
-  /// — byte 0 of the read data goes to `address` — and its write buffer (Write STag/Base Offset,
-  /// WSV set), whose `address` holds the first byte after the immediate and unsolicited data
-  /// (RFC 7145 §9.2; Linux iser_prepare_write_cmd).
-  std::optional<RemoteBuffer> remote_read;
-  std::optional<RemoteBuffer> remote_write;
+  /// SCSI Command PDUs on a transport that moves the data itself (iSER): the initiator's read buffer
+  /// — byte 0 of the read data goes to its first byte — and its write buffer, whose first byte is
+  /// the first after the immediate and unsolicited data (RFC 7145 §9.2: Read/Write STag and Base
+  /// Offset, RSV/WSV set; Linux iser_prepare_write_cmd). Absent on TCP.
+  std::optional<PeerBuffer> peer_read;
+  std::optional<PeerBuffer> peer_write;
   /// A per-PDU error that left the connection usable: errc::data_digest_error or
   /// errc::pdu_too_large (the data segment was read and discarded). The receiver answers with a
   /// Reject (RFC 7143 §11.17) or drops the task; framing is intact.
