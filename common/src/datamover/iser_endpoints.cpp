@@ -73,6 +73,7 @@ class IserDatamover final : public Datamover {
     return {.rdma_data = true,
             .digests = false,
             .max_transfer_bytes = c_->options().max_transfer_bytes,
+            .unstated_max_transfer_bytes = c_->options().unstated_max_transfer_bytes,
             // Slab STags stay valid for the connection's life; per-command ones end with the command.
             .exposes_task_buffers = !c_->per_command_stags()};
   }

@@ -20,6 +20,11 @@ struct Capabilities {
   /// limit of the transport's own (iSER: IserOptions::max_transfer_bytes, sized to what the
   /// peer's RDMA buffers take per command).
   std::uint32_t max_transfer_bytes = 0;
+  /// The largest data transfer one SCSI command should carry when the target states no MAXIMUM
+  /// TRANSFER LENGTH (Block Limits VPD), bytes; 0 = none (the target's silence means no limit).
+  /// iSER: IserOptions::unstated_max_transfer_bytes, because targets size their RDMA buffers per
+  /// command without saying so (tgtd: 512 KiB).
+  std::uint32_t unstated_max_transfer_bytes = 0;
   /// The peer reads and writes a command's buffers by itself (RDMA to the STags of its TaskData):
   /// a command given up before its response (a timeout) leaves its buffer exposed to the peer
   /// until the connection is closed.
