@@ -1,7 +1,7 @@
 // The values the SCSI device server and the transport exchange about one command (phase 1's
-// CommandPlan, phase 2's ScsiOutcome; scsi_dispatcher.hpp runs them), without the dispatcher
-// itself: no Asio, no backends, so the target's sans-I/O session engine includes this header
-// and not scsi_dispatcher.hpp.
+// CommandPlan, phase 2's ScsiOutcome; scsi_dispatcher.hpp runs them) and a logical unit's counters
+// (LogicalUnitStats, unit_stats()), without the dispatcher or the unit: no Asio, no backends, so
+// the target's sans-I/O session engine includes this header and not scsi_dispatcher.hpp.
 #pragma once
 
 #include <array>

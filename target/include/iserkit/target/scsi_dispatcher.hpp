@@ -21,6 +21,8 @@
 // 10/16, START STOP UNIT, SANITIZE, VPD 0xb0-0xb2).
 // Anything else: CHECK CONDITION, ILLEGAL REQUEST, INVALID COMMAND OPERATION CODE.
 // Free of iSCSI types: no ITT, CmdSN, EDTL or PDU here; a nexus is an opaque id plus a name.
+// The plan and outcome values are in command_plan.hpp (no Asio), which the transport's session
+// engine includes instead of this header.
 #pragma once
 
 #include <atomic>
