@@ -783,8 +783,7 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_execut
   if (options.replacement_timeout.count() > 0) {
     auto plan = std::make_shared<ReloginPlan>(ReloginPlan{.ex = ex, .url = url, .options = options, .config = config});
     // The same wire as now (an `auto` session that fell back to TCP stays on TCP).
-    plan->options.transport = logged_in->datamover->transport() == datamover::Transport::iser ? TransportPolicy::iser
-                                                                                              : TransportPolicy::tcp;
+    plan->options.transport = same_transport(*logged_in->datamover);
     plan->config.options = plan->options;
     reconnect = [plan]() { return relogin(plan); };
   }
@@ -868,7 +867,7 @@ std::uint32_t Session::max_transfer_bytes() const noexcept {
   return impl_->dm->capabilities().max_transfer_bytes;
 }
 std::uint32_t Session::unstated_max_transfer_bytes() const noexcept {
-  return impl_->dm->transport() == datamover::Transport::iser ? impl_->options.iser_unstated_max_transfer_bytes : 0;
+  return impl_->dm->capabilities().unstated_max_transfer_bytes;
 }
 BufferPool& Session::buffer_pool() const noexcept { return impl_->dm->buffer_pool(); }
 

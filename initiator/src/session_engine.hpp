@@ -58,9 +58,12 @@
 #include "ping_monitor.hpp"
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/result.hpp"
-#include "iserkit/datamover/datamover.hpp"
+#include "iserkit/datamover/pdu_io.hpp"
 #include "iserkit/iscsi/response_codes.hpp"
-#include "iserkit/initiator/session.hpp"
+#include "iserkit/initiator/session_types.hpp"
+#include "iserkit/scsi/cdb.hpp"
+#include "iserkit/scsi/lun.hpp"
+#include "iserkit/scsi/sense.hpp"
 
 namespace iserkit::initiator {
 

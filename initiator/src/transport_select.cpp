@@ -53,6 +53,7 @@ Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio:
                                       .send_depth = options.max_commands_in_flight + 8,
                                       .timeout = options.connect_timeout,
                                       .max_transfer_bytes = options.iser_max_transfer_bytes,
+                                      .unstated_max_transfer_bytes = options.iser_unstated_max_transfer_bytes,
                                       .netns = options.netns,
                                       .stags = stags,
                                       .send_with_invalidate = options.iser_send_with_invalidate};
@@ -61,6 +62,10 @@ Awaitable<Result<std::unique_ptr<datamover::Datamover>>> connect_datamover(asio:
   auto dm = co_await datamover::TcpDatamover::connect(ex, url.host, url.port, options.connect_timeout, options.netns);
   if (!dm) co_return fail(dm.error());
   co_return std::unique_ptr<datamover::Datamover>(std::move(*dm));
+}
+
+TransportPolicy same_transport(const datamover::Datamover& dm) noexcept {
+  return dm.transport() == datamover::Transport::iser ? TransportPolicy::iser : TransportPolicy::tcp;
 }
 
 Awaitable<Result<LoggedIn>> login_over_transports(asio::any_io_executor ex, const Url& url,

@@ -20,4 +20,9 @@ Awaitable<Result<LoggedIn>> login_over_transports(asio::any_io_executor ex, cons
                                                   const SessionOptions& options, LoginConfig config,
                                                   std::string_view what);
 
+/// The policy that logs in again over the wire `dm` runs on, for a session's reconnects: an
+/// `automatic` session that fell back to TCP stays on TCP. Transport selection's own answer, so
+/// the session has no branch on the transport.
+TransportPolicy same_transport(const datamover::Datamover& dm) noexcept;
+
 }  // namespace iserkit::initiator

@@ -36,26 +36,26 @@ class IserDataPhase final : public DataPhase {
     const std::uint32_t needed = task.plan.transfer_length_bytes;
     const std::uint32_t immediate = task.sequencer ? task.sequencer->unsolicited_bytes() : 0;
     if (task.state == TaskState::write_data_fetched || immediate >= needed) return WriteDataState::complete;
-    if (!task.remote_write) {
+    if (!task.peer_write) {
       // RFC 7145 §9.2: a write with data beyond the immediate data must carry a Write STag.
       host.emit_status(task, scsi::Status::check_condition, sense_data_phase_error,
                        residual_for(task.command.expected_data_transfer_length, 0));
       return WriteDataState::answered;
     }
     // The Write Base Offset points at the first byte after the immediate data.
-    host.emit_rdma_read(task, *task.remote_write, immediate, needed - immediate);
+    host.emit_get_data(task, *task.peer_write, immediate, needed - immediate);
     return WriteDataState::waiting;
   }
   void put_read_data(EngineTask& task, std::uint32_t bytes, scsi::Status status, Residual residual,
                      DataPhaseHost& host) override {
-    if (!task.remote_read) {
+    if (!task.peer_read) {
       // RFC 7145 §9.2: a read must carry a Read STag; without one the data has nowhere to go.
       host.emit_status(task, scsi::Status::check_condition, sense_data_phase_error,
                        residual_for(task.command.expected_data_transfer_length, 0));
       return;
     }
     // The RC QP delivers the RDMA Write before the SEND of the status that follows it.
-    host.emit_rdma_write(task, *task.remote_read, bytes);
+    host.emit_put_data(task, *task.peer_read, bytes);
     host.emit_status(task, status, std::nullopt, residual);
   }
 };

@@ -12,7 +12,8 @@
 #include <memory>
 #include <optional>
 
-#include "iserkit/datamover/datamover.hpp"
+#include "iserkit/datamover/capabilities.hpp"
+#include "iserkit/datamover/pdu_io.hpp"
 #include "iserkit/scsi/sense.hpp"
 #include "data_in.hpp"
 #include "write_sequencer.hpp"
@@ -28,14 +29,16 @@ class DataPhaseHost {
   virtual void emit_r2t(const EngineTask& task, const R2tRequest& r2t) = 0;
   /// A Target Transfer Tag of this connection's, never 0xffffffff.
   virtual iscsi::Ttt allocate_ttt() noexcept = 0;
-  /// Asks the driver to RDMA Read `length` bytes from `source` into the task buffer at
-  /// `buffer_offset` (GetWriteData); the task waits until SessionEngine::on_write_data().
-  virtual void emit_rdma_read(EngineTask& task, datamover::RemoteBuffer source, std::uint32_t buffer_offset,
-                              std::uint32_t length) = 0;
+  /// Asks the driver to get `length` bytes of the initiator's buffer `source` into the task buffer
+  /// at `buffer_offset` (GetWriteData: Get_Data, an RDMA Read on iSER); the task waits until
+  /// SessionEngine::on_write_data().
+  virtual void emit_get_data(EngineTask& task, datamover::PeerBuffer source, std::uint32_t buffer_offset,
+                             std::uint32_t length) = 0;
   /// Sends the first `bytes` of the task buffer as Data-In with the status in the last PDU; ends the task.
   virtual void emit_data_in(EngineTask& task, std::uint32_t bytes, scsi::Status status, Residual residual) = 0;
-  /// Asks the driver to RDMA Write the first `bytes` of the task buffer to `dest` (PutReadData).
-  virtual void emit_rdma_write(EngineTask& task, datamover::RemoteBuffer dest, std::uint32_t bytes) = 0;
+  /// Asks the driver to put the first `bytes` of the task buffer into the initiator's buffer `dest`
+  /// (PutReadData: Put_Data, an RDMA Write on iSER).
+  virtual void emit_put_data(EngineTask& task, datamover::PeerBuffer dest, std::uint32_t bytes) = 0;
   /// Sends a SCSI Response and ends the task.
   virtual void emit_status(EngineTask& task, scsi::Status status, const std::optional<scsi::SenseData>& sense,
                            Residual residual) = 0;

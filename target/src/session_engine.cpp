@@ -424,8 +424,8 @@ void SessionEngine::on_scsi_command(const datamover::PduIn& in) {
   EngineTask* current = current_task();
   if (current == nullptr) return;
   EngineTask& task = *current;
-  task.remote_read = in.remote_read;  // iSER: the initiator's STags (RFC 7145 §9.2)
-  task.remote_write = in.remote_write;
+  task.peer_read = in.peer_read;  // iSER: the initiator's STags (RFC 7145 §9.2)
+  task.peer_write = in.peer_write;
   if (!move(task, TaskEvent::payload_received, TaskState::receiving_data)) return;
   advance(task);
 }
@@ -676,13 +676,13 @@ void SessionEngine::emit_r2t(const EngineTask& task, const R2tRequest& r2t) {
   send(datamover::make_pdu(r));
 }
 
-void SessionEngine::emit_rdma_read(EngineTask& task, datamover::RemoteBuffer source, std::uint32_t buffer_offset,
-                                   std::uint32_t length) {
-  (void)move(task, TaskEvent::rdma_read_started, TaskState::fetching_write_data);  // the buffer is in use
+void SessionEngine::emit_get_data(EngineTask& task, datamover::PeerBuffer source, std::uint32_t buffer_offset,
+                                  std::uint32_t length) {
+  (void)move(task, TaskEvent::get_data_started, TaskState::fetching_write_data);  // the buffer is in use
   actions_.emplace_back(GetWriteData{task.itt(), source, buffer_offset, length});
 }
 
-void SessionEngine::emit_rdma_write(EngineTask& task, datamover::RemoteBuffer dest, std::uint32_t bytes) {
+void SessionEngine::emit_put_data(EngineTask& task, datamover::PeerBuffer dest, std::uint32_t bytes) {
   // The buffer travels with the action: the task may end before the RDMA Write is done.
   actions_.emplace_back(PutReadData{task.itt(), dest, std::move(task.buffer), bytes});
 }
@@ -698,11 +698,11 @@ void SessionEngine::on_write_data(iscsi::Itt itt, std::error_code error) {
   }
   if (task.state != TaskState::fetching_write_data) return;
   if (error) {
-    (void)move(task, TaskEvent::rdma_read_failed, TaskState::receiving_data);
+    (void)move(task, TaskEvent::get_data_failed, TaskState::receiving_data);
     close("RDMA Read failed: " + error.message());
     return;
   }
-  (void)move(task, TaskEvent::rdma_read_done, TaskState::write_data_fetched);
+  (void)move(task, TaskEvent::get_data_done, TaskState::write_data_fetched);
   advance(task);
 }
 
@@ -799,7 +799,7 @@ void SessionEngine::respond(EngineTask& task, scsi::Status status, const std::op
       (attention ? config_.connection_stats->unit_attentions : config_.connection_stats->errors)
           .fetch_add(1, std::memory_order_relaxed);
     if (task.plan.unit != nullptr) {
-      auto& unit = task.plan.unit->stats();
+      auto& unit = unit_stats(*task.plan.unit);
       (attention ? unit.unit_attentions : unit.errors).fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -880,9 +880,9 @@ const char* to_string(TaskEvent event) noexcept {
     case TaskEvent::refused: return "refused";
     case TaskEvent::budget_short: return "budget_short";
     case TaskEvent::budget_granted: return "budget_granted";
-    case TaskEvent::rdma_read_started: return "rdma_read_started";
-    case TaskEvent::rdma_read_done: return "rdma_read_done";
-    case TaskEvent::rdma_read_failed: return "rdma_read_failed";
+    case TaskEvent::get_data_started: return "get_data_started";
+    case TaskEvent::get_data_done: return "get_data_done";
+    case TaskEvent::get_data_failed: return "get_data_failed";
     case TaskEvent::ready: return "ready";
     case TaskEvent::executed_read: return "executed_read";
     case TaskEvent::answered: return "answered";

@@ -55,13 +55,13 @@
 
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/serial_number.hpp"
-#include "iserkit/datamover/datamover.hpp"
+#include "iserkit/datamover/pdu_io.hpp"
 #include "iserkit/iscsi/negotiation.hpp"
 #include "iserkit/iscsi/pdu.hpp"
 #include "iserkit/iscsi/response_codes.hpp"
 #include "iserkit/iscsi/text.hpp"
 #include "iserkit/scsi/sense.hpp"
-#include "iserkit/target/scsi_dispatcher.hpp"
+#include "iserkit/target/command_plan.hpp"
 #include "cmd_sn_window.hpp"
 #include "data_phase.hpp"
 #include "target_stats.hpp"
@@ -90,9 +90,9 @@ enum class TaskEvent : std::uint8_t {
   refused,             ///< that PDU was discarded (digest error, Reject): the command never ran
   budget_short,        ///< SessionEngineHooks::request_budget did not grant it at once
   budget_granted,      ///< on_budget_granted(): it goes on
-  rdma_read_started,   ///< iSER: GetWriteData asks for the write data beyond the immediate data
-  rdma_read_done,      ///< iSER: on_write_data() without error
-  rdma_read_failed,    ///< iSER: on_write_data() with an error (the connection closes)
+  get_data_started,    ///< iSER: GetWriteData asks for the write data beyond the immediate data
+  get_data_done,       ///< iSER: on_write_data() without error
+  get_data_failed,     ///< iSER: on_write_data() with an error (the connection closes)
   ready,               ///< every byte it needs is in and its buffer granted: ExecuteTask
   executed_read,       ///< the backend's GOOD read data goes out as Data-In
   answered,            ///< its status went out (SCSI Response or the last Data-In): it leaves the table
@@ -121,7 +121,7 @@ inline constexpr TaskTransition task_transitions[] = {
     {TaskState::placed, TaskEvent::aborted, TaskState::done, "the connection closed before the data segment came"},
     {TaskState::receiving_data, TaskEvent::budget_short, TaskState::waiting_budget,
      "its write or read buffer waits for the payload budget (unsolicited data waits in a staging buffer)"},
-    {TaskState::receiving_data, TaskEvent::rdma_read_started, TaskState::fetching_write_data,
+    {TaskState::receiving_data, TaskEvent::get_data_started, TaskState::fetching_write_data,
      "RFC 7145 §7.3.4 Get_Data: one RDMA Read from the Write STag, after the immediate data"},
     {TaskState::receiving_data, TaskEvent::ready, TaskState::executing,
      "§11.7, §11.8: every Data-Out the command needs is in (writes); the read buffer is granted (reads)"},
@@ -134,9 +134,9 @@ inline constexpr TaskTransition task_transitions[] = {
     {TaskState::waiting_budget, TaskEvent::answered, TaskState::done,
      "§7.8: a Data-Out digest error fails it while it waits (CHECK CONDITION)"},
     {TaskState::waiting_budget, TaskEvent::aborted, TaskState::done, "§11.5.1, §11.14: it ends at once"},
-    {TaskState::fetching_write_data, TaskEvent::rdma_read_done, TaskState::write_data_fetched,
+    {TaskState::fetching_write_data, TaskEvent::get_data_done, TaskState::write_data_fetched,
      "RFC 7145 §7.3.4: the RDMA Read completed"},
-    {TaskState::fetching_write_data, TaskEvent::rdma_read_failed, TaskState::receiving_data,
+    {TaskState::fetching_write_data, TaskEvent::get_data_failed, TaskState::receiving_data,
      "RFC 7145 §7.3.4: the RDMA Read failed: the buffer is free; closing the connection ends the task"},
     {TaskState::fetching_write_data, TaskEvent::aborted, TaskState::aborted_fetching,
      "the RDMA Read still writes into the buffer: the task ends with on_write_data()"},
@@ -238,20 +238,21 @@ struct ReleaseBudget {
   std::uint64_t bytes = 0;
   bool granted = false;
 };
-/// iSER Get_Data (RFC 7145 §7.3.4): RDMA Read `length` bytes from the initiator's Write STag
-/// (`source`, offset 0) into task_data(itt) at `buffer_offset`; report with on_write_data().
+/// Get_Data (RFC 5047 §7.4; iSER: an RDMA Read, RFC 7145 §7.3.4): `length` bytes of the initiator's
+/// write buffer (`source`, offset 0, as the command named it: Datamover::get_data()) into
+/// task_data(itt) at `buffer_offset`; report with on_write_data().
 struct GetWriteData {
   iscsi::Itt itt{0};
-  datamover::RemoteBuffer source;
+  datamover::PeerBuffer source;
   std::uint32_t buffer_offset = 0;  ///< bytes
   std::uint32_t length = 0;         ///< bytes
 };
-/// iSER Put_Data (RFC 7145 §7.3.5): RDMA Write the first `bytes` of `buffer` to the initiator's
-/// Read STag (`dest`, offset 0). The task's status follows in a later SendPdus; a failure closes
-/// the connection.
+/// Put_Data (RFC 5047 §7.3; iSER: an RDMA Write, RFC 7145 §7.3.5): the first `bytes` of `buffer` to
+/// the initiator's read buffer (`dest`, offset 0, as the command named it: Datamover::put_data()).
+/// The task's status follows in a later SendPdus; a failure closes the connection.
 struct PutReadData {
   iscsi::Itt itt{0};
-  datamover::RemoteBuffer dest;
+  datamover::PeerBuffer dest;
   PooledBuffer buffer;
   std::uint32_t bytes = 0;
 };
@@ -284,8 +285,10 @@ struct EngineTask {
   enum class Budget : std::uint8_t { none, waiting, granted } budget = Budget::none;
   std::uint64_t budget_bytes = 0;
   std::uint32_t data_in_pdus = 0;  ///< DataSN of the next Data-In
-  std::optional<datamover::RemoteBuffer> remote_read;   ///< iSER (RFC 7145 §9.2)
-  std::optional<datamover::RemoteBuffer> remote_write;
+  /// The initiator's read and write buffers when the transport moves the data itself (PduIn::peer_read,
+  /// peer_write; iSER, RFC 7145 §9.2): opaque, handed to the data phase's actions as they came.
+  std::optional<datamover::PeerBuffer> peer_read;
+  std::optional<datamover::PeerBuffer> peer_write;
 
   [[nodiscard]] ConstByteSpan cdb() const noexcept {
     if (!long_cdb.empty()) return long_cdb;
@@ -416,12 +419,12 @@ class SessionEngine final : private DataPhaseHost {
   // DataPhaseHost (data_phase.hpp).
   void emit_r2t(const EngineTask& task, const R2tRequest& r2t) override;
   iscsi::Ttt allocate_ttt() noexcept override { return take_ttt(); }
-  void emit_rdma_read(EngineTask& task, datamover::RemoteBuffer source, std::uint32_t buffer_offset,
-                      std::uint32_t length) override;
+  void emit_get_data(EngineTask& task, datamover::PeerBuffer source, std::uint32_t buffer_offset,
+                     std::uint32_t length) override;
   void emit_data_in(EngineTask& task, std::uint32_t bytes, scsi::Status status, Residual residual) override {
     send_data_in(task, bytes, status, residual);
   }
-  void emit_rdma_write(EngineTask& task, datamover::RemoteBuffer dest, std::uint32_t bytes) override;
+  void emit_put_data(EngineTask& task, datamover::PeerBuffer dest, std::uint32_t bytes) override;
   void emit_status(EngineTask& task, scsi::Status status, const std::optional<scsi::SenseData>& sense,
                    Residual residual) override {
     respond(task, status, sense, residual);

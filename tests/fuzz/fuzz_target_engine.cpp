@@ -266,8 +266,8 @@ class Harness {
     }
     if (rdma_ && opcode == 0x01) {
       // iSER: the command names the initiator's buffers (RFC 7145 §9.2).
-      in.remote_read = datamover::RemoteBuffer{.stag = 0x1000, .address = 0};
-      in.remote_write = datamover::RemoteBuffer{.stag = 0x2000, .address = 0};
+      in.peer_read = datamover::PeerBuffer{0x1000, 0};
+      in.peer_write = datamover::PeerBuffer{0x2000, 0};
     }
     engine_->on_pdu(in, now_);
     apply();

@@ -89,7 +89,7 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus);
   Awaitable<Result<PduIn>> receive(DataPlacement* placement);
   /// RDMA Write (`write`) of `local` to remote+offset, or RDMA Read into `local` from remote+offset.
-  Awaitable<std::error_code> rdma(bool write, RemoteBuffer remote, std::uint64_t offset, Buffer local);
+  Awaitable<std::error_code> rdma(bool write, PeerBuffer remote, std::uint64_t offset, Buffer local);
 
   /// Fails the connection: the QP goes to the error state (pending work flushed, waiters woken).
   /// The Disconnect Request goes out now (rdma_disconnect) unless `hold_dreq` or the port is down;

@@ -22,7 +22,7 @@ constexpr std::uint32_t max_rdma_piece = 1u << 20;  // bytes per RDMA Read/Write
 // Put_Data / Get_Data: RDMA Write / RDMA Read
 // ---------------------------------------------------------------------------------------------
 
-Awaitable<std::error_code> IserConnection::rdma(bool write, RemoteBuffer remote, std::uint64_t offset, Buffer local) {
+Awaitable<std::error_code> IserConnection::rdma(bool write, PeerBuffer remote, std::uint64_t offset, Buffer local) {
   if (failed_) co_return error_;
   if (local.bytes.empty()) co_return std::error_code{};
   if (local.lkey == 0) {
@@ -53,8 +53,8 @@ Awaitable<std::error_code> IserConnection::rdma(bool write, RemoteBuffer remote,
       wr.num_sge = 1;
       wr.opcode = write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
       wr.send_flags = IBV_SEND_SIGNALED;
-      wr.wr.rdma.remote_addr = remote.address + offset + done;
-      wr.wr.rdma.rkey = remote.stag;
+      wr.wr.rdma.remote_addr = remote.address() + offset + done;
+      wr.wr.rdma.rkey = remote.key();
       ibv_send_wr* bad = nullptr;
       if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
         sq_in_use_ -= batch - i;
@@ -190,11 +190,11 @@ void IserConnection::note_command_stag(const PduIn& in) {
   const auto itt = iscsi::to_u32(iscsi::itt_of(in.bhs));
   // One STag per command (as Linux isert): a command with both or neither is left to the
   // initiator's own Local Invalidate. A reused ITT replaces what an aborted command left.
-  if (in.remote_read.has_value() == in.remote_write.has_value()) {
+  if (in.peer_read.has_value() == in.peer_write.has_value()) {
     invalidate_on_response_.erase(itt);
     return;
   }
-  const std::uint32_t stag = in.remote_read ? in.remote_read->stag : in.remote_write->stag;
+  const std::uint32_t stag = in.peer_read ? in.peer_read->key() : in.peer_write->key();
   // Bounded: ITTs are the initiator's to choose; past the bound the initiator invalidates itself.
   if (invalidate_on_response_.size() >= 4 * std::size_t{options_.receive_depth} &&
       !invalidate_on_response_.contains(itt))

@@ -867,8 +867,8 @@ Awaitable<Result<PduIn>> IserConnection::receive(DataPlacement* placement) {
     co_return fail(errc::protocol_error);
   }
   in.ahs.assign(p + iser::headers_size, p + iser::headers_size + ahs_bytes);
-  if (header->read_valid) in.remote_read = RemoteBuffer{header->read_stag, header->read_base_offset};
-  if (header->write_valid) in.remote_write = RemoteBuffer{header->write_stag, header->write_base_offset};
+  if (header->read_valid) in.peer_read = PeerBuffer{header->read_stag, header->read_base_offset};
+  if (header->write_valid) in.peer_write = PeerBuffer{header->write_stag, header->write_base_offset};
   if (!initiator_ && send_with_invalidate_) note_command_stag(in);
   if (iser::classify(in.bhs, !initiator_) == iser::PduClass::answer) {
     credits_.release();

@@ -73,6 +73,7 @@ class IserDatamover final : public Datamover {
     return {.rdma_data = true,
             .digests = false,
             .max_transfer_bytes = c_->options().max_transfer_bytes,
+            .unstated_max_transfer_bytes = c_->options().unstated_max_transfer_bytes,
             // Slab STags stay valid for the connection's life; per-command ones end with the command.
             .exposes_task_buffers = !c_->per_command_stags()};
   }
@@ -83,10 +84,10 @@ class IserDatamover final : public Datamover {
     // a command waiting for the CmdSN window holds none.
     return TaskData::registered(c_->pool(), data_in, data_out);
   }
-  Awaitable<std::error_code> put_data(RemoteBuffer dest, std::uint64_t offset, Buffer source) override {
+  Awaitable<std::error_code> put_data(PeerBuffer dest, std::uint64_t offset, Buffer source) override {
     return c_->rdma(true, dest, offset, source);
   }
-  Awaitable<std::error_code> get_data(RemoteBuffer source, std::uint64_t offset, Buffer dest) override {
+  Awaitable<std::error_code> get_data(PeerBuffer source, std::uint64_t offset, Buffer dest) override {
     return c_->rdma(false, source, offset, dest);
   }
   void set_unexpected_pdu_limit(std::uint32_t pdus) noexcept override { c_->set_unexpected_limit(pdus); }

@@ -42,4 +42,6 @@ bool LogicalUnit::refresh_capacity() noexcept {
   return true;
 }
 
+LogicalUnitStats& unit_stats(const LogicalUnit& unit) noexcept { return unit.stats(); }
+
 }  // namespace iserkit::target

@@ -337,6 +337,21 @@ TEST(SessionDriver, MaxTransferBytesIsTheDatamoversCapability) {
   rig.run([]() -> Awaitable<void> { co_return; });
 }
 
+// Session::unstated_max_transfer_bytes() too (iSER: IserOptions::unstated_max_transfer_bytes from
+// SessionOptions::iser_unstated_max_transfer_bytes): no check of the transport in the session. A
+// datamover that states none (TCP) leaves the target's silence meaning "no limit", whatever the
+// session's iSER option says.
+TEST(SessionDriver, UnstatedMaxTransferBytesIsTheDatamoversCapability) {
+  {
+    Rig rig({}, {}, datamover::Capabilities{.unstated_max_transfer_bytes = 512 * 1024});
+    EXPECT_EQ(rig.session->unstated_max_transfer_bytes(), 512u * 1024);
+    rig.run([]() -> Awaitable<void> { co_return; });
+  }
+  Rig rig;
+  EXPECT_EQ(rig.session->unstated_max_transfer_bytes(), 0u);
+  rig.run([]() -> Awaitable<void> { co_return; });
+}
+
 // Where the peer holds the task's buffers (exposes_task_buffers: iSER STags), a command timeout
 // closes the connection, so the target can no longer RDMA into the buffer the caller got back.
 // Per-command STags: the connection survives a timeout, but the caller gets its buffer back only

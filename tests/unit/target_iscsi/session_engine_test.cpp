@@ -746,7 +746,7 @@ TEST_F(SessionEngineTest, IserReadIsPutThenStatusInAScsiResponse) {
   start();
   datamover::PduIn in;
   in.bhs = iscsi::encode_bhs(command(4, 1, cdb10(0x28, 8), 8 * block, true, false));
-  in.remote_read = datamover::RemoteBuffer{.stag = 0x1234, .address = 0x1000};
+  in.peer_read = datamover::PeerBuffer{0x1234, 0x1000};
   engine->place(in.bhs, 0);
   engine->on_pdu(in, t0);
   collect();
@@ -765,7 +765,7 @@ TEST_F(SessionEngineTest, IserWriteIsFetchedByRdmaReadAndWithoutWriteStagFails) 
   start();
   datamover::PduIn in;
   in.bhs = iscsi::encode_bhs(command(4, 1, cdb10(0x2a, 8), 8 * block, false, true));
-  in.remote_write = datamover::RemoteBuffer{.stag = 0x99, .address = 0x2000};
+  in.peer_write = datamover::PeerBuffer{0x99, 0x2000};
   engine->place(in.bhs, 0);
   engine->on_pdu(in, t0);
   collect();
@@ -773,7 +773,7 @@ TEST_F(SessionEngineTest, IserWriteIsFetchedByRdmaReadAndWithoutWriteStagFails) 
   ASSERT_EQ(gets.size(), 1u);
   EXPECT_EQ(gets[0].buffer_offset, 0u);
   EXPECT_EQ(gets[0].length, 8u * block);
-  EXPECT_EQ(gets[0].source.stag, 0x99u);
+  EXPECT_EQ(gets[0].source.key(), 0x99u);
   EXPECT_TRUE(executes.empty());
   engine->on_write_data(Itt{4}, {});
   collect();
@@ -792,7 +792,7 @@ TEST_F(SessionEngineTest, IserDataOutDuringTheRdmaReadFailsTheTaskOnlyAfterTheRe
   start();
   datamover::PduIn in;
   in.bhs = iscsi::encode_bhs(command(4, 1, cdb10(0x2a, 8), 8 * block, false, true));
-  in.remote_write = datamover::RemoteBuffer{.stag = 0x99, .address = 0x2000};
+  in.peer_write = datamover::PeerBuffer{0x99, 0x2000};
   engine->place(in.bhs, 0);
   engine->on_pdu(in, t0);
   collect();
@@ -872,7 +872,7 @@ TEST_F(SessionEngineTest, TaskTableEveryRowIsTakenAndNoMoveIsRefused) {
   auto iser_write = [&](std::uint32_t itt, std::uint32_t cmd_sn) {
     datamover::PduIn in;
     in.bhs = iscsi::encode_bhs(command(itt, cmd_sn, cdb10(0x2a, 8), 8 * block, false, true));
-    in.remote_write = datamover::RemoteBuffer{.stag = 0x99, .address = 0x2000};
+    in.peer_write = datamover::PeerBuffer{0x99, 0x2000};
     engine->place(in.bhs, 0);
     engine->on_pdu(in, t0);
     collect();

@@ -4,9 +4,13 @@
 // digests; the iSER datamover prefixes the iSER header (RFC 7145 §9.2), advertises the STags of the
 // task's registered Buffers, and moves Data-In/solicited Data-Out by RDMA.
 //
+// The values it moves (PduOut, PduIn, ...) are in pdu_io.hpp, the initiator's buffer descriptor in
+// task_data.hpp and what it can do in capabilities.hpp, all free of Asio: the sans-I/O engines
+// include pdu_io.hpp and capabilities.hpp, never this header.
+//
 // Which one a connection has is asked through capabilities(): when rdma_data is set the target
 // never sends Data-In or R2T and never expects Data-Out; it calls put_data()/get_data() with the
-// STags that came in the command's iSER header (PduIn::remote_read/remote_write).
+// STags that came in the command's iSER header (PduIn::peer_read/peer_write).
 // The initiator never asks which transport it has: it lets the datamover prepare each command's
 // buffers (prepare_task_data() → TaskData, carried by the command's PDU) and reads its limits
 // from capabilities().
@@ -24,220 +28,12 @@
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/result.hpp"
 #include "iserkit/common/send_pass.hpp"
+#include "iserkit/datamover/capabilities.hpp"
+#include "iserkit/datamover/pdu_io.hpp"
+#include "iserkit/datamover/task_data.hpp"
 #include "iserkit/iscsi/pdu.hpp"
 
 namespace iserkit::datamover {
-
-/// Who gives back a per-command STag (iSER: a memory window bound over the registered pool for one
-/// command, RFC 7145 §9.2): release_stag() is called once when the command's TaskData ends, on
-/// the datamover's executor. The iSER connection invalidates the window then (Local Invalidate)
-/// unless the peer already did (Send with Invalidate).
-class StagOwner {
- public:
-  /// `slot` is the owner's own index of the window.
-  virtual void release_stag(std::uint32_t slot) noexcept = 0;
-
- protected:
-  ~StagOwner() = default;
-};
-
-/// A held per-command STag: calls StagOwner::release_stag() once, when destroyed or assigned
-/// over. Move-only; costs no allocation (the owner pointer shares its owner's control block).
-class StagLease {
- public:
-  StagLease() = default;
-  StagLease(std::shared_ptr<StagOwner> owner, std::uint32_t slot) noexcept : owner_(std::move(owner)), slot_(slot) {}
-  StagLease(StagLease&& o) noexcept : owner_(std::move(o.owner_)), slot_(o.slot_) {}
-  StagLease& operator=(StagLease&& o) noexcept {
-    if (this != &o) {
-      reset();
-      owner_ = std::move(o.owner_);
-      slot_ = o.slot_;
-    }
-    return *this;
-  }
-  StagLease(const StagLease&) = delete;
-  StagLease& operator=(const StagLease&) = delete;
-  ~StagLease() { reset(); }
-  void reset() noexcept {
-    if (auto owner = std::move(owner_)) owner->release_stag(slot_);
-  }
-  explicit operator bool() const noexcept { return static_cast<bool>(owner_); }
-
- private:
-  std::shared_ptr<StagOwner> owner_;
-  std::uint32_t slot_ = 0;
-};
-
-/// The data buffers of one SCSI command as the connection's datamover prepared them
-/// (Datamover::prepare_task_data()). Opaque to the initiator's session: it places Data-In into
-/// data_in() and sends immediate data and Data-Out from data_out(), points the SCSI Command PDU at
-/// the descriptor (PduOut::task_data), and calls finish() when the command completed.
-/// - TCP (direct()): the caller's spans as they are; no registration, no allocation, no copy.
-/// - iSER (registered()): the registered views whose STags go in the iSER header (RFC 7145 §9.2),
-///   over the caller's own bytes when they lie in the connection's registered pool (zero copy),
-///   else over a registered bounce buffer with one counted copy (copy_counter.hpp): the write data
-///   into it at preparation, the read data out of it at finish().
-/// Move-only. The caller's spans must stay valid until finish() (or the descriptor's destruction);
-/// the descriptor must not move while a PDU points at it.
-class TaskData {
- public:
-  /// No data (a command without a data phase).
-  TaskData() = default;
-  TaskData(TaskData&&) noexcept = default;
-  TaskData& operator=(TaskData&&) noexcept = default;
-  TaskData(const TaskData&) = delete;
-  TaskData& operator=(const TaskData&) = delete;
-  ~TaskData() = default;
-
-  /// For datamovers whose peer does not touch the initiator's memory (TCP): the caller's spans,
-  /// `data_in` (read buffer, bytes) and `data_out` (write buffer, bytes), used as they are.
-  [[nodiscard]] static TaskData direct(std::span<std::byte> data_in, std::span<const std::byte> data_out) noexcept;
-
-  /// For RDMA datamovers (iSER, RFC 7145 §9.2): registered views of `data_in` / `data_out` from
-  /// `pool` (BufferPool::registration()); a span outside the pool's registered memory is replaced
-  /// by a bounce buffer leased from `pool` (the write data is copied into it now, counted).
-  /// Errors: std::errc::not_enough_memory when the pool cannot lease a bounce buffer (nothing was
-  /// copied, the caller's spans are untouched).
-  [[nodiscard]] static Result<TaskData> registered(BufferPool& pool, std::span<std::byte> data_in,
-                                                   std::span<const std::byte> data_out);
-
-  /// Where the read data lands (the caller's span, or the bounce buffer), bytes.
-  [[nodiscard]] std::span<std::byte> data_in() const noexcept { return data_in_; }
-  /// Where the write data is sent from (the caller's span, or the bounce buffer), bytes.
-  [[nodiscard]] std::span<const std::byte> data_out() const noexcept { return data_out_; }
-  /// For the datamover: the registered memory the peer RDMA-writes the read data into (its rkey is
-  /// the Read STag, its address the Base Offset); nullopt when none (TCP, or no read data).
-  [[nodiscard]] const std::optional<Buffer>& read_region() const noexcept { return read_region_; }
-  /// For the datamover: the registered memory the peer RDMA-reads the write data from; nullopt
-  /// when none.
-  [[nodiscard]] const std::optional<Buffer>& write_region() const noexcept { return write_region_; }
-  /// For the iSER datamover, when the SCSI Command is sent: the peer reaches the read region
-  /// (`read` true) or the write region through the per-command STag `stag` (a memory window bound
-  /// over it) instead of the pool's rkey; `lease` gives that STag back when this descriptor ends.
-  /// const because the command's PDU points at a const descriptor: the binding is the datamover's
-  /// bookkeeping, not the caller's data. No-op without that region.
-  void bind_stag(bool read, std::uint32_t stag, StagLease lease) const noexcept {
-    if (!(read ? read_region_ : write_region_)) return;
-    (read ? binding_.read_stag : binding_.write_stag) = stag;
-    (read ? binding_.read_lease : binding_.write_lease) = std::move(lease);
-  }
-  /// True when bind_stag() gave every region of this descriptor a per-command STag.
-  [[nodiscard]] bool stags_bound() const noexcept {
-    return (!read_region_ || binding_.read_lease) && (!write_region_ || binding_.write_lease);
-  }
-  /// The STag the iSER header carries for the read region: the per-command one when bound, else
-  /// the region's rkey; 0 without a read region.
-  [[nodiscard]] std::uint32_t read_stag() const noexcept {
-    return binding_.read_lease ? binding_.read_stag : (read_region_ ? read_region_->rkey : 0);
-  }
-  /// The STag for the write region, as read_stag().
-  [[nodiscard]] std::uint32_t write_stag() const noexcept {
-    return binding_.write_lease ? binding_.write_stag : (write_region_ ? write_region_->rkey : 0);
-  }
-  /// True when a bounce buffer stands in for one of the caller's spans.
-  [[nodiscard]] bool bounced() const noexcept { return static_cast<bool>(bounce_in_) || static_cast<bool>(bounce_out_); }
-
-  /// Ends the command after it completed with `data_in_bytes` bytes of read data (the read
-  /// buffer's size less an underflow residual; clamped to it): a bounced read copies them into the
-  /// caller's span (counted); otherwise nothing happens. Call at most once; a command that failed
-  /// is not finished, so its caller's read buffer is left as the transport left it.
-  void finish(std::size_t data_in_bytes) noexcept;
-
- private:
-  std::span<std::byte> data_in_;
-  std::span<const std::byte> data_out_;
-  std::optional<Buffer> read_region_;
-  std::optional<Buffer> write_region_;
-  PooledBuffer bounce_in_;        // registered stand-in for the caller's read span
-  PooledBuffer bounce_out_;       // registered copy of the caller's write span
-  std::span<std::byte> caller_in_;  // where finish() copies bounced read data
-  // Declared last: the STags are given back (invalidated) before the bounce buffers go back to
-  // the pool.
-  struct Binding {
-    std::uint32_t read_stag = 0;
-    std::uint32_t write_stag = 0;
-    StagLease read_lease;
-    StagLease write_lease;
-  };
-  mutable Binding binding_;
-};
-
-/// An outgoing PDU: BHS, encoded AHS and a data segment the PDU may or may not own.
-/// The datamover adds padding and digests; set_lengths() is applied by the constructors below.
-struct PduOut {
-  iscsi::Bhs bhs{};
-  std::vector<std::byte> ahs;         ///< encoded AHS (iscsi::encode_ahs), a multiple of 4 bytes
-  std::span<const std::byte> data;    ///< the data segment; must stay valid until send() completes
-  std::vector<std::byte> owned_data;  ///< storage when the PDU owns its data (data points into it)
-  /// SCSI Command PDUs: the task's data as this datamover prepared it (prepare_task_data()); the
-  /// iSER datamover puts its regions' STags in the iSER header (RFC 7145 §9.2), TCP ignores it.
-  /// Must stay valid until send() completes; null for every other PDU.
-  const TaskData* task_data = nullptr;
-};
-
-/// A PDU whose data segment is borrowed from the caller (zero copy). Sets the BHS length fields.
-PduOut make_pdu(const iscsi::PduHeader& header, std::span<const std::byte> data = {},
-                std::vector<std::byte> ahs = {});
-/// A PDU that owns its data segment (text, sense data, rejected BHS). Sets the BHS length fields.
-PduOut make_pdu_owned(const iscsi::PduHeader& header, std::vector<std::byte> data);
-
-/// A buffer of the peer's that this side may RDMA-read or RDMA-write: its STag (rkey) and the
-/// peer's virtual address of its first byte (RFC 7145 §9.2, ZBVA not used). Only ever received.
-struct RemoteBuffer {
-  std::uint32_t stag = 0;
-  std::uint64_t address = 0;
-  friend bool operator==(const RemoteBuffer&, const RemoteBuffer&) = default;
-};
-
-/// A received PDU. `data` views where the data segment landed: the span the DataPlacement chose,
-/// or the datamover's scratch buffer, which stays valid until the next receive() call.
-struct PduIn {
-  iscsi::Bhs bhs{};
-  std::vector<std::byte> ahs;  ///< raw AHS area (TotalAHSLength × 4 bytes)
-  std::span<std::byte> data;
-  /// iSER only, SCSI Command PDUs: the initiator's read buffer (Read STag and Base Offset, RSV set)
-  /// — byte 0 of the read data goes to `address` — and its write buffer (Write STag/Base Offset,
-  /// WSV set), whose `address` holds the first byte after the immediate and unsolicited data
-  /// (RFC 7145 §9.2; Linux iser_prepare_write_cmd).
-  std::optional<RemoteBuffer> remote_read;
-  std::optional<RemoteBuffer> remote_write;
-  /// A per-PDU error that left the connection usable: errc::data_digest_error or
-  /// errc::pdu_too_large (the data segment was read and discarded). The receiver answers with a
-  /// Reject (RFC 7143 §11.17) or drops the task; framing is intact.
-  std::error_code pdu_error;
-};
-
-/// Chooses where an incoming data segment goes, so Data-In / Data-Out land straight in the task's
-/// buffer at its BufferOffset (no user-space copy). Called once per PDU with a data segment, after
-/// the BHS (and its digest) is validated and before the data segment is read.
-class DataPlacement {
- public:
-  virtual ~DataPlacement() = default;
-  /// Returns a span of exactly `length` bytes to receive into, or an empty span to use the
-  /// datamover's scratch buffer. Must not block or suspend.
-  virtual std::span<std::byte> place(const iscsi::Bhs& bhs, std::uint32_t length) noexcept = 0;
-};
-
-/// Which wire a datamover drives.
-enum class Transport { tcp, iser };
-
-/// What a datamover can do beyond Send_Control.
-struct Capabilities {
-  /// Put_Data/Get_Data move the payload by RDMA (iSER): no Data-In, R2T or solicited Data-Out PDUs
-  /// on the wire (RFC 7145 §7.3); buffers must come from buffer_pool() (registered memory).
-  bool rdma_data = false;
-  /// CRC32C digests can be used (TCP only; RFC 7145 §6.1 makes them irrelevant on iSER).
-  bool digests = true;
-  /// The largest data transfer one SCSI command should carry over this connection, bytes; 0 = no
-  /// limit of the transport's own (iSER: IserOptions::max_transfer_bytes, sized to what the
-  /// peer's RDMA buffers take per command).
-  std::uint32_t max_transfer_bytes = 0;
-  /// The peer reads and writes a command's buffers by itself (RDMA to the STags of its TaskData):
-  /// a command given up before its response (a timeout) leaves its buffer exposed to the peer
-  /// until the connection is closed.
-  bool exposes_task_buffers = false;
-};
 
 /// One iSCSI connection's datamover. Used from one executor (thread); not thread-safe.
 class Datamover {
@@ -355,12 +151,12 @@ class Datamover {
   /// Completes when the write is done (the caller may reuse `source` and then send the SCSI
   /// Response, which the RC QP orders after the write). Errors: errc::not_supported (TCP),
   /// errc::connection_closed or a work-completion error (connection-fatal).
-  virtual Awaitable<std::error_code> put_data(RemoteBuffer dest, std::uint64_t dest_offset, Buffer source);
+  virtual Awaitable<std::error_code> put_data(PeerBuffer dest, std::uint64_t dest_offset, Buffer source);
 
   /// Get_Data (RFC 5047 §7.4; RFC 7145 §7.3.4): target side, RDMA-reads `dest.bytes.size()` bytes
   /// from the initiator's buffer `source` at `source_offset` bytes into `dest` (registered).
   /// Completes when the data is in `dest`. Errors as put_data().
-  virtual Awaitable<std::error_code> get_data(RemoteBuffer source, std::uint64_t source_offset, Buffer dest);
+  virtual Awaitable<std::error_code> get_data(PeerBuffer source, std::uint64_t source_offset, Buffer dest);
 
   /// The number of unexpected PDUs (see iserkit/iser/credits.hpp) the peer accepts outstanding, as
   /// negotiated (MaxOutstandingUnexpectedPDUs); 0 = no limit. Ignored by TCP.

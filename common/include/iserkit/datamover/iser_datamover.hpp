@@ -82,6 +82,10 @@ struct IserOptions {
   /// Capabilities::max_transfer_bytes (0 = no limit). Targets' RDMA buffers limit it (tgt: 512 KiB
   /// per command). Unused by the target.
   std::uint32_t max_transfer_bytes = 0;
+  /// Initiator: the per-command cap for a LUN whose Block Limits VPD states no MAXIMUM TRANSFER
+  /// LENGTH, bytes, reported as Capabilities::unstated_max_transfer_bytes (0 = none). Unused by
+  /// the target.
+  std::uint32_t unstated_max_transfer_bytes = 0;
   /// Target: how often a listener whose RDMA device went away (RDMA_CM_EVENT_DEVICE_REMOVAL)
   /// tries to listen on its address again.
   std::chrono::milliseconds relisten_interval{1000};

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "iserkit/target/block_backend.hpp"
+#include "iserkit/target/command_plan.hpp"
 #include "iserkit/target/lu_identity.hpp"
 
 namespace iserkit::target {
@@ -57,17 +58,6 @@ struct LogicalUnitOptions {
   /// backend goes. A background sanitize of a large LUN then leaves the storage (a shared disk, a
   /// Ceph pool) to the other LUNs' I/O; it also makes the in-progress state observable in tests.
   std::uint64_t sanitize_bytes_per_second = 0;
-};
-
-/// Counters of one logical unit: the per-LUN metrics (iserkit_target_lun_*, docs/metrics.md).
-/// Relaxed atomics: the connections bump them (no lock), the metrics read them at scrape time.
-struct LogicalUnitStats {
-  /// SCSI commands executed, indexed by OpKind (read, write, other; target/src/target_stats.hpp).
-  std::array<std::atomic<std::uint64_t>, 3> commands{};
-  /// Payload bytes of the commands that ended GOOD, by the same kinds (read: Data-In, write: Data-Out).
-  std::array<std::atomic<std::uint64_t>, 3> bytes{};
-  std::atomic<std::uint64_t> errors{0};           ///< responses other than GOOD and UNIT ATTENTION
-  std::atomic<std::uint64_t> unit_attentions{0};  ///< CHECK CONDITION with UNIT ATTENTION (SAM-5 §5.14)
 };
 
 /// A logical unit: backend + identity + limits. Thread-safe: immutable after construction but for
