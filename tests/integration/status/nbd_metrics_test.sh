@@ -60,8 +60,21 @@ plain() { awk -v n="$2" '$1 == n { printf "%.0f\n", $2; f=1 } END { if (!f) prin
 [ "$(plain "$W/m1" iserkit_nbd_copied_payload_bytes_total)" = 0 ] || fail "payload copied over TCP"
 # Lose the target and bring it back on the same portal: the session counters follow.
 kill -9 "$TARGET"
-"$B/iserkit-target" --listen "$PORTAL" --lun mem:64M >"$W/target2.log" 2>&1 &
-TARGET2=$!; PIDS+=($TARGET2)
+# Its listening socket is gone only once the process is (a restart before that met "Address
+# already in use" once under a loaded parallel ctest).
+# The port came from the ephemeral range, so another test's outgoing connection may hold it for a
+# moment: a few tries.
+wait "$TARGET" 2>/dev/null
+for try in 1 2 3 4 5; do
+  "$B/iserkit-target" --listen "$PORTAL" --lun mem:64M >"$W/target2.log" 2>&1 &
+  TARGET2=$!; PIDS+=($TARGET2)
+  for _ in $(seq 50); do grep -q 'listening on' "$W/target2.log" && break; kill -0 "$TARGET2" 2>/dev/null || break; sleep 0.1; done
+  grep -q 'listening on' "$W/target2.log" && break
+  echo "restart try $try: $(tail -1 "$W/target2.log")"
+  kill -9 "$TARGET2" 2>/dev/null; wait "$TARGET2" 2>/dev/null
+  sleep 1
+done
+grep -q 'listening on' "$W/target2.log" || { cat "$W/target2.log"; fail "iserkit-target did not restart on $PORTAL"; }
 timeout 60 nbdcopy "nbd+unix:///?socket=$W/nbd.sock" "$W/back2" || fail "nbdcopy after the restart failed"
 ok=""
 for _ in $(seq 50); do
