@@ -242,10 +242,13 @@ struct Multipath::Impl {
     });
   }
 
-  void mark_down_counted(std::size_t i, std::error_code ec) {
+  /// Path `i` stops taking commands: counted, put in state `next` (recovering or down) and only
+  /// then announced, so an observer reading paths() in on_event sees it not up.
+  void mark_down_counted(std::size_t i, std::error_code ec, PathStatus::State next) {
     Path& p = paths[i];
     ++p.downs;
     ++stats.path_downs;
+    p.state = next;
     log::warn("multipath: path {} down: url={} error={}", i, url_text(i), ec.message());
     emit(PathEvent::Kind::path_down, i, ec);
   }
@@ -255,7 +258,7 @@ struct Multipath::Impl {
     Path& p = paths[i];
     if (gen != p.generation || closed) return;
     if (p.state == PathStatus::State::down || p.state == PathStatus::State::refused) return;
-    if (p.state == PathStatus::State::up) mark_down_counted(i, ec);
+    if (p.state == PathStatus::State::up) mark_down_counted(i, ec, PathStatus::State::down);
     p.state = PathStatus::State::down;
     ++p.generation;  // anything the old session still reports is stale
     // Not destroyed here: this may run inside the session's own callback.
@@ -272,8 +275,7 @@ struct Multipath::Impl {
     switch (e.kind) {
       case SessionEvent::Kind::connection_lost:
         if (p.state == PathStatus::State::up) {
-          mark_down_counted(i, e.error);
-          p.state = PathStatus::State::recovering;
+          mark_down_counted(i, e.error, PathStatus::State::recovering);
           update_path(i);
         }
         break;
@@ -515,8 +517,7 @@ struct Multipath::Impl {
           if (!session->is_open()) {
             path_failed(i, gen, r.error());
           } else if (session->recovering() && p.state == PathStatus::State::up) {
-            mark_down_counted(i, r.error());
-            p.state = PathStatus::State::recovering;
+            mark_down_counted(i, r.error(), PathStatus::State::recovering);
             update_path(i);
           }
         }

@@ -199,6 +199,9 @@ struct Rig {
   asio::io_context io;
   FakeUnit unit;
   std::vector<PathEvent> events;
+  // The event's path's state read through paths() inside on_event (what a status file shows).
+  std::vector<PathStatus::State> states_at_event;
+  Multipath* device = nullptr;
   bool open_without_refused_paths = false;
   std::vector<datamover::Transport> schemes{datamover::Transport::tcp, datamover::Transport::tcp};  // iscsi:// or iser://
   TransportPolicy transport = TransportPolicy::from_url;
@@ -213,7 +216,10 @@ struct Rig {
     o.session.transport = transport;
     o.reinstate_delay_min = 10ms;
     o.reinstate_delay_max = 20ms;
-    o.on_event = [this](const PathEvent& e) { events.push_back(e); };
+    o.on_event = [this](const PathEvent& e) {
+      events.push_back(e);
+      if (device != nullptr && e.path < device->paths().size()) states_at_event.push_back(device->paths()[e.path].state);
+    };
     bool finished = false;
     asio::co_spawn(
         io,
@@ -232,7 +238,9 @@ struct Rig {
             finished = true;
             co_return;
           }
+          device = mp->get();
           co_await body(**mp);
+          device = nullptr;
           (*mp)->close();
           finished = true;
         },
@@ -366,6 +374,17 @@ TEST(MultipathDriver, ALostPathsCommandGoesToTheOtherPathAndThePathIsReinstated)
       return e.kind == PathEvent::Kind::path_up && e.path == 0;
     });
     EXPECT_TRUE(down && up);
+    // Observers asking paths() from on_event see the change already (iserkit-nbd's stats file is
+    // written there): not up at path_down, up at path_up.
+    EXPECT_EQ(rig.states_at_event.size(), rig.events.size());
+    for (std::size_t k = 0; k < rig.events.size() && k < rig.states_at_event.size(); ++k) {
+      if (rig.events[k].kind == PathEvent::Kind::path_down) {
+        EXPECT_NE(rig.states_at_event[k], PathStatus::State::up);
+      }
+      if (rig.events[k].kind == PathEvent::Kind::path_up) {
+        EXPECT_EQ(rig.states_at_event[k], PathStatus::State::up);
+      }
+    }
     // Back on the optimized path (failover prefers its group over path 1's non-optimized one).
     auto r = co_await mp.execute(command(0x00));
     EXPECT_TRUE(r);
