@@ -15,12 +15,14 @@
 # Copies: mixed must log "copied payload bytes: 0" (the NBD buffers come from the iSER path's
 # registered pool, the TCP path sends them as they are); two-iser reports its count (path 1 is on
 # another RDMA device than the pool's and bounces through its own pool: docs/iser.md).
+# Then iserkit-fuse with the two iser:// portals (--multipath round-robin): the same fio job on its
+# LUN file (O_DIRECT; started 3 s before the flap), path 1 down and reinstated in its info file.
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
 plan soft-roce second-device target \
   two-iser.bridge two-iser.attach two-iser.flap-io two-iser.path-down two-iser.reinstated two-iser.path-used \
   two-iser.detach two-iser.exit two-iser.copies \
   mixed.bridge mixed.attach mixed.flap-io mixed.path-down mixed.reinstated mixed.path-used \
-  mixed.detach mixed.exit mixed.zero-copy target-exit
+  mixed.detach mixed.exit mixed.zero-copy fuse.mount fuse.flap-io fuse.paths fuse.exit target-exit
 
 check soft-roce rxe_up || give_up "no Soft-RoCE device"
 if reason=$(iser_missing); then give_up "$reason"; fi
@@ -54,17 +56,21 @@ attach() {
 flap_io() {
   local before rc fio_pid start
   before=$(written_sectors)
-  fio --name="$case_name" --filename="/dev/$nbd" --direct=1 --ioengine=libaio --iodepth=8 --rw=randwrite --bs=64k \
+  fio --name="$case_name" --filename="${fio_file:-/dev/$nbd}" --direct=1 --ioengine=libaio --iodepth=8 --rw=randwrite --bs=64k \
     --offset=0 --size=24m --rate=2m --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0 \
     --output="$work/$case_name.fio.txt" >"$work/$case_name.fio.stderr" 2>&1 &
   fio_pid=$!
-  wait_until 120 wrote_since "$before" 8192 ||
-    { echo "fio wrote less than 4 MiB in 120 s"; kill "$fio_pid"; wait "$fio_pid"; return 1; }
+  if [[ -n ${fio_file:-} ]]; then
+    nap 3  # FUSE: no block device statistics to watch; fio writes 2 MiB/s
+  else
+    wait_until 120 wrote_since "$before" 8192 ||
+      { echo "fio wrote less than 4 MiB in 120 s"; kill "$fio_pid"; wait "$fio_pid"; return 1; }
+  fi
   start=$EPOCHREALTIME
   ip link set labnet1 down || { kill "$fio_pid"; wait "$fio_pid"; return 1; }
-  echo "labnet1 down after $((($(written_sectors) - before) / 2048)) MiB, labrxe1 port $(cat /sys/class/infiniband/labrxe1/ports/1/state)"
+  echo "labnet1 down, labrxe1 port $(cat /sys/class/infiniband/labrxe1/ports/1/state)"
   nap 10
-  grep '^path\.1\.state=' "$stats"
+  [[ -n ${fio_file:-} ]] && echo "path 1 after 10 s down: $(fuse_path 1 state)" || grep '^path\.1\.state=' "$stats"
   ip link set labnet1 up || return 1
   wait_until 30 grep -q ACTIVE /sys/class/infiniband/labrxe1/ports/1/state ||
     { echo "labrxe1 is not ACTIVE 30 s after labnet1 came up"; }
@@ -85,7 +91,8 @@ path_down() {
   echo "path 1 went down $(stat_of path.1.downs) time(s); its failed commands were sent again on path 0 (path_retries=$(stat_of path_retries))"
 }
 reinstated() {
-  wait_until 90 grep -q '^path\.1\.state=up' "$stats" || { grep '^path\.' "$stats"; echo "path 1 is not up 90 s after the link"; return 1; }
+  wait_until 90 bash -c "grep -q '^path\.1\.reinstatements=[1-9]' '$stats' && grep -q '^path\.1\.state=up' '$stats'" ||
+    { grep '^path\.' "$stats"; echo "path 1 is not reinstated 90 s after the link"; return 1; }
   (($(stat_of path.1.reinstatements) >= 1)) || { echo "path 1 up but no reinstatement counted"; return 1; }
   echo "path 1 reinstated ($(stat_of path.1.reinstatements) time(s)), state up"
 }
@@ -138,4 +145,37 @@ else
 fi
 run_case mixed nbd1 "iscsi://$LAB_RDMA_IP:3260/$iqn/0" "iser://$other_ip:3260/$iqn/0"
 zero_copy_check mixed.zero-copy iserkit-nbd "$bridge_log"
+# iserkit-fuse: the same two iSER paths, one directory per target; fio on its LUN file (O_DIRECT)
+fuse_path() {  # fuse_path I FIELD: FIELD of path I of LUN 0's device, from the info file
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["luns"][0]["paths"][int(sys.argv[2])][sys.argv[3]])' \
+    "$mnt/$iqn/info" "$1" "$2"
+}
+fuse_mount() {
+  mkdir -p "$mnt"
+  modprobe fuse 2>/dev/null
+  daemon fuse iserkit-fuse "iser://$LAB_RDMA_IP:3260/$iqn" "iser://$other_ip:3260/$iqn" "$mnt" --multipath round-robin \
+    --initiator-name "$LAB_INITIATOR_IQN" --nop-interval 1 --nop-timeout 1 --path-replacement-timeout 2 \
+    --replacement-timeout 60 --timeout 10 --foreground --log-level info
+  wait_until 120 test -f "$mnt/$iqn/lun0" || { echo "no $mnt/$iqn/lun0 after 120 s"; return 1; }
+  wait_until 60 bash -c "[[ \$(python3 -c 'import json, sys; print([p[\"state\"] for p in json.load(open(sys.argv[1]))[\"luns\"][0][\"paths\"]])' '$mnt/$iqn/info') == \"['up', 'up']\" ]]" ||
+    { cat "$mnt/$iqn/info"; echo "the two paths are not both up"; return 1; }
+  echo "$mnt/$iqn/lun0: $(stat -c %s "$mnt/$iqn/lun0") bytes, paths $(fuse_path 0 state) $(fuse_path 1 state)"
+}
+fuse_flap_paths() {
+  (($(fuse_path 1 downs) >= 1)) || { cat "$mnt/$iqn/info"; echo "path 1 never went down"; return 1; }
+  wait_until 90 bash -c "[[ \$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[\"luns\"][0][\"paths\"][1][\"state\"])' '$mnt/$iqn/info') == up ]]" ||
+    { cat "$mnt/$iqn/info"; echo "path 1 is not up 90 s after the link"; return 1; }
+  (($(fuse_path 1 reinstatements) >= 1)) || { echo "path 1 up but no reinstatement counted"; return 1; }
+  echo "path 1 went down $(fuse_path 1 downs) time(s) and was reinstated ($(fuse_path 1 reinstatements)); commands: path 0 $(fuse_path 0 commands), path 1 $(fuse_path 1 commands)"
+}
+mnt=$work/mnt
+if check fuse.mount fuse_mount; then
+  case_name=fuse fio_file=${mnt//:/\\:}/${iqn//:/\\:}/lun0
+  check fuse.flap-io flap_io
+  check fuse.paths fuse_flap_paths
+else
+  skip fuse.flap-io "iserkit-fuse did not mount"
+  skip fuse.paths "iserkit-fuse did not mount"
+fi
+check fuse.exit stop_daemon fuse
 check target-exit stop_daemon target
