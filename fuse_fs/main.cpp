@@ -70,7 +70,7 @@ int parse(int argc, char** argv, Config& cfg) {
       "Mount the targets and LUNs of iSCSI portals as a file tree.\n"
       "Usage: iserkit-fuse iscsi://HOST[:PORT][/TARGET-IQN] [MORE-URLS…] MOUNTPOINT [options]\n"
       "       iserkit-fuse URL [URL…] MOUNTPOINT --multipath failover|round-robin   (a target reached through\n"
-      "         several portals is one directory; its LUNs do I/O over every path, TCP only)\n"
+      "         several portals is one directory; its LUNs do I/O over every path, TCP, iSER or both)\n"
       "  MOUNTPOINT/<target-iqn>/lun<N>   the LUN's data (its size is the LUN's capacity)\n"
       "  MOUNTPOINT/<target-iqn>/info     JSON: portal, session parameters, LUNs (--multipath: each path, its state)\n"
       "  MOUNTPOINT/.rescan               write anything to rescan now (so does SIGHUP)\n"
@@ -232,12 +232,6 @@ int parse(int argc, char** argv, Config& cfg) {
     cfg.mount.splice_writes = fuse_fs::splice_wanted(splice, cfg.urls, so.transport);
     if (args.count("multipath")) {
       const auto policy = initiator::multipath_option(args["multipath"].as<std::string>());
-      for (const auto& u : cfg.urls) {
-        // Multipath::open refuses iSER paths (the caller's buffers would need registering on
-        // every path's device).
-        if (u.transport != datamover::Transport::tcp)
-          return fail_usage("--multipath works over TCP portals only (iscsi://), not " + initiator::format_url(u));
-      }
       cfg.view.multipath = policy;
     }
     cfg.view.path_replacement_timeout = duration(args, "path-replacement-timeout", ms(0));

@@ -180,9 +180,17 @@ struct Multipath::Impl {
   bool polling = false;
   std::minstd_rand random;
   std::weak_ptr<Multipath> owner;
+  // The pool callers lease from (buffer_pool()): the first iSER path's registered pool once one
+  // logged in, else the first path's (docs/iser.md "Multipath over iSER").
   BufferPool* pool = nullptr;
-  std::uint32_t max_transfer = 0;
+  bool pool_registered = false;  // `pool` is an iSER path's (registered memory)
+  std::uint32_t max_transfer = 0;     // smallest non-zero limit of every path that may run iSER
+  std::uint32_t unstated_max = 0;     // the same for units without a MAXIMUM TRANSFER LENGTH
   PathConnector connector;
+
+  static void lower_limit(std::uint32_t& limit, std::uint32_t bytes) {
+    if (bytes != 0 && (limit == 0 || bytes < limit)) limit = bytes;
+  }
 
   void emit(PathEvent::Kind kind, std::size_t path, std::error_code ec = {}) {
     if (options.on_event) options.on_event(PathEvent{.kind = kind, .path = path, .error = ec});
@@ -234,10 +242,13 @@ struct Multipath::Impl {
     });
   }
 
-  void mark_down_counted(std::size_t i, std::error_code ec) {
+  /// Path `i` stops taking commands: counted, put in state `next` (recovering or down) and only
+  /// then announced, so an observer reading paths() in on_event sees it not up.
+  void mark_down_counted(std::size_t i, std::error_code ec, PathStatus::State next) {
     Path& p = paths[i];
     ++p.downs;
     ++stats.path_downs;
+    p.state = next;
     log::warn("multipath: path {} down: url={} error={}", i, url_text(i), ec.message());
     emit(PathEvent::Kind::path_down, i, ec);
   }
@@ -247,7 +258,7 @@ struct Multipath::Impl {
     Path& p = paths[i];
     if (gen != p.generation || closed) return;
     if (p.state == PathStatus::State::down || p.state == PathStatus::State::refused) return;
-    if (p.state == PathStatus::State::up) mark_down_counted(i, ec);
+    if (p.state == PathStatus::State::up) mark_down_counted(i, ec, PathStatus::State::down);
     p.state = PathStatus::State::down;
     ++p.generation;  // anything the old session still reports is stale
     // Not destroyed here: this may run inside the session's own callback.
@@ -264,8 +275,7 @@ struct Multipath::Impl {
     switch (e.kind) {
       case SessionEvent::Kind::connection_lost:
         if (p.state == PathStatus::State::up) {
-          mark_down_counted(i, e.error);
-          p.state = PathStatus::State::recovering;
+          mark_down_counted(i, e.error, PathStatus::State::recovering);
           update_path(i);
         }
         break;
@@ -343,10 +353,17 @@ struct Multipath::Impl {
     p.target_port_group = scsi::target_port_group_of(found->designators);
     p.relative_port = scsi::relative_target_port_of(found->designators);
     p.session = s;
-    if (pool == nullptr) {
+    const bool iser = s->transport() == datamover::Transport::iser;
+    if (pool == nullptr || (iser && !pool_registered)) {
+      // Each path's session registers what it is given in its own device's pool
+      // (TaskData::registered): buffers of this pool cost no copy on every path of its device;
+      // a path on another device bounces through its own pool; a TCP path takes any memory.
+      if (pool != nullptr) log::info("multipath: path {}: buffers now come from its registered (iSER) pool", i);
       pool = &s->buffer_pool();
-      max_transfer = s->max_transfer_bytes();
+      pool_registered = iser;
     }
+    lower_limit(max_transfer, s->max_transfer_bytes());
+    lower_limit(unstated_max, s->unstated_max_transfer_bytes());
     const bool reinstated = opened;
     p.state = PathStatus::State::up;
     if (reinstated) {
@@ -500,8 +517,7 @@ struct Multipath::Impl {
           if (!session->is_open()) {
             path_failed(i, gen, r.error());
           } else if (session->recovering() && p.state == PathStatus::State::up) {
-            mark_down_counted(i, r.error());
-            p.state = PathStatus::State::recovering;
+            mark_down_counted(i, r.error(), PathStatus::State::recovering);
             update_path(i);
           }
         }
@@ -564,15 +580,22 @@ Awaitable<Result<std::shared_ptr<Multipath>>> open_multipath(asio::any_io_execut
                                                              scsi::Lun lun, MultipathOptions options,
                                                              PathConnector connect) {
   if (urls.empty()) co_return fail(errc::invalid_argument);
+  // The transfer limits are fixed here, before any login: a LunHandle reads them once, and a path
+  // that may run iSER (select_transports) may come up only later.
+  std::uint32_t max_transfer = 0;
+  std::uint32_t unstated_max = 0;
   for (const auto& u : urls) {
     if (u.target.empty()) co_return fail(errc::invalid_argument);
-    // iSER paths would need the caller's pool buffers registered on every path's device.
-    if (u.transport == datamover::Transport::iser) co_return fail(errc::not_supported);
+    const auto transports = select_transports(u, options.session.transport);
+    if (std::find(transports.begin(), transports.end(), datamover::Transport::iser) != transports.end()) {
+      Multipath::Impl::lower_limit(max_transfer, options.session.iser_max_transfer_bytes);
+      Multipath::Impl::lower_limit(unstated_max, options.session.iser_unstated_max_transfer_bytes);
+    }
   }
-  if (options.session.transport == TransportPolicy::iser || options.session.transport == TransportPolicy::automatic)
-    co_return fail(errc::not_supported);
   auto impl = std::make_unique<Multipath::Impl>(ex, std::move(urls), lun, std::move(options));
   Multipath::Impl& m = *impl;
+  m.max_transfer = max_transfer;
+  m.unstated_max = unstated_max;
   m.connector = std::move(connect);
   auto mp = std::make_shared<Multipath>(std::move(impl));
   m.owner = mp;
@@ -607,6 +630,7 @@ Awaitable<Result<scsi::ScsiResult>> Multipath::execute(const CommandRequest& req
 }
 BufferPool& Multipath::buffer_pool() const noexcept { return *impl_->pool; }
 std::uint32_t Multipath::max_transfer_bytes() const noexcept { return impl_->max_transfer; }
+std::uint32_t Multipath::unstated_max_transfer_bytes() const noexcept { return impl_->unstated_max; }
 asio::any_io_executor Multipath::executor() const { return impl_->ex; }
 const MultipathStats& Multipath::stats() const noexcept { return impl_->stats; }
 bool Multipath::any_path_usable() const noexcept { return impl_->selector.any_usable(); }

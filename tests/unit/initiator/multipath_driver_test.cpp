@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <functional>
 
+#include "arena_pool.hpp"
 #include "fake_datamover.hpp"
+#include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/scsi/alua.hpp"
 #include "iserkit/scsi/inquiry.hpp"
@@ -40,6 +42,12 @@ struct FakeUnit {
   std::vector<bool> refuse{false, false};  // logins on the path fail (its portal is away)
   std::vector<std::uint32_t> stat_sn{1, 1};
   std::vector<std::uint8_t> naa_last{7, 7};  // last byte of the unit's NAA, per path (differs = another unit)
+  // Paths played as iSER: their session's datamover answers transport() iser, registers command
+  // buffers in pools[path] (TaskData::registered, bouncing what lies outside) and caps commands at
+  // iser_max bytes. One pool per RDMA device: two pools = two devices.
+  std::vector<bool> iser{false, false};
+  std::vector<BufferPool*> pools{nullptr, nullptr};
+  std::uint32_t iser_max = 8u << 20;
 
   void release() {
     auto h = std::move(held);
@@ -154,7 +162,13 @@ Awaitable<Result<std::shared_ptr<Session>>> fake_connect(FakeUnit& unit, Url url
   if (unit.refuse[i]) co_return fail(std::errc::connection_refused);
   unit.stat_sn[i] = 1;
   auto ex = co_await asio::this_coro::executor;
-  auto fake = std::make_unique<FakeDatamover>(ex);
+  datamover::Capabilities caps;
+  if (unit.iser[i]) caps = {.rdma_data = true, .max_transfer_bytes = unit.iser_max};
+  auto fake = std::make_unique<FakeDatamover>(ex, caps);
+  if (unit.iser[i]) {
+    fake->play_transport(datamover::Transport::iser);
+    fake->use_pool(*unit.pools[i]);
+  }
   unit.dm[i] = fake.get();
   fake->respond_with([&unit, i](FakeDatamover& d, const CapturedPdu& p) { unit.respond(i, d, p); });
   co_return start_session(ex, std::move(fake), std::move(options), iscsi::OperationalParameters{}, "iqn.2026-01.test:t",
@@ -185,7 +199,12 @@ struct Rig {
   asio::io_context io;
   FakeUnit unit;
   std::vector<PathEvent> events;
+  // The event's path's state read through paths() inside on_event (what a status file shows).
+  std::vector<PathStatus::State> states_at_event;
+  Multipath* device = nullptr;
   bool open_without_refused_paths = false;
+  std::vector<datamover::Transport> schemes{datamover::Transport::tcp, datamover::Transport::tcp};  // iscsi:// or iser://
+  TransportPolicy transport = TransportPolicy::from_url;
   std::error_code open_error;  // set when open failed (the body then does not run)
 
   template <class Body>
@@ -194,9 +213,13 @@ struct Rig {
     o.policy = policy;
     o.open_without_refused_paths = open_without_refused_paths;
     o.session.nop_interval = std::chrono::hours(1);
+    o.session.transport = transport;
     o.reinstate_delay_min = 10ms;
     o.reinstate_delay_max = 20ms;
-    o.on_event = [this](const PathEvent& e) { events.push_back(e); };
+    o.on_event = [this](const PathEvent& e) {
+      events.push_back(e);
+      if (device != nullptr && e.path < device->paths().size()) states_at_event.push_back(device->paths()[e.path].state);
+    };
     bool finished = false;
     asio::co_spawn(
         io,
@@ -206,6 +229,8 @@ struct Rig {
           urls[0].host = "p0";
           urls[1].host = "p1";
           urls[0].target = urls[1].target = "iqn.2026-01.test:t";
+          urls[0].transport = schemes[0];
+          urls[1].transport = schemes[1];
           auto mp = co_await open_multipath(io.get_executor(), urls, scsi::Lun::from_index(0), o, connect);
           EXPECT_EQ(bool(mp), expect_open) << (mp ? "" : mp.error().message());
           if (!mp) {
@@ -213,7 +238,9 @@ struct Rig {
             finished = true;
             co_return;
           }
+          device = mp->get();
           co_await body(**mp);
+          device = nullptr;
           (*mp)->close();
           finished = true;
         },
@@ -347,6 +374,17 @@ TEST(MultipathDriver, ALostPathsCommandGoesToTheOtherPathAndThePathIsReinstated)
       return e.kind == PathEvent::Kind::path_up && e.path == 0;
     });
     EXPECT_TRUE(down && up);
+    // Observers asking paths() from on_event see the change already (iserkit-nbd's stats file is
+    // written there): not up at path_down, up at path_up.
+    EXPECT_EQ(rig.states_at_event.size(), rig.events.size());
+    for (std::size_t k = 0; k < rig.events.size() && k < rig.states_at_event.size(); ++k) {
+      if (rig.events[k].kind == PathEvent::Kind::path_down) {
+        EXPECT_NE(rig.states_at_event[k], PathStatus::State::up);
+      }
+      if (rig.events[k].kind == PathEvent::Kind::path_up) {
+        EXPECT_EQ(rig.states_at_event[k], PathStatus::State::up);
+      }
+    }
     // Back on the optimized path (failover prefers its group over path 1's non-optimized one).
     auto r = co_await mp.execute(command(0x00));
     EXPECT_TRUE(r);
@@ -408,5 +446,76 @@ TEST(MultipathDriver, APathToAnotherLogicalUnitFailsTheOpenOrIsLeftOutWhenAsked)
     co_await sleep_for(50ms);  // several reinstate delays
     EXPECT_EQ(rig.unit.connects[1], 1);
     EXPECT_EQ(mp.paths()[1].state, PathStatus::State::refused);
+  });
+}
+
+// Issue 24 item 3: a TCP path and an iSER path to one unit. The device opens (it used to refuse
+// any iSER URL), leases from the iSER path's registered pool even though the TCP path logged in
+// first, and caps commands at the iSER limit before any iSER session exists (a LunHandle reads the
+// limits once). Round-robin sends one write per path, both without a copy: the TCP path takes the
+// registered memory as it is, the iSER path finds it registered.
+TEST(MultipathDriver, ATcpAndAnIserPathOpenAndShareTheIserPathsPoolWithoutCopies) {
+  Rig rig;
+  test::ArenaPool device;
+  rig.unit.states[1] = AccessState::active_optimized;
+  rig.unit.iser = {false, true};
+  rig.unit.pools = {nullptr, &device};
+  rig.unit.iser_max = 1u << 20;
+  rig.schemes = {datamover::Transport::tcp, datamover::Transport::iser};
+  rig.run(MultipathPolicy::round_robin, [&](Multipath& mp) -> Awaitable<void> {
+    EXPECT_EQ(&mp.buffer_pool(), static_cast<BufferPool*>(&device));
+    // the options' iSER limits (8 MiB, 512 KiB), then the session's own 1 MiB once it logged in
+    EXPECT_EQ(mp.max_transfer_bytes(), 1u << 20);
+    EXPECT_EQ(mp.unstated_max_transfer_bytes(), 512u * 1024);
+    auto block = mp.buffer_pool().allocate(512);
+    std::fill(block.bytes().begin(), block.bytes().end(), std::byte{0x5a});
+    const auto before = copied_payload_bytes();
+    for (int k = 0; k < 2; ++k) {
+      auto r = co_await mp.execute(command(0x2a, block.bytes()));
+      EXPECT_TRUE(r && r->status == scsi::Status::good);
+    }
+    EXPECT_EQ(rig.unit.count(0, 0x2a), 1u);
+    EXPECT_EQ(rig.unit.count(1, 0x2a), 1u);
+    EXPECT_EQ(copied_payload_bytes() - before, 0u);
+    EXPECT_EQ(mp.paths()[1].data_out_bytes, 512u);
+  });
+}
+
+// Two iSER paths on two RDMA devices (two pools): the first path's pool is the device's; a buffer
+// from it goes as it is on its own device's path and is bounced (copied once, counted) through the
+// other device's pool on the other path — correct data, one copy, never an unregistered STag.
+TEST(MultipathDriver, IserPathsOnTwoDevicesEachRegisterWhatTheySendAndBounceTheOthersMemory) {
+  Rig rig;
+  test::ArenaPool device0;
+  test::ArenaPool device1(33, 44);
+  rig.unit.states[1] = AccessState::active_optimized;
+  rig.unit.iser = {true, true};
+  rig.unit.pools = {&device0, &device1};
+  rig.transport = TransportPolicy::iser;  // iscsi:// URLs, iSER wanted by the options
+  rig.run(MultipathPolicy::round_robin, [&](Multipath& mp) -> Awaitable<void> {
+    EXPECT_EQ(&mp.buffer_pool(), static_cast<BufferPool*>(&device0));
+    EXPECT_EQ(mp.max_transfer_bytes(), 8u << 20);
+    auto block = mp.buffer_pool().allocate(4096);
+    const auto before = copied_payload_bytes();
+    const auto leased_on_1 = device1.leased();
+    for (int k = 0; k < 2; ++k) {
+      auto r = co_await mp.execute(command(0x2a, block.bytes()));
+      EXPECT_TRUE(r && r->status == scsi::Status::good);
+    }
+    EXPECT_EQ(rig.unit.count(0, 0x2a), 1u);
+    EXPECT_EQ(rig.unit.count(1, 0x2a), 1u);
+    EXPECT_EQ(copied_payload_bytes() - before, 4096u);  // path 1's bounce only
+    EXPECT_EQ(device1.leased(), leased_on_1);           // the bounce buffer went back
+  });
+}
+
+// TCP paths only: no transfer limit and the shared heap pool, as before.
+TEST(MultipathDriver, TcpPathsAloneHaveNoTransferLimit) {
+  Rig rig;
+  rig.run(MultipathPolicy::failover, [&](Multipath& mp) -> Awaitable<void> {
+    EXPECT_EQ(mp.max_transfer_bytes(), 0u);
+    EXPECT_EQ(mp.unstated_max_transfer_bytes(), 0u);
+    EXPECT_EQ(&mp.buffer_pool(), static_cast<BufferPool*>(&HeapBufferPool::shared()));
+    co_return;
   });
 }

@@ -50,6 +50,8 @@ class FakeDatamover final : public datamover::Datamover {
   void count_aborts_in(int* counter) noexcept { abort_counter_ = counter; }
   /// buffer_pool() answers `pool` (e.g. a registered-looking pool to play an RDMA transport).
   void use_pool(BufferPool& pool) noexcept { pool_ = &pool; }
+  /// transport() answers `t` (default TCP), e.g. iSER with use_pool() and Capabilities::rdma_data.
+  void play_transport(datamover::Transport t) noexcept { transport_ = t; }
   /// While on, each send() waits "on the wire" until release_sends() (or close(), which fails it
   /// unread, as a closed socket does): its data segment is read only when it is released, the way
   /// a socket write reads it when the socket takes it — so a test can end a task (timeout, lost
@@ -78,7 +80,7 @@ class FakeDatamover final : public datamover::Datamover {
   }
   [[nodiscard]] std::string peer() const override { return "fake-target:3260"; }
   [[nodiscard]] std::string local() const override { return "fake-initiator:0"; }
-  [[nodiscard]] datamover::Transport transport() const noexcept override { return datamover::Transport::tcp; }
+  [[nodiscard]] datamover::Transport transport() const noexcept override { return transport_; }
   [[nodiscard]] asio::any_io_executor executor() const override { return ex_; }
   [[nodiscard]] datamover::Capabilities capabilities() const noexcept override { return caps_; }
   [[nodiscard]] BufferPool& buffer_pool() noexcept override {
@@ -101,6 +103,7 @@ class FakeDatamover final : public datamover::Datamover {
   };
   asio::any_io_executor ex_;
   datamover::Capabilities caps_;
+  datamover::Transport transport_ = datamover::Transport::tcp;
   std::deque<Inbound> inbound_;
   Event inbound_ready_;
   std::vector<std::byte> scratch_;

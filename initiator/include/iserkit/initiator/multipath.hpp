@@ -21,6 +21,8 @@
 // a later command can succeed again).
 // ORDERING: a SYNCHRONIZE CACHE is sent only after every write-like command (one with data-out)
 // submitted before it has completed, on whatever path, so its GOOD covers them.
+// TRANSPORTS: paths may be TCP, iSER or both (options.session.transport and each URL's scheme,
+// select_transports()); see buffer_pool() for what a command's buffer costs on each.
 // THREADING and BUFFERS: as Session (session.hpp): one executor; spans valid until completion.
 #pragma once
 
@@ -167,10 +169,19 @@ class Multipath : public CommandChannel, public std::enable_shared_from_this<Mul
   ///  - the errors of Session::execute() that are not path errors (invalid_argument, task_aborted,
   ///    protocol_error…).
   Awaitable<Result<scsi::ScsiResult>> execute(const CommandRequest& request) override;
-  /// The first path's pool (HeapBufferPool::shared() on TCP). iSER paths are not supported.
+  /// Where to lease data buffers: the registered pool of the first iSER path that logged in (from
+  /// then on), else the first path's (HeapBufferPool::shared() on TCP). Its buffers cost no copy
+  /// on TCP paths and on iSER paths of the same RDMA device; an iSER path on another device
+  /// copies them through its own pool (counted by the copy counter; docs/iser.md "Multipath over
+  /// iSER"). May change once, when the first iSER path logs in after a TCP one: lease per use.
   [[nodiscard]] BufferPool& buffer_pool() const noexcept override;
-  /// The smallest transport limit of the paths (0 = none).
+  /// The smallest transport limit, bytes, of the paths that may run iSER (their
+  /// SessionOptions::iser_max_transfer_bytes, known before any login) and of the paths logged in
+  /// so far; 0 = none (TCP only).
   [[nodiscard]] std::uint32_t max_transfer_bytes() const noexcept override;
+  /// As max_transfer_bytes(), for a unit that states no MAXIMUM TRANSFER LENGTH
+  /// (SessionOptions::iser_unstated_max_transfer_bytes when a path may run iSER), bytes; 0 = none.
+  [[nodiscard]] std::uint32_t unstated_max_transfer_bytes() const noexcept override;
   [[nodiscard]] asio::any_io_executor executor() const override;
 
   /// Every path, in URL order.
