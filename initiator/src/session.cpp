@@ -522,12 +522,9 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
 
   /// Sends every queued PDU in the order the engine produced it, batch by batch, until the outbox
   /// is empty — PDUs queued while a batch is being written included. Only one runs at a time
-  /// (sender_busy). The caller holds a strong reference to the session. Callers on the fast path
-  /// call send_outbox_now() first and this only when a batch must be waited for (`first`).
-  Awaitable<void> send_outbox(PendingSend first) {
-    sender_busy = true;
-    PendingSend p = std::move(first);
-    if (p.how == datamover::Datamover::SendNow::sent) p = send_outbox_now();
+  /// (sender_busy, set by try_send_outbox()). The caller holds a strong reference to the session.
+  /// Called only after try_send_outbox() left a batch `p` to wait for.
+  Awaitable<void> send_outbox(PendingSend p) {
     while (p.how != datamover::Datamover::SendNow::sent) {
       std::error_code ec;
       if (p.how == datamover::Datamover::SendNow::queued) {

@@ -64,7 +64,6 @@ Result<void> UringService::ensure(const asio::any_io_executor& executor) {
   }
   ring_.emplace(ring);
   executor_.emplace(executor);
-  if (const auto* io = executor.target<asio::io_context::executor_type>()) io_executor_.emplace(*io);
   eventfd_.emplace(executor, efd);
   return {};
 }
@@ -96,14 +95,7 @@ void UringService::queued(UringOp& op, io_uring_sqe* sqe) {
   }
 }
 
-void UringService::post_flush() {
-  auto run = [this] { flush(); };
-  if (io_executor_) {
-    asio::post(*io_executor_, with_memory(flush_memory_, run));
-  } else {
-    asio::post(*executor_, run);
-  }
-}
+void UringService::post_flush() { post_with_memory(*executor_, flush_memory_, [this] { flush(); }); }
 
 void UringService::flush() {
   flush_posted_ = false;

@@ -66,9 +66,6 @@ class UringService final : public asio::execution_context::service {
   std::optional<io_uring> ring_;
   std::optional<asio::posix::stream_descriptor> eventfd_;
   std::optional<asio::any_io_executor> executor_;
-  // The loop's io_context executor when executor_ is one (always, in the target): posts through it
-  // keep their function in flush_memory_ instead of any_io_executor's allocated function object.
-  std::optional<asio::io_context::executor_type> io_executor_;
   HandlerMemory flush_memory_;    // the one posted flush() (flush_posted_)
   HandlerMemory eventfd_memory_;  // the eventfd wait's operation state (armed_)
   std::error_code init_error_;

@@ -31,10 +31,6 @@
 namespace iserkit {
 namespace detail {
 
-/// The completion handler await_op makes: it owns the suspended coroutine's thread of execution
-/// (as Asio's awaitable_handler does; its associated executor is the coroutine's), stores the
-/// completion's arguments in `*out` and resumes the coroutine. Destroyed uncalled, it unwinds the
-/// coroutine as Asio does for an abandoned operation (awaitable_thread's destructor).
 /// ResumeHandler's associated allocator: Asio's default (none declared) ...
 template <bool WithMemory>
 struct ResumeMemory {
@@ -49,6 +45,10 @@ struct ResumeMemory<true> {
   HandlerMemory* memory;
 };
 
+/// The completion handler await_op makes: it owns the suspended coroutine's thread of execution
+/// (as Asio's awaitable_handler does), stores the completion's arguments in `*out` and resumes the
+/// coroutine. Destroyed uncalled, it unwinds the coroutine as Asio does for an abandoned operation
+/// (awaitable_thread's destructor).
 template <class Executor, class Out, bool WithMemory = false>
 class ResumeHandler : public asio::detail::awaitable_thread<Executor>, public ResumeMemory<WithMemory> {
  public:
@@ -100,12 +100,26 @@ template <class Handler>
 struct DirectCompletion {
   using type = asio::any_io_executor;
   using asio_associated_executor_is_unspecialised = void;
-  static type get(const Handler& /*h*/, const asio::any_io_executor& io_executor = {}) noexcept { return io_executor; }
+  static type get(const Handler& /*h*/, const asio::any_io_executor& io_executor) noexcept { return io_executor; }
 };
 
 /// The executor type of an Asio coroutine frame.
 template <class Executor>
 Executor frame_executor(asio::detail::awaitable_frame_base<Executor>*);
+
+/// Both await_op forms: the awaitable function Asio's await_transform runs once the coroutine is
+/// suspended (`memory` null: Asio's default allocation).
+template <bool WithMemory, class Out, class Initiate>
+auto await_op_with(Out& out, HandlerMemory* memory, Initiate initiate) {
+  return [out = &out, memory, initiate = std::move(initiate)](auto* frame) mutable {
+    using Executor = decltype(frame_executor(frame));
+    using Handler = ResumeHandler<Executor, Out, WithMemory>;
+    // The thread is detached only when a handler is made; otherwise the coroutine stays on top of
+    // its thread's stack and Asio's pump resumes it as soon as this returns.
+    initiate([frame, out, memory]() { return Handler(frame->detach_thread(), out, memory); });
+    return static_cast<asio::detail::awaitable_thread<Executor>*>(nullptr);
+  };
+}
 
 }  // namespace detail
 
@@ -121,14 +135,7 @@ struct NoResult {};
 /// coroutine). What `initiate` throws after make_handler() reaches nobody: initiate must not throw.
 template <class Out, class Initiate>
 auto await_op(Out& out, Initiate initiate) {
-  return [out = &out, initiate = std::move(initiate)](auto* frame) mutable {
-    using Executor = decltype(detail::frame_executor(frame));
-    using Handler = detail::ResumeHandler<Executor, Out>;
-    // The thread is detached only when a handler is made; otherwise the coroutine stays on top of
-    // its thread's stack and Asio's pump resumes it as soon as this returns.
-    initiate([frame, out]() { return Handler(frame->detach_thread(), out); });
-    return static_cast<asio::detail::awaitable_thread<Executor>*>(nullptr);
-  };
+  return detail::await_op_with<false>(out, nullptr, std::move(initiate));
 }
 
 /// await_op whose operation keeps its state in `memory` (the handler's associated allocator;
@@ -136,12 +143,7 @@ auto await_op(Out& out, Initiate initiate) {
 /// allocate. `memory` must outlive the operation and hold no other operation meanwhile.
 template <class Out, class Initiate>
 auto await_op(Out& out, HandlerMemory& memory, Initiate initiate) {
-  return [out = &out, memory = &memory, initiate = std::move(initiate)](auto* frame) mutable {
-    using Executor = decltype(detail::frame_executor(frame));
-    using Handler = detail::ResumeHandler<Executor, Out, true>;
-    initiate([frame, out, memory]() { return Handler(frame->detach_thread(), out, memory); });
-    return static_cast<asio::detail::awaitable_thread<Executor>*>(nullptr);
-  };
+  return detail::await_op_with<true>(out, &memory, std::move(initiate));
 }
 
 }  // namespace iserkit

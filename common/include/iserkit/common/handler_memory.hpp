@@ -116,4 +116,16 @@ MemoryHandler<std::decay_t<Handler>> with_memory(HandlerMemory& memory, Handler&
   return MemoryHandler<std::decay_t<Handler>>(memory, std::forward<Handler>(handler));
 }
 
+/// asio::post(executor, f) with the posted function's state in `memory` when `executor` is an
+/// io_context's: its post honours the handler's allocator, while any_io_executor's allocates a
+/// type-erased function object every time. Another executor: a plain post.
+template <class F>
+void post_with_memory(const asio::any_io_executor& executor, HandlerMemory& memory, F&& f) {
+  if (const auto* io = executor.target<asio::io_context::executor_type>()) {
+    asio::post(*io, with_memory(memory, std::forward<F>(f)));
+  } else {
+    asio::post(executor, std::forward<F>(f));
+  }
+}
+
 }  // namespace iserkit

@@ -78,15 +78,8 @@ class SendPass : public asio::detail::execution_context_service_base<SendPass> {
   /// Ends one hold after the handlers already queued on `executor` ran (asio::post): the work the
   /// holder started in this pass joins the batch.
   void release_later(const asio::any_io_executor& executor) {
-    auto run = [this] { release(); };
-    // Through the io_context's own executor with the posted function in release_memory_: no
-    // allocation per release in the usual case of one pending release (any_io_executor's post
-    // allocates its type-erased function object every time).
-    if (const auto* io = executor.target<asio::io_context::executor_type>()) {
-      asio::post(*io, with_memory(release_memory_, run));
-    } else {
-      asio::post(executor, run);
-    }
+    // No allocation per release in the usual case of one pending release.
+    post_with_memory(executor, release_memory_, [this] { release(); });
   }
 
   /// True while a hold is open.
