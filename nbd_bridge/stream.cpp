@@ -129,12 +129,7 @@ Awaitable<boost::system::error_code> Stream::write_all(std::span<const asio::con
     std::size_t n = 0;
     std::tie(ec, n) = wrote;
     if (ec) break;
-    while (n > 0 && first < write_rest_.size()) {
-      const std::size_t take = std::min(n, write_rest_[first].size());
-      write_rest_[first] += take;
-      n -= take;
-      if (write_rest_[first].size() == 0) ++first;
-    }
+    consume(write_rest_, first, n);
   }
   write_rest_.clear();
   co_return ec;

@@ -9,6 +9,8 @@
 #include <optional>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "iserkit/common/result.hpp"
 #include "iserkit/iscsi/pdu.hpp"
 
@@ -93,7 +95,9 @@ class WriteSequencer {
   std::uint32_t solicit_offset_ = 0;  // next byte to ask for with an R2T
   std::uint32_t solicited_received_ = 0;
   std::uint32_t next_r2t_sn_ = 0;
-  std::vector<Outstanding> outstanding_;
+  // In place up to 4 (MaxOutstandingR2T is 1 by default): a task's R2T bookkeeping allocates
+  // nothing in the common case (issue 23 item 4: heap allocations per request).
+  boost::container::small_vector<Outstanding, 4> outstanding_;
 };
 
 }  // namespace iserkit::target

@@ -221,9 +221,7 @@ Datamover::SendNow TcpDatamover::try_send_now(std::vector<PduOut>& pdus) {
 }
 
 Awaitable<std::error_code> TcpDatamover::finish_send() {
-  boost::system::error_code ec;
-  co_await asio::async_write(socket_, std::span<const asio::const_buffer>(write_rest_), transfer_all_uncapped(),
-                             use_awaitable_ec(ec));
+  const boost::system::error_code ec = co_await write_rest();
   taken_.clear();
   const std::error_code result = ec ? map_error(ec) : std::error_code{};
   if (result) {
@@ -261,10 +259,7 @@ Awaitable<void> TcpDatamover::write_queued() {
     const std::size_t sent = write_now(socket_, all, ec);
     if (!ec && sent < asio::buffer_size(all)) {
       rest_of(all, sent, write_rest_);
-      // A view, not the vector: async_write keeps a copy of its buffer sequence, and a vector copy
-      // is an allocation per gather write. The vector outlives the write (a member, untouched meanwhile).
-      co_await asio::async_write(socket_, std::span<const asio::const_buffer>(write_rest_), transfer_all_uncapped(),
-                                 use_awaitable_ec(ec));
+      ec = co_await write_rest();
     }
     const std::error_code result = ec ? map_error(ec) : std::error_code{};
     if (result) send_error_ = result;
@@ -274,6 +269,26 @@ Awaitable<void> TcpDatamover::write_queued() {
       queue_.clear();
     }
   }
+}
+
+Awaitable<boost::system::error_code> TcpDatamover::write_rest() {
+  // One socket write at a time, each waited for without a frame and with its operation state in
+  // write_memory_: async_write with use_awaitable allocated its composed operation and a frame for
+  // every step (every 1 MiB Data-In that does not fit the socket buffer takes several).
+  boost::system::error_code ec;
+  std::size_t first = 0;  // write_rest_[first..] is what is left, the first one advanced in place
+  while (first < write_rest_.size()) {
+    std::tuple<boost::system::error_code, std::size_t> wrote{};
+    co_await await_op(wrote, write_memory_, [&](auto make_handler) {
+      socket_.async_write_some(std::span<const asio::const_buffer>(write_rest_).subspan(first), make_handler());
+    });
+    std::size_t n = 0;
+    std::tie(ec, n) = wrote;
+    if (ec) break;
+    consume(write_rest_, first, n);
+  }
+  write_rest_.clear();
+  co_return ec;
 }
 
 void TcpDatamover::continue_burst() noexcept {

@@ -4,6 +4,7 @@
 
 #include <utility>  // must precede Boost.Asio's coroutine headers (Boost 1.74 + GCC 12)
 
+#include <algorithm>
 #include <span>
 #include <vector>
 
@@ -75,5 +76,17 @@ inline void rest_of(std::span<const boost::asio::const_buffer> buffers, std::siz
     out.push_back(b + skip);
     skip = 0;
   }
+}
+/// Drops the first `n` bytes of `buffers[first..]`, moving `first` past the buffers it empties:
+/// the bookkeeping of a gather write that goes on, one write_some at a time, after a partial one
+/// (Asio's own consuming_buffers is internal). `n` must not exceed the bytes left.
+inline void consume(std::vector<boost::asio::const_buffer>& buffers, std::size_t& first, std::size_t n) {
+  while (n > 0 && first < buffers.size()) {
+    const std::size_t take = std::min(n, buffers[first].size());
+    buffers[first] += take;
+    n -= take;
+    if (buffers[first].size() == 0) ++first;
+  }
+  while (first < buffers.size() && buffers[first].size() == 0) ++first;
 }
 }  // namespace iserkit

@@ -15,6 +15,7 @@
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/await_op.hpp"
+#include "iserkit/common/handler_memory.hpp"
 
 namespace iserkit {
 namespace detail {
@@ -41,16 +42,22 @@ struct Waiter final : WaiterBase {
     Handler h = std::move(handler);
     destroy(heap);
     auto ex = asio::get_associated_executor(h);
-    if (now) {
-      // What dispatch() does when this thread runs the handler's io_context, without the
-      // type-erased function object (an allocation) any_io_executor's dispatch makes first.
-      if constexpr (std::is_same_v<decltype(ex), asio::any_io_executor>) {
-        if (const auto* io = ex.template target<asio::io_context::executor_type>();
-            io != nullptr && io->running_in_this_thread()) {
+    if constexpr (std::is_same_v<decltype(ex), asio::any_io_executor>) {
+      // Without the type-erased function object (an allocation) any_io_executor's dispatch and
+      // post make first: inline when this thread runs the handler's io_context and `now`, else
+      // posted through the io_context's own executor with the operation's state from this
+      // thread's block cache (Asio's own holds one block per kind, and a loop has several of
+      // these posts in flight: every task's writer wake and send pass release).
+      if (const auto* io = ex.template target<asio::io_context::executor_type>(); io != nullptr) {
+        if (now && io->running_in_this_thread()) {
           std::move(h)();
-          return;
+        } else {
+          asio::post(*io, with_block_cache(std::move(h)));
         }
+        return;
       }
+    }
+    if (now) {
       asio::dispatch(ex, std::move(h));
     } else {
       asio::post(ex, std::move(h));

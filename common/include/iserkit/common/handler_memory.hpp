@@ -116,6 +116,86 @@ MemoryHandler<std::decay_t<Handler>> with_memory(HandlerMemory& memory, Handler&
   return MemoryHandler<std::decay_t<Handler>>(memory, std::forward<Handler>(handler));
 }
 
+namespace detail {
+/// Freed operation blocks of one thread, kept for its next operations (BlockCacheAllocator).
+struct BlockCache {
+  /// Blocks kept at most; beyond, a freed block goes back to operator delete.
+  static constexpr std::size_t kept = 64;
+  BlockCache() = default;
+  BlockCache(const BlockCache&) = delete;
+  BlockCache& operator=(const BlockCache&) = delete;
+  ~BlockCache() {
+    closed = true;  // a block freed after this (another thread-local's destructor) is deleted
+    while (count > 0) ::operator delete(blocks[--count]);
+  }
+  void* blocks[kept] = {};
+  std::size_t count = 0;
+  bool closed = false;
+};
+inline thread_local BlockCache block_cache;
+}  // namespace detail
+
+/// A standard allocator for operation states of up to HandlerMemory::block_bytes, recycled through
+/// a per-thread list of freed blocks (up to BlockCache::kept): Boost 1.74's own per-thread cache
+/// keeps one block per kind of operation, so a loop with several posts of a kind in flight
+/// allocates for each of them. Unlike a HandlerMemory, no object has to outlive the operation (a
+/// block freed on another thread joins that thread's list). Larger requests use operator new.
+template <class T>
+class BlockCacheAllocator {
+ public:
+  using value_type = T;
+  BlockCacheAllocator() noexcept = default;
+  template <class U>
+  BlockCacheAllocator(const BlockCacheAllocator<U>& /*other*/) noexcept {}  // NOLINT: rebinding
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "over-aligned operation state");
+    if (sizeof(T) * n <= HandlerMemory::block_bytes) {
+      auto& cache = detail::block_cache;
+      if (cache.count > 0) return static_cast<T*>(cache.blocks[--cache.count]);
+      return static_cast<T*>(::operator new(HandlerMemory::block_bytes));
+    }
+    return static_cast<T*>(::operator new(sizeof(T) * n));
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    auto& cache = detail::block_cache;
+    if (sizeof(T) * n <= HandlerMemory::block_bytes && !cache.closed && cache.count < detail::BlockCache::kept) {
+      cache.blocks[cache.count++] = p;
+      return;
+    }
+    ::operator delete(p);
+  }
+  template <class U>
+  bool operator==(const BlockCacheAllocator<U>& /*other*/) const noexcept {
+    return true;
+  }
+  template <class U>
+  bool operator!=(const BlockCacheAllocator<U>& /*other*/) const noexcept {
+    return false;
+  }
+};
+
+/// `handler` with BlockCacheAllocator as its associated allocator (its executor: the handler's own).
+template <class Handler>
+class BlockCacheHandler {
+ public:
+  using allocator_type = BlockCacheAllocator<void>;
+  explicit BlockCacheHandler(Handler handler) : handler_(std::move(handler)) {}
+  [[nodiscard]] allocator_type get_allocator() const noexcept { return {}; }
+  template <class... Args>
+  void operator()(Args&&... args) {
+    handler_(std::forward<Args>(args)...);
+  }
+
+ private:
+  Handler handler_;
+};
+
+/// Wraps `handler` so its operation's state comes from this thread's block cache.
+template <class Handler>
+BlockCacheHandler<std::decay_t<Handler>> with_block_cache(Handler&& handler) {
+  return BlockCacheHandler<std::decay_t<Handler>>(std::forward<Handler>(handler));
+}
+
 /// asio::post(executor, f) with the posted function's state in `memory` when `executor` is an
 /// io_context's: its post honours the handler's allocator, while any_io_executor's allocates a
 /// type-erased function object every time. Another executor: a plain post.

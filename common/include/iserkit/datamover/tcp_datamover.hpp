@@ -71,6 +71,8 @@ class TcpDatamover final : public Datamover {
   /// have room reserved: the buffers point into it).
   void gather(PduOut& pdu);
   Awaitable<void> write_queued();
+  /// Writes write_rest_ (what a non-blocking write left) whole, then clears it; the socket's error.
+  Awaitable<boost::system::error_code> write_rest();
   /// Runs the framer with non-blocking reads until a PDU is whole (or the stream failed); nullopt
   /// when the socket has nothing more now.
   std::optional<Result<PduIn>> poll(DataPlacement* placement);
@@ -102,6 +104,7 @@ class TcpDatamover final : public Datamover {
   bool after_unit_ = false;           // a PDU was returned and nothing was read since
   EmptySocketGuess empty_guess_;      // at queue depth 1, skip the own read that would find nothing
   HandlerMemory receive_memory_;      // receive()'s socket read's operation state (one at a time)
+  HandlerMemory write_memory_;        // write_rest()'s socket write's operation state (one at a time)
 };
 
 }  // namespace iserkit::datamover
