@@ -992,3 +992,45 @@ TEST(SessionEngine, UnexpectedOpcodeFailsTheSession) {
   ASSERT_TRUE(h.ended);
   EXPECT_EQ(*h.ended, make_error_code(errc::protocol_error));
 }
+
+// RFC 7143 §11.4.3: a Response other than "Command Completed at Target" (here 0x01, Target Failure)
+// makes the status invalid: the task fails with a protocol error and no SCSI status or sense is
+// reported, even when the PDU carries CHECK CONDITION and sense bytes; the session goes on.
+TEST(SessionEngine, TargetFailureFailsTheTaskWithoutAStatus) {
+  Harness h;
+  const TaskId id = h.read({});
+  const TaskId next = h.read({});
+  auto sent = h.take_sent();
+  auto r = good_response(sent[0].as<iscsi::ScsiCommand>().itt);
+  r.response = 0x01;
+  r.status = static_cast<std::uint8_t>(scsi::Status::check_condition);
+  std::vector<std::byte> sense(20);
+  sense[1] = std::byte{18};
+  sense[2] = std::byte{0x70};
+  sense[4] = std::byte{0x05};
+  h.deliver(r, sense);
+  const auto* o = h.outcome(id);
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->error, make_error_code(errc::protocol_error));
+  EXPECT_FALSE(o->result.sense.has_value());
+  EXPECT_FALSE(h.ended);
+  h.deliver(good_response(sent[1].as<iscsi::ScsiCommand>().itt, 11));
+  ASSERT_NE(h.outcome(next), nullptr);
+  EXPECT_FALSE(h.outcome(next)->error);
+}
+
+// RFC 7143 §11.12.8, §11.13: full feature phase goes on from the login's numbering: the first
+// command carries the leading Login Request's CmdSN and the ExpStatSN after the final Login
+// Response's StatSN, and the window is the one that response opened.
+TEST(SessionEngine, FullFeaturePhaseStartsFromTheLoginsNumbering) {
+  Harness h({}, {.cmd_sn = SerialNumber(77), .exp_cmd_sn = SerialNumber(77), .max_cmd_sn = SerialNumber(78),
+                 .exp_stat_sn = SerialNumber(5)});
+  h.read({});
+  h.read({});
+  h.read({});  // the window [77, 78] holds two
+  auto sent = h.take_sent();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].as<iscsi::ScsiCommand>().cmd_sn, SerialNumber(77));
+  EXPECT_EQ(sent[0].as<iscsi::ScsiCommand>().exp_stat_sn, SerialNumber(5));
+  EXPECT_EQ(sent[1].as<iscsi::ScsiCommand>().cmd_sn, SerialNumber(78));
+}

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "iserkit/common/bytes.hpp"
@@ -77,7 +78,7 @@ class SessionEngineTest : public ::testing::Test {
   using TimePoint = SessionEngine::TimePoint;
 
   void start(bool discovery = false) {
-    hooks.plan = fake_plan;
+    if (!hooks.plan) hooks.plan = fake_plan;  // a test may bring its own SCSI layer
     hooks.lun_exists = [](const scsi::Lun& l) { return l == scsi::Lun::from_index(0) || l == scsi::Lun::from_index(1); };
     hooks.send_targets = [this](const std::string&) { return targets; };
     hooks.request_budget = [this](Itt itt, std::uint64_t bytes) {
@@ -973,6 +974,74 @@ TEST(TaskTable, RowsAreDistinctAndTheIndexAnswersExactlyThem) {
         if (task_transition_index.row(static_cast<TaskState>(f), static_cast<TaskEvent>(e), static_cast<TaskState>(to)))
           ++allowed;
   EXPECT_EQ(allowed, std::size(task_transitions));
+}
+
+// ---- Rules of the rule index (docs/architecture.md) that had no engine test ----
+
+// RFC 7143 §11.17, §11.17.1: a Data-Out naming no task of the session is rejected with reason
+// 0x09 (Invalid PDU field) and the Reject's data segment is the rejected PDU's whole header; the
+// session goes on.
+TEST_F(SessionEngineTest, DataOutForNoTaskIsRejectedWithItsHeader) {
+  start();
+  const iscsi::DataOut stray{.final = true, .lun = scsi::Lun::from_index(0), .itt = Itt{99}, .ttt = Ttt{5},
+                             .data_sn = 0, .buffer_offset = 0};
+  const auto payload = pattern(block, 3);
+  deliver(stray, payload);
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_TRUE(sent[0].is<iscsi::Reject>());
+  EXPECT_EQ(sent[0].as<iscsi::Reject>().reason, iscsi::RejectReason::invalid_pdu_field);
+  auto header = iscsi::encode_bhs(stray);
+  iscsi::set_lengths(header, 0, block);
+  ASSERT_EQ(sent[0].data.size(), iscsi::bhs_size);
+  EXPECT_EQ(std::memcmp(sent[0].data.data(), header.data(), iscsi::bhs_size), 0);
+  EXPECT_TRUE(closes.empty());
+  deliver(tur(1, 1));
+  execute(Itt{1}, ScsiOutcome{});
+  EXPECT_TRUE(sent.back().is<iscsi::ScsiResponse>());
+}
+
+// RFC 7143 §11.2.2.3: a CDB longer than 16 bytes arrives as the BHS's 16 bytes plus an Extended CDB
+// AHS; the SCSI layer gets all of it, in order.
+TEST_F(SessionEngineTest, ExtendedCdbAhsReachesTheDispatcherWhole) {
+  std::vector<std::byte> seen;
+  hooks.plan = [&seen](const scsi::Lun&, ConstByteSpan cdb) {
+    seen.assign(cdb.begin(), cdb.end());
+    return CommandPlan{};  // no data, runs
+  };
+  start();
+  const auto cdb32 = pattern(32, 11);
+  std::array<std::byte, 16> first{};
+  std::memcpy(first.data(), cdb32.data(), 16);
+  const std::array<iscsi::Ahs, 1> ahs{
+      iscsi::Ahs{.type = iscsi::AhsType::extended_cdb, .specific = {cdb32.begin() + 16, cdb32.end()}}};
+  datamover::PduIn in;
+  in.bhs = iscsi::encode_bhs(command(3, 1, first, 0, false, false));
+  in.ahs = iscsi::encode_ahs(ahs);
+  iscsi::set_lengths(in.bhs, static_cast<std::uint8_t>(in.ahs.size() / 4), 0);
+  EXPECT_TRUE(engine->place(in.bhs, 0).empty());  // with an AHS the header is taken in the payload phase
+  engine->on_pdu(in, t0);
+  collect();
+  ASSERT_EQ(executes.size(), 1u);
+  ASSERT_EQ(seen.size(), 32u);
+  EXPECT_EQ(std::memcmp(seen.data(), cdb32.data(), 32), 0);
+}
+
+// RFC 7143 §11.3: a command that writes (WRITE(10) of 8 blocks) must carry the W bit; without it
+// the task never runs and ends in CHECK CONDITION, ILLEGAL REQUEST, INVALID FIELD IN INFORMATION
+// UNIT, with the whole EDTL as residual underflow (nothing was transferred).
+TEST_F(SessionEngineTest, WriteWithoutTheWBitIsCheckCondition) {
+  start();
+  deliver(command(4, 1, cdb10(0x2a, 8), 8 * block, false, false));
+  EXPECT_TRUE(executes.empty());
+  EXPECT_TRUE(gets.empty());
+  ASSERT_FALSE(sent.empty());
+  ASSERT_TRUE(sent.back().is<iscsi::ScsiResponse>());
+  const auto& r = sent.back().as<iscsi::ScsiResponse>();
+  EXPECT_EQ(r.status, static_cast<std::uint8_t>(scsi::Status::check_condition));
+  EXPECT_FALSE(std::any_of(sent.begin(), sent.end(), [](const Sent& s) { return s.is<iscsi::R2t>(); }));
+  const auto sense = sense_of(sent.back());
+  EXPECT_EQ(sense.key, scsi::SenseKey::illegal_request);
+  EXPECT_EQ((scsi::AscPair{sense.asc, sense.ascq}), scsi::asc::invalid_field_in_information_unit);
 }
 
 }  // namespace
