@@ -9,6 +9,7 @@
 
 #include "iserkit/common/await_op.hpp"
 #include "iserkit/common/copy_counter.hpp"
+#include "iserkit/common/write_remaining.hpp"
 
 namespace iserkit::nbd {
 
@@ -116,23 +117,11 @@ Awaitable<boost::system::error_code> Stream::write_all(std::span<const asio::con
   boost::system::error_code ec;
   const std::size_t sent = iserkit::write_now(socket_, buffers, ec);
   if (ec || sent == asio::buffer_size(buffers)) co_return ec;
-  // The rest, one socket write at a time, each waited for without a frame and with its operation
-  // state in write_memory_ (no allocation per reply that does not fit the socket buffer, which is
-  // every 1 MiB read reply). One write_all() runs at a time (the connection's writer).
+  // The rest, one socket write at a time with its operation state in write_memory_
+  // (write_remaining.hpp: no allocation per step of a reply that does not fit the socket buffer,
+  // which is every 1 MiB read reply). One write_all() runs at a time (the connection's writer).
   rest_of(buffers, sent, write_rest_);
-  std::size_t first = 0;  // write_rest_[first..] is what is left, the first one advanced in place
-  while (first < write_rest_.size()) {
-    std::tuple<boost::system::error_code, std::size_t> wrote{};
-    co_await await_op(wrote, write_memory_, [&](auto make_handler) {
-      socket_.async_write_some(std::span<const asio::const_buffer>(write_rest_).subspan(first), make_handler());
-    });
-    std::size_t n = 0;
-    std::tie(ec, n) = wrote;
-    if (ec) break;
-    consume(write_rest_, first, n);
-  }
-  write_rest_.clear();
-  co_return ec;
+  co_return co_await write_remaining(socket_, write_rest_, write_memory_);
 }
 
 std::size_t Stream::write_now(std::span<const asio::const_buffer> buffers, boost::system::error_code& ec) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "iserkit/common/netns.hpp"
+#include "iserkit/common/write_remaining.hpp"
 
 #include <algorithm>
 #include <array>
@@ -272,23 +273,9 @@ Awaitable<void> TcpDatamover::write_queued() {
 }
 
 Awaitable<boost::system::error_code> TcpDatamover::write_rest() {
-  // One socket write at a time, each waited for without a frame and with its operation state in
-  // write_memory_: async_write with use_awaitable allocated its composed operation and a frame for
-  // every step (every 1 MiB Data-In that does not fit the socket buffer takes several).
-  boost::system::error_code ec;
-  std::size_t first = 0;  // write_rest_[first..] is what is left, the first one advanced in place
-  while (first < write_rest_.size()) {
-    std::tuple<boost::system::error_code, std::size_t> wrote{};
-    co_await await_op(wrote, write_memory_, [&](auto make_handler) {
-      socket_.async_write_some(std::span<const asio::const_buffer>(write_rest_).subspan(first), make_handler());
-    });
-    std::size_t n = 0;
-    std::tie(ec, n) = wrote;
-    if (ec) break;
-    consume(write_rest_, first, n);
-  }
-  write_rest_.clear();
-  co_return ec;
+  // No allocation per step (write_remaining.hpp): every 1 MiB Data-In that does not fit the
+  // socket buffer takes several.
+  co_return co_await write_remaining(socket_, write_rest_, write_memory_);
 }
 
 void TcpDatamover::continue_burst() noexcept {

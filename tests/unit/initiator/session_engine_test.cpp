@@ -140,6 +140,18 @@ iscsi::ScsiResponse good_response(iscsi::Itt itt, std::uint32_t stat_sn = 10, st
   return r;
 }
 
+/// A SCSI Response data segment: SenseLength 18, then fixed-format sense (response code 70h) with
+/// `key` and ASC `asc` (RFC 7143 §11.4.7, SPC-5 §4.4.3).
+std::vector<std::byte> sense_segment(std::uint8_t key, std::uint8_t asc) {
+  std::vector<std::byte> data(20);
+  data[1] = std::byte{18};
+  data[2] = std::byte{0x70};
+  data[4] = std::byte{key};
+  data[9] = std::byte{10};
+  data[14] = std::byte{asc};
+  return data;
+}
+
 iscsi::DataIn data_in(iscsi::Itt itt, std::uint32_t data_sn, std::uint32_t offset) {
   iscsi::DataIn d;
   d.itt = itt;
@@ -302,14 +314,8 @@ TEST(SessionEngine, SenseDataFromScsiResponse) {
   const auto itt = h.take_sent()[0].as<iscsi::ScsiCommand>().itt;
   auto r = good_response(itt);
   r.status = static_cast<std::uint8_t>(scsi::Status::check_condition);
-  // SenseLength 18, fixed-format sense: ILLEGAL REQUEST, ASC 0x24 (INVALID FIELD IN CDB).
-  std::vector<std::byte> data(20);
-  data[1] = std::byte{18};
-  data[2] = std::byte{0x70};
-  data[4] = std::byte{0x05};
-  data[9] = std::byte{10};
-  data[14] = std::byte{0x24};
-  h.deliver(r, data);
+  // ILLEGAL REQUEST, ASC 0x24 (INVALID FIELD IN CDB).
+  h.deliver(r, sense_segment(0x05, 0x24));
   const auto* o = h.outcome(id);
   ASSERT_NE(o, nullptr);
   EXPECT_FALSE(o->error);
@@ -1004,11 +1010,7 @@ TEST(SessionEngine, TargetFailureFailsTheTaskWithoutAStatus) {
   auto r = good_response(sent[0].as<iscsi::ScsiCommand>().itt);
   r.response = 0x01;
   r.status = static_cast<std::uint8_t>(scsi::Status::check_condition);
-  std::vector<std::byte> sense(20);
-  sense[1] = std::byte{18};
-  sense[2] = std::byte{0x70};
-  sense[4] = std::byte{0x05};
-  h.deliver(r, sense);
+  h.deliver(r, sense_segment(0x05, 0x24));
   const auto* o = h.outcome(id);
   ASSERT_NE(o, nullptr);
   EXPECT_EQ(o->error, make_error_code(errc::protocol_error));
