@@ -1,5 +1,6 @@
 // The copy manager's in-kernel path (issue 25 item 1): BlockBackend::copy_from() of the io_uring
-// backend (splice file → pipe → file, on /var/tmp with O_DIRECT and on /dev/shm without),
+// backend (splice file → pipe → file, through the page cache; the source through O_DIRECT for
+// proceed(); on /var/tmp, ext4 here, and /dev/shm),
 // its refusals (another kind of source, overlapping ranges of one file, proceed() without a
 // snapshot), proceed() stopping a copy before the part it checked is written, the coherence of
 // the copied data with the backend's O_DIRECT and buffered reads; the chunk mover's choice of path
@@ -112,9 +113,10 @@ class UringKernelCopy : public ::testing::TestWithParam<const char*> {
   std::shared_ptr<BlockBackend> source, destination;
 };
 
-// Aligned (O_DIRECT on /var/tmp) and 512-byte offsets (buffered fds) alike; read back through the
-// backend's direct path (an aligned buffer) and its buffered path (a misaligned one): the page
-// cache and the direct I/O agree after the copy.
+// Aligned and 512-byte offsets alike, over a destination range whose page cache a buffered read
+// filled before; read back through the backend's direct path (an aligned buffer: O_DIRECT on
+// /var/tmp) and its buffered path (a misaligned one): the page cache the splice wrote and the
+// direct I/O agree after the copy.
 TEST_P(UringKernelCopy, CopiesFileToFileAndReadsBackCoherently) {
   for (const auto& [from, to, n] : {std::tuple<std::uint64_t, std::uint64_t, std::size_t>{0, 4u << 20, 3u << 20},
                                    std::tuple<std::uint64_t, std::uint64_t, std::size_t>{512, (9u << 20) + 1536, (2u << 20) + 3584}}) {
