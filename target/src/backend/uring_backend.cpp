@@ -379,10 +379,10 @@ class UringBackend final : public BlockBackend {
       return fail(errno_code(res == 0 ? EIO : -res));  // 0: end of file inside the LUN
     };
     while (left > 0 || in_pipe > 0) {
-      // With proceed(), a part is read whole (the pipe full, or the rest of the range) and checked
-      // before it is written; without, whatever the pipe holds is written first.
-      const bool part_read = left == 0 || in_pipe == pipe.capacity;
-      if (in_pipe > 0 && (!c.proceed || part_read)) {
+      // Whatever the pipe holds is written before anything more is read: a read never finds the
+      // pipe full, so it never waits for room (buffered splices put partial pages in the pipe, so
+      // its capacity in bytes is not a promise of room).
+      if (in_pipe > 0) {
         const int res = co_await uring_run(from_pipe(in_pipe));
         if (retry(res)) continue;
         if (res <= 0) co_return fail(errno_code(res == 0 ? EIO : -res));
@@ -390,19 +390,20 @@ class UringBackend final : public BlockBackend {
         offset += static_cast<std::uint64_t>(res);
         continue;
       }
-      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, pipe.capacity - in_pipe));
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, pipe.capacity));
       if (c.proceed) {
+        // A part: what one read put in the pipe, checked before any of it is written (above).
         const int res = co_await uring_run(to_pipe(n));
         if (retry(res)) continue;
         if (res <= 0) co_return read_error(res);
-        in_pipe += static_cast<std::size_t>(res);
+        in_pipe = static_cast<std::size_t>(res);
         source_offset += static_cast<std::uint64_t>(res);
         left -= static_cast<std::uint64_t>(res);
-        if ((left == 0 || in_pipe == pipe.capacity) && !c.proceed()) co_return fail(errno_code(ECANCELED));
+        if (!c.proceed()) co_return fail(errno_code(ECANCELED));
         continue;
       }
-      // The pipe is empty here. A linked pair; a short read cancels the write (-ECANCELED) and its
-      // bytes wait in the pipe, as do those of a short write.
+      // A linked pair; a short read cancels the write (-ECANCELED) and its bytes wait in the
+      // pipe, as do those of a short write.
       const auto [read, written] = co_await uring_run_linked(to_pipe(n), from_pipe(n));
       if (retry(read)) continue;
       if (read <= 0) co_return read_error(read);

@@ -116,7 +116,8 @@ class UringKernelCopy : public ::testing::TestWithParam<const char*> {
 // Aligned and 512-byte offsets alike, over a destination range whose page cache a buffered read
 // filled before; read back through the backend's direct path (an aligned buffer: O_DIRECT on
 // /var/tmp) and its buffered path (a misaligned one): the page cache the splice wrote and the
-// direct I/O agree after the copy.
+// direct I/O agree after the copy. The 512-byte offset also makes the splices short (1 MiB from
+// offset 512 spans 257 pages, the pipe holds 256), so the drain of a cancelled link is exercised.
 TEST_P(UringKernelCopy, CopiesFileToFileAndReadsBackCoherently) {
   for (const auto& [from, to, n] : {std::tuple<std::uint64_t, std::uint64_t, std::size_t>{0, 4u << 20, 3u << 20},
                                    std::tuple<std::uint64_t, std::uint64_t, std::size_t>{512, (9u << 20) + 1536, (2u << 20) + 3584}}) {
