@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Issue 25 item 6: kill -9 of iserkit-target in the middle of an EXTENDED COPY
 # (tests/integration/copy/CMakeLists.txt). Two file LUNs in /var/tmp (a.img, b.img) of
-# ISERKIT_COPY_FAULT_BYTES (default 1G, the issue's 1 GiB: 20–26 s in all on a shared 2-core VM on
-# 2026-11-29, most of it writing and checking the 2 GiB of patterns on the disk — the copy reaches
-# the quarter in about 1 s; e.g. 256M for a shorter run; /var/tmp must have room for both files and
-# 256 MiB more, else exit 77 saying so), every 512-byte block stamped with its LBA and a generation
-# (blocks.py): a.img generation 2, b.img generation 1. The target copies file to file inside the
+# ISERKIT_COPY_FAULT_BYTES (default 1G, the issue's 1 GiB: 21–34 s in all on a shared 2-core VM on
+# 2026-11-29 at load 5–7, 82 s at load 9, nearly all of it the disk writing and reading the 2 GiB
+# of patterns — the copy reaches the quarter in about 1 s; 256M for a run about 4 times shorter;
+# /var/tmp must have room for both files and 256 MiB more, else exit 77 saying so), every
+# 512-byte block stamped with its LBA and a generation (blocks.py): a.img generation 2, b.img
+# generation 1. The target copies file to file inside the
 # kernel (io_uring splice, target/README.md "EXTENDED COPY"). `iserkit copy` (commands of
 # 64 MiB, --replacement-timeout 0 so the lost connection ends it) copies a → b; once the block a
 # quarter of the way in holds generation 2, the target gets SIGKILL. Then:
