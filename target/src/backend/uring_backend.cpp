@@ -11,10 +11,12 @@
 // (IOSQE_IO_LINK) to IORING_OP_SPLICE pipe → destination file, both run by io_uring's kernel
 // workers (io-wq), never on the loop's thread. The pipes come from a small pool per io_context
 // (SplicePipes), each sized with F_SETPIPE_SZ to 1 MiB or /proc/sys/fs/pipe-max-size, whichever is
-// smaller. Both splices use the buffered fds (the page cache; the kernel keeps O_DIRECT and
-// buffered I/O of one file coherent: a direct read writes back the dirty pages of its range first,
-// a direct write drops them after, so the backend's own O_DIRECT reads see the copy), except that
-// a copy with KernelCopy::proceed reads the source through its O_DIRECT fd: that read lands in
+// smaller. The destination is written through its O_DIRECT fd (when it has one, as its own
+// writes are: a buffered write's dirty folio could not be invalidated by a concurrent O_DIRECT
+// write of a neighbouring block, whose data the folio's stale copy would later overwrite); a range
+// O_DIRECT cannot take is refused (the caller's buffer path). The source is read through the page
+// cache (a direct write drops the clean pages of its range after it, so no stale data stays),
+// except that a copy with KernelCopy::proceed reads it through its O_DIRECT fd: that read lands in
 // fresh kernel pages (a snapshot, which WRITE USING TOKEN's per-part check needs), while a buffered
 // splice puts references to the page cache's pages in the pipe. A kernel that refuses
 // splice on these files (EINVAL, EOPNOTSUPP) is remembered per backend; the caller then copies
@@ -316,11 +318,17 @@ class UringBackend final : public BlockBackend {
     if (file_ == source->file_ && c.source_offset_bytes < c.offset_bytes + c.length_bytes &&
         c.offset_bytes < c.source_offset_bytes + c.length_bytes)
       co_return fail(errno_code(EOPNOTSUPP));
+    // The destination through its O_DIRECT fd when it has one, as the backend's own writes: a
+    // buffered write would leave dirty page cache that the backend's concurrent O_DIRECT writes of
+    // neighbouring blocks in the same folio cannot invalidate (the kernel then writes the folio's
+    // stale copy of those blocks back later). A range O_DIRECT cannot take goes through the
+    // caller's buffer. Without an O_DIRECT fd (tmpfs) every access is buffered: no such mix.
+    if (direct_fd_ >= 0 && !direct_aligned(c.offset_bytes, c.length_bytes)) co_return fail(errno_code(EOPNOTSUPP));
     // The source through its O_DIRECT fd only when proceed() needs a snapshot: a direct splice
     // read lands in fresh pages, while a buffered one hands the page cache's pages by reference,
-    // which a later write of the source could change before they are written. Otherwise both sides
-    // go through the page cache: measured here about 2-4x faster than O_DIRECT splices (1 GiB:
-    // 0.3-0.4 s against 1.2-1.5 s), which wait for the device one part at a time in io-wq.
+    // which a later write of the source could change before they are written. Otherwise through
+    // the page cache: reads cannot leave stale data behind (a direct write drops the clean pages
+    // of its range after it), and buffered splice reads were the faster here.
     const bool direct = c.proceed && source->direct_fd_ >= 0 && !source->direct_splice_refused_.load(std::memory_order_relaxed) &&
                         source->direct_aligned(c.source_offset_bytes, c.length_bytes);
     if (c.proceed && !direct) co_return fail(errno_code(EOPNOTSUPP));
@@ -351,12 +359,12 @@ class UringBackend final : public BlockBackend {
     return offset % alignment_.offset_align == 0 && length % alignment_.offset_align == 0;
   }
 
-  // copy_from()'s loop: source → pipe → this backend's buffered fd (`direct`: from the source's
-  // O_DIRECT fd), `in_pipe` the bytes read and not yet written.
+  // copy_from()'s loop: source → pipe → this backend (its O_DIRECT fd when it has one; `direct`:
+  // from the source's O_DIRECT fd), `in_pipe` the bytes read and not yet written.
   Awaitable<Result<void>> splice_copy(const UringBackend& source, KernelCopy& c, bool direct, const SplicePipe& pipe,
                                       std::size_t& in_pipe) {
     const int in_fd = direct ? source.direct_fd_ : source.buffered_fd_;
-    const int out_fd = buffered_fd_;
+    const int out_fd = direct_fd_ >= 0 ? direct_fd_ : buffered_fd_;
     const int pipe_in = pipe.read_fd;
     const int pipe_out = pipe.write_fd;
     std::uint64_t source_offset = c.source_offset_bytes;

@@ -1,6 +1,6 @@
 // The copy manager's in-kernel path (issue 25 item 1): BlockBackend::copy_from() of the io_uring
-// backend (splice file → pipe → file, through the page cache; the source through O_DIRECT for
-// proceed(); on /var/tmp, ext4 here, and /dev/shm),
+// backend (splice file → pipe → file: the source through the page cache, or O_DIRECT for
+// proceed(), the destination through O_DIRECT; on /var/tmp, ext4 here, and /dev/shm, buffered),
 // its refusals (another kind of source, overlapping ranges of one file, proceed() without a
 // snapshot), proceed() stopping a copy before the part it checked is written, the coherence of
 // the copied data with the backend's O_DIRECT and buffered reads; the chunk mover's choice of path
@@ -127,6 +127,9 @@ TEST_P(UringKernelCopy, CopiesFileToFileAndReadsBackCoherently) {
     (void)read(*destination, to, n, false);
     KernelCopy c = kernel_copy(from, to, n);
     auto r = copy(*destination, *source, c);
+    // A file system whose O_DIRECT wants 4096-byte offsets refuses the 512-byte one (the caller
+    // then copies through its buffer); ext4 on a 512-byte-sector disk takes it.
+    if (!r && r.error() == std::errc::operation_not_supported && to % 4096 != 0) continue;
     ASSERT_TRUE(r) << r.error().message();
     EXPECT_EQ(read(*destination, to, n, true), data) << "direct read at " << to;
     EXPECT_EQ(read(*destination, to, n, false), data) << "buffered read at " << to;
