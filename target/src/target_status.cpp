@@ -39,14 +39,23 @@ std::string target_status_json(const StatusSources& sources) {
                        {"payload_budget", budget_json(*t.budget)}});
   doc["tenants"] = std::move(tenants);
   Json targets = Json::array();
+  // The copy manager's bytes by path (target/README.md "EXTENDED COPY"), per LU and in all.
+  std::uint64_t copy_in_kernel = 0;
+  std::uint64_t copy_user_space = 0;
   for (const auto& node : *sources.registry->nodes()) {
     Json luns = Json::array();
     for (const auto& lun : node->dispatcher->luns()) {
       const LogicalUnit* unit = node->dispatcher->find(lun);
       if (unit == nullptr) continue;
+      const auto& st = unit->stats();
+      const std::uint64_t in_kernel = st.copy_bytes_in_kernel.load(std::memory_order_relaxed);
+      const std::uint64_t user_space = st.copy_bytes_user_space.load(std::memory_order_relaxed);
+      copy_in_kernel += in_kernel;
+      copy_user_space += user_space;
       luns.push_back({{"lun", lun.index().value_or(0)},
                       {"block_size", unit->block_size_bytes()},
-                      {"blocks", unit->block_count()}});
+                      {"blocks", unit->block_count()},
+                      {"copy_bytes", {{"in_kernel", in_kernel}, {"user_space", user_space}}}});
     }
     targets.push_back({{"name", node->name}, {"alias", node->alias}, {"tenant", node->tenant}, {"luns", std::move(luns)}});
   }
@@ -92,7 +101,8 @@ std::string target_status_json(const StatusSources& sources) {
                    {"commands", by_kind(s.commands)},
                    {"bytes", by_kind(s.bytes)},
                    {"unit_attentions", s.unit_attentions.load(std::memory_order_relaxed)},
-                   {"copied_payload_bytes", copied_payload_bytes()}};
+                   {"copied_payload_bytes", copied_payload_bytes()},
+                   {"copy_bytes", {{"in_kernel", copy_in_kernel}, {"user_space", copy_user_space}}}};
   return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
@@ -272,7 +282,7 @@ class Collector final : public prometheus::Collectable {
   // it, a peer never does), and by max_labelled_luns. Sessions per target count only logged-in
   // sessions whose target is one of the configured nodes, so no peer-sent name becomes a label.
   void collect_luns(std::vector<MetricFamily>& out) const {
-    out.reserve(out.size() + 6);  // the six references below stay valid
+    out.reserve(out.size() + 7);  // the seven references below stay valid
     auto family = [&](const char* name, const char* help, MetricType type) -> MetricFamily& {
       out.push_back(MetricFamily{name, help, type, {}});
       return out.back();
@@ -286,6 +296,10 @@ class Collector final : public prometheus::Collectable {
     auto& attentions = family("iserkit_target_lun_unit_attentions_total",
                               "a logical unit's CHECK CONDITION responses with UNIT ATTENTION", MetricType::Counter);
     auto& capacity = family("iserkit_target_lun_capacity_bytes", "a logical unit's capacity in bytes", MetricType::Gauge);
+    auto& copied = family("iserkit_target_lun_copy_bytes_total",
+                          "bytes EXTENDED COPY and WRITE USING TOKEN wrote into a logical unit, by path (kernel: "
+                          "in-kernel splice, no user-space buffer; user: through the copy's buffer)",
+                          MetricType::Counter);
     auto& sessions = family("iserkit_target_node_sessions", "normal sessions logged in to a target", MetricType::Gauge);
     auto load = [](const std::atomic<std::uint64_t>& a) { return static_cast<double>(a.load(std::memory_order_relaxed)); };
     std::map<std::string, std::uint64_t> per_target;
@@ -307,6 +321,11 @@ class Collector final : public prometheus::Collectable {
         }
         errors.metric.push_back(counter(load(st.errors), labels()));
         attentions.metric.push_back(counter(load(st.unit_attentions), labels()));
+        for (const auto& [path, value] : {std::pair{"kernel", &st.copy_bytes_in_kernel}, std::pair{"user", &st.copy_bytes_user_space}}) {
+          auto with_path = labels();
+          with_path.push_back({"path", path});
+          copied.metric.push_back(counter(load(*value), std::move(with_path)));
+        }
         capacity.metric.push_back(
             gauge(static_cast<double>(unit->block_count()) * static_cast<double>(unit->block_size_bytes()), labels()));
       }

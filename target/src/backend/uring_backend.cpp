@@ -6,6 +6,22 @@
 // discard is IORING_OP_FALLOCATE(PUNCH_HOLE|KEEP_SIZE); write_zeroes is FALLOC_FL_ZERO_RANGE. Short
 // completions are continued until the full length is done (the backend contract).
 //
+// copy_from() (the copy manager's in-kernel copy, EXTENDED COPY and WRITE USING TOKEN between two
+// UringBackends) moves data without a user-space buffer: IORING_OP_SPLICE source file → pipe, linked
+// (IOSQE_IO_LINK) to IORING_OP_SPLICE pipe → destination file, both run by io_uring's kernel
+// workers (io-wq), never on the loop's thread. The pipes come from a small pool per io_context
+// (SplicePipes), each sized with F_SETPIPE_SZ to 1 MiB or /proc/sys/fs/pipe-max-size, whichever is
+// smaller. The destination is written through its O_DIRECT fd (when it has one, as its own
+// writes are: a buffered write's dirty folio could not be invalidated by a concurrent O_DIRECT
+// write of a neighbouring block, whose data the folio's stale copy would later overwrite); a range
+// O_DIRECT cannot take is refused (the caller's buffer path). The source is read through the page
+// cache (a direct write drops the clean pages of its range after it, so no stale data stays),
+// except that a copy with KernelCopy::proceed reads it through its O_DIRECT fd: that read lands in
+// fresh kernel pages (a snapshot, which WRITE USING TOKEN's per-part check needs), while a buffered
+// splice puts references to the page cache's pages in the pipe. A kernel that refuses
+// splice on these files (EINVAL, EOPNOTSUPP) is remembered per backend; the caller then copies
+// through its own buffer.
+//
 // A file on a RAM file system (tmpfs, ramfs) is read and written inline, with preadv2/pwritev2 on
 // the loop's thread: its pages are memory, so the call is a memory copy that cannot wait on a disk.
 // Through io_uring every such request would go to a kernel worker thread (io-wq) instead: tmpfs
@@ -26,8 +42,12 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <mutex>
 #include <new>
+#include <vector>
 
 #include "backend/uring_ring.hpp"
 #include "iserkit/target/backends.hpp"
@@ -36,6 +56,7 @@ namespace iserkit::target {
 namespace {
 
 using detail::uring_run;
+using detail::uring_run_linked;
 using detail::UringOp;
 using detail::UringService;
 
@@ -82,10 +103,91 @@ bool on_memory_file_system(int fd) noexcept {
   return sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC;
 }
 
+/// The largest pipe the in-kernel copy asks for: one chunk of the copy manager (xcopy_chunk_bytes).
+constexpr std::size_t splice_pipe_bytes = 1u << 20;
+
+/// /proc/sys/fs/pipe-max-size (read once): an unprivileged F_SETPIPE_SZ above it fails with EPERM.
+std::size_t pipe_max_size() noexcept {
+  static const std::size_t value = [] {
+    std::size_t v = 0;
+    if (FILE* f = std::fopen("/proc/sys/fs/pipe-max-size", "re")) {
+      unsigned long n = 0;
+      if (std::fscanf(f, "%lu", &n) == 1) v = n;
+      std::fclose(f);
+    }
+    return v;
+  }();
+  return value;
+}
+
+/// A pipe for splice: both ends and its capacity in bytes (F_GETPIPE_SZ).
+struct SplicePipe {
+  int read_fd = -1;
+  int write_fd = -1;
+  std::size_t capacity = 0;
+  void close() noexcept {
+    if (read_fd >= 0) ::close(read_fd);
+    if (write_fd >= 0) ::close(write_fd);
+    read_fd = write_fd = -1;
+  }
+};
+
+/// The empty pipes of one io_context, reused across copies and chunks (one per copy under way on
+/// the loop; a few are kept). Not thread-safe: one thread runs the io_context.
+class SplicePipes final : public asio::execution_context::service {
+ public:
+  using key_type = SplicePipes;
+  static inline asio::execution_context::id id;
+  explicit SplicePipes(asio::execution_context& context) : asio::execution_context::service(context) {}
+  ~SplicePipes() override {
+    for (auto& p : free_) p.close();
+  }
+  void shutdown() override {}
+
+  /// An empty pipe: a kept one, or a new one grown towards splice_pipe_bytes.
+  Result<SplicePipe> take() {
+    if (!free_.empty()) {
+      SplicePipe p = free_.back();
+      free_.pop_back();
+      return p;
+    }
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return fail(errno_code(errno));
+    SplicePipe p{fds[0], fds[1], 0};
+    std::size_t want = splice_pipe_bytes;
+    if (const std::size_t max = pipe_max_size(); max >= 4096) want = std::min(want, max);
+    // Refused (EPERM past pipe-max-size or the user's pipe-user-pages-soft): keep what it has.
+    (void)::fcntl(p.write_fd, F_SETPIPE_SZ, static_cast<int>(want));
+    const int capacity = ::fcntl(p.write_fd, F_GETPIPE_SZ);
+    if (capacity <= 0) {
+      const int e = capacity < 0 ? errno : EINVAL;
+      p.close();
+      return fail(errno_code(e));
+    }
+    p.capacity = static_cast<std::size_t>(capacity);
+    return p;
+  }
+
+  /// Takes back `p`, which must be empty (a pipe with data left in it is closed instead).
+  void give_back(SplicePipe p) {
+    if (free_.size() < max_kept) {
+      free_.push_back(p);
+    } else {
+      p.close();
+    }
+  }
+
+ private:
+  static constexpr std::size_t max_kept = 4;
+  std::vector<SplicePipe> free_;
+};
+
 class UringBackend final : public BlockBackend {
  public:
-  UringBackend(int buffered_fd, int direct_fd, DirectAlignment alignment, BackendCapabilities caps, bool inline_io)
-      : buffered_fd_(buffered_fd), direct_fd_(direct_fd), alignment_(alignment), caps_(caps), inline_io_(inline_io) {}
+  UringBackend(int buffered_fd, int direct_fd, DirectAlignment alignment, BackendCapabilities caps, bool inline_io,
+               std::pair<dev_t, ino_t> file)
+      : buffered_fd_(buffered_fd), direct_fd_(direct_fd), alignment_(alignment), caps_(caps), inline_io_(inline_io),
+        file_(file) {}
   ~UringBackend() override {
     ::close(buffered_fd_);
     if (direct_fd_ >= 0) ::close(direct_fd_);
@@ -203,7 +305,129 @@ class UringBackend final : public BlockBackend {
                                .length_bytes = std::min<std::uint64_t>(static_cast<std::uint64_t>(hole) - offset, max_length)};
   }
 
+  // The in-kernel copy (top of this file).
+  Awaitable<Result<void>> copy_from(BlockBackend& source_backend, KernelCopy& c) override {
+    auto* source = dynamic_cast<UringBackend*>(&source_backend);
+    if (source == nullptr) co_return fail(errno_code(EOPNOTSUPP));  // another kind of backend
+    check_range(c.offset_bytes, c.length_bytes);
+    source->check_range(c.source_offset_bytes, c.length_bytes);
+    if (caps_.read_only) co_return fail(errno_code(EROFS));
+    if (splice_refused_.load(std::memory_order_relaxed) || source->splice_refused_.load(std::memory_order_relaxed))
+      co_return fail(errno_code(EOPNOTSUPP));
+    // One file, overlapping ranges: the pipe would hold pages the copy is writing.
+    if (file_ == source->file_ && c.source_offset_bytes < c.offset_bytes + c.length_bytes &&
+        c.offset_bytes < c.source_offset_bytes + c.length_bytes)
+      co_return fail(errno_code(EOPNOTSUPP));
+    // The destination through its O_DIRECT fd when it has one, as the backend's own writes: a
+    // buffered write would leave dirty page cache that the backend's concurrent O_DIRECT writes of
+    // neighbouring blocks in the same folio cannot invalidate (the kernel then writes the folio's
+    // stale copy of those blocks back later). A range O_DIRECT cannot take goes through the
+    // caller's buffer. Without an O_DIRECT fd (tmpfs) every access is buffered: no such mix.
+    if (direct_fd_ >= 0 && !direct_aligned(c.offset_bytes, c.length_bytes)) co_return fail(errno_code(EOPNOTSUPP));
+    // The source through its O_DIRECT fd only when proceed() needs a snapshot: a direct splice
+    // read lands in fresh pages, while a buffered one hands the page cache's pages by reference,
+    // which a later write of the source could change before they are written. Otherwise through
+    // the page cache: reads cannot leave stale data behind (a direct write drops the clean pages
+    // of its range after it), and buffered splice reads were the faster here.
+    const bool direct = c.proceed && source->direct_fd_ >= 0 && !source->direct_splice_refused_.load(std::memory_order_relaxed) &&
+                        source->direct_aligned(c.source_offset_bytes, c.length_bytes);
+    if (c.proceed && !direct) co_return fail(errno_code(EOPNOTSUPP));
+    auto& pipes = asio::use_service<SplicePipes>(asio::query(co_await asio::this_coro::executor, asio::execution::context));
+    auto pipe = pipes.take();
+    if (!pipe) co_return fail(pipe.error());
+    std::size_t in_pipe = 0;
+    auto r = co_await splice_copy(*source, c, direct, *pipe, in_pipe);
+    if (in_pipe == 0) {
+      pipes.give_back(*pipe);
+    } else {
+      pipe->close();  // data left in it (an error or ECANCELED): never reused
+    }
+    if (!r && (r.error().value() == EINVAL || r.error().value() == EOPNOTSUPP || r.error().value() == ENOSYS)) {
+      // Probed once: this kernel refuses splice on these files (through O_DIRECT, or at all).
+      if (direct) {
+        source->direct_splice_refused_.store(true, std::memory_order_relaxed);
+      } else {
+        splice_refused_.store(true, std::memory_order_relaxed);
+      }
+      co_return fail(errno_code(EOPNOTSUPP));
+    }
+    co_return r;
+  }
+
  private:
+  bool direct_aligned(std::uint64_t offset, std::uint64_t length) const noexcept {
+    return offset % alignment_.offset_align == 0 && length % alignment_.offset_align == 0;
+  }
+
+  // copy_from()'s loop: source → pipe → this backend (its O_DIRECT fd when it has one; `direct`:
+  // from the source's O_DIRECT fd), `in_pipe` the bytes read and not yet written.
+  Awaitable<Result<void>> splice_copy(const UringBackend& source, KernelCopy& c, bool direct, const SplicePipe& pipe,
+                                      std::size_t& in_pipe) {
+    const int in_fd = direct ? source.direct_fd_ : source.buffered_fd_;
+    const int out_fd = direct_fd_ >= 0 ? direct_fd_ : buffered_fd_;
+    const int pipe_in = pipe.read_fd;
+    const int pipe_out = pipe.write_fd;
+    std::uint64_t source_offset = c.source_offset_bytes;
+    std::uint64_t offset = c.offset_bytes;
+    std::uint64_t left = c.length_bytes;  // not yet read into the pipe
+    const auto retry = [](int res) { return res == -EINTR || res == -EAGAIN; };
+    const auto to_pipe = [&](std::size_t n) {
+      return [=](io_uring_sqe* sqe) {
+        io_uring_prep_splice(sqe, in_fd, static_cast<std::int64_t>(source_offset), pipe_out, -1,
+                             static_cast<unsigned>(n), 0);
+      };
+    };
+    const auto from_pipe = [&](std::size_t n) {
+      return [=](io_uring_sqe* sqe) {
+        io_uring_prep_splice(sqe, pipe_in, -1, out_fd, static_cast<std::int64_t>(offset), static_cast<unsigned>(n), 0);
+      };
+    };
+    const auto read_error = [&c](int res) {
+      c.read_failed = true;
+      return fail(errno_code(res == 0 ? EIO : -res));  // 0: end of file inside the LUN
+    };
+    while (left > 0 || in_pipe > 0) {
+      // Whatever the pipe holds is written before anything more is read: a read never finds the
+      // pipe full, so it never waits for room (buffered splices put partial pages in the pipe, so
+      // its capacity in bytes is not a promise of room).
+      if (in_pipe > 0) {
+        const int res = co_await uring_run(from_pipe(in_pipe));
+        if (retry(res)) continue;
+        if (res <= 0) co_return fail(errno_code(res == 0 ? EIO : -res));
+        in_pipe -= static_cast<std::size_t>(res);
+        offset += static_cast<std::uint64_t>(res);
+        continue;
+      }
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, pipe.capacity));
+      if (c.proceed) {
+        // A part: what one read put in the pipe, checked before any of it is written (above).
+        const int res = co_await uring_run(to_pipe(n));
+        if (retry(res)) continue;
+        if (res <= 0) co_return read_error(res);
+        in_pipe = static_cast<std::size_t>(res);
+        source_offset += static_cast<std::uint64_t>(res);
+        left -= static_cast<std::uint64_t>(res);
+        if (!c.proceed()) co_return fail(errno_code(ECANCELED));
+        continue;
+      }
+      // A linked pair; a short read cancels the write (-ECANCELED) and its bytes wait in the
+      // pipe, as do those of a short write.
+      const auto [read, written] = co_await uring_run_linked(to_pipe(n), from_pipe(n));
+      if (retry(read)) continue;
+      if (read <= 0) co_return read_error(read);
+      in_pipe += static_cast<std::size_t>(read);
+      source_offset += static_cast<std::uint64_t>(read);
+      left -= static_cast<std::uint64_t>(read);
+      if (written > 0) {
+        in_pipe -= static_cast<std::size_t>(written);
+        offset += static_cast<std::uint64_t>(written);
+      } else if (written < 0 && written != -ECANCELED && !retry(written)) {
+        co_return fail(errno_code(-written));
+      }
+    }
+    co_return Result<void>{};
+  }
+
   void check_range(std::uint64_t offset, std::uint64_t length) const noexcept {
     // The SCSI layer checked the range (block_backend.hpp preconditions).
     assert(offset <= caps_.size_bytes && length <= caps_.size_bytes - offset);
@@ -320,6 +544,9 @@ class UringBackend final : public BlockBackend {
   DirectAlignment alignment_;
   BackendCapabilities caps_;
   bool inline_io_;  // a RAM file system: transfer_inline()
+  std::pair<dev_t, ino_t> file_;  // the file (st_dev, st_ino) or block device (0, st_rdev)
+  std::atomic<bool> splice_refused_{false};         // splice failed with EINVAL/EOPNOTSUPP here
+  std::atomic<bool> direct_splice_refused_{false};  // splice from the O_DIRECT fd failed so
 };
 
 }  // namespace
@@ -362,10 +589,13 @@ Result<std::shared_ptr<BlockBackend>> open_uring_backend(const OpenBackendOption
   caps.discard_zeroes = true;  // hole punch reads back zeroes; the fallback writes zeroes
   caps.can_write_zeroes = true;
   caps.can_start_transfer = true;
+  caps.can_copy_in_kernel = true;
   caps.thin = S_ISREG(st.st_mode);
   caps.volatile_cache = true;
   caps.optimal_io_bytes = static_cast<std::uint32_t>(std::max<blksize_t>(st.st_blksize, 4096));
-  return std::shared_ptr<BlockBackend>(std::make_shared<UringBackend>(fd, direct_fd, alignment, caps, inline_io));
+  return std::shared_ptr<BlockBackend>(std::make_shared<UringBackend>(fd, direct_fd, alignment, caps, inline_io,
+                                                                             S_ISBLK(st.st_mode) ? std::pair<dev_t, ino_t>{0, static_cast<ino_t>(st.st_rdev)}
+                                                                                                 : std::pair<dev_t, ino_t>{st.st_dev, st.st_ino}));
 }
 
 Result<void> probe_io_uring() noexcept {

@@ -84,6 +84,14 @@ io_uring_sqe* UringService::get_sqe() noexcept {
   return sqe;
 }
 
+std::pair<io_uring_sqe*, io_uring_sqe*> UringService::get_sqe_pair() noexcept {
+  if (io_uring_sq_space_left(&*ring_) < 2) io_uring_submit(&*ring_);
+  if (io_uring_sq_space_left(&*ring_) < 2) return {nullptr, nullptr};
+  io_uring_sqe* first = io_uring_get_sqe(&*ring_);
+  io_uring_sqe* second = io_uring_get_sqe(&*ring_);
+  return {first, second};
+}
+
 void UringService::queued(UringOp& op, io_uring_sqe* sqe) {
   io_uring_sqe_set_data(sqe, &op);
   ++in_flight_;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/completion.hpp"
@@ -47,6 +48,11 @@ class UringService final : public asio::execution_context::service {
   /// An SQE to fill; submits the queue first when it is full. nullptr only if the kernel accepts
   /// nothing (then fail the operation with EBUSY).
   io_uring_sqe* get_sqe() noexcept;
+
+  /// Two consecutive SQEs to fill (a linked pair, IOSQE_IO_LINK on the first): submits the queue
+  /// first when fewer than two entries are free, so the first is never submitted alone before the
+  /// second is prepared. {nullptr, nullptr} only if the kernel accepts nothing (EBUSY).
+  std::pair<io_uring_sqe*, io_uring_sqe*> get_sqe_pair() noexcept;
 
   /// Registers `op` (whose SQE was just prepared) and schedules the batched submit.
   void queued(UringOp& op, io_uring_sqe* sqe);
@@ -90,6 +96,42 @@ Awaitable<int> uring_run(Prep prep) {
   (*service)->queued(op, sqe);
   co_await op.done.wait();
   co_return op.res;
+}
+
+/// Runs two io_uring operations as a linked pair on the calling io_context's ring: `prep_first`
+/// and `prep_second` fill the SQEs; the first gets IOSQE_IO_LINK, so the second starts only after
+/// the first completed in full (a short or failed first cancels it: -ECANCELED).
+/// Returns: both CQE results (>= 0 or a negative errno), once both completed.
+template <class PrepFirst, class PrepSecond>
+Awaitable<std::pair<int, int>> uring_run_linked(PrepFirst prep_first, PrepSecond prep_second) {
+  auto service = UringService::of(co_await asio::this_coro::executor);
+  if (!service) co_return std::pair{-service.error().value(), -service.error().value()};
+  auto [first_sqe, second_sqe] = (*service)->get_sqe_pair();
+  if (first_sqe == nullptr) co_return std::pair{-EBUSY, -EBUSY};
+  // The CQEs may come in either order (the second's cancellation can be posted with the first):
+  // the last one completes the wait. Both run on the loop's thread (reap()).
+  struct Op : UringOp {
+    UringOp* last = nullptr;  // the op whose Completion the coroutine waits on
+    int* pending = nullptr;
+  };
+  int pending = 2;
+  Op first;
+  Op second;
+  for (Op* op : {&first, &second}) {
+    op->last = &second;
+    op->pending = &pending;
+    op->on_complete = [](UringOp& base) noexcept {
+      auto& op = static_cast<Op&>(base);
+      if (--*op.pending == 0) op.last->done.complete();
+    };
+  }
+  prep_first(first_sqe);
+  first_sqe->flags |= IOSQE_IO_LINK;
+  prep_second(second_sqe);
+  (*service)->queued(first, first_sqe);
+  (*service)->queued(second, second_sqe);
+  co_await second.done.wait();
+  co_return std::pair{first.res, second.res};
 }
 
 }  // namespace iserkit::target::detail

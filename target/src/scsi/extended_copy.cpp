@@ -282,35 +282,85 @@ void set_destination(BlockMove& m, UnitState& unit) noexcept {
   m.destination = &unit.unit->backend();
   m.destination_ranges = &unit.ranges;
   m.destination_sanitize = unit.sanitize.get();
+  m.destination_stats = &unit.unit->stats();
 }
+
+ChunkPath chunk_path(const BlockMove& m, std::uint64_t first, std::uint64_t blocks, bool refused) noexcept {
+  if (m.source == nullptr || refused || !m.destination->capabilities().can_copy_in_kernel) return ChunkPath::user_space;
+  const std::uint64_t from = m.source_lba + first;
+  const std::uint64_t to = m.destination_lba + first;
+  if (m.source == m.destination && from < to + blocks && to < from + blocks) return ChunkPath::user_space;
+  return ChunkPath::in_kernel;
+}
+
+namespace {
+
+// copy_from()'s answers that mean "not in the kernel, copy it yourself" (block_backend.hpp).
+bool kernel_copy_refused(const std::error_code& ec) noexcept {
+  return ec == std::errc::operation_not_supported || ec == std::errc::cross_device_link ||
+         ec == std::errc::invalid_argument;
+}
+
+}  // namespace
 
 Awaitable<std::optional<ScsiOutcome>> move_blocks(const CommandPlan& plan, const BlockMove& m, ByteSpan buffer,
                                                   const MoveHooks& hooks) {
   const std::uint32_t bs = m.block_size_bytes;
   const std::uint64_t chunk_blocks = std::max<std::uint64_t>(1, buffer.size() / bs);
   BlockBackend& destination = *m.destination;
+  bool refused = false;  // the destination refused copy_from() once: the rest goes through the buffer
   for (std::uint64_t done = 0; done < m.blocks;) {
     // SAM-5 §7: an aborted task (ABORT TASK, a reset, the session's end) stops between chunks.
     if (plan.abort_requested || (hooks.stopped && hooks.stopped())) co_return ScsiOutcome::check_condition(hooks.aborted);
     const std::uint64_t n = std::min(chunk_blocks, m.blocks - done);
     const std::uint64_t first = m.backwards ? m.blocks - done - n : done;
-    const ByteSpan data(buffer.data(), n * bs);
-    if (m.source != nullptr) {
-      if (auto r1 = co_await m.source->read((m.source_lba + first) * bs, data); !r1)
-        co_return backend_error_outcome(r1.error(), false);
-      // Checked after the read: a change of the source that the read may have seen happened
-      // after the check's flag was set (point in time ROD tokens).
-      if (hooks.after_read)
-        if (auto stop = hooks.after_read()) co_return *stop;
-    }
-    {
+    const std::uint64_t offset = (m.destination_lba + first) * bs;
+    bool moved = false;
+    if (chunk_path(m, first, n, refused) == ChunkPath::in_kernel) {
+      // In the kernel: the read happens inside copy_from(), so the range lock is taken first (a
+      // WRITE USING TOKEN whose destination holds its own token's blocks is cancelled before it
+      // reads them). after_read runs after each part was read and before it is written.
       auto guard = co_await lock_range(*m.destination_ranges, m.destination_lba + first, n);
       // SBC-4 §4.11: a sanitize that started meanwhile drained the range first: stop.
-      if (auto refused = m.destination_sanitize->refuses(scsi::Opcode::write16)) co_return ScsiOutcome::check_condition(*refused);
-      const std::uint64_t offset = (m.destination_lba + first) * bs;
+      if (auto refused_by = m.destination_sanitize->refuses(scsi::Opcode::write16))
+        co_return ScsiOutcome::check_condition(*refused_by);
+      KernelCopy copy;
+      copy.source_offset_bytes = (m.source_lba + first) * bs;
+      copy.offset_bytes = offset;
+      copy.length_bytes = n * bs;
+      std::optional<ScsiOutcome> stop;
+      if (hooks.after_read) copy.proceed = [&] { return !(stop = hooks.after_read()); };
+      auto r = co_await destination.copy_from(*m.source, copy);
+      if (r) {
+        moved = true;
+        if (m.destination_stats) m.destination_stats->copy_bytes_in_kernel.fetch_add(n * bs, std::memory_order_relaxed);
+      } else if (stop) {
+        co_return *stop;  // after_read ended it (ECANCELED)
+      } else if (kernel_copy_refused(r.error())) {
+        refused = true;  // this chunk again, and the rest, through the buffer
+      } else {
+        co_return backend_error_outcome(r.error(), !copy.read_failed);
+      }
+    }
+    if (!moved) {
+      const ByteSpan data(buffer.data(), n * bs);
+      if (m.source != nullptr) {
+        if (auto r1 = co_await m.source->read((m.source_lba + first) * bs, data); !r1)
+          co_return backend_error_outcome(r1.error(), false);
+        // Checked after the read: a change of the source that the read may have seen happened
+        // after the check's flag was set (point in time ROD tokens).
+        if (hooks.after_read)
+          if (auto stop = hooks.after_read()) co_return *stop;
+      }
+      auto guard = co_await lock_range(*m.destination_ranges, m.destination_lba + first, n);
+      // SBC-4 §4.11: a sanitize that started meanwhile drained the range first: stop.
+      if (auto refused_by = m.destination_sanitize->refuses(scsi::Opcode::write16))
+        co_return ScsiOutcome::check_condition(*refused_by);
       auto w = m.source != nullptr ? co_await destination.write(offset, data, Fua::no)
                                    : co_await destination.write_zeroes(offset, n * bs, Fua::no);
       if (!w) co_return backend_error_outcome(w.error(), true);
+      if (m.source != nullptr && m.destination_stats)
+        m.destination_stats->copy_bytes_user_space.fetch_add(n * bs, std::memory_order_relaxed);
     }
     done += n;
     if (hooks.moved) hooks.moved(n);

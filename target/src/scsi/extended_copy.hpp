@@ -185,7 +185,7 @@ struct UnitState;      // scsi/device_state.hpp
 class RangeLock;       // scsi/device_state.hpp
 struct SanitizeState;  // scsi/sanitize.hpp
 
-/// Fills the destination fields of `m` from `unit` (its backend, range lock, sanitize state).
+/// Fills the destination fields of `m` from `unit` (its backend, range lock, sanitize state, counters).
 struct BlockMove;
 void set_destination(BlockMove& m, UnitState& unit) noexcept;
 
@@ -197,6 +197,7 @@ struct BlockMove {
   BlockBackend* destination = nullptr;
   RangeLock* destination_ranges = nullptr;             ///< the destination LU's range lock
   const SanitizeState* destination_sanitize = nullptr;  ///< and its sanitize state
+  LogicalUnitStats* destination_stats = nullptr;  ///< and its counters (copy_bytes_*); may be null
   std::uint64_t destination_lba = 0;
   std::uint64_t blocks = 0;
   std::uint32_t block_size_bytes = 0;
@@ -214,12 +215,31 @@ struct MoveHooks {
   std::function<bool()> stopped;
 };
 
+/// How move_blocks() moves one chunk that has a source.
+enum class ChunkPath : std::uint8_t {
+  in_kernel,   ///< BlockBackend::copy_from() on the destination: no user-space buffer
+  user_space,  ///< read from the source into the copy's buffer, then written from it
+};
+
+/// The path move_blocks() tries first for the chunk of `blocks` blocks at block `first` of `m`:
+/// in_kernel when the destination's backend can copy in the kernel
+/// (BackendCapabilities::can_copy_in_kernel), the move has not been refused it before (`refused`:
+/// an earlier copy_from() of this move answered EOPNOTSUPP, EXDEV or EINVAL) and, on one backend,
+/// the chunk's source and destination blocks do not overlap (memmove: a chunk is read whole
+/// before it is written; a pipe holds only part of it); user_space otherwise, and for zeroes (no
+/// source). The backend may still refuse the chunk (another kind of source): then it goes through
+/// the buffer, and so does the rest of the move.
+ChunkPath chunk_path(const BlockMove& m, std::uint64_t first, std::uint64_t blocks, bool refused) noexcept;
+
 /// The copy manager's chunk mover (EXTENDED COPY segments, WRITE USING TOKEN ranges): moves
-/// `m.blocks` in chunks of at most buffer.size() bytes — read from the source's backend (or
-/// nothing for zeroes), then written under the destination's range lock (which cancels the ROD
-/// tokens of those blocks, and waits for COMPARE AND WRITE), checking a sanitize that started
-/// meanwhile; between chunks it stops when plan.abort_requested or hooks.stopped() and yields to
-/// the io_context.
+/// `m.blocks` in chunks of at most buffer.size() bytes, each by chunk_path(): in the kernel
+/// (destination.copy_from(source), under the destination's range lock, with after_read checked
+/// after each part was read and before it is written) or through `buffer` (read from the source's
+/// backend, then written under the destination's range lock), or zeroes (write_zeroes, no source).
+/// The range lock cancels the ROD tokens of those blocks and waits for COMPARE AND WRITE; a
+/// sanitize that started meanwhile is checked under it. Between chunks it stops when
+/// plan.abort_requested or hooks.stopped() and yields to the io_context. Counts the bytes of each
+/// chunk in m.destination_stats (copy_bytes_in_kernel or copy_bytes_user_space).
 /// Returns nullopt when every block moved, else the outcome to end the command with (a backend
 /// error's sense, SANITIZE IN PROGRESS, hooks.aborted, after_read's).
 Awaitable<std::optional<ScsiOutcome>> move_blocks(const CommandPlan& plan, const BlockMove& m, ByteSpan buffer,

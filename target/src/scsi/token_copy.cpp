@@ -526,6 +526,7 @@ Awaitable<ScsiOutcome> run_write_job(std::shared_ptr<WriteJob> job, const Comman
       move.destination = &job->destination->backend();
       move.destination_ranges = job->destination_ranges.get();
       move.destination_sanitize = job->destination_sanitize.get();
+      move.destination_stats = &job->destination->stats();
       move.destination_lba = d.lba + done;
       move.block_size_bytes = bs;
       std::uint64_t n = d.blocks - done;

@@ -11,6 +11,7 @@ A block: "ISKB" + generation (4 bytes) + LBA (8 bytes), 488 bytes of a fill deri
 the LBA and generation again in the last 8 bytes (so a block whose head and tail come from
 different writes fails the check).
 """
+import array
 import struct
 import sys
 
@@ -24,43 +25,72 @@ def block(lba, gen):
     return head + fill + tail
 
 
+# The blocks are built and checked a chunk at a time (CHUNK blocks, a multiple of the fill's period
+# of 256): a template of the chunk per generation (everything but the LBA fields), whose LBA fields
+# are then patched with strided slice assignments, one per byte of the field; a chunk that equals
+# its all-new or all-old form is settled with one comparison, only a mixed chunk is looked at block
+# by block. About 1 s per GiB instead of a loop over every block.
+CHUNK = 8192
+_templates = {}
+
+
+def _template(gen):
+    if gen not in _templates:
+        _templates[gen] = bytearray(b"".join(block(lba, gen) for lba in range(CHUNK)))
+    return _templates[gen]
+
+
+def _chunk(first, count, gen):
+    """The stamped blocks first..first+count-1 (first a multiple of CHUNK) of generation gen."""
+    buf = bytearray(_template(gen)[: count * BS])
+    lbas = array.array("Q", range(first, first + count))
+    if sys.byteorder == "little":
+        lbas.byteswap()
+    raw = lbas.tobytes()  # big-endian 8-byte LBAs, one after the other
+    for k in range(8):
+        buf[8 + k :: BS] = raw[k::8]  # the head's LBA
+    for k in range(4):
+        buf[504 + k :: BS] = raw[4 + k :: 8]  # the tail's low 32 bits of the LBA
+    return buf
+
+
 def write(path, blocks, gen):
-    # The fill repeats with period 256 in the LBA: build those once, stamp the LBA per block.
     with open(path, "r+b") as f:
-        chunk = bytearray()
-        for lba in range(blocks):
-            chunk += block(lba, gen)
-            if len(chunk) >= 1 << 22:
-                f.write(chunk)
-                chunk = bytearray()
-        f.write(chunk)
+        for first in range(0, blocks, CHUNK):
+            f.write(_chunk(first, min(CHUNK, blocks - first), gen))
 
 
 def check(path, blocks, old, new, copied):
     counts = {old: 0, new: 0}
     src = sys.stdin.buffer if path == "-" else open(path, "rb")
-    cache = {}
-    for lba in range(blocks):
-        b = src.read(BS)
-        if len(b) != BS:
-            print(f"short read at LBA {lba}")
-            return 1
-        got = None
-        for gen in (new, old):
-            key = (lba & 0xFF, gen)
-            if key not in cache:
-                cache[key] = block(lba & 0xFF, gen)[16:504]
-            if (b[:4] == b"ISKB" and b[4:16] == struct.pack(">IQ", gen, lba) and b[16:504] == cache[key]
-                    and b[504:] == struct.pack(">II", lba & 0xFFFFFFFF, gen)):
-                got = gen
+    for first in range(0, blocks, CHUNK):
+        count = min(CHUNK, blocks - first)
+        data = src.read(count * BS)
+        while len(data) < count * BS:
+            more = src.read(count * BS - len(data))
+            if not more:
+                print(f"short read at LBA {first + len(data) // BS}")
+                return 1
+            data += more
+        forms = {new: _chunk(first, count, new), old: _chunk(first, count, old)}
+        whole = next((gen for gen in (new, old) if data == forms[gen]), None)
+        for i in range(count):
+            lba = first + i
+            if whole is not None:
+                got = whole
+            else:
+                b = data[i * BS : (i + 1) * BS]
+                got = next((gen for gen in (new, old) if b == forms[gen][i * BS : (i + 1) * BS]), None)
+                if got is None:
+                    print(f"torn or foreign block at LBA {lba}: {b[:16].hex()} … {b[-8:].hex()}")
+                    return 1
+            if lba * BS < copied and got != new:
+                print(f"LBA {lba} is below the reported offset reached ({copied}) but holds the old generation")
+                return 1
+            if whole is not None and (lba + 1) * BS >= copied:
+                counts[got] += first + count - lba  # the rest of a whole chunk, at once
                 break
-        if got is None:
-            print(f"torn or foreign block at LBA {lba}: {b[:16].hex()} … {b[-8:].hex()}")
-            return 1
-        if lba * BS < copied and got != new:
-            print(f"LBA {lba} is below the reported offset reached ({copied}) but holds the old generation")
-            return 1
-        counts[got] += 1
+            counts[got] += 1
     print(f"blocks: new={counts[new]} old={counts[old]}")
     return 0
 

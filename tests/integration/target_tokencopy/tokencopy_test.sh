@@ -5,7 +5,9 @@
 # (d.img), all sparse 64M files (io_uring backend) — and a second iserkit-target process
 # (--export-dir, e.img), then runs tokencopy_client_test.cpp. Afterwards the files themselves are
 # checked: b.img (twice: once with IMMED) and c.img hold the copied range of a.img (b.img with the
-# zeroed blocks), the cancelled token wrote nothing, d.img and e.img were not written.
+# zeroed blocks), the cancelled token wrote nothing, d.img and e.img were not written. Before that
+# the status socket must say that the copies moved inside the kernel (io_uring splice through
+# O_DIRECT, the token checked per part; totals.copy_bytes) and none through a user-space buffer.
 # Usage: tokencopy_test.sh CLIENT_PROGRAM. Exit 77 when iserkit-target is not built.
 set -u
 CLIENT=${1:?client program}
@@ -49,7 +51,7 @@ iqn = "$BASE:red"
 tenant = "red"
 luns = ["$WORK/d.img"]
 TOML
-"$BIN/iserkit-target" --config "$WORK/target.toml" --port-file "$WORK/port" --log-level info >"$WORK/target.log" 2>&1 &
+"$BIN/iserkit-target" --config "$WORK/target.toml" --port-file "$WORK/port" --status-socket "$WORK/status.sock" --log-level info >"$WORK/target.log" 2>&1 &
 PID=$!
 "$BIN/iserkit-target" --iqn "$BASE.other" --export-dir "$WORK/other" --listen 127.0.0.1:0 --port-file "$WORK/port2" \
   --log-level warn >"$WORK/other.log" 2>&1 &
@@ -62,6 +64,14 @@ BLUE=$(portal blue) RED=$(portal red)
 ISERKIT_TEST_SOURCE_URL="iscsi://$BLUE/$BASE:src/0" ISERKIT_TEST_PEER_URL="iscsi://$BLUE/$BASE:peer/0" \
   ISERKIT_TEST_RED_URL="iscsi://$RED/$BASE:red/0" ISERKIT_TEST_OTHER_URL="iscsi://127.0.0.1:$(cat "$WORK/port2")/$BASE.other:vol/0" \
   "$CLIENT" || fail "the client failed"
+python3 - "$WORK/status.sock" $((3 * 4100 * 512)) <<'PY' || fail "the token copies did not move in the kernel"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+copied = json.loads(b"".join(iter(lambda: s.recv(65536), b"")))["totals"]["copy_bytes"]
+print("status: totals.copy_bytes", copied)
+assert copied["in_kernel"] >= int(sys.argv[2]) and copied["user_space"] == 0, copied
+PY
 kill -TERM "$PID" "$PID2"; wait "$PID" "$PID2"; PID="" PID2=""
 blocks() { dd if="$1" bs=512 skip="$2" count="$3" status=none; }
 # The client copied 4100 blocks from LBA 100 of a.img to LBA 5000 of b.img (then zeroed the first

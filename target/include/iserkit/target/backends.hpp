@@ -52,7 +52,11 @@ struct OpenBackendOptions {
 /// is used. A regular file on a RAM file system (tmpfs, ramfs) is read and written inline with
 /// preadv2/pwritev2 on the caller's thread, without O_DIRECT (memory copies; io_uring would hand
 /// each request to a kernel worker thread there); flush, discard and write_zeroes still go through
-/// io_uring.
+/// io_uring. copy_from() (can_copy_in_kernel) copies from another io_uring backend inside the
+/// kernel: linked io_uring splices file → pipe → file, the source through the page cache (through
+/// O_DIRECT when KernelCopy::proceed is set), the destination through its O_DIRECT fd; EOPNOTSUPP
+/// for any other source, overlapping ranges of one file, or a destination range O_DIRECT cannot
+/// take (target/src/backend/uring_backend.cpp).
 /// Errors: the errno of open/fstat/ioctl; EINVAL for a block size other than 512/4096 or a path
 /// that is neither a regular file nor a block device.
 Result<std::shared_ptr<BlockBackend>> open_uring_backend(const OpenBackendOptions& options);

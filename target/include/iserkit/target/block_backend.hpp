@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -38,6 +39,9 @@ struct BackendCapabilities {
   std::uint32_t optimal_io_bytes = 0;        ///< preferred I/O size in bytes; 0 = not known
   std::uint32_t max_io_bytes = 0;            ///< largest single request in bytes; 0 = no limit
   bool can_start_transfer = false;           ///< start_transfer() is offered (the fast path)
+  /// copy_from() may move data in the kernel (from a backend of the same kind); false: it answers
+  /// EOPNOTSUPP for every source, so callers need not try.
+  bool can_copy_in_kernel = false;
   /// Names the storage itself, the same in every process that opens it (RBD: "rbd:" + cluster
   /// fsid + pool id + image id). When set, the target derives the logical unit's serial number
   /// and NAA designator (VPD 0x80, 0x83) from it instead of from the target name and LUN number,
@@ -91,6 +95,22 @@ enum class TransferStart {
   unsupported,  ///< nothing: this backend (or this request) has no such path; use read()/write()
   started,      ///< under way: transferred() follows
   done,         ///< finished at once (a RAM file system): BackendTransfer::result holds the result
+};
+
+/// A copy inside the kernel, for BlockBackend::copy_from().
+struct KernelCopy {
+  std::uint64_t source_offset_bytes = 0;  ///< on the source's medium
+  std::uint64_t offset_bytes = 0;         ///< on this (the destination) backend's medium
+  std::uint64_t length_bytes = 0;         ///< > 0, a multiple of both backends' block size
+  /// When set: the copy goes in parts (at most the kernel buffer's size, 1 MiB when the system
+  /// allows), and proceed() is called after each part was read from the source into kernel memory
+  /// that later writes to the source do not change, before any byte of that part is written;
+  /// false ends the copy with ECANCELED (the parts before it are written, this one is not): the
+  /// point in time ROD token is checked there. Empty: a part may be read and written in one step.
+  std::function<bool()> proceed;
+  /// Out: when copy_from() failed, true if the error came from reading the source (for the sense:
+  /// UNRECOVERED READ ERROR rather than WRITE ERROR).
+  bool read_failed = false;
 };
 
 /// Asynchronous block storage addressed in bytes.
@@ -164,6 +184,23 @@ class BlockBackend {
   virtual Awaitable<Result<void>> write_same(std::uint64_t offset_bytes, std::uint64_t length_bytes, ConstByteSpan pattern,
                                              Fua fua) {
     (void)offset_bytes, (void)length_bytes, (void)pattern, (void)fua;
+    co_return fail(std::make_error_code(std::errc::operation_not_supported));
+  }
+
+  /// Copies `copy.length_bytes` from `source` to this backend inside the kernel, without the data
+  /// passing through a user-space buffer (the copy manager: EXTENDED COPY, WRITE USING TOKEN;
+  /// UringBackend: io_uring splice file → pipe → file). `source` may be this backend; the ranges
+  /// must not overlap then. Preconditions as for read() on `source` and write() here.
+  /// `copy` must stay valid until the awaitable completes.
+  /// Returns: success once every byte was written (not durable: as write() with Fua::no);
+  /// ECANCELED when `copy.proceed` returned false; EOPNOTSUPP, EXDEV or EINVAL
+  /// when this pair or this request cannot be copied in the kernel (another kind of backend, a
+  /// kernel that refuses splice on these files, overlapping ranges of one file, no stable snapshot
+  /// for `proceed`): then the destination range may hold part of the copy, and the caller copies
+  /// the range itself with read() and write(); other errors as for read()/write(). Default:
+  /// EOPNOTSUPP.
+  virtual Awaitable<Result<void>> copy_from(BlockBackend& source, KernelCopy& copy) {
+    (void)source, (void)copy;
     co_return fail(std::make_error_code(std::errc::operation_not_supported));
   }
 

@@ -25,6 +25,12 @@ struct LogicalUnitStats {
   std::array<std::atomic<std::uint64_t>, 3> bytes{};
   std::atomic<std::uint64_t> errors{0};           ///< responses other than GOOD and UNIT ATTENTION
   std::atomic<std::uint64_t> unit_attentions{0};  ///< CHECK CONDITION with UNIT ATTENTION (SAM-5 §5.14)
+  /// Bytes the copy manager (EXTENDED COPY, WRITE USING TOKEN) wrote into this unit that moved
+  /// inside the kernel (BlockBackend::copy_from(): io_uring splice), never in a user-space buffer.
+  std::atomic<std::uint64_t> copy_bytes_in_kernel{0};
+  /// Bytes the copy manager wrote into this unit through its user-space buffer (a backend read,
+  /// then a write): memory and RBD LUNs, mixed kinds, overlapping ranges of one file, a refusal.
+  std::atomic<std::uint64_t> copy_bytes_user_space{0};
 };
 
 /// `unit`'s counters (LogicalUnit::stats(), for callers that see only this header).
