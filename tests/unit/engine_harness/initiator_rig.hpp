@@ -11,7 +11,8 @@
 // the session ended or the connection was lost; no task completes twice; a PDU never borrows the
 // buffer of a task that already completed; after a failed connection no task completes without an
 // error. A task's buffer is freed as soon as it completes (its read data copied first), so a late
-// Data-In placed into it is a heap-use-after-free under ASan. finish() closes the session as its
+// Data-In placed into it is a heap-use-after-free under ASan (and without ASan, a span from
+// place() must lie inside the buffer of a task still running). finish() closes the session as its
 // owner would (fail_session) and checks that every task submitted completed exactly once and that
 // no ITT, queued command or in-flight count is left.
 #pragma once
@@ -299,6 +300,16 @@ class InitiatorRig {
     return *id;
   }
 
+  /// True when `span` lies inside the buffer of a task that has not completed.
+  bool inside_a_live_buffer(std::span<std::byte> span) const {
+    for (const auto& [id, t] : tasks_) {
+      if (!t.buffer || t.completions != 0) continue;
+      const std::byte* begin = t.buffer->data();
+      if (span.data() >= begin && span.data() + span.size() <= begin + t.buffer->size()) return true;
+    }
+    return false;
+  }
+
   void add(Action a) {
     history_.push_back(a);
     pending_.push_back(std::move(a));
@@ -354,6 +365,8 @@ class InitiatorRig {
     in.pdu_error = pdu_error;
     if (!data.empty()) {
       auto where = engine_->place(bhs, static_cast<std::uint32_t>(data.size()));
+      EXPECT_TRUE(where.empty() || inside_a_live_buffer(where))
+          << context << ": place() gave a span outside every buffer of a task still running";
       if (where.empty()) {
         scratch_.assign(data.begin(), data.end());
         where = scratch_;

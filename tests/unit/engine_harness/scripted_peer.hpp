@@ -51,6 +51,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <system_error>
@@ -60,6 +61,7 @@
 #include <vector>
 
 #include "iserkit/common/serial_number.hpp"
+#include "iserkit/datamover/pdu_io.hpp"
 #include "iserkit/iscsi/pdu.hpp"
 
 namespace iserkit::test::harness {
@@ -102,6 +104,9 @@ struct PeerPdu {
   iscsi::PduHeader header;
   std::vector<std::byte> data;  ///< the data segment
   std::error_code pdu_error;    ///< PduIn::pdu_error (digest error, too long)
+  /// iSER SCSI Commands: the initiator's read / write buffer (PduIn::peer_read, peer_write).
+  std::optional<datamover::PeerBuffer> peer_read;
+  std::optional<datamover::PeerBuffer> peer_write;
 };
 
 /// "opcode itt=… len=…" for failure messages.

@@ -13,12 +13,12 @@
 // to the backend twice at once; every ReleaseBudget matches a request (SessionEngineHooks:
 // "every request is ended by exactly one ReleaseBudget"). finish() closes the connection as the
 // driver does (on_closed()), lets the backend finish what it holds, and checks that no task is
-// left and every budget request was released exactly once.
+// left and every budget request was released exactly once. While the backend or an RDMA Read
+// holds a task, its buffer must stay where it was (checked after every step).
 #pragma once
 
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <variant>
 
@@ -172,13 +172,13 @@ class TargetRig {
     }
     if (engine_) {
       while (!executing_.empty()) {
-        const std::uint32_t itt = *executing_.begin();
+        const std::uint32_t itt = executing_.begin()->first;
         executing_.erase(executing_.begin());
         engine_->on_task_executed(iscsi::Itt{itt}, target::ScsiOutcome::good());
         collect();
       }
       while (!fetching_.empty()) {
-        const std::uint32_t itt = *fetching_.begin();
+        const std::uint32_t itt = fetching_.begin()->first;
         fetching_.erase(fetching_.begin());
         engine_->on_write_data(iscsi::Itt{itt}, std::make_error_code(std::errc::connection_reset));
         collect();
@@ -241,6 +241,10 @@ class TargetRig {
   /// iSER: the RDMA Read of task `itt` ended.
   void write_data_done(iscsi::Itt itt, std::error_code error = {}) {
     if (!engine_ || fetching_.erase(iscsi::to_u32(itt)) == 0) return;
+    if (!error) {
+      auto buf = engine_->task_data(itt);  // the RDMA Read's bytes land there
+      std::fill(buf.begin(), buf.end(), std::byte{0xd5});
+    }
     engine_->on_write_data(itt, error);
     collect();
   }
@@ -353,6 +357,8 @@ class TargetRig {
     datamover::PduIn in;
     in.bhs = bhs;
     in.pdu_error = pdu_error;
+    in.peer_read = p.peer_read;
+    in.peer_write = p.peer_write;
     auto dest = engine_->place(bhs, static_cast<std::uint32_t>(p.data.size()));
     if (!dest.empty()) {
       EXPECT_EQ(dest.size(), p.data.size()) << context << ": place() gave a span of another size";
@@ -382,12 +388,12 @@ class TargetRig {
         }
       } else if (auto* ex = std::get_if<target::ExecuteTask>(&a)) {
         EXPECT_FALSE(closed_) << context << ": ExecuteTask after CloseConnection";
-        EXPECT_TRUE(executing_.insert(iscsi::to_u32(ex->itt)).second)
+        EXPECT_TRUE(executing_.emplace(iscsi::to_u32(ex->itt), engine_->task_data(ex->itt).data()).second)
             << context << ": ITT " << iscsi::to_u32(ex->itt) << " handed to the backend twice";
         add(Executed{ex->itt});
       } else if (auto* get = std::get_if<target::GetWriteData>(&a)) {
         EXPECT_FALSE(closed_) << context << ": GetWriteData after CloseConnection";
-        fetching_.insert(iscsi::to_u32(get->itt));
+        fetching_.emplace(iscsi::to_u32(get->itt), engine_->task_data(get->itt).data());
         add(FetchedWriteData{*get});
       } else if (auto* put = std::get_if<target::PutReadData>(&a)) {
         EXPECT_FALSE(closed_) << context << ": PutReadData after CloseConnection";
@@ -407,6 +413,12 @@ class TargetRig {
       }
     }
     engine_->recycle_actions(std::move(actions));
+    // The backend and an RDMA Read write into the task's buffer until they report: it must stay.
+    for (auto* held : {&executing_, &fetching_})
+      for (const auto& [itt, data] : *held)
+        EXPECT_TRUE(engine_->task(iscsi::Itt{itt}) != nullptr && engine_->task_data(iscsi::Itt{itt}).data() == data)
+            << context << ": the buffer of ITT " << itt << " went away while the "
+            << (held == &executing_ ? "backend" : "RDMA Read") << " still writes into it";
   }
 
   Options options_;
@@ -414,8 +426,9 @@ class TargetRig {
   HeapBufferPool pool_;
   std::optional<target::LoginMachine> login_;
   std::unique_ptr<target::SessionEngine> engine_;
-  std::set<std::uint32_t> executing_;
-  std::set<std::uint32_t> fetching_;
+  // Tasks on the backend / under an RDMA Read, with the buffer they write into.
+  std::map<std::uint32_t, const std::byte*> executing_;
+  std::map<std::uint32_t, const std::byte*> fetching_;
   std::map<std::uint32_t, int> budgets_;  // open requests by ITT
   std::deque<Action> pending_;
   std::vector<Action> history_;

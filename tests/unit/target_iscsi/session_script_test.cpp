@@ -23,7 +23,9 @@ using namespace std::chrono_literals;
 using iserkit::test::harness::Check;
 using iserkit::test::harness::Closed;
 using iserkit::test::harness::Executed;
+using iserkit::test::harness::FetchedWriteData;
 using iserkit::test::harness::PeerPdu;
+using iserkit::test::harness::PutData;
 using iserkit::test::harness::Released;
 using iserkit::test::harness::SentPdu;
 using iserkit::test::harness::TargetLoggedIn;
@@ -215,6 +217,97 @@ Script whole_session() {
   return s;
 }
 
+/// ABORT TASK (ITT 50) of task `victim`, CmdSN `cmd_sn` (immediate), answered "function complete".
+Script abort_task(std::uint32_t victim, std::uint32_t cmd_sn, std::uint32_t ref_cmd_sn) {
+  Script s;
+  s.receive("ABORT TASK of ITT " + std::to_string(victim),
+            PeerPdu{iscsi::TaskManagementRequest{.immediate = true, .function = iscsi::TaskManagementFunction::abort_task,
+                                                 .lun = scsi::Lun::from_index(0), .itt = Itt{50},
+                                                 .referenced_task_tag = Itt{victim}, .cmd_sn = SerialNumber(cmd_sn),
+                                                 .ref_cmd_sn = SerialNumber(ref_cmd_sn)},
+                    {}, {}});
+  return s;
+}
+Script::Match tmf_response(std::uint8_t response) {
+  return [response](const Action& a, Vars&) -> std::string {
+    const auto* p = std::get_if<SentPdu>(&a);
+    const auto* h = p ? p->as<iscsi::TaskManagementResponse>() : nullptr;
+    if (h == nullptr) return "not a TMF Response";
+    Check c;
+    c.eq("ITT", h->itt, Itt{50}).eq("response", h->response, response);
+    return c.why();
+  };
+}
+
+/// Login; a WRITE (ITT 5) waiting for the Data-Out its R2T asked for is aborted (not on the
+/// backend: it ends at once, its budget comes back); a READ; logout.
+Script write_aborted_then_read() {
+  Script s = login();
+  s.receive("SCSI Command: WRITE of 16 blocks, no immediate data",
+            PeerPdu{command(5, 1, cdb10(0x2a, 16), 16 * block, false, true), {}, {}});
+  s.expect_pdu<iscsi::R2t>("R2T 0", [](const auto& h, const SentPdu&, Check& c, Vars&) { c.eq("ITT", h.itt, Itt{5}); });
+  s.then(abort_task(5, 2, 1));
+  s.expect("the write's budget comes back", released(5, 16 * block));
+  s.expect("function complete", tmf_response(0));
+  s.then(read_8_blocks(2, 102)).then(logout(3, 103));  // the TMF Response took StatSN 101
+  return s;
+}
+
+/// iSER (RDMA data phase, no login): a WRITE of 8 blocks fetched by one RDMA Read (ITT 4), a READ
+/// put by one RDMA Write before its SCSI Response (ITT 6), a WRITE aborted under its RDMA Read
+/// (ITT 7: the answer waits for the read to end), logout.
+Script iser_session() {
+  const auto data = pattern(8 * block, 4);
+  Script s;
+  s.receive("WRITE with a Write STag", PeerPdu{command(4, 1, cdb10(0x2a, 8), 8 * block, false, true), {}, {}, {},
+                                               datamover::PeerBuffer{0x99, 0x2000}});
+  s.expect("one RDMA Read of the whole write", [](const Action& a, Vars&) -> std::string {
+    const auto* g = std::get_if<FetchedWriteData>(&a);
+    if (g == nullptr) return "not a GetWriteData";
+    Check c;
+    c.eq("ITT", g->get.itt, Itt{4}).eq("offset", g->get.buffer_offset, 0u).eq("length", g->get.length, 8 * block);
+    c.eq("STag", g->get.source.key(), 0x99u);
+    return c.why();
+  });
+  s.call("the RDMA Read ends", [](TargetRig& r, Vars&) { r.write_data_done(Itt{4}); });
+  s.expect("the backend runs it", executed(4));
+  s.call("the backend says GOOD", [](TargetRig& r, Vars&) { r.complete(Itt{4}, ScsiOutcome::good()); });
+  s.expect("its budget comes back", released(4, 8 * block));
+  s.expect_pdu<iscsi::ScsiResponse>("SCSI Response GOOD", [](const auto& h, const SentPdu&, Check& c, Vars&) {
+    c.eq("ITT", h.itt, Itt{4}).eq("status", h.status, 0).eq("StatSN", h.stat_sn, SerialNumber(100));
+  });
+  s.receive("READ with a Read STag", PeerPdu{command(6, 2, cdb10(0x28, 8), 8 * block, true, false), {}, {},
+                                             datamover::PeerBuffer{0x1234, 0x1000}, {}});
+  s.expect("the backend runs it", executed(6));
+  s.call("the backend reads", [data](TargetRig& r, Vars&) {
+    r.fill(Itt{6}, data);
+    r.complete(Itt{6}, ScsiOutcome::good(8 * block));
+  });
+  s.expect("one RDMA Write of the read data", [](const Action& a, Vars&) -> std::string {
+    const auto* p = std::get_if<PutData>(&a);
+    if (p == nullptr) return "not a PutReadData";
+    Check c;
+    c.eq("ITT", p->itt, Itt{6}).eq("bytes", p->bytes, 8 * block);
+    return c.why();
+  });
+  s.expect("its budget comes back", released(6, 8 * block));
+  s.expect_pdu<iscsi::ScsiResponse>("then the status, no Data-In", [](const auto& h, const SentPdu&, Check& c, Vars&) {
+    c.eq("ITT", h.itt, Itt{6}).eq("status", h.status, 0).eq("StatSN", h.stat_sn, SerialNumber(101));
+  });
+  s.receive("another WRITE", PeerPdu{command(7, 3, cdb10(0x2a, 8), 8 * block, false, true), {}, {}, {},
+                                     datamover::PeerBuffer{0x98, 0x4000}});
+  s.expect("its RDMA Read", [](const Action& a, Vars&) -> std::string {
+    const auto* g = std::get_if<FetchedWriteData>(&a);
+    return g != nullptr && g->get.itt == Itt{7} ? "" : "not the GetWriteData of ITT 7";
+  });
+  s.then(abort_task(7, 4, 3));
+  s.call("the RDMA Read ends under the abort", [](TargetRig& r, Vars&) { r.write_data_done(Itt{7}); });
+  s.expect("the write's budget comes back", released(7, 8 * block));
+  s.expect("only now: function complete", tmf_response(0));
+  s.then(logout(4, 103));  // the TMF Response took StatSN 102
+  return s;
+}
+
 /// An idle watch, so a jump of the clock has something to do.
 TargetRig::Options with_idle_watch() {
   TargetRig::Options o;
@@ -365,6 +458,33 @@ TEST(ScriptedTarget, LogoutWaitsForCommandsInFlightThenCloses) {
 TEST(ScriptedTarget, WholeSessionFailsCleanlyAtEveryStep) {
   const Script s = whole_session();
   const std::size_t runs = s.fail_at_every_step([] { return std::make_unique<TargetRig>(with_idle_watch()); });
+  EXPECT_GE(runs, s.size());
+}
+
+// A WRITE aborted while waiting for its Data-Out, then a READ and logout, with each fault at
+// each step.
+TEST(ScriptedTarget, AbortedWriteThenReadFailsCleanlyAtEveryStep) {
+  TargetRig rig(with_idle_watch());
+  const Script s = write_aborted_then_read();
+  s.run(rig);
+  const std::size_t runs = s.fail_at_every_step([] { return std::make_unique<TargetRig>(with_idle_watch()); });
+  EXPECT_GE(runs, s.size());
+}
+
+// iSER: RDMA Read for a write, RDMA Write for a read, an ABORT TASK under an RDMA Read, logout;
+// then with each fault at each step (the backend and the RDMA completions still report after the
+// close).
+TEST(ScriptedTarget, IserWriteReadAbortLogoutFailsCleanlyAtEveryStep) {
+  auto options = [] {
+    TargetRig::Options o = with_idle_watch();
+    o.login = false;
+    o.rdma = true;
+    return o;
+  };
+  TargetRig rig(options());
+  const Script s = iser_session();
+  s.run(rig);
+  const std::size_t runs = s.fail_at_every_step([&] { return std::make_unique<TargetRig>(options()); });
   EXPECT_GE(runs, s.size());
 }
 
