@@ -146,7 +146,12 @@ class InitiatorRig {
   void reconnect(initiator::EngineStart start, initiator::WriteLimits limits) {
     if (!engine_) return;
     engine_->on_reconnected(start, limits, now);
-    if (!ended_ && engine_->open() && !engine_->recovering()) dead_ = false;
+    if (!ended_ && engine_->open() && !engine_->recovering()) {
+      dead_ = false;
+      // RFC 7143 §6.3.5: the interrupted commands go out again on the new connection and may
+      // succeed there.
+      for (auto& [id, t] : tasks_) t.must_fail = false;
+    }
     collect();
   }
   [[nodiscard]] bool connection_up() const noexcept { return login_.has_value() || (engine_ && !dead_); }
@@ -282,7 +287,7 @@ class InitiatorRig {
     std::string label;
     std::unique_ptr<std::vector<std::byte>> buffer;  // freed at completion
     unsigned completions = 0;
-    bool must_fail = false;  // pending when the connection failed under it
+    bool must_fail = false;  // pending when the connection failed under it (until a reconnect)
     std::vector<std::byte> read_copy;
   };
 

@@ -394,40 +394,6 @@ TEST(SessionRecovery, UnansweredPingAndAsyncDropRecoverInsteadOfEnding) {
   EXPECT_EQ(rig.engine.stats().connections_lost, 2u);
 }
 
-TEST(SessionRecovery, AsyncLogoutRequestLogsOutThenReconnectsKeepingCommands) {
-  Rig rig;
-  std::vector<std::byte> buf(512);
-  const TaskId first = rig.read(buf);
-  const auto cmd = rig.commands().at(0);
-  iscsi::AsyncMessage a;
-  a.event = iscsi::AsyncEvent::logout_request;
-  a.parameter3 = 5;
-  rig.deliver(a);
-  EXPECT_TRUE(rig.engine.accepting());
-  const TaskId waiting = rig.read(buf);  // held back while the logout is under way
-  rig.drain();
-  EXPECT_TRUE(rig.sent.empty()) << "the Logout waits for the command in flight";
-  rig.answer(cmd);
-  rig.drain();
-  ASSERT_EQ(rig.sent.size(), 1u);
-  const auto logout = std::get<iscsi::LogoutRequest>(rig.sent[0]);
-  rig.sent.clear();
-  iscsi::LogoutResponse r;
-  r.itt = logout.itt;
-  r.stat_sn = SerialNumber(11);
-  rig.deliver(r);
-  ASSERT_EQ(rig.lost.size(), 1u);
-  EXPECT_FALSE(rig.ended);
-  rig.engine.on_reconnected(fresh_start(), WriteLimits{}, t0 + 1s);
-  auto again = rig.commands();
-  ASSERT_EQ(again.size(), 1u);
-  rig.answer(again[0]);
-  for (TaskId id : {first, waiting}) {
-    ASSERT_NE(rig.outcome(id), nullptr);
-    EXPECT_FALSE(rig.outcome(id)->error);
-  }
-}
-
 TEST(SessionRecovery, CallerLogoutWhileRecoveringEndsTheSession) {
   Rig rig;
   std::vector<std::byte> buf(512);

@@ -500,6 +500,125 @@ TEST(SessionRecovery, InterruptedCommandsAreSentAgainInOrderAndCompleteOnce) {
   EXPECT_EQ(rig.engine()->stats().commands_reissued, 2u);  // b and c; d and e went out for the first time
 }
 
+namespace {
+
+/// With recovery on: the target asks for a logout (Async Message, Parameter3 5 s) while a READ
+/// is in flight; a READ submitted then waits; the Logout Request leaves once the first READ
+/// answered; after the Logout Response the session recovers, logs in again and sends the
+/// waiting READ; then the caller logs out.
+Script async_logout_then_reconnect() {
+  Script s;
+  s.call("a READ", [](InitiatorRig& r, Vars& v) { v.set("first", r.read("first", 512)); });
+  s.expect_pdu<iscsi::ScsiCommand>("its command", [](const auto& h, const SentPdu&, Check&, Vars& v) {
+    v.set("first.itt", iscsi::to_u32(h.itt));
+  });
+  s.receive("Async Message: logout requested within 5 s",
+            PeerPdu{iscsi::AsyncMessage{.stat_sn = SerialNumber(10), .exp_cmd_sn = SerialNumber(1),
+                                        .max_cmd_sn = SerialNumber(64), .event = iscsi::AsyncEvent::logout_request,
+                                        .parameter3 = 5},
+                    {}, {}});
+  s.call("still accepting; a second READ waits", [](InitiatorRig& r, Vars& v) {
+    if (!r.lenient) {
+      EXPECT_TRUE(r.engine()->accepting());
+    }
+    v.set("waiting", r.read("waiting", 512));
+  });
+  s.receive("the first READ's response", [](const Vars& v) {
+    return PeerPdu{iscsi::ScsiResponse{.itt = v.itt("first.itt"), .stat_sn = SerialNumber(11),
+                                       .exp_cmd_sn = SerialNumber(2), .max_cmd_sn = SerialNumber(64)},
+                   {}, {}};
+  });
+  s.expect_pdu<iscsi::LogoutRequest>("now the Logout Request", [](const auto& h, const SentPdu&, Check&, Vars& v) {
+    v.set("logout.itt", iscsi::to_u32(h.itt));
+  });
+  s.expect("the first READ completes", completion("first"));
+  s.receive("Logout Response", [](const Vars& v) {
+    return PeerPdu{iscsi::LogoutResponse{.itt = v.itt("logout.itt"), .stat_sn = SerialNumber(12)}, {}, {}};
+  });
+  s.expect("the session recovers instead of ending", [](const Action& a, Vars&) -> std::string {
+    return std::holds_alternative<ConnectionLost>(a) ? "" : "not a lost connection";
+  });
+  s.call("a new connection logs in", [](InitiatorRig& r, Vars&) {
+    r.now = t0 + 1s;
+    r.reconnect({.cmd_sn = SerialNumber(1), .exp_cmd_sn = SerialNumber(1), .max_cmd_sn = SerialNumber(64),
+                 .exp_stat_sn = SerialNumber(100)},
+                WriteLimits{});
+  });
+  s.expect_pdu<iscsi::ScsiCommand>("the waiting READ goes out", [](const auto& h, const SentPdu&, Check& c, Vars& v) {
+    c.eq("CmdSN", h.cmd_sn, SerialNumber(1)).eq("ExpStatSN", h.exp_stat_sn, SerialNumber(100));
+    v.set("waiting.itt", iscsi::to_u32(h.itt));
+  });
+  s.receive("its response", [](const Vars& v) {
+    return PeerPdu{iscsi::ScsiResponse{.itt = v.itt("waiting.itt"), .stat_sn = SerialNumber(100),
+                                       .exp_cmd_sn = SerialNumber(2), .max_cmd_sn = SerialNumber(64)},
+                   {}, {}};
+  });
+  s.expect("the waiting READ completes", completion("waiting"));
+  s.then(logout(2, 101));
+  return s;
+}
+
+}  // namespace
+
+TEST(SessionRecovery, AsyncLogoutRequestLogsOutThenReconnectsKeepingCommands) {
+  InitiatorRig::Options o;
+  o.login = false;
+  o.engine.replacement_timeout = 10s;
+  InitiatorRig rig(o);
+  async_logout_then_reconnect().run(rig);
+}
+
+namespace {
+
+/// Per-command STags (iSER, EngineConfig::hold_timed_out_until_aborted): a READ times out; its
+/// ABORT TASK goes out; the owner hears the timeout only when the target answers "task does not
+/// exist"; then a WRITE without R2T (InitialR2T=No, all unsolicited) and logout.
+Script held_timeout() {
+  Script s;
+  s.call("READ with a 100 ms timeout", [](InitiatorRig& r, Vars& v) { v.set("read", r.read("read", 4096, 100ms)); });
+  s.expect_pdu<iscsi::ScsiCommand>("its command", [](const auto& h, const SentPdu&, Check&, Vars& v) {
+    v.set("read.itt", iscsi::to_u32(h.itt));
+  });
+  s.at("100 ms: the timeout", 100ms);
+  s.expect_pdu<iscsi::TaskManagementRequest>("ABORT TASK, the owner not told yet",
+                                             [](const auto& h, const SentPdu&, Check& c, Vars& v) {
+                                               c.eq("function", h.function, iscsi::TaskManagementFunction::abort_task);
+                                               c.eq("RefTaskTag", h.referenced_task_tag, v.itt("read.itt"));
+                                               v.set("abort.itt", iscsi::to_u32(h.itt));
+                                             });
+  s.receive("TMF Response: task does not exist", [](const Vars& v) {
+    return PeerPdu{iscsi::TaskManagementResponse{.response = 1, .itt = v.itt("abort.itt"), .exp_cmd_sn = SerialNumber(2),
+                                                 .max_cmd_sn = SerialNumber(64)},
+                   {}, {}};
+  });
+  s.expect("now the owner hears the timeout", completion("read", make_error_code(errc::timeout)));
+  s.call("a WRITE of 4096", [](InitiatorRig& r, Vars& v) { v.set("write", r.write("write", pattern(4096, 2))); });
+  s.expect_pdu<iscsi::ScsiCommand>("its command, data immediate", [](const auto& h, const SentPdu& p, Check& c, Vars& v) {
+    c.eq("CmdSN", h.cmd_sn, SerialNumber(2)).eq("immediate bytes", p.data.size(), 4096u);
+    v.set("write.itt", iscsi::to_u32(h.itt));
+  });
+  s.receive("its response", [](const Vars& v) {
+    return PeerPdu{iscsi::ScsiResponse{.itt = v.itt("write.itt"), .stat_sn = SerialNumber(10),
+                                       .exp_cmd_sn = SerialNumber(3), .max_cmd_sn = SerialNumber(64)},
+                   {}, {}};
+  });
+  s.expect("the write completes", completion("write"));
+  s.then(logout(3, 11));
+  return s;
+}
+
+InitiatorRig::Options holding_options() {
+  InitiatorRig::Options o = with_timeouts();
+  o.login = false;
+  o.engine.hold_timed_out_until_aborted = true;
+  o.engine.request_timeout = 1s;
+  o.engine.limits = {.immediate_data = true, .initial_r2t = false, .first_burst_length = 65536,
+                     .max_burst_length = 65536, .max_send_segment_length = 8192};
+  return o;
+}
+
+}  // namespace
+
 // ---- fail at every step ----
 
 // Login, a READ, a WRITE with R2T and a logout, with each fault at each step (connection lost,
@@ -534,4 +653,26 @@ TEST(ScriptedInitiator, AWrongExpectationFailsNamingTheStep) {
   s.call("submit a READ", [](InitiatorRig& r, Vars&) { r.read("read", 512); });
   s.expect_pdu<iscsi::DataOut>("a Data-Out (wrong: it is a SCSI Command)", [](const auto&, const SentPdu&, Check&, Vars&) {});
   EXPECT_NONFATAL_FAILURE(s.run(rig), "step 1 (expect 'a Data-Out (wrong: it is a SCSI Command)'): saw sent scsi_command");
+}
+
+// The target asks for a logout while recovery is on, with each fault at each step.
+TEST(ScriptedInitiator, AsyncLogoutAndReconnectFailsCleanlyAtEveryStep) {
+  const Script s = async_logout_then_reconnect();
+  const std::size_t runs = s.fail_at_every_step([] {
+    auto o = with_timeouts();
+    o.login = false;
+    o.engine.replacement_timeout = 10s;
+    return std::make_unique<InitiatorRig>(o);
+  });
+  EXPECT_GE(runs, s.size());
+}
+
+// iSER's held timeout (ABORT TASK answered before the owner hears), a WRITE, logout; then with
+// each fault at each step: whatever happens, the timed-out READ reaches its owner exactly once.
+TEST(ScriptedInitiator, HeldTimeoutFailsCleanlyAtEveryStep) {
+  InitiatorRig rig(holding_options());
+  const Script s = held_timeout();
+  s.run(rig);
+  const std::size_t runs = s.fail_at_every_step([] { return std::make_unique<InitiatorRig>(holding_options()); });
+  EXPECT_GE(runs, s.size());
 }
