@@ -120,6 +120,12 @@ class InitiatorRig {
     bhs[0] = std::byte{0x2f};
     deliver_raw(bhs, p.data, {}, at);
   }
+  /// A PDU read just before the connection closed: to the engine even when it ended.
+  void deliver_late(const PeerPdu& p, TimePoint at) {
+    late_ = true;
+    deliver(p, at);
+    late_ = false;
+  }
   void deliver_digest_error(PeerPdu p, TimePoint at) {
     p.pdu_error = make_error_code(errc::data_digest_error);
     deliver(p, at);
@@ -161,14 +167,15 @@ class InitiatorRig {
     fault_from_ = history_.size();
     dead_at_fault_ = !connection_up();
     in_login_at_fault_ = login_.has_value();
-    if (f == Fault::connection_lost || f == Fault::malformed_pdu)
+    if (f == Fault::connection_lost || f == Fault::malformed_pdu || f == Fault::late_pdu)
       for (auto& [id, t] : tasks_)
         if (t.completions == 0) t.must_fail = true;
   }
   /// The documented reaction to the fault (RFC 7143 §6.3 for the login; session_engine.hpp).
   void check_reaction(Fault f) {
     if (dead_at_fault_) return;
-    if (f != Fault::connection_lost && f != Fault::malformed_pdu && !(f == Fault::digest_error && in_login_at_fault_))
+    if (f != Fault::connection_lost && f != Fault::late_pdu && f != Fault::malformed_pdu &&
+        !(f == Fault::digest_error && in_login_at_fault_))
       return;
     bool reacted = false;
     for (std::size_t i = fault_from_; i < history_.size(); ++i) {
@@ -364,7 +371,7 @@ class InitiatorRig {
       }
       return login_failed(make_error_code(errc::protocol_error));  // a redirect: not scripted here
     }
-    if (!engine_ || dead_) return;  // no connection: nothing arrives
+    if (!engine_ || (dead_ && !late_)) return;  // no connection: nothing arrives
     datamover::PduIn in;
     in.bhs = bhs;
     in.pdu_error = pdu_error;
@@ -440,6 +447,7 @@ class InitiatorRig {
   std::vector<Action> history_;
   std::vector<std::byte> scratch_;
   bool dead_ = false;
+  bool late_ = false;  // deliver_late()
   bool ended_ = false;
   std::uint64_t batches_ = 0;
   Fault fault_ = Fault::connection_lost;

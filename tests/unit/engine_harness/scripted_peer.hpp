@@ -27,10 +27,12 @@
 //  - malformed_pdu:   step k's PDU arrives with an opcode the peer may not send;
 //  - digest_error:    step k's PDU arrives with a data digest error (PduIn::pdu_error);
 //  - duplicate_pdu:   step k's PDU arrives twice (a stale or replayed PDU);
-//  - timer_expired:   the peer goes silent: the clock jumps an hour before step k.
+//  - timer_expired:   the peer goes silent: the clock jumps an hour before step k;
+//  - late_pdu:        the connection drops, yet step k's PDU, read just before, still reaches
+//                     the engine (it must ignore it: nothing is sent or completed for it).
 // The rest of the script then runs leniently (receives only while the connection is up,
-// expectations consume a matching action if there is one and never fail), then the rig is torn
-// down as its driver would (the owner closes the session; the backend finishes what it holds).
+// expectations consume a matching action if there is one and never fail), every deadline then
+// passes (the clock jumps two hours), then the rig is torn down as its driver would (the owner closes the session; the backend finishes what it holds).
 // The rig checks its invariants on every action, in normal and in fault runs: nothing is sent
 // after the connection closed, no task ends twice, every buffer a PDU borrows is still alive,
 // and at teardown every command ended exactly once (the initiator: with an error when the
@@ -157,7 +159,7 @@ class Check {
 };
 
 /// The faults fail_at_every_step() injects.
-enum class Fault { connection_lost, malformed_pdu, digest_error, duplicate_pdu, timer_expired };
+enum class Fault { connection_lost, malformed_pdu, digest_error, duplicate_pdu, timer_expired, late_pdu };
 
 inline const char* to_string(Fault f) noexcept {
   switch (f) {
@@ -166,6 +168,7 @@ inline const char* to_string(Fault f) noexcept {
     case Fault::digest_error: return "digest_error";
     case Fault::duplicate_pdu: return "duplicate_pdu";
     case Fault::timer_expired: return "timer_expired";
+    case Fault::late_pdu: return "late_pdu";
   }
   return "?";
 }
@@ -174,7 +177,8 @@ inline const char* to_string(Fault f) noexcept {
 ///  `Action` (a variant whose alternatives include SentPdu), `std::deque<Action>& pending()`,
 ///  `std::string describe(const Action&)`, `void deliver(const PeerPdu&, TimePoint)`,
 ///  `void deliver_malformed(const PeerPdu&, TimePoint)`, `void deliver_digest_error(PeerPdu,
-///  TimePoint)`, `void fire_timer(TimePoint)`, `TimePoint now`,
+///  TimePoint)`, `void deliver_late(const PeerPdu&, TimePoint)` (to the engine even after the
+///  connection closed), `void fire_timer(TimePoint)`, `TimePoint now`,
 ///  `void lose_connection(TimePoint)`, `bool connection_up()`, `void finish()` (teardown and
 ///  final checks), `void begin_fault(Fault)` / `void check_reaction(Fault)`, `std::string context`
 ///  (prefixed to the rig's own failure messages) and `bool lenient` (set by the runner).
@@ -253,7 +257,7 @@ class Script {
     std::size_t runs = 0;
     for (std::size_t k = 0; k < steps_.size(); ++k) {
       for (Fault f : {Fault::connection_lost, Fault::malformed_pdu, Fault::digest_error, Fault::duplicate_pdu,
-                      Fault::timer_expired}) {
+                      Fault::timer_expired, Fault::late_pdu}) {
         if (!fits(f, k)) continue;
         ++runs;
         SCOPED_TRACE(std::string("fault ") + to_string(f) + " at " + where(k));
@@ -277,6 +281,8 @@ class Script {
             continue;  // the fault replaced step k
           perform(*rig, i, vars);
         }
+        rig->now += std::chrono::hours(2);  // then every deadline passes (replacement timeout, pings…)
+        rig->fire_timer(rig->now);
         rig->check_reaction(f);
         rig->finish();
         if (::testing::Test::HasFatalFailure()) return runs;
@@ -320,7 +326,8 @@ class Script {
       case Fault::connection_lost:
       case Fault::timer_expired: return s.kind != Kind::expect;
       case Fault::malformed_pdu:
-      case Fault::duplicate_pdu: return s.kind == Kind::receive;
+      case Fault::duplicate_pdu:
+      case Fault::late_pdu: return s.kind == Kind::receive;
       case Fault::digest_error: {
         if (s.kind != Kind::receive) return false;
         Vars none;
@@ -344,6 +351,10 @@ class Script {
         break;
       }
       case Fault::duplicate_pdu: rig.deliver(s.pdu(vars), rig.now); break;
+      case Fault::late_pdu:
+        rig.lose_connection(rig.now);
+        rig.deliver_late(s.pdu(vars), rig.now);
+        break;
     }
   }
 

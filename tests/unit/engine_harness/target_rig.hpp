@@ -111,6 +111,12 @@ class TargetRig {
     bhs[0] = std::byte{0x1e};
     deliver_raw(bhs, p, {}, at);
   }
+  /// A PDU read just before the connection closed: to the engine even after the close.
+  void deliver_late(const PeerPdu& p, TimePoint at) {
+    late_ = true;
+    deliver(p, at);
+    late_ = false;
+  }
   void deliver_digest_error(const PeerPdu& p, TimePoint at) {
     deliver_raw(iscsi::encode_bhs(p.header), p, make_error_code(errc::data_digest_error), at);
   }
@@ -152,7 +158,7 @@ class TargetRig {
       }
       return;
     }
-    if (f == Fault::connection_lost) {
+    if (f == Fault::connection_lost || f == Fault::late_pdu) {
       EXPECT_TRUE(saw<Closed>()) << context << ": no CloseConnection after on_closed()";
     }
     if (f == Fault::malformed_pdu) {
@@ -350,7 +356,7 @@ class TargetRig {
 
   void deliver_raw(iscsi::Bhs bhs, const PeerPdu& p, std::error_code pdu_error, TimePoint at) {
     now = at;
-    if (closed_) return;  // no connection: nothing arrives
+    if (closed_ && !late_) return;  // no connection: nothing arrives
     iscsi::set_lengths(bhs, 0, static_cast<std::uint32_t>(p.data.size()));
     if (login_) return send_login_step(login_->on_pdu(bhs, p.data, pdu_error));
     if (!engine_) return;
@@ -434,6 +440,7 @@ class TargetRig {
   std::vector<Action> history_;
   std::vector<std::byte> scratch_;
   bool closed_ = false;
+  bool late_ = false;  // deliver_late()
   std::uint64_t batches_ = 0;
   std::size_t fault_from_ = 0;
   bool up_at_fault_ = false;
