@@ -13,7 +13,8 @@
 //  - expect(what, match): the engine's next action (in the order it produced them) matches;
 //                         `match` returns "" on a match, else what differs;
 //  - expect_pdu<T>(what, check): shorthand: the next action is a PDU of type T whose fields
-//                         `check` inspects (Check::eq records each mismatch by field name).
+//                         `check` inspects (Check::eq records each mismatch by field name);
+//                         expect_action<A>(what, check) the same for the rig's other actions.
 // Strict: before each receive / call / at step every action of the earlier steps must have been
 // expected, and none may be left at the end. A failure names the step number, its kind, its
 // label and what the engine did instead.
@@ -110,6 +111,17 @@ struct PeerPdu {
   std::optional<datamover::PeerBuffer> peer_read;
   std::optional<datamover::PeerBuffer> peer_write;
 };
+
+/// `n` bytes of a recognisable pattern (byte i = i * 7 + seed).
+inline std::vector<std::byte> pattern(std::size_t n, std::uint8_t seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 7 + seed) & 0xff);
+  return v;
+}
+/// Bytes [from, from + n) of `v`.
+inline std::vector<std::byte> slice(const std::vector<std::byte>& v, std::size_t from, std::size_t n) {
+  return {v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(from + n)};
+}
 
 /// "opcode itt=… len=…" for failure messages.
 inline std::string describe(const iscsi::Bhs& bhs) {
@@ -224,6 +236,18 @@ class Script {
       if (h == nullptr) return std::string("a PDU of another type");
       Check c;
       check(*h, *sent, c, vars);
+      return c.why();
+    });
+  }
+  /// The engine's next action is an `A` (one of Rig::Action's alternatives other than a PDU);
+  /// `check(const A&, Check&, Vars&)` inspects it.
+  template <class A, class F>
+  Script& expect_action(std::string what, F check) {
+    return expect(std::move(what), [check](const Action& a, Vars& vars) -> std::string {
+      const A* x = std::get_if<A>(&a);
+      if (x == nullptr) return "another kind of action";
+      Check c;
+      check(*x, c, vars);
       return c.why();
     });
   }

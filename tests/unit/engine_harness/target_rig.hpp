@@ -17,6 +17,7 @@
 // holds a task, its buffer must stay where it was (checked after every step).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -265,6 +266,14 @@ class TargetRig {
     if (!engine_) return;
     engine_->begin_drain(seconds);
     collect();
+  }
+
+  /// A READ(10) (0x28) / WRITE(10) (0x2a) CDB of `blocks` blocks at LBA 0.
+  static std::array<std::byte, 16> cdb10(std::uint8_t op, std::uint16_t blocks) {
+    std::array<std::byte, 16> c{};
+    c[0] = std::byte{op};
+    store_be16(&c[7], blocks);
+    return c;
   }
 
   /// The fake SCSI layer (see the file comment).

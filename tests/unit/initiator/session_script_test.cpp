@@ -35,15 +35,8 @@ namespace {
 using Script = iserkit::test::harness::Script<InitiatorRig>;
 using Action = InitiatorRig::Action;
 
-std::vector<std::byte> pattern(std::size_t n, std::uint8_t seed) {
-  std::vector<std::byte> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 7 + seed) & 0xff);
-  return v;
-}
-
-std::vector<std::byte> slice(const std::vector<std::byte>& v, std::size_t from, std::size_t n) {
-  return {v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(from + n)};
-}
+using iserkit::test::harness::pattern;
+using iserkit::test::harness::slice;
 
 const std::string* value(const iscsi::TextPairs& p, std::string_view k) { return iscsi::find_value(p, k); }
 
@@ -82,6 +75,33 @@ Script::Match session_ended(std::error_code error) {
   };
 }
 
+/// The owner submits a READ(10) of `bytes` on LUN 0 (TaskId captured as `name`); its SCSI
+/// Command goes out (ITT captured as "<name>.itt").
+Script read_sent(const std::string& name, std::uint32_t bytes) {
+  Script s;
+  s.call("submit a READ of " + std::to_string(bytes) + " as " + name,
+         [=](InitiatorRig& r, Vars& v) { v.set(name, r.read(name, bytes)); });
+  s.expect_pdu<iscsi::ScsiCommand>("its SCSI Command", [=](const auto& h, const SentPdu&, Check& c, Vars& v) {
+    c.eq("R", h.read, true).eq("EDTL", h.expected_data_transfer_length, bytes);
+    v.set(name + ".itt", iscsi::to_u32(h.itt));
+  });
+  return s;
+}
+
+/// The target answers task `name` (its ITT captured as "<name>.itt") with GOOD, StatSN `stat_sn`,
+/// window [`exp_cmd_sn`, `max_cmd_sn`]; the task completes without error.
+Script good_response(const std::string& name, std::uint32_t stat_sn, std::uint32_t exp_cmd_sn,
+                     std::uint32_t max_cmd_sn = 64) {
+  Script s;
+  s.receive("SCSI Response GOOD for " + name, [=](const Vars& v) {
+    return PeerPdu{iscsi::ScsiResponse{.itt = v.itt(name + ".itt"), .stat_sn = SerialNumber(stat_sn),
+                                       .exp_cmd_sn = SerialNumber(exp_cmd_sn), .max_cmd_sn = SerialNumber(max_cmd_sn)},
+                   {}, {}};
+  });
+  s.expect(name + " completes", completion(name));
+  return s;
+}
+
 /// Operational-stage login straight to full feature phase: ImmediateData=Yes, InitialR2T=No,
 /// FirstBurstLength 8192, MaxBurstLength 16384, the target's MaxRecvDataSegmentLength 4096.
 /// StatSN 40 → ExpStatSN 41; window [1, 32].
@@ -107,14 +127,10 @@ Script login() {
                                         {"MaxOutstandingR2T", "1"},
                                         {"ErrorRecoveryLevel", "0"}}),
                     {}});
-  s.expect("logged in", [](const Action& a, Vars&) -> std::string {
-    const auto* l = std::get_if<LoggedIn>(&a);
-    if (l == nullptr) return "not logged in";
-    Check c;
-    c.eq("ImmediateData", l->parameters.immediate_data, true).eq("InitialR2T", l->parameters.initial_r2t, false);
-    c.eq("FirstBurstLength", l->parameters.first_burst_length, 8192u);
-    c.eq("MaxBurstLength", l->parameters.max_burst_length, 16384u);
-    return c.why();
+  s.expect_action<LoggedIn>("logged in", [](const LoggedIn& l, Check& c, Vars&) {
+    c.eq("ImmediateData", l.parameters.immediate_data, true).eq("InitialR2T", l.parameters.initial_r2t, false);
+    c.eq("FirstBurstLength", l.parameters.first_burst_length, 8192u);
+    c.eq("MaxBurstLength", l.parameters.max_burst_length, 16384u);
   });
   return s;
 }
@@ -190,12 +206,7 @@ Script write_with_r2t(std::uint32_t cmd_sn, std::uint32_t stat_sn) {
       c.is("data from the buffer at BufferOffset", p.data == slice(pattern(20000, 9), offset, length));
     });
   }
-  s.receive("SCSI Response GOOD", [cmd_sn, stat_sn](const Vars& v) {
-    return PeerPdu{iscsi::ScsiResponse{.itt = v.itt("write.itt"), .stat_sn = SerialNumber(stat_sn),
-                                       .exp_cmd_sn = SerialNumber(cmd_sn + 1), .max_cmd_sn = SerialNumber(cmd_sn + 32)},
-                   {}, {}};
-  });
-  s.expect("the write completes", completion("write"));
+  s.then(good_response("write", stat_sn, cmd_sn + 1, cmd_sn + 32));
   return s;
 }
 
@@ -281,11 +292,7 @@ TEST(SessionEngine, DataInOutOfOrderFailsTheTask) {
   InitiatorRig::Options o;
   o.login = false;
   InitiatorRig rig(o);
-  Script s;
-  s.call("submit a READ of 8192", [](InitiatorRig& r, Vars& v) { v.set("read", r.read("read", 8192)); });
-  s.expect_pdu<iscsi::ScsiCommand>("SCSI Command", [](const auto& h, const SentPdu&, Check&, Vars& v) {
-    v.set("read.itt", iscsi::to_u32(h.itt));
-  });
+  Script s = read_sent("read", 8192);
   s.receive("Data-In with DataSN 1 before 0", [](const Vars& v) {
     return PeerPdu{iscsi::DataIn{.itt = v.itt("read.itt"), .max_cmd_sn = SerialNumber(64), .data_sn = 1}, pattern(1024, 1), {}};
   });
@@ -436,20 +443,13 @@ TEST(SessionRecovery, InterruptedCommandsAreSentAgainInOrderAndCompleteOnce) {
     s.expect_pdu<iscsi::ScsiCommand>(std::string("command ") + name, [name](const auto& h, const SentPdu&, Check&, Vars& v) {
       v.set(std::string(name) + ".itt", iscsi::to_u32(h.itt));
     });
-  s.receive("a completes; the window stays closed for d", [](const Vars& v) {
-    return PeerPdu{iscsi::ScsiResponse{.itt = v.itt("a.itt"), .stat_sn = SerialNumber(10),
-                                       .exp_cmd_sn = SerialNumber(2), .max_cmd_sn = SerialNumber(3)},
-                   {}, {}};
-  });
-  s.expect("a's completion", completion("a"));
+  s.then(good_response("a", 10, 2, 3));  // the window stays closed for d
   s.receive("c gets half its data", [](const Vars& v) {
     return PeerPdu{iscsi::DataIn{.itt = v.itt("c.itt"), .exp_cmd_sn = SerialNumber(2), .max_cmd_sn = SerialNumber(3)},
                    std::vector<std::byte>(4096, std::byte{0xee}), {}};
   });
   s.call("the connection fails", [](InitiatorRig& r, Vars&) { r.lose_connection(t0 + 1ms); });
-  s.expect("recovering, not ended", [](const Action& a, Vars&) -> std::string {
-    return std::holds_alternative<ConnectionLost>(a) ? "" : "not a lost connection";
-  });
+  s.expect_action<ConnectionLost>("recovering, not ended", [](const ConnectionLost&, Check&, Vars&) {});
   s.call("callers see only delay; e waits", [](InitiatorRig& r, Vars& v) {
     EXPECT_TRUE(r.engine()->recovering());
     EXPECT_TRUE(r.engine()->accepting());
@@ -483,13 +483,10 @@ TEST(SessionRecovery, InterruptedCommandsAreSentAgainInOrderAndCompleteOnce) {
   s.expect("c completes", completion("c"));
   std::uint32_t stat_sn = 101;
   for (const char* name : {"b", "d", "e"}) {
-    s.receive(std::string("response for ") + name, [name, stat_sn](const Vars& v) {
-      return PeerPdu{iscsi::ScsiResponse{.itt = v.itt(std::string(name) + ".itt2"), .stat_sn = SerialNumber(stat_sn),
-                                         .exp_cmd_sn = SerialNumber(5), .max_cmd_sn = SerialNumber(70)},
-                     {}, {}};
+    s.call(std::string("the new connection's ITT of ") + name, [name](InitiatorRig&, Vars& v) {
+      v.set(std::string(name) + ".itt", v.get(std::string(name) + ".itt2"));
     });
-    s.expect(std::string(name) + " completes", completion(name));
-    ++stat_sn;
+    s.then(good_response(name, stat_sn++, 5, 70));
   }
   s.run(rig);
   EXPECT_EQ(rig.read_data(3)[0], std::byte{0x77});
@@ -527,7 +524,7 @@ Script async_logout_then_reconnect() {
     return PeerPdu{iscsi::ScsiResponse{.itt = v.itt("first.itt"), .stat_sn = SerialNumber(11),
                                        .exp_cmd_sn = SerialNumber(2), .max_cmd_sn = SerialNumber(64)},
                    {}, {}};
-  });
+  });  // then the Logout Request before the completion (one batch: PDUs first)
   s.expect_pdu<iscsi::LogoutRequest>("now the Logout Request", [](const auto& h, const SentPdu&, Check&, Vars& v) {
     v.set("logout.itt", iscsi::to_u32(h.itt));
   });
@@ -535,9 +532,7 @@ Script async_logout_then_reconnect() {
   s.receive("Logout Response", [](const Vars& v) {
     return PeerPdu{iscsi::LogoutResponse{.itt = v.itt("logout.itt"), .stat_sn = SerialNumber(12)}, {}, {}};
   });
-  s.expect("the session recovers instead of ending", [](const Action& a, Vars&) -> std::string {
-    return std::holds_alternative<ConnectionLost>(a) ? "" : "not a lost connection";
-  });
+  s.expect_action<ConnectionLost>("the session recovers instead of ending", [](const ConnectionLost&, Check&, Vars&) {});
   s.call("a new connection logs in", [](InitiatorRig& r, Vars&) {
     r.now = t0 + 1s;
     r.reconnect({.cmd_sn = SerialNumber(1), .exp_cmd_sn = SerialNumber(1), .max_cmd_sn = SerialNumber(64),
@@ -548,12 +543,7 @@ Script async_logout_then_reconnect() {
     c.eq("CmdSN", h.cmd_sn, SerialNumber(1)).eq("ExpStatSN", h.exp_stat_sn, SerialNumber(100));
     v.set("waiting.itt", iscsi::to_u32(h.itt));
   });
-  s.receive("its response", [](const Vars& v) {
-    return PeerPdu{iscsi::ScsiResponse{.itt = v.itt("waiting.itt"), .stat_sn = SerialNumber(100),
-                                       .exp_cmd_sn = SerialNumber(2), .max_cmd_sn = SerialNumber(64)},
-                   {}, {}};
-  });
-  s.expect("the waiting READ completes", completion("waiting"));
+  s.then(good_response("waiting", 100, 2));
   s.then(logout(2, 101));
   return s;
 }
@@ -597,12 +587,7 @@ Script held_timeout() {
     c.eq("CmdSN", h.cmd_sn, SerialNumber(2)).eq("immediate bytes", p.data.size(), 4096u);
     v.set("write.itt", iscsi::to_u32(h.itt));
   });
-  s.receive("its response", [](const Vars& v) {
-    return PeerPdu{iscsi::ScsiResponse{.itt = v.itt("write.itt"), .stat_sn = SerialNumber(10),
-                                       .exp_cmd_sn = SerialNumber(3), .max_cmd_sn = SerialNumber(64)},
-                   {}, {}};
-  });
-  s.expect("the write completes", completion("write"));
+  s.then(good_response("write", 10, 3));
   s.then(logout(3, 11));
   return s;
 }

@@ -10,6 +10,7 @@
 
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/common/errors.hpp"
+#include "target_rig.hpp"
 
 namespace iserkit::target {
 namespace {
@@ -20,34 +21,12 @@ using iscsi::Ttt;
 
 constexpr std::uint32_t block = 512;
 
-// A fake SCSI layer: READ(10)/WRITE(10) of 512-byte blocks, INQUIRY, TEST UNIT READY; LUNs 0 and 1.
-CommandPlan fake_plan(const scsi::Lun& lun, ConstByteSpan cdb) {
-  CommandPlan p;
-  if (!(lun == scsi::Lun::from_index(0) || lun == scsi::Lun::from_index(1))) {
-    p.error = scsi::SenseData{.key = scsi::SenseKey::illegal_request, .asc = 0x25, .ascq = 0};
-    return p;
-  }
-  const auto op = static_cast<std::uint8_t>(cdb[0]);
-  if (op == 0x28 || op == 0x2a) {
-    p.transfer_length_bytes = load_be16(&cdb[7]) * block;
-    p.direction = p.transfer_length_bytes == 0 ? DataDirection::none
-                  : op == 0x28                 ? DataDirection::from_target
-                                               : DataDirection::to_target;
-  } else if (op == 0x12) {
-    p.transfer_length_bytes = load_be16(&cdb[3]);
-    p.direction = p.transfer_length_bytes ? DataDirection::from_target : DataDirection::none;
-  } else if (op != 0x00) {
-    p.error = scsi::SenseData{.key = scsi::SenseKey::illegal_request, .asc = 0x20, .ascq = 0};
-  }
-  return p;
-}
+// The fake SCSI layer (READ(10)/WRITE(10) of 512-byte blocks, INQUIRY, TEST UNIT READY; LUNs 0
+// and 1), its CDBs and data patterns: the ScriptedPeer harness's (tests/unit/engine_harness/).
+constexpr auto fake_plan = &test::harness::TargetRig::plan;
+constexpr auto cdb10 = &test::harness::TargetRig::cdb10;
+using test::harness::pattern;
 
-std::array<std::byte, 16> cdb10(std::uint8_t op, std::uint16_t blocks) {
-  std::array<std::byte, 16> c{};
-  c[0] = std::byte{op};
-  store_be16(&c[7], blocks);
-  return c;
-}
 std::array<std::byte, 16> inquiry(std::uint16_t alloc) {
   std::array<std::byte, 16> c{};
   c[0] = std::byte{0x12};
@@ -55,11 +34,6 @@ std::array<std::byte, 16> inquiry(std::uint16_t alloc) {
   return c;
 }
 
-std::vector<std::byte> pattern(std::size_t n, std::uint8_t seed) {
-  std::vector<std::byte> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 7 + seed) & 0xff);
-  return v;
-}
 
 struct Sent {
   iscsi::PduHeader header;

@@ -38,21 +38,9 @@ using Script = iserkit::test::harness::Script<TargetRig>;
 using Action = TargetRig::Action;
 constexpr std::uint32_t block = TargetRig::block;
 
-std::array<std::byte, 16> cdb10(std::uint8_t op, std::uint16_t blocks) {
-  std::array<std::byte, 16> c{};
-  c[0] = std::byte{op};
-  store_be16(&c[7], blocks);
-  return c;
-}
-
-std::vector<std::byte> pattern(std::size_t n, std::uint8_t seed) {
-  std::vector<std::byte> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 7 + seed) & 0xff);
-  return v;
-}
-std::vector<std::byte> slice(const std::vector<std::byte>& v, std::size_t from, std::size_t n) {
-  return {v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(from + n)};
-}
+using iserkit::test::harness::pattern;
+using iserkit::test::harness::slice;
+constexpr auto cdb10 = &TargetRig::cdb10;
 
 iscsi::ScsiCommand command(std::uint32_t itt, std::uint32_t cmd_sn, std::array<std::byte, 16> cdb, std::uint32_t edtl,
                            bool read, bool write) {
@@ -63,24 +51,17 @@ iscsi::ScsiCommand command(std::uint32_t itt, std::uint32_t cmd_sn, std::array<s
 
 const std::string* value(const iscsi::TextPairs& p, std::string_view k) { return iscsi::find_value(p, k); }
 
-Script::Match executed(std::uint32_t itt) {
-  return [itt](const Action& a, Vars&) -> std::string {
-    const auto* e = std::get_if<Executed>(&a);
-    if (e == nullptr) return "not an ExecuteTask";
-    return e->itt == Itt{itt} ? "" : "ExecuteTask of another ITT";
+/// Checks of the rig's non-PDU actions, for Script::expect_action.
+auto executed(std::uint32_t itt) {
+  return [itt](const Executed& e, Check& c, Vars&) { c.eq("ITT", e.itt, Itt{itt}); };
+}
+auto released(std::uint32_t itt, std::uint64_t bytes) {
+  return [itt, bytes](const Released& r, Check& c, Vars&) {
+    c.eq("ITT", r.release.itt, Itt{itt}).eq("bytes", r.release.bytes, bytes).eq("granted", r.release.granted, true);
   };
 }
-Script::Match released(std::uint32_t itt, std::uint64_t bytes) {
-  return [itt, bytes](const Action& a, Vars&) -> std::string {
-    const auto* r = std::get_if<Released>(&a);
-    if (r == nullptr) return "not a ReleaseBudget";
-    Check c;
-    c.eq("ITT", r->release.itt, Itt{itt}).eq("bytes", r->release.bytes, bytes).eq("granted", r->release.granted, true);
-    return c.why();
-  };
-}
-Script::Match closed() {
-  return [](const Action& a, Vars&) -> std::string { return std::holds_alternative<Closed>(a) ? "" : "not a close"; };
+auto closed() {
+  return [](const Closed&, Check&, Vars&) {};
 }
 
 /// The initiator's login request of stage `csg` (ISID 80 01 02 03 04 05, ITT 7, CmdSN 1,
@@ -120,14 +101,10 @@ Script login() {
       c.is("MaxBurstLength=4096", value(*text, "MaxBurstLength") && *value(*text, "MaxBurstLength") == "4096");
     }
   });
-  s.expect("logged in", [](const Action& a, Vars&) -> std::string {
-    const auto* l = std::get_if<TargetLoggedIn>(&a);
-    if (l == nullptr) return "not logged in";
-    Check c;
-    c.eq("ImmediateData", l->parameters.immediate_data, true).eq("InitialR2T", l->parameters.initial_r2t, true);
-    c.eq("MaxBurstLength", l->parameters.max_burst_length, 4096u);
-    c.eq("initiator MaxRecvDataSegmentLength", l->parameters.initiator_max_recv_data_segment_length, 2048u);
-    return c.why();
+  s.expect_action<TargetLoggedIn>("logged in", [](const TargetLoggedIn& l, Check& c, Vars&) {
+    c.eq("ImmediateData", l.parameters.immediate_data, true).eq("InitialR2T", l.parameters.initial_r2t, true);
+    c.eq("MaxBurstLength", l.parameters.max_burst_length, 4096u);
+    c.eq("initiator MaxRecvDataSegmentLength", l.parameters.initiator_max_recv_data_segment_length, 2048u);
   });
   return s;
 }
@@ -157,14 +134,14 @@ Script write_with_r2t(std::uint32_t cmd_sn, std::uint32_t stat_sn) {
                      slice(data, offset, length), {}};
     });
   }
-  s.expect("the backend runs it", executed(5));
+  s.expect_action<Executed>("the backend runs it", executed(5));
   s.call("the data landed in the task buffer; the backend says GOOD", [data](TargetRig& r, Vars&) {
     if (!r.lenient) {
       EXPECT_EQ(r.task_data(Itt{5}), data) << r.context;
     }
     r.complete(Itt{5}, ScsiOutcome::good());
   });
-  s.expect("its budget comes back (no PDU borrows a write's buffer)", released(5, 16 * block));
+  s.expect_action<Released>("its budget comes back (no PDU borrows a write's buffer)", released(5, 16 * block));
   s.expect_pdu<iscsi::ScsiResponse>("SCSI Response GOOD", [stat_sn](const auto& h, const SentPdu&, Check& c, Vars&) {
     c.eq("ITT", h.itt, Itt{5}).eq("status", h.status, 0).eq("StatSN", h.stat_sn, SerialNumber(stat_sn));
     c.eq("ExpDataSN (two R2Ts)", h.exp_data_sn, 2u).eq("U", h.residual_underflow, false).eq("O", h.residual_overflow, false);
@@ -178,7 +155,7 @@ Script read_8_blocks(std::uint32_t cmd_sn, std::uint32_t stat_sn) {
   const auto data = pattern(8 * block, 3);
   Script s;
   s.receive("SCSI Command: READ of 8 blocks", PeerPdu{command(6, cmd_sn, cdb10(0x28, 8), 8 * block, true, false), {}, {}});
-  s.expect("the backend runs it", executed(6));
+  s.expect_action<Executed>("the backend runs it", executed(6));
   s.call("the backend reads 4096 bytes", [data](TargetRig& r, Vars&) {
     r.fill(Itt{6}, data);
     r.complete(Itt{6}, ScsiOutcome::good(8 * block));
@@ -195,7 +172,7 @@ Script read_8_blocks(std::uint32_t cmd_sn, std::uint32_t stat_sn) {
         v.set("read.batch", p.batch);
       }
     });
-  s.expect("its budget comes back after the batch", released(6, 8 * block));
+  s.expect_action<Released>("its budget comes back after the batch", released(6, 8 * block));
   return s;
 }
 
@@ -206,7 +183,7 @@ Script logout(std::uint32_t cmd_sn, std::uint32_t stat_sn) {
   s.expect_pdu<iscsi::LogoutResponse>("Logout Response", [stat_sn](const auto& h, const SentPdu&, Check& c, Vars&) {
     c.eq("response", h.response, 0).eq("ITT", h.itt, Itt{9}).eq("StatSN", h.stat_sn, SerialNumber(stat_sn));
   });
-  s.expect("then the connection closes", closed());
+  s.expect_action<Closed>("then the connection closes", closed());
   return s;
 }
 
@@ -228,14 +205,9 @@ Script abort_task(std::uint32_t victim, std::uint32_t cmd_sn, std::uint32_t ref_
                     {}, {}});
   return s;
 }
-Script::Match tmf_response(std::uint8_t response) {
-  return [response](const Action& a, Vars&) -> std::string {
-    const auto* p = std::get_if<SentPdu>(&a);
-    const auto* h = p ? p->as<iscsi::TaskManagementResponse>() : nullptr;
-    if (h == nullptr) return "not a TMF Response";
-    Check c;
-    c.eq("ITT", h->itt, Itt{50}).eq("response", h->response, response);
-    return c.why();
+auto tmf_response(std::uint8_t response) {
+  return [response](const iscsi::TaskManagementResponse& h, const SentPdu&, Check& c, Vars&) {
+    c.eq("ITT", h.itt, Itt{50}).eq("response", h.response, response);
   };
 }
 
@@ -247,8 +219,8 @@ Script write_aborted_then_read() {
             PeerPdu{command(5, 1, cdb10(0x2a, 16), 16 * block, false, true), {}, {}});
   s.expect_pdu<iscsi::R2t>("R2T 0", [](const auto& h, const SentPdu&, Check& c, Vars&) { c.eq("ITT", h.itt, Itt{5}); });
   s.then(abort_task(5, 2, 1));
-  s.expect("the write's budget comes back", released(5, 16 * block));
-  s.expect("function complete", tmf_response(0));
+  s.expect_action<Released>("the write's budget comes back", released(5, 16 * block));
+  s.expect_pdu<iscsi::TaskManagementResponse>("function complete", tmf_response(0));
   s.then(read_8_blocks(2, 102)).then(logout(3, 103));  // the TMF Response took StatSN 101
   return s;
 }
@@ -261,49 +233,39 @@ Script iser_session() {
   Script s;
   s.receive("WRITE with a Write STag", PeerPdu{command(4, 1, cdb10(0x2a, 8), 8 * block, false, true), {}, {}, {},
                                                datamover::PeerBuffer{0x99, 0x2000}});
-  s.expect("one RDMA Read of the whole write", [](const Action& a, Vars&) -> std::string {
-    const auto* g = std::get_if<FetchedWriteData>(&a);
-    if (g == nullptr) return "not a GetWriteData";
-    Check c;
-    c.eq("ITT", g->get.itt, Itt{4}).eq("offset", g->get.buffer_offset, 0u).eq("length", g->get.length, 8 * block);
-    c.eq("STag", g->get.source.key(), 0x99u);
-    return c.why();
+  s.expect_action<FetchedWriteData>("one RDMA Read of the whole write", [](const FetchedWriteData& g, Check& c, Vars&) {
+    c.eq("ITT", g.get.itt, Itt{4}).eq("offset", g.get.buffer_offset, 0u).eq("length", g.get.length, 8 * block);
+    c.eq("STag", g.get.source.key(), 0x99u);
   });
   s.call("the RDMA Read ends", [](TargetRig& r, Vars&) { r.write_data_done(Itt{4}); });
-  s.expect("the backend runs it", executed(4));
+  s.expect_action<Executed>("the backend runs it", executed(4));
   s.call("the backend says GOOD", [](TargetRig& r, Vars&) { r.complete(Itt{4}, ScsiOutcome::good()); });
-  s.expect("its budget comes back", released(4, 8 * block));
+  s.expect_action<Released>("its budget comes back", released(4, 8 * block));
   s.expect_pdu<iscsi::ScsiResponse>("SCSI Response GOOD", [](const auto& h, const SentPdu&, Check& c, Vars&) {
     c.eq("ITT", h.itt, Itt{4}).eq("status", h.status, 0).eq("StatSN", h.stat_sn, SerialNumber(100));
   });
   s.receive("READ with a Read STag", PeerPdu{command(6, 2, cdb10(0x28, 8), 8 * block, true, false), {}, {},
                                              datamover::PeerBuffer{0x1234, 0x1000}, {}});
-  s.expect("the backend runs it", executed(6));
+  s.expect_action<Executed>("the backend runs it", executed(6));
   s.call("the backend reads", [data](TargetRig& r, Vars&) {
     r.fill(Itt{6}, data);
     r.complete(Itt{6}, ScsiOutcome::good(8 * block));
   });
-  s.expect("one RDMA Write of the read data", [](const Action& a, Vars&) -> std::string {
-    const auto* p = std::get_if<PutData>(&a);
-    if (p == nullptr) return "not a PutReadData";
-    Check c;
-    c.eq("ITT", p->itt, Itt{6}).eq("bytes", p->bytes, 8 * block);
-    return c.why();
+  s.expect_action<PutData>("one RDMA Write of the read data", [](const PutData& p, Check& c, Vars&) {
+    c.eq("ITT", p.itt, Itt{6}).eq("bytes", p.bytes, 8 * block);
   });
-  s.expect("its budget comes back", released(6, 8 * block));
+  s.expect_action<Released>("its budget comes back", released(6, 8 * block));
   s.expect_pdu<iscsi::ScsiResponse>("then the status, no Data-In", [](const auto& h, const SentPdu&, Check& c, Vars&) {
     c.eq("ITT", h.itt, Itt{6}).eq("status", h.status, 0).eq("StatSN", h.stat_sn, SerialNumber(101));
   });
   s.receive("another WRITE", PeerPdu{command(7, 3, cdb10(0x2a, 8), 8 * block, false, true), {}, {}, {},
                                      datamover::PeerBuffer{0x98, 0x4000}});
-  s.expect("its RDMA Read", [](const Action& a, Vars&) -> std::string {
-    const auto* g = std::get_if<FetchedWriteData>(&a);
-    return g != nullptr && g->get.itt == Itt{7} ? "" : "not the GetWriteData of ITT 7";
-  });
+  s.expect_action<FetchedWriteData>("its RDMA Read",
+                                    [](const FetchedWriteData& g, Check& c, Vars&) { c.eq("ITT", g.get.itt, Itt{7}); });
   s.then(abort_task(7, 4, 3));
   s.call("the RDMA Read ends under the abort", [](TargetRig& r, Vars&) { r.write_data_done(Itt{7}); });
-  s.expect("the write's budget comes back", released(7, 8 * block));
-  s.expect("only now: function complete", tmf_response(0));
+  s.expect_action<Released>("the write's budget comes back", released(7, 8 * block));
+  s.expect_pdu<iscsi::TaskManagementResponse>("only now: function complete", tmf_response(0));
   s.then(logout(4, 103));  // the TMF Response took StatSN 102
   return s;
 }
@@ -358,15 +320,11 @@ TEST(ScriptedTarget, LoginThroughSecurityAndOperationalStages) {
     c.is("ErrorRecoveryLevel=0", value(t, "ErrorRecoveryLevel") && *value(t, "ErrorRecoveryLevel") == "0");
     c.is("MaxConnections=1", value(t, "MaxConnections") && *value(t, "MaxConnections") == "1");
   });
-  s.expect("logged in", [](const Action& a, Vars&) -> std::string {
-    const auto* l = std::get_if<TargetLoggedIn>(&a);
-    if (l == nullptr) return "not logged in";
-    Check c;
-    c.eq("initiator MRDSL", l->parameters.initiator_max_recv_data_segment_length, 65536u);
-    c.eq("target MRDSL", l->parameters.target_max_recv_data_segment_length, 262144u);
-    c.eq("MaxBurstLength", l->parameters.max_burst_length, 4u << 20).eq("FirstBurstLength", l->parameters.first_burst_length, 262144u);
-    c.eq("MaxOutstandingR2T", l->parameters.max_outstanding_r2t, 4u).eq("InitialR2T", l->parameters.initial_r2t, false);
-    return c.why();
+  s.expect_action<TargetLoggedIn>("logged in", [](const TargetLoggedIn& l, Check& c, Vars&) {
+    c.eq("initiator MRDSL", l.parameters.initiator_max_recv_data_segment_length, 65536u);
+    c.eq("target MRDSL", l.parameters.target_max_recv_data_segment_length, 262144u);
+    c.eq("MaxBurstLength", l.parameters.max_burst_length, 4u << 20).eq("FirstBurstLength", l.parameters.first_burst_length, 262144u);
+    c.eq("MaxOutstandingR2T", l.parameters.max_outstanding_r2t, 4u).eq("InitialR2T", l.parameters.initial_r2t, false);
   });
   s.run(rig);
   ASSERT_NE(rig.engine(), nullptr);
@@ -403,7 +361,7 @@ TEST(ScriptedTarget, AbortTaskAnswersAfterTheBackendFinishedAndSuppressesTheStat
   TargetRig rig(o);
   Script s;
   s.receive("READ of one block", PeerPdu{command(1, 1, cdb10(0x28, 1), block, true, false), {}, {}});
-  s.expect("on the backend", executed(1));
+  s.expect_action<Executed>("on the backend", executed(1));
   s.receive("ABORT TASK of it", PeerPdu{iscsi::TaskManagementRequest{
                                             .immediate = true, .function = iscsi::TaskManagementFunction::abort_task,
                                             .lun = scsi::Lun::from_index(0), .itt = Itt{50}, .referenced_task_tag = Itt{1},
@@ -414,7 +372,7 @@ TEST(ScriptedTarget, AbortTaskAnswersAfterTheBackendFinishedAndSuppressesTheStat
     EXPECT_TRUE(r.engine()->task(Itt{1})->plan.abort_requested);
   });
   s.call("the backend finishes", [](TargetRig& r, Vars&) { r.complete(Itt{1}, ScsiOutcome::good(block)); });
-  s.expect("its budget comes back", released(1, block));
+  s.expect_action<Released>("its budget comes back", released(1, block));
   s.expect_pdu<iscsi::TaskManagementResponse>("function complete, no status for the read",
                                               [](const auto& h, const SentPdu&, Check& c, Vars&) {
                                                 c.eq("ITT", h.itt, Itt{50}).eq("response", h.response, 0);
@@ -438,13 +396,13 @@ TEST(ScriptedTarget, LogoutWaitsForCommandsInFlightThenCloses) {
   TargetRig rig(o);
   Script s;
   s.receive("TEST UNIT READY", PeerPdu{command(1, 1, {}, 0, false, false), {}, {}});
-  s.expect("on the backend", executed(1));
+  s.expect_action<Executed>("on the backend", executed(1));
   s.receive("Logout Request", PeerPdu{iscsi::LogoutRequest{.immediate = true, .itt = Itt{9}, .cmd_sn = SerialNumber(2)}, {}, {}});
   s.call("nothing until the command ended", [](TargetRig& r, Vars&) { EXPECT_FALSE(r.engine()->ended()); });
   s.call("the backend finishes", [](TargetRig& r, Vars&) { r.complete(Itt{1}, ScsiOutcome::good()); });
   s.expect_pdu<iscsi::LogoutResponse>("Logout Response (no SCSI Response for the aborted command)",
                                       [](const auto& h, const SentPdu&, Check& c, Vars&) { c.eq("response", h.response, 0); });
-  s.expect("the connection closes", closed());
+  s.expect_action<Closed>("the connection closes", closed());
   s.run(rig);
   EXPECT_TRUE(rig.engine()->ended());
 }
