@@ -270,6 +270,53 @@ Script iser_session() {
   return s;
 }
 
+/// Payload budgets granted later (TargetRig::grant_budgets = false), ImmediateData=Yes,
+/// InitialR2T=No, FirstBurstLength 2048: a WRITE (ITT 3) of 8 blocks whose immediate and
+/// unsolicited data wait in the staging buffer until its budget is granted, then an R2T for the
+/// rest; a READ (ITT 2) that waits for its budget before the backend; logout.
+Script budgets_granted_later() {
+  const auto data = pattern(8 * block, 1);
+  Script s;
+  auto write = command(3, 1, cdb10(0x2a, 8), 8 * block, false, true);
+  write.final = false;  // unsolicited Data-Out follows
+  s.receive("WRITE with 1024 immediate bytes", PeerPdu{write, slice(data, 0, 1024), {}});
+  s.receive("unsolicited Data-Out 1024..2047",
+            PeerPdu{iscsi::DataOut{.final = true, .lun = scsi::Lun::from_index(0), .itt = Itt{3},
+                                   .ttt = iscsi::reserved_ttt, .data_sn = 0, .buffer_offset = 1024},
+                    slice(data, 1024, 1024), {}});
+  s.call("the write's budget is granted", [](TargetRig& r, Vars&) { r.grant(Itt{3}); });
+  s.expect_pdu<iscsi::R2t>("R2T for 2048..4095", [](const auto& h, const SentPdu&, Check& c, Vars& v) {
+    c.eq("ITT", h.itt, Itt{3}).eq("BufferOffset", h.buffer_offset, 2048u).eq("length", h.desired_data_transfer_length, 2048u);
+    v.set("ttt", iscsi::to_u32(h.ttt));
+  });
+  s.receive("its Data-Out", [data](const Vars& v) {
+    return PeerPdu{iscsi::DataOut{.final = true, .lun = scsi::Lun::from_index(0), .itt = Itt{3}, .ttt = v.ttt("ttt"),
+                                  .data_sn = 0, .buffer_offset = 2048},
+                   slice(data, 2048, 2048), {}};
+  });
+  s.expect_action<Executed>("the backend runs it", executed(3));
+  s.call("the staged and solicited data are all in place; GOOD", [data](TargetRig& r, Vars&) {
+    if (!r.lenient) {
+      EXPECT_EQ(r.task_data(Itt{3}), data) << r.context;
+    }
+    r.complete(Itt{3}, ScsiOutcome::good());
+  });
+  s.expect_action<Released>("its budget comes back", released(3, 8 * block));
+  s.expect_pdu<iscsi::ScsiResponse>("SCSI Response GOOD", [](const auto& h, const SentPdu&, Check& c, Vars&) {
+    c.eq("ITT", h.itt, Itt{3}).eq("status", h.status, 0);
+  });
+  s.receive("READ of 2 blocks", PeerPdu{command(2, 2, cdb10(0x28, 2), 2 * block, true, false), {}, {}});
+  s.call("its budget is granted", [](TargetRig& r, Vars&) { r.grant(Itt{2}); });
+  s.expect_action<Executed>("only now the backend runs it", executed(2));
+  s.call("the backend reads", [](TargetRig& r, Vars&) { r.complete(Itt{2}, ScsiOutcome::good(2 * block)); });
+  s.expect_pdu<iscsi::DataIn>("Data-In with status", [](const auto& h, const SentPdu&, Check& c, Vars&) {
+    c.eq("ITT", h.itt, Itt{2}).eq("S", h.status_present, true);
+  });
+  s.expect_action<Released>("its budget comes back", released(2, 2 * block));
+  s.then(logout(3, 102));
+  return s;
+}
+
 /// An idle watch, so a jump of the clock has something to do.
 TargetRig::Options with_idle_watch() {
   TargetRig::Options o;
@@ -443,6 +490,25 @@ TEST(ScriptedTarget, IserWriteReadAbortLogoutFailsCleanlyAtEveryStep) {
   const Script s = iser_session();
   s.run(rig);
   const std::size_t runs = s.fail_at_every_step([&] { return std::make_unique<TargetRig>(options()); });
+  EXPECT_GE(runs, s.size());
+}
+
+// Budgets granted later, the staging buffer for unsolicited data, with each fault at each step:
+// every budget request is released exactly once however the session ends.
+TEST(ScriptedTarget, BudgetsGrantedLaterFailCleanlyAtEveryStep) {
+  auto make = [] {
+    TargetRig::Options o = with_idle_watch();
+    o.login = false;
+    o.engine.params.immediate_data = true;
+    o.engine.params.initial_r2t = false;
+    o.engine.params.first_burst_length = 2048;
+    auto rig = std::make_unique<TargetRig>(o);
+    rig->grant_budgets = false;
+    return rig;
+  };
+  const Script s = budgets_granted_later();
+  s.run(*make());
+  const std::size_t runs = s.fail_at_every_step(make);
   EXPECT_GE(runs, s.size());
 }
 
