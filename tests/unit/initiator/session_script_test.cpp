@@ -592,6 +592,47 @@ Script held_timeout() {
   return s;
 }
 
+/// A target's NOP-In ping (TTT 0x1234) answered by a NOP-Out echoing its data; then a Text
+/// Request (SendTargets=All) whose answer comes in two Text Responses (C bit, TTT 0x42: the
+/// initiator asks for the rest with an empty Text Request, RFC 7143 §11.11.2); logout.
+Script nop_and_text() {
+  const std::vector<std::byte> ping = pattern(16, 3);
+  const auto request = iscsi::encode_text({{"SendTargets", "All"}});
+  const auto whole = iscsi::encode_text({{"TargetName", "iqn.2026-01.test:abc"}});
+  Script s;
+  s.receive("NOP-In ping with TTT 0x1234", PeerPdu{iscsi::NopIn{.ttt = iscsi::Ttt{0x1234}, .stat_sn = SerialNumber(10),
+                                                                .exp_cmd_sn = SerialNumber(1), .max_cmd_sn = SerialNumber(64)},
+                                                   ping, {}});
+  s.expect_pdu<iscsi::NopOut>("NOP-Out echoing it", [ping](const auto& h, const SentPdu& p, Check& c, Vars&) {
+    c.eq("TTT", h.ttt, iscsi::Ttt{0x1234}).eq("ITT", h.itt, iscsi::reserved_itt).eq("I", h.immediate, true);
+    c.is("data echoed", p.data == ping);
+  });
+  s.call("a Text Request", [request](InitiatorRig& r, Vars& v) { v.set("text", r.text("text", request)); });
+  s.expect_pdu<iscsi::TextRequest>("Text Request", [request](const auto& h, const SentPdu& p, Check& c, Vars& v) {
+    c.eq("F", h.final, true).eq("TTT", h.ttt, iscsi::reserved_ttt).is("text", p.data == request);
+    v.set("text.itt", iscsi::to_u32(h.itt));
+  });
+  s.receive("Text Response, first part (C)", [whole](const Vars& v) {
+    return PeerPdu{iscsi::TextResponse{.final = false, .continue_ = true, .itt = v.itt("text.itt"),
+                                       .ttt = iscsi::Ttt{0x42}, .stat_sn = SerialNumber(10)},
+                   slice(whole, 0, 10), {}};
+  });
+  s.expect_pdu<iscsi::TextRequest>("empty Text Request for the rest", [](const auto& h, const SentPdu& p, Check& c, Vars& v) {
+    c.eq("TTT", h.ttt, iscsi::Ttt{0x42}).eq("ITT", h.itt, v.itt("text.itt")).eq("data", p.data.size(), 0u);
+  });
+  s.receive("Text Response, last part", [whole](const Vars& v) {
+    return PeerPdu{iscsi::TextResponse{.final = true, .itt = v.itt("text.itt"), .stat_sn = SerialNumber(11)},
+                   slice(whole, 10, whole.size() - 10), {}};
+  });
+  s.expect_action<Completed>("the text request completes with the whole answer", [whole](const Completed& d, Check& c,
+                                                                                          Vars& v) {
+    c.eq("task", d.outcome.id, v.get("text")).eq("error", d.outcome.error.message(), std::error_code().message());
+    c.is("the two parts gathered", d.outcome.text == whole);
+  });
+  s.then(logout(1, 12));
+  return s;
+}
+
 InitiatorRig::Options holding_options() {
   InitiatorRig::Options o = with_timeouts();
   o.login = false;
@@ -659,5 +700,19 @@ TEST(ScriptedInitiator, HeldTimeoutFailsCleanlyAtEveryStep) {
   const Script s = held_timeout();
   s.run(rig);
   const std::size_t runs = s.fail_at_every_step([] { return std::make_unique<InitiatorRig>(holding_options()); });
+  EXPECT_GE(runs, s.size());
+}
+
+// A target's NOP-In ping and a Text Request answered in two parts, then logout; with each fault
+// at each step (a late NOP-In after the connection dropped must not be answered).
+TEST(ScriptedInitiator, NopInAndTextContinuationFailCleanlyAtEveryStep) {
+  auto make = [] {
+    InitiatorRig::Options o = with_timeouts();
+    o.login = false;
+    return std::make_unique<InitiatorRig>(o);
+  };
+  const Script s = nop_and_text();
+  s.run(*make());
+  const std::size_t runs = s.fail_at_every_step(make);
   EXPECT_GE(runs, s.size());
 }
