@@ -1,5 +1,7 @@
 // The initiator's sans-I/O SessionEngine driven with scripted target PDUs (RFC 7143 §4.2.2, §11).
-// Time is injected (t0 + n ms): no sleeping, no timing assertions.
+// Time is injected (t0 + n ms): no sleeping, no timing assertions. The transcripts of reads,
+// writes with R2T, task management, timeouts and logout run on the ScriptedPeer harness in
+// session_script_test.cpp (same test names).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -166,44 +168,6 @@ iscsi::DataIn data_in(iscsi::Itt itt, std::uint32_t data_sn, std::uint32_t offse
 
 // ---- reads: Data-In placement, DataSN order, residuals, digest errors ----
 
-TEST(SessionEngine, ReadPlacesDataInAndCompletesWithStatusAndResidual) {
-  Harness h;
-  std::vector<std::byte> buffer(8192);
-  const TaskId id = h.read(buffer);
-  auto sent = h.take_sent();
-  ASSERT_EQ(sent.size(), 1u);
-  const auto cmd = sent[0].as<iscsi::ScsiCommand>();
-  EXPECT_TRUE(cmd.read);
-  EXPECT_FALSE(cmd.write);
-  EXPECT_EQ(cmd.expected_data_transfer_length, 8192u);
-  EXPECT_EQ(cmd.cmd_sn, SerialNumber(1));
-  EXPECT_EQ(cmd.exp_stat_sn, SerialNumber(10));
-  EXPECT_EQ(h.engine.state(id), TaskState::sent);
-
-  std::vector<std::byte> first(4096, std::byte{0xa1}), second(2048, std::byte{0xb2});
-  h.deliver(data_in(cmd.itt, 0, 0), first);
-  EXPECT_EQ(h.outcome(id), nullptr);
-  auto last = data_in(cmd.itt, 1, 4096);
-  last.final = last.status_present = last.residual_underflow = true;
-  last.residual_count = 2048;
-  last.stat_sn = SerialNumber(10);
-  h.deliver(last, second);
-  const auto* o = h.outcome(id);
-  ASSERT_NE(o, nullptr);
-  EXPECT_FALSE(o->error);
-  EXPECT_EQ(o->result.status, scsi::Status::good);
-  EXPECT_EQ(o->result.residual_bytes, 2048u);
-  EXPECT_FALSE(o->result.residual_overflow);
-  EXPECT_EQ(buffer[0], std::byte{0xa1});
-  EXPECT_EQ(buffer[4095], std::byte{0xa1});
-  EXPECT_EQ(buffer[4096], std::byte{0xb2});
-  EXPECT_EQ(buffer[6143], std::byte{0xb2});
-  EXPECT_EQ(buffer[6144], std::byte{0});
-  EXPECT_EQ(h.engine.stats().data_in_bytes_placed, 6144u);
-  EXPECT_EQ(h.engine.exp_stat_sn(), SerialNumber(11));
-  EXPECT_EQ(h.engine.itts_in_use(), 0u);
-}
-
 // Ended tasks' map nodes and the action vectors are reused (no allocation per command in steady
 // state): a reused task starts clean. Each round: a read completed with an underflow residual after
 // two Data-In, then a read whose single Data-In (DataSN 0) carries the status with no residual.
@@ -260,19 +224,6 @@ TEST(SessionEngine, OverflowResidualFromScsiResponse) {
   ASSERT_NE(o, nullptr);
   EXPECT_TRUE(o->result.residual_overflow);
   EXPECT_EQ(o->result.residual_bytes, 100u);
-}
-
-TEST(SessionEngine, DataInOutOfOrderFailsTheTask) {
-  Harness h;
-  std::vector<std::byte> buffer(8192);
-  const TaskId id = h.read(buffer);
-  const auto itt = h.take_sent()[0].as<iscsi::ScsiCommand>().itt;
-  std::vector<std::byte> seg(1024, std::byte{1});
-  h.deliver(data_in(itt, 1, 0), seg);  // DataSN 1 before 0
-  const auto* o = h.outcome(id);
-  ASSERT_NE(o, nullptr);
-  EXPECT_EQ(o->error, make_error_code(errc::protocol_error));
-  EXPECT_TRUE(h.engine.open());  // a task error, not a session error
 }
 
 TEST(SessionEngine, DataInOutsideTheBufferNeverLandsInIt) {
@@ -397,60 +348,6 @@ TEST(SessionEngine, InFlightLimitHoldsCommandsBack) {
 
 // ---- writes: immediate, unsolicited, R2T-solicited Data-Out ----
 
-TEST(SessionEngine, WriteSendsImmediateUnsolicitedAndSolicitedDataInOrder) {
-  EngineConfig c;
-  c.limits = {.immediate_data = true, .initial_r2t = false, .first_burst_length = 8192,
-              .max_burst_length = 65536, .max_send_segment_length = 4096};
-  Harness h(c);
-  std::vector<std::byte> payload(20000);
-  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 7);
-  const TaskId id = h.write(payload);
-  auto sent = h.take_sent();
-  ASSERT_EQ(sent.size(), 2u);
-  const auto cmd = sent[0].as<iscsi::ScsiCommand>();
-  EXPECT_TRUE(cmd.write);
-  EXPECT_FALSE(cmd.final);  // unsolicited Data-Out follows
-  EXPECT_EQ(cmd.expected_data_transfer_length, 20000u);
-  EXPECT_EQ(sent[0].data.size(), 4096u);  // immediate: min(FirstBurst, MaxRecvDataSegmentLength)
-  EXPECT_EQ(sent[0].borrower, id);
-  const auto unsolicited = sent[1].as<iscsi::DataOut>();
-  EXPECT_EQ(unsolicited.ttt, iscsi::reserved_ttt);
-  EXPECT_EQ(unsolicited.buffer_offset, 4096u);
-  EXPECT_EQ(unsolicited.data_sn, 0u);
-  EXPECT_TRUE(unsolicited.final);
-  EXPECT_EQ(sent[1].data.size(), 4096u);
-  EXPECT_EQ(sent[1].borrower, id);
-  EXPECT_EQ(h.engine.state(id), TaskState::awaiting_data);
-
-  iscsi::R2t r2t;
-  r2t.itt = cmd.itt;
-  r2t.ttt = iscsi::Ttt{0x77};
-  r2t.r2t_sn = 0;
-  r2t.buffer_offset = 8192;
-  r2t.desired_data_transfer_length = 11808;
-  r2t.exp_cmd_sn = SerialNumber(2);
-  r2t.max_cmd_sn = SerialNumber(64);
-  h.deliver(r2t);
-  sent = h.take_sent();
-  ASSERT_EQ(sent.size(), 3u);
-  std::uint32_t offset = 8192;
-  for (std::uint32_t i = 0; i < 3; ++i) {
-    const auto d = sent[i].as<iscsi::DataOut>();
-    EXPECT_EQ(d.ttt, iscsi::Ttt{0x77});
-    EXPECT_EQ(d.data_sn, i);  // DataSN from 0 per sequence (RFC 7143 §11.7.4)
-    EXPECT_EQ(d.buffer_offset, offset);
-    EXPECT_EQ(d.final, i == 2);
-    EXPECT_EQ(0, std::memcmp(sent[i].data.data(), payload.data() + offset, sent[i].data.size()));
-    offset += static_cast<std::uint32_t>(sent[i].data.size());
-  }
-  EXPECT_EQ(offset, 20000u);
-  EXPECT_EQ(h.engine.state(id), TaskState::sent);
-  EXPECT_EQ(h.engine.stats().data_out_bytes_sent, 20000u);
-  h.deliver(good_response(cmd.itt));
-  ASSERT_NE(h.outcome(id), nullptr);
-  EXPECT_FALSE(h.outcome(id)->error);
-}
-
 TEST(SessionEngine, R2tOutOfOrderOrOutsideTheTransferFailsTheTask) {
   EngineConfig c;
   c.limits = {.immediate_data = false, .initial_r2t = true, .first_burst_length = 8192,
@@ -507,37 +404,6 @@ TEST(SessionEngine, RejectOfAnOutstandingIttFailsThatTask) {
 
 // ---- task management ----
 
-TEST(SessionEngine, LunResetCompleteEndsTheTasksOnThatLun) {
-  Harness h;
-  const TaskId read = h.read({});
-  ScsiSubmission other;
-  other.lun = scsi::Lun::from_index(1);
-  other.cdb.length = 6;
-  const TaskId on_lun1 = *h.engine.submit(other, t0);
-  h.take_sent();
-  auto tmf = h.engine.submit_task_management({.function = iscsi::TaskManagementFunction::logical_unit_reset,
-                                              .lun = scsi::Lun::from_index(0)},
-                                             t0);
-  ASSERT_TRUE(tmf);
-  auto sent = h.take_sent();
-  ASSERT_EQ(sent.size(), 1u);
-  const auto req = sent[0].as<iscsi::TaskManagementRequest>();
-  EXPECT_TRUE(req.immediate);
-  EXPECT_EQ(req.function, iscsi::TaskManagementFunction::logical_unit_reset);
-  EXPECT_EQ(req.cmd_sn, SerialNumber(3));  // immediate: the next CmdSN, not advanced
-  iscsi::TaskManagementResponse rsp;
-  rsp.itt = req.itt;
-  rsp.response = 0;
-  rsp.exp_cmd_sn = SerialNumber(3);
-  rsp.max_cmd_sn = SerialNumber(64);
-  h.deliver(rsp);
-  ASSERT_NE(h.outcome(*tmf), nullptr);
-  EXPECT_EQ(h.outcome(*tmf)->tmf_response, iscsi::TaskManagementResponseCode::function_complete);
-  ASSERT_NE(h.outcome(read), nullptr);
-  EXPECT_EQ(h.outcome(read)->error, make_error_code(errc::task_aborted));
-  EXPECT_EQ(h.outcome(on_lun1), nullptr);  // another LUN: untouched
-}
-
 TEST(SessionEngine, RefusedTmfLeavesTasksAlone) {
   Harness h;
   const TaskId read = h.read({});
@@ -553,45 +419,6 @@ TEST(SessionEngine, RefusedTmfLeavesTasksAlone) {
   EXPECT_EQ(h.outcome(*tmf)->tmf_response, iscsi::TaskManagementResponseCode::function_not_supported);
   EXPECT_EQ(h.outcome(read), nullptr);
   EXPECT_EQ(h.engine.state(read), TaskState::sent);
-}
-
-TEST(SessionEngine, CommandTimeoutSendsAbortTaskAndKeepsTheIttUntilItsAnswer) {
-  Harness h;
-  std::vector<std::byte> buffer(4096);
-  const TaskId id = h.read(buffer, 100ms);
-  const auto cmd = h.take_sent()[0].as<iscsi::ScsiCommand>();
-  EXPECT_EQ(h.engine.next_deadline(), t0 + 100ms);
-  h.engine.on_timer(t0 + 99ms);
-  EXPECT_EQ(h.outcome(id), nullptr);
-  h.engine.on_timer(t0 + 100ms);
-  ASSERT_NE(h.outcome(id), nullptr);
-  EXPECT_EQ(h.outcome(id)->error, make_error_code(errc::timeout));
-  EXPECT_EQ(h.engine.state(id), TaskState::timed_out_aborting);
-  auto sent = h.take_sent();
-  ASSERT_EQ(sent.size(), 1u);
-  const auto abort = sent[0].as<iscsi::TaskManagementRequest>();
-  EXPECT_EQ(abort.function, iscsi::TaskManagementFunction::abort_task);
-  EXPECT_EQ(abort.referenced_task_tag, cmd.itt);
-  EXPECT_EQ(abort.ref_cmd_sn, cmd.cmd_sn);
-  EXPECT_EQ(h.engine.itts_in_use(), 2u);  // the command's ITT is still reserved
-  EXPECT_TRUE(h.engine.open());
-
-  // Late Data-In for the aborted task goes to scratch, never into the returned buffer.
-  std::vector<std::byte> late(1024, std::byte{0x5a});
-  auto d = data_in(cmd.itt, 0, 0);
-  EXPECT_TRUE(h.engine.place(iscsi::encode_bhs(d), 1024).empty());
-  h.deliver(d, late);
-  EXPECT_EQ(buffer[0], std::byte{0});
-
-  iscsi::TaskManagementResponse rsp;
-  rsp.itt = abort.itt;
-  h.deliver(rsp);
-  EXPECT_EQ(h.engine.itts_in_use(), 0u);
-  EXPECT_EQ(h.engine.state(id), TaskState::done);
-  EXPECT_EQ(h.engine.commands_holding_itt(), 0u);
-  // Exactly one completion for the command, none for the session's own ABORT TASK.
-  h.drain();
-  EXPECT_EQ(h.done.size(), 1u);
 }
 
 TEST(SessionEngine, TimeoutWhileDataIsBeingReceivedWaitsForThePdu) {
@@ -848,37 +675,6 @@ TEST(SessionEngine, AsyncScsiEventIsOnlyLogged) {
 }
 
 // ---- Logout ----
-
-TEST(SessionEngine, LogoutWaitsForCommandsInFlightAndFailsQueuedOnes) {
-  Harness h({}, {.cmd_sn = SerialNumber(1), .exp_cmd_sn = SerialNumber(1), .max_cmd_sn = SerialNumber(1),
-                 .exp_stat_sn = SerialNumber(0)});
-  const TaskId running = h.read({});
-  const TaskId queued = h.read({});
-  const auto itt = h.take_sent()[0].as<iscsi::ScsiCommand>().itt;
-  auto logout = h.engine.logout(t0);
-  ASSERT_TRUE(logout);
-  ASSERT_NE(h.outcome(queued), nullptr);
-  EXPECT_EQ(h.outcome(queued)->error, make_error_code(errc::session_closed));
-  EXPECT_TRUE(h.take_sent().empty());  // the command in flight first
-  EXPECT_FALSE(h.engine.submit({}, t0));
-  EXPECT_FALSE(h.engine.logout(t0));   // one logout at a time
-  h.deliver(good_response(itt, 0, 2));
-  ASSERT_NE(h.outcome(running), nullptr);
-  EXPECT_FALSE(h.outcome(running)->error);
-  auto sent = h.take_sent();
-  ASSERT_EQ(sent.size(), 1u);
-  const auto req = sent[0].as<iscsi::LogoutRequest>();
-  EXPECT_TRUE(req.immediate);
-  EXPECT_EQ(req.exp_stat_sn, SerialNumber(1));
-  iscsi::LogoutResponse rsp;
-  rsp.itt = req.itt;
-  rsp.response = 0;
-  h.deliver(rsp);
-  ASSERT_NE(h.outcome(*logout), nullptr);
-  EXPECT_FALSE(h.outcome(*logout)->error);
-  ASSERT_TRUE(h.ended);
-  EXPECT_EQ(*h.ended, make_error_code(errc::session_closed));
-}
 
 TEST(SessionEngine, LogoutRefusedByTheTargetIsAnErrorAndStillEndsTheSession) {
   Harness h;

@@ -157,85 +157,6 @@ std::uint8_t opcode_of(const iscsi::ScsiCommand& c) { return static_cast<std::ui
 
 }  // namespace
 
-TEST(SessionRecovery, InterruptedCommandsAreSentAgainInOrderAndCompleteOnce) {
-  Rig rig(recovering_config(), /*max_cmd_sn=*/3);  // room for three commands: the fourth queues
-  std::vector<std::byte> a_buf(4096), c_buf(8192), d_buf(512);
-  std::vector<std::byte> b_data(1024, std::byte{0x5b});
-  const TaskId a = rig.read(a_buf);
-  const TaskId b = rig.write(b_data);
-  const TaskId c = rig.read(c_buf);
-  const TaskId d = rig.read(d_buf);
-  auto first = rig.commands();
-  ASSERT_EQ(first.size(), 3u);
-  iscsi::ScsiResponse a_done;  // a completes on the old connection; the window stays closed for d
-  a_done.itt = first[0].itt;
-  a_done.stat_sn = SerialNumber(10);
-  a_done.exp_cmd_sn = SerialNumber(2);
-  a_done.max_cmd_sn = SerialNumber(3);
-  rig.deliver(a_done);
-  EXPECT_TRUE(rig.commands().empty());
-  ASSERT_NE(rig.outcome(a), nullptr);
-  // c got half its data before the connection died.
-  iscsi::DataIn part;
-  part.itt = first[2].itt;
-  part.data_sn = 0;
-  part.exp_cmd_sn = SerialNumber(2);
-  part.max_cmd_sn = SerialNumber(3);
-  rig.deliver(part, std::vector<std::byte>(4096, std::byte{0xee}));
-
-  rig.engine.connection_failed(make_error_code(errc::connection_closed), t0 + 1ms);
-  rig.drain();
-  ASSERT_EQ(rig.lost.size(), 1u);
-  EXPECT_FALSE(rig.ended);
-  EXPECT_TRUE(rig.engine.recovering());
-  EXPECT_TRUE(rig.engine.accepting()) << "callers see only delay while recovering";
-  EXPECT_EQ(rig.outcome(b), nullptr);
-  EXPECT_EQ(rig.outcome(c), nullptr);
-  EXPECT_EQ(rig.outcome(d), nullptr);
-  EXPECT_EQ(rig.engine.itts_in_use(), 0u) << "the old connection's ITTs are gone";
-  std::vector<std::byte> e_buf(512);
-  const TaskId e = rig.read(e_buf);  // submitted while recovering: waits
-  EXPECT_TRUE(rig.commands().empty());
-  EXPECT_EQ(rig.engine.next_deadline(), t0 + 1ms + 10s) << "the replacement timeout is the next deadline";
-
-  rig.engine.on_reconnected(fresh_start(64, 100), WriteLimits{}, t0 + 500ms);
-  auto again = rig.commands();
-  ASSERT_EQ(again.size(), 4u);
-  // The interrupted ones first, in their old order, then those never sent; numbered afresh.
-  EXPECT_TRUE(again[0].write);
-  EXPECT_EQ(again[0].expected_data_transfer_length, 1024u);
-  EXPECT_EQ(again[1].expected_data_transfer_length, 8192u);
-  EXPECT_EQ(again[2].expected_data_transfer_length, 512u);
-  EXPECT_EQ(again[3].expected_data_transfer_length, 512u);
-  for (std::uint32_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(again[i].cmd_sn, SerialNumber(1 + i));
-    EXPECT_EQ(again[i].exp_stat_sn, SerialNumber(100));
-  }
-  // c's data comes again from DataSN 0 on the new connection and lands in its buffer.
-  iscsi::DataIn whole;
-  whole.itt = again[1].itt;
-  whole.data_sn = 0;
-  whole.final = whole.status_present = true;
-  whole.stat_sn = SerialNumber(100);
-  whole.exp_cmd_sn = SerialNumber(2);
-  whole.max_cmd_sn = SerialNumber(70);
-  rig.deliver(whole, std::vector<std::byte>(8192, std::byte{0x77}));
-  for (std::size_t i : {0u, 2u, 3u}) rig.answer(again[i]);
-  for (TaskId id : {a, b, c, d, e}) {
-    const TaskOutcome* o = rig.outcome(id);
-    ASSERT_NE(o, nullptr) << "task " << id;
-    EXPECT_FALSE(o->error) << o->error.message();
-    EXPECT_EQ(o->result.status, scsi::Status::good);
-  }
-  EXPECT_EQ(c_buf[0], std::byte{0x77});
-  EXPECT_EQ(c_buf[8191], std::byte{0x77});
-  EXPECT_FALSE(rig.engine.recovering());
-  EXPECT_EQ(rig.engine.itts_in_use(), 0u);
-  EXPECT_EQ(rig.engine.stats().connections_lost, 1u);
-  EXPECT_EQ(rig.engine.stats().recoveries, 1u);
-  EXPECT_EQ(rig.engine.stats().commands_reissued, 2u);  // b and c; d and e went out for the first time
-}
-
 TEST(SessionRecovery, ReplacementTimeoutFailsWaitingAndNewCommandsWithSessionLost) {
   Rig rig(recovering_config(5s));
   std::vector<std::byte> buf(512);
@@ -471,40 +392,6 @@ TEST(SessionRecovery, UnansweredPingAndAsyncDropRecoverInsteadOfEnding) {
   ASSERT_EQ(rig.lost.size(), 2u);
   EXPECT_FALSE(rig.ended);
   EXPECT_EQ(rig.engine.stats().connections_lost, 2u);
-}
-
-TEST(SessionRecovery, AsyncLogoutRequestLogsOutThenReconnectsKeepingCommands) {
-  Rig rig;
-  std::vector<std::byte> buf(512);
-  const TaskId first = rig.read(buf);
-  const auto cmd = rig.commands().at(0);
-  iscsi::AsyncMessage a;
-  a.event = iscsi::AsyncEvent::logout_request;
-  a.parameter3 = 5;
-  rig.deliver(a);
-  EXPECT_TRUE(rig.engine.accepting());
-  const TaskId waiting = rig.read(buf);  // held back while the logout is under way
-  rig.drain();
-  EXPECT_TRUE(rig.sent.empty()) << "the Logout waits for the command in flight";
-  rig.answer(cmd);
-  rig.drain();
-  ASSERT_EQ(rig.sent.size(), 1u);
-  const auto logout = std::get<iscsi::LogoutRequest>(rig.sent[0]);
-  rig.sent.clear();
-  iscsi::LogoutResponse r;
-  r.itt = logout.itt;
-  r.stat_sn = SerialNumber(11);
-  rig.deliver(r);
-  ASSERT_EQ(rig.lost.size(), 1u);
-  EXPECT_FALSE(rig.ended);
-  rig.engine.on_reconnected(fresh_start(), WriteLimits{}, t0 + 1s);
-  auto again = rig.commands();
-  ASSERT_EQ(again.size(), 1u);
-  rig.answer(again[0]);
-  for (TaskId id : {first, waiting}) {
-    ASSERT_NE(rig.outcome(id), nullptr);
-    EXPECT_FALSE(rig.outcome(id)->error);
-  }
 }
 
 TEST(SessionRecovery, CallerLogoutWhileRecoveringEndsTheSession) {

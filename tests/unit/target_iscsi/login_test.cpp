@@ -62,49 +62,6 @@ TEST_F(LoginFixture, LoginRejectsWrongOpcode) {
   EXPECT_EQ(step.response.itt, iscsi::Itt{9});
 }
 
-TEST_F(LoginFixture, LoginThroughSecurityAndOperationalStages) {
-  auto s1 = send(LoginStage::security_negotiation, LoginStage::operational_negotiation, true, security);
-  ASSERT_EQ(s1.action, LoginAction::send);
-  EXPECT_EQ(status(s1), 0);
-  EXPECT_TRUE(s1.response.transit);
-  EXPECT_EQ(s1.response.nsg, LoginStage::operational_negotiation);
-  EXPECT_EQ(s1.response.stat_sn, SerialNumber(5));
-  EXPECT_EQ(s1.response.exp_cmd_sn, SerialNumber(100));
-  auto t1 = text_of(s1);
-  ASSERT_NE(iscsi::find_value(t1, "AuthMethod"), nullptr);
-  EXPECT_EQ(*iscsi::find_value(t1, "AuthMethod"), "None");
-  ASSERT_NE(iscsi::find_value(t1, "TargetPortalGroupTag"), nullptr);
-  EXPECT_EQ(*iscsi::find_value(t1, "TargetPortalGroupTag"), "1");
-  EXPECT_EQ(*iscsi::find_value(t1, "TargetAlias"), "unit");
-  EXPECT_EQ(s1.response.tsih, 0);
-
-  auto s2 = send(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true,
-                 {{"MaxRecvDataSegmentLength", "65536"}, {"InitialR2T", "No"}, {"ImmediateData", "Yes"},
-                  {"MaxBurstLength", "16776192"}, {"FirstBurstLength", "262144"}, {"MaxOutstandingR2T", "4"},
-                  {"ErrorRecoveryLevel", "2"}, {"MaxConnections", "4"}});
-  ASSERT_EQ(s2.action, LoginAction::send_then_full_feature);
-  EXPECT_EQ(s2.response.stat_sn, SerialNumber(6));
-  EXPECT_NE(s2.response.tsih, 0);
-  auto t2 = text_of(s2);
-  // The target declares its own MaxRecvDataSegmentLength even though the initiator declared one.
-  ASSERT_NE(iscsi::find_value(t2, "MaxRecvDataSegmentLength"), nullptr);
-  EXPECT_EQ(*iscsi::find_value(t2, "MaxRecvDataSegmentLength"), "262144");
-  EXPECT_EQ(*iscsi::find_value(t2, "InitialR2T"), "No");
-  EXPECT_EQ(*iscsi::find_value(t2, "ErrorRecoveryLevel"), "0");
-  EXPECT_EQ(*iscsi::find_value(t2, "MaxConnections"), "1");
-  const auto& p = machine.result().parameters;
-  EXPECT_EQ(p.initiator_max_recv_data_segment_length, 65536u);
-  EXPECT_EQ(p.target_max_recv_data_segment_length, 262144u);
-  EXPECT_EQ(p.max_burst_length, 4u << 20);
-  EXPECT_EQ(p.first_burst_length, 262144u);
-  EXPECT_EQ(p.max_outstanding_r2t, 4u);
-  EXPECT_FALSE(p.initial_r2t);
-  EXPECT_EQ(machine.result().tsih, s2.response.tsih);
-  EXPECT_EQ(machine.result().exp_cmd_sn, SerialNumber(100));
-  EXPECT_EQ(machine.result().stat_sn, SerialNumber(7));
-  EXPECT_EQ(machine.result().target->name, target_name);
-}
-
 TEST_F(LoginFixture, LoginNegotiatesDigests) {
   auto pairs = security;
   pairs.erase(pairs.begin() + 3);  // no AuthMethod: start in the operational stage

@@ -1,5 +1,7 @@
 // Unit tests of the target's sans-I/O SessionEngine (target/src/session_engine.hpp): scripted PDUs
-// in, actions (PDU batches, backend execution, budget releases, resets, close) out.
+// in, actions (PDU batches, backend execution, budget releases, resets, close) out. The transcripts
+// of a write with R2Ts, ABORT TASK and logout run on the ScriptedPeer harness in
+// session_script_test.cpp (suite ScriptedTarget).
 #include "session_engine.hpp"
 
 #include <gtest/gtest.h>
@@ -9,6 +11,7 @@
 
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/common/errors.hpp"
+#include "target_rig.hpp"
 
 namespace iserkit::target {
 namespace {
@@ -19,34 +22,12 @@ using iscsi::Ttt;
 
 constexpr std::uint32_t block = 512;
 
-// A fake SCSI layer: READ(10)/WRITE(10) of 512-byte blocks, INQUIRY, TEST UNIT READY; LUNs 0 and 1.
-CommandPlan fake_plan(const scsi::Lun& lun, ConstByteSpan cdb) {
-  CommandPlan p;
-  if (!(lun == scsi::Lun::from_index(0) || lun == scsi::Lun::from_index(1))) {
-    p.error = scsi::SenseData{.key = scsi::SenseKey::illegal_request, .asc = 0x25, .ascq = 0};
-    return p;
-  }
-  const auto op = static_cast<std::uint8_t>(cdb[0]);
-  if (op == 0x28 || op == 0x2a) {
-    p.transfer_length_bytes = load_be16(&cdb[7]) * block;
-    p.direction = p.transfer_length_bytes == 0 ? DataDirection::none
-                  : op == 0x28                 ? DataDirection::from_target
-                                               : DataDirection::to_target;
-  } else if (op == 0x12) {
-    p.transfer_length_bytes = load_be16(&cdb[3]);
-    p.direction = p.transfer_length_bytes ? DataDirection::from_target : DataDirection::none;
-  } else if (op != 0x00) {
-    p.error = scsi::SenseData{.key = scsi::SenseKey::illegal_request, .asc = 0x20, .ascq = 0};
-  }
-  return p;
-}
+// The fake SCSI layer (READ(10)/WRITE(10) of 512-byte blocks, INQUIRY, TEST UNIT READY; LUNs 0
+// and 1), its CDBs and data patterns: the ScriptedPeer harness's (tests/unit/engine_harness/).
+constexpr auto fake_plan = &test::harness::TargetRig::plan;
+constexpr auto cdb10 = &test::harness::TargetRig::cdb10;
+using test::harness::pattern;
 
-std::array<std::byte, 16> cdb10(std::uint8_t op, std::uint16_t blocks) {
-  std::array<std::byte, 16> c{};
-  c[0] = std::byte{op};
-  store_be16(&c[7], blocks);
-  return c;
-}
 std::array<std::byte, 16> inquiry(std::uint16_t alloc) {
   std::array<std::byte, 16> c{};
   c[0] = std::byte{0x12};
@@ -54,11 +35,6 @@ std::array<std::byte, 16> inquiry(std::uint16_t alloc) {
   return c;
 }
 
-std::vector<std::byte> pattern(std::size_t n, std::uint8_t seed) {
-  std::vector<std::byte> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 7 + seed) & 0xff);
-  return v;
-}
 
 struct Sent {
   iscsi::PduHeader header;
@@ -382,39 +358,6 @@ TEST_F(SessionEngineTest, DuplicateIttIsRejectedAndTheRunningTaskContinues) {
 
 // ---- Writes: R2T / Data-Out sequencing, placement, budget ----
 
-TEST_F(SessionEngineTest, WriteSolicitsWithR2tsAndDataOutLandsInPlace) {
-  config.params.initial_r2t = true;
-  config.params.max_burst_length = 4096;
-  config.params.max_outstanding_r2t = 1;
-  start();
-  deliver(command(5, 1, cdb10(0x2a, 16), 16 * block, false, true));
-  ASSERT_EQ(sent.size(), 1u);
-  auto r2t = sent[0].as<iscsi::R2t>();
-  EXPECT_EQ(r2t.buffer_offset, 0u);
-  EXPECT_EQ(r2t.desired_data_transfer_length, 4096u);
-  EXPECT_EQ(r2t.stat_sn, SerialNumber(100));  // not advanced
-  EXPECT_EQ(engine->task(Itt{5})->state, TaskState::receiving_data);
-  const auto data = pattern(16 * block, 9);
-  std::uint32_t offset = 0;
-  for (std::uint32_t n = 0; n < 2; ++n) {
-    r2t = sent.back().as<iscsi::R2t>();
-    EXPECT_EQ(r2t.r2t_sn, n);
-    EXPECT_EQ(r2t.buffer_offset, offset);
-    iscsi::DataOut d{.final = true, .lun = scsi::Lun::from_index(0), .itt = Itt{5}, .ttt = r2t.ttt, .data_sn = 0,
-                     .buffer_offset = offset};
-    deliver(d, std::span(data).subspan(offset, 4096));
-    EXPECT_TRUE(placed_last);  // straight into the task buffer
-    offset += 4096;
-  }
-  ASSERT_EQ(executes.size(), 1u);
-  auto buf = engine->task_data(Itt{5});
-  EXPECT_TRUE(std::equal(buf.begin(), buf.end(), data.begin(), data.end()));
-  execute(Itt{5}, ScsiOutcome::good());
-  const auto& r = sent.back().as<iscsi::ScsiResponse>();
-  EXPECT_EQ(r.exp_data_sn, 2u);  // two R2Ts
-  EXPECT_FALSE(r.residual_overflow || r.residual_underflow);
-}
-
 TEST_F(SessionEngineTest, UnsolicitedDataWaitsInStagingUntilTheBudgetIsGranted) {
   config.params.initial_r2t = false;
   config.params.immediate_data = true;
@@ -584,29 +527,6 @@ TEST_F(SessionEngineTest, IdlePingAndCloseWhenUnanswered) {
 
 // ---- Task management, logout, close ----
 
-TEST_F(SessionEngineTest, AbortTaskAnswersAfterTheBackendFinishedAndSuppressesTheStatus) {
-  start();
-  deliver(command(1, 1, cdb10(0x28, 1), block, true, false));
-  ASSERT_EQ(executes.size(), 1u);
-  deliver(iscsi::TaskManagementRequest{.immediate = true, .function = iscsi::TaskManagementFunction::abort_task,
-                                       .lun = scsi::Lun::from_index(0), .itt = Itt{50}, .referenced_task_tag = Itt{1},
-                                       .cmd_sn = SerialNumber(2), .ref_cmd_sn = SerialNumber(1)});
-  EXPECT_TRUE(sent.empty());  // the task is still on the backend
-  EXPECT_EQ(engine->task(Itt{1})->state, TaskState::aborted_executing);
-  // The command on the backend hears of it (a SANITIZE with IMMED = 0 stops waiting).
-  EXPECT_TRUE(engine->task(Itt{1})->plan.abort_requested);
-  execute(Itt{1}, ScsiOutcome::good(block));
-  ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0].as<iscsi::TaskManagementResponse>().response, 0);
-  EXPECT_EQ(engine->task_count(), 0u);
-  EXPECT_EQ(released.size(), 1u);
-  // Unknown task, RefCmdSN outside the window: "task does not exist".
-  deliver(iscsi::TaskManagementRequest{.immediate = true, .function = iscsi::TaskManagementFunction::abort_task,
-                                       .lun = scsi::Lun::from_index(0), .itt = Itt{51}, .referenced_task_tag = Itt{77},
-                                       .cmd_sn = SerialNumber(2), .ref_cmd_sn = SerialNumber(100)});
-  EXPECT_EQ(sent.back().as<iscsi::TaskManagementResponse>().response, 1);
-}
-
 TEST_F(SessionEngineTest, LunResetAbortsThatLunsTasksOnlyAndResetsTheDevice) {
   config.params.initial_r2t = true;
   start();
@@ -627,19 +547,6 @@ TEST_F(SessionEngineTest, LunResetAbortsThatLunsTasksOnlyAndResetsTheDevice) {
   deliver(iscsi::TaskManagementRequest{.immediate = true, .function = iscsi::TaskManagementFunction::abort_task_set,
                                        .lun = scsi::Lun::from_index(9), .itt = Itt{61}, .cmd_sn = SerialNumber(3)});
   EXPECT_EQ(sent.back().as<iscsi::TaskManagementResponse>().response, 2);
-}
-
-TEST_F(SessionEngineTest, LogoutWaitsForCommandsInFlightThenCloses) {
-  start();
-  deliver(tur(1, 1));
-  deliver(iscsi::LogoutRequest{.immediate = true, .itt = Itt{9}, .cmd_sn = SerialNumber(2)});
-  EXPECT_TRUE(sent.empty());
-  EXPECT_TRUE(closes.empty());
-  execute(Itt{1}, ScsiOutcome::good());
-  ASSERT_EQ(sent.size(), 1u);  // no SCSI Response for the aborted command
-  EXPECT_EQ(sent[0].as<iscsi::LogoutResponse>().response, 0);
-  ASSERT_EQ(closes.size(), 1u);
-  EXPECT_TRUE(engine->ended());
 }
 
 TEST_F(SessionEngineTest, LogoutForRecoveryIsRefused) {
