@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "iser_verbs.hpp"
@@ -138,6 +139,10 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   /// caller posts them at the head of its chain, ahead of the SEND); a chain collected so far is
   /// posted first when a window must be waited for (its commands hold windows).
   Awaitable<std::error_code> bind_stags(const TaskData& task, std::vector<ibv_send_wr>* chain = nullptr);
+  /// After an ibv_post_send() that carried Bind MWs collected by bind_stags() into a chain: each
+  /// window's ibv_mw::rkey becomes the rkey it was bound with (rxe's provider reads it at post
+  /// time to name the window, so it must not change before the post).
+  void apply_window_rkeys() noexcept;
   /// StagOwner: the command ended; its window is invalidated (Local Invalidate) unless the peer
   /// already did (Send with Invalidate).
   void release_stag(std::uint32_t slot) noexcept override;
@@ -235,6 +240,8 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   std::vector<ibv_mw*> windows_;
   std::optional<iser::StagTable> stags_;
   std::uint32_t window_wrs_ = 0;  // send-queue entries reserved for Bind MW / Local Invalidate
+  // Bind MWs collected into a chain and not yet posted: their windows' new rkeys (slot, rkey)
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> rkeys_after_post_;
   bool send_with_invalidate_ = false;
   std::uint64_t local_invalidations_ = 0;
   std::uint64_t remote_invalidations_ = 0;

@@ -91,6 +91,7 @@ Awaitable<std::error_code> IserConnection::bind_stags(const TaskData& task, std:
     const int rc = ibv_post_send(id_->qp, chain->data(), &bad);
     count_post_send(chain->size());
     chain->clear();
+    apply_window_rkeys();
     if (rc != 0) {
       log::info("iser {}: post bind memory window failed: {}", peer_, std::strerror(rc));
       abort_connection(make_error_code(errc::connection_closed));
@@ -134,12 +135,22 @@ Awaitable<std::error_code> IserConnection::bind_stags(const TaskData& task, std:
       }
     }
     // A type 2 window bound by a work request: libibverbs leaves ibv_mw::rkey alone, and the next
-    // Bind MW must name the window by its current rkey (rxe checks it), so it is kept here.
-    windows_[bound->slot]->rkey = bound->rkey;
+    // Bind MW must name the window by its current rkey (rxe checks it), so it is kept here — once
+    // this one is posted: rxe's provider reads ibv_mw::rkey in ibv_post_send() to name the window.
+    if (chain != nullptr) {
+      rkeys_after_post_.push_back({bound->slot, bound->rkey});
+    } else {
+      windows_[bound->slot]->rkey = bound->rkey;
+    }
     // From here the descriptor owns the window; its end gives it back (release_stag()).
     task.bind_stag(read, bound->rkey, StagLease(std::shared_ptr<StagOwner>(shared_from_this()), bound->slot));
   }
   co_return std::error_code{};
+}
+
+void IserConnection::apply_window_rkeys() noexcept {
+  for (const auto& [slot, rkey] : rkeys_after_post_) windows_[slot]->rkey = rkey;
+  rkeys_after_post_.clear();
 }
 
 void IserConnection::release_stag(std::uint32_t slot) noexcept {

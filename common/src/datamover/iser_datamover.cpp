@@ -694,7 +694,9 @@ Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
   for (std::size_t i = 0; i + 1 < chain.size(); ++i) chain[i].next = &chain[i + 1];
   ibv_send_wr* bad = nullptr;
   count_post_send(chain.size());
-  if (const int rc = ibv_post_send(id_->qp, chain.data(), &bad); rc != 0) {
+  const int rc = ibv_post_send(id_->qp, chain.data(), &bad);
+  apply_window_rkeys();
+  if (rc != 0) {
     --sq_in_use_;  // the SEND, last in the chain, was not posted
     log::info("iser {}: post send failed: {}", peer_, std::strerror(rc));
     abort_connection(make_error_code(errc::connection_closed));
@@ -765,7 +767,18 @@ Awaitable<std::error_code> IserConnection::send_chain(std::vector<ChainStep> ste
     for (std::size_t i = next; i < end && !result; ++i)
       if (const auto* pdu = std::get_if<PduOut>(&steps[i]); pdu != nullptr && pdu->task_data != nullptr)
         result = co_await bind_stags(*pdu->task_data, chained ? &binds : nullptr);
-    if (result) break;
+    if (result) {
+      // The commands before the one that failed hold bound-to-be windows: their binds go out
+      // (so their windows' ends — Local Invalidate — stay as the StagTable expects).
+      if (!binds.empty() && !failed_) {
+        for (std::size_t i = 0; i + 1 < binds.size(); ++i) binds[i].next = &binds[i + 1];
+        ibv_send_wr* bad = nullptr;
+        count_post_send(binds.size());
+        if (ibv_post_send(id_->qp, binds.data(), &bad) != 0) abort_connection(make_error_code(errc::connection_closed));
+      }
+      apply_window_rkeys();
+      break;
+    }
     std::vector<std::uint32_t> slots;
     if (failed_ || !co_await reserve_sends(pdus, slots, gate_held, work_requests)) {
       result = error_;
@@ -842,7 +855,9 @@ Awaitable<std::error_code> IserConnection::send_chain(std::vector<ChainStep> ste
     if (total > 0) {
       ibv_send_wr* bad = nullptr;
       count_post_send(total);
-      if (const int rc = ibv_post_send(id_->qp, wrs.data(), &bad); rc != 0) {
+      const int rc = ibv_post_send(id_->qp, wrs.data(), &bad);
+      apply_window_rkeys();
+      if (rc != 0) {
         // Work requests before `bad` were posted and will complete; the rest were not.
         posted = bad != nullptr ? static_cast<std::size_t>(bad - wrs.data()) : 0;
         const std::size_t unposted_steps = total - std::max(posted, first);
