@@ -56,6 +56,7 @@
 #include "iserkit/common/netns.hpp"
 #include "iserkit/common/service_manager.hpp"
 #include "iserkit/common/status_socket.hpp"
+#include "iserkit/datamover/iser_datamover.hpp"
 #include "iserkit/initiator/chap_credentials.hpp"
 #include "iserkit/initiator/diagnosis.hpp"
 #include "iserkit/initiator/discovery.hpp"
@@ -885,6 +886,10 @@ int main(int argc, char** argv) {
   // Payload bytes our code copied in user space (copy_counter.hpp): NBD buffers go to the target
   // as Data-Out / come back as Data-In (TCP) or are RDMA-read / -written in place (iSER).
   std::cerr << "iserkit-nbd: copied payload bytes: " << copied_payload_bytes() << "\n";
+  // The iSER send queues' use (issue 23 item 7): ibv_post_send calls and work requests per command.
+  if (const auto posts = datamover::iser_post_counts(); posts.scsi_commands > 0)
+    std::cerr << "iserkit-nbd: iser posts: post_send_calls=" << posts.post_send_calls
+              << " work_requests=" << posts.work_requests << " scsi_commands=" << posts.scsi_commands << "\n";
   status->write();
   // Every loop has stopped: the sessions go now, on this thread, before any loop is destroyed;
   // then what the loops still hold (a coroutine frame of loop 0 may keep loop 1's session).

@@ -17,6 +17,7 @@
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/host_port.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/datamover/iser_datamover.hpp"
 #include "iserkit/iscsi/names.hpp"
 #include "iserkit/metrics/daemon_metrics.hpp"
 #include "iserkit/target/backends.hpp"
@@ -382,10 +383,17 @@ int run(int argc, char** argv) {
   const auto largest_iser = iserkit::largest_command_bytes(iserkit::CommandTransport::iser);
   const auto largest_tcp = iserkit::largest_command_bytes(iserkit::CommandTransport::tcp);
   std::cerr << "iserkit-target: largest command bytes: iser=" << largest_iser << " tcp=" << largest_tcp << "\n";
+  // The iSER send queues' use (issue 23 item 7): ibv_post_send calls and work requests per command.
+  const auto posts = iserkit::datamover::iser_post_counts();
+  std::cerr << "iserkit-target: iser posts: post_send_calls=" << posts.post_send_calls
+            << " work_requests=" << posts.work_requests << " scsi_commands=" << posts.scsi_commands << "\n";
   if (args.count("stats-file")) std::ofstream(args["stats-file"].as<std::string>())
       << "copied_payload_bytes=" << iserkit::copied_payload_bytes() << "\n"
       << "largest_command_bytes_iser=" << largest_iser << "\n"
-      << "largest_command_bytes_tcp=" << largest_tcp << "\n";
+      << "largest_command_bytes_tcp=" << largest_tcp << "\n"
+      << "iser_post_send_calls=" << posts.post_send_calls << "\n"
+      << "iser_work_requests=" << posts.work_requests << "\n"
+      << "iser_scsi_commands=" << posts.scsi_commands << "\n";
   return 0;
 }
 

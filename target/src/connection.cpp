@@ -533,12 +533,22 @@ Awaitable<void> Connection::writer() {
       }
     } else if (auto* put = std::get_if<PutReadData>(&action)) {
       if (!closed_) {
-        const Buffer source{.bytes = put->buffer.bytes().first(put->bytes), .lkey = put->buffer.buffer().lkey};
-        if (const auto ec = co_await datamover_->put_data(put->dest, 0, source)) {
-          log::info("connection {}: RDMA Write failed: itt=0x{:08x} bytes={} error={}", datamover_->peer(),
-                    iscsi::to_u32(put->itt), put->bytes, ec.message());
+        // iSER: this RDMA Write and what the pass queued right behind it (more reads' RDMA Writes,
+        // their SCSI Responses, budget releases) as one chain of work requests: one ibv_post_send
+        // per pass, and no wait for a write's completion before its response (the RC QP keeps
+        // their order). The actions stay here until the chain completed (their buffers).
+        const auto itt = put->itt;
+        std::vector<EngineAction> held;
+        auto steps = chain_steps(std::move(action), held);
+        if (ordered_.size() <= max_ordered_actions) ordered_room_.set();
+        if (const auto ec = co_await datamover_->send_chain(std::move(steps.first))) {
+          log::info("connection {}: RDMA Write or send failed: itt=0x{:08x} ({} RDMA Writes in the chain) error={}",
+                    datamover_->peer(), iscsi::to_u32(itt), steps.second, ec.message());
           close();
         }
+        for (auto& done : held)
+          if (auto* sent = std::get_if<SendPdus>(&done); sent != nullptr && engine_)
+            engine_->recycle_batch(std::move(*sent));
       }
     } else if (auto* release = std::get_if<ReleaseBudget>(&action)) {
       release_budget(*release);
@@ -549,6 +559,37 @@ Awaitable<void> Connection::writer() {
     releases_after_send_.clear();
   }
   writer_done_.set();
+}
+
+std::pair<std::vector<datamover::ChainStep>, std::size_t> Connection::chain_steps(EngineAction first,
+                                                                                  std::vector<EngineAction>& held) {
+  std::vector<datamover::ChainStep> steps;
+  std::size_t puts = 0;
+  held.push_back(std::move(first));
+  while (true) {
+    EngineAction& a = held.back();
+    if (auto* put = std::get_if<PutReadData>(&a)) {
+      steps.emplace_back(datamover::PutDataStep{
+          .dest = put->dest,
+          .offset = 0,
+          .source = Buffer{.bytes = put->buffer.bytes().first(put->bytes), .lkey = put->buffer.buffer().lkey}});
+      ++puts;
+    } else if (auto* batch = std::get_if<SendPdus>(&a)) {
+      for (auto& pdu : batch->pdus) steps.emplace_back(std::move(pdu));
+    }
+    // What comes next joins the chain: releases wait for it (as after a joined send), puts and
+    // sends go in; anything else ends it.
+    while (!ordered_.empty() && std::holds_alternative<ReleaseBudget>(ordered_.front())) {
+      releases_after_send_.push_back(std::get<ReleaseBudget>(ordered_.front()));
+      ordered_.pop_front();
+    }
+    if (ordered_.empty() ||
+        !(std::holds_alternative<PutReadData>(ordered_.front()) || std::holds_alternative<SendPdus>(ordered_.front())))
+      break;
+    held.push_back(std::move(ordered_.front()));
+    ordered_.pop_front();
+  }
+  return {std::move(steps), puts};
 }
 
 Connection::CommandStart Connection::command_started(iscsi::Itt itt, const EngineTask& task) {

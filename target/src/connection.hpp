@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "iserkit/common/asio.hpp"
@@ -133,6 +134,12 @@ class Connection final : public std::enable_shared_from_this<Connection>,
     std::chrono::steady_clock::time_point start;
     LogicalUnitStats* unit_stats = nullptr;  // the addressed LU's counters (per-LUN metrics)
   };
+  /// writer(): the steps of one send chain — `first` (a PutReadData) and the PutReadData, SendPdus
+  /// and ReleaseBudget actions queued right behind it, taken off the queue; the releases go to
+  /// releases_after_send_, the actions whose buffers the steps use to `held`. Also returns how
+  /// many RDMA Writes (Put_Data) the chain has.
+  std::pair<std::vector<datamover::ChainStep>, std::size_t> chain_steps(EngineAction first,
+                                                                        std::vector<EngineAction>& held);
   /// A task starts: its CommandStart, and the transport's largest command noted.
   CommandStart command_started(iscsi::Itt itt, const EngineTask& task);
   struct FastCommand final : MediaIo {

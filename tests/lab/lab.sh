@@ -26,7 +26,9 @@
 #   linux-image-amd64 depends on), ISERKIT_LAB_KERNEL_ABI (7: default what trixie-backports'
 #   linux-image-amd64 depends on, e.g. 7.3.4+deb13-amd64), ISERKIT_LAB_QEMU,
 #   ISERKIT_LAB_BENCH_* (passed to the guest: the benchmark scenarios' knobs, see tests/lab/README.md),
-#   ISERKIT_LAB_ISER_STAGS (passed to the guest: ISERKIT_ISER_STAGS of every iserkit initiator there).
+#   ISERKIT_LAB_ISER_STAGS (passed to the guest: ISERKIT_ISER_STAGS of every iserkit initiator there),
+#   ISERKIT_LAB_ISER_CHAIN (passed to the guest: ISERKIT_ISER_CHAIN of every iserkit program there;
+#   off = RDMA Writes and Bind MWs posted on their own, as before issue 23 item 7).
 # Files a scenario leaves in the results directory's docs/ (generated benchmark pages) are copied to
 #   the source tree's docs/ when the run ends.
 # Exit status: 0 nothing failed; 1 a check failed; 2 usage or the VM broke (timeout, no results);
@@ -373,7 +375,7 @@ esac
   printf 'LAB_COMMIT=%q\n' "$(git -C "$source_dir" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(
     [[ -z $(git -C "$source_dir" status --porcelain --untracked-files=no 2>/dev/null) ]] || echo ' (with uncommitted changes)')"
   printf 'LAB_HOST_CPU=%q\n' "$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) CPUs"
-  while IFS='=' read -r k v; do printf '%s=%q\n' "$k" "$v"; done < <(env | grep -E '^ISERKIT_LAB_(BENCH_[A-Z0-9_]*|ISER_STAGS|ROUNDTRIPS)=' || true)
+  while IFS='=' read -r k v; do printf '%s=%q\n' "$k" "$v"; done < <(env | grep -E '^ISERKIT_LAB_(BENCH_[A-Z0-9_]*|ISER_STAGS|ISER_CHAIN|ROUNDTRIPS)=' || true)
 } >"$out/job.env"
 
 qemu_args=(

@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "iser_verbs.hpp"
@@ -43,6 +44,14 @@ bool port_active(rdma_cm_id* id) noexcept;
 /// ids whose port is ACTIVE again (their DREQ then goes out). Thread-safe.
 void park_cm_id(CmId id, EventChannel channel) noexcept;
 void reap_parked_ids() noexcept;
+
+/// Bytes per RDMA Read/Write work request (a larger Put_Data/Get_Data is several).
+inline constexpr std::uint32_t max_rdma_piece = 1u << 20;
+
+/// Counts one ibv_post_send() that posted `work_requests` work requests (iser_post_counts()).
+void count_post_send(std::size_t work_requests) noexcept;
+/// Counts one SCSI Command PDU sent or received over iSER (iser_post_counts()).
+void count_scsi_command() noexcept;
 
 /// A CM event, copied out before it is acknowledged.
 struct CmEvent {
@@ -83,10 +92,14 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   Awaitable<Result<CmEvent>> next_cm_event(std::chrono::steady_clock::time_point deadline);
 
   Awaitable<std::error_code> send(PduOut pdu);
-  /// Datamover::send_batch(): the PDUs as one chain of SEND work requests in one ibv_post_send
-  /// (chunks of the send queue's depth, with no other send between them, when the batch is longer).
-  /// Returns the first error; PDUs after a failed one are not sent.
-  Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus);
+  /// Datamover::send_chain() (and send_batch(), whose PDUs are steps too): the steps as one chain
+  /// of work requests in one ibv_post_send — RDMA Writes (1 MiB pieces), the Bind MWs of the
+  /// commands' per-command STags, then SENDs, in the steps' order — in chunks of the send queue's
+  /// depth, with no other send between them, when the steps need more. A Put_Data larger than
+  /// the send queue is posted on its own (rdma()), in its place. Returns the first error; steps
+  /// after a failed one are not done. With iser_chain_enabled() false, each Put_Data is an rdma()
+  /// of its own and Bind MWs are posted before the chain, as before.
+  Awaitable<std::error_code> send_chain(std::vector<ChainStep> steps);
   Awaitable<Result<PduIn>> receive(DataPlacement* placement);
   /// RDMA Write (`write`) of `local` to remote+offset, or RDMA Read into `local` from remote+offset.
   Awaitable<std::error_code> rdma(bool write, PeerBuffer remote, std::uint64_t offset, Buffer local);
@@ -122,7 +135,14 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   /// the iSER header carries; waits while every window is in use. Nothing to do without
   /// per-command STags or when `task` is bound already.
   /// Errors: errc::invalid_argument (a region outside the window pool), errc::connection_closed.
-  Awaitable<std::error_code> bind_stags(const TaskData& task);
+  /// With `chain`, the Bind MW work requests are appended to it instead of being posted (the
+  /// caller posts them at the head of its chain, ahead of the SEND); a chain collected so far is
+  /// posted first when a window must be waited for (its commands hold windows).
+  Awaitable<std::error_code> bind_stags(const TaskData& task, std::vector<ibv_send_wr>* chain = nullptr);
+  /// After an ibv_post_send() that carried Bind MWs collected by bind_stags() into a chain: each
+  /// window's ibv_mw::rkey becomes the rkey it was bound with (rxe's provider reads it at post
+  /// time to name the window, so it must not change before the post).
+  void apply_window_rkeys() noexcept;
   /// StagOwner: the command ended; its window is invalidated (Local Invalidate) unless the peer
   /// already did (Send with Invalidate).
   void release_stag(std::uint32_t slot) noexcept override;
@@ -160,9 +180,10 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   void note_command_stag(const PduIn& in);
   Awaitable<bool> acquire_sq(std::uint32_t entries);
   Awaitable<bool> acquire_credit();
-  /// Takes `n` send slots and `n` send-queue entries once no batch holds the gate (unless this
-  /// caller is the batch that holds it). False when the connection failed.
-  Awaitable<bool> reserve_sends(std::uint32_t n, std::vector<std::uint32_t>& slots, bool gate_owner);
+  /// Takes `n` send slots and `sq_entries` send-queue entries once no batch holds the gate (unless
+  /// this caller is the batch that holds it). False when the connection failed.
+  Awaitable<bool> reserve_sends(std::uint32_t n, std::vector<std::uint32_t>& slots, bool gate_owner,
+                                std::uint32_t sq_entries);
   void release_slots(std::vector<std::uint32_t>& slots) noexcept;
   /// Writes the iSER header, BHS, AHS and (when it is not registered memory) the data segment into
   /// send descriptor `slot` and fills `sge`; `spill` holds a registered copy of a data segment too
@@ -219,6 +240,8 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   std::vector<ibv_mw*> windows_;
   std::optional<iser::StagTable> stags_;
   std::uint32_t window_wrs_ = 0;  // send-queue entries reserved for Bind MW / Local Invalidate
+  // Bind MWs collected into a chain and not yet posted: their windows' new rkeys (slot, rkey)
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> rkeys_after_post_;
   bool send_with_invalidate_ = false;
   std::uint64_t local_invalidations_ = 0;
   std::uint64_t remote_invalidations_ = 0;

@@ -14,9 +14,6 @@
 
 namespace iserkit::datamover {
 namespace rdma {
-namespace {
-constexpr std::uint32_t max_rdma_piece = 1u << 20;  // bytes per RDMA Read/Write work request
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Put_Data / Get_Data: RDMA Write / RDMA Read
@@ -56,6 +53,7 @@ Awaitable<std::error_code> IserConnection::rdma(bool write, PeerBuffer remote, s
       wr.wr.rdma.remote_addr = remote.address() + offset + done;
       wr.wr.rdma.rkey = remote.key();
       ibv_send_wr* bad = nullptr;
+      count_post_send(1);
       if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
         sq_in_use_ -= batch - i;
         log::info("iser {}: post {} failed: {}", peer_, write ? "rdma write" : "rdma read", std::strerror(rc));
@@ -82,9 +80,24 @@ Awaitable<std::error_code> IserConnection::rdma(bool write, PeerBuffer remote, s
 // Work request ids of window operations: (slot << 3) | 2 for a Bind MW, | 4 for a Local
 // Invalidate. Receives are odd and Op pointers are 8-byte aligned, so the three never collide.
 
-Awaitable<std::error_code> IserConnection::bind_stags(const TaskData& task) {
+Awaitable<std::error_code> IserConnection::bind_stags(const TaskData& task, std::vector<ibv_send_wr>* chain) {
   if (!stags_ || task.stags_bound()) co_return std::error_code{};
   const std::size_t needed = (task.read_region() ? 1 : 0) + (task.write_region() ? 1 : 0);
+  if (chain != nullptr && !chain->empty() && !failed_ && stags_->free_count() < needed) {
+    // The commands bound so far hold windows and may be what frees one: their binds go out now.
+    for (std::size_t i = 0; i + 1 < chain->size(); ++i) (*chain)[i].next = &(*chain)[i + 1];
+    chain->back().next = nullptr;
+    ibv_send_wr* bad = nullptr;
+    const int rc = ibv_post_send(id_->qp, chain->data(), &bad);
+    count_post_send(chain->size());
+    chain->clear();
+    apply_window_rkeys();
+    if (rc != 0) {
+      log::info("iser {}: post bind memory window failed: {}", peer_, std::strerror(rc));
+      abort_connection(make_error_code(errc::connection_closed));
+      co_return error_;
+    }
+  }
   while (!failed_ && stags_->free_count() < needed) {
     Completion c;
     window_waiters_.push_back(&c);
@@ -109,20 +122,35 @@ Awaitable<std::error_code> IserConnection::bind_stags(const TaskData& task) {
     wr.bind_mw.bind_info.length = region->bytes.size();
     // The target RDMA-writes read data and RDMA-reads write data: nothing more.
     wr.bind_mw.bind_info.mw_access_flags = read ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
-    ibv_send_wr* bad = nullptr;
-    if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
-      log::info("iser {}: post bind memory window failed: {}", peer_, std::strerror(rc));
-      stags_->release(bound->slot);  // never bound: nothing to invalidate on a failing connection
-      abort_connection(make_error_code(errc::connection_closed));
-      co_return error_;
+    if (chain != nullptr) {
+      chain->push_back(wr);  // posted at the head of the caller's chain, ahead of the SEND
+    } else {
+      ibv_send_wr* bad = nullptr;
+      count_post_send(1);
+      if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
+        log::info("iser {}: post bind memory window failed: {}", peer_, std::strerror(rc));
+        stags_->release(bound->slot);  // never bound: nothing to invalidate on a failing connection
+        abort_connection(make_error_code(errc::connection_closed));
+        co_return error_;
+      }
     }
     // A type 2 window bound by a work request: libibverbs leaves ibv_mw::rkey alone, and the next
-    // Bind MW must name the window by its current rkey (rxe checks it), so it is kept here.
-    windows_[bound->slot]->rkey = bound->rkey;
+    // Bind MW must name the window by its current rkey (rxe checks it), so it is kept here — once
+    // this one is posted: rxe's provider reads ibv_mw::rkey in ibv_post_send() to name the window.
+    if (chain != nullptr) {
+      rkeys_after_post_.push_back({bound->slot, bound->rkey});
+    } else {
+      windows_[bound->slot]->rkey = bound->rkey;
+    }
     // From here the descriptor owns the window; its end gives it back (release_stag()).
     task.bind_stag(read, bound->rkey, StagLease(std::shared_ptr<StagOwner>(shared_from_this()), bound->slot));
   }
   co_return std::error_code{};
+}
+
+void IserConnection::apply_window_rkeys() noexcept {
+  for (const auto& [slot, rkey] : rkeys_after_post_) windows_[slot]->rkey = rkey;
+  rkeys_after_post_.clear();
 }
 
 void IserConnection::release_stag(std::uint32_t slot) noexcept {
@@ -143,6 +171,7 @@ void IserConnection::after_release(std::uint32_t slot, iser::StagTable::Release 
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.invalidate_rkey = stags_->rkey(slot);
   ibv_send_wr* bad = nullptr;
+  count_post_send(1);
   if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
     log::info("iser {}: post local invalidate failed: {}", peer_, std::strerror(rc));
     abort_connection(make_error_code(errc::connection_closed));

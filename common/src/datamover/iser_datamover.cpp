@@ -20,8 +20,12 @@
 #include <netdb.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <string_view>
+#include <variant>
 #include <unordered_set>
 
 #include "iser_connection.hpp"
@@ -47,6 +51,19 @@ bool payload_opcode(const iscsi::Bhs& bhs) noexcept {
 }
 
 }  // namespace
+
+namespace {
+std::atomic<std::uint64_t> post_send_calls{0};
+std::atomic<std::uint64_t> posted_work_requests{0};
+std::atomic<std::uint64_t> scsi_commands{0};
+}  // namespace
+
+void count_post_send(std::size_t work_requests) noexcept {
+  post_send_calls.fetch_add(1, std::memory_order_relaxed);
+  posted_work_requests.fetch_add(work_requests, std::memory_order_relaxed);
+}
+
+void count_scsi_command() noexcept { scsi_commands.fetch_add(1, std::memory_order_relaxed); }
 
 std::error_code errno_error(int e) { return {e, std::generic_category()}; }
 
@@ -651,11 +668,12 @@ Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
   if (iser::classify(pdu.bhs, initiator_) == iser::PduClass::unexpected) {
     if (!co_await acquire_credit()) co_return error_;
   }
-  // Per-command STags: the windows are bound (work requests posted) before this SEND is.
+  // Per-command STags: the windows are bound (Bind MW work requests) before this SEND, in its chain.
+  std::vector<ibv_send_wr> chain;
   if (pdu.task_data != nullptr)
-    if (auto ec = co_await bind_stags(*pdu.task_data)) co_return ec;
+    if (auto ec = co_await bind_stags(*pdu.task_data, iser_chain_enabled() ? &chain : nullptr)) co_return ec;
   std::vector<std::uint32_t> slots;
-  if (!co_await reserve_sends(1, slots, false)) co_return error_;
+  if (!co_await reserve_sends(1, slots, false, 1)) co_return error_;
   SlotRelease guard{*this, slots};
   std::array<ibv_sge, 2> sge{};
   int num_sge = 1;
@@ -672,93 +690,192 @@ Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
   wr.num_sge = num_sge;
   set_send_opcode(wr, pdu);
   wr.send_flags = IBV_SEND_SIGNALED;
+  chain.push_back(wr);
+  for (std::size_t i = 0; i + 1 < chain.size(); ++i) chain[i].next = &chain[i + 1];
   ibv_send_wr* bad = nullptr;
-  if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
-    --sq_in_use_;
+  count_post_send(chain.size());
+  const int rc = ibv_post_send(id_->qp, chain.data(), &bad);
+  apply_window_rkeys();
+  if (rc != 0) {
+    --sq_in_use_;  // the SEND, last in the chain, was not posted
     log::info("iser {}: post send failed: {}", peer_, std::strerror(rc));
     abort_connection(make_error_code(errc::connection_closed));
     co_return error_;
   }
+  if (initiator_ && static_cast<iscsi::Opcode>(iscsi::raw_opcode(pdu.bhs)) == iscsi::Opcode::scsi_command)
+    count_scsi_command();
   pending_.insert(&op);
   co_await op.done.wait();
   co_return op.done.error();
 }
 
-Awaitable<std::error_code> IserConnection::send_batch(std::vector<PduOut> pdus) {
+namespace {
+// Work requests a step needs: one per 1 MiB piece of a Put_Data (none when empty), one SEND per PDU.
+std::uint32_t step_work_requests(const ChainStep& step) noexcept {
+  if (const auto* put = std::get_if<PutDataStep>(&step))
+    return static_cast<std::uint32_t>((put->source.bytes.size() + max_rdma_piece - 1) / max_rdma_piece);
+  return 1;
+}
+}  // namespace
+
+Awaitable<std::error_code> IserConnection::send_chain(std::vector<ChainStep> steps) {
   if (failed_) co_return error_;
-  // Each chunk (the whole batch unless it exceeds the send queue) is one chain of SEND work requests
-  // handed to one ibv_post_send: nothing can be posted between them, and the RC QP delivers SENDs in
-  // posting order. A batch larger than the send queue goes out in chunks with the gate closed
-  // (batch_posting_), so no send() or other batch posts between its chunks either.
+  // Each chunk (all the steps unless they need more than the send queue) is one chain of work
+  // requests handed to one ibv_post_send: nothing can be posted between them, and the RC QP
+  // executes them in posting order (an RDMA Write before the SEND of its SCSI Response: the
+  // initiator has the data before the status; a Bind MW before the SEND of its SCSI Command).
+  // Steps that need more than the send queue go out in chunks with the gate closed
+  // (batch_posting_), so no send() or other chain posts between its chunks either.
+  const bool chained = iser_chain_enabled();
   std::size_t next = 0;
   bool gate_held = false;
   std::error_code result;
-  while (next < pdus.size()) {
-    const std::size_t n = std::min<std::size_t>(pdus.size() - next, options_.send_depth);
+  while (next < steps.size()) {
+    // This chunk: [next, end), at most send_depth work requests (at least one step).
+    std::size_t end = next;
+    std::uint32_t work_requests = 0;
+    std::uint32_t pdus = 0;
+    while (end < steps.size()) {
+      const auto* put = std::get_if<PutDataStep>(&steps[end]);
+      // Unchained (ISERKIT_ISER_CHAIN=off): a Put_Data is an rdma() of its own, as before.
+      if (put != nullptr && !chained) break;
+      const std::uint32_t w = step_work_requests(steps[end]);
+      if (end > next && work_requests + w > options_.send_depth) break;
+      work_requests += w;
+      if (put == nullptr) ++pdus;
+      ++end;
+    }
+    if (end == next || work_requests > options_.send_depth) {
+      // A Put_Data unchained, or larger than the send queue: rdma() posts it in pieces that fit.
+      auto& put = std::get<PutDataStep>(steps[next]);
+      if (!gate_held && next + 1 < steps.size()) {
+        batch_posting_ = true;
+        gate_held = true;
+      }
+      result = co_await rdma(true, put.dest, put.offset, put.source);
+      if (result) break;
+      ++next;
+      continue;
+    }
     // Credits first (RFC 7145 §8), holding no slot or send-queue entry while waiting.
-    for (std::size_t i = next; i < next + n; ++i)
-      if (iser::classify(pdus[i].bhs, initiator_) == iser::PduClass::unexpected && !co_await acquire_credit()) break;
-    // Per-command STags: each command's windows are bound (posted) before its SEND is.
-    for (std::size_t i = next; i < next + n && !result; ++i)
-      if (pdus[i].task_data != nullptr) result = co_await bind_stags(*pdus[i].task_data);
-    if (result) break;
+    for (std::size_t i = next; i < end && !failed_; ++i)
+      if (const auto* pdu = std::get_if<PduOut>(&steps[i]);
+          pdu != nullptr && iser::classify(pdu->bhs, initiator_) == iser::PduClass::unexpected)
+        (void)co_await acquire_credit();
+    // Per-command STags: each command's windows are bound before its SEND (at the chain's head).
+    std::vector<ibv_send_wr> binds;
+    for (std::size_t i = next; i < end && !result; ++i)
+      if (const auto* pdu = std::get_if<PduOut>(&steps[i]); pdu != nullptr && pdu->task_data != nullptr)
+        result = co_await bind_stags(*pdu->task_data, chained ? &binds : nullptr);
+    if (result) {
+      // The commands before the one that failed hold bound-to-be windows: their binds go out
+      // (so their windows' ends — Local Invalidate — stay as the StagTable expects).
+      if (!binds.empty() && !failed_) {
+        for (std::size_t i = 0; i + 1 < binds.size(); ++i) binds[i].next = &binds[i + 1];
+        ibv_send_wr* bad = nullptr;
+        count_post_send(binds.size());
+        if (ibv_post_send(id_->qp, binds.data(), &bad) != 0) abort_connection(make_error_code(errc::connection_closed));
+      }
+      apply_window_rkeys();
+      break;
+    }
     std::vector<std::uint32_t> slots;
-    if (failed_ || !co_await reserve_sends(static_cast<std::uint32_t>(n), slots, gate_held)) {
+    if (failed_ || !co_await reserve_sends(pdus, slots, gate_held, work_requests)) {
       result = error_;
       break;
     }
     SlotRelease guard{*this, slots};
-    if (!gate_held && next + n < pdus.size()) {
+    if (!gate_held && end < steps.size()) {
       batch_posting_ = true;
       gate_held = true;
     }
-    std::vector<std::array<ibv_sge, 2>> sges(n);
-    std::vector<ibv_send_wr> wrs(n);
-    std::vector<PooledBuffer> spills(n);
+    const std::size_t first = binds.size();  // the chain: binds, then the steps' work requests
+    std::vector<ibv_send_wr> wrs(first + work_requests);
+    std::copy(binds.begin(), binds.end(), wrs.begin());
+    std::vector<std::array<ibv_sge, 2>> sges(work_requests);
+    std::vector<PooledBuffer> spills(pdus);
     Op op;
     op.remaining = 0;
-    std::size_t prepared = 0;
-    for (; prepared < n; ++prepared) {
+    std::size_t built = 0;  // work requests of the steps filled in
+    std::size_t pdu_index = 0;
+    for (std::size_t i = next; i < end && !result; ++i) {
+      if (auto* put = std::get_if<PutDataStep>(&steps[i])) {
+        Buffer local = put->source;
+        if (local.lkey == 0) {
+          if (auto reg = lookup(local.bytes)) {
+            local.lkey = reg->lkey;
+          } else {
+            result = make_error_code(errc::invalid_argument);  // not registered memory
+            break;
+          }
+        }
+        for (std::size_t done = 0; done < local.bytes.size(); ++built) {
+          const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(local.bytes.size() - done, max_rdma_piece));
+          ibv_sge& sge = sges[built][0];
+          sge.addr = reinterpret_cast<std::uintptr_t>(local.bytes.data() + done);
+          sge.length = n;
+          sge.lkey = local.lkey;
+          ibv_send_wr& wr = wrs[first + built];
+          wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
+          wr.sg_list = &sge;
+          wr.num_sge = 1;
+          wr.opcode = IBV_WR_RDMA_WRITE;
+          wr.send_flags = IBV_SEND_SIGNALED;
+          wr.wr.rdma.remote_addr = put->dest.address() + put->offset + done;
+          wr.wr.rdma.rkey = put->dest.key();
+          done += n;
+        }
+        continue;
+      }
+      const auto& pdu = std::get<PduOut>(steps[i]);
+      if (initiator_ && static_cast<iscsi::Opcode>(iscsi::raw_opcode(pdu.bhs)) == iscsi::Opcode::scsi_command)
+        count_scsi_command();
       int num_sge = 1;
-      if (auto ec = prepare_send(pdus[next + prepared], slots[prepared], sges[prepared], num_sge, spills[prepared])) {
-        result = ec;
+      if (auto ec = prepare_send(pdu, slots[pdu_index], sges[built], num_sge, spills[pdu_index])) {
+        result = ec;  // a PDU that cannot be described (AHS too long) ends the chain before it
         break;
       }
-      ibv_send_wr& wr = wrs[prepared];
+      ++pdu_index;
+      ibv_send_wr& wr = wrs[first + built];
       wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
-      wr.sg_list = sges[prepared].data();
+      wr.sg_list = sges[built].data();
       wr.num_sge = num_sge;
-      set_send_opcode(wr, pdus[next + prepared]);
+      set_send_opcode(wr, pdu);
       wr.send_flags = IBV_SEND_SIGNALED;
-      wr.next = prepared + 1 < n ? &wrs[prepared + 1] : nullptr;
+      ++built;
     }
-    // A PDU that cannot be described (AHS too long) ends the batch before it: those ahead go out.
-    if (prepared < n) {
-      if (prepared > 0) wrs[prepared - 1].next = nullptr;
-      sq_in_use_ -= static_cast<std::uint32_t>(n - prepared);
-      for (std::size_t i = prepared; i < n; ++i) wake_one(sq_waiters_);
+    // What was not built gives its send-queue entries back.
+    if (built < work_requests) {
+      sq_in_use_ -= static_cast<std::uint32_t>(work_requests - built);
+      for (std::size_t i = built; i < work_requests; ++i) wake_one(sq_waiters_);
     }
-    std::size_t posted = prepared;
-    if (prepared > 0) {
+    const std::size_t total = first + built;
+    for (std::size_t i = 0; i + 1 < total; ++i) wrs[i].next = &wrs[i + 1];
+    std::size_t posted = total;
+    if (total > 0) {
       ibv_send_wr* bad = nullptr;
-      if (const int rc = ibv_post_send(id_->qp, wrs.data(), &bad); rc != 0) {
+      count_post_send(total);
+      const int rc = ibv_post_send(id_->qp, wrs.data(), &bad);
+      apply_window_rkeys();
+      if (rc != 0) {
         // Work requests before `bad` were posted and will complete; the rest were not.
         posted = bad != nullptr ? static_cast<std::size_t>(bad - wrs.data()) : 0;
-        sq_in_use_ -= static_cast<std::uint32_t>(prepared - posted);
+        const std::size_t unposted_steps = total - std::max(posted, first);
+        sq_in_use_ -= static_cast<std::uint32_t>(unposted_steps);
         log::info("iser {}: post send failed: {}", peer_, std::strerror(rc));
         abort_connection(make_error_code(errc::connection_closed));
       }
     }
-    if (posted > 0) {
-      op.remaining = static_cast<std::uint32_t>(posted);
+    if (posted > first) {
+      op.remaining = static_cast<std::uint32_t>(posted - first);
       pending_.insert(&op);
-      // The chunk's slots are reused by the next chunk, so the chunk is waited for here.
+      // The chunk's slots (and the Put_Data sources) are reused once it completes: wait here.
       co_await op.done.wait();
       if (auto ec = op.done.error(); ec && !result) result = ec;
     }
     if (failed_ && !result) result = error_;
     if (result) break;
-    next += n;
+    next = end;
   }
   if (gate_held) {
     batch_posting_ = false;
@@ -778,7 +895,8 @@ Awaitable<bool> IserConnection::acquire_credit() {
   co_return !failed_;
 }
 
-Awaitable<bool> IserConnection::reserve_sends(std::uint32_t n, std::vector<std::uint32_t>& slots, bool gate_owner) {
+Awaitable<bool> IserConnection::reserve_sends(std::uint32_t n, std::vector<std::uint32_t>& slots, bool gate_owner,
+                                              std::uint32_t sq_entries) {
   while (true) {
     while (!failed_ && batch_posting_ && !gate_owner) {
       Completion c;
@@ -796,15 +914,15 @@ Awaitable<bool> IserConnection::reserve_sends(std::uint32_t n, std::vector<std::
       slots.push_back(free_send_slots_.back());
       free_send_slots_.pop_back();
     }
-    if (!co_await acquire_sq(n)) {
+    if (!co_await acquire_sq(sq_entries)) {
       release_slots(slots);
       co_return false;
     }
     if (batch_posting_ && !gate_owner) {
       // A batch closed the gate while we waited for the send queue: give everything back, so the
       // batch (which may need these entries and slots) can go on, and wait for it to finish.
-      sq_in_use_ -= n;
-      for (std::uint32_t i = 0; i < n; ++i) wake_one(sq_waiters_);
+      sq_in_use_ -= sq_entries;
+      for (std::uint32_t i = 0; i < sq_entries; ++i) wake_one(sq_waiters_);
       release_slots(slots);
       continue;
     }
@@ -870,6 +988,8 @@ Awaitable<Result<PduIn>> IserConnection::receive(DataPlacement* placement) {
   if (header->read_valid) in.peer_read = PeerBuffer{header->read_stag, header->read_base_offset};
   if (header->write_valid) in.peer_write = PeerBuffer{header->write_stag, header->write_base_offset};
   if (!initiator_ && send_with_invalidate_) note_command_stag(in);
+  if (!initiator_ && static_cast<iscsi::Opcode>(iscsi::raw_opcode(in.bhs)) == iscsi::Opcode::scsi_command)
+    count_scsi_command();
   if (iser::classify(in.bhs, !initiator_) == iser::PduClass::answer) {
     credits_.release();
     wake_one(credit_waiters_);
@@ -893,6 +1013,20 @@ Awaitable<Result<PduIn>> IserConnection::receive(DataPlacement* placement) {
 }
 
 }  // namespace rdma
+
+IserPostCounts iser_post_counts() noexcept {
+  return {.post_send_calls = rdma::post_send_calls.load(std::memory_order_relaxed),
+          .work_requests = rdma::posted_work_requests.load(std::memory_order_relaxed),
+          .scsi_commands = rdma::scsi_commands.load(std::memory_order_relaxed)};
+}
+
+bool iser_chain_enabled() noexcept {
+  static const bool enabled = [] {
+    const char* v = std::getenv("ISERKIT_ISER_CHAIN");
+    return v == nullptr || std::string_view(v) != "off";
+  }();
+  return enabled;
+}
 
 }  // namespace iserkit::datamover
 

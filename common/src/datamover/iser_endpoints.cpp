@@ -13,6 +13,8 @@ namespace iserkit::datamover {
 
 struct IserListener::Impl {};
 bool iser_built() noexcept { return false; }
+IserPostCounts iser_post_counts() noexcept { return {}; }
+bool iser_chain_enabled() noexcept { return false; }
 bool rdma_device_present() noexcept { return false; }
 Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor, std::string, std::uint16_t,
                                                            IserOptions) {
@@ -60,7 +62,15 @@ class IserDatamover final : public Datamover {
   explicit IserDatamover(std::shared_ptr<IserConnection> c) : c_(std::move(c)) {}
   ~IserDatamover() override { c_->shutdown(); }
   Awaitable<std::error_code> send(PduOut pdu) override { return c_->send(std::move(pdu)); }
-  Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus) override { return c_->send_batch(std::move(pdus)); }
+  Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus) override {
+    std::vector<ChainStep> steps;
+    steps.reserve(pdus.size());
+    for (auto& pdu : pdus) steps.emplace_back(std::move(pdu));
+    return c_->send_chain(std::move(steps));
+  }
+  Awaitable<std::error_code> send_chain(std::vector<ChainStep> steps) override {
+    return c_->send_chain(std::move(steps));
+  }
   Awaitable<Result<PduIn>> receive(DataPlacement* placement) override { return c_->receive(placement); }
   void set_digests(bool, bool) noexcept override {}  // RFC 7145 §6.1: no digests on iSER
   void set_max_recv_data_segment_length(std::uint32_t bytes) noexcept override { c_->set_max_recv(bytes); }

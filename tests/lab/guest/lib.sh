@@ -31,6 +31,10 @@ export PATH=$LAB_BIN:$PATH
 # lab run asks for a mode: ISERKIT_LAB_ISER_STAGS=per-command scripts/lab.sh --only iser-chain
 lab_iser_stags=$(sed -n 's/^ISERKIT_LAB_ISER_STAGS=//p' "$out/job.env" 2>/dev/null)
 [[ -n $lab_iser_stags ]] && export ISERKIT_ISER_STAGS=$lab_iser_stags
+# Whether iserkit programs chain RDMA Writes and Bind MWs with their SENDs (issue 23 item 7):
+# ISERKIT_LAB_ISER_CHAIN=off scripts/lab.sh --only bench-iser measures the unchained posting.
+lab_iser_chain=$(sed -n 's/^ISERKIT_LAB_ISER_CHAIN=//p' "$out/job.env" 2>/dev/null)
+[[ -n $lab_iser_chain ]] && export ISERKIT_ISER_CHAIN=$lab_iser_chain
 # Soft-RoCE needs an address on the netdev it is bound to (rdma_cm cannot resolve routes on lo):
 # a dummy interface with a private address, reachable only inside the VM.
 LAB_RDMA_IP=10.211.0.1

@@ -26,7 +26,7 @@ source "$LAB_SOURCE/tests/lab/guest/lib.sh"
 source "$out/job.env"   # LAB_ACCEL, LAB_CPUS, LAB_MEM, LAB_COMMIT, ISERKIT_LAB_BENCH_*: for the report
 plan soft-roce backing-file iserkit-target tgtd bridge-iserkit-iser bridge-iserkit-iser-slab bridge-iserkit-tcp \
   bridge-tgtd-iser bridge-qemu-tgtd runs figures-iserkit-iser figures-iserkit-iser-slab figures-iserkit-tcp \
-  figures-tgtd-iser figures-qemu-tgtd report
+  figures-tgtd-iser figures-qemu-tgtd report iser-posts
 
 reps=${ISERKIT_LAB_BENCH_REPS:-3}
 secs=${ISERKIT_LAB_BENCH_SECONDS:-4}
@@ -237,3 +237,27 @@ for s in "${ran[@]}"; do stop_daemon "bridge-$s" 30 >/dev/null; done
 stop_daemon target 30 >/dev/null
 tgtadm --op delete --mode system >/dev/null 2>&1   # how tgtd is told to exit
 stop_daemon tgtd 20 >/dev/null || true
+
+# The iSER send queues' use (issue 23 item 7), from the "iser posts:" line each iserkit program
+# prints at exit: ibv_post_send calls and work requests per SCSI command, per bridge (its STag
+# mode) and for iserkit-target (both iSER bridges' commands). ISERKIT_LAB_ISER_CHAIN=off measures
+# the posting before the chaining.
+iser_posts() {
+  local f line out=() chain=${ISERKIT_ISER_CHAIN:-on}
+  for f in bridge-iserkit-iser bridge-iserkit-iser-slab bridge-tgtd-iser target; do
+    line=$(grep -o 'iser posts: .*' "$logdir/$scenario.$f.log" | tail -n 1)
+    [[ -n $line ]] || continue
+    out+=("$(awk -v who="$f" '{ for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+      c = v["scsi_commands"]; if (c == 0) c = 1
+      printf "%s: %.2f posts/cmd, %.2f WRs/cmd (%d cmds)", who, v["post_send_calls"] / c, v["work_requests"] / c, v["scsi_commands"] }' <<<"$line")")
+  done
+  ((${#out[@]} > 0)) || { echo "no 'iser posts:' line in the logs (a build without the counter)"; return 1; }
+  local joined
+  joined=$(printf '%s; ' "${out[@]}")
+  echo "chain=$chain; ${joined%; }"
+}
+if grep -q 'iser posts:' "$logdir/$scenario.target.log" 2>/dev/null; then
+  check iser-posts iser_posts
+else
+  skip iser-posts "the programs print no 'iser posts:' line (a build without the counter)"
+fi

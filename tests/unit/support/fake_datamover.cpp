@@ -16,6 +16,40 @@ void FakeDatamover::push(const iscsi::PduHeader& header, std::vector<std::byte> 
   inbound_ready_.set();
 }
 
+void FakeDatamover::push_with_peer_buffers(const iscsi::PduHeader& header, std::optional<datamover::PeerBuffer> read,
+                                           std::optional<datamover::PeerBuffer> write) {
+  push(header);
+  inbound_.back().peer_read = read;
+  inbound_.back().peer_write = write;
+}
+
+Awaitable<std::error_code> FakeDatamover::send_chain(std::vector<datamover::ChainStep> steps) {
+  if (closed_) co_return make_error_code(errc::connection_closed);
+  auto& chain = chains_.emplace_back();
+  for (auto& step : steps) {
+    if (const auto* put = std::get_if<datamover::PutDataStep>(&step)) {
+      chain.push_back({.put = true, .key = put->dest.key(), .bytes = put->source.bytes.size()});
+      continue;
+    }
+    const auto& pdu = std::get<datamover::PduOut>(step);
+    if (!iscsi::decode_bhs(pdu.bhs)) co_return make_error_code(errc::malformed_pdu);
+    chain.push_back({.pdu = sent_.size()});
+    put_on_wire(pdu);
+  }
+  if (hold_) {
+    Completion done;
+    held_chains_.push_back(&done);
+    co_await done.wait();
+    co_return done.error();
+  }
+  co_return std::error_code{};
+}
+
+Awaitable<std::error_code> FakeDatamover::put_data(datamover::PeerBuffer, std::uint64_t, Buffer) {
+  ++put_data_calls_;
+  co_return closed_ ? make_error_code(errc::connection_closed) : std::error_code{};
+}
+
 void FakeDatamover::push_error(std::error_code ec) {
   Inbound in;
   in.fatal = ec;
@@ -59,6 +93,9 @@ void FakeDatamover::put_on_wire(const datamover::PduOut& pdu) {
 }
 
 void FakeDatamover::release_sends(std::size_t max) {
+  for (auto held = std::move(held_chains_); Completion* c : held)
+    c->complete(closed_ ? make_error_code(errc::connection_closed) : std::error_code{});
+  held_chains_.clear();
   for (; max > 0 && !waiting_.empty(); --max) {
     Waiting w = waiting_.front();
     waiting_.pop_front();
@@ -98,6 +135,8 @@ Awaitable<Result<datamover::PduIn>> FakeDatamover::receive(datamover::DataPlacem
   datamover::PduIn in;
   in.bhs = next.bhs;
   in.pdu_error = next.pdu_error;
+  in.peer_read = next.peer_read;
+  in.peer_write = next.peer_write;
   if (!next.data.empty()) {
     const auto length = static_cast<std::uint32_t>(next.data.size());
     std::span<std::byte> where = placement != nullptr ? placement->place(in.bhs, length) : std::span<std::byte>{};
@@ -120,6 +159,8 @@ void FakeDatamover::close() noexcept {
     waiting_.pop_front();
     w.done->complete(make_error_code(errc::connection_closed));
   }
+  for (auto held = std::move(held_chains_); Completion* c : held) c->complete(make_error_code(errc::connection_closed));
+  held_chains_.clear();
 }
 
 }  // namespace iserkit::test

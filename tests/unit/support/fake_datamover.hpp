@@ -39,6 +39,21 @@ class FakeDatamover final : public datamover::Datamover {
 
   /// Queues a PDU for receive(); `pdu_error` arrives as PduIn::pdu_error (e.g. a data digest error).
   void push(const iscsi::PduHeader& header, std::vector<std::byte> data = {}, std::error_code pdu_error = {});
+  /// Queues a PDU for receive() as the iSER datamover hands over a SCSI Command: with the
+  /// initiator's read and/or write buffer (PduIn::peer_read/peer_write).
+  void push_with_peer_buffers(const iscsi::PduHeader& header, std::optional<datamover::PeerBuffer> read,
+                              std::optional<datamover::PeerBuffer> write = std::nullopt);
+  /// One step of a send_chain() call as the fake saw it: a Put_Data (to `key`, `bytes` long) or a PDU.
+  struct ChainEntry {
+    bool put = false;
+    std::uint32_t key = 0;    ///< Put_Data: the destination's key (the test's choice, e.g. the ITT)
+    std::size_t bytes = 0;    ///< Put_Data: the source's length
+    std::size_t pdu = 0;      ///< PDU: its index in sent()
+  };
+  /// Every send_chain() call, its steps in order.
+  [[nodiscard]] const std::vector<std::vector<ChainEntry>>& chains() const noexcept { return chains_; }
+  /// put_data() calls made on their own (outside send_chain()).
+  [[nodiscard]] std::size_t put_data_calls() const noexcept { return put_data_calls_; }
   /// The next receive() fails with `ec` (connection loss) and the connection is closed.
   void push_error(std::error_code ec);
   /// Called for every sent PDU, after it was captured.
@@ -70,6 +85,11 @@ class FakeDatamover final : public datamover::Datamover {
 
   // datamover::Datamover
   Awaitable<std::error_code> send(datamover::PduOut pdu) override;
+  /// Records the chain (chains()), puts its PDUs on the wire at once and completes, or with
+  /// hold_sends() waits for release_sends() as a whole.
+  Awaitable<std::error_code> send_chain(std::vector<datamover::ChainStep> steps) override;
+  /// Counted (put_data_calls()); the data itself goes nowhere.
+  Awaitable<std::error_code> put_data(datamover::PeerBuffer dest, std::uint64_t offset, Buffer source) override;
   Awaitable<Result<datamover::PduIn>> receive(datamover::DataPlacement* placement) override;
   void set_digests(bool, bool) noexcept override {}
   void set_max_recv_data_segment_length(std::uint32_t) noexcept override {}
@@ -100,7 +120,12 @@ class FakeDatamover final : public datamover::Datamover {
     std::vector<std::byte> data;
     std::error_code pdu_error;
     std::error_code fatal;
+    std::optional<datamover::PeerBuffer> peer_read;
+    std::optional<datamover::PeerBuffer> peer_write;
   };
+  std::vector<std::vector<ChainEntry>> chains_;
+  std::size_t put_data_calls_ = 0;
+  std::deque<Completion*> held_chains_;
   asio::any_io_executor ex_;
   datamover::Capabilities caps_;
   datamover::Transport transport_ = datamover::Transport::tcp;

@@ -6,10 +6,12 @@
 // connection's thread. The protocol rules themselves are session_engine_test.cpp's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "connection.hpp"
@@ -57,8 +59,11 @@ struct ConnectionDriver : ::testing::Test {
   }
 
   /// Makes the connection (over a fresh FakeDatamover) and starts run() on `io`.
-  void start(ConnectionLimits limits = {}, std::shared_ptr<SharedPayloadBudget> global = nullptr) {
-    auto dm = std::make_unique<test::FakeDatamover>(io.get_executor());
+  /// With `iser`, the fake plays the iSER datamover (RDMA data: Put_Data/Get_Data, no Data-In).
+  void start(ConnectionLimits limits = {}, std::shared_ptr<SharedPayloadBudget> global = nullptr, bool iser = false) {
+    auto dm = std::make_unique<test::FakeDatamover>(
+        io.get_executor(), iser ? datamover::Capabilities{.rdma_data = true, .digests = false} : datamover::Capabilities{});
+    if (iser) dm->play_transport(datamover::Transport::iser);
     fake = dm.get();
     limits.idle_interval = 0ms;  // no NOP-In pings: the tests count every PDU
     ConnectionHooks hooks;
@@ -110,18 +115,21 @@ struct ConnectionDriver : ::testing::Test {
     return out;
   }
 
-  /// A one-PDU login to the full-feature phase; returns its Login Response.
-  iscsi::LoginResponse login() {
+  /// A one-PDU login to the full-feature phase; returns its Login Response. With `iser`, it offers
+  /// RDMAExtensions=Yes (RFC 7145 §5.1), without which an iSER connection refuses the login.
+  iscsi::LoginResponse login(bool iser = false) {
     iscsi::LoginRequest r{.transit = true, .csg = LoginStage::operational_negotiation,
                           .nsg = LoginStage::full_feature_phase,
                           .isid = {std::byte{0x80}, std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}, std::byte{5}},
                           .itt = iscsi::Itt{0x77}, .cmd_sn = SerialNumber(1), .exp_stat_sn = SerialNumber(0)};
-    const auto text = iscsi::encode_text({{"InitiatorName", "iqn.2026-11.org.test:init"},
-                                          {"TargetName", target_name},
-                                          {"SessionType", "Normal"},
-                                          {"MaxRecvDataSegmentLength", "8192"},
-                                          {"ImmediateData", "Yes"},
-                                          {"InitialR2T", "No"}});
+    iscsi::TextPairs keys{{"InitiatorName", "iqn.2026-11.org.test:init"},
+                          {"TargetName", target_name},
+                          {"SessionType", "Normal"},
+                          {"MaxRecvDataSegmentLength", "8192"},
+                          {"ImmediateData", "Yes"},
+                          {"InitialR2T", "No"}};
+    if (iser) keys.push_back({"RDMAExtensions", "Yes"});
+    const auto text = iscsi::encode_text(keys);
     fake->push(r, {text.begin(), text.end()});
     EXPECT_TRUE(run_until([&] { return !sent_of<iscsi::LoginResponse>().empty(); }));
     const auto response = sent_of<iscsi::LoginResponse>().back();
@@ -241,6 +249,63 @@ TEST_F(ConnectionDriver, TheWriterSendsTheEnginesActionsInOrder) {
   }
   for (std::uint32_t itt = 10; itt < 18; ++itt) EXPECT_EQ(next_offset[itt], 32 * block) << "itt " << itt;
   // Every budget was given back once its PDUs had left.
+  EXPECT_EQ(connection->stats()->payload_budget_bytes.load(), 0u);
+}
+
+// iSER (issue 23 item 7): a read's RDMA Write (Put_Data) leaves in one send chain with its SCSI
+// Response and with whatever else the pass queued behind it — never a put_data() of its own, which
+// would wait for the write's completion before the response could be posted. Every Put_Data comes
+// before its command's response in the same chain, and the reads that completed while a chain was
+// on the wire leave together in the next one.
+TEST_F(ConnectionDriver, OverIserReadDataAndTheirResponsesLeaveInOneChain) {
+  start({}, nullptr, /*iser=*/true);
+  login(/*iser=*/true);
+  fake->push(iscsi::ScsiCommand{.lun = scsi::Lun::from_index(0), .itt = iscsi::Itt{1}, .cmd_sn = cmd_sn,
+                                .exp_stat_sn = exp_stat_sn});  // takes the new nexus's unit attention
+  cmd_sn = cmd_sn + 1;
+  ASSERT_TRUE(run_until([&] { return statuses_of(1) == 1; }));
+  const auto read_over_iser = [&](std::uint32_t itt) {
+    iscsi::ScsiCommand c{.read = true, .lun = scsi::Lun::from_index(0), .itt = iscsi::Itt{itt},
+                         .expected_data_transfer_length = 32 * block, .cmd_sn = cmd_sn,
+                         .exp_stat_sn = exp_stat_sn, .cdb = read10((itt - 10) * 32, 32)};
+    cmd_sn = cmd_sn + 1;
+    // The initiator's read buffer: its key is the ITT, so a Put_Data tells whose it is.
+    fake->push_with_peer_buffers(c, datamover::PeerBuffer{itt, 0x10000u * itt});
+  };
+  fake->hold_sends(true);
+  read_over_iser(10);
+  ASSERT_TRUE(run_until([&] { return !fake->chains().empty(); }));  // on the wire, held there
+  for (std::uint32_t itt = 11; itt < 18; ++itt) read_over_iser(itt);
+  settle();  // they complete and queue behind the held chain
+  fake->hold_sends(false);
+  fake->release_sends();
+  ASSERT_TRUE(run_until([&] {
+    for (std::uint32_t itt = 10; itt < 18; ++itt)
+      if (statuses_of(itt) != 1) return false;
+    return true;
+  }));
+  EXPECT_EQ(fake->put_data_calls(), 0u) << "an RDMA Write was posted on its own";
+  std::set<std::uint32_t> put;
+  for (const auto& chain : fake->chains()) {
+    std::set<std::uint32_t> put_here;
+    for (const auto& step : chain) {
+      if (step.put) {
+        EXPECT_EQ(step.bytes, 32u * block);
+        EXPECT_TRUE(put.insert(step.key).second) << "itt " << step.key << " put twice";
+        put_here.insert(step.key);
+        continue;
+      }
+      const auto* r = fake->sent()[step.pdu].as<iscsi::ScsiResponse>();
+      if (r == nullptr) continue;
+      const std::uint32_t itt = iscsi::to_u32(r->itt);
+      EXPECT_EQ(r->status, 0) << "itt " << itt;  // GOOD
+      EXPECT_TRUE(put_here.contains(itt)) << "the response of itt " << itt << " is not after its Put_Data in its chain";
+    }
+  }
+  EXPECT_EQ(put.size(), 8u);
+  ASSERT_EQ(fake->chains().size(), 2u) << "the seven reads queued behind the held chain did not leave together";
+  EXPECT_EQ(std::count_if(fake->chains()[1].begin(), fake->chains()[1].end(), [](const auto& e) { return e.put; }), 7);
+  EXPECT_TRUE(sent_of<iscsi::DataIn>().empty()) << "Data-In over iSER";
   EXPECT_EQ(connection->stats()->payload_budget_bytes.load(), 0u);
 }
 

@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <variant>
 #include <vector>
 
 #include "iserkit/common/asio.hpp"
@@ -34,6 +35,15 @@
 #include "iserkit/iscsi/pdu.hpp"
 
 namespace iserkit::datamover {
+
+/// A Put_Data of send_chain(): RDMA-write `source` (registered) to the peer's `dest` at `offset`.
+struct PutDataStep {
+  PeerBuffer dest;
+  std::uint64_t offset = 0;
+  Buffer source;
+};
+/// One step of send_chain(): a Put_Data or a whole PDU to send.
+using ChainStep = std::variant<PutDataStep, PduOut>;
 
 /// One iSCSI connection's datamover. Used from one executor (thread); not thread-safe.
 class Datamover {
@@ -157,6 +167,16 @@ class Datamover {
   /// from the initiator's buffer `source` at `source_offset` bytes into `dest` (registered).
   /// Completes when the data is in `dest`. Errors as put_data().
   virtual Awaitable<std::error_code> get_data(PeerBuffer source, std::uint64_t source_offset, Buffer dest);
+
+  /// Target side: the steps in this order, as put_data() and send_batch() would do them one after
+  /// another (nothing of another send between them), completing when all are done; returns the
+  /// first error (the steps after it are not done). A SCSI Response after its command's Put_Data
+  /// may go out before that RDMA Write completed: the RC QP executes them in posting order
+  /// (RFC 7145 §7.3.5), so the initiator sees the data before the status. The sources must stay
+  /// valid until it completes. The default runs put_data() for each Put_Data and send_batch() for
+  /// each run of PDUs; iSER posts each send-queue's worth of steps as one chain of work requests
+  /// in one ibv_post_send.
+  virtual Awaitable<std::error_code> send_chain(std::vector<ChainStep> steps);
 
   /// The number of unexpected PDUs (see iserkit/iser/credits.hpp) the peer accepts outstanding, as
   /// negotiated (MaxOutstandingUnexpectedPDUs); 0 = no limit. Ignored by TCP.

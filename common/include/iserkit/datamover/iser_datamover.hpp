@@ -110,6 +110,20 @@ struct IserOptions {
   bool send_with_invalidate = false;
 };
 
+/// How this process used its iSER send queues (every connection, both roles): the proof of
+/// batching per loop pass (issue 23 item 7). Thread-safe snapshot of relaxed counters.
+struct IserPostCounts {
+  std::uint64_t post_send_calls = 0;  ///< ibv_post_send() calls (a chain counts once)
+  std::uint64_t work_requests = 0;    ///< send-queue work requests posted (SEND, RDMA, Bind MW, Local Invalidate)
+  std::uint64_t scsi_commands = 0;    ///< SCSI Command PDUs sent (initiator) or received (target) over iSER
+};
+/// The counts so far (zeros in a build without iSER).
+IserPostCounts iser_post_counts() noexcept;
+/// Whether RDMA Writes and Bind MW work requests join the SENDs of a pass in one chain (the
+/// default); ISERKIT_ISER_CHAIN=off in the environment posts them on their own, as before issue 23
+/// item 7 (for measuring the difference). Read once per process.
+bool iser_chain_enabled() noexcept;
+
 /// Initiator: resolves `host`:`port` (the iSCSI portal; RDMA CM maps it to the IB/RoCE service
 /// 3260 + TCP port space), resolves the route, creates the QP and connects with the iSER CM REQ
 /// private data (ZBVA not supported; Send with Invalidate supported only with per-command STags). The datamover runs on
