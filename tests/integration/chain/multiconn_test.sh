@@ -43,25 +43,7 @@ port=$(cat "$tmp/port")
 url="iscsi://127.0.0.1:$port/$iqn/0"
 
 # The target's status document (Unix socket: connect, read to EOF).
-cat >"$tmp/status.py" <<'PY'
-import json, socket, sys
-def query(path):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(path)
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    return json.loads(data)
-def normal_sessions(path):
-    """isid -> commands {read, write, other} of every normal session"""
-    return {x["isid"]: x["commands"] for x in query(path)["sessions"] if x["type"] == "normal"}
-if __name__ == "__main__":
-    print(json.dumps(query(sys.argv[1])))
-PY
+cp "$(dirname "${BASH_SOURCE[0]}")/../../support/status_socket.py" "$tmp/status.py"  # imported as `status` below
 
 echo "== --threads 2 with two URLs is refused"
 rc=0

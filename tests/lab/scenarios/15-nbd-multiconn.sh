@@ -38,24 +38,7 @@ port=$(cat "$work/port")
 url=iscsi://127.0.0.1:$port/$iqn/0
 
 # status.py SOCKET: the status document; sessions: isid -> {read, write, other} of normal sessions
-cat >"$work/status.py" <<'PY'
-import json, socket, sys
-def query(path):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(path)
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    return json.loads(data)
-def sessions(path):
-    return {x["isid"]: x["commands"] for x in query(path)["sessions"] if x["type"] == "normal"}
-if __name__ == "__main__":
-    print(json.dumps(sessions(sys.argv[1]) if sys.argv[2] == "sessions" else query(sys.argv[1])))
-PY
+cp "$LAB_SOURCE/tests/support/status_socket.py" "$work/status.py"
 status() { python3 "$work/status.py" "$1" "$2"; }
 
 start_bridge() {  # start_bridge NAME THREADS: returns once it serves its socket
