@@ -419,8 +419,13 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
       spawn(ctx(req), req, do_read(ctx(req), req, f->lun, static_cast<std::uint64_t>(off), size));
       return;
     case NodeKind::info: {
+      // Replied from a copy: once the reply is written the kernel may end the read, the file's
+      // RELEASE may run on another worker and its delete on the loop while fuse_reply_buf() has
+      // not returned yet (ASan's writev check reads the buffer after the system call returns).
+      // An info document is a few KiB of JSON, not payload.
       const auto o = std::min<std::size_t>(static_cast<std::size_t>(off), f->content.size());
-      fuse_reply_buf(req, f->content.data() + o, std::min(size, f->content.size() - o));
+      const std::string part = f->content.substr(o, std::min(size, f->content.size() - o));
+      fuse_reply_buf(req, part.data(), part.size());
       return;
     }
     default:
