@@ -121,7 +121,8 @@ Awaitable<boost::system::error_code> Stream::write_all(std::span<const asio::con
   // (write_remaining.hpp: no allocation per step of a reply that does not fit the socket buffer,
   // which is every 1 MiB read reply). One write_all() runs at a time (the connection's writer).
   rest_of(buffers, sent, write_rest_);
-  co_return co_await write_remaining(socket_, write_rest_, write_memory_);
+  co_await write_remaining_op(socket_, write_rest_, write_memory_, ec);
+  co_return ec;
 }
 
 std::size_t Stream::write_now(std::span<const asio::const_buffer> buffers, boost::system::error_code& ec) {

@@ -14,6 +14,7 @@
 #include "iserkit/common/empty_socket_guess.hpp"
 #include "iserkit/common/handler_memory.hpp"
 #include "iserkit/common/result.hpp"
+#include "iserkit/common/write_remaining.hpp"
 #include "iserkit/common/send_pass.hpp"
 
 namespace iserkit::nbd {
@@ -82,6 +83,18 @@ class Stream {
   /// written): the bytes the socket took now, 0 when it would block. `ec` is set only for a real
   /// error. No write_all() may be outstanding. The rest is the caller's to write with write_all().
   std::size_t write_now(std::span<const asio::const_buffer> buffers, boost::system::error_code& ec);
+
+  /// Whether reads and writes go through TLS (after NBD_OPT_STARTTLS).
+  [[nodiscard]] bool is_tls() const noexcept { return static_cast<bool>(tls_); }
+
+  /// `co_await write_rest(buffers, sent, ec)`: the rest of a write_now() that took `sent` bytes of
+  /// `buffers`, on a plain socket (over TLS use write_all()); `ec` as write_all() returns it.
+  /// Makes no coroutine frame and no allocation (write_remaining_op()). `buffers` may go once
+  /// this returns; `ec` must outlive the wait. One write at a time (the connection's writer).
+  auto write_rest(std::span<const asio::const_buffer> buffers, std::size_t sent, boost::system::error_code& ec) {
+    rest_of(buffers, sent, write_rest_);
+    return write_remaining_op(socket_, write_rest_, write_memory_, ec);
+  }
 
   /// Runs the server side of a TLS handshake with `context`'s credentials, bounded by its
   /// handshake timeout; on success every later read and write goes through TLS. Errors:

@@ -135,6 +135,7 @@ Awaitable<void> Connection::run() {
     pass_ = &SendPass::of(stream_.socket().get_executor());
     stream_.set_send_pass(pass_);
   }
+  start_writer();
   co_await receive_loop();
   stream_.end_burst();  // the replies still to come must not wait for a pass this reader held
 
@@ -511,9 +512,18 @@ void Connection::write_queued_now() {
     progress_.complete();
   }
   if (queue_.empty()) return;
-  writing_ = true;
-  asio::co_spawn(stream_.socket().get_executor(), write_loop(), [self = shared_from_this()](std::exception_ptr e) {
-    if (e) {
+  wake_writer();
+}
+
+void Connection::start_writer() {
+  writer_batch_.reserve(max_replies_per_write);
+  writer_buffers_.reserve(max_replies_per_write * 4);
+  writer_rest_.reserve(max_replies_per_write * 4);
+  // The completion handler lives as long as the writer: a weak reference, or the idle writer would
+  // keep its connection alive.
+  asio::co_spawn(stream_.socket().get_executor(), write_loop(shared_from_this()), [weak = weak_from_this()](std::exception_ptr e) {
+    auto self = weak.lock();
+    if (e && self) {
       log::error("nbd: writer threw; closing the connection");
       self->writing_ = false;
       self->hard_close();
@@ -521,38 +531,64 @@ void Connection::write_queued_now() {
   });
 }
 
-Awaitable<void> Connection::write_loop() {
-  auto self = shared_from_this();
-  std::vector<Reply> batch;
-  std::vector<asio::const_buffer> buffers;
-  std::vector<asio::const_buffer> rest;  // swapped with buffers: both keep their capacity
-  batch.reserve(max_replies_per_write);
-  buffers.reserve(max_replies_per_write * 4);
-  while (!queue_.empty() && !dead_) {
-    // One gather write carries every reply that is ready (up to a bound): fewer syscalls under load.
-    batch.clear();
-    buffers.clear();
-    while (!queue_.empty() && batch.size() < max_replies_per_write) {
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+void Connection::wake_writer() {
+  writing_ = true;
+  // The reference goes into the waiting writer's frame before its resumption is posted: the frame
+  // (and with it the reference) then belongs to the loop's queue, so even a loop destroyed before
+  // it runs leaves no cycle behind.
+  if (writer_self_ != nullptr) *writer_self_ = shared_from_this();
+  writer_wake_.set();
+}
+
+Awaitable<void> Connection::write_loop(std::shared_ptr<Connection> self) {
+  // The writer holds the connection only while it has work. Idle, it waits without a reference:
+  // the connection's owners keep it, and its destruction ends the wait (and this frame).
+  for (;;) {
+    if (!writing_) {
+      if (dead_) co_return;  // a hard-closed connection writes nothing more
+      self.reset();
+      writer_self_ = &self;
+      writer_wake_.reset();
+      co_await writer_wake_.wait();
+      writer_self_ = nullptr;
+      continue;
     }
-    for (const Reply& reply : batch) gather(reply, buffers);
-    if (batch.front().sent_bytes > 0) {  // enqueue() wrote its start already
-      rest_of(buffers, batch.front().sent_bytes, rest);
-      buffers.swap(rest);
+    while (!queue_.empty() && !dead_) {
+      // One gather write carries every reply that is ready (up to a bound): fewer syscalls under load.
+      writer_batch_.clear();
+      writer_buffers_.clear();
+      while (!queue_.empty() && writer_batch_.size() < max_replies_per_write) {
+        writer_batch_.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      for (const Reply& reply : writer_batch_) gather(reply, writer_buffers_);
+      if (writer_batch_.front().sent_bytes > 0) {  // write_queued_now() wrote its start already
+        rest_of(writer_buffers_, writer_batch_.front().sent_bytes, writer_rest_);
+        writer_buffers_.swap(writer_rest_);
+      }
+      // write_now() first, then write_rest() for what the socket did not take: no coroutine frame
+      // and no allocation per batch (Stream::write_all() makes a frame per call; TLS uses it).
+      boost::system::error_code ec;
+      const std::size_t sent = stream_.write_now(writer_buffers_, ec);
+      if (!ec && sent < asio::buffer_size(writer_buffers_)) {
+        if (stream_.is_tls()) {
+          ec = co_await stream_.write_all(writer_buffers_);
+        } else {
+          co_await stream_.write_rest(writer_buffers_, sent, ec);
+        }
+      }
+      ++stats_.reply_batches;
+      for (const Reply& reply : writer_batch_) retire(reply.accounted_bytes);
+      writer_batch_.clear();  // return READ buffers to the pool now
+      if (ec) {
+        if (!is_disconnect(ec)) log::info("nbd: write reply: {}", ec.message());
+        hard_close();
+      }
+      progress_.complete();
     }
-    const auto ec = co_await stream_.write_all(buffers);
-    ++stats_.reply_batches;
-    for (const Reply& reply : batch) retire(reply.accounted_bytes);
-    batch.clear();  // return READ buffers to the pool now
-    if (ec) {
-      if (!is_disconnect(ec)) log::info("nbd: write reply: {}", ec.message());
-      hard_close();
-    }
+    writing_ = false;
     progress_.complete();
   }
-  writing_ = false;
-  progress_.complete();
 }
 
 }  // namespace iserkit::nbd

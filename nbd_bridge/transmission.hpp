@@ -132,7 +132,11 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   void finish_fast(FastRequest& fast, std::error_code ec) noexcept;
   std::vector<std::unique_ptr<FastRequest>> fast_all_;
   std::vector<FastRequest*> fast_free_;
-  Awaitable<void> write_loop();
+  /// Starts write_loop() (once, with the transmission phase).
+  void start_writer();
+  /// Hands queue_ to the writer (writing_) and resumes it.
+  void wake_writer();
+  Awaitable<void> write_loop(std::shared_ptr<Connection> self);
   Awaitable<std::error_code> discard_payload(std::size_t bytes);
   Awaitable<void> wait_progress();
 
@@ -156,9 +160,17 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   SendPass* pass_ = nullptr;  // ConnectionOptions::batch_sends: the loop's send pass
   std::vector<asio::const_buffer> now_buffers_;  // write_queued_now()'s gather list, kept between calls
   Completion progress_;          // completed whenever a reply is retired or the writer stops
+  // The writer (write_loop): one coroutine per connection, started with the transmission phase
+  // and woken through writer_wake_ when write_queued_now() leaves replies the socket did not take;
+  // its gather lists are members so that their capacity is kept (no allocation per writer turn).
+  Event writer_wake_;
+  std::vector<Reply> writer_batch_;
+  std::vector<asio::const_buffer> writer_buffers_;
+  std::vector<asio::const_buffer> writer_rest_;  // swapped with writer_buffers_
+  std::shared_ptr<Connection>* writer_self_ = nullptr;  // the idle writer's reference slot (wake_writer())
   std::size_t in_flight_ = 0;    // requests read whose reply has not been written (or dropped)
   std::size_t buffered_bytes_ = 0;
-  bool writing_ = false;         // a write_loop is running
+  bool writing_ = false;         // the writer has replies to write (queue_ is its)
   bool dead_ = false;            // hard-closed: replies are dropped
   bool warned_past_end_ = false;  // a write past the end was logged (once per connection)
   bool stop_requested_ = false;
