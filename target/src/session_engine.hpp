@@ -463,7 +463,9 @@ class SessionEngine final : private DataPhaseHost {
   static constexpr std::size_t max_spare_tasks = 256;
   static constexpr std::size_t max_spare_actions = 1024;
   std::vector<EngineAction> spare_actions_;
-  static constexpr std::size_t max_spare_batches = 8;
+  // One per response of a pass: the writer joins a pass's batches into its first and gives the
+  // rest back, so a pass of 32 READ responses needs 32 (64: a pass at the default CmdSN window).
+  static constexpr std::size_t max_spare_batches = 64;
   std::vector<SendPdus> spare_batches_;  // empty vectors with capacity (recycle_batch)
   std::vector<std::unique_ptr<EngineTask>> spare_tasks_;
   std::vector<decltype(tasks_)::node_type> spare_task_nodes_;
