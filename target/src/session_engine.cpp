@@ -627,7 +627,7 @@ void SessionEngine::advance(EngineTask& task) {
       (void)move(task, TaskEvent::budget_granted, TaskState::receiving_data);
       return;
     }
-    if (!budget_granted(task.budget) && task.budget != TaskBudget::none) {
+    if (task.budget == TaskBudget::queued || task.budget == TaskBudget::queued_staging) {
       (void)move(task, TaskEvent::budget_short, TaskState::waiting_budget);
       return;
     }

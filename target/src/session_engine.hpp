@@ -77,7 +77,7 @@ namespace iserkit::target {
 enum class TaskState : std::uint8_t {
   placed,               ///< its SCSI Command's header is in (place()); the PDU's payload phase is not over
   receiving_data,       ///< immediate / unsolicited / solicited Data-Out still to come, or about to run
-  waiting_budget,       ///< its payload budget (write buffer or read buffer) is not granted yet
+  waiting_budget,       ///< its payload budget (write or read buffer) is queued: TaskBudget queued or queued_staging
   fetching_write_data,  ///< iSER: a GetWriteData (RDMA Read) fills the buffer until on_write_data()
   write_data_fetched,   ///< iSER: the RDMA Read brought every byte the command needs
   executing,            ///< handed to the backend (ExecuteTask); waiting for on_task_executed()

@@ -495,6 +495,9 @@ class Harness {
     for (std::uint32_t itt : all_itts_) {
       const EngineTask* t = engine_->task(iscsi::Itt{itt});
       if (t != nullptr && t->buffer && budget_staging(t->budget)) staging += t->buffer.size();
+      // A task waits for its budget only while that budget is queued (session_engine.hpp).
+      if (t != nullptr && t->state == TaskState::waiting_budget)
+        FUZZ_CHECK(t->budget == TaskBudget::queued || t->budget == TaskBudget::queued_staging);
     }
     FUZZ_CHECK(pool_.bytes() <= ledger_.granted_bytes() + staging);
     if (closed_) FUZZ_CHECK(!engine_->next_deadline().has_value());  // a closed session needs no timer
