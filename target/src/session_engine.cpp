@@ -260,21 +260,22 @@ std::span<std::byte> SessionEngine::command_header(const iscsi::Bhs& bhs, ConstB
   CommandPlan& plan = task.plan;
   const auto invalid_field =
       scsi::SenseData::make(scsi::SenseKey::illegal_request, scsi::asc::invalid_field_in_information_unit);
+  using Cause = EarlyAnswer::Cause;
   if (plan.rejected()) {
-    task.early = plan.early_outcome();
-    task.early_residual = residual_for(edtl, 0);
+    task.early = EarlyAnswer{Cause::plan, plan.early_outcome(), residual_for(edtl, 0)};
   } else if (auto bad_length = check_data_out_length(plan, edtl)) {
-    task.early = ScsiOutcome::check_condition(*bad_length);
-    task.early_residual = residual_for(edtl, plan.transfer_length_bytes);
+    task.early = EarlyAnswer{Cause::plan, ScsiOutcome::check_condition(*bad_length),
+                             residual_for(edtl, plan.transfer_length_bytes)};
   } else if (plan.direction == DataDirection::to_target && !cmd.write) {
-    task.early = ScsiOutcome::check_condition(invalid_field);  // RFC 7143 §11.3: needs the W bit
-    task.early_residual = residual_for(edtl, plan.transfer_length_bytes);
+    // RFC 7143 §11.3: needs the W bit.
+    task.early = EarlyAnswer{Cause::plan, ScsiOutcome::check_condition(invalid_field),
+                             residual_for(edtl, plan.transfer_length_bytes)};
   } else if (plan.direction == DataDirection::to_target) {
     task.wanted_out_bytes = plan.transfer_length_bytes;
     // RFC 7143 §11.4.5.1: EDTL below the CDB's length: a WRITE runs on the whole blocks sent.
     if (edtl < plan.transfer_length_bytes && !shorten_transfer(plan, edtl)) {
-      task.early = ScsiOutcome::check_condition(invalid_field);
-      task.early_residual = residual_for(edtl, plan.transfer_length_bytes);
+      task.early = EarlyAnswer{Cause::plan, ScsiOutcome::check_condition(invalid_field),
+                               residual_for(edtl, plan.transfer_length_bytes)};
     }
   }
   const bool unsolicited_follows = !cmd.final && !params.initial_r2t;
@@ -283,13 +284,13 @@ std::span<std::byte> SessionEngine::command_header(const iscsi::Bhs& bhs, ConstB
   std::uint32_t capacity = 0;
   if (!task.early && plan.direction == DataDirection::to_target)
     capacity = std::max(plan.transfer_length_bytes, std::min(edtl, params.first_burst_length));
-  if (capacity > 0 && request_budget(task, capacity)) {
+  // Unsolicited data comes whether or not the budget allows: at most FirstBurstLength of it
+  // waits in a buffer of its own until the grant (advance() moves it).
+  const TaskBudget if_queued = length > 0 || unsolicited_follows ? TaskBudget::queued_staging : TaskBudget::queued;
+  if (capacity > 0 && request_budget(task, capacity, if_queued)) {
     // The datamover's pool: registered memory on iSER, so RDMA and io_uring use this buffer too.
     task.buffer = pool_.allocate(capacity);
-  } else if (capacity > 0 && (length > 0 || unsolicited_follows)) {
-    // Unsolicited data comes whether or not the budget allows: at most FirstBurstLength of it
-    // waits in a buffer of its own until the grant (advance() moves it).
-    task.staging = true;
+  } else if (budget_staging(task.budget)) {
     task.buffer = pool_.allocate(std::min(edtl, params.first_burst_length));
   }
   if (cmd.write && edtl > 0) {
@@ -304,11 +305,9 @@ std::span<std::byte> SessionEngine::command_header(const iscsi::Bhs& bhs, ConstB
         .max_outstanding_r2t = params.max_outstanding_r2t,
     });
   }
-  task.in_window = current_.admitted;
-  if (cmd.immediate) {
-    task.counted_immediate = true;
-    ++immediate_outstanding_;
-  }
+  // A non-immediate task holds a CmdSN window slot (current_.admitted), an immediate one a slot of
+  // max_immediate_commands; end_task() gives it back by the same I bit.
+  if (cmd.immediate) ++immediate_outstanding_;
   current_.itt = iscsi::to_u32(cmd.itt);
   insert_task(iscsi::to_u32(cmd.itt), std::move(owned));
   if (length > 0 && length <= task.buffer.size()) return task.buffer.bytes().first(length);
@@ -319,7 +318,7 @@ std::span<std::byte> SessionEngine::data_out_header(const iscsi::Bhs& bhs, std::
   auto decoded = iscsi::decode_bhs_as<iscsi::DataOut>(bhs);
   if (!decoded) return {};
   auto it = tasks_.find(iscsi::to_u32(decoded->itt));
-  if (it == tasks_.end() || !it->second->sequencer || it->second->failure || !takes_data(it->second->state)) {
+  if (it == tasks_.end() || !it->second->sequencer || it->second->data_failed() || !takes_data(it->second->state)) {
     // RFC 7143 §11.17.1: Data-Out for no task of ours: Invalid PDU field.
     current_.reject = iscsi::RejectReason::invalid_pdu_field;
     return {};
@@ -617,28 +616,29 @@ void SessionEngine::advance(EngineTask& task) {
   if (task.state != TaskState::receiving_data && task.state != TaskState::waiting_budget &&
       task.state != TaskState::write_data_fetched)
     return;
-  const std::uint32_t edtl = task.command.expected_data_transfer_length;
-  if (task.failure) {
-    respond(task, scsi::Status::check_condition, task.failure, residual_for(edtl, 0));
+  if (task.data_failed()) {
+    respond(task, task.early->outcome.status, task.early->outcome.sense, task.early->residual);
     return;
   }
   const bool writes = !task.early && task.plan.direction == DataDirection::to_target;
   if (writes) {
-    if (task.staging && task.sequencer && !task.sequencer->unsolicited_done()) {
+    if (budget_staging(task.budget) && task.sequencer && !task.sequencer->unsolicited_done()) {
       // Unsolicited data still lands in the staging buffer.
       (void)move(task, TaskEvent::budget_granted, TaskState::receiving_data);
       return;
     }
-    if (task.budget == EngineTask::Budget::waiting) {
+    if (task.budget == TaskBudget::queued || task.budget == TaskBudget::queued_staging) {
       (void)move(task, TaskEvent::budget_short, TaskState::waiting_budget);
       return;
     }
-    if (task.budget == EngineTask::Budget::granted && (task.staging || !task.buffer)) {
+    if (task.budget == TaskBudget::granted_staging) {
       PooledBuffer full = pool_.allocate(task.budget_bytes);
       // Only when the budget was short at arrival: the unsolicited bytes move once (counted).
-      if (task.staging) copy_payload(full.data(), task.buffer.data(), task.buffer.size());
-      task.staging = false;
+      copy_payload(full.data(), task.buffer.data(), task.buffer.size());
       task.buffer = std::move(full);
+      (void)move_budget(task, BudgetEvent::staged_moved, TaskBudget::granted);
+    } else if (task.budget == TaskBudget::granted && !task.buffer) {
+      task.buffer = pool_.allocate(task.budget_bytes);
     }
   }
   if (task.state == TaskState::waiting_budget) (void)move(task, TaskEvent::budget_granted, TaskState::receiving_data);
@@ -652,13 +652,13 @@ void SessionEngine::advance(EngineTask& task) {
   }
   // Every byte is in (Data-Out is taken in full before status, even for a failed command).
   if (task.early) {
-    respond(task, task.early->status, task.early->sense, task.early_residual);
+    respond(task, task.early->outcome.status, task.early->outcome.sense, task.early->residual);
     return;
   }
   if (task.plan.direction == DataDirection::from_target && task.plan.transfer_length_bytes > 0 && !task.buffer) {
     // The read buffer is taken when the command can run, under the payload budget.
-    if (task.budget == EngineTask::Budget::none) (void)request_budget(task, task.plan.transfer_length_bytes);
-    if (task.budget != EngineTask::Budget::granted) {
+    if (task.budget == TaskBudget::none) (void)request_budget(task, task.plan.transfer_length_bytes, TaskBudget::queued);
+    if (!budget_granted(task.budget)) {
       (void)move(task, TaskEvent::budget_short, TaskState::waiting_budget);
       return;
     }
@@ -706,18 +706,26 @@ void SessionEngine::on_write_data(iscsi::Itt itt, std::error_code error) {
   advance(task);
 }
 
-bool SessionEngine::request_budget(EngineTask& task, std::uint64_t bytes) {
+bool SessionEngine::request_budget(EngineTask& task, std::uint64_t bytes, TaskBudget if_queued) {
   task.budget_bytes = bytes;
   const bool now = !hooks_.request_budget || hooks_.request_budget(task.itt(), bytes);
-  task.budget = now ? EngineTask::Budget::granted : EngineTask::Budget::waiting;
+  (void)move_budget(task, BudgetEvent::requested, now ? TaskBudget::granted : if_queued);
   return now;
 }
 
 void SessionEngine::on_budget_granted(iscsi::Itt itt) {
   auto it = tasks_.find(iscsi::to_u32(itt));
-  if (it == tasks_.end() || it->second->budget != EngineTask::Budget::waiting) return;
-  it->second->budget = EngineTask::Budget::granted;
-  advance(*it->second);
+  if (it == tasks_.end()) return;
+  EngineTask& task = *it->second;
+  switch (task.budget) {
+    case TaskBudget::queued: (void)move_budget(task, BudgetEvent::granted, TaskBudget::granted); break;
+    case TaskBudget::queued_staging: (void)move_budget(task, BudgetEvent::granted, TaskBudget::granted_staging); break;
+    case TaskBudget::none:
+    case TaskBudget::granted_staging:
+    case TaskBudget::granted:
+      return;  // not waiting for a grant
+  }
+  advance(task);
 }
 
 void SessionEngine::on_task_executed(iscsi::Itt itt, const ScsiOutcome& outcome) {
@@ -827,7 +835,10 @@ void SessionEngine::respond(EngineTask& task, scsi::Status status, const std::op
 
 void SessionEngine::fail_task(EngineTask& task, const scsi::SenseData& sense) {
   if (!takes_data(task.state)) return;
-  if (!task.failure) task.failure = sense;
+  // The first failure is the one answered; it replaces a planned early answer.
+  if (!task.data_failed())
+    task.early = EarlyAnswer{EarlyAnswer::Cause::data_failure, ScsiOutcome::check_condition(sense),
+                             residual_for(task.command.expected_data_transfer_length, 0)};
   advance(task);
 }
 
@@ -858,38 +869,18 @@ bool SessionEngine::move(EngineTask& task, TaskEvent event, TaskState to) noexce
   return true;
 }
 
-const char* to_string(TaskState state) noexcept {
-  switch (state) {
-    case TaskState::placed: return "placed";
-    case TaskState::receiving_data: return "receiving_data";
-    case TaskState::waiting_budget: return "waiting_budget";
-    case TaskState::fetching_write_data: return "fetching_write_data";
-    case TaskState::write_data_fetched: return "write_data_fetched";
-    case TaskState::executing: return "executing";
-    case TaskState::sending_data_in: return "sending_data_in";
-    case TaskState::done: return "done";
-    case TaskState::aborted_executing: return "aborted_executing";
-    case TaskState::aborted_fetching: return "aborted_fetching";
+bool SessionEngine::move_budget(EngineTask& task, BudgetEvent event, TaskBudget to) noexcept {
+  if (task.budget == to) return true;
+  const std::uint8_t row = budget_transition_row(task.budget, event, to);
+  if (row == 0) {
+    ++task_moves_refused_;
+    log::error("target session: task itt=0x{:08x}: budget {} --{}--> {} is not in budget_transitions: refused",
+               iscsi::to_u32(task.itt()), to_string(task.budget), to_string(event), to_string(to));
+    return false;
   }
-  return "?";
-}
-
-const char* to_string(TaskEvent event) noexcept {
-  switch (event) {
-    case TaskEvent::payload_received: return "payload_received";
-    case TaskEvent::refused: return "refused";
-    case TaskEvent::budget_short: return "budget_short";
-    case TaskEvent::budget_granted: return "budget_granted";
-    case TaskEvent::get_data_started: return "get_data_started";
-    case TaskEvent::get_data_done: return "get_data_done";
-    case TaskEvent::get_data_failed: return "get_data_failed";
-    case TaskEvent::ready: return "ready";
-    case TaskEvent::executed_read: return "executed_read";
-    case TaskEvent::answered: return "answered";
-    case TaskEvent::aborted: return "aborted";
-    case TaskEvent::completion_arrived: return "completion_arrived";
-  }
-  return "?";
+  budget_rows_taken_ |= std::uint64_t{1} << (row - 1);
+  task.budget = to;
+  return true;
 }
 
 void SessionEngine::end_task(std::uint32_t itt, TaskEvent event, std::optional<ReleaseBudget>* deferred) {
@@ -905,10 +896,13 @@ void SessionEngine::end_task(std::uint32_t itt, TaskEvent event, std::optional<R
     std::unique_ptr<EngineTask>& task;
     ~Recycle() { engine.recycle_task(std::move(task)); }
   } recycle{*this, task};
-  if (task->counted_immediate) --immediate_outstanding_;
-  if (task->in_window && !draining_) window_.release();  // draining: the window does not open again
-  if (task->budget == EngineTask::Budget::none) return;
-  ReleaseBudget release{task->itt(), task->budget_bytes, task->budget == EngineTask::Budget::granted};
+  if (task->command.immediate) {
+    --immediate_outstanding_;
+  } else if (!draining_) {
+    window_.release();  // draining: the window does not open again
+  }
+  if (task->budget == TaskBudget::none) return;
+  ReleaseBudget release{task->itt(), task->budget_bytes, budget_granted(task->budget)};
   if (deferred != nullptr) {
     *deferred = release;
   } else {

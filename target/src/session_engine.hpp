@@ -35,9 +35,12 @@
 //  - SNACK (§11.16) is rejected (ERL 0); discovery sessions (§4.3) carry only Text, NOP and Logout.
 //
 // STATES: a SCSI task's life is one TaskState; it moves only along task_transitions (below: from,
-// event, to, the rule with its RFC section), through move(). The payload budget
-// (EngineTask::budget), the staging buffer and the failure / early outcome are still fields of
-// their own beside it.
+// event, to, the rule with its RFC section), through move(). Its payload budget is one TaskBudget
+// (not asked, queued, queued with unsolicited data in a staging buffer, granted while still
+// staging, granted); it moves only along budget_transitions, through move_budget(). An answer fixed
+// before the backend (the plan refused the command, or its data transfer failed) is one
+// EarlyAnswer with its cause. Whether a task holds a CmdSN window slot or an immediate-command
+// slot is its command's I bit. No flag beside these says anything about the task.
 //
 // THREADING: none; the owner calls it from one thread.
 #pragma once
@@ -74,7 +77,7 @@ namespace iserkit::target {
 enum class TaskState : std::uint8_t {
   placed,               ///< its SCSI Command's header is in (place()); the PDU's payload phase is not over
   receiving_data,       ///< immediate / unsolicited / solicited Data-Out still to come, or about to run
-  waiting_budget,       ///< its payload budget (write buffer or read buffer) is not granted yet
+  waiting_budget,       ///< its payload budget (write or read buffer) is queued: TaskBudget queued or queued_staging
   fetching_write_data,  ///< iSER: a GetWriteData (RDMA Read) fills the buffer until on_write_data()
   write_data_fetched,   ///< iSER: the RDMA Read brought every byte the command needs
   executing,            ///< handed to the backend (ExecuteTask); waiting for on_task_executed()
@@ -112,7 +115,7 @@ struct TaskTransition {
 /// Every state change of a target SCSI task: the map of the rules the engine enforces on a task
 /// (libnbd's state table is the model). SessionEngine changes EngineTask::state only through a row
 /// of this table (a staying move, from == to, is no change); tests/unit/target_iscsi/
-/// session_engine_test.cpp (TaskTable) drives the engine through every row.
+/// session_engine_table_test.cpp (TaskTable) drives the engine through every row.
 inline constexpr TaskTransition task_transitions[] = {
     {TaskState::placed, TaskEvent::payload_received, TaskState::receiving_data,
      "RFC 7143 §11.3: the command and its immediate data are in; its data phase starts"},
@@ -183,10 +186,139 @@ class TaskTransitionIndex {
 inline constexpr TaskTransitionIndex task_transition_index{};
 static_assert(std::size(task_transitions) <= 64, "rows taken are kept in a 64-bit mask");
 
+/// Where a SCSI task's payload budget is (SessionEngineHooks::request_budget, payload_budget.hpp),
+/// and so where its data lands. One value at a time; how it moves: budget_transitions.
+enum class TaskBudget : std::uint8_t {
+  none,             ///< not asked: no data, an early answer, or a read that has not reached the backend
+  queued,           ///< asked and queued (on_budget_granted() comes later); no buffer yet
+  queued_staging,   ///< asked and queued; unsolicited data lands in a FirstBurstLength staging buffer
+  granted_staging,  ///< granted, but unsolicited data still lands in the staging buffer
+  granted,          ///< granted: the task's full buffer is (or is about to be) allocated
+};
+
+/// What moves a task's payload budget from one TaskBudget to another.
+enum class BudgetEvent : std::uint8_t {
+  requested,    ///< SessionEngineHooks::request_budget was asked (the row's `to` says its answer)
+  granted,      ///< on_budget_granted()
+  staged_moved, ///< the unsolicited data ended: the staged bytes moved into the full buffer
+};
+
+/// One allowed move of a task's payload budget, as TaskTransition.
+struct BudgetTransition {
+  TaskBudget from;
+  BudgetEvent event;
+  TaskBudget to;
+  const char* rule;
+};
+
+/// Every change of a target task's payload budget. SessionEngine changes EngineTask::budget only
+/// through a row of this table (move_budget()); the ReleaseBudget that ends a task says `granted`
+/// for granted_staging and granted. tests/unit/target_iscsi/session_engine_table_test.cpp
+/// (BudgetTable) drives the engine through every row.
+inline constexpr BudgetTransition budget_transitions[] = {
+    {TaskBudget::none, BudgetEvent::requested, TaskBudget::granted,
+     "granted at once: the full buffer is allocated now (a write at its header, a read when it can run)"},
+    {TaskBudget::none, BudgetEvent::requested, TaskBudget::queued,
+     "the budgets are short: the request waits; no R2T and no backend before the grant"},
+    {TaskBudget::none, BudgetEvent::requested, TaskBudget::queued_staging,
+     "RFC 7143 §3.2.4.2, §13.11: immediate / unsolicited data comes anyway: at most FirstBurstLength of "
+     "it waits in a staging buffer"},
+    {TaskBudget::queued, BudgetEvent::granted, TaskBudget::granted, "the grant came: the full buffer is allocated"},
+    {TaskBudget::queued_staging, BudgetEvent::granted, TaskBudget::granted_staging,
+     "the grant came while staging: the staged bytes move once the unsolicited data ended"},
+    {TaskBudget::granted_staging, BudgetEvent::staged_moved, TaskBudget::granted,
+     "the unsolicited data ended: it moves once (a counted copy) into the full buffer; R2Ts follow (§11.8)"},
+};
+
+/// Index + 1 of the row of budget_transitions for (from, event, to); 0 when that move is not allowed.
+[[nodiscard]] constexpr std::uint8_t budget_transition_row(TaskBudget from, BudgetEvent event, TaskBudget to) noexcept {
+  for (std::size_t i = 0; i < std::size(budget_transitions); ++i) {
+    const BudgetTransition& t = budget_transitions[i];
+    if (t.from == from && t.event == event && t.to == to) return static_cast<std::uint8_t>(i + 1);
+  }
+  return 0;
+}
+static_assert(std::size(budget_transitions) <= 64, "rows taken are kept in a 64-bit mask");
+
+/// True when the budget was granted (a ReleaseBudget then gives it back rather than cancels it).
+[[nodiscard]] constexpr bool budget_granted(TaskBudget b) noexcept {
+  return b == TaskBudget::granted || b == TaskBudget::granted_staging;
+}
+/// True while unsolicited data lands in the staging buffer rather than the task's full buffer.
+[[nodiscard]] constexpr bool budget_staging(TaskBudget b) noexcept {
+  return b == TaskBudget::queued_staging || b == TaskBudget::granted_staging;
+}
+
+/// The answer a SCSI task gives without the backend (a SCSI Response, RFC 7143 §11.4), fixed
+/// before its data phase ended; it is sent once every Data-Out the task takes is in.
+struct EarlyAnswer {
+  /// Why the backend does not run it.
+  enum class Cause : std::uint8_t {
+    plan,          ///< the plan refused it or its lengths disagree: its Data-Out is still taken in full
+    data_failure,  ///< its data transfer failed (§7.8 digest, §11.7 sequence): more Data-Out is rejected
+  };
+  Cause cause = Cause::plan;
+  ScsiOutcome outcome;  ///< status and sense (data_length_bytes unused)
+  Residual residual;    ///< U/O and count for the response (§11.4.5)
+};
+
 /// The enumerator's name.
-const char* to_string(TaskState state) noexcept;
+constexpr const char* to_string(TaskState state) noexcept {
+  switch (state) {
+    case TaskState::placed: return "placed";
+    case TaskState::receiving_data: return "receiving_data";
+    case TaskState::waiting_budget: return "waiting_budget";
+    case TaskState::fetching_write_data: return "fetching_write_data";
+    case TaskState::write_data_fetched: return "write_data_fetched";
+    case TaskState::executing: return "executing";
+    case TaskState::sending_data_in: return "sending_data_in";
+    case TaskState::done: return "done";
+    case TaskState::aborted_executing: return "aborted_executing";
+    case TaskState::aborted_fetching: return "aborted_fetching";
+  }
+  return "?";
+}
+
 /// The enumerator's name.
-const char* to_string(TaskEvent event) noexcept;
+constexpr const char* to_string(TaskEvent event) noexcept {
+  switch (event) {
+    case TaskEvent::payload_received: return "payload_received";
+    case TaskEvent::refused: return "refused";
+    case TaskEvent::budget_short: return "budget_short";
+    case TaskEvent::budget_granted: return "budget_granted";
+    case TaskEvent::get_data_started: return "get_data_started";
+    case TaskEvent::get_data_done: return "get_data_done";
+    case TaskEvent::get_data_failed: return "get_data_failed";
+    case TaskEvent::ready: return "ready";
+    case TaskEvent::executed_read: return "executed_read";
+    case TaskEvent::answered: return "answered";
+    case TaskEvent::aborted: return "aborted";
+    case TaskEvent::completion_arrived: return "completion_arrived";
+  }
+  return "?";
+}
+
+/// The enumerator's name.
+constexpr const char* to_string(TaskBudget budget) noexcept {
+  switch (budget) {
+    case TaskBudget::none: return "none";
+    case TaskBudget::queued: return "queued";
+    case TaskBudget::queued_staging: return "queued_staging";
+    case TaskBudget::granted_staging: return "granted_staging";
+    case TaskBudget::granted: return "granted";
+  }
+  return "?";
+}
+
+/// The enumerator's name.
+constexpr const char* to_string(BudgetEvent event) noexcept {
+  switch (event) {
+    case BudgetEvent::requested: return "requested";
+    case BudgetEvent::granted: return "granted";
+    case BudgetEvent::staged_moved: return "staged_moved";
+  }
+  return "?";
+}
 
 /// The negotiated and configured values of one session.
 struct SessionEngineConfig {
@@ -274,16 +406,11 @@ struct EngineTask {
   CommandPlan plan;
   PooledBuffer buffer;              ///< Data-Out lands here, Data-In is sent from here
   std::optional<WriteSequencer> sequencer;
-  std::optional<ScsiOutcome> early;  ///< answered without the backend
-  Residual early_residual;
+  std::optional<EarlyAnswer> early;  ///< answered without the backend (and why)
   std::uint32_t wanted_out_bytes = 0;  ///< what a to_target CDB asked for before shorten_transfer()
-  std::optional<scsi::SenseData> failure;  ///< the data transfer failed
   TaskState state = TaskState::placed;  ///< changed only through task_transitions (SessionEngine::move())
-  bool in_window = false;          ///< releases a CmdSN window slot when it ends
-  bool counted_immediate = false;  ///< counted against max_immediate_commands
-  bool staging = false;            ///< unsolicited data lands in a FirstBurstLength buffer until the budget
-  enum class Budget : std::uint8_t { none, waiting, granted } budget = Budget::none;
-  std::uint64_t budget_bytes = 0;
+  TaskBudget budget = TaskBudget::none;  ///< changed only through budget_transitions (SessionEngine::move_budget())
+  std::uint64_t budget_bytes = 0;  ///< bytes asked of the payload budget (0 while budget is none)
   std::uint32_t data_in_pdus = 0;  ///< DataSN of the next Data-In
   /// The initiator's read and write buffers when the transport moves the data itself (PduIn::peer_read,
   /// peer_write; iSER, RFC 7145 §9.2): opaque, handed to the data phase's actions as they came.
@@ -295,6 +422,10 @@ struct EngineTask {
     return command.cdb;
   }
   [[nodiscard]] iscsi::Itt itt() const noexcept { return command.itt; }
+  /// True when its data transfer failed: more Data-Out for it is rejected (§11.17.1).
+  [[nodiscard]] bool data_failed() const noexcept {
+    return early && early->cause == EarlyAnswer::Cause::data_failure;
+  }
 };
 
 /// The target session engine. See the file comment for the rules.
@@ -364,7 +495,10 @@ class SessionEngine final : private DataPhaseHost {
   [[nodiscard]] SerialNumber stat_sn() const noexcept { return stat_sn_; }
   /// Which rows of task_transitions tasks of this engine took (bit i = row i).
   [[nodiscard]] std::uint64_t task_rows_taken() const noexcept { return task_rows_taken_; }
-  /// Task state changes refused because task_transitions has no row for them (0 unless a bug).
+  /// Which rows of budget_transitions tasks of this engine took (bit i = row i).
+  [[nodiscard]] std::uint64_t budget_rows_taken() const noexcept { return budget_rows_taken_; }
+  /// Task state and budget changes refused because task_transitions or budget_transitions has no
+  /// row for them (0 unless a bug).
   [[nodiscard]] std::uint64_t task_moves_refused() const noexcept { return task_moves_refused_; }
   /// NOP-In pings the idle watch has sent (for the driver's log).
   [[nodiscard]] std::uint64_t pings_sent() const noexcept { return pings_sent_; }
@@ -412,9 +546,13 @@ class SessionEngine final : private DataPhaseHost {
   /// Moves `task` to `to` on `event` when task_transitions has that row (from == to: no change);
   /// otherwise logs and counts the refused move and returns false, changing nothing.
   bool move(EngineTask& task, TaskEvent event, TaskState to) noexcept;
+  /// As move(), for the task's payload budget along budget_transitions.
+  bool move_budget(EngineTask& task, BudgetEvent event, TaskBudget to) noexcept;
   void drop_unstarted(EngineTask& task);
   void check_waiters();
-  bool request_budget(EngineTask& task, std::uint64_t bytes);
+  /// Asks SessionEngineHooks::request_budget for `bytes`; the budget goes to granted, or to
+  /// `if_queued` (queued, or queued_staging when unsolicited data comes regardless). True: granted.
+  bool request_budget(EngineTask& task, std::uint64_t bytes, TaskBudget if_queued);
 
   // DataPhaseHost (data_phase.hpp).
   void emit_r2t(const EngineTask& task, const R2tRequest& r2t) override;
@@ -474,6 +612,7 @@ class SessionEngine final : private DataPhaseHost {
   void recycle_task(std::unique_ptr<EngineTask> task) noexcept;
   bool ended_ = false;
   std::uint64_t task_rows_taken_ = 0;
+  std::uint64_t budget_rows_taken_ = 0;
   std::uint64_t task_moves_refused_ = 0;
   bool draining_ = false;  // begin_drain(): the window stays shut, close once idle
   // Idle watch.

@@ -468,7 +468,8 @@ class Harness {
   void check_tasks() {
     const auto& params = config_.params;
     FUZZ_CHECK(engine_->task_count() <= config_.cmd_window_depth + config_.max_immediate_commands);
-    // Every task state change is a row of task_transitions (session_engine.hpp).
+    // Every task state and budget change is a row of task_transitions / budget_transitions
+    // (session_engine.hpp).
     FUZZ_CHECK(engine_->task_moves_refused() == 0);
     for (auto it = may_answer_.begin(); it != may_answer_.end();) {
       const EngineTask* t = engine_->task(iscsi::Itt{*it});
@@ -478,11 +479,11 @@ class Harness {
         continue;
       }
       if (t->buffer) {
-        if (t->staging) {
+        if (budget_staging(t->budget)) {
           FUZZ_CHECK(t->buffer.size() <= params.first_burst_length);
         } else {
           // A full task buffer only under a granted budget that covers it.
-          FUZZ_CHECK(t->budget == EngineTask::Budget::granted);
+          FUZZ_CHECK(t->budget == TaskBudget::granted);
           FUZZ_CHECK(t->buffer.size() <= t->budget_bytes);
         }
       }
@@ -493,7 +494,10 @@ class Harness {
     std::uint64_t staging = 0;
     for (std::uint32_t itt : all_itts_) {
       const EngineTask* t = engine_->task(iscsi::Itt{itt});
-      if (t != nullptr && t->buffer && t->staging) staging += t->buffer.size();
+      if (t != nullptr && t->buffer && budget_staging(t->budget)) staging += t->buffer.size();
+      // A task waits for its budget only while that budget is queued (session_engine.hpp).
+      if (t != nullptr && t->state == TaskState::waiting_budget)
+        FUZZ_CHECK(t->budget == TaskBudget::queued || t->budget == TaskBudget::queued_staging);
     }
     FUZZ_CHECK(pool_.bytes() <= ledger_.granted_bytes() + staging);
     if (closed_) FUZZ_CHECK(!engine_->next_deadline().has_value());  // a closed session needs no timer

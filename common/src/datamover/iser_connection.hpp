@@ -45,6 +45,10 @@ bool port_active(rdma_cm_id* id) noexcept;
 void park_cm_id(CmId id, EventChannel channel) noexcept;
 void reap_parked_ids() noexcept;
 
+/// Bytes reserved in each send/receive slot for the AHS: TotalAHSLength ≤ 255 words
+/// (RFC 7143 §11.2.1.5).
+inline constexpr std::size_t ahs_room = 1024;
+
 /// Bytes per RDMA Read/Write work request (a larger Put_Data/Get_Data is several).
 inline constexpr std::uint32_t max_rdma_piece = 1u << 20;
 
