@@ -192,12 +192,17 @@ struct MultipathEngineConfig {
   std::uint32_t seed = 1;                               ///< of the back-off jitter
 };
 
+/// The states of one Multipath device and its paths (see the file comment). Inputs return the
+/// actions to carry out; deadlines come back inside them (arm_*_timer) and are taken by expire().
+/// Inputs for a path in a state with no row for them change nothing (logged when the driver could
+/// not have meant it: a login result for a path not logging in).
 class MultipathEngine {
  public:
   using Clock = std::chrono::steady_clock;
   using TimePoint = Clock::time_point;
   using Actions = std::vector<MultipathAction>;
 
+  /// Every path starts unconnected (access active/optimized), the device opening.
   explicit MultipathEngine(MultipathEngineConfig config);
 
   // ---- inputs (each returns the actions to carry out, in order; none once closed) ----
@@ -230,15 +235,22 @@ class MultipathEngine {
   Actions close();
 
   // ---- queries ----
+  /// Path `i`'s state (`i` < size(), else std::out_of_range).
   [[nodiscard]] PathState path_state(std::size_t i) const { return paths_.at(i).state; }
+  /// The device's state.
   [[nodiscard]] DeviceState device_state() const noexcept { return device_; }
+  /// close() was called.
   [[nodiscard]] bool closed() const noexcept { return device_ == DeviceState::closed; }
+  /// opened() was not called yet.
   [[nodiscard]] bool opening() const noexcept { return device_ == DeviceState::opening; }
+  /// The give-up deadline passed and no path is usable since (Multipath::gave_up()).
   [[nodiscard]] bool gave_up() const noexcept { return device_ == DeviceState::gave_up; }
   /// True when a command with no usable path fails at once instead of waiting: gave up, or open
   /// with replacement_timeout 0.
   [[nodiscard]] bool fail_without_path() const noexcept;
+  /// Path `i`'s ALUA access state (SPC-5 §5.16.2.4; active/optimized when the unit has no TPGS).
   [[nodiscard]] scsi::AccessState access(std::size_t i) const { return paths_.at(i).access; }
+  /// Some path is up and in an ALUA state that processes I/O (as of the last evaluation).
   [[nodiscard]] bool any_usable() const noexcept { return selector_.any_usable(); }
   /// The path for the next command (policy and ALUA), or nullopt when none is usable.
   std::optional<std::size_t> pick() noexcept { return selector_.pick(); }
@@ -250,8 +262,9 @@ class MultipathEngine {
   [[nodiscard]] std::uint64_t reinstate_attempts(std::size_t i) const { return paths_.at(i).attempts; }
   /// While waiting for a path: when the device gives up.
   [[nodiscard]] std::optional<TimePoint> give_up_deadline() const noexcept;
-  /// The current (unjittered) reinstate back-off delay of path `i`.
+  /// The current (unjittered) reinstate back-off delay of path `i`, milliseconds.
   [[nodiscard]] Backoff::Duration backoff_delay(std::size_t i) const { return paths_.at(i).backoff.delay(); }
+  /// The number of paths.
   [[nodiscard]] std::size_t size() const noexcept { return paths_.size(); }
 
   /// The last rows taken and how many moves were made (tests: nothing moves outside the tables).
@@ -286,9 +299,13 @@ class MultipathEngine {
   std::uint64_t device_taken_ = 0;
 };
 
+/// The enumerator's name ("backing_off", "session_ended", "waiting_for_path", …).
 const char* to_string(PathState state) noexcept;
+/// The enumerator's name.
 const char* to_string(PathInput input) noexcept;
+/// The enumerator's name.
 const char* to_string(DeviceState state) noexcept;
+/// The enumerator's name.
 const char* to_string(DeviceInput input) noexcept;
 
 }  // namespace iserkit::initiator
