@@ -1,5 +1,8 @@
-// Multipath driver (multipath.hpp): one Session per path, PathSelector (path_selector.hpp) picks
-// the path of each command, WriteOrder keeps SYNCHRONIZE CACHE behind earlier writes. ALUA per
+// Multipath driver (multipath.hpp): one Session per path; the path and device states, the give-up
+// deadline and the reinstating back-off are MultipathEngine's (multipath_engine.hpp, sans-I/O): this
+// file feeds it what the sessions, timers and logins report and carries out its actions (log in,
+// drop a session, arm a timer, announce a PathEvent, re-read ALUA states). Its PathSelector picks
+// the path of each command; WriteOrder keeps SYNCHRONIZE CACHE behind earlier writes. ALUA per
 // SPC-5 §5.16 (REPORT TARGET PORT GROUPS §6.36; VPD 0x83 designators §7.7.6).
 //
 // NOTES ON THE THREAD MODEL: everything runs on the device's executor, one thread; a path's
@@ -9,15 +12,14 @@
 #include "iserkit/initiator/multipath.hpp"
 
 #include <algorithm>
-#include <random>
 
-#include "iserkit/common/backoff.hpp"
 #include "iserkit/common/completion.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "login_io.hpp"
+#include "multipath_engine.hpp"
 #include "multipath_internal.hpp"
 #include "path_selector.hpp"
 
@@ -123,26 +125,32 @@ const char* to_string(PathStatus::State state) noexcept {
 }
 
 struct Multipath::Impl {
+  // What the driver keeps of a path: its session and what was learned through it. Its state,
+  // ALUA access state and reinstating back-off are the engine's (multipath_engine.hpp).
   struct Path {
     Url url;
     std::array<std::byte, 6> isid{};
     std::shared_ptr<Session> session;  // null while down
     std::uint64_t generation = 0;      // of `session`; callbacks of older sessions are ignored
-    PathStatus::State state = PathStatus::State::down;
-    scsi::AccessState access = scsi::AccessState::active_optimized;
     std::optional<std::uint16_t> target_port_group;
     std::optional<std::uint16_t> relative_port;
     std::uint64_t commands = 0, failures = 0, downs = 0, reinstatements = 0;
     std::uint64_t data_in_bytes = 0, data_out_bytes = 0;  // of commands completed on this path
-    bool reinstating = false;
-    std::uint64_t reinstate_attempts = 0;           // since the path went down
-    std::optional<Clock::time_point> next_attempt;  // while reinstate_loop waits
-    std::unique_ptr<asio::steady_timer> timer;
+    std::unique_ptr<asio::steady_timer> timer;            // the engine's reinstate deadline
   };
 
   Impl(asio::any_io_executor e, std::vector<Url> urls, scsi::Lun l, MultipathOptions o)
-      : ex(std::move(e)), lun(l), options(std::move(o)), selector(urls.size(), options.policy), give_up_timer(ex),
-        random(static_cast<std::uint32_t>(Clock::now().time_since_epoch().count())) {
+      : ex(std::move(e)),
+        lun(l),
+        options(std::move(o)),
+        engine(MultipathEngineConfig{
+            .paths = urls.size(),
+            .policy = options.policy,
+            .replacement_timeout = options.replacement_timeout,
+            .reinstate_delay_min = options.reinstate_delay_min,
+            .reinstate_delay_max = options.reinstate_delay_max,
+            .seed = static_cast<std::uint32_t>(Clock::now().time_since_epoch().count())}),
+        give_up_timer(ex) {
     for (auto& u : urls) {
       Path p;
       p.url = std::move(u);
@@ -164,21 +172,16 @@ struct Multipath::Impl {
   scsi::Lun lun;
   MultipathOptions options;
   std::vector<Path> paths;  // never resized after construction: references stay valid
-  PathSelector selector;
+  MultipathEngine engine;   // path and device states, deadlines; picks the path of each command
   WriteOrder writes;
   Event writes_progress;  // notified when the covered point of `writes` moves
   Event paths_changed;    // notified when a path's usability changed, on give-up and on close
   MultipathStats stats;
   std::vector<scsi::Designator> reference;  // the logical-unit designators every path must match
   bool tpgs = false;
-  bool opened = false;
-  bool closed = false;
-  bool gave_up = false;
-  std::optional<Clock::time_point> no_path_since;
-  asio::steady_timer give_up_timer;
-  bool refreshing = false;
-  bool polling = false;
-  std::minstd_rand random;
+  asio::steady_timer give_up_timer;  // the engine's give-up deadline
+  bool refreshing = false;           // a REPORT TARGET PORT GROUPS read runs
+  bool polling = false;              // poll_alua() runs
   std::weak_ptr<Multipath> owner;
   // The pool callers lease from (buffer_pool()): the first iSER path's registered pool once one
   // logged in, else the first path's (docs/iser.md "Multipath over iSER").
@@ -197,120 +200,124 @@ struct Multipath::Impl {
   }
   std::string url_text(std::size_t i) const { return format_url(paths[i].url); }
 
-  // ---- path state ----
-  void update_path(std::size_t i) {
-    const Path& p = paths[i];
-    selector.set_up(i, p.state == PathStatus::State::up);
-    selector.set_state(i, p.access);
-    check_usable();
-    notify(paths_changed);
+  // ---- carrying out the engine's actions ----
+  /// Runs `actions` in order. The engine already moved its states, so an observer reading paths()
+  /// in on_event sees the path as announced.
+  void run(const MultipathEngine::Actions& actions) {
+    for (const auto& a : actions) {
+      switch (a.kind) {
+        case MultipathAction::Kind::connect:
+          if (auto self = owner.lock()) asio::co_spawn(ex, reinstate(self, a.path), asio::detached);
+          break;
+        case MultipathAction::Kind::close_session: {
+          Path& p = paths[a.path];
+          ++p.generation;  // anything the old session still reports is stale
+          // Not destroyed here: this may run inside the session's own callback.
+          asio::post(ex, [s = std::move(p.session)]() mutable {
+            if (s) s->close();
+          });
+          break;
+        }
+        case MultipathAction::Kind::announce: announce(a); break;
+        case MultipathAction::Kind::resumed:
+          log::warn("multipath: a path is usable again: commands go out again");
+          break;
+        case MultipathAction::Kind::arm_reinstate_timer: arm(*paths[a.path].timer, a.at); break;
+        case MultipathAction::Kind::arm_give_up_timer: arm(give_up_timer, a.at); break;
+        case MultipathAction::Kind::cancel_give_up_timer: give_up_timer.cancel(); break;
+        case MultipathAction::Kind::refresh_alua:
+          if (tpgs) {
+            if (auto self = owner.lock()) asio::co_spawn(ex, refresh_alua_detached(self), asio::detached);
+          }
+          break;
+        case MultipathAction::Kind::poll_alua:
+          if (tpgs && !polling) {
+            if (auto self = owner.lock()) {
+              polling = true;  // before the coroutine starts: one poller at a time
+              asio::co_spawn(ex, poll_alua(self), asio::detached);
+            }
+          }
+          break;
+        case MultipathAction::Kind::wake: notify(paths_changed); break;
+      }
+    }
   }
 
-  void check_usable() {
-    if (closed) return;
-    if (selector.any_usable()) {
-      if (no_path_since) {
-        no_path_since.reset();
-        give_up_timer.cancel();
-        if (gave_up) log::warn("multipath: a path is usable again: commands go out again");
-        gave_up = false;
-      }
-      return;
-    }
-    bool blocked_by_alua = false;
-    for (const auto& p : paths) blocked_by_alua |= p.state == PathStatus::State::up;
-    if (blocked_by_alua && tpgs && !polling) {
-      if (auto self = owner.lock()) {
-        polling = true;  // before the coroutine starts: one poller at a time
-        asio::co_spawn(ex, poll_alua(self), asio::detached);
-      }
-    }
-    if (no_path_since || !opened) return;
-    no_path_since = Clock::now();
-    log::warn("multipath: all paths lost: commands wait up to {} ms", options.replacement_timeout.count());
-    emit(PathEvent::Kind::all_paths_lost, 0);
-    give_up_timer.expires_after(options.replacement_timeout);
-    give_up_timer.async_wait([w = owner, this](boost::system::error_code ec) {
+  /// A timer for an engine deadline: at `at` the engine is told the time.
+  void arm(asio::steady_timer& timer, Clock::time_point at) {
+    timer.expires_at(at);
+    timer.async_wait([w = owner, this](boost::system::error_code ec) {
       auto self = w.lock();
-      if (!self || ec || closed || !no_path_since || gave_up) return;
-      if (Clock::now() - *no_path_since < options.replacement_timeout) return;
-      gave_up = true;
-      ++stats.gave_up;
-      log::warn("multipath: gave up: no usable path for {} ms: commands fail", options.replacement_timeout.count());
-      emit(PathEvent::Kind::gave_up, 0, make_error_code(errc::session_lost));
-      notify(paths_changed);
+      if (!self || ec) return;
+      run(engine.expire(Clock::now()));
     });
   }
 
-  /// Path `i` stops taking commands: counted, put in state `next` (recovering or down) and only
-  /// then announced, so an observer reading paths() in on_event sees it not up.
-  void mark_down_counted(std::size_t i, std::error_code ec, PathStatus::State next) {
-    Path& p = paths[i];
-    ++p.downs;
-    ++stats.path_downs;
-    p.state = next;
-    log::warn("multipath: path {} down: url={} error={}", i, url_text(i), ec.message());
-    emit(PathEvent::Kind::path_down, i, ec);
+  void announce(const MultipathAction& a) {
+    switch (a.event) {
+      case PathEvent::Kind::path_down: {
+        Path& p = paths[a.path];
+        ++p.downs;
+        ++stats.path_downs;
+        log::warn("multipath: path {} down: url={} error={}", a.path, url_text(a.path), a.error.message());
+        emit(PathEvent::Kind::path_down, a.path, a.error);
+        break;
+      }
+      case PathEvent::Kind::path_up: {
+        Path& p = paths[a.path];
+        ++p.reinstatements;
+        ++stats.path_ups;
+        log::warn("multipath: path {} up ({}): url={} peer={}", a.path,
+                  a.cause == PathInput::recovered ? "recovered" : "reinstated", url_text(a.path),
+                  p.session ? p.session->peer() : "");
+        emit(PathEvent::Kind::path_up, a.path);
+        break;
+      }
+      case PathEvent::Kind::all_paths_lost:
+        log::warn("multipath: all paths lost: commands wait up to {} ms", options.replacement_timeout.count());
+        emit(PathEvent::Kind::all_paths_lost, 0);
+        break;
+      case PathEvent::Kind::gave_up:
+        ++stats.gave_up;
+        log::warn("multipath: gave up: no usable path for {} ms: commands fail", options.replacement_timeout.count());
+        emit(PathEvent::Kind::gave_up, 0, a.error);
+        break;
+    }
   }
 
-  /// Path `i`'s session (generation `gen`) ended: drop it and reinstate the path.
+  // ---- path events ----
+  /// Path `i`'s session (generation `gen`) ended: the engine drops it and reinstates the path.
   void path_failed(std::size_t i, std::uint64_t gen, std::error_code ec) {
-    Path& p = paths[i];
-    if (gen != p.generation || closed) return;
-    if (p.state == PathStatus::State::down || p.state == PathStatus::State::refused) return;
-    if (p.state == PathStatus::State::up) mark_down_counted(i, ec, PathStatus::State::down);
-    p.state = PathStatus::State::down;
-    ++p.generation;  // anything the old session still reports is stale
-    // Not destroyed here: this may run inside the session's own callback.
-    asio::post(ex, [s = std::move(p.session)]() mutable {
-      if (s) s->close();
-    });
-    update_path(i);
-    if (auto self = owner.lock()) asio::co_spawn(ex, reinstate_loop(self, i), asio::detached);
+    if (gen != paths[i].generation) return;
+    run(engine.session_ended(i, ec, Clock::now()));
   }
 
   void on_session_event(std::size_t i, std::uint64_t gen, const SessionEvent& e) {
-    Path& p = paths[i];
-    if (gen != p.generation || closed) return;
+    if (gen != paths[i].generation || engine.closed()) return;
     switch (e.kind) {
-      case SessionEvent::Kind::connection_lost:
-        if (p.state == PathStatus::State::up) {
-          mark_down_counted(i, e.error, PathStatus::State::recovering);
-          update_path(i);
-        }
-        break;
-      case SessionEvent::Kind::recovered:
-        if (p.state == PathStatus::State::recovering) {
-          p.state = PathStatus::State::up;
-          came_up(i, "recovered");
-        }
-        break;
+      case SessionEvent::Kind::connection_lost: run(engine.connection_lost(i, e.error, Clock::now())); break;
+      case SessionEvent::Kind::recovered: run(engine.recovered(i, Clock::now())); break;
       case SessionEvent::Kind::gave_up: path_failed(i, gen, e.error); break;
     }
   }
 
-  void came_up(std::size_t i, const char* how) {
-    Path& p = paths[i];
-    ++p.reinstatements;
-    ++stats.path_ups;
-    log::warn("multipath: path {} up ({}): url={} peer={}", i, how, url_text(i), p.session ? p.session->peer() : "");
-    update_path(i);
-    emit(PathEvent::Kind::path_up, i);
-    if (tpgs) {
-      if (auto self = owner.lock()) asio::co_spawn(ex, refresh_alua_detached(self), asio::detached);
-    }
+  // ---- connecting a path ----
+  /// Logs in on path `i` (the engine has it logging_in), checks it leads to the same logical unit,
+  /// and reports the result to the engine (a refused path is reported by log_in()).
+  Awaitable<Result<void>> connect_path(std::size_t i) {
+    auto r = co_await log_in(i);
+    if (!r && engine.path_state(i) == PathState::logging_in) run(engine.login_failed(i, Clock::now()));
+    co_return r;
   }
 
-  // ---- connecting a path ----
-  /// Logs in on path `i`, checks it leads to the same logical unit, and puts it in service.
-  Awaitable<Result<void>> connect_path(std::size_t i) {
+  Awaitable<Result<void>> log_in(std::size_t i) {
     Path& p = paths[i];
     const std::uint64_t gen = ++p.generation;
     SessionOptions so = options.session;
     so.isid = p.isid;
     so.replacement_timeout = options.path_replacement_timeout;
-    // A path whose session gives up is dropped and reinstated by reinstate_loop() (its own
-    // bounded back-off, for ever): the session itself must end, not linger in SessionState::failed.
+    // A path whose session gives up is dropped and reinstated by the engine (its own bounded
+    // back-off, for ever): the session itself must end, not linger in SessionState::failed.
     so.reconnect_after_give_up = false;
     so.on_event = [w = owner, this, i, gen](const SessionEvent& e) {
       if (auto self = w.lock()) on_session_event(i, gen, e);
@@ -318,7 +325,7 @@ struct Multipath::Impl {
     auto session = co_await connector(p.url, std::move(so));
     if (!session) co_return fail(session.error());
     auto s = *session;
-    if (closed || gen != p.generation) {
+    if (engine.closed() || gen != p.generation) {
       s->close();
       co_return fail(errc::session_closed);
     }
@@ -342,11 +349,10 @@ struct Multipath::Impl {
       log::error("multipath: path {} refused: it leads to another logical unit: url={} designators=[{}], "
                  "expected [{}]", i, url_text(i), designators_text(lu), designators_text(reference));
       s->close();
-      p.state = PathStatus::State::refused;
-      update_path(i);
+      run(engine.login_refused(i, Clock::now()));
       co_return fail(errc::invalid_argument);
     }
-    if (closed || gen != p.generation) {
+    if (engine.closed() || gen != p.generation) {
       s->close();
       co_return fail(errc::session_closed);
     }
@@ -364,60 +370,35 @@ struct Multipath::Impl {
     }
     lower_limit(max_transfer, s->max_transfer_bytes());
     lower_limit(unstated_max, s->unstated_max_transfer_bytes());
-    const bool reinstated = opened;
-    p.state = PathStatus::State::up;
-    if (reinstated) {
-      came_up(i, "reinstated");
-    } else {
+    if (engine.opening())
       log::info("multipath: path {} up: url={} peer={} target_port_group={}", i, url_text(i), s->peer(),
                 p.target_port_group ? int(*p.target_port_group) : -1);
-      update_path(i);
-    }
+    run(engine.login_succeeded(i, Clock::now()));
     co_return Result<void>{};
   }
 
-  Awaitable<void> reinstate_loop(std::shared_ptr<Multipath> self, std::size_t i) {
-    Path& p = paths[i];
-    if (p.reinstating) co_return;
-    p.reinstating = true;
-    p.reinstate_attempts = 0;
-    // Doubling, bounded by reinstate_delay_max, jittered (common/backoff.hpp).
-    Backoff backoff(std::max(options.reinstate_delay_min, std::chrono::milliseconds(1)), options.reinstate_delay_max);
-    while (!closed && p.state == PathStatus::State::down) {
-      const auto wait = backoff.jittered(random);
-      p.timer->expires_after(wait);
-      p.next_attempt = Clock::now() + wait;
-      boost::system::error_code ec;
-      co_await p.timer->async_wait(use_awaitable_ec(ec));
-      p.next_attempt.reset();
-      if (closed || p.state != PathStatus::State::down) break;
-      ++p.reinstate_attempts;
-      auto r = co_await connect_path(i);
-      if (r || p.state == PathStatus::State::refused) break;
+  /// A reinstating login the engine asked for (MultipathAction::Kind::connect).
+  Awaitable<void> reinstate(std::shared_ptr<Multipath> self, std::size_t i) {
+    auto r = co_await connect_path(i);
+    if (!r && engine.path_state(i) == PathState::backing_off)
       log::info("multipath: path {}: reinstating: login failed: url={} error={}", i, url_text(i), r.error().message());
-      backoff.failed();
-    }
-    p.next_attempt.reset();
-    if (p.state != PathStatus::State::down) p.reinstate_attempts = 0;
-    p.reinstating = false;
     (void)self;
   }
-
   // ---- ALUA ----
   /// Reads REPORT TARGET PORT GROUPS through the first path that answers and sets every path's
   /// state from its target port group (or relative target port).
   Awaitable<void> refresh_alua() {
-    if (!tpgs || closed) co_return;
+    if (!tpgs || engine.closed()) co_return;
     if (refreshing) {
       // One read at a time; a caller that needs fresh states waits for the one running.
-      while (refreshing && !closed) co_await paths_changed.wait();
+      while (refreshing && !engine.closed()) co_await paths_changed.wait();
       co_return;
     }
     refreshing = true;
     ++stats.alua_refreshes;
-    for (std::size_t i = 0; i < paths.size() && !closed; ++i) {
+    for (std::size_t i = 0; i < paths.size() && !engine.closed(); ++i) {
       auto s = paths[i].session;
-      if (!s || paths[i].state != PathStatus::State::up) continue;
+      if (!s || engine.path_state(i) != PathState::up) continue;
       auto data = co_await read_data(*s, lun, scsi::report_target_port_groups({.allocation_length = 4096}), 4096);
       if (!data) continue;
       auto groups = scsi::parse_report_target_port_groups(*data);
@@ -430,17 +411,16 @@ struct Multipath::Impl {
                              std::find(g.relative_ports.begin(), g.relative_ports.end(), *p.relative_port) !=
                                  g.relative_ports.end());
           if (!ours) continue;
-          if (p.access != g.state)
+          if (engine.access(j) != g.state)
             log::info("multipath: path {}: ALUA state {} (target port group {})", j, scsi::to_string(g.state), g.id);
-          p.access = g.state;
+          engine.set_access(j, g.state);
         }
-        selector.set_state(j, p.access);
       }
       break;
     }
     refreshing = false;
-    check_usable();
-    notify(paths_changed);
+    run(engine.settle(Clock::now()));
+    notify(paths_changed);  // also when closed: callers waiting for this read look again
   }
   Awaitable<void> refresh_alua_detached(std::shared_ptr<Multipath> self) {
     co_await refresh_alua();
@@ -454,9 +434,9 @@ struct Multipath::Impl {
   Awaitable<void> poll_alua(std::shared_ptr<Multipath> self) {
     asio::steady_timer t(ex);
     std::chrono::milliseconds interval{100};
-    while (!closed && !selector.any_usable()) {
+    while (!engine.closed() && !engine.any_usable()) {
       bool any_up = false;
-      for (const auto& p : paths) any_up |= p.state == PathStatus::State::up;
+      for (std::size_t i = 0; i < paths.size(); ++i) any_up |= engine.path_state(i) == PathState::up;
       if (!any_up) break;
       t.expires_after(interval);
       interval = std::min<std::chrono::milliseconds>(interval * 2, std::chrono::seconds(1));
@@ -479,22 +459,22 @@ struct Multipath::Impl {
 
   Awaitable<Result<scsi::ScsiResult>> execute(std::shared_ptr<Multipath> self, CommandRequest req) {
     ++stats.commands;
-    if (closed) co_return fail(errc::session_closed);
+    if (engine.closed()) co_return fail(errc::session_closed);
     WriteGuard guard{this, std::nullopt};
     if (!req.data_out.empty()) guard.number = writes.begin();
     if (is_flush(req)) {
       // Sent only once every write submitted before it completed, on whatever path.
       const std::uint64_t barrier = writes.barrier();
       if (!writes.covered(barrier)) ++stats.flushes_held;
-      while (!writes.covered(barrier) && !closed) co_await writes_progress.wait();
+      while (!writes.covered(barrier) && !engine.closed()) co_await writes_progress.wait();
     }
     unsigned alua_tries = 0;
     std::size_t timeouts = 0;  // command timeouts on paths whose session stayed up
     while (true) {
-      if (closed) co_return fail(errc::session_closed);
-      const auto pick = selector.pick();
+      if (engine.closed()) co_return fail(errc::session_closed);
+      const auto pick = engine.pick();
       if (!pick) {
-        if (gave_up || (opened && options.replacement_timeout.count() == 0)) co_return fail(errc::session_lost);
+        if (engine.fail_without_path()) co_return fail(errc::session_lost);
         co_await paths_changed.wait();
         continue;
       }
@@ -505,7 +485,7 @@ struct Multipath::Impl {
       ++p.commands;
       auto r = co_await session->execute(req);
       if (!r) {
-        if (!is_path_error(r.error()) || closed) co_return r;
+        if (!is_path_error(r.error()) || engine.closed()) co_return r;
         // A command that times out on a live path is tried once per path, not forever.
         if (r.error() == make_error_code(errc::timeout) && session->is_open() && !session->recovering() &&
             ++timeouts >= paths.size())
@@ -516,9 +496,8 @@ struct Multipath::Impl {
         if (gen == p.generation) {
           if (!session->is_open()) {
             path_failed(i, gen, r.error());
-          } else if (session->recovering() && p.state == PathStatus::State::up) {
-            mark_down_counted(i, r.error(), PathStatus::State::recovering);
-            update_path(i);
+          } else if (session->recovering()) {
+            run(engine.connection_lost(i, r.error(), Clock::now()));
           }
         }
         continue;
@@ -534,13 +513,14 @@ struct Multipath::Impl {
       if (++alua_tries > 16) co_return r;
       ++stats.alua_retries;
       if (gen == p.generation && tpgs) {
+        std::optional<scsi::AccessState> state;
         switch (condition) {
-          case scsi::AluaCondition::standby: p.access = scsi::AccessState::standby; break;
-          case scsi::AluaCondition::unavailable: p.access = scsi::AccessState::unavailable; break;
-          case scsi::AluaCondition::transitioning: p.access = scsi::AccessState::transitioning; break;
+          case scsi::AluaCondition::standby: state = scsi::AccessState::standby; break;
+          case scsi::AluaCondition::unavailable: state = scsi::AccessState::unavailable; break;
+          case scsi::AluaCondition::transitioning: state = scsi::AccessState::transitioning; break;
           default: break;
         }
-        update_path(i);
+        run(state ? engine.access_changed(i, *state, Clock::now()) : engine.settle(Clock::now()));
       }
       // Without TPGS there are no states to read (refresh_alua() does nothing): just send it again.
       co_await refresh_alua();
@@ -549,7 +529,7 @@ struct Multipath::Impl {
   }
 
   void close_all() {
-    closed = true;
+    run(engine.close());
     give_up_timer.cancel();
     for (auto& p : paths) {
       p.timer->cancel();
@@ -601,10 +581,12 @@ Awaitable<Result<std::shared_ptr<Multipath>>> open_multipath(asio::any_io_execut
   m.owner = mp;
   std::error_code first_error;
   for (std::size_t i = 0; i < m.paths.size(); ++i) {
+    m.run(m.engine.begin_login(i, Clock::now()));
     auto r = co_await m.connect_path(i);
     if (r) continue;
-    if (m.paths[i].state == PathStatus::State::refused && m.options.open_without_refused_paths) continue;  // logged
-    if (m.paths[i].state == PathStatus::State::refused || r.error() == make_error_code(errc::not_supported)) {
+    const bool refused = m.engine.path_state(i) == PathState::refused;
+    if (refused && m.options.open_without_refused_paths) continue;  // logged
+    if (refused || r.error() == make_error_code(errc::not_supported)) {
       m.close_all();
       co_return fail(r.error());
     }
@@ -617,11 +599,8 @@ Awaitable<Result<std::shared_ptr<Multipath>>> open_multipath(asio::any_io_execut
     co_return fail(first_error ? first_error : make_error_code(errc::connection_closed));
   }
   co_await m.refresh_alua();
-  m.opened = true;
-  for (std::size_t i = 0; i < m.paths.size(); ++i) {
-    if (m.paths[i].state == PathStatus::State::down) asio::co_spawn(ex, m.reinstate_loop(mp, i), asio::detached);
-  }
-  m.check_usable();
+  // Paths that could not log in start reinstating; the device serves or waits for a path.
+  m.run(m.engine.opened(Clock::now()));
   co_return mp;
 }
 
@@ -633,25 +612,26 @@ std::uint32_t Multipath::max_transfer_bytes() const noexcept { return impl_->max
 std::uint32_t Multipath::unstated_max_transfer_bytes() const noexcept { return impl_->unstated_max; }
 asio::any_io_executor Multipath::executor() const { return impl_->ex; }
 const MultipathStats& Multipath::stats() const noexcept { return impl_->stats; }
-bool Multipath::any_path_usable() const noexcept { return impl_->selector.any_usable(); }
-bool Multipath::gave_up() const noexcept { return impl_->gave_up; }
+bool Multipath::any_path_usable() const noexcept { return impl_->engine.any_usable(); }
+bool Multipath::gave_up() const noexcept { return impl_->engine.gave_up(); }
 MultipathPolicy Multipath::policy() const noexcept { return impl_->options.policy; }
 
 std::vector<PathStatus> Multipath::paths() const {
   std::vector<PathStatus> out;
   for (std::size_t i = 0; i < impl_->paths.size(); ++i) {
     const auto& p = impl_->paths[i];
-    out.push_back(PathStatus{.state = p.state,
+    const auto& engine = impl_->engine;
+    out.push_back(PathStatus{.state = engine.public_state(i),
                              .url = format_url(p.url),
                              .peer = p.session ? p.session->peer() : std::string{},
-                             .access_state = p.access,
+                             .access_state = engine.access(i),
                              .target_port_group = p.target_port_group,
                              .commands = p.commands,
                              .failures = p.failures,
                              .downs = p.downs,
                              .reinstatements = p.reinstatements,
-                             .reinstate_attempts = p.reinstate_attempts,
-                             .next_attempt = p.next_attempt,
+                             .reinstate_attempts = engine.reinstate_attempts(i),
+                             .next_attempt = engine.next_attempt(i),
                              .data_in_bytes = p.data_in_bytes,
                              .data_out_bytes = p.data_out_bytes});
   }
@@ -661,7 +641,7 @@ std::vector<PathStatus> Multipath::paths() const {
 Awaitable<void> Multipath::logout() {
   auto self = shared_from_this();
   Impl& m = *impl_;
-  m.closed = true;
+  m.run(m.engine.close());
   m.give_up_timer.cancel();
   for (auto& p : m.paths) p.timer->cancel();
   notify(m.paths_changed);
