@@ -103,6 +103,44 @@ void UringService::queued(UringOp& op, io_uring_sqe* sqe) {
   }
 }
 
+void UringService::queued_now(UringOp& op, io_uring_sqe* sqe) {
+  io_uring_sqe_set_data(sqe, &op);
+  ++in_flight_;
+  if (flush_posted_) {
+    // The pass's backend SQEs are about to be submitted: the send goes with them, in one
+    // io_uring_enter, without waiting for more passes.
+    send_waiting_ = true;
+    return;
+  }
+  submit_now();
+}
+
+bool UringService::cancel(UringOp& op) noexcept {
+  io_uring_sqe* sqe = get_sqe();
+  if (sqe == nullptr) return false;
+  io_uring_prep_cancel(sqe, &op, 0);
+  io_uring_sqe_set_data(sqe, nullptr);  // reap() skips its CQE
+  ++in_flight_;
+  if (!flush_posted_) submit_now();
+  else send_waiting_ = true;
+  return true;
+}
+
+void UringService::submit_now() {
+  const int rc = io_uring_submit(&*ring_);
+  if (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) {
+    // Transient: the SQEs stay queued; a posted flush retries without deferral.
+    send_waiting_ = true;
+    if (!flush_posted_) {
+      flush_posted_ = true;
+      post_flush();
+    }
+  } else if (rc < 0) {
+    log::error("io_uring: submit failed: errno={}", -rc);
+  }
+  if (!armed_ && in_flight_ > 0) arm();
+}
+
 void UringService::post_flush() { post_with_memory(*executor_, flush_memory_, [this] { flush(); }); }
 
 void UringService::flush() {
@@ -112,7 +150,7 @@ void UringService::flush() {
   // queue (each command's coroutine is posted), so while the last pass queued new SQEs, wait one
   // more pass (bounded). One io_uring_enter then carries the burst; on a virtio disk that is also
   // one doorbell (a VM exit) instead of one per command. An idle pass submits at once.
-  if (queued_since_check_ > 0 && deferrals_ < max_flush_deferrals) {
+  if (queued_since_check_ > 0 && deferrals_ < max_flush_deferrals && !send_waiting_) {
     queued_since_check_ = 0;
     ++deferrals_;
     flush_posted_ = true;
@@ -120,6 +158,7 @@ void UringService::flush() {
     return;
   }
   queued_since_check_ = 0;
+  send_waiting_ = false;
   const int rc = io_uring_submit(&*ring_);
   if (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) {
     // Transient (EBUSY: completions are backing up): reap what is there and retry next turn. The

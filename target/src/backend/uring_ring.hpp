@@ -57,6 +57,19 @@ class UringService final : public asio::execution_context::service {
   /// Registers `op` (whose SQE was just prepared) and schedules the batched submit.
   void queued(UringOp& op, io_uring_sqe* sqe);
 
+  /// Registers `op`, a socket send whose SQE was just prepared, for a submission that does not
+  /// wait: when a batched submit is pending it goes with it, on that flush's next run (no further
+  /// deferral), together with the backend SQEs of the pass; else it is submitted at once (one
+  /// io_uring_enter where a sendmsg would have been).
+  void queued_now(UringOp& op, io_uring_sqe* sqe);
+
+  /// Submits an IORING_OP_ASYNC_CANCEL of `op` (in flight) at once; its own CQE is ignored.
+  /// False when no SQE could be had (the ring is full and the kernel accepts nothing).
+  bool cancel(UringOp& op) noexcept;
+
+  /// False once the io_context shut down (no SQE may be prepared any more).
+  [[nodiscard]] bool running() const noexcept { return !shut_down_; }
+
   /// The ring of `executor`'s io_context, created on first use. Errors as for ensure().
   static Result<UringService*> of(const asio::any_io_executor& executor);
 
@@ -64,6 +77,9 @@ class UringService final : public asio::execution_context::service {
 
  private:
   void flush();
+  /// io_uring_submit() now (a transient failure leaves the SQEs for a posted flush), then arms the
+  /// eventfd wait when operations are in flight.
+  void submit_now();
   /// Posts flush() to the loop (flush_posted_ says one is pending; at most one is).
   void post_flush();
   void arm();
@@ -79,6 +95,7 @@ class UringService final : public asio::execution_context::service {
   std::size_t queued_since_check_ = 0;  // SQEs prepared since flush() last looked
   unsigned deferrals_ = 0;              // passes the pending submission has waited so far
   bool flush_posted_ = false;
+  bool send_waiting_ = false;           // queued_now() joined the pending flush: no more deferral
   bool armed_ = false;
   bool shut_down_ = false;
 };
