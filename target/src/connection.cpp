@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <ctime>
 #include <iterator>
 
@@ -38,7 +39,11 @@ void use_ring_sends(datamover::Datamover& datamover, SocketIo mode) {
   // requests); the login phase's few sends stay on sendmsg.
   auto* tcp = dynamic_cast<datamover::TcpDatamover*>(&datamover);
   if (tcp == nullptr || !detail::socket_sends_on_ring(mode, detail::socket_io_features())) return;
-  auto sender = detail::UringSocketSender::create(datamover.executor());
+  // $ISERKIT_URING_SEND_ALWAYS=1: every send on the ring (measurements; see Policy::always).
+  const char* always = std::getenv("ISERKIT_URING_SEND_ALWAYS");
+  auto sender = detail::UringSocketSender::create(datamover.executor(), always != nullptr && *always == '1'
+                                                                            ? detail::UringSocketSender::Policy::always
+                                                                            : detail::UringSocketSender::Policy::join_pending);
   if (!sender) {
     log::warn("connection {}: io_uring sends unavailable ({}): sendmsg", datamover.peer(), sender.error().message());
     return;

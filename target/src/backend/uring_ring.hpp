@@ -67,6 +67,10 @@ class UringService final : public asio::execution_context::service {
   /// False when no SQE could be had (the ring is full and the kernel accepts nothing).
   bool cancel(UringOp& op) noexcept;
 
+  /// True while SQEs wait for a posted batched submit (flush): an SQE queued now shares its
+  /// io_uring_enter.
+  [[nodiscard]] bool submit_pending() const noexcept { return flush_posted_; }
+
   /// False once the io_context shut down (no SQE may be prepared any more).
   [[nodiscard]] bool running() const noexcept { return !shut_down_; }
 

@@ -75,13 +75,15 @@ std::string_view selected_socket_io(SocketIo mode) {
   return socket_sends_on_ring(mode, socket_io_features()) ? "uring" : "epoll";
 }
 
-Result<std::unique_ptr<UringSocketSender>> UringSocketSender::create(const asio::any_io_executor& executor) {
+Result<std::unique_ptr<UringSocketSender>> UringSocketSender::create(const asio::any_io_executor& executor,
+                                                                      Policy policy) {
   auto service = UringService::of(executor);
   if (!service) return fail(service.error());
-  return std::unique_ptr<UringSocketSender>(new UringSocketSender(**service));
+  return std::unique_ptr<UringSocketSender>(new UringSocketSender(**service, policy));
 }
 
-UringSocketSender::UringSocketSender(UringService& service) : service_(&service), op_(new Op) {
+UringSocketSender::UringSocketSender(UringService& service, Policy policy)
+    : service_(&service), policy_(policy), op_(new Op) {
   op_->on_complete = &UringSocketSender::on_complete;
 }
 
@@ -101,6 +103,7 @@ UringSocketSender::~UringSocketSender() {
 
 bool UringSocketSender::start(int fd, const iovec* iov, std::size_t count, Completion& done, int& result) {
   if (op_->in_flight || count == 0 || count > IOV_MAX || !service_->running()) return false;
+  if (policy_ == Policy::join_pending && !service_->submit_pending()) return false;
   io_uring_sqe* sqe = service_->get_sqe();
   if (sqe == nullptr) return false;
   Op& op = *op_;

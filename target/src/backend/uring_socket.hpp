@@ -45,15 +45,26 @@ std::string_view selected_socket_io(SocketIo mode);
 /// MSG_NOSIGNAL) on the ring of the io_context that runs the datamover. One send in flight.
 class UringSocketSender final : public datamover::SocketSender {
  public:
+  /// When a send goes on the ring.
+  enum class Policy {
+    /// Only when backend SQEs already wait for the pass's submit: the send shares that
+    /// io_uring_enter (one system call less); else start() refuses and the datamover sends with
+    /// sendmsg at once. A send on the ring costs its CQE's wake-up (eventfd read, epoll_ctl,
+    /// epoll_wait) where sendmsg returns at once: measured, docs/performance.md issue 23 item 3.
+    join_pending,
+    /// Every send (tests; measurements).
+    always,
+  };
   /// A sender on the ring of `executor`'s io_context (created on first use). Errors: those of
   /// UringService::of (the errno of io_uring_queue_init and friends).
-  static Result<std::unique_ptr<UringSocketSender>> create(const asio::any_io_executor& executor);
+  static Result<std::unique_ptr<UringSocketSender>> create(const asio::any_io_executor& executor,
+                                                           Policy policy = Policy::join_pending);
   ~UringSocketSender() override;
   UringSocketSender(const UringSocketSender&) = delete;
   UringSocketSender& operator=(const UringSocketSender&) = delete;
 
   /// See SocketSender::start. False also when more than IOV_MAX buffers are asked for, the ring
-  /// is shut down or full.
+  /// is shut down or full, or (Policy::join_pending) no submit is pending.
   bool start(int fd, const iovec* iov, std::size_t count, Completion& done, int& result) override;
   void cancel() noexcept override;
 
@@ -69,10 +80,11 @@ class UringSocketSender final : public datamover::SocketSender {
     bool in_flight = false;
     bool orphaned = false;  // the sender is gone: the CQE frees the op
   };
-  explicit UringSocketSender(UringService& service);
+  UringSocketSender(UringService& service, Policy policy);
   static void on_complete(UringOp& base) noexcept;
 
   UringService* service_;
+  Policy policy_;
   Op* op_;  // owned; handed to its CQE when destroyed in flight
   std::uint64_t started_ = 0;
 };

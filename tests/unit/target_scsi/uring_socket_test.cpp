@@ -33,7 +33,7 @@ struct Pair {
     }
     client = std::make_unique<TcpDatamover>(std::move(c));
     server = std::make_unique<TcpDatamover>(std::move(s));
-    auto made = UringSocketSender::create(io.get_executor());
+    auto made = UringSocketSender::create(io.get_executor(), UringSocketSender::Policy::always);
     if (made) {
       sender = made->get();
       client->set_socket_sender(std::move(*made));
@@ -192,6 +192,42 @@ TEST(UringSocketSender, DestroyedWithASendInFlightLeavesNothingBehind) {
   p.client.reset();  // cancels; the orphaned operation is freed by its CQE
   p.io.restart();
   p.io.run_for(std::chrono::milliseconds(50));
+}
+
+TEST(UringSocketSender, JoinPendingSendsOnTheRingOnlyWithBackendSqesWaiting) {
+  if (!ring_sends_possible()) GTEST_SKIP() << "no io_uring sends here";
+  Pair p;
+  auto made = UringSocketSender::create(p.io.get_executor(), UringSocketSender::Policy::join_pending);
+  ASSERT_TRUE(made);
+  UringSocketSender* sender = made->get();
+  p.client->set_socket_sender(std::move(*made));
+  p.run([&]() -> Awaitable<void> {
+    // Nothing waits for a submit (queue depth 1): refused, the datamover's own sendmsg sends it.
+    std::vector<PduOut> alone;
+    alone.push_back(datamover::make_pdu(iscsi::NopOut{.itt = iscsi::Itt{1}}));
+    EXPECT_EQ(p.client->try_send_now(alone), Datamover::SendNow::sent);
+    EXPECT_EQ(sender->started(), 0u);
+    // A backend SQE (a NOP here) waits for the pass's submit: the send joins it.
+    bool nop_done = false;
+    asio::co_spawn(p.io, [&]() -> Awaitable<void> {
+      EXPECT_EQ(co_await uring_run([](io_uring_sqe* sqe) { io_uring_prep_nop(sqe); }), 0);
+      nop_done = true;
+    }, asio::detached);
+    co_await asio::post(p.io, asio::use_awaitable);  // the NOP's coroutine prepares its SQE
+    std::vector<PduOut> joined;
+    joined.push_back(datamover::make_pdu(iscsi::NopOut{.itt = iscsi::Itt{2}}));
+    EXPECT_EQ(p.client->try_send_now(joined), Datamover::SendNow::queued);
+    EXPECT_EQ(sender->started(), 1u);
+    EXPECT_FALSE(co_await p.client->finish_send());
+    for (std::uint32_t want : {1u, 2u}) {
+      auto in = co_await p.server->receive(nullptr);
+      EXPECT_TRUE(in && to_u32(iscsi::itt_of(in->bhs)) == want);
+    }
+    asio::steady_timer settle(p.io);
+    settle.expires_after(std::chrono::milliseconds(10));
+    co_await settle.async_wait(asio::use_awaitable);
+    EXPECT_TRUE(nop_done);
+  });
 }
 
 TEST(SocketIo, TheChoiceFollowsTheModeAndTheProbe) {
