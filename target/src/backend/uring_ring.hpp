@@ -1,6 +1,7 @@
 // UringService: the io_uring ring of one io_context (an Asio execution_context service, so each
 // io_context — hence each I/O thread in the target's model — has its own ring, with no globals).
-// The ring signals an eventfd (io_uring_register_eventfd) that the io_context waits on through
+// The io_context waits on the ring's own descriptor (a dup of it, readable while CQEs are there;
+// $ISERKIT_URING_EVENTFD=1: an eventfd registered with io_uring_register_eventfd, as before) through
 // posix::stream_descriptor::async_wait while operations are in flight; SQEs prepared during one
 // turn of the loop are submitted together by a single posted flush, which waits a few more passes
 // of the ready queue while they keep bringing new SQEs (a pipelined burst); when the SQ is full it is
@@ -41,8 +42,9 @@ class UringService final : public asio::execution_context::service {
   UringService(const UringService&) = delete;
   UringService& operator=(const UringService&) = delete;
 
-  /// Creates the ring and eventfd on first use (bound to `executor`'s io_context).
-  /// Errors: the errno of io_uring_queue_init / eventfd / io_uring_register_eventfd.
+  /// Creates the ring and its wait descriptor on first use (bound to `executor`'s io_context).
+  /// Errors: the errno of io_uring_queue_init / fcntl(F_DUPFD_CLOEXEC) (or eventfd /
+  /// io_uring_register_eventfd).
   Result<void> ensure(const asio::any_io_executor& executor);
 
   /// An SQE to fill; submits the queue first when it is full. nullptr only if the kernel accepts
@@ -90,7 +92,8 @@ class UringService final : public asio::execution_context::service {
   void reap();
 
   std::optional<io_uring> ring_;
-  std::optional<asio::posix::stream_descriptor> eventfd_;
+  std::optional<asio::posix::stream_descriptor> eventfd_;  // the descriptor waited on (ring dup or eventfd)
+  bool use_eventfd_ = false;
   std::optional<asio::any_io_executor> executor_;
   HandlerMemory flush_memory_;    // the one posted flush() (flush_posted_)
   HandlerMemory eventfd_memory_;  // the eventfd wait's operation state (armed_)

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/datamover/tcp_datamover.hpp"
@@ -228,6 +230,29 @@ TEST(UringSocketSender, JoinPendingSendsOnTheRingOnlyWithBackendSqesWaiting) {
     co_await settle.async_wait(asio::use_awaitable);
     EXPECT_TRUE(nop_done);
   });
+}
+
+TEST(UringService, CompletionsWakeTheLoopThroughTheRingDescriptorOrTheEventfd) {
+  if (!socket_io_features().ring) GTEST_SKIP() << "no io_uring here";
+  for (const char* eventfd : {"0", "1"}) {  // the ring's own descriptor, then $ISERKIT_URING_EVENTFD=1
+    ::setenv("ISERKIT_URING_EVENTFD", eventfd, 1);
+    asio::io_context io;
+    int completed = 0;
+    asio::co_spawn(io, [&]() -> Awaitable<void> {
+      // One at a time: each completion has to wake the loop on its own.
+      for (int i = 0; i < 5; ++i) {
+        asio::steady_timer t(io);
+        t.expires_after(std::chrono::milliseconds(1));
+        co_await t.async_wait(asio::use_awaitable);
+        const int res = co_await uring_run([](io_uring_sqe* sqe) { io_uring_prep_nop(sqe); });
+        EXPECT_EQ(res, 0);
+        ++completed;
+      }
+    }, asio::detached);
+    io.run_for(std::chrono::seconds(5));
+    EXPECT_EQ(completed, 5) << "ISERKIT_URING_EVENTFD=" << eventfd;
+  }
+  ::unsetenv("ISERKIT_URING_EVENTFD");
 }
 
 TEST(SocketIo, TheChoiceFollowsTheModeAndTheProbe) {
