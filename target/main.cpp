@@ -81,6 +81,9 @@ int run(int argc, char** argv) {
        cxxopts::value<std::string>())
       ("block-size", "logical block size: 512 or 4096 (4K)", cxxopts::value<std::string>()->default_value("512"))
       ("threads", "I/O threads, each with its own io_context", cxxopts::value<unsigned>()->default_value("1"))
+      ("socket-io", "TCP socket I/O: uring (sends on the I/O thread's io_uring ring, with the backend's I/O), "
+                    "epoll (sendmsg), or auto (the measured default; target/README.md \"Socket I/O\")",
+       cxxopts::value<std::string>())
       ("port-file", "write the first bound port to PATH once listening", cxxopts::value<std::string>())
       ("log-level", "trace, debug, info, warn, error or off (any case)", cxxopts::value<std::string>()->default_value("info"))
       ("max-recv-data-segment-length", "bytes the target accepts per PDU (declared): bytes or 256K, 1M",
@@ -237,6 +240,17 @@ int run(int argc, char** argv) {
   config.rbd_rescan_interval = std::chrono::ceil<std::chrono::seconds>(iserkit::cli::duration_option(
       "rbd-rescan-interval", args["rbd-rescan-interval"].as<std::string>(), std::chrono::milliseconds(0), std::chrono::hours(24)));
   config.threads = std::max(1u, args["threads"].as<unsigned>());
+  // $ISERKIT_SOCKET_IO: the same choice without a flag (benchmark scripts that start the target).
+  const char* socket_io_env = std::getenv("ISERKIT_SOCKET_IO");
+  if (args.count("socket-io") || (socket_io_env != nullptr && *socket_io_env != '\0')) {
+    auto mode = iserkit::target::parse_socket_io(args.count("socket-io") ? args["socket-io"].as<std::string>()
+                                                                          : std::string(socket_io_env));
+    if (!mode) {
+      std::cerr << "iserkit-target: --socket-io (or $ISERKIT_SOCKET_IO) must be auto, uring or epoll\n";
+      return 2;
+    }
+    config.limits.socket_io = *mode;
+  }
   config.max_recv_data_segment_length =
       static_cast<std::uint32_t>(size_option(args, "max-recv-data-segment-length", 16777215));  // RFC 7143 §13.12
   config.first_burst_length = static_cast<std::uint32_t>(size_option(args, "first-burst-length", 16777215));  // §13.14

@@ -26,6 +26,24 @@ std::optional<std::uint64_t> parse_u64(std::string_view s) {
 
 }  // namespace
 
+Result<SocketIo> parse_socket_io(std::string_view text) {
+  std::string lower(text);
+  std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "auto") return SocketIo::automatic;
+  if (lower == "uring" || lower == "io_uring") return SocketIo::uring;
+  if (lower == "epoll") return SocketIo::epoll;
+  return fail(errc::invalid_argument);
+}
+
+std::string_view to_string(SocketIo mode) noexcept {
+  switch (mode) {
+    case SocketIo::uring: return "uring";
+    case SocketIo::epoll: return "epoll";
+    case SocketIo::automatic: break;
+  }
+  return "auto";
+}
+
 Result<ListenAddress> parse_listen_address(std::string_view text) {
   ListenAddress out;
   if (const auto comma = text.find(','); comma != std::string_view::npos) {

@@ -346,7 +346,7 @@ struct Parser {
 
   tl::expected<TargetConfig, ConfigError> parse(const toml::table& root, TargetConfig config) const {
     if (auto e = check_keys(source, root,
-                            {"listen", "block_size", "read_only", "threads", "discovery", "targets", "tenants", "limits", "login_throttle", "alua", "alua_peers", "alua_lock",
+                            {"listen", "block_size", "read_only", "threads", "socket_io", "discovery", "targets", "tenants", "limits", "login_throttle", "alua", "alua_peers", "alua_lock",
                              "ceph_conf", "ceph_id", "export_rbd", "rbd_rescan_interval", "status_socket", "metrics"},
                             "the top level"))
       return *e;
@@ -437,6 +437,12 @@ struct Parser {
     }
     if (const auto* node = root.get("limits")) {
       if (auto e = limits(*node, config.limits)) return *e;
+    }
+    if (const auto* node = root.get("socket_io")) {
+      const auto v = node->value_exact<std::string>();
+      const auto mode = parse_socket_io(v ? std::string_view(*v) : std::string_view());
+      if (!mode) return error_at(source, *node, "socket_io must be \"auto\", \"uring\" or \"epoll\"");
+      config.limits.socket_io = *mode;
     }
     if (const auto* node = root.get("discovery")) {
       const auto* table = node->as_table();

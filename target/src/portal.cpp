@@ -617,6 +617,7 @@ struct TargetServer::Impl {
     for (const auto& t : tenants)
       s.tenants.push_back({.name = t.definition.name, .netns = t.definition.netns, .sessions = t.sessions, .budget = t.budget});
     s.port_groups = port_groups;
+    s.socket_io = config.limits.socket_io;
     if (alua_failover) {
       s.alua_lock = config.alua_lock ? config.alua_lock->string() : std::string();
       s.alua_active = [f = std::weak_ptr<AluaFailover>(alua_failover)] {

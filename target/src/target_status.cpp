@@ -8,6 +8,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
+#include "backend/uring_socket.hpp"
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/metrics/daemon_metrics.hpp"
 
@@ -97,6 +98,19 @@ std::string target_status_json(const StatusSources& sources) {
                  {"lock", sources.alua_lock.empty() ? Json(nullptr) : Json(sources.alua_lock)},
                  {"active", sources.alua_active ? Json(sources.alua_active()) : Json(nullptr)}};
   const auto& s = sources.registry->stats();
+  // --socket-io and the kernel's io_uring socket features (issue 23 item 3).
+  const auto& features = detail::socket_io_features();
+  doc["socket_io"] = {{"requested", std::string(to_string(sources.socket_io))},
+                      {"sends", std::string(detail::selected_socket_io(sources.socket_io))},
+                      {"kernel",
+                       {{"io_uring", features.ring},
+                        {"sendmsg", features.sendmsg},
+                        {"send", features.send},
+                        {"send_zc", features.send_zc},
+                        {"recv_multishot", features.recv_multishot},
+                        {"buf_ring", features.buf_ring},
+                        {"fast_poll", features.fast_poll},
+                        {"error", features.error}}}};
   doc["totals"] = {{"logins", s.logins.load(std::memory_order_relaxed)},
                    {"commands", by_kind(s.commands)},
                    {"bytes", by_kind(s.bytes)},

@@ -40,6 +40,8 @@ struct StatusSources {
   /// without failover.
   std::string alua_lock;
   std::function<bool()> alua_active;
+  /// --socket-io as configured (the status reports it with the kernel probe and what it selects).
+  SocketIo socket_io = SocketIo::automatic;
 };
 
 /// The status as JSON: {"program": "iserkit-target", "since", "portals", "payload_budget":
@@ -48,7 +50,9 @@ struct StatusSources {
 /// "tenant", "since", "connections": [{"cid", "peer", "portal", "transport"}], "commands", "bytes",
 /// "errors" (not GOOD, not UNIT ATTENTION), "unit_attentions", "payload_budget_bytes"}], "logging_in",
 /// "totals": {..., "unit_attentions", ...}, "alua": {"groups": [{"group", "state"}], "lock" (null
-/// without --alua-lock), "active" (null without)}}.
+/// without --alua-lock), "active" (null without)}, "socket_io": {"requested" ("auto", "uring",
+/// "epoll"), "sends" ("uring" or "epoll": what TCP connections use), "kernel": {"io_uring",
+/// "sendmsg", "send", "send_zc", "recv_multishot", "buf_ring", "fast_poll" (booleans), "error"}}}.
 std::string target_status_json(const StatusSources& sources);
 
 /// Most logical units given their own iserkit_target_lun_* series (target and lun labels), in the

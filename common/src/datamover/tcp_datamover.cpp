@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "iserkit/common/netns.hpp"
+#include "iserkit/datamover/socket_sender.hpp"
 #include "iserkit/common/write_remaining.hpp"
 
 #include <algorithm>
@@ -59,13 +60,21 @@ TcpDatamover::~TcpDatamover() {
   close();
 }
 
+void TcpDatamover::set_socket_sender(std::unique_ptr<SocketSender> sender) noexcept {
+  if (!sender_in_flight_) sender_ = std::move(sender);
+}
+
 void TcpDatamover::close() noexcept {
+  // A send on the sender (an io_uring SQE) holds its own reference to the socket: closing our
+  // descriptor would not end it. shutdown() below fails it too; cancel() makes sure.
+  if (sender_in_flight_) sender_->cancel();
   boost::system::error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
 }
 
 void TcpDatamover::abort() noexcept {
+  if (sender_in_flight_) sender_->cancel();  // as in close()
   boost::system::error_code ignored;
   // SO_LINGER on with a zero timeout: close(2) drops the unsent and unacknowledged bytes of the
   // send queue and sends an RST instead of a FIN, so an orphaned socket never retransmits them
@@ -203,6 +212,14 @@ Datamover::SendNow TcpDatamover::try_send_now(std::vector<PduOut>& pdus) {
   write_digests_.clear();
   if (header_digest_ || data_digest_) write_digests_.reserve(2 * pdus.size());  // buffers point into it
   for (auto& pdu : pdus) gather(pdu);
+  if (sender_ && start_on_sender()) {
+    // The sender has it (the io_uring ring: submitted with the pass's other SQEs); finish_send()
+    // waits for its end. The PDUs stay here until then (their bytes are being sent).
+    taken_ = std::move(pdus);
+    pdus.clear();
+    writing_ = true;
+    return SendNow::queued;
+  }
   boost::system::error_code ec;
   const std::span<const asio::const_buffer> all(write_buffers_);
   const std::size_t sent = write_now(socket_, all, ec);
@@ -221,8 +238,32 @@ Datamover::SendNow TcpDatamover::try_send_now(std::vector<PduOut>& pdus) {
   return SendNow::queued;
 }
 
+bool TcpDatamover::start_on_sender() {
+  sender_iov_.clear();
+  for (const auto& b : write_buffers_)
+    sender_iov_.push_back(iovec{.iov_base = const_cast<void*>(b.data()), .iov_len = b.size()});
+  sender_done_.reset();
+  sender_result_ = 0;
+  if (!sender_->start(socket_.native_handle(), sender_iov_.data(), sender_iov_.size(), sender_done_, sender_result_))
+    return false;
+  sender_in_flight_ = true;
+  return true;
+}
+
+Awaitable<boost::system::error_code> TcpDatamover::finish_on_sender() {
+  co_await sender_done_.wait();
+  sender_in_flight_ = false;
+  if (sender_result_ < 0) co_return boost::system::error_code(-sender_result_, boost::system::system_category());
+  // A short send: the rest leaves as after a short non-blocking write (Asio, in order).
+  const std::span<const asio::const_buffer> all(write_buffers_);
+  const auto sent = static_cast<std::size_t>(sender_result_);
+  if (sent >= asio::buffer_size(all)) co_return boost::system::error_code{};
+  rest_of(all, sent, write_rest_);
+  co_return co_await write_rest();
+}
+
 Awaitable<std::error_code> TcpDatamover::finish_send() {
-  const boost::system::error_code ec = co_await write_rest();
+  const boost::system::error_code ec = sender_in_flight_ ? co_await finish_on_sender() : co_await write_rest();
   taken_.clear();
   const std::error_code result = ec ? map_error(ec) : std::error_code{};
   if (result) {

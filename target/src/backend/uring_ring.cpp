@@ -1,14 +1,16 @@
-// UringService: per-io_context io_uring ring driven from the Asio loop through an eventfd
+// UringService: per-io_context io_uring ring driven from the Asio loop through the ring's descriptor
 // (see uring_ring.hpp). Uses liburing 2.3.
 #include "backend/uring_ring.hpp"
 
 #include "iserkit/common/log.hpp"
 #include "iserkit/common/send_pass.hpp"
 
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace iserkit::target::detail {
@@ -50,13 +52,18 @@ Result<void> UringService::ensure(const asio::any_io_executor& executor) {
     init_error_ = std::error_code(-rc, std::generic_category());
     return fail(init_error_);
   }
-  const int efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  // The loop waits for completions on the ring's own descriptor (readable while CQEs are there):
+  // a wake-up then costs no read(2) of an eventfd. $ISERKIT_URING_EVENTFD=1: the eventfd as before
+  // (io_uring_register_eventfd), for comparison (docs/performance.md, issue 23 item 3).
+  const char* eventfd_env = std::getenv("ISERKIT_URING_EVENTFD");
+  use_eventfd_ = eventfd_env != nullptr && *eventfd_env == '1';
+  const int efd = use_eventfd_ ? ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) : ::fcntl(ring.ring_fd, F_DUPFD_CLOEXEC, 0);
   if (efd < 0) {
     init_error_ = std::error_code(errno, std::generic_category());
     io_uring_queue_exit(&ring);
     return fail(init_error_);
   }
-  if (int rc = io_uring_register_eventfd(&ring, efd); rc < 0) {
+  if (int rc = use_eventfd_ ? io_uring_register_eventfd(&ring, efd) : 0; rc < 0) {
     init_error_ = std::error_code(-rc, std::generic_category());
     ::close(efd);
     io_uring_queue_exit(&ring);
@@ -103,6 +110,44 @@ void UringService::queued(UringOp& op, io_uring_sqe* sqe) {
   }
 }
 
+void UringService::queued_now(UringOp& op, io_uring_sqe* sqe) {
+  io_uring_sqe_set_data(sqe, &op);
+  ++in_flight_;
+  if (flush_posted_) {
+    // The pass's backend SQEs are about to be submitted: the send goes with them, in one
+    // io_uring_enter, without waiting for more passes.
+    send_waiting_ = true;
+    return;
+  }
+  submit_now();
+}
+
+bool UringService::cancel(UringOp& op) noexcept {
+  io_uring_sqe* sqe = get_sqe();
+  if (sqe == nullptr) return false;
+  io_uring_prep_cancel(sqe, &op, 0);
+  io_uring_sqe_set_data(sqe, nullptr);  // reap() skips its CQE
+  ++in_flight_;
+  if (!flush_posted_) submit_now();
+  else send_waiting_ = true;
+  return true;
+}
+
+void UringService::submit_now() {
+  const int rc = io_uring_submit(&*ring_);
+  if (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) {
+    // Transient: the SQEs stay queued; a posted flush retries without deferral.
+    send_waiting_ = true;
+    if (!flush_posted_) {
+      flush_posted_ = true;
+      post_flush();
+    }
+  } else if (rc < 0) {
+    log::error("io_uring: submit failed: errno={}", -rc);
+  }
+  if (!armed_ && in_flight_ > 0) arm();
+}
+
 void UringService::post_flush() { post_with_memory(*executor_, flush_memory_, [this] { flush(); }); }
 
 void UringService::flush() {
@@ -112,7 +157,7 @@ void UringService::flush() {
   // queue (each command's coroutine is posted), so while the last pass queued new SQEs, wait one
   // more pass (bounded). One io_uring_enter then carries the burst; on a virtio disk that is also
   // one doorbell (a VM exit) instead of one per command. An idle pass submits at once.
-  if (queued_since_check_ > 0 && deferrals_ < max_flush_deferrals) {
+  if (queued_since_check_ > 0 && deferrals_ < max_flush_deferrals && !send_waiting_) {
     queued_since_check_ = 0;
     ++deferrals_;
     flush_posted_ = true;
@@ -120,6 +165,7 @@ void UringService::flush() {
     return;
   }
   queued_since_check_ = 0;
+  send_waiting_ = false;
   const int rc = io_uring_submit(&*ring_);
   if (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) {
     // Transient (EBUSY: completions are backing up): reap what is there and retry next turn. The
@@ -138,8 +184,10 @@ void UringService::arm() {
   eventfd_->async_wait(asio::posix::stream_descriptor::wait_read, with_memory(eventfd_memory_, [this](const boost::system::error_code& ec) {
     armed_ = false;
     if (ec || shut_down_) return;
-    std::uint64_t count = 0;
-    [[maybe_unused]] auto n = ::read(eventfd_->native_handle(), &count, sizeof count);
+    if (use_eventfd_) {
+      std::uint64_t count = 0;
+      [[maybe_unused]] auto n = ::read(eventfd_->native_handle(), &count, sizeof count);
+    }
     reap();
     if (in_flight_ > 0) arm();
   }));

@@ -1,6 +1,7 @@
 // UringService: the io_uring ring of one io_context (an Asio execution_context service, so each
 // io_context — hence each I/O thread in the target's model — has its own ring, with no globals).
-// The ring signals an eventfd (io_uring_register_eventfd) that the io_context waits on through
+// The io_context waits on the ring's own descriptor (a dup of it, readable while CQEs are there;
+// $ISERKIT_URING_EVENTFD=1: an eventfd registered with io_uring_register_eventfd, as before) through
 // posix::stream_descriptor::async_wait while operations are in flight; SQEs prepared during one
 // turn of the loop are submitted together by a single posted flush, which waits a few more passes
 // of the ready queue while they keep bringing new SQEs (a pipelined burst); when the SQ is full it is
@@ -41,8 +42,9 @@ class UringService final : public asio::execution_context::service {
   UringService(const UringService&) = delete;
   UringService& operator=(const UringService&) = delete;
 
-  /// Creates the ring and eventfd on first use (bound to `executor`'s io_context).
-  /// Errors: the errno of io_uring_queue_init / eventfd / io_uring_register_eventfd.
+  /// Creates the ring and its wait descriptor on first use (bound to `executor`'s io_context).
+  /// Errors: the errno of io_uring_queue_init / fcntl(F_DUPFD_CLOEXEC) (or eventfd /
+  /// io_uring_register_eventfd).
   Result<void> ensure(const asio::any_io_executor& executor);
 
   /// An SQE to fill; submits the queue first when it is full. nullptr only if the kernel accepts
@@ -57,6 +59,23 @@ class UringService final : public asio::execution_context::service {
   /// Registers `op` (whose SQE was just prepared) and schedules the batched submit.
   void queued(UringOp& op, io_uring_sqe* sqe);
 
+  /// Registers `op`, a socket send whose SQE was just prepared, for a submission that does not
+  /// wait: when a batched submit is pending it goes with it, on that flush's next run (no further
+  /// deferral), together with the backend SQEs of the pass; else it is submitted at once (one
+  /// io_uring_enter where a sendmsg would have been).
+  void queued_now(UringOp& op, io_uring_sqe* sqe);
+
+  /// Submits an IORING_OP_ASYNC_CANCEL of `op` (in flight) at once; its own CQE is ignored.
+  /// False when no SQE could be had (the ring is full and the kernel accepts nothing).
+  bool cancel(UringOp& op) noexcept;
+
+  /// True while SQEs wait for a posted batched submit (flush): an SQE queued now shares its
+  /// io_uring_enter.
+  [[nodiscard]] bool submit_pending() const noexcept { return flush_posted_; }
+
+  /// False once the io_context shut down (no SQE may be prepared any more).
+  [[nodiscard]] bool running() const noexcept { return !shut_down_; }
+
   /// The ring of `executor`'s io_context, created on first use. Errors as for ensure().
   static Result<UringService*> of(const asio::any_io_executor& executor);
 
@@ -64,13 +83,17 @@ class UringService final : public asio::execution_context::service {
 
  private:
   void flush();
+  /// io_uring_submit() now (a transient failure leaves the SQEs for a posted flush), then arms the
+  /// eventfd wait when operations are in flight.
+  void submit_now();
   /// Posts flush() to the loop (flush_posted_ says one is pending; at most one is).
   void post_flush();
   void arm();
   void reap();
 
   std::optional<io_uring> ring_;
-  std::optional<asio::posix::stream_descriptor> eventfd_;
+  std::optional<asio::posix::stream_descriptor> eventfd_;  // the descriptor waited on (ring dup or eventfd)
+  bool use_eventfd_ = false;
   std::optional<asio::any_io_executor> executor_;
   HandlerMemory flush_memory_;    // the one posted flush() (flush_posted_)
   HandlerMemory eventfd_memory_;  // the eventfd wait's operation state (armed_)
@@ -79,6 +102,7 @@ class UringService final : public asio::execution_context::service {
   std::size_t queued_since_check_ = 0;  // SQEs prepared since flush() last looked
   unsigned deferrals_ = 0;              // passes the pending submission has waited so far
   bool flush_posted_ = false;
+  bool send_waiting_ = false;           // queued_now() joined the pending flush: no more deferral
   bool armed_ = false;
   bool shut_down_ = false;
 };

@@ -10,6 +10,10 @@
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/crc32c.hpp"
 #include "iserkit/common/errors.hpp"
+#include "iserkit/datamover/socket_sender.hpp"
+
+#include <sys/socket.h>
+#include <cerrno>
 
 namespace iserkit::datamover {
 namespace {
@@ -674,6 +678,168 @@ TEST(TcpDatamover, PdusThatArriveOneAtATimeNeverHoldTheSendPass) {
   });
   EXPECT_EQ(received, 5);
   EXPECT_FALSE(ever_held);
+}
+
+// A SocketSender that sends at most `limit` bytes itself (writev, non-blocking) and completes from
+// a posted handler, as a ring's CQE would: what TcpDatamover must do with whatever comes back.
+struct FakeSender : SocketSender {
+  asio::io_context& io;
+  std::size_t limit = SIZE_MAX;
+  int fail_errno = 0;     // > 0: complete with -fail_errno and send nothing
+  bool refuse = false;    // start() returns false
+  int starts = 0;
+  int cancels = 0;
+  explicit FakeSender(asio::io_context& context) : io(context) {}
+  bool start(int fd, const iovec* iov, std::size_t count, Completion& done, int& result) override {
+    if (refuse) return false;
+    ++starts;
+    std::vector<iovec> cut(iov, iov + count);
+    std::size_t left = limit;
+    std::size_t n = 0;
+    while (n < cut.size() && left > 0) {
+      cut[n].iov_len = std::min(cut[n].iov_len, left);
+      left -= cut[n].iov_len;
+      ++n;
+    }
+    int r = 0;
+    if (fail_errno > 0) {
+      r = -fail_errno;
+    } else {
+      msghdr msg{};
+      msg.msg_iov = cut.data();
+      msg.msg_iovlen = n;
+      const ssize_t sent = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      r = sent < 0 ? -errno : static_cast<int>(sent);
+    }
+    asio::post(io, [&done, &result, r] {
+      result = r;
+      done.complete();
+    });
+    return true;
+  }
+  void cancel() noexcept override { ++cancels; }
+};
+
+TEST(TcpDatamoverSocketSender, CarriesTheWholeBatchInOrderWithoutCopies) {
+  Pair p;
+  auto owned = std::make_unique<FakeSender>(p.io);
+  FakeSender& sender = *owned;
+  p.client->set_socket_sender(std::move(owned));
+  EXPECT_EQ(p.client->socket_sender(), &sender);
+  p.server->set_max_recv_data_segment_length(1 << 20);
+  const auto payload = pattern(8191);  // padding too
+  std::vector<std::byte> landing(payload.size());
+  IntoBuffer placement;
+  placement.target = landing;
+  const std::uint64_t copied_before = copied_payload_bytes();
+  p.run([&]() -> Awaitable<void> {
+    std::vector<PduOut> batch;
+    for (std::uint32_t i = 1; i <= 3; ++i) batch.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{i}}));
+    batch.push_back(make_pdu(iscsi::DataOut{.itt = iscsi::Itt{4}}, payload));
+    EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::queued);
+    EXPECT_TRUE(batch.empty());
+    // Nothing overtakes a send on the sender.
+    std::vector<PduOut> later;
+    later.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{5}}));
+    EXPECT_EQ(p.client->try_send_now(later), Datamover::SendNow::refused);
+    EXPECT_FALSE(co_await p.client->finish_send());
+    EXPECT_FALSE(co_await p.client->send_batch(std::move(later)));
+    for (std::uint32_t want = 1; want <= 5; ++want) {
+      auto in = co_await p.server->receive(want == 4 ? &placement : nullptr);
+      EXPECT_TRUE(in);
+      if (!in) co_return;
+      EXPECT_EQ(to_u32(iscsi::itt_of(in->bhs)), want);
+      if (want == 4) {
+        EXPECT_EQ(in->data.data(), landing.data());
+        EXPECT_TRUE(std::equal(payload.begin(), payload.end(), landing.begin(), landing.end()));
+      }
+    }
+  });
+  EXPECT_EQ(sender.starts, 1);
+  EXPECT_EQ(copied_payload_bytes() - copied_before, 0u);
+}
+
+TEST(TcpDatamoverSocketSender, AShortSendIsCompletedByTheDatamover) {
+  Pair p;
+  auto owned = std::make_unique<FakeSender>(p.io);
+  owned->limit = 100;  // inside the first PDU's payload
+  p.client->set_socket_sender(std::move(owned));
+  p.server->set_max_recv_data_segment_length(1 << 20);
+  const auto payload = pattern(300000);
+  std::vector<std::byte> landing(payload.size());
+  IntoBuffer placement;
+  placement.target = landing;
+  p.run([&]() -> Awaitable<void> {
+    std::vector<PduOut> batch;
+    batch.push_back(make_pdu(iscsi::DataOut{.itt = iscsi::Itt{1}}, payload));
+    batch.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{2}}));
+    EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::queued);
+    std::error_code finish_ec = make_error_code(errc::timeout);
+    bool finished = false;
+    asio::co_spawn(p.io, [&]() -> Awaitable<void> {
+      finish_ec = co_await p.client->finish_send();
+      finished = true;
+    }, asio::detached);
+    auto data = co_await p.server->receive(&placement);
+    EXPECT_TRUE(data && to_u32(iscsi::itt_of(data->bhs)) == 1u);
+    EXPECT_TRUE(std::equal(payload.begin(), payload.end(), landing.begin(), landing.end()));
+    auto nop = co_await p.server->receive(nullptr);
+    EXPECT_TRUE(nop && to_u32(iscsi::itt_of(nop->bhs)) == 2u);
+    asio::steady_timer settle(p.io);
+    settle.expires_after(std::chrono::milliseconds(20));
+    co_await settle.async_wait(asio::use_awaitable);
+    EXPECT_TRUE(finished);
+    EXPECT_FALSE(finish_ec);
+  });
+}
+
+TEST(TcpDatamoverSocketSender, AFailedSendClosesTheWayOutAsSendmsgWould) {
+  Pair p;
+  auto owned = std::make_unique<FakeSender>(p.io);
+  owned->fail_errno = EPIPE;
+  FakeSender& sender = *owned;
+  p.client->set_socket_sender(std::move(owned));
+  p.run([&]() -> Awaitable<void> {
+    std::vector<PduOut> batch;
+    batch.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{1}}));
+    EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::queued);
+    EXPECT_EQ(co_await p.client->finish_send(), make_error_code(errc::connection_closed));
+    // Later sends fail with the same error, without reaching the sender.
+    std::vector<PduOut> again;
+    again.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{2}}));
+    EXPECT_EQ(p.client->try_send_now(again), Datamover::SendNow::refused);
+    EXPECT_EQ(co_await p.client->send_batch(std::move(again)), make_error_code(errc::connection_closed));
+  });
+  EXPECT_EQ(sender.starts, 1);
+}
+
+TEST(TcpDatamoverSocketSender, ARefusingSenderFallsBackToSendmsg) {
+  Pair p;
+  auto owned = std::make_unique<FakeSender>(p.io);
+  owned->refuse = true;
+  p.client->set_socket_sender(std::move(owned));
+  p.run([&]() -> Awaitable<void> {
+    std::vector<PduOut> batch;
+    batch.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{9}}));
+    EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::sent);
+    auto in = co_await p.server->receive(nullptr);
+    EXPECT_TRUE(in && to_u32(iscsi::itt_of(in->bhs)) == 9u);
+  });
+}
+
+TEST(TcpDatamoverSocketSender, CloseWithASendInFlightCancelsIt) {
+  Pair p;
+  auto owned = std::make_unique<FakeSender>(p.io);
+  FakeSender& sender = *owned;
+  p.client->set_socket_sender(std::move(owned));
+  p.run([&]() -> Awaitable<void> {
+    std::vector<PduOut> batch;
+    batch.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{1}}));
+    EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::queued);
+    p.client->close();
+    EXPECT_EQ(sender.cancels, 1);
+    (void)co_await p.client->finish_send();
+  });
 }
 
 }  // namespace

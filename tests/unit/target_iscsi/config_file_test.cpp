@@ -96,6 +96,8 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"listen = [\"127.0.0.1:0\"\n", "bad.toml:"},                                  // syntax
         Bad{"lissen = [\"127.0.0.1:0\"]\n", "unknown key \"lissen\""},
         Bad{"block_size = 1000\n", "block_size must be 512 or 4096"},
+        Bad{"socket_io = \"kqueue\"\n", "socket_io must be \"auto\", \"uring\" or \"epoll\""},
+        Bad{"socket_io = 1\n", "socket_io must be"},
         Bad{"listen = [\"127.0.0.1:99999\"]\n", "listen: bad address"},
         Bad{"[[targets]]\nluns = [\"mem:1M\"]\n", "\"iqn\" is missing"},
         // Names (RFC 7143 §4.2.7, §12.1.3): the shared validator, with what is accepted.
@@ -137,6 +139,21 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"disk.img,uuid=nope\"]\n", ",uuid=UUID ,serial=TEXT ,naa=HEX"},
         Bad{"[[targets]]\niqn = \"iqn.2026-11.a:b\"\nluns = [\"mem:1M\"]\nchap_users = [{user=\"a\", secret_file=\"/nonexistent/s\"}]\n",
             "cannot read it"}));
+
+TEST(ConfigFile, SocketIoKey) {
+  // Absent: the default (auto); present: the file's word, over what the flags said.
+  auto none = parse_config_toml("threads = 1\n", "a.toml");
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_EQ(none->limits.socket_io, SocketIo::automatic);
+  TargetConfig flags;
+  flags.limits.socket_io = SocketIo::epoll;
+  auto uring = parse_config_toml("socket_io = \"uring\"\n", "b.toml", flags);
+  ASSERT_TRUE(uring) << uring.error().message;
+  EXPECT_EQ(uring->limits.socket_io, SocketIo::uring);
+  auto kept = parse_config_toml("threads = 1\n", "c.toml", flags);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->limits.socket_io, SocketIo::epoll);
+}
 
 TEST(ConfigFile, SecretFileAndWarnings) {
   const auto dir = std::filesystem::temp_directory_path() / ("iserkit-config-" + std::to_string(::getpid()));

@@ -3,6 +3,8 @@
 // straight from the caller's span with one gather write: no user-space copy of payload.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <array>
 #include <deque>
 #include <memory>
@@ -13,6 +15,8 @@
 #include "iserkit/datamover/tcp_framer.hpp"
 
 namespace iserkit::datamover {
+
+class SocketSender;  // socket_sender.hpp
 
 /// The TCP datamover for one connected socket (either role).
 class TcpDatamover final : public Datamover {
@@ -32,9 +36,18 @@ class TcpDatamover final : public Datamover {
                                                                   std::chrono::milliseconds timeout,
                                                                   std::string netns = {});
 
+  /// Hands try_send_now()'s gather writes to `sender` (socket_sender.hpp; e.g. the target's
+  /// io_uring ring) instead of a sendmsg of its own; null: sendmsg again. Not while a send is
+  /// under way. The queued path (send(), send_batch() behind a running write) keeps sendmsg.
+  void set_socket_sender(std::unique_ptr<SocketSender> sender) noexcept;
+  /// The installed sender, or null.
+  [[nodiscard]] SocketSender* socket_sender() const noexcept { return sender_.get(); }
+
   Awaitable<std::error_code> send(PduOut pdu) override;
   Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus) override;
-  /// One non-blocking gather write (sendmsg) of every PDU when no send is under way.
+  /// One non-blocking gather write (sendmsg) of every PDU when no send is under way; with a
+  /// socket sender installed the write is started there instead (SendNow::queued: finish_send()
+  /// waits for it and writes what it left).
   SendNow try_send_now(std::vector<PduOut>& pdus) override;
   Awaitable<std::error_code> finish_send() override;
   Awaitable<Result<PduIn>> receive(DataPlacement* placement) override;
@@ -71,6 +84,10 @@ class TcpDatamover final : public Datamover {
   /// have room reserved: the buffers point into it).
   void gather(PduOut& pdu);
   Awaitable<void> write_queued();
+  /// Starts write_buffers_ on the socket sender; false when it refused (nothing started).
+  bool start_on_sender();
+  /// Waits for the sender's send, then writes what a short send left; the socket's error.
+  Awaitable<boost::system::error_code> finish_on_sender();
   /// Writes write_rest_ (what a non-blocking write left) whole, then clears it; the socket's error.
   Awaitable<boost::system::error_code> write_rest();
   /// Runs the framer with non-blocking reads until a PDU is whole (or the stream failed); nullopt
@@ -94,6 +111,12 @@ class TcpDatamover final : public Datamover {
   std::vector<Pending> write_batch_;
   std::vector<asio::const_buffer> write_rest_;  // what the non-blocking first write left (write_now)
   std::vector<PduOut> taken_;                    // try_send_now()'s PDUs until finish_send() wrote them
+  // The socket sender (socket_sender.hpp), its one send in flight and that send's iovecs.
+  std::unique_ptr<SocketSender> sender_;
+  std::vector<iovec> sender_iov_;
+  Completion sender_done_;
+  int sender_result_ = 0;
+  bool sender_in_flight_ = false;
   // Receive framing (tcp_framer.hpp): zero copy, at most one BHS read ahead.
   TcpFramer framer_;
   // The send pass (send_pass.hpp): held while receive() returns PDUs that were already here.

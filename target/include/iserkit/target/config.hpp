@@ -184,6 +184,18 @@ struct TenantDefinition {
 /// What any peer can make the target hold, bounded (target/README.md "Limits"). Flags
 /// `--login-timeout` … and TOML table `[limits]` set them; the defaults keep one connection under a
 /// few hundred MiB and silent connections from locking out a legitimate initiator.
+/// How a connection's socket I/O is driven (--socket-io, config key socket_io; issue 23 item 3).
+enum class SocketIo {
+  automatic,  ///< "auto": what docs/performance.md measured best where the kernel allows it
+  uring,      ///< sends on the I/O thread's io_uring ring (epoll when the kernel probe says no)
+  epoll,      ///< Asio's reactor (epoll) and the datamover's own sendmsg
+};
+
+/// "auto", "uring" or "epoll" (any case) as a SocketIo. Errors: errc::invalid_argument otherwise.
+Result<SocketIo> parse_socket_io(std::string_view text);
+/// The option's spelling ("auto", "uring", "epoll").
+std::string_view to_string(SocketIo mode) noexcept;
+
 struct ConnectionLimits {
   /// A connection that has not completed login within this time is closed (LIO: 15 s).
   std::chrono::milliseconds login_timeout{15000};
@@ -223,6 +235,9 @@ struct ConnectionLimits {
   /// received run and are answered, initiators are asked to log out (RFC 7143 §11.9.1) — before
   /// every connection still open is closed. 0 = close at once.
   std::chrono::milliseconds shutdown_timeout{10000};
+  /// How TCP connections' socket I/O is driven (SocketIo; resolved against the kernel's io_uring
+  /// features per connection, target/src/backend/uring_socket.hpp).
+  SocketIo socket_io = SocketIo::automatic;
 };
 
 /// Everything iserkit-target needs to start.
