@@ -83,6 +83,7 @@ void Connection::hard_close() noexcept {
     retire(queue_.front().accounted_bytes);
     queue_.pop_front();
   }
+  end_writer();
   progress_.complete();
 }
 
@@ -142,6 +143,7 @@ Awaitable<void> Connection::run() {
   // proto.md NBD_CMD_DISC: the server MUST handle all outstanding requests before closing.
   while (in_flight_ > 0 || writing_) co_await wait_progress();
   if (!dead_) stream_.close();
+  end_writer();
   log::debug("nbd: connection closed: requests={} errors={} batches={} max_in_flight={}", stats_.requests,
              stats_.errors, stats_.reply_batches, stats_.max_in_flight);
 }
@@ -531,6 +533,16 @@ void Connection::start_writer() {
   });
 }
 
+void Connection::end_writer() noexcept {
+  writer_done_ = true;
+  // An idle writer needs its reference back to end (wake_writer()); during the connection's
+  // destruction there is none, and the destruction ends the wait itself.
+  auto self = weak_from_this().lock();
+  if (!self) return;
+  if (writer_self_ != nullptr) *writer_self_ = std::move(self);
+  writer_wake_.set();
+}
+
 void Connection::wake_writer() {
   writing_ = true;
   // The reference goes into the waiting writer's frame before its resumption is posted: the frame
@@ -545,7 +557,11 @@ Awaitable<void> Connection::write_loop(std::shared_ptr<Connection> self) {
   // the connection's owners keep it, and its destruction ends the wait (and this frame).
   for (;;) {
     if (!writing_) {
-      if (dead_) co_return;  // a hard-closed connection writes nothing more
+      // It ends with the connection (end_writer(): run() finished, or hard_close()), so that
+      // its co_spawn no longer keeps the loop's io_context busy. One that nobody else holds has
+      // ended too: dropping the last reference here, before the wait, would destroy the
+      // connection under this coroutine.
+      if (writer_done_ || dead_ || !self || self.use_count() == 1) co_return;
       self.reset();
       writer_self_ = &self;
       writer_wake_.reset();

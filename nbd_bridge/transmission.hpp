@@ -136,6 +136,8 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   void start_writer();
   /// Hands queue_ to the writer (writing_) and resumes it.
   void wake_writer();
+  /// Tells the writer to end once it has nothing to write (run()'s end, hard_close()).
+  void end_writer() noexcept;
   Awaitable<void> write_loop(std::shared_ptr<Connection> self);
   Awaitable<std::error_code> discard_payload(std::size_t bytes);
   Awaitable<void> wait_progress();
@@ -168,6 +170,7 @@ class Connection final : public std::enable_shared_from_this<Connection>, privat
   std::vector<asio::const_buffer> writer_buffers_;
   std::vector<asio::const_buffer> writer_rest_;  // swapped with writer_buffers_
   std::shared_ptr<Connection>* writer_self_ = nullptr;  // the idle writer's reference slot (wake_writer())
+  bool writer_done_ = false;     // end_writer() was called
   std::size_t in_flight_ = 0;    // requests read whose reply has not been written (or dropped)
   std::size_t buffered_bytes_ = 0;
   bool writing_ = false;         // the writer has replies to write (queue_ is its)

@@ -167,5 +167,71 @@ TEST(ReplyWrite, ReadReplyLargerThanTheSocketBufferArrivesWholeAfterAPartialFirs
       << "the READ reply's data is not what was written";
 }
 
+// The writer is one coroutine per connection (Connection::write_loop): idle, it holds no reference
+// to its connection, and it ends with it. A connection that only its run() holds (the Server keeps
+// weak references) whose client leaves at once, maybe before the writer first ran, must end, be
+// destroyed, and let io.run() return; ASan checks that nothing touches it afterwards.
+TEST(ReplyWrite, AConnectionNobodyHoldsEndsWithItsWriterAndIsDestroyed) {
+  for (const bool with_read : {false, true}) {
+    asio::io_context io;
+    asio::local::stream_protocol::socket ours(io), theirs(io);
+    asio::local::connect_pair(ours, theirs);
+    Socket server_socket(io);
+    server_socket.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), theirs.release());
+    auto exported = std::make_shared<MemoryExport>(MemoryExportOptions{.size_bytes = 1u << 20, .name = "gone"});
+    std::weak_ptr<Connection> weak;
+    {
+      auto connection = Connection::create(std::move(server_socket), exported, ConnectionOptions{});
+      weak = connection;
+      // As the Server does: the completion handler holds the connection until run() ends.
+      asio::co_spawn(io, connection->run(), [connection](const std::exception_ptr&) {});
+    }
+    std::vector<std::byte> in;
+    put_export_name_handshake(in);
+    if (with_read) put_request(in, 0, 1, 0, 4096);  // a reply for the writer to send
+    put_request(in, 2, 2, 0, 0);                    // NBD_CMD_DISC
+    std::vector<std::byte> received;
+    asio::co_spawn(io, client(ours, std::move(in), received), asio::detached);
+    io.run();  // returns only once no coroutine of the connection is left
+    EXPECT_TRUE(weak.expired()) << "the connection outlived its end (with_read=" << with_read << ")";
+    EXPECT_GE(received.size(), 18 + export_name_reply_size + (with_read ? 16 + 4096 : 0));
+  }
+}
+
+// A client that sends a READ and leaves without reading its reply: the reply does not fit the
+// socket, the writer waits on it, the peer's close fails that write and hard-closes the connection.
+// The writer must end with it (it holds the connection while it writes) and io.run() return.
+TEST(ReplyWrite, AWriterWaitingOnAClientThatLeftEndsWithTheConnection) {
+  asio::io_context io;
+  asio::local::stream_protocol::socket ours(io), theirs(io);
+  asio::local::connect_pair(ours, theirs);
+  theirs.set_option(asio::socket_base::send_buffer_size(8192));
+  Socket server_socket(io);
+  server_socket.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), theirs.release());
+  auto exported = std::make_shared<MemoryExport>(MemoryExportOptions{.size_bytes = 1u << 20, .name = "left"});
+  std::weak_ptr<Connection> weak;
+  {
+    auto connection = Connection::create(std::move(server_socket), exported, ConnectionOptions{});
+    weak = connection;
+    asio::co_spawn(io, connection->run(), [connection](const std::exception_ptr&) {});
+  }
+  std::vector<std::byte> in;
+  put_export_name_handshake(in);
+  put_request(in, 0, 1, 0, 512 * 1024);  // NBD_CMD_READ, far more than the socket buffers hold
+  asio::co_spawn(
+      io,
+      [&]() -> Awaitable<void> {
+        boost::system::error_code ec;
+        co_await asio::async_write(ours, asio::buffer(in), use_awaitable_ec(ec));
+        asio::steady_timer later(io);
+        later.expires_after(std::chrono::milliseconds(50));  // the writer is waiting on the socket by now
+        co_await later.async_wait(use_awaitable_ec(ec));
+        ours.close();
+      },
+      asio::detached);
+  io.run();
+  EXPECT_TRUE(weak.expired()) << "the connection outlived its client";
+}
+
 }  // namespace
 }  // namespace iserkit::nbd
