@@ -22,10 +22,15 @@ ninja_progress() {
   fi
 }
 
+# The options every script configures $ISERKIT_BUILD with: the same as scripts/test.sh's, so that
+# a build one script made is the build the next one uses (-Werror changes every compile command:
+# a build configured without it is rebuilt whole by scripts/test.sh).
+ISERKIT_CMAKE_OPTIONS=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISERKIT_WERROR=ON)
+
 # build_project [extra cmake args...]: configure (once) and build everything into $ISERKIT_BUILD.
 build_project() {
   if [[ ! -f $ISERKIT_BUILD/build.ninja ]]; then
-    cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+    cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" "${ISERKIT_CMAKE_OPTIONS[@]}" "$@" >/dev/null
   fi
   ninja_progress -C "$ISERKIT_BUILD"
 }
@@ -35,7 +40,7 @@ build_project() {
 # The build directory is the same one scripts/test.sh later completes.
 build_programs() {
   if [[ ! -f $ISERKIT_BUILD/build.ninja ]]; then
-    cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" "${ISERKIT_CMAKE_OPTIONS[@]}" >/dev/null
   fi
   local targets=() t
   for t in iserkit-target iserkit iserkit-nbd iserkit-fuse; do

@@ -16,7 +16,7 @@ if [[ ${LAB:-0} == 1 ]]; then sets+=(lab); fi
 
 jobs=$(nproc)
 say "building (warnings are errors)"
-cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISERKIT_WERROR=ON >/dev/null
+cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" "${ISERKIT_CMAKE_OPTIONS[@]}" >/dev/null
 ninja -C "$ISERKIT_BUILD" -j"$jobs"
 
 exclude=lab
