@@ -282,19 +282,8 @@ struct TwoUnits {
     nexus = dispatcher.open_nexus("iqn.test:a,i,0x1", {}, "192.0.2.1");
     for (int i = 0; i < 2; ++i) (void)command(raw({0x00}), {}, i);  // clear POWER ON, RESET
   }
-  static scsi::Cdb raw(std::initializer_list<unsigned> bytes) {
-    scsi::Cdb c;
-    std::size_t i = 0;
-    for (auto b : bytes) c.bytes[i++] = static_cast<std::byte>(b);
-    c.length = static_cast<std::uint8_t>(scsi::cdb_length_for(static_cast<std::uint8_t>(c.bytes[0])));
-    return c;
-  }
-  static scsi::Cdb rw16(unsigned opcode, std::uint64_t lba, std::uint32_t blocks) {
-    scsi::Cdb c = raw({opcode});
-    store_be64(c.bytes.data() + 2, lba);
-    store_be32(c.bytes.data() + 10, blocks);
-    return c;
-  }
+  static scsi::Cdb raw(std::initializer_list<unsigned> bytes) { return test::raw(bytes); }
+  static scsi::Cdb rw16(unsigned opcode, std::uint64_t lba, std::uint32_t blocks) { return test::lba16(opcode, lba, blocks); }
   test::CommandRun command(const scsi::Cdb& cdb, const std::vector<std::byte>& data = {}, int lun = 0) {
     return test::run_command(ctx, dispatcher, nexus, Lun::from_index(static_cast<std::uint16_t>(lun)), cdb, data);
   }
