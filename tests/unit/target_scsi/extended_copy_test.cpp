@@ -468,14 +468,7 @@ TEST_F(ExtendedCopy, ReceiveCopyResultsOperatingParametersAndAdvertising) {
   ASSERT_TRUE(parsed);
   EXPECT_TRUE(parsed->third_party_copy);
   // REPORT SUPPORTED OPERATION CODES lists EXTENDED COPY (LID1) and both RECEIVE COPY RESULTS.
-  for (auto [opcode, sa] : {std::pair{0x83u, 0x00u}, std::pair{0x84u, 0x00u}, std::pair{0x84u, 0x03u}}) {
-    scsi::Cdb c = raw({0xa3, 0x0c, 0x02, opcode});
-    store_be16(c.bytes.data() + 4, static_cast<std::uint16_t>(sa));
-    store_be32(c.bytes.data() + 6, 64);
-    auto r = command(c);
-    ASSERT_EQ(r.outcome.status, Status::good);
-    EXPECT_EQ(load_u8(r.data_in.data() + 1) & 0x07, 0x03) << opcode << "/" << sa;  // SUPPORT 011b
-  }
+  expect_supported_as_standard({{0x83, 0x00}, {0x84, 0x00}, {0x84, 0x03}});
 }
 
 TEST_F(ExtendedCopy, ThirdPartyCopyVpdPage) {

@@ -34,26 +34,11 @@ constexpr std::uint32_t bs = 512;
 constexpr std::uint64_t file_bytes = 16u << 20;
 
 /// A temporary LUN file of `bytes` in `dir` (removed at the end).
-struct TempLun {
-  TempLun(const char* dir, std::uint64_t bytes) {
-    std::string tmpl = std::string(dir) + "/iserkit-kcopy-XXXXXX";
-    const int fd = ::mkstemp(tmpl.data());
-    if (fd < 0) return;
-    if (::ftruncate(fd, static_cast<off_t>(bytes)) == 0) path = tmpl;
-    ::close(fd);
-  }
-  ~TempLun() {
-    if (!path.empty()) ::unlink(path.c_str());
-  }
-  TempLun(const TempLun&) = delete;
-  TempLun& operator=(const TempLun&) = delete;
-  std::string path;
+struct TempLun : test::TempLun {
+  TempLun(const char* dir, std::uint64_t bytes) : test::TempLun(dir, bytes, "kcopy") {}
 };
 
-std::string skip_reason(const char* dir) {
-  if (auto r = probe_io_uring(); !r) return "io_uring unavailable: " + r.error().message();
-  return ::access(dir, W_OK) == 0 ? std::string{} : std::string("no writable ") + dir;
-}
+std::string skip_reason(const char* dir) { return test::uring_file_skip_reason(dir); }
 
 /// `n` bytes whose every 512-byte block differs (seeded).
 std::vector<std::byte> pattern(std::size_t n, unsigned seed) {

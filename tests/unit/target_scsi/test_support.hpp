@@ -4,14 +4,17 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "iserkit/common/asio.hpp"
@@ -35,6 +38,30 @@ T run(asio::io_context& ctx, Awaitable<T> a) {
   ctx.run();
   if (error) std::rethrow_exception(error);
   return std::move(*out);
+}
+
+/// A temporary LUN file of `bytes` in `dir`, named iserkit-`tag`-XXXXXX (removed at the end);
+/// `path` stays empty when it could not be made.
+struct TempLun {
+  TempLun(const char* dir, std::uint64_t bytes, const char* tag) {
+    std::string tmpl = std::string(dir) + "/iserkit-" + tag + "-XXXXXX";
+    const int fd = ::mkstemp(tmpl.data());
+    if (fd < 0) return;
+    if (::ftruncate(fd, static_cast<off_t>(bytes)) == 0) path = tmpl;
+    ::close(fd);
+  }
+  ~TempLun() {
+    if (!path.empty()) ::unlink(path.c_str());
+  }
+  TempLun(const TempLun&) = delete;
+  TempLun& operator=(const TempLun&) = delete;
+  std::string path;
+};
+
+/// Why a test of io_uring file LUNs in `dir` cannot run here; empty when it can.
+inline std::string uring_file_skip_reason(const char* dir) {
+  if (auto r = probe_io_uring(); !r) return "io_uring unavailable: " + r.error().message();
+  return ::access(dir, W_OK) == 0 ? std::string{} : std::string("no writable ") + dir;
 }
 
 /// A CDB from its bytes; the length comes from the opcode's group (zero-filled).
@@ -199,6 +226,19 @@ class TwoUnitCopy : public ::testing::Test {
     auto r = command(lba16(0x88, lba, blocks), {}, {}, lun);
     EXPECT_EQ(r.outcome.status, scsi::Status::good);
     return r.data_in;
+  }
+
+  /// REPORT SUPPORTED OPERATION CODES (reporting options 010b: one command with its service action,
+  /// SPC-5 §6.35) says SUPPORT 011b (supported as the standard says) for each (opcode, service action).
+  void expect_supported_as_standard(std::initializer_list<std::pair<unsigned, unsigned>> commands) {
+    for (auto [opcode, sa] : commands) {
+      scsi::Cdb c = raw({0xa3, 0x0c, 0x02, opcode});
+      store_be16(c.bytes.data() + 4, static_cast<std::uint16_t>(sa));
+      store_be32(c.bytes.data() + 6, 64);
+      auto r = command(c);
+      ASSERT_EQ(r.outcome.status, scsi::Status::good) << opcode << "/" << sa;
+      EXPECT_EQ(load_u8(r.data_in.data() + 1) & 0x07, 0x03) << opcode << "/" << sa;
+    }
   }
 
   /// What an interrupted copy gave: its outcome, and how many writes it made to LUN 1.

@@ -667,14 +667,7 @@ TEST_F(TokenCopy, TenantsAndServers) {
 }
 
 TEST_F(TokenCopy, AdvertisedInSupportedOpcodesAndVpd) {
-  for (auto [opcode, sa] : {std::pair{0x83u, 0x10u}, std::pair{0x83u, 0x11u}, std::pair{0x84u, 0x07u}}) {
-    scsi::Cdb c = raw({0xa3, 0x0c, 0x02, opcode});
-    store_be16(c.bytes.data() + 4, static_cast<std::uint16_t>(sa));
-    store_be32(c.bytes.data() + 6, 64);
-    auto r = command(c);
-    ASSERT_EQ(r.outcome.status, Status::good);
-    EXPECT_EQ(load_u8(r.data_in.data() + 1) & 0x07, 0x03) << opcode << "/" << sa;  // SUPPORT 011b
-  }
+  expect_supported_as_standard({{0x83, 0x10}, {0x83, 0x11}, {0x84, 0x07}});
   auto page = command(raw({0x12, 0x01, 0x8f, 0x04, 0x00}));
   ASSERT_EQ(page.outcome.status, Status::good);
   bool limits = false, features = false, types = false;
