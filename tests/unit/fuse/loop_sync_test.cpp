@@ -138,9 +138,8 @@ TEST(SingleFlight, WaitersResumeWhenTheStepFinishes) {
   asio::io_context io;
   SingleFlight flight;
   int woken = 0;
-  EXPECT_FALSE(flight.running());
-  flight.start();
-  for (int i = 0; i < 3; ++i) {
+  // A waiter that counts itself woken once wait() returns.
+  const auto spawn_waiter = [&] {
     asio::co_spawn(
         io,
         [&]() -> Awaitable<void> {
@@ -148,7 +147,10 @@ TEST(SingleFlight, WaitersResumeWhenTheStepFinishes) {
           ++woken;
         },
         asio::detached);
-  }
+  };
+  EXPECT_FALSE(flight.running());
+  flight.start();
+  for (int i = 0; i < 3; ++i) spawn_waiter();
   drain(io);
   EXPECT_EQ(woken, 0);
   flight.finish();
@@ -156,13 +158,7 @@ TEST(SingleFlight, WaitersResumeWhenTheStepFinishes) {
   EXPECT_EQ(woken, 3);
   EXPECT_FALSE(flight.running());
   // Not running: wait() returns at once.
-  asio::co_spawn(
-      io,
-      [&]() -> Awaitable<void> {
-        co_await flight.wait();
-        ++woken;
-      },
-      asio::detached);
+  spawn_waiter();
   drain(io);
   EXPECT_EQ(woken, 4);
 }
