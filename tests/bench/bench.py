@@ -677,14 +677,8 @@ def report_rbd(bench, t, elapsed, profile_name):
          ""]
     for mode in p["cells"]:
         L += [f"## {mode.capitalize()}", ""]
-        ip = [w for w in wls if w in ISCSI_PERF_WORKLOADS]
-        if ip:
-            L += ["iscsi-perf straight at each target (reads only):", ""]
-            L += compare_table(t, mode, ip, ("iscsi-perf", "iserkit-target"), ("iscsi-perf", "tgtd"),
-                               [("target", "target")], "iserkit-target", "tgtd") + [""]
-        L += ["fio (nbd engine) → iserkit-nbd → target:", ""]
-        L += compare_table(t, mode, wls, ("fio", "iserkit-nbd>iserkit-target"), ("fio", "iserkit-nbd>tgtd"),
-                           [("target", "target")], "iserkit-target", "tgtd") + [""]
+        L += target_tables(t, mode, wls, "iscsi-perf straight at each target (reads only):",
+                           "fio (nbd engine) → iserkit-nbd → target:")
     L += ["## Commands", "", "Exactly what each system ran (`$RUN` is the run's temp dir in /var/tmp; "
           "pinned runs prefix every command but the cluster's with `taskset -c 0`; ports are chosen by the kernel).", ""]
     for k, v in bench.commands.items():
@@ -696,18 +690,26 @@ def report_rbd(bench, t, elapsed, profile_name):
     return "\n".join(L) + "\n"
 
 
+def target_tables(t, mode, wls, perf_caption, fio_caption):
+    """iserkit-target against tgtd in `mode`: iscsi-perf straight at each target (its read workloads
+    among `wls`, if any) and fio through iserkit-nbd, each table under its caption."""
+    L = []
+    ip = [w for w in wls if w in ISCSI_PERF_WORKLOADS]
+    if ip:
+        L += [perf_caption, ""]
+        L += compare_table(t, mode, ip, ("iscsi-perf", "iserkit-target"), ("iscsi-perf", "tgtd"),
+                           [("target", "target")], "iserkit-target", "tgtd") + [""]
+    L += [fio_caption, ""]
+    L += compare_table(t, mode, wls, ("fio", "iserkit-nbd>iserkit-target"), ("fio", "iserkit-nbd>tgtd"),
+                       [("target", "target")], "iserkit-target", "tgtd") + [""]
+    return L
+
+
 def tables(t, mode, wls):
     L = ["### Targets: iserkit-target vs tgtd", "",
          "Same backing file, O_DIRECT on both. Driven by libiscsi's iscsi-perf (reads only) and by fio's nbd "
          "engine through the same bridge, iserkit-nbd, in front of each (Debian's fio has no libiscsi engine).", ""]
-    ip = [w for w in wls if w in ISCSI_PERF_WORKLOADS]
-    if ip:
-        L += ["iscsi-perf:", ""]
-        L += compare_table(t, mode, ip, ("iscsi-perf", "iserkit-target"), ("iscsi-perf", "tgtd"),
-                           [("target", "target")], "iserkit-target", "tgtd") + [""]
-    L += ["fio → iserkit-nbd → target:", ""]
-    L += compare_table(t, mode, wls, ("fio", "iserkit-nbd>iserkit-target"), ("fio", "iserkit-nbd>tgtd"),
-                       [("target", "target")], "iserkit-target", "tgtd") + [""]
+    L += target_tables(t, mode, wls, "iscsi-perf:", "fio → iserkit-nbd → target:")
     L += ["### Bridges: iserkit-nbd vs qemu-nbd", "", "fio's nbd engine → bridge → the same target.", "",
           "In front of tgtd:", ""]
     L += compare_table(t, mode, wls, ("fio", "iserkit-nbd>tgtd"), ("fio", "qemu-nbd>tgtd"),

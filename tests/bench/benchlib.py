@@ -1,11 +1,14 @@
-"""Helpers shared by the benchmark orchestrator (bench.py) and the allocation counter
-(alloc/alloc_count.py): the workloads both run, waiting for a process's readiness, stopping the
-processes a run started, per-process CPU time, and reading fio's JSON report. Python 3 standard
-library only."""
+"""Helpers shared by the benchmark orchestrator (bench.py) and the per-request counters
+(alloc/alloc_count.py, syscalls/syscall_count.py): the workloads they run, waiting for a process's
+readiness, stopping the processes a run started, per-process CPU time, reading fio's JSON report,
+and the counters' common frame (skip with 77, fio's nbd engine, the --workloads list, the end of a
+run). Python 3 standard library only."""
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 
 MIB = 1 << 20
@@ -65,6 +68,47 @@ def stop_processes(procs, grace=10):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+
+
+def skip(reason):
+    """Ends a bench test as skipped (ctest's SKIP_RETURN_CODE 77)."""
+    print(f"SKIP: {reason}", flush=True)
+    sys.exit(77)
+
+
+def fio_with_nbd_engine():
+    """The path of fio; skips the test when fio or its nbd engine is missing."""
+    fio = shutil.which("fio")
+    if fio is None:
+        skip("fio is not installed")
+    if "nbd" not in subprocess.run([fio, "--enghelp"], capture_output=True, text=True).stdout.split():
+        skip("this fio has no nbd engine")
+    return fio
+
+
+def chosen_workloads(ap, text):
+    """The comma-separated --workloads `text` as a list; an unknown name is an argparse error."""
+    workloads = [w for w in text.split(",") if w]
+    for w in workloads:
+        if w not in WORKLOADS:
+            ap.error(f"unknown workload {w}")
+    return workloads
+
+
+def passed(failed):
+    """Prints a FAIL line for each message in `failed`; True when there is none."""
+    for msg in failed:
+        print(f"FAIL: {msg}")
+    return not failed
+
+
+def end_run(procs, run, ok):
+    """Stops the run's processes; removes its folder `run` when it passed, else says where its logs are."""
+    stop_processes(procs)
+    if ok:
+        shutil.rmtree(run, ignore_errors=True)
+    else:
+        print(f"logs kept in {run}")
 
 
 def fio_job(stdout):

@@ -39,6 +39,20 @@ void common_parsers(std::string_view text) {
   if (auto a = parse_chap_algorithm(text)) FUZZ_CHECK(parse_chap_algorithm(chap_algorithm_name(*a)) == a);
 }
 
+// Feeds the remaining records to `chap` (either end) as successive key sets until one does not
+// decode or is refused: every answer is valid text, and `still_holds(chap)` after each.
+template <class Chap, class Check>
+void feed_key_sets(fuzz::Reader& in, Chap& chap, Check still_holds) {
+  while (!in.empty()) {
+    auto keys = decode_text(in.record());
+    if (!keys) return;
+    auto answer = chap.on_keys(*keys);
+    if (!answer) return;
+    FUZZ_CHECK(decode_text(encode_text(*answer)) == *answer);
+    FUZZ_CHECK(still_holds(chap));
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size) {
@@ -54,14 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
       auth.users = {{"alice", "alice-secret-123"}};
       if (mutual) auth.mutual = target::ChapCredential{"target", "target-secret-456"};
       target::ChapAuthenticator chap(auth);
-      while (!in.empty()) {
-        auto keys = decode_text(in.record());
-        if (!keys) return 0;
-        auto answer = chap.on_keys(*keys);
-        if (!answer) return 0;
-        FUZZ_CHECK(decode_text(encode_text(*answer)) == *answer);
-        FUZZ_CHECK(!chap.done());
-      }
+      feed_key_sets(in, chap, [](const target::ChapAuthenticator& c) { return !c.done(); });
       return 0;
     }
     default: {
@@ -71,14 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
       if (mutual) options.target_secret = "target-secret-456";
       initiator::ChapClient chap(options);
       (void)chap.start();
-      while (!in.empty()) {
-        auto keys = decode_text(in.record());
-        if (!keys) return 0;
-        auto answer = chap.on_keys(*keys);
-        if (!answer) return 0;
-        FUZZ_CHECK(decode_text(encode_text(*answer)) == *answer);
-        if (mutual) FUZZ_CHECK(!chap.done());
-      }
+      feed_key_sets(in, chap, [mutual](const initiator::ChapClient& c) { return !mutual || !c.done(); });
       return 0;
     }
   }

@@ -26,6 +26,16 @@ std::span<const std::byte, N> fixed(ConstByteSpan data, std::array<std::byte, N>
   return storage;
 }
 
+// A fixed-size message from the input's start: what decodes encodes back to the same N bytes.
+template <std::size_t N, class Decode, class Encode>
+void check_fixed_round_trip(ConstByteSpan data, Decode decode, Encode encode) {
+  std::array<std::byte, N> in{}, out{};
+  if (auto h = decode(fixed(data, in))) {
+    encode(out, *h);
+    FUZZ_CHECK(out == in);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size) {
@@ -35,16 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
   std::array<std::byte, client_flags_size> flags_in{};
   (void)decode_client_flags(fixed(data, flags_in));
 
-  std::array<std::byte, option_header_size> option_in{}, option_out{};
-  if (auto h = decode_option_header(fixed(data, option_in))) {
-    encode_option_header(option_out, *h);
-    FUZZ_CHECK(option_out == option_in);
-  }
-  std::array<std::byte, option_reply_header_size> reply_in{}, reply_out{};
-  if (auto h = decode_option_reply_header(fixed(data, reply_in))) {
-    encode_option_reply_header(reply_out, *h);
-    FUZZ_CHECK(reply_out == reply_in);
-  }
+  check_fixed_round_trip<option_header_size>(data, decode_option_header, encode_option_header);
+  check_fixed_round_trip<option_reply_header_size>(data, decode_option_reply_header, encode_option_reply_header);
   if (auto info = decode_info_request(data)) {
     FUZZ_CHECK(info->name.size() <= data.size());
     const auto again = encode_info_request(info->name, info->info_requests);
@@ -83,16 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* raw, std::size_t size)
       }
     }
   }
-  std::array<std::byte, simple_reply_size> simple_in{}, simple_out{};
-  if (auto r = decode_simple_reply(fixed(data, simple_in))) {
-    encode_simple_reply(simple_out, *r);
-    FUZZ_CHECK(simple_out == simple_in);
-  }
-  std::array<std::byte, chunk_header_size> chunk_in{}, chunk_out{};
-  if (auto c = decode_chunk_header(fixed(data, chunk_in))) {
-    encode_chunk_header(chunk_out, *c);
-    FUZZ_CHECK(chunk_out == chunk_in);
-  }
+  check_fixed_round_trip<simple_reply_size>(data, decode_simple_reply, encode_simple_reply);
+  check_fixed_round_trip<chunk_header_size>(data, decode_chunk_header, encode_chunk_header);
   for (auto type : {ChunkType::error, ChunkType::error_offset}) {
     if (auto e = decode_error_chunk(type, data)) {
       FUZZ_CHECK(e->error != NbdError::ok);

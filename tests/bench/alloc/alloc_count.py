@@ -15,21 +15,16 @@
 import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import MIB, WORKLOADS, fio_nbd_run, require_within, start_chain, stop_processes  # noqa: E402  (tests/bench)
+from benchlib import (MIB, WORKLOADS, chosen_workloads, end_run, fio_nbd_run, fio_with_nbd_engine,  # noqa: E402  (tests/bench)
+                      passed, require_within, start_chain)
 
 PROCESSES = ("target", "bridge")
-
-
-def skip(reason):
-    print(f"SKIP: {reason}", flush=True)
-    sys.exit(77)
 
 
 class Counter:
@@ -68,11 +63,7 @@ def main():
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
 
-    fio = shutil.which("fio")
-    if fio is None:
-        skip("fio is not installed")
-    if "nbd" not in subprocess.run([fio, "--enghelp"], capture_output=True, text=True).stdout.split():
-        skip("this fio has no nbd engine")
+    fio = fio_with_nbd_engine()
     ceilings = {}
     for c in args.ceiling:
         key, value = c.split("=")
@@ -80,10 +71,7 @@ def main():
         if workload not in WORKLOADS or process not in PROCESSES:
             ap.error(f"bad --ceiling {c}")
         ceilings[(workload, process)] = float(value)
-    workloads = [w for w in args.workloads.split(",") if w]
-    for w in workloads:
-        if w not in WORKLOADS:
-            ap.error(f"unknown workload {w}")
+    workloads = chosen_workloads(ap, args.workloads)
 
     run = tempfile.mkdtemp(prefix="iserkit-alloc.", dir="/var/tmp")
     procs = []
@@ -129,16 +117,10 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=2)
-        for msg in failed:
-            print(f"FAIL: {msg}")
-        ok = not failed
+        ok = passed(failed)
         return 0 if ok else 1
     finally:
-        stop_processes(procs)
-        if ok:
-            shutil.rmtree(run, ignore_errors=True)
-        else:
-            print(f"logs kept in {run}")
+        end_run(procs, run, ok)
 
 
 if __name__ == "__main__":

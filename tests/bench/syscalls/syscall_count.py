@@ -20,14 +20,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import MIB, WORKLOADS, fio_nbd_run, start_chain, stop_processes  # noqa: E402  (tests/bench)
+from benchlib import (MIB, WORKLOADS, chosen_workloads, end_run, fio_nbd_run, fio_with_nbd_engine,  # noqa: E402  (tests/bench)
+                      passed, skip, start_chain)
 
 PROCESSES = ("target", "bridge")
-
-
-def skip(reason):
-    print(f"SKIP: {reason}", flush=True)
-    sys.exit(77)
 
 
 
@@ -74,14 +70,10 @@ def main():
     ap.add_argument("--ceiling", action="append", default=[], help="WORKLOAD:PROCESS:SYSCALL=N, fail above N")
     args = ap.parse_args()
 
-    fio = shutil.which("fio")
+    fio = fio_with_nbd_engine()
     strace = shutil.which("strace")
-    if fio is None:
-        skip("fio is not installed")
     if strace is None:
         skip("strace is not installed")
-    if "nbd" not in subprocess.run([fio, "--enghelp"], capture_output=True, text=True).stdout.split():
-        skip("this fio has no nbd engine")
     ceilings = {}
     for c in args.ceiling:
         key, value = c.split("=")
@@ -89,10 +81,7 @@ def main():
         if workload not in WORKLOADS or process not in PROCESSES:
             ap.error(f"bad --ceiling {c}")
         ceilings[(workload, process, syscall)] = float(value)
-    workloads = [w for w in args.workloads.split(",") if w]
-    for w in workloads:
-        if w not in WORKLOADS:
-            ap.error(f"unknown workload {w}")
+    workloads = chosen_workloads(ap, args.workloads)
 
     base = "/dev/shm" if os.path.isdir("/dev/shm") else "/var/tmp"
     run = tempfile.mkdtemp(prefix="iserkit-syscalls.", dir=base)
@@ -128,16 +117,10 @@ def main():
                     if cw == w and cp == p and per.get(cs, 0.0) > limit:
                         failed.append(f"{label}: the {p} makes {per.get(cs, 0.0):.2f} {cs} calls per request, "
                                       f"ceiling {limit}")
-        for msg in failed:
-            print(f"FAIL: {msg}")
-        ok = not failed
+        ok = passed(failed)
         return 0 if ok else 1
     finally:
-        stop_processes(procs)
-        if ok:
-            shutil.rmtree(run, ignore_errors=True)
-        else:
-            print(f"logs kept in {run}")
+        end_run(procs, run, ok)
 
 
 if __name__ == "__main__":

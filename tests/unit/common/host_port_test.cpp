@@ -1,32 +1,27 @@
 // parse_host_port(): the forms every program takes, and what it refuses.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <optional>
+
 #include "iserkit/common/host_port.hpp"
 
 using iserkit::parse_host_port;
 
 TEST(HostPort, SplitsTheUsualForms) {
-  auto a = parse_host_port("192.0.2.1:3260");
-  ASSERT_TRUE(a);
-  EXPECT_EQ(a->host, "192.0.2.1");
-  EXPECT_EQ(a->port, 3260);
-  auto b = parse_host_port("[2001:db8::1]:10809");
-  ASSERT_TRUE(b);
-  EXPECT_EQ(b->host, "2001:db8::1");
-  EXPECT_EQ(b->port, 10809);
-  auto c = parse_host_port("storage.example");
-  ASSERT_TRUE(c);
-  EXPECT_EQ(c->host, "storage.example");
-  EXPECT_FALSE(c->port);
-  auto d = parse_host_port(":0");
-  ASSERT_TRUE(d);
-  EXPECT_EQ(d->host, "");
-  EXPECT_EQ(d->port, 0);
-  auto e = parse_host_port("[::1]");
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->host, "::1");
-  EXPECT_FALSE(e->port);
-  EXPECT_EQ(parse_host_port("h:65535")->port, 65535);
+  struct Case {
+    const char* text;
+    const char* host;
+    std::optional<std::uint16_t> port;
+  };
+  for (const Case& c : {Case{"192.0.2.1:3260", "192.0.2.1", 3260}, Case{"[2001:db8::1]:10809", "2001:db8::1", 10809},
+                        Case{"storage.example", "storage.example", std::nullopt}, Case{":0", "", 0},
+                        Case{"[::1]", "::1", std::nullopt}, Case{"h:65535", "h", 65535}}) {
+    auto r = parse_host_port(c.text);
+    ASSERT_TRUE(r) << c.text;
+    EXPECT_EQ(r->host, c.host) << c.text;
+    EXPECT_EQ(r->port, c.port) << c.text;
+  }
 }
 
 TEST(HostPort, RefusesWhatIsAmbiguousOrOutOfRange) {

@@ -11,6 +11,7 @@
 #include "iserkit/common/crc32c.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/datamover/socket_sender.hpp"
+#include "datamover_pair.hpp"
 
 #include <sys/socket.h>
 #include <cerrno>
@@ -20,48 +21,11 @@ namespace {
 
 using asio::ip::tcp;
 
-// A connected pair of TcpDatamovers on 127.0.0.1 plus the io_context that drives them.
-struct Pair {
-  asio::io_context io;
-  std::unique_ptr<TcpDatamover> client;
-  std::unique_ptr<TcpDatamover> server;
-  /// `buffer_bytes` > 0: the client's send and the server's receive buffer that small (SO_SNDBUF,
-  /// SO_RCVBUF; the kernel doubles the value), so a large send cannot go out at once.
-  explicit Pair(int buffer_bytes = 0) {
-    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-    tcp::socket c(io);
-    c.connect(acceptor.local_endpoint());
-    tcp::socket s = acceptor.accept();
-    if (buffer_bytes > 0) {
-      c.set_option(asio::socket_base::send_buffer_size(buffer_bytes));
-      s.set_option(asio::socket_base::receive_buffer_size(buffer_bytes));
-    }
-    client = std::make_unique<TcpDatamover>(std::move(c));
-    server = std::make_unique<TcpDatamover>(std::move(s));
-  }
-  template <class F>
-  void run(F f) {
-    bool done = false;
-    asio::co_spawn(io, [&]() -> Awaitable<void> { co_await f(); done = true; }, asio::detached);
-    io.restart();  // an earlier run() that ran out of work left the context stopped
-    io.run_for(std::chrono::seconds(10));
-    ASSERT_TRUE(done) << "coroutine did not finish";
-  }
-};
-
-// Places every data segment at the start of `target`.
-struct IntoBuffer : DataPlacement {
-  std::span<std::byte> target;
-  std::span<std::byte> place(const iscsi::Bhs&, std::uint32_t length) noexcept override {
-    return length <= target.size() ? target.first(length) : std::span<std::byte>{};
-  }
-};
-
-std::vector<std::byte> pattern(std::size_t n) {
-  std::vector<std::byte> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>(i * 31 + 7);
-  return v;
-}
+using test::IntoBuffer;
+using test::nop_batch;
+using test::Pair;
+using test::pattern;
+using test::pause;
 
 TEST(TcpDatamover, DataLandsInPlacedBufferWithDigests) {
   Pair p;
@@ -177,9 +141,7 @@ TEST(TcpDatamover, PduLargerThanTheSocketBufferArrivesWholeAfterAPartialFirstWri
       ec = co_await p.client->send_batch(std::move(batch));
       sent = true;
     }, asio::detached);
-    asio::steady_timer late(p.io);
-    late.expires_after(std::chrono::milliseconds(50));
-    co_await late.async_wait(asio::use_awaitable);
+    co_await pause(p.io, std::chrono::milliseconds(50));
     EXPECT_FALSE(sent) << "1 MiB fit the socket buffers at once: the partial path was not taken";
     auto in = co_await p.server->receive(&placement);
     EXPECT_TRUE(in);
@@ -220,21 +182,11 @@ TEST(TcpDatamover, TrySendNowWritesAtOnceOrHandsTheRestToFinishSend) {
     EXPECT_EQ(p.client->try_send_now(two), Datamover::SendNow::queued);
     EXPECT_TRUE(two.empty());
     // Meanwhile nothing may overtake the rest: try_send_now refuses, send() queues behind it.
-    std::vector<PduOut> three;
-    three.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{4}}));
+    auto three = nop_batch(4);
     EXPECT_EQ(p.client->try_send_now(three), Datamover::SendNow::refused);
-    std::error_code queued_ec = make_error_code(errc::timeout);
-    bool queued_done = false;
-    asio::co_spawn(p.io, [&]() -> Awaitable<void> {
-      queued_ec = co_await p.client->send(std::move(three.front()));
-      queued_done = true;
-    }, asio::detached);
-    std::error_code finish_ec = make_error_code(errc::timeout);
-    bool finished = false;
-    asio::co_spawn(p.io, [&]() -> Awaitable<void> {
-      finish_ec = co_await p.client->finish_send();
-      finished = true;
-    }, asio::detached);
+    test::Spawned queued, finish;
+    test::spawn_send(p.io, queued, [&] { return p.client->send(std::move(three.front())); });
+    test::spawn_send(p.io, finish, [&] { return p.client->finish_send(); });
     auto data = co_await p.server->receive(&placement);
     EXPECT_TRUE(data && to_u32(iscsi::itt_of(data->bhs)) == 2u);
     EXPECT_TRUE(std::equal(big.begin(), big.end(), landing.begin(), landing.end()));
@@ -245,16 +197,13 @@ TEST(TcpDatamover, TrySendNowWritesAtOnceOrHandsTheRestToFinishSend) {
         EXPECT_EQ(to_u32(iscsi::itt_of(nop->bhs)), want);
       }
     }
-    asio::steady_timer settle(p.io);
-    settle.expires_after(std::chrono::milliseconds(20));
-    co_await settle.async_wait(asio::use_awaitable);
-    EXPECT_TRUE(finished);
-    EXPECT_FALSE(finish_ec);
-    EXPECT_TRUE(queued_done);
-    EXPECT_FALSE(queued_ec);
+    co_await pause(p.io, std::chrono::milliseconds(20));
+    EXPECT_TRUE(finish.done);
+    EXPECT_FALSE(finish.ec);
+    EXPECT_TRUE(queued.done);
+    EXPECT_FALSE(queued.ec);
     // Idle again: the next small batch goes out at once.
-    std::vector<PduOut> four;
-    four.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{5}}));
+    auto four = nop_batch(5);
     EXPECT_EQ(p.client->try_send_now(four), Datamover::SendNow::sent);
     auto last = co_await p.server->receive(nullptr);
     EXPECT_TRUE(last && to_u32(iscsi::itt_of(last->bhs)) == 5u);
@@ -268,17 +217,13 @@ TEST(TcpDatamover, TrySendNowToAGonePeerIsRefusedAndSendBatchSaysWhy) {
     // The first writes may still be accepted by the kernel; the error shows within a few.
     Datamover::SendNow r = Datamover::SendNow::sent;
     for (int i = 0; i < 100 && r != Datamover::SendNow::refused; ++i) {
-      std::vector<PduOut> one;
-      one.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{static_cast<std::uint32_t>(i)}}));
+      auto one = nop_batch(static_cast<std::uint32_t>(i));
       r = p.client->try_send_now(one);
       if (r == Datamover::SendNow::queued) (void)co_await p.client->finish_send();
-      asio::steady_timer t(p.io);
-      t.expires_after(std::chrono::milliseconds(2));
-      co_await t.async_wait(asio::use_awaitable);
+      co_await pause(p.io, std::chrono::milliseconds(2));
     }
     EXPECT_EQ(r, Datamover::SendNow::refused);
-    std::vector<PduOut> again;
-    again.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{1000}}));
+    auto again = nop_batch(1000);
     EXPECT_TRUE(co_await p.client->send_batch(std::move(again)));
   });
 }
@@ -739,8 +684,7 @@ TEST(TcpDatamoverSocketSender, CarriesTheWholeBatchInOrderWithoutCopies) {
     EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::queued);
     EXPECT_TRUE(batch.empty());
     // Nothing overtakes a send on the sender.
-    std::vector<PduOut> later;
-    later.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{5}}));
+    auto later = nop_batch(5);
     EXPECT_EQ(p.client->try_send_now(later), Datamover::SendNow::refused);
     EXPECT_FALSE(co_await p.client->finish_send());
     EXPECT_FALSE(co_await p.client->send_batch(std::move(later)));
@@ -766,31 +710,7 @@ TEST(TcpDatamoverSocketSender, AShortSendIsCompletedByTheDatamover) {
   p.client->set_socket_sender(std::move(owned));
   p.server->set_max_recv_data_segment_length(1 << 20);
   const auto payload = pattern(300000);
-  std::vector<std::byte> landing(payload.size());
-  IntoBuffer placement;
-  placement.target = landing;
-  p.run([&]() -> Awaitable<void> {
-    std::vector<PduOut> batch;
-    batch.push_back(make_pdu(iscsi::DataOut{.itt = iscsi::Itt{1}}, payload));
-    batch.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{2}}));
-    EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::queued);
-    std::error_code finish_ec = make_error_code(errc::timeout);
-    bool finished = false;
-    asio::co_spawn(p.io, [&]() -> Awaitable<void> {
-      finish_ec = co_await p.client->finish_send();
-      finished = true;
-    }, asio::detached);
-    auto data = co_await p.server->receive(&placement);
-    EXPECT_TRUE(data && to_u32(iscsi::itt_of(data->bhs)) == 1u);
-    EXPECT_TRUE(std::equal(payload.begin(), payload.end(), landing.begin(), landing.end()));
-    auto nop = co_await p.server->receive(nullptr);
-    EXPECT_TRUE(nop && to_u32(iscsi::itt_of(nop->bhs)) == 2u);
-    asio::steady_timer settle(p.io);
-    settle.expires_after(std::chrono::milliseconds(20));
-    co_await settle.async_wait(asio::use_awaitable);
-    EXPECT_TRUE(finished);
-    EXPECT_FALSE(finish_ec);
-  });
+  p.run([&]() -> Awaitable<void> { co_await test::expect_queued_data_then_nop(p, payload); });
 }
 
 TEST(TcpDatamoverSocketSender, AFailedSendClosesTheWayOutAsSendmsgWould) {
@@ -800,13 +720,11 @@ TEST(TcpDatamoverSocketSender, AFailedSendClosesTheWayOutAsSendmsgWould) {
   FakeSender& sender = *owned;
   p.client->set_socket_sender(std::move(owned));
   p.run([&]() -> Awaitable<void> {
-    std::vector<PduOut> batch;
-    batch.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{1}}));
+    auto batch = nop_batch(1);
     EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::queued);
     EXPECT_EQ(co_await p.client->finish_send(), make_error_code(errc::connection_closed));
     // Later sends fail with the same error, without reaching the sender.
-    std::vector<PduOut> again;
-    again.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{2}}));
+    auto again = nop_batch(2);
     EXPECT_EQ(p.client->try_send_now(again), Datamover::SendNow::refused);
     EXPECT_EQ(co_await p.client->send_batch(std::move(again)), make_error_code(errc::connection_closed));
   });
@@ -819,8 +737,7 @@ TEST(TcpDatamoverSocketSender, ARefusingSenderFallsBackToSendmsg) {
   owned->refuse = true;
   p.client->set_socket_sender(std::move(owned));
   p.run([&]() -> Awaitable<void> {
-    std::vector<PduOut> batch;
-    batch.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{9}}));
+    auto batch = nop_batch(9);
     EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::sent);
     auto in = co_await p.server->receive(nullptr);
     EXPECT_TRUE(in && to_u32(iscsi::itt_of(in->bhs)) == 9u);
@@ -833,8 +750,7 @@ TEST(TcpDatamoverSocketSender, CloseWithASendInFlightCancelsIt) {
   FakeSender& sender = *owned;
   p.client->set_socket_sender(std::move(owned));
   p.run([&]() -> Awaitable<void> {
-    std::vector<PduOut> batch;
-    batch.push_back(make_pdu(iscsi::NopOut{.itt = iscsi::Itt{1}}));
+    auto batch = nop_batch(1);
     EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::queued);
     p.client->close();
     EXPECT_EQ(sender.cancels, 1);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -34,52 +35,50 @@ void hold(asio::io_context& io, BlockRangeLock& lock, Holder& h) {
       asio::detached);
 }
 
+// Asks for each holder's range in turn, then runs what is ready.
+void hold_all(asio::io_context& io, BlockRangeLock& lock, std::initializer_list<Holder*> holders) {
+  for (Holder* h : holders) hold(io, lock, *h);
+  drain(io);
+}
+
+// Releases the holders' ranges, runs what that wakes and checks that the lock is left empty.
+void release_all(asio::io_context& io, BlockRangeLock& lock, std::initializer_list<Holder*> holders) {
+  for (Holder* h : holders) h->release.complete();
+  drain(io);
+  EXPECT_EQ(lock.size(), 0u);
+}
+
 TEST(BlockRangeLock, DisjointRangesAreHeldTogether) {
   asio::io_context io;
   BlockRangeLock lock;
   Holder a{0, 3}, b{4, 7}, c{100, 100};
-  hold(io, lock, a);
-  hold(io, lock, b);
-  hold(io, lock, c);
-  drain(io);
+  hold_all(io, lock, {&a, &b, &c});
   EXPECT_TRUE(a.got && b.got && c.got);
   EXPECT_EQ(lock.held(), 3u);
-  a.release.complete();
-  b.release.complete();
-  c.release.complete();
-  drain(io);
-  EXPECT_EQ(lock.size(), 0u);
+  release_all(io, lock, {&a, &b, &c});
 }
 
 TEST(BlockRangeLock, OverlappingRangeWaitsForRelease) {
   asio::io_context io;
   BlockRangeLock lock;
   Holder a{0, 3}, b{3, 5};
-  hold(io, lock, a);
-  hold(io, lock, b);
-  drain(io);
+  hold_all(io, lock, {&a, &b});
   EXPECT_TRUE(a.got);
   EXPECT_FALSE(b.got);  // block 3 is shared
   EXPECT_EQ(lock.held(), 1u);
   a.release.complete();
   drain(io);
   EXPECT_TRUE(b.got);
-  b.release.complete();
-  drain(io);
-  EXPECT_EQ(lock.size(), 0u);
+  release_all(io, lock, {&b});
 }
 
 TEST(BlockRangeLock, WaitersAreServedInArrivalOrder) {
   asio::io_context io;
   BlockRangeLock lock;
   Holder a{0, 3}, b{3, 4}, c{4, 6}, d{10, 11};
-  hold(io, lock, a);
-  drain(io);
-  hold(io, lock, b);
-  drain(io);
-  hold(io, lock, c);  // does not overlap a, but overlaps b which asked first
-  hold(io, lock, d);  // overlaps nobody
-  drain(io);
+  hold_all(io, lock, {&a});
+  hold_all(io, lock, {&b});
+  hold_all(io, lock, {&c, &d});  // c does not overlap a, but overlaps b which asked first; d overlaps nobody
   EXPECT_TRUE(a.got);
   EXPECT_FALSE(b.got);
   EXPECT_FALSE(c.got);
@@ -91,10 +90,7 @@ TEST(BlockRangeLock, WaitersAreServedInArrivalOrder) {
   b.release.complete();
   drain(io);
   EXPECT_TRUE(c.got);
-  c.release.complete();
-  d.release.complete();
-  drain(io);
-  EXPECT_EQ(lock.size(), 0u);
+  release_all(io, lock, {&c, &d});
 }
 
 TEST(BlockRangeLock, GuardMoveKeepsOneRelease) {
@@ -142,9 +138,8 @@ TEST(SingleFlight, WaitersResumeWhenTheStepFinishes) {
   asio::io_context io;
   SingleFlight flight;
   int woken = 0;
-  EXPECT_FALSE(flight.running());
-  flight.start();
-  for (int i = 0; i < 3; ++i) {
+  // A waiter that counts itself woken once wait() returns.
+  const auto spawn_waiter = [&] {
     asio::co_spawn(
         io,
         [&]() -> Awaitable<void> {
@@ -152,7 +147,10 @@ TEST(SingleFlight, WaitersResumeWhenTheStepFinishes) {
           ++woken;
         },
         asio::detached);
-  }
+  };
+  EXPECT_FALSE(flight.running());
+  flight.start();
+  for (int i = 0; i < 3; ++i) spawn_waiter();
   drain(io);
   EXPECT_EQ(woken, 0);
   flight.finish();
@@ -160,13 +158,7 @@ TEST(SingleFlight, WaitersResumeWhenTheStepFinishes) {
   EXPECT_EQ(woken, 3);
   EXPECT_FALSE(flight.running());
   // Not running: wait() returns at once.
-  asio::co_spawn(
-      io,
-      [&]() -> Awaitable<void> {
-        co_await flight.wait();
-        ++woken;
-      },
-      asio::detached);
+  spawn_waiter();
   drain(io);
   EXPECT_EQ(woken, 4);
 }

@@ -7,6 +7,8 @@
 #include "iserkit/common/errors.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "login.hpp"
+#include "initiator_rig.hpp"
+#include "login_helpers.hpp"
 
 using namespace iserkit;
 using namespace iserkit::initiator;
@@ -15,37 +17,19 @@ using iscsi::LoginStage;
 
 namespace {
 
-const std::array<std::byte, 6> isid{std::byte{0x80}, std::byte{1}, std::byte{2}, std::byte{3}, std::byte{0}, std::byte{1}};
+using test::isid;
+using test::login_response;
 const std::vector<std::byte> target_challenge(32, std::byte{0x42});
 
 LoginConfig config(ChapOptions chap) {
-  LoginConfig c;
-  c.initiator_name = "iqn.2026-11.org.iserkit:test";
-  c.target_name = "iqn.2026-11.org.example:vol1";
-  c.isid = isid;
-  c.itt = iscsi::Itt{7};
+  LoginConfig c = test::harness::default_login_config();
+  c.options.security_stage = true;  // CHAP is the security stage's
   c.options.chap = std::move(chap);
   return c;
 }
 
-iscsi::LoginResponse response(LoginStage csg, LoginStage nsg, bool transit, std::uint8_t status_class = 0,
-                              std::uint8_t detail = 0) {
-  iscsi::LoginResponse r;
-  r.transit = transit;
-  r.csg = csg;
-  r.nsg = nsg;
-  r.isid = isid;
-  r.itt = iscsi::Itt{7};
-  r.tsih = 0x1234;
-  r.stat_sn = SerialNumber(40);
-  r.exp_cmd_sn = SerialNumber(1);
-  r.max_cmd_sn = SerialNumber(32);
-  r.status_class = status_class;
-  r.status_detail = detail;
-  return r;
-}
 iscsi::LoginResponse security(bool transit) {
-  return response(LoginStage::security_negotiation, LoginStage::operational_negotiation, transit);
+  return login_response(LoginStage::security_negotiation, LoginStage::operational_negotiation, transit);
 }
 
 std::string value(const iscsi::TextPairs& p, std::string_view k) {
@@ -228,7 +212,7 @@ TEST(ChapClient, OurChallengeNeverReflectsTheTargets) {
 TEST(LoginRedirect, TemporaryRedirectWithTargetAddress) {
   LoginMachine m(config({}));
   m.start();
-  auto r = m.on_response(response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, 1),
+  auto r = m.on_response(login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, 1),
                          {{"TargetAddress", "10.0.0.7:3261,1"}});
   ASSERT_TRUE(r);
   const auto& redirect = std::get<LoginRedirect>(*r);
@@ -240,7 +224,7 @@ TEST(LoginRedirect, TemporaryRedirectWithTargetAddress) {
 TEST(LoginRedirect, PermanentRedirectToIpv6) {
   LoginMachine m(config({}));
   m.start();
-  auto r = m.on_response(response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, 2),
+  auto r = m.on_response(login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, 2),
                          {{"TargetAddress", "[fd00::5]"}});
   ASSERT_TRUE(r);
   const auto& redirect = std::get<LoginRedirect>(*r);
@@ -252,11 +236,11 @@ TEST(LoginRedirect, PermanentRedirectToIpv6) {
 TEST(LoginRedirect, RedirectWithoutAddressIsALoginError) {
   LoginMachine m(config({}));
   m.start();
-  auto r = m.on_response(response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, 1), {});
+  auto r = m.on_response(login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, 1), {});
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), make_login_error(1, 1));
   LoginMachine n(config({}));
   n.start();
-  EXPECT_FALSE(n.on_response(response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, 1),
+  EXPECT_FALSE(n.on_response(login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, 1),
                              {{"TargetAddress", "[bad"}}));
 }

@@ -5,6 +5,8 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/initiator/errors.hpp"
+#include "initiator_rig.hpp"
+#include "login_helpers.hpp"
 
 using namespace iserkit;
 using namespace iserkit::initiator;
@@ -12,31 +14,13 @@ using iscsi::LoginStage;
 
 namespace {
 
-const std::array<std::byte, 6> isid{std::byte{0x80}, std::byte{1}, std::byte{2}, std::byte{3}, std::byte{0}, std::byte{1}};
+using test::isid;
+using test::login_response;
 
 LoginConfig config(bool security) {
-  LoginConfig c;
-  c.initiator_name = "iqn.2026-11.org.iserkit:test";
-  c.target_name = "iqn.2026-11.org.example:vol1";
-  c.isid = isid;
-  c.itt = iscsi::Itt{7};
-  c.cmd_sn = SerialNumber(1);
+  LoginConfig c = test::harness::default_login_config();
   c.options.security_stage = security;
   return c;
-}
-
-iscsi::LoginResponse response(LoginStage csg, LoginStage nsg, bool transit) {
-  iscsi::LoginResponse r;
-  r.transit = transit;
-  r.csg = csg;
-  r.nsg = nsg;
-  r.isid = isid;
-  r.itt = iscsi::Itt{7};
-  r.tsih = 0x1234;
-  r.stat_sn = SerialNumber(40);
-  r.exp_cmd_sn = SerialNumber(1);
-  r.max_cmd_sn = SerialNumber(32);
-  return r;
 }
 
 const std::string* value(const iscsi::TextPairs& p, std::string_view k) { return iscsi::find_value(p, k); }
@@ -58,7 +42,7 @@ TEST(Login, SecurityThenOperationalThenFullFeature) {
   EXPECT_EQ(*value(first.text, "InitiatorName"), "iqn.2026-11.org.iserkit:test");
   EXPECT_EQ(value(first.text, "MaxBurstLength"), nullptr);  // operational keys wait for their stage
 
-  auto step = m.on_response(response(LoginStage::security_negotiation, LoginStage::operational_negotiation, true),
+  auto step = m.on_response(login_response(LoginStage::security_negotiation, LoginStage::operational_negotiation, true),
                             {{"AuthMethod", "None"}, {"TargetPortalGroupTag", "1"}});
   ASSERT_TRUE(step);
   auto& op = std::get<LoginSend>(*step);
@@ -74,7 +58,7 @@ TEST(Login, SecurityThenOperationalThenFullFeature) {
   EXPECT_EQ(*value(op.text, "MaxConnections"), "1");
   EXPECT_EQ(*value(op.text, "HeaderDigest"), "None");
 
-  auto fin = response(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true);
+  auto fin = login_response(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true);
   fin.stat_sn = SerialNumber(41);
   step = m.on_response(fin, {{"HeaderDigest", "None"},
                              {"DataDigest", "None"},
@@ -113,7 +97,7 @@ TEST(Login, StraightToOperationalWithCrc32cDigests) {
   EXPECT_EQ(first.request.nsg, LoginStage::full_feature_phase);
   EXPECT_EQ(value(first.text, "AuthMethod"), nullptr);
   EXPECT_EQ(*value(first.text, "HeaderDigest"), "CRC32C,None");
-  auto step = m.on_response(response(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true),
+  auto step = m.on_response(login_response(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true),
                             {{"HeaderDigest", "CRC32C"}, {"DataDigest", "None"}});
   ASSERT_TRUE(step);
   auto& done = std::get<LoginDone>(*step);
@@ -125,7 +109,7 @@ TEST(Login, TargetThatDoesNotTransitGetsAnotherRound) {
   LoginMachine m(config(false));
   (void)m.start();
   // The target answers but stays in the stage and offers a key of its own.
-  auto step = m.on_response(response(LoginStage::operational_negotiation, LoginStage::operational_negotiation, false),
+  auto step = m.on_response(login_response(LoginStage::operational_negotiation, LoginStage::operational_negotiation, false),
                             {{"ImmediateData", "Yes"}, {"DefaultTime2Wait", "5"}});
   ASSERT_TRUE(step);
   auto& again = std::get<LoginSend>(*step);
@@ -136,7 +120,7 @@ TEST(Login, TargetThatDoesNotTransitGetsAnotherRound) {
 TEST(Login, BadLoginStatusIsTypedErrorWithClassAndDetail) {
   LoginMachine m(config(true));
   (void)m.start();
-  auto r = response(LoginStage::security_negotiation, LoginStage::security_negotiation, false);
+  auto r = login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false);
   r.status_class = 2;
   r.status_detail = 3;  // target not found
   auto step = m.on_response(r, {});
@@ -152,7 +136,7 @@ TEST(Login, BadLoginStatusIsTypedErrorWithClassAndDetail) {
 TEST(Login, ChapDemandedIsNegotiationFailure) {
   LoginMachine m(config(true));
   (void)m.start();
-  auto step = m.on_response(response(LoginStage::security_negotiation, LoginStage::security_negotiation, false),
+  auto step = m.on_response(login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false),
                             {{"AuthMethod", "CHAP"}});
   ASSERT_FALSE(step);
   EXPECT_EQ(step.error(), make_error_code(errc::negotiation_failed));
@@ -161,7 +145,7 @@ TEST(Login, ChapDemandedIsNegotiationFailure) {
 TEST(Login, MismatchedIttIsProtocolError) {
   LoginMachine m(config(true));
   (void)m.start();
-  auto r = response(LoginStage::security_negotiation, LoginStage::operational_negotiation, true);
+  auto r = login_response(LoginStage::security_negotiation, LoginStage::operational_negotiation, true);
   r.itt = iscsi::Itt{8};
   EXPECT_EQ(m.on_response(r, {}).error(), make_error_code(errc::protocol_error));
 }
@@ -169,7 +153,7 @@ TEST(Login, MismatchedIttIsProtocolError) {
 TEST(Login, AnswerAboveOurMinOfferIsNegotiationFailure) {
   LoginMachine m(config(false));
   (void)m.start();
-  auto step = m.on_response(response(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true),
+  auto step = m.on_response(login_response(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true),
                             {{"MaxBurstLength", "99999999"}});
   ASSERT_FALSE(step);
   EXPECT_EQ(step.error(), make_error_code(errc::negotiation_failed));

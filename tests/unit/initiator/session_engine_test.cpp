@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "iserkit/common/errors.hpp"
+#include "engine_helpers.hpp"
 #include "session_engine.hpp"
 
 using namespace iserkit;
@@ -88,46 +89,20 @@ class Harness {
   /// Delivers a target PDU; `data` goes through place() as the datamover would.
   void deliver(const iscsi::PduHeader& h, std::span<const std::byte> data = {}, std::error_code pdu_error = {},
                SessionEngine::TimePoint now = t0) {
-    datamover::PduIn in;
-    in.bhs = iscsi::encode_bhs(h);
-    iscsi::set_lengths(in.bhs, 0, static_cast<std::uint32_t>(data.size()));
-    in.pdu_error = pdu_error;
-    if (!data.empty()) {
-      auto where = engine.place(in.bhs, static_cast<std::uint32_t>(data.size()));
-      if (where.empty()) {
-        scratch.assign(data.begin(), data.end());
-        where = scratch;
-      }
-      std::memcpy(where.data(), data.data(), data.size());
-      in.data = where;
-    }
-    engine.on_pdu(in, now);
+    engine.on_pdu(test::placed_pdu(engine, h, data, scratch, pdu_error), now);
     drain();
   }
 
-  TaskId read(std::span<std::byte> buffer, std::chrono::milliseconds timeout = 0ms, SessionEngine::TimePoint now = t0) {
-    ScsiSubmission s;
-    s.lun = scsi::Lun::from_index(0);
-    s.cdb.length = 10;
-    s.cdb.bytes[0] = std::byte{0x28};
-    s.data_in = buffer;
-    s.timeout = timeout;
+  TaskId submit(const ScsiSubmission& s, SessionEngine::TimePoint now = t0) {
     auto id = engine.submit(s, now);
     EXPECT_TRUE(id) << (id ? "" : id.error().message());
     drain();
     return id.value_or(0);
   }
-  TaskId write(std::span<const std::byte> buffer) {
-    ScsiSubmission s;
-    s.lun = scsi::Lun::from_index(0);
-    s.cdb.length = 10;
-    s.cdb.bytes[0] = std::byte{0x2a};
-    s.data_out = buffer;
-    auto id = engine.submit(s, t0);
-    EXPECT_TRUE(id) << (id ? "" : id.error().message());
-    drain();
-    return id.value_or(0);
+  TaskId read(std::span<std::byte> buffer, std::chrono::milliseconds timeout = 0ms, SessionEngine::TimePoint now = t0) {
+    return submit(test::cdb10_submission(0x28, buffer, {}, timeout), now);
   }
+  TaskId write(std::span<const std::byte> buffer) { return submit(test::cdb10_submission(0x2a, {}, buffer)); }
 
  private:
   std::vector<std::byte> scratch;

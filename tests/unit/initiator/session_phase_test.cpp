@@ -59,6 +59,24 @@ EngineStart start() {
           .exp_stat_sn = SerialNumber(10)};
 }
 
+/// The target's Async Message asking for a logout within `logout_within_seconds` (RFC 7143 §11.9.1).
+iscsi::AsyncMessage logout_request_message() {
+  iscsi::AsyncMessage m;
+  m.stat_sn = SerialNumber(10);
+  m.exp_cmd_sn = SerialNumber(1);
+  m.max_cmd_sn = SerialNumber(64);
+  m.event = iscsi::AsyncEvent::logout_request;
+  m.parameter3 = logout_within_seconds;
+  return m;
+}
+
+/// A PDU without a data segment as the datamover hands it over.
+datamover::PduIn header_only(const iscsi::PduHeader& h) {
+  datamover::PduIn in;
+  in.bhs = iscsi::encode_bhs(h);
+  return in;
+}
+
 /// An engine, its clock and the ITT of the last Logout Request it sent.
 struct Rig {
   explicit Rig(Recovery r) : engine(config_for(r), start(), t0) {}
@@ -75,20 +93,10 @@ struct Rig {
     }
   }
   void deliver(const iscsi::PduHeader& h) {
-    datamover::PduIn in;
-    in.bhs = iscsi::encode_bhs(h);
-    engine.on_pdu(in, now);
+    engine.on_pdu(header_only(h), now);
     drain();
   }
-  void async_logout_request() {
-    iscsi::AsyncMessage m;
-    m.stat_sn = SerialNumber(10);
-    m.exp_cmd_sn = SerialNumber(1);
-    m.max_cmd_sn = SerialNumber(64);
-    m.event = iscsi::AsyncEvent::logout_request;
-    m.parameter3 = logout_within_seconds;
-    deliver(m);
-  }
+  void async_logout_request() { deliver(logout_request_message()); }
 };
 
 /// Drives a fresh engine into `phase`; false when `recovery` cannot reach it.
@@ -255,15 +263,7 @@ TEST(SessionPhaseTable, TargetRequestedLogoutWithoutAFreeIttEndsTheSessionReport
   ASSERT_FALSE(submitted.empty());
   ASSERT_LT(submitted.size(), 100u) << "the ITT table never filled";
   (void)engine.take_actions();
-  iscsi::AsyncMessage m;
-  m.stat_sn = SerialNumber(10);
-  m.exp_cmd_sn = SerialNumber(1);
-  m.max_cmd_sn = SerialNumber(64);
-  m.event = iscsi::AsyncEvent::logout_request;
-  m.parameter3 = logout_within_seconds;
-  datamover::PduIn in;
-  in.bhs = iscsi::encode_bhs(m);
-  engine.on_pdu(in, t0);
+  engine.on_pdu(header_only(logout_request_message()), t0);
   EXPECT_EQ(engine.phase(), SessionPhase::ended);
   ASSERT_NE(engine.last_transition(), nullptr);
   EXPECT_EQ(engine.last_transition()->event, PhaseEvent::logout_finished);

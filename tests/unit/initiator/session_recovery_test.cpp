@@ -14,6 +14,7 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/initiator/errors.hpp"
+#include "engine_helpers.hpp"
 #include "session_engine.hpp"
 
 using namespace iserkit;
@@ -94,13 +95,7 @@ struct Rig {
 
   TaskId submit(std::uint8_t opcode, std::span<std::byte> in, std::span<const std::byte> out,
                 SessionEngine::TimePoint now = t0) {
-    ScsiSubmission s;
-    s.lun = scsi::Lun::from_index(0);
-    s.cdb.length = 10;
-    s.cdb.bytes[0] = std::byte{opcode};
-    s.data_in = in;
-    s.data_out = out;
-    auto id = engine.submit(s, now);
+    auto id = engine.submit(test::cdb10_submission(opcode, in, out), now);
     EXPECT_TRUE(id) << (id ? "" : id.error().message());
     drain();
     return id.value_or(0);
@@ -110,19 +105,7 @@ struct Rig {
   TaskId sync_cache() { return submit(0x35, {}, {}); }
 
   void deliver(const iscsi::PduHeader& h, std::span<const std::byte> data = {}, SessionEngine::TimePoint now = t0) {
-    datamover::PduIn in;
-    in.bhs = iscsi::encode_bhs(h);
-    iscsi::set_lengths(in.bhs, 0, static_cast<std::uint32_t>(data.size()));
-    if (!data.empty()) {
-      auto where = engine.place(in.bhs, static_cast<std::uint32_t>(data.size()));
-      if (where.empty()) {
-        scratch.assign(data.begin(), data.end());
-        where = scratch;
-      }
-      std::copy(data.begin(), data.end(), where.begin());
-      in.data = where;
-    }
-    engine.on_pdu(in, now);
+    engine.on_pdu(test::placed_pdu(engine, h, data, scratch), now);
     drain();
   }
   void answer(const iscsi::ScsiCommand& c, std::span<const std::byte> sense = {}) {

@@ -21,99 +21,95 @@ using namespace iserkit::initiator;
 using namespace std::chrono_literals;
 using test::FakeDatamover;
 
-TEST(SessionTeardown, LogoutWhileRecoveringEndsEveryLoopAndFreesTheSession) {
-  test::SessionRig rig(test::SessionRig::Deferred{});
-  SessionOptions options;
-  options.replacement_timeout = 30s;  // longer than the test: only the logout can end it
-  options.reconnect_delay_min = 1ms;
-  options.reconnect_delay_max = 4ms;
+namespace {
+
+// A session whose target is gone for good: every reconnect is refused (and counted), the
+// back-off between them 1..4 ms, and a weak observer of the session.
+struct RefusingReconnects {
+  explicit RefusingReconnects(std::chrono::milliseconds replacement_timeout) {
+    SessionOptions options;
+    options.replacement_timeout = replacement_timeout;
+    options.reconnect_delay_min = 1ms;
+    options.reconnect_delay_max = 4ms;
+    Reconnector reconnect = [this]() -> Awaitable<Result<Reconnected>> {
+      ++attempts;
+      co_return fail(std::errc::connection_refused);
+    };
+    rig.start(std::make_unique<FakeDatamover>(rig.io.get_executor()), std::move(options), {}, std::move(reconnect));
+    observer = rig.session;
+  }
+
+  // Polls every millisecond, up to 2 s, until `done()`.
+  template <class Pred>
+  Awaitable<void> wait_until(Pred done) {
+    asio::steady_timer t(rig.io);
+    for (int i = 0; i < 2000 && !done(); ++i) {
+      t.expires_after(1ms);
+      co_await t.async_wait(asio::use_awaitable);
+    }
+  }
+
+  // Runs `body` (not SessionRig::run(): it closes the session after the body, and close() would
+  // end it anyway; iserkit-nbd only logs out) until the io_context runs out of work: the timer,
+  // receive, send and reconnect loops all returned. Then dropping the session frees it, and the
+  // reconnect loop makes no more attempts.
+  template <class Body>
+  void expect_every_loop_ends(Body body, const char* what) {
+    asio::co_spawn(rig.io, std::move(body), asio::detached);
+    rig.io.run_for(5s);
+    EXPECT_TRUE(rig.io.stopped()) << "a session loop is still running after the logout ended the " << what;
+    ASSERT_TRUE(logged_out.has_value());
+    const int attempts_at_logout = attempts;
+    rig.session.reset();
+    EXPECT_TRUE(observer.expired()) << "a loop still holds the " << what << " after it ended";
+    rig.io.restart();
+    rig.io.run_for(50ms);
+    EXPECT_EQ(attempts, attempts_at_logout) << "the reconnect loop went on after the logout";
+  }
+
   int attempts = 0;
-  Reconnector reconnect = [&attempts]() -> Awaitable<Result<Reconnected>> {
-    ++attempts;
-    co_return fail(std::errc::connection_refused);  // the target is gone for good
-  };
-  rig.start(std::make_unique<FakeDatamover>(rig.io.get_executor()), std::move(options), {}, std::move(reconnect));
-  std::weak_ptr<Session> observer = rig.session;
+  std::weak_ptr<Session> observer;
   std::optional<Result<void>> logged_out;
-  // Not SessionRig::run(): it closes the session after the body, and close() would end it anyway.
-  // iserkit-nbd only logs out.
-  asio::co_spawn(
-      rig.io,
+  test::SessionRig rig{test::SessionRig::Deferred{}};  // last: destroyed first, with the reconnector
+};
+
+}  // namespace
+
+TEST(SessionTeardown, LogoutWhileRecoveringEndsEveryLoopAndFreesTheSession) {
+  RefusingReconnects s(30s);  // longer than the test: only the logout can end it
+  s.expect_every_loop_ends(
       [&]() -> Awaitable<void> {
-        rig.dm->push_error(make_error_code(errc::connection_closed));  // the target died
-        asio::steady_timer t(rig.io);
-        for (int i = 0; i < 2000 && !(rig.session->recovering() && attempts >= 2); ++i) {
-          t.expires_after(1ms);
-          co_await t.async_wait(asio::use_awaitable);
-        }
-        EXPECT_TRUE(rig.session->recovering());
-        EXPECT_GE(attempts, 2) << "the reconnect loop never ran";
-        logged_out = co_await rig.session->logout();
-        EXPECT_FALSE(rig.session->is_open());
-        EXPECT_FALSE(rig.session->recovering());
+        s.rig.dm->push_error(make_error_code(errc::connection_closed));  // the target died
+        co_await s.wait_until([&] { return s.rig.session->recovering() && s.attempts >= 2; });
+        EXPECT_TRUE(s.rig.session->recovering());
+        EXPECT_GE(s.attempts, 2) << "the reconnect loop never ran";
+        s.logged_out = co_await s.rig.session->logout();
+        EXPECT_FALSE(s.rig.session->is_open());
+        EXPECT_FALSE(s.rig.session->recovering());
       },
-      asio::detached);
-  rig.io.run_for(5s);
-  // The io_context ran out of work: the timer, receive, send and reconnect loops all returned.
-  EXPECT_TRUE(rig.io.stopped()) << "a session loop is still running after the logout ended the session";
-  ASSERT_TRUE(logged_out.has_value());
-  ASSERT_FALSE(*logged_out);
-  EXPECT_EQ(logged_out->error(), make_error_code(errc::session_closed));
-  const int attempts_at_logout = attempts;
-  rig.session.reset();
-  EXPECT_TRUE(observer.expired()) << "a loop still holds the session after it ended";
-  rig.io.restart();
-  rig.io.run_for(50ms);
-  EXPECT_EQ(attempts, attempts_at_logout) << "the reconnect loop went on after the logout";
+      "session");
+  ASSERT_TRUE(s.logged_out.has_value());
+  ASSERT_FALSE(*s.logged_out);
+  EXPECT_EQ(s.logged_out->error(), make_error_code(errc::session_closed));
 }
 
 // The same once the replacement timeout has passed (SessionState::failed, logins going on in the
 // background): iserkit-nbd's and iserkit-fuse's shutdown logs out such a session, which must end
 // every loop, the reconnect loop included, and free the session.
 TEST(SessionTeardown, LogoutOfAFailedSessionEndsEveryLoopAndFreesTheSession) {
-  test::SessionRig rig(test::SessionRig::Deferred{});
-  SessionOptions options;
-  options.replacement_timeout = 10ms;
-  options.reconnect_delay_min = 1ms;
-  options.reconnect_delay_max = 4ms;
-  int attempts = 0;
-  Reconnector reconnect = [&attempts]() -> Awaitable<Result<Reconnected>> {
-    ++attempts;
-    co_return fail(std::errc::connection_refused);
-  };
-  rig.start(std::make_unique<FakeDatamover>(rig.io.get_executor()), std::move(options), {}, std::move(reconnect));
-  std::weak_ptr<Session> observer = rig.session;
-  std::optional<Result<void>> logged_out;
-  int attempts_when_failed = -1;
-  asio::co_spawn(
-      rig.io,
+  RefusingReconnects s(10ms);
+  s.expect_every_loop_ends(
       [&]() -> Awaitable<void> {
-        rig.dm->push_error(make_error_code(errc::connection_closed));
-        asio::steady_timer t(rig.io);
-        for (int i = 0; i < 2000 && rig.session->state() != SessionState::failed; ++i) {
-          t.expires_after(1ms);
-          co_await t.async_wait(asio::use_awaitable);
-        }
-        EXPECT_EQ(rig.session->state(), SessionState::failed);
-        attempts_when_failed = attempts;
-        for (int i = 0; i < 2000 && attempts < attempts_when_failed + 2; ++i) {
-          t.expires_after(1ms);
-          co_await t.async_wait(asio::use_awaitable);
-        }
-        EXPECT_GE(attempts, attempts_when_failed + 2) << "no login after the replacement timeout";
-        logged_out = co_await rig.session->logout();
-        EXPECT_EQ(rig.session->state(), SessionState::ended);
+        s.rig.dm->push_error(make_error_code(errc::connection_closed));
+        co_await s.wait_until([&] { return s.rig.session->state() == SessionState::failed; });
+        EXPECT_EQ(s.rig.session->state(), SessionState::failed);
+        const int attempts_when_failed = s.attempts;
+        co_await s.wait_until([&] { return s.attempts >= attempts_when_failed + 2; });
+        EXPECT_GE(s.attempts, attempts_when_failed + 2) << "no login after the replacement timeout";
+        s.logged_out = co_await s.rig.session->logout();
+        EXPECT_EQ(s.rig.session->state(), SessionState::ended);
       },
-      asio::detached);
-  rig.io.run_for(5s);
-  EXPECT_TRUE(rig.io.stopped()) << "a session loop is still running after the logout ended the failed session";
-  ASSERT_TRUE(logged_out.has_value());
-  const int attempts_at_logout = attempts;
-  rig.session.reset();
-  EXPECT_TRUE(observer.expired()) << "a loop still holds the failed session after it ended";
-  rig.io.restart();
-  rig.io.run_for(50ms);
-  EXPECT_EQ(attempts, attempts_at_logout) << "the reconnect loop went on after the logout";
+      "failed session");
 }
 
 // An open, idle session over a real TcpDatamover (receive loop in an Asio read, timer loop in an

@@ -11,6 +11,7 @@
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/datamover/iser_datamover.hpp"
+#include "initiator_rig.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "login.hpp"
 #include "session_rig.hpp"
@@ -49,13 +50,7 @@ TEST(IserTransport, ParsePolicy) {
 const std::string* value(const iscsi::TextPairs& p, std::string_view k) { return iscsi::find_value(p, k); }
 
 LoginConfig iser_config() {
-  LoginConfig c;
-  c.initiator_name = "iqn.2026-11.org.iserkit:test";
-  c.target_name = "iqn.2026-11.org.example:vol1";
-  c.isid = {std::byte{0x80}, std::byte{1}, std::byte{2}, std::byte{3}, std::byte{0}, std::byte{1}};
-  c.itt = iscsi::Itt{7};
-  c.cmd_sn = SerialNumber(1);
-  c.options.security_stage = false;
+  LoginConfig c = test::harness::default_login_config();
   c.options.iser_recv_data_segment_length = 8192;
   c.rdma = true;
   return c;

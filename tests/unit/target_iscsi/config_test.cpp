@@ -1,6 +1,7 @@
 // Flag parsers and SendTargets (RFC 7143 Appendix C, §13.8).
 #include "iserkit/target/config.hpp"
 #include "target_node.hpp"
+#include "target_node_helpers.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,21 +9,19 @@ namespace iserkit::target {
 namespace {
 
 TEST(Config, ParsesListenAddresses) {
-  auto a = parse_listen_address("127.0.0.1:3261");
-  ASSERT_TRUE(a);
-  EXPECT_EQ(a->host, "127.0.0.1");
-  EXPECT_EQ(a->port, 3261);
-  auto b = parse_listen_address("[::1]:0");
-  ASSERT_TRUE(b);
-  EXPECT_EQ(b->host, "::1");
-  EXPECT_EQ(b->port, 0);
-  auto c = parse_listen_address("0.0.0.0");
-  ASSERT_TRUE(c);
-  EXPECT_EQ(c->port, 3260);
-  EXPECT_FALSE(parse_listen_address("::1:3260"));
-  EXPECT_FALSE(parse_listen_address("[::1:3260"));
-  EXPECT_FALSE(parse_listen_address("host:99999"));
-  EXPECT_FALSE(parse_listen_address(":3260"));
+  struct Case {
+    const char* text;
+    const char* host;
+    std::uint16_t port;
+  };
+  for (const Case& c : {Case{"127.0.0.1:3261", "127.0.0.1", 3261}, Case{"[::1]:0", "::1", 0},
+                        Case{"0.0.0.0", "0.0.0.0", 3260}}) {
+    auto a = parse_listen_address(c.text);
+    ASSERT_TRUE(a) << c.text;
+    EXPECT_EQ(a->host, c.host) << c.text;
+    EXPECT_EQ(a->port, c.port) << c.text;
+  }
+  for (const char* bad : {"::1:3260", "[::1:3260", "host:99999", ":3260"}) EXPECT_FALSE(parse_listen_address(bad)) << bad;
 }
 
 TEST(Config, ParsesLunSources) {
@@ -116,9 +115,7 @@ TEST(Config, ListenAddressCarriesItsPortalGroupTag) {
 
 TEST(SendTargets, EachAddressCarriesItsOwnPortalGroupTag) {
   TargetRegistry r;
-  auto node = std::make_shared<TargetNode>();
-  node->name = "iqn.2026-11.org.a:one";
-  node->dispatcher = std::make_shared<ScsiDispatcher>();
+  auto node = test::make_node("iqn.2026-11.org.a:one");
   ASSERT_TRUE(r.add(node));
   r.set_portal_addresses({"127.0.0.1:3260", "127.0.0.2:3260"}, {1, 2});
   const iscsi::TextPairs expected{{"TargetName", "iqn.2026-11.org.a:one"},
@@ -130,9 +127,7 @@ TEST(SendTargets, EachAddressCarriesItsOwnPortalGroupTag) {
 TEST(SendTargets, DiscoveryAllListsEveryTargetWithAddresses) {
   TargetRegistry r;
   for (const char* n : {"iqn.2026-11.org.a:one", "iqn.2026-11.org.a:two"}) {
-    auto node = std::make_shared<TargetNode>();
-    node->name = n;
-    node->dispatcher = std::make_shared<ScsiDispatcher>();
+    auto node = test::make_node(n);
     ASSERT_TRUE(r.add(node));
   }
   r.set_portal_addresses({"[::1]:3260"});
@@ -152,9 +147,7 @@ TEST(SendTargets, DiscoveryAllListsEveryTargetWithAddresses) {
 TEST(TargetRegistry, RemoveDropsANodeFromLookupsButNotFromEarlierSnapshotsOrSessions) {
   TargetRegistry r;
   for (const char* n : {"iqn.2026-11.org.a:one", "iqn.2026-11.org.a:two"}) {
-    auto node = std::make_shared<TargetNode>();
-    node->name = n;
-    node->dispatcher = std::make_shared<ScsiDispatcher>();
+    auto node = test::make_node(n);
     ASSERT_TRUE(r.add(node));
   }
   const auto before = r.nodes();
@@ -171,9 +164,7 @@ TEST(TargetRegistry, RemoveDropsANodeFromLookupsButNotFromEarlierSnapshotsOrSess
   ASSERT_EQ(pairs.size(), 2u);
   EXPECT_EQ(pairs[0].value, "iqn.2026-11.org.a:two");
   // The name is free again.
-  auto again = std::make_shared<TargetNode>();
-  again->name = "iqn.2026-11.org.a:one";
-  again->dispatcher = std::make_shared<ScsiDispatcher>();
+  auto again = test::make_node("iqn.2026-11.org.a:one");
   EXPECT_TRUE(r.add(again));
   EXPECT_FALSE(r.add(again));  // but not twice
 }
@@ -181,9 +172,7 @@ TEST(TargetRegistry, RemoveDropsANodeFromLookupsButNotFromEarlierSnapshotsOrSess
 TEST(SendTargets, ListsOnlyTargetsWhoseAclAdmitsTheInitiator) {
   TargetRegistry r;
   auto add = [&](const char* name, std::vector<std::string> acl) {
-    auto node = std::make_shared<TargetNode>();
-    node->name = name;
-    node->dispatcher = std::make_shared<ScsiDispatcher>();
+    auto node = test::make_node(name);
     node->allowed_initiators = std::move(acl);
     ASSERT_TRUE(r.add(node));
   };

@@ -2,6 +2,7 @@
 // (§11.13.5 status 0x0202) and discovery authentication. Responses are computed with
 // iscsi::chap_response, itself checked against independent vectors (common/chap_test.cpp).
 #include "login.hpp"
+#include "target_node_helpers.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,9 +17,7 @@ constexpr std::uint16_t auth_failure = 0x0201;
 
 struct ChapLogin : ::testing::Test {
   ChapLogin() {
-    node = std::make_shared<TargetNode>();
-    node->name = target_name;
-    node->dispatcher = std::make_shared<ScsiDispatcher>();
+    node = test::make_node(target_name);
     node->auth.users = {{"alice", "alice-secret-123"}};
     node->auth.mutual = ChapCredential{"target", "target-secret-456"};
     EXPECT_TRUE(registry.add(node));

@@ -1,5 +1,6 @@
 // LoginMachine transcripts (RFC 7143 §6.3, §11.12, §11.13.5).
 #include "login.hpp"
+#include "target_node_helpers.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,10 +12,8 @@ constexpr const char* target_name = "iqn.2026-11.org.iserkit:unit";
 
 struct LoginFixture : ::testing::Test {
   LoginFixture() {
-    auto node = std::make_shared<TargetNode>();
-    node->name = target_name;
+    auto node = test::make_node(target_name);
     node->alias = "unit";
-    node->dispatcher = std::make_shared<ScsiDispatcher>();
     EXPECT_TRUE(registry.add(node));
   }
 
@@ -157,9 +156,7 @@ TEST_F(LoginFixture, LoginNonZeroTsihIsSessionDoesNotExist) {
 
 struct RepeatedKeyFixture : LoginFixture {
   RepeatedKeyFixture() {
-    auto node = std::make_shared<TargetNode>();
-    node->name = acl_target;
-    node->dispatcher = std::make_shared<ScsiDispatcher>();
+    auto node = test::make_node(acl_target);
     node->allowed_initiators = {allowed};
     EXPECT_TRUE(registry.add(node));
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "login.hpp"
+#include "target_node_helpers.hpp"
 
 namespace iserkit::target {
 namespace {
@@ -86,9 +87,7 @@ TEST(AddressOfPeer, StripsThePort) {
 
 TEST(LoginRefusal, ABlockedAddressGetsServiceUnavailableForItsFirstRequest) {
   TargetRegistry registry;
-  auto node = std::make_shared<TargetNode>();
-  node->name = "iqn.2026-11.org.iserkit:unit";
-  node->dispatcher = std::make_shared<ScsiDispatcher>();
+  auto node = test::make_node("iqn.2026-11.org.iserkit:unit");
   ASSERT_TRUE(registry.add(node));
   LoginMachine machine(registry, TargetLoginOptions{});
   machine.refuse_login(LoginStatus::service_unavailable, "too many failed logins");
@@ -107,9 +106,7 @@ TEST(LoginRefusal, ABlockedAddressGetsServiceUnavailableForItsFirstRequest) {
 TEST(LoginRefusal, ALoginUnderWayIsRefusedOnceItsAddressIsBlocked) {
   // A connection opened before the block: its next request (the CHAP response) is refused unchecked.
   TargetRegistry registry;
-  auto node = std::make_shared<TargetNode>();
-  node->name = "iqn.2026-11.org.iserkit:unit";
-  node->dispatcher = std::make_shared<ScsiDispatcher>();
+  auto node = test::make_node("iqn.2026-11.org.iserkit:unit");
   node->auth.users = {{"alice", "alice-secret-123"}};
   ASSERT_TRUE(registry.add(node));
   LoginMachine machine(registry, TargetLoginOptions{});

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/common/errors.hpp"
@@ -84,6 +85,19 @@ class SessionEngineTest : public ::testing::Test {
     }
     in.pdu_error = pdu_error;
     engine->on_pdu(in, now == TimePoint{} ? t0 : now);
+    collect();
+  }
+
+  // Delivers a header-only PDU as the iSER datamover does, with the Read and Write STags that came
+  // in its iSER header (RFC 7145 §7.3): nothing is placed, the data moves by RDMA.
+  void deliver_iser(const iscsi::PduHeader& header, std::optional<datamover::PeerBuffer> peer_read,
+                    std::optional<datamover::PeerBuffer> peer_write) {
+    datamover::PduIn in;
+    in.bhs = iscsi::encode_bhs(header);
+    in.peer_read = peer_read;
+    in.peer_write = peer_write;
+    engine->place(in.bhs, 0);
+    engine->on_pdu(in, t0);
     collect();
   }
 

@@ -45,12 +45,8 @@ TEST_F(SessionEngineTest, TaskTableEveryRowIsTakenAndNoMoveIsRefused) {
                                          .referenced_task_tag = Itt{victim}, .cmd_sn = SerialNumber(cmd_sn)});
   };
   auto iser_write = [&](std::uint32_t itt, std::uint32_t cmd_sn) {
-    datamover::PduIn in;
-    in.bhs = iscsi::encode_bhs(command(itt, cmd_sn, cdb10(0x2a, 8), 8 * block, false, true));
-    in.peer_write = datamover::PeerBuffer{0x99, 0x2000};
-    engine->place(in.bhs, 0);
-    engine->on_pdu(in, t0);
-    collect();
+    deliver_iser(command(itt, cmd_sn, cdb10(0x2a, 8), 8 * block, false, true),
+                 std::nullopt, datamover::PeerBuffer{0x99, 0x2000});
   };
 
   // TCP, budget granted at once.

@@ -507,12 +507,8 @@ TEST_F(SessionEngineTest, DrainOfADiscoverySessionClosesWithoutAsyncMessage) {
 TEST_F(SessionEngineTest, IserReadIsPutThenStatusInAScsiResponse) {
   rdma = true;
   start();
-  datamover::PduIn in;
-  in.bhs = iscsi::encode_bhs(command(4, 1, cdb10(0x28, 8), 8 * block, true, false));
-  in.peer_read = datamover::PeerBuffer{0x1234, 0x1000};
-  engine->place(in.bhs, 0);
-  engine->on_pdu(in, t0);
-  collect();
+  deliver_iser(command(4, 1, cdb10(0x28, 8), 8 * block, true, false),
+               datamover::PeerBuffer{0x1234, 0x1000}, std::nullopt);
   ASSERT_EQ(executes.size(), 1u);
   execute(Itt{4}, ScsiOutcome::good(8 * block));
   ASSERT_EQ(puts.size(), 1u);
@@ -526,12 +522,8 @@ TEST_F(SessionEngineTest, IserWriteIsFetchedByRdmaReadAndWithoutWriteStagFails) 
   rdma = true;
   config.params.immediate_data = true;
   start();
-  datamover::PduIn in;
-  in.bhs = iscsi::encode_bhs(command(4, 1, cdb10(0x2a, 8), 8 * block, false, true));
-  in.peer_write = datamover::PeerBuffer{0x99, 0x2000};
-  engine->place(in.bhs, 0);
-  engine->on_pdu(in, t0);
-  collect();
+  deliver_iser(command(4, 1, cdb10(0x2a, 8), 8 * block, false, true),
+               std::nullopt, datamover::PeerBuffer{0x99, 0x2000});
   EXPECT_TRUE(sent.empty());  // no R2T
   ASSERT_EQ(gets.size(), 1u);
   EXPECT_EQ(gets[0].buffer_offset, 0u);
@@ -553,12 +545,8 @@ TEST_F(SessionEngineTest, IserDataOutDuringTheRdmaReadFailsTheTaskOnlyAfterTheRe
   // into that buffer was still under way.
   rdma = true;
   start();
-  datamover::PduIn in;
-  in.bhs = iscsi::encode_bhs(command(4, 1, cdb10(0x2a, 8), 8 * block, false, true));
-  in.peer_write = datamover::PeerBuffer{0x99, 0x2000};
-  engine->place(in.bhs, 0);
-  engine->on_pdu(in, t0);
-  collect();
+  deliver_iser(command(4, 1, cdb10(0x2a, 8), 8 * block, false, true),
+               std::nullopt, datamover::PeerBuffer{0x99, 0x2000});
   ASSERT_EQ(gets.size(), 1u);
   const auto data = pattern(block, 1);
   deliver(iscsi::DataOut{.final = true, .lun = scsi::Lun::from_index(0), .itt = Itt{4}, .ttt = iscsi::reserved_ttt,

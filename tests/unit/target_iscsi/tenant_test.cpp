@@ -10,6 +10,7 @@
 #include "iserkit/common/netns.hpp"
 #include "login.hpp"
 #include "tenant.hpp"
+#include "target_node_helpers.hpp"
 
 namespace iserkit::target {
 namespace {
@@ -21,10 +22,8 @@ constexpr const char* red_vol = "iqn.2026-11.org.example:red-vol";
 constexpr const char* plain_vol = "iqn.2026-11.org.example:plain";
 
 std::shared_ptr<TargetNode> node(const char* name, const char* tenant) {
-  auto n = std::make_shared<TargetNode>();
-  n->name = name;
+  auto n = test::make_node(name);
   n->tenant = tenant;
-  n->dispatcher = std::make_shared<ScsiDispatcher>();
   return n;
 }
 

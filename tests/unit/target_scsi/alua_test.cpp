@@ -22,13 +22,7 @@ namespace {
 using scsi::Lun;
 using scsi::Status;
 
-scsi::Cdb raw(std::initializer_list<unsigned> bytes) {
-  scsi::Cdb c;
-  std::size_t i = 0;
-  for (auto b : bytes) c.bytes[i++] = static_cast<std::byte>(b);
-  c.length = static_cast<std::uint8_t>(scsi::cdb_length_for(static_cast<std::uint8_t>(c.bytes[0])));
-  return c;
-}
+using test::raw;
 
 /// REPORT TARGET PORT GROUPS: MAINTENANCE IN, service action 0Ah, PARAMETER DATA FORMAT `format`.
 scsi::Cdb rtpg(unsigned format = 0, std::uint32_t alloc = 1024) {

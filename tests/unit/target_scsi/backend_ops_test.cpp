@@ -81,9 +81,9 @@ TEST(BackendErrorTable, MiscompareRangeGoneAndUnknown) {
 
 /// A memory backend plus compare_and_write / write_same hooks and a size that can change, with
 /// counters. `decline` makes the hooks answer EOPNOTSUPP; `fail_with` makes every call fail.
-class HookBackend final : public BlockBackend {
+class HookBackend final : public test::CountingBackend {
  public:
-  HookBackend() : inner_(make_memory_backend({.size_bytes = 64u << 20})), size_(lun_bytes) {
+  HookBackend() : CountingBackend(make_memory_backend({.size_bytes = 64u << 20})), size_(lun_bytes) {
     caps_ = inner_->capabilities();
     caps_.size_bytes = lun_bytes;
   }
@@ -102,13 +102,10 @@ class HookBackend final : public BlockBackend {
     co_return co_await inner_->write(o, b, f);
   }
   Awaitable<Result<void>> flush() override { co_return Result<void>{}; }
-  Awaitable<Result<void>> discard(std::uint64_t o, std::uint64_t n) override {
-    ++discards;
-    co_return co_await inner_->discard(o, n);
-  }
-  Awaitable<Result<void>> write_zeroes(std::uint64_t o, std::uint64_t n, Fua f) override {
-    ++zero_writes;
-    co_return co_await inner_->write_zeroes(o, n, f);
+  // discard() and write_zeroes(): CountingBackend's, counted and forwarded. allocation(): the
+  // BlockBackend default (everything mapped), not the memory backend's.
+  Awaitable<Result<AllocationExtent>> allocation(std::uint64_t o, std::uint64_t n) override {
+    co_return co_await BlockBackend::allocation(o, n);
   }
   Awaitable<Result<CompareAndWriteResult>> compare_and_write(std::uint64_t o, ConstByteSpan compare, ConstByteSpan data,
                                                              Fua f) override {
@@ -132,25 +129,17 @@ class HookBackend final : public BlockBackend {
     co_return Result<void>{};
   }
 
-  int reads = 0, writes = 0, discards = 0, zero_writes = 0, caws = 0, write_sames = 0;
+  int caws = 0, write_sames = 0;  // reads, writes, discards, zero_writes: CountingBackend's
   std::size_t last_pattern_bytes = 0;
   bool decline = false;
   int fail_with = 0;
 
  private:
-  std::shared_ptr<BlockBackend> inner_;
   BackendCapabilities caps_;
   std::atomic<std::uint64_t> size_;
 };
 
-scsi::Cdb compare_and_write(std::uint64_t lba, std::uint8_t blocks) {
-  scsi::Cdb c;
-  c.bytes[0] = std::byte{0x89};
-  store_be64(c.bytes.data() + 2, lba);
-  c.bytes[13] = std::byte{blocks};
-  c.length = 16;
-  return c;
-}
+using test::compare_and_write;
 
 std::vector<std::byte> fill(std::size_t n, unsigned v) { return std::vector<std::byte>(n, static_cast<std::byte>(v)); }
 

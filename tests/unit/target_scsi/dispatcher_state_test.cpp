@@ -26,28 +26,10 @@ using scsi::Status;
 constexpr std::uint64_t lun_bytes = 16u << 20;
 constexpr std::uint64_t lun_blocks = lun_bytes / 512;
 
-/// A CDB from its bytes; the length comes from the opcode's group (zero-filled).
-scsi::Cdb raw(std::initializer_list<unsigned> bytes) {
-  scsi::Cdb c;
-  std::size_t i = 0;
-  for (auto b : bytes) c.bytes[i++] = static_cast<std::byte>(b);
-  c.length = static_cast<std::uint8_t>(scsi::cdb_length_for(static_cast<std::uint8_t>(c.bytes[0])));
-  return c;
-}
+using test::raw;
 
-scsi::Cdb lba16(unsigned opcode, std::uint64_t lba, std::uint32_t blocks, unsigned byte1 = 0) {
-  scsi::Cdb c = raw({opcode, byte1});
-  store_be64(c.bytes.data() + 2, lba);
-  store_be32(c.bytes.data() + 10, blocks);
-  return c;
-}
-
-scsi::Cdb compare_and_write(std::uint64_t lba, std::uint8_t blocks) {
-  scsi::Cdb c = raw({0x89});
-  store_be64(c.bytes.data() + 2, lba);
-  c.bytes[13] = std::byte{blocks};
-  return c;
-}
+using test::compare_and_write;
+using test::lba16;
 
 scsi::Cdb prout(unsigned sa, unsigned type) {
   scsi::Cdb c = raw({0x5f, sa, type});

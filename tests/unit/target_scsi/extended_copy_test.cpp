@@ -34,13 +34,7 @@ constexpr std::uint32_t bs = 512;
 constexpr std::uint64_t lun_bytes = 64u << 20;  // sparse: a 32 MiB segment fits
 constexpr std::uint64_t lun_blocks = lun_bytes / bs;
 
-scsi::Cdb raw(std::initializer_list<unsigned> bytes) {
-  scsi::Cdb c;
-  std::size_t i = 0;
-  for (auto b : bytes) c.bytes[i++] = static_cast<std::byte>(b);
-  c.length = static_cast<std::uint8_t>(scsi::cdb_length_for(static_cast<std::uint8_t>(c.bytes[0])));
-  return c;
-}
+using test::raw;
 
 scsi::Cdb extended_copy(std::uint32_t parameter_list_length, unsigned service_action = 0) {
   scsi::Cdb c = raw({0x83, service_action});
@@ -54,12 +48,7 @@ scsi::Cdb receive_copy_results(unsigned service_action, std::uint8_t list_id, st
   return c;
 }
 
-scsi::Cdb rw16(unsigned opcode, std::uint64_t lba, std::uint32_t blocks) {
-  scsi::Cdb c = raw({opcode});
-  store_be64(c.bytes.data() + 2, lba);
-  store_be32(c.bytes.data() + 10, blocks);
-  return c;
-}
+scsi::Cdb rw16(unsigned opcode, std::uint64_t lba, std::uint32_t blocks) { return test::lba16(opcode, lba, blocks); }
 
 /// An identification CSCD descriptor (E4h) naming `naa` (SPC-4 §6.4.5.1), a block device of `block` bytes.
 std::vector<std::byte> cscd(std::span<const std::uint8_t> naa, std::uint32_t block = bs, std::uint8_t type = 0xe4) {
@@ -210,74 +199,20 @@ TEST(ExtendedCopyParameters, OperatingParametersAndCopyStatusEncoding) {
   EXPECT_EQ(load_be32(cs.data() + 8), 4096u);
 }
 
-/// Calls `on_read` before every read it forwards (to abort a copy between its chunks).
-class HookedBackend final : public BlockBackend {
- public:
-  explicit HookedBackend(std::shared_ptr<BlockBackend> inner) : inner_(std::move(inner)) {}
-  const BackendCapabilities& capabilities() const noexcept override { return inner_->capabilities(); }
-  Awaitable<Result<void>> read(std::uint64_t o, ByteSpan b) override {
-    if (on_read) on_read();
-    if (fail_reads) co_return fail(std::make_error_code(std::errc::io_error));
-    co_return co_await inner_->read(o, b);
-  }
-  Awaitable<Result<void>> write(std::uint64_t o, ConstByteSpan b, Fua f) override { co_return co_await inner_->write(o, b, f); }
-  Awaitable<Result<void>> flush() override { co_return co_await inner_->flush(); }
-  Awaitable<Result<void>> discard(std::uint64_t o, std::uint64_t n) override { co_return co_await inner_->discard(o, n); }
-  Awaitable<Result<void>> write_zeroes(std::uint64_t o, std::uint64_t n, Fua f) override {
-    co_return co_await inner_->write_zeroes(o, n, f);
-  }
-  std::function<void()> on_read;
-  bool fail_reads = false;
+using test::HookedBackend;
 
- private:
-  std::shared_ptr<BlockBackend> inner_;
-};
-
-class ExtendedCopy : public ::testing::Test {
+class ExtendedCopy : public test::TwoUnitCopy {
  protected:
+  ExtendedCopy() : TwoUnitCopy(lun_bytes, bs) {}
   void SetUp() override {
-    for (int i = 0; i < 2; ++i) {
-      hooked[i] = std::make_shared<HookedBackend>(make_memory_backend({.size_bytes = lun_bytes, .block_size_bytes = bs}));
-      counting[i] = std::make_shared<test::CountingBackend>(hooked[i]);
-      LogicalUnitOptions o;
-      o.identity.serial = "XCOPY-" + std::to_string(i);
-      o.read_only = i == 1 && read_only_destination;
-      units[i] = std::make_shared<LogicalUnit>(counting[i], std::move(o));
-      ASSERT_TRUE(dispatcher.add_logical_unit(static_cast<std::uint16_t>(i), units[i]));
-    }
-    nexus = dispatcher.open_nexus("iqn.test:a,i,0x1", {}, "192.0.2.1");
-    other = dispatcher.open_nexus("iqn.test:b,i,0x2");
-    for (auto n : {nexus, other})
-      for (int i = 0; i < 2; ++i) (void)command(raw({0x00}), {}, n, i);  // clear POWER ON, RESET
+    ASSERT_NO_FATAL_FAILURE(add_units("XCOPY-"));
+    open_nexuses({});
   }
 
-  test::CommandRun command(const scsi::Cdb& cdb, const std::vector<std::byte>& data = {}, NexusId from = {},
-                           int lun = 0) {
-    return test::run_command(ctx, dispatcher, from.value == 0 ? nexus : from, Lun::from_index(static_cast<std::uint16_t>(lun)),
-                             cdb, data);
-  }
   test::CommandRun copy(const std::vector<std::byte>& list, NexusId from = {}) {
     return command(extended_copy(static_cast<std::uint32_t>(list.size())), list, from);
   }
-  void write_pattern(int lun, std::uint64_t lba, std::uint32_t blocks, unsigned seed) {
-    std::vector<std::byte> data(std::size_t{blocks} * bs);
-    for (std::size_t i = 0; i < data.size(); ++i) data[i] = std::byte((i / bs * 7 + seed + i) & 0xff);
-    ASSERT_EQ(command(rw16(0x8a, lba, blocks), data, {}, lun).outcome.status, Status::good);
-  }
-  std::vector<std::byte> read(int lun, std::uint64_t lba, std::uint32_t blocks) {
-    auto r = command(rw16(0x88, lba, blocks), {}, {}, lun);
-    EXPECT_EQ(r.outcome.status, Status::good);
-    return r.data_in;
-  }
   std::vector<std::byte> cscd_of(int lun) { return cscd(units[lun]->naa()); }
-
-  bool read_only_destination = false;
-  asio::io_context ctx;
-  ScsiDispatcher dispatcher;
-  std::shared_ptr<HookedBackend> hooked[2];
-  std::shared_ptr<test::CountingBackend> counting[2];
-  std::shared_ptr<LogicalUnit> units[2];
-  NexusId nexus, other;
 };
 
 TEST_F(ExtendedCopy, CopiesBetweenTwoLogicalUnitsInBoundedChunks) {
@@ -453,19 +388,10 @@ TEST_F(ExtendedCopy, AbortStopsBetweenChunks) {
   constexpr std::uint32_t blocks = 8192;  // four chunks
   const auto list = parameter_list({cscd_of(0), cscd_of(1)}, {segment(0, 1, blocks, 0, 0)});
   const auto cdb = extended_copy(static_cast<std::uint32_t>(list.size()));
-  CommandPlan plan = dispatcher.plan(nexus, Lun{}, cdb.span());
-  ASSERT_FALSE(plan.rejected());
-  int reads = 0;
-  hooked[0]->on_read = [&] {
-    // The transport sets the flag while execute() runs (ABORT TASK, a reset, the session's end).
-    if (++reads == 2) plan.abort_requested = true;
-  };
-  std::vector<std::byte> buffer = list;
-  const int writes = counting[1]->writes;
-  auto outcome = test::run(ctx, dispatcher.execute(nexus, Lun{}, cdb.span(), plan, buffer));
-  hooked[0]->on_read = nullptr;
-  EXPECT_NE(outcome.status, Status::good);
-  EXPECT_EQ(counting[1]->writes - writes, 2);  // the chunk under way finished, no other started
+  // The transport sets the flag while execute() runs (ABORT TASK, a reset, the session's end).
+  const auto r = run_interrupted(cdb, list, Lun{}, [](CommandPlan& plan) { plan.abort_requested = true; });
+  EXPECT_NE(r.outcome.status, Status::good);
+  EXPECT_EQ(r.destination_writes, 2);  // the chunk under way finished, no other started
 }
 
 // A LOGICAL UNIT RESET of the destination from another I_T nexus (whose session engine knows
@@ -474,18 +400,11 @@ TEST_F(ExtendedCopy, ALogicalUnitResetFromAnotherNexusStopsTheCopy) {
   constexpr std::uint32_t blocks = 8192;  // four chunks
   const auto list = parameter_list({cscd_of(0), cscd_of(1)}, {segment(0, 1, blocks, 0, 0)});
   const auto cdb = extended_copy(static_cast<std::uint32_t>(list.size()));
-  CommandPlan plan = dispatcher.plan(nexus, Lun{}, cdb.span());
-  ASSERT_FALSE(plan.rejected());
-  int reads = 0;
-  hooked[0]->on_read = [&] {
-    if (++reads == 2) (void)dispatcher.task_management(other, Lun::from_index(1), TaskManagement::logical_unit_reset);
-  };
-  std::vector<std::byte> buffer = list;
-  const int writes = counting[1]->writes;
-  auto outcome = test::run(ctx, dispatcher.execute(nexus, Lun{}, cdb.span(), plan, buffer));
-  hooked[0]->on_read = nullptr;
-  EXPECT_NE(outcome.status, Status::good);
-  EXPECT_EQ(counting[1]->writes - writes, 2);  // the chunk under way finished, no other started
+  const auto r = run_interrupted(cdb, list, Lun{}, [&](CommandPlan&) {
+    (void)dispatcher.task_management(other, Lun::from_index(1), TaskManagement::logical_unit_reset);
+  });
+  EXPECT_NE(r.outcome.status, Status::good);
+  EXPECT_EQ(r.destination_writes, 2);  // the chunk under way finished, no other started
   // A copy that starts after the reset runs to its end.
   std::vector<std::byte> again = list;
   CommandPlan plan2 = dispatcher.plan(nexus, Lun{}, cdb.span());
@@ -549,14 +468,7 @@ TEST_F(ExtendedCopy, ReceiveCopyResultsOperatingParametersAndAdvertising) {
   ASSERT_TRUE(parsed);
   EXPECT_TRUE(parsed->third_party_copy);
   // REPORT SUPPORTED OPERATION CODES lists EXTENDED COPY (LID1) and both RECEIVE COPY RESULTS.
-  for (auto [opcode, sa] : {std::pair{0x83u, 0x00u}, std::pair{0x84u, 0x00u}, std::pair{0x84u, 0x03u}}) {
-    scsi::Cdb c = raw({0xa3, 0x0c, 0x02, opcode});
-    store_be16(c.bytes.data() + 4, static_cast<std::uint16_t>(sa));
-    store_be32(c.bytes.data() + 6, 64);
-    auto r = command(c);
-    ASSERT_EQ(r.outcome.status, Status::good);
-    EXPECT_EQ(load_u8(r.data_in.data() + 1) & 0x07, 0x03) << opcode << "/" << sa;  // SUPPORT 011b
-  }
+  expect_supported_as_standard({{0x83, 0x00}, {0x84, 0x00}, {0x84, 0x03}});
 }
 
 TEST_F(ExtendedCopy, ThirdPartyCopyVpdPage) {

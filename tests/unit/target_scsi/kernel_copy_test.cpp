@@ -34,26 +34,11 @@ constexpr std::uint32_t bs = 512;
 constexpr std::uint64_t file_bytes = 16u << 20;
 
 /// A temporary LUN file of `bytes` in `dir` (removed at the end).
-struct TempLun {
-  TempLun(const char* dir, std::uint64_t bytes) {
-    std::string tmpl = std::string(dir) + "/iserkit-kcopy-XXXXXX";
-    const int fd = ::mkstemp(tmpl.data());
-    if (fd < 0) return;
-    if (::ftruncate(fd, static_cast<off_t>(bytes)) == 0) path = tmpl;
-    ::close(fd);
-  }
-  ~TempLun() {
-    if (!path.empty()) ::unlink(path.c_str());
-  }
-  TempLun(const TempLun&) = delete;
-  TempLun& operator=(const TempLun&) = delete;
-  std::string path;
+struct TempLun : test::TempLun {
+  TempLun(const char* dir, std::uint64_t bytes) : test::TempLun(dir, bytes, "kcopy") {}
 };
 
-std::string skip_reason(const char* dir) {
-  if (auto r = probe_io_uring(); !r) return "io_uring unavailable: " + r.error().message();
-  return ::access(dir, W_OK) == 0 ? std::string{} : std::string("no writable ") + dir;
-}
+std::string skip_reason(const char* dir) { return test::uring_file_skip_reason(dir); }
 
 /// `n` bytes whose every 512-byte block differs (seeded).
 std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
@@ -282,19 +267,8 @@ struct TwoUnits {
     nexus = dispatcher.open_nexus("iqn.test:a,i,0x1", {}, "192.0.2.1");
     for (int i = 0; i < 2; ++i) (void)command(raw({0x00}), {}, i);  // clear POWER ON, RESET
   }
-  static scsi::Cdb raw(std::initializer_list<unsigned> bytes) {
-    scsi::Cdb c;
-    std::size_t i = 0;
-    for (auto b : bytes) c.bytes[i++] = static_cast<std::byte>(b);
-    c.length = static_cast<std::uint8_t>(scsi::cdb_length_for(static_cast<std::uint8_t>(c.bytes[0])));
-    return c;
-  }
-  static scsi::Cdb rw16(unsigned opcode, std::uint64_t lba, std::uint32_t blocks) {
-    scsi::Cdb c = raw({opcode});
-    store_be64(c.bytes.data() + 2, lba);
-    store_be32(c.bytes.data() + 10, blocks);
-    return c;
-  }
+  static scsi::Cdb raw(std::initializer_list<unsigned> bytes) { return test::raw(bytes); }
+  static scsi::Cdb rw16(unsigned opcode, std::uint64_t lba, std::uint32_t blocks) { return test::lba16(opcode, lba, blocks); }
   test::CommandRun command(const scsi::Cdb& cdb, const std::vector<std::byte>& data = {}, int lun = 0) {
     return test::run_command(ctx, dispatcher, nexus, Lun::from_index(static_cast<std::uint16_t>(lun)), cdb, data);
   }

@@ -29,24 +29,11 @@ using scsi::Status;
 constexpr std::uint64_t lun_bytes = 8u << 20;
 
 /// A temporary LUN file in `dir` (removed at the end).
-struct TempLun {
-  explicit TempLun(const char* dir) {
-    std::string tmpl = std::string(dir) + "/iserkit-mediaio-XXXXXX";
-    const int fd = ::mkstemp(tmpl.data());
-    if (fd < 0) return;
-    if (::ftruncate(fd, static_cast<off_t>(lun_bytes)) == 0) path = tmpl;
-    ::close(fd);
-  }
-  ~TempLun() {
-    if (!path.empty()) ::unlink(path.c_str());
-  }
-  std::string path;
+struct TempLun : test::TempLun {
+  explicit TempLun(const char* dir) : test::TempLun(dir, lun_bytes, "mediaio") {}
 };
 
-std::string skip_reason(const char* dir) {
-  if (auto r = probe_io_uring(); !r) return "io_uring unavailable: " + r.error().message();
-  return ::access(dir, W_OK) == 0 ? std::string{} : std::string("no writable ") + dir;
-}
+std::string skip_reason(const char* dir) { return test::uring_file_skip_reason(dir); }
 
 /// Records transferred(): how often, with what, and whether from inside start_transfer().
 struct RecordingTransfer final : BackendTransfer {

@@ -34,13 +34,7 @@ constexpr std::uint32_t bs = 512;
 constexpr std::uint64_t lun_bytes = 4u << 20;  // 4 MiB: four 1 MiB overwrite steps
 constexpr std::uint64_t lun_blocks = lun_bytes / bs;
 
-scsi::Cdb raw(std::initializer_list<unsigned> bytes) {
-  scsi::Cdb c;
-  std::size_t i = 0;
-  for (auto b : bytes) c.bytes[i++] = static_cast<std::byte>(b);
-  c.length = static_cast<std::uint8_t>(scsi::cdb_length_for(static_cast<std::uint8_t>(c.bytes[0])));
-  return c;
-}
+using test::raw;
 
 /// SANITIZE with `byte1` (IMMED 0x80, AUSE 0x20, service action) and PARAMETER LIST LENGTH.
 scsi::Cdb sanitize(unsigned byte1, std::uint16_t parameter_list_length = 0) {
@@ -58,19 +52,8 @@ std::vector<std::byte> overwrite_list(unsigned byte0, std::vector<std::byte> pat
   return p;
 }
 
-scsi::Cdb read16(std::uint64_t lba, std::uint32_t blocks) {
-  scsi::Cdb c = raw({0x88});
-  store_be64(c.bytes.data() + 2, lba);
-  store_be32(c.bytes.data() + 10, blocks);
-  return c;
-}
-
-scsi::Cdb write16(std::uint64_t lba, std::uint32_t blocks) {
-  scsi::Cdb c = raw({0x8a});
-  store_be64(c.bytes.data() + 2, lba);
-  store_be32(c.bytes.data() + 10, blocks);
-  return c;
-}
+scsi::Cdb read16(std::uint64_t lba, std::uint32_t blocks) { return test::lba16(0x88, lba, blocks); }
+scsi::Cdb write16(std::uint64_t lba, std::uint32_t blocks) { return test::lba16(0x8a, lba, blocks); }
 
 void expect_invalid_cdb_field(const scsi::SenseOr<detail::SanitizeCdb>& r, std::uint16_t byte) {
   ASSERT_FALSE(r);

@@ -34,13 +34,7 @@ using Token = std::array<std::byte, detail::rod_token_bytes>;
 constexpr std::uint32_t bs = 512;
 constexpr std::uint64_t lun_bytes = 64u << 20;
 
-scsi::Cdb raw(std::initializer_list<unsigned> bytes) {
-  scsi::Cdb c;
-  std::size_t i = 0;
-  for (auto b : bytes) c.bytes[i++] = static_cast<std::byte>(b);
-  c.length = static_cast<std::uint8_t>(scsi::cdb_length_for(static_cast<std::uint8_t>(c.bytes[0])));
-  return c;
-}
+using test::raw;
 
 scsi::Cdb token_cdb(unsigned service_action, std::uint32_t list_id, std::uint32_t length) {
   scsi::Cdb c = raw({0x83, service_action});
@@ -56,12 +50,7 @@ scsi::Cdb rrti_cdb(std::uint32_t list_id, std::uint32_t allocation = 4096) {
   return c;
 }
 
-scsi::Cdb rw16(unsigned opcode, std::uint64_t lba, std::uint32_t blocks) {
-  scsi::Cdb c = raw({opcode});
-  store_be64(c.bytes.data() + 2, lba);
-  store_be32(c.bytes.data() + 10, blocks);
-  return c;
-}
+scsi::Cdb rw16(unsigned opcode, std::uint64_t lba, std::uint32_t blocks) { return test::lba16(opcode, lba, blocks); }
 
 using Ranges = std::vector<detail::RangeDescriptor>;
 
@@ -104,26 +93,7 @@ Token zero_token() {
   return t;
 }
 
-/// Calls `on_read` before every read it forwards.
-class HookedBackend final : public BlockBackend {
- public:
-  explicit HookedBackend(std::shared_ptr<BlockBackend> inner) : inner_(std::move(inner)) {}
-  const BackendCapabilities& capabilities() const noexcept override { return inner_->capabilities(); }
-  Awaitable<Result<void>> read(std::uint64_t o, ByteSpan b) override {
-    if (on_read) on_read();
-    co_return co_await inner_->read(o, b);
-  }
-  Awaitable<Result<void>> write(std::uint64_t o, ConstByteSpan b, Fua f) override { co_return co_await inner_->write(o, b, f); }
-  Awaitable<Result<void>> flush() override { co_return co_await inner_->flush(); }
-  Awaitable<Result<void>> discard(std::uint64_t o, std::uint64_t n) override { co_return co_await inner_->discard(o, n); }
-  Awaitable<Result<void>> write_zeroes(std::uint64_t o, std::uint64_t n, Fua f) override {
-    co_return co_await inner_->write_zeroes(o, n, f);
-  }
-  std::function<void()> on_read;
-
- private:
-  std::shared_ptr<BlockBackend> inner_;
-};
+using test::HookedBackend;
 
 void expect_sense(const ScsiOutcome& o, SenseKey key, scsi::AscPair pair) {
   ASSERT_EQ(o.status, Status::check_condition);
@@ -283,32 +253,18 @@ TEST(TokenParameters, RodStatusesPerNexusAndListId) {
 
 // --- Through the device server ---
 
-class TokenCopy : public ::testing::Test {
+class TokenCopy : public test::TwoUnitCopy {
  protected:
+  TokenCopy() : TwoUnitCopy(lun_bytes, bs) {}
   void SetUp() override {
     store = std::make_shared<detail::TokenStore>([this] { return now; });
-    for (int i = 0; i < 2; ++i) {
-      hooked[i] = std::make_shared<HookedBackend>(make_memory_backend({.size_bytes = lun_bytes, .block_size_bytes = bs}));
-      counting[i] = std::make_shared<test::CountingBackend>(hooked[i]);
-      LogicalUnitOptions o;
-      o.identity.serial = "TOKEN-" + std::to_string(i);
-      o.read_only = i == 1 && read_only_destination;
-      units[i] = std::make_shared<LogicalUnit>(counting[i], std::move(o));
-      ASSERT_TRUE(dispatcher.add_logical_unit(static_cast<std::uint16_t>(i), units[i]));
-    }
+    ASSERT_NO_FATAL_FAILURE(add_units("TOKEN-"));
     use_store(dispatcher);
-    nexus = dispatcher.open_nexus("iqn.test:a,i,0x1", {}, "192.0.2.1");
-    other = dispatcher.open_nexus("iqn.test:b,i,0x2", {}, "192.0.2.2");
-    for (auto n : {nexus, other})
-      for (int i = 0; i < 2; ++i) (void)command(raw({0x00}), {}, n, i);  // clear POWER ON, RESET
+    open_nexuses("192.0.2.2");
   }
 
   void use_store(const ScsiDispatcher& d) { const_cast<ScsiDispatcher::State&>(d.internal_state()).tokens = store; }
 
-  test::CommandRun command(const scsi::Cdb& cdb, const std::vector<std::byte>& data = {}, NexusId from = {}, int lun = 0) {
-    return test::run_command(ctx, dispatcher, from.value == 0 ? nexus : from, Lun::from_index(static_cast<std::uint16_t>(lun)),
-                             cdb, data);
-  }
   test::CommandRun populate(const std::vector<std::byte>& list, std::uint32_t list_id = 1, int lun = 0, NexusId from = {}) {
     return command(token_cdb(0x10, list_id, static_cast<std::uint32_t>(list.size())), list, from, lun);
   }
@@ -325,26 +281,8 @@ class TokenCopy : public ::testing::Test {
     if (info.data_in.size() >= 32 + 4 + 2 + 512) std::copy_n(info.data_in.begin() + 38, 512, t.begin());
     return t;
   }
-  void write_pattern(int lun, std::uint64_t lba, std::uint32_t blocks, unsigned seed) {
-    std::vector<std::byte> data(std::size_t{blocks} * bs);
-    for (std::size_t i = 0; i < data.size(); ++i) data[i] = std::byte((i / bs * 7 + seed + i) & 0xff);
-    ASSERT_EQ(command(rw16(0x8a, lba, blocks), data, {}, lun).outcome.status, Status::good);
-  }
-  std::vector<std::byte> read(int lun, std::uint64_t lba, std::uint32_t blocks) {
-    auto r = command(rw16(0x88, lba, blocks), {}, {}, lun);
-    EXPECT_EQ(r.outcome.status, Status::good);
-    return r.data_in;
-  }
-
-  bool read_only_destination = false;
   std::chrono::steady_clock::time_point now{};
   std::shared_ptr<detail::TokenStore> store;
-  asio::io_context ctx;
-  ScsiDispatcher dispatcher;
-  std::shared_ptr<HookedBackend> hooked[2];
-  std::shared_ptr<test::CountingBackend> counting[2];
-  std::shared_ptr<LogicalUnit> units[2];
-  NexusId nexus, other;
 };
 
 TEST_F(TokenCopy, PopulateThenWriteCopiesByteForByte) {
@@ -560,18 +498,9 @@ TEST_F(TokenCopy, AbortStopsBetweenChunks) {
   const Token t = make_token({{0, blocks}});
   const auto list = write_list(t, {{0, blocks}});
   const auto cdb = token_cdb(0x11, 2, static_cast<std::uint32_t>(list.size()));
-  CommandPlan plan = dispatcher.plan(nexus, Lun::from_index(1), cdb.span());
-  ASSERT_FALSE(plan.rejected());
-  int reads = 0;
-  hooked[0]->on_read = [&] {
-    if (++reads == 2) plan.abort_requested = true;
-  };
-  std::vector<std::byte> buffer = list;
-  const int writes = counting[1]->writes;
-  auto outcome = test::run(ctx, dispatcher.execute(nexus, Lun::from_index(1), cdb.span(), plan, buffer));
-  hooked[0]->on_read = nullptr;
-  EXPECT_NE(outcome.status, Status::good);
-  EXPECT_EQ(counting[1]->writes - writes, 2);
+  const auto r = run_interrupted(cdb, list, Lun::from_index(1), [](CommandPlan& plan) { plan.abort_requested = true; });
+  EXPECT_NE(r.outcome.status, Status::good);
+  EXPECT_EQ(r.destination_writes, 2);
 }
 
 // Runs WRITE USING TOKEN with IMMED = 1 on LUN 1 and the io_context until idle (the background
@@ -738,14 +667,7 @@ TEST_F(TokenCopy, TenantsAndServers) {
 }
 
 TEST_F(TokenCopy, AdvertisedInSupportedOpcodesAndVpd) {
-  for (auto [opcode, sa] : {std::pair{0x83u, 0x10u}, std::pair{0x83u, 0x11u}, std::pair{0x84u, 0x07u}}) {
-    scsi::Cdb c = raw({0xa3, 0x0c, 0x02, opcode});
-    store_be16(c.bytes.data() + 4, static_cast<std::uint16_t>(sa));
-    store_be32(c.bytes.data() + 6, 64);
-    auto r = command(c);
-    ASSERT_EQ(r.outcome.status, Status::good);
-    EXPECT_EQ(load_u8(r.data_in.data() + 1) & 0x07, 0x03) << opcode << "/" << sa;  // SUPPORT 011b
-  }
+  expect_supported_as_standard({{0x83, 0x10}, {0x83, 0x11}, {0x84, 0x07}});
   auto page = command(raw({0x12, 0x01, 0x8f, 0x04, 0x00}));
   ASSERT_EQ(page.outcome.status, Status::good);
   bool limits = false, features = false, types = false;

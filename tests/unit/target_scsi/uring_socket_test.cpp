@@ -10,6 +10,7 @@
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/datamover/tcp_datamover.hpp"
+#include "../common/datamover_pair.hpp"
 
 namespace iserkit::target::detail {
 namespace {
@@ -19,50 +20,23 @@ using datamover::Datamover;
 using datamover::PduOut;
 using datamover::TcpDatamover;
 
-struct Pair {
-  asio::io_context io;
-  std::unique_ptr<TcpDatamover> client;
-  std::unique_ptr<TcpDatamover> server;
+using datamover::test::IntoBuffer;
+using datamover::test::nop_batch;
+using datamover::test::pattern;
+using datamover::test::pause;
+
+// The shared loopback pair, the client sending through a UringSocketSender (Policy::always) where
+// the ring can be made.
+struct Pair : datamover::test::Pair {
   UringSocketSender* sender = nullptr;
-  explicit Pair(int buffer_bytes = 0) {
-    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-    tcp::socket c(io);
-    c.connect(acceptor.local_endpoint());
-    tcp::socket s = acceptor.accept();
-    if (buffer_bytes > 0) {
-      c.set_option(asio::socket_base::send_buffer_size(buffer_bytes));
-      s.set_option(asio::socket_base::receive_buffer_size(buffer_bytes));
-    }
-    client = std::make_unique<TcpDatamover>(std::move(c));
-    server = std::make_unique<TcpDatamover>(std::move(s));
+  explicit Pair(int buffer_bytes = 0) : datamover::test::Pair(buffer_bytes) {
     auto made = UringSocketSender::create(io.get_executor(), UringSocketSender::Policy::always);
     if (made) {
       sender = made->get();
       client->set_socket_sender(std::move(*made));
     }
   }
-  template <class F>
-  void run(F f) {
-    bool done = false;
-    asio::co_spawn(io, [&]() -> Awaitable<void> { co_await f(); done = true; }, asio::detached);
-    io.restart();
-    io.run_for(std::chrono::seconds(10));
-    ASSERT_TRUE(done) << "coroutine did not finish";
-  }
 };
-
-struct IntoBuffer : datamover::DataPlacement {
-  std::span<std::byte> target;
-  std::span<std::byte> place(const iscsi::Bhs&, std::uint32_t length) noexcept override {
-    return length <= target.size() ? target.first(length) : std::span<std::byte>{};
-  }
-};
-
-std::vector<std::byte> pattern(std::size_t n) {
-  std::vector<std::byte> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>(i * 13 + 5);
-  return v;
-}
 
 bool ring_sends_possible() {
   const auto& f = socket_io_features();
@@ -98,8 +72,7 @@ TEST(UringSocketSender, AWholeBatchArrivesInOrderWithoutCopies) {
       }
     }
     // One buffer (a header-only PDU): IORING_OP_SEND.
-    std::vector<PduOut> one;
-    one.push_back(datamover::make_pdu(iscsi::NopOut{.itt = iscsi::Itt{99}}));
+    auto one = nop_batch(99);
     EXPECT_EQ(p.client->try_send_now(one), Datamover::SendNow::queued);
     EXPECT_FALSE(co_await p.client->finish_send());
     auto in = co_await p.server->receive(nullptr);
@@ -114,31 +87,7 @@ TEST(UringSocketSender, ABatchLargerThanTheSocketBuffersIsSentWhole) {
   Pair p(16 * 1024);
   p.server->set_max_recv_data_segment_length(4 << 20);
   const auto big = pattern(3 << 20);
-  std::vector<std::byte> landing(big.size());
-  IntoBuffer placement;
-  placement.target = landing;
-  p.run([&]() -> Awaitable<void> {
-    std::vector<PduOut> batch;
-    batch.push_back(datamover::make_pdu(iscsi::DataOut{.itt = iscsi::Itt{1}}, big));
-    batch.push_back(datamover::make_pdu(iscsi::NopOut{.itt = iscsi::Itt{2}}));
-    EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::queued);
-    std::error_code finish_ec = make_error_code(errc::timeout);
-    bool finished = false;
-    asio::co_spawn(p.io, [&]() -> Awaitable<void> {
-      finish_ec = co_await p.client->finish_send();
-      finished = true;
-    }, asio::detached);
-    auto data = co_await p.server->receive(&placement);
-    EXPECT_TRUE(data && to_u32(iscsi::itt_of(data->bhs)) == 1u);
-    EXPECT_TRUE(std::equal(big.begin(), big.end(), landing.begin(), landing.end()));
-    auto nop = co_await p.server->receive(nullptr);
-    EXPECT_TRUE(nop && to_u32(iscsi::itt_of(nop->bhs)) == 2u);
-    asio::steady_timer settle(p.io);
-    settle.expires_after(std::chrono::milliseconds(20));
-    co_await settle.async_wait(asio::use_awaitable);
-    EXPECT_TRUE(finished);
-    EXPECT_FALSE(finish_ec);
-  });
+  p.run([&]() -> Awaitable<void> { co_await datamover::test::expect_queued_data_then_nop(p, big); });
 }
 
 TEST(UringSocketSender, AGonePeerFailsTheSendAndEverySendAfter) {
@@ -148,20 +97,16 @@ TEST(UringSocketSender, AGonePeerFailsTheSendAndEverySendAfter) {
   p.run([&]() -> Awaitable<void> {
     std::error_code ec;
     for (std::uint32_t i = 0; i < 100 && !ec; ++i) {
-      std::vector<PduOut> one;
-      one.push_back(datamover::make_pdu(iscsi::NopOut{.itt = iscsi::Itt{i}}));
+      auto one = nop_batch(i);
       switch (p.client->try_send_now(one)) {
         case Datamover::SendNow::queued: ec = co_await p.client->finish_send(); break;
         case Datamover::SendNow::refused: ec = co_await p.client->send_batch(std::move(one)); break;
         case Datamover::SendNow::sent: break;
       }
-      asio::steady_timer t(p.io);
-      t.expires_after(std::chrono::milliseconds(2));
-      co_await t.async_wait(asio::use_awaitable);
+      co_await pause(p.io, std::chrono::milliseconds(2));
     }
     EXPECT_EQ(ec, make_error_code(errc::connection_closed));
-    std::vector<PduOut> again;
-    again.push_back(datamover::make_pdu(iscsi::NopOut{.itt = iscsi::Itt{1000}}));
+    auto again = nop_batch(1000);
     EXPECT_EQ(p.client->try_send_now(again), Datamover::SendNow::refused);
     EXPECT_EQ(co_await p.client->send_batch(std::move(again)), make_error_code(errc::connection_closed));
   });
@@ -175,9 +120,7 @@ TEST(UringSocketSender, AbortWithASendBlockedOnAFullSocketEndsIt) {
     std::vector<PduOut> batch;
     batch.push_back(datamover::make_pdu(iscsi::DataOut{.itt = iscsi::Itt{1}}, big));
     EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::queued);
-    asio::steady_timer t(p.io);
-    t.expires_after(std::chrono::milliseconds(20));
-    co_await t.async_wait(asio::use_awaitable);
+    co_await pause(p.io, std::chrono::milliseconds(20));
     p.client->abort();  // no shutdown(): only the cancel can end the ring's send
     EXPECT_TRUE(co_await p.client->finish_send());
   });
@@ -205,8 +148,7 @@ TEST(UringSocketSender, JoinPendingSendsOnTheRingOnlyWithBackendSqesWaiting) {
   p.client->set_socket_sender(std::move(*made));
   p.run([&]() -> Awaitable<void> {
     // Nothing waits for a submit (queue depth 1): refused, the datamover's own sendmsg sends it.
-    std::vector<PduOut> alone;
-    alone.push_back(datamover::make_pdu(iscsi::NopOut{.itt = iscsi::Itt{1}}));
+    auto alone = nop_batch(1);
     EXPECT_EQ(p.client->try_send_now(alone), Datamover::SendNow::sent);
     EXPECT_EQ(sender->started(), 0u);
     // A backend SQE (a NOP here) waits for the pass's submit: the send joins it.
@@ -216,8 +158,7 @@ TEST(UringSocketSender, JoinPendingSendsOnTheRingOnlyWithBackendSqesWaiting) {
       nop_done = true;
     }, asio::detached);
     co_await asio::post(p.io, asio::use_awaitable);  // the NOP's coroutine prepares its SQE
-    std::vector<PduOut> joined;
-    joined.push_back(datamover::make_pdu(iscsi::NopOut{.itt = iscsi::Itt{2}}));
+    auto joined = nop_batch(2);
     EXPECT_EQ(p.client->try_send_now(joined), Datamover::SendNow::queued);
     EXPECT_EQ(sender->started(), 1u);
     EXPECT_FALSE(co_await p.client->finish_send());
@@ -225,9 +166,7 @@ TEST(UringSocketSender, JoinPendingSendsOnTheRingOnlyWithBackendSqesWaiting) {
       auto in = co_await p.server->receive(nullptr);
       EXPECT_TRUE(in && to_u32(iscsi::itt_of(in->bhs)) == want);
     }
-    asio::steady_timer settle(p.io);
-    settle.expires_after(std::chrono::milliseconds(10));
-    co_await settle.async_wait(asio::use_awaitable);
+    co_await pause(p.io, std::chrono::milliseconds(10));
     EXPECT_TRUE(nop_done);
   });
 }
