@@ -12,38 +12,17 @@
 #include "iserkit/initiator/lun.hpp"
 #include "iserkit/initiator/session.hpp"
 
+#include "../../support/session_client.hpp"
+
 using namespace iserkit;
 using namespace iserkit::initiator;
 using namespace std::chrono_literals;
 
 namespace {
 
-std::optional<Url> test_url() {
-  const char* u = std::getenv("ISERKIT_TEST_URL");
-  if (u == nullptr) return std::nullopt;
-  auto url = parse_url(u);
-  return url ? std::optional<Url>(*url) : std::nullopt;
-}
-
 template <class Body>
-void with_session(SessionOptions options, Body body) {
-  auto url = test_url();
-  if (!url) GTEST_SKIP() << "ISERKIT_TEST_URL not set (run through run_with_target.sh)";
-  asio::io_context io;
-  bool finished = false;
-  asio::co_spawn(
-      io,
-      [&]() -> Awaitable<void> {
-        auto session = co_await Session::connect(io.get_executor(), *url, options);
-        EXPECT_TRUE(session) << (session ? "" : session.error().message());
-        if (!session) co_return;
-        co_await body(**session, scsi::Lun::from_index(url->lun.value_or(0)));
-        if ((*session)->is_open()) (void)co_await (*session)->logout();
-        finished = true;
-      },
-      asio::detached);
-  io.run();
-  EXPECT_TRUE(finished);
+void with_session(const SessionOptions& options, Body body) {
+  test::with_session("ISERKIT_TEST_URL", "run_with_target.sh", options, body);
 }
 
 Awaitable<void> sleep_for(std::chrono::milliseconds d) {
