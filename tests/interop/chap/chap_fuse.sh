@@ -23,8 +23,6 @@ unmount() {
   FUSE_PID=""
 }
 trap 'unmount; cleanup' EXIT
-clean_env=(env -u LIBISCSI_CHAP_USERNAME -u LIBISCSI_CHAP_PASSWORD -u LIBISCSI_CHAP_TARGET_USERNAME
-  -u LIBISCSI_CHAP_TARGET_PASSWORD -u ISERKIT_CHAP_SECRET -u ISERKIT_CHAP_TARGET_SECRET)
 # mount_view NAME ARGS...: iserkit-fuse ARGS $WORK/NAME (foreground, background job; $CHAP_ENV in
 # a clean CHAP environment); waits for the mount.
 mount_view() {

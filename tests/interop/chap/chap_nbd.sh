@@ -20,8 +20,6 @@ stop_bridge() {
   BRIDGE_PID=""
 }
 trap '[[ -n $BRIDGE_PID ]] && kill "$BRIDGE_PID" 2>/dev/null; cleanup' EXIT
-clean_env=(env -u LIBISCSI_CHAP_USERNAME -u LIBISCSI_CHAP_PASSWORD -u LIBISCSI_CHAP_TARGET_USERNAME
-  -u LIBISCSI_CHAP_TARGET_PASSWORD -u ISERKIT_CHAP_SECRET -u ISERKIT_CHAP_TARGET_SECRET)
 # start_bridge NAME ARGS...: iserkit-nbd ARGS --socket $WORK/NAME.sock in the background (with
 # $CHAP_ENV in a clean CHAP environment); waits for the socket.
 start_bridge() {
