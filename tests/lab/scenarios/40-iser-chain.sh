@@ -91,12 +91,7 @@ bridge_log=$logdir/$scenario.bridge.log
 check bridge serving iserkit-nbd "$work/nbd.sock" 120 || give_up "iserkit-nbd did not serve $url"
 modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
 dev=/dev/nbd1
-attach() {
-  nbd-client -unix "$work/nbd.sock" "$dev" -b 4096 || return 1
-  wait_until 30 test "$(cat /sys/block/nbd1/size)" -gt 0 || { echo "nbd1 has no size"; return 1; }
-  echo "$dev: $(blockdev --getsize64 $dev) bytes through nbd-client -unix"
-}
-check nbd-attach attach || give_up "the kernel nbd client could not attach"
+check nbd-attach nbd_attach "$work/nbd.sock" nbd1 || give_up "the kernel nbd client could not attach"
 # 1 GiB each way with O_DIRECT: the data the copy counter must not have copied
 write_1g() {
   local start=$EPOCHREALTIME
