@@ -36,16 +36,7 @@ start_gateway() {
     --listen "127.0.0.1:0,tpgt=$tpgt" --port-file "$tmp/$name.port" "$@" >>"$tmp/$name.log" 2>&1 &
   pids+=($!)
   eval "${name}_pid=$!"
-  for _ in $(seq 150); do
-    [[ -s $tmp/$name.port ]] && break
-    kill -0 "$!" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [[ ! -s $tmp/$name.port ]]; then
-    grep -q "no RBD backend" "$tmp/$name.log" && skip "this build has no RBD backend (WITH_RBD=OFF)"
-    fail "gateway $name did not start"
-  fi
-  eval "${name}_port=$(cat "$tmp/$name.port")"
+  wait_gateway "$name" "$!"
 }
 start_gateway a 1 --alua-peer 2=active/non-optimized
 start_gateway b 2 --alua-state 2=active/non-optimized --alua-peer 1=active/optimized
@@ -79,14 +70,8 @@ wce_c=$(timeout 30 python3 "$SRC/tests/integration/rbd/caching_page.py" "$(cat "
 kill -9 $c_pid
 echo "ok: one logical unit through both gateways: $(grep '^serial' "$tmp/lu_a")"
 
-"$BIN/iserkit-nbd" "$url_a" "$url_b" --multipath failover --socket "$tmp/mp.sock" --stats-file "$tmp/mp.stats" \
-  --nop-interval 1 --nop-timeout 1 --path-replacement-timeout 2 --replacement-timeout 60 --log-level info \
-  >"$tmp/mp.log" 2>&1 &
-bridge_pid=$!; pids+=($bridge_pid)
-for _ in $(seq 100); do [[ -S $tmp/mp.sock ]] && break; sleep 0.1; done
-[[ -S $tmp/mp.sock ]] || fail "iserkit-nbd did not start"
-stat_of() { sed -n "s/^$1=//p" "$tmp/mp.stats"; }
-current() { kill -USR1 $bridge_pid; sleep 0.3; stat_of "$1"; }
+source "$(dirname "$0")/../alua/lib.sh"
+start_mp_bridge "$url_a" "$url_b"
 [[ $(current path.0.alua) == active/optimized ]] || fail "path 0 (gateway A) is not active/optimized"
 [[ $(stat_of path.1.alua) == active/non-optimized ]] || fail "path 1 (gateway B) is not active/non-optimized"
 
