@@ -98,12 +98,7 @@ fio_run() {
 }
 fio_run failover 96m &
 fio_pid=$!; pids+=($fio_pid)
-sleep 4
-kill -0 $fio_pid 2>/dev/null || fail "fio ended before the fault"
-path0_before=$(current path.0.commands)
-((path0_before > 0)) || fail "no I/O went to gateway A (active/optimized) before the fault"
-path1_before=$(stat_of path.1.commands)
-echo "== kill -9 gateway A (path.0.commands=$path0_before path.1.commands=$path1_before)"
+before_fault
 killed_ms=$(date +%s%3N)
 kill -9 "$a_pid"
 for _ in $(seq 100); do grep -q "this gateway is active" "$tmp/b.log" && break; sleep 0.02; done

@@ -9,6 +9,8 @@
 #     $tmp/mp.stats, log $tmp/mp.log; NOP-Out every second, 1 s timeout, a path given up after 2 s,
 #     the session after 60 s); sets bridge_pid
 #   stat_of KEY: KEY of the bridge's stats file; current KEY: the same, the file refreshed first
+#   before_fault: 4 s of fio ($fio_pid, which must still run) through the bridge, then the commands
+#     each path carried so far in path0_before, path1_before (path 0, gateway A, must have some)
 probe() { timeout 30 "$BIN/iserkit-alua-probe" "$@"; }
 states() { probe "$1" rtpg | sed -n 's/^group=\([0-9]*\) state=\(.*\)$/\1=\2/p' | sort | tr '\n' ' ' | sed 's/ $//'; }
 wait_states() {
@@ -30,3 +32,11 @@ start_mp_bridge() {
 }
 stat_of() { sed -n "s/^$1=//p" "$tmp/mp.stats"; }
 current() { kill -USR1 "$bridge_pid"; sleep 0.3; stat_of "$1"; }
+before_fault() {
+  sleep 4
+  kill -0 "$fio_pid" 2>/dev/null || fail "fio ended before the fault"
+  path0_before=$(current path.0.commands)
+  ((path0_before > 0)) || fail "no I/O went to gateway A (active/optimized) before the fault"
+  path1_before=$(stat_of path.1.commands)
+  echo "== kill -9 gateway A (path.0.commands=$path0_before path.1.commands=$path1_before)"
+}

@@ -64,3 +64,16 @@ wait_gateway() {
   fi
   eval "${name}_port=$(cat "$tmp/$name.port")"
 }
+
+# rbd_failover_init NAME: for the gateway failover tests (fio through iserkit-nbd while a gateway is
+# killed): skips (77) without fio's nbd engine, then rbd_test_init NAME and rbd_cluster_up, with
+# osd_client_watch_timeout 5 s: a dead gateway's watch on the image lasts that long (30 s by
+# default), and only then may librbd on the other gateway break its exclusive lock.
+rbd_failover_init() {
+  export PATH=/usr/bin:$PATH
+  command -v fio >/dev/null || skip "fio is not installed"
+  fio --enghelp 2>/dev/null | grep -qw nbd || skip "this fio has no nbd ioengine"
+  rbd_test_init "$1"
+  rbd_cluster_up
+  ceph tell osd.0 config set osd_client_watch_timeout 5 >/dev/null || fail "cannot set osd_client_watch_timeout"
+}

@@ -9,12 +9,7 @@
 # restarted gateway comes back standby and SET TARGET PORT GROUPS through it moves the active side
 # back. Skips (77) without the Ceph packages, a build without librbd, or fio without its nbd engine.
 source "$(dirname "$0")/lib.sh"
-export PATH=/usr/bin:$PATH
-command -v fio >/dev/null || skip "fio is not installed"
-fio --enghelp 2>/dev/null | grep -qw nbd || skip "this fio has no nbd ioengine"
-rbd_test_init rbd-alua
-rbd_cluster_up
-ceph tell osd.0 config set osd_client_watch_timeout 5 >/dev/null || fail "cannot set osd_client_watch_timeout"
+rbd_failover_init rbd-alua
 rbd create rbd/shared --size 64M
 
 iqn=iqn.2026-11.org.iserkit:rbdalua

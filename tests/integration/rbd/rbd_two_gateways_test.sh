@@ -16,14 +16,7 @@
 #    gateways read the same bytes.
 # Skips (77) without the Ceph packages, a build without librbd, or fio without its nbd engine.
 source "$(dirname "$0")/lib.sh"
-export PATH=/usr/bin:$PATH
-command -v fio >/dev/null || skip "fio is not installed"
-fio --enghelp 2>/dev/null | grep -qw nbd || skip "this fio has no nbd ioengine"
-rbd_test_init rbd-gw
-rbd_cluster_up
-# A dead gateway's watch on the image lasts osd_client_watch_timeout (30 s by default); only then
-# may librbd on the other gateway break its exclusive lock. 5 s keeps the test short.
-ceph tell osd.0 config set osd_client_watch_timeout 5 >/dev/null || fail "cannot set osd_client_watch_timeout"
+rbd_failover_init rbd-gw
 # Default features (exclusive-lock among them), as `rbd create` makes images.
 rbd create rbd/shared --size 128M
 rbd info rbd/shared | grep -q exclusive-lock || fail "the image has no exclusive-lock feature"
@@ -80,12 +73,7 @@ fio --name=gateways --ioengine=nbd --uri="nbd+unix:///?socket=$tmp/mp.sock" --rw
   --iodepth=8 --size=96m --rate=8m --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0 --verify_state_save=0 \
   >"$tmp/fio.log" 2>&1 &
 fio_pid=$!; pids+=($fio_pid)
-sleep 4
-kill -0 $fio_pid 2>/dev/null || fail "fio ended before the fault"
-path0_before=$(current path.0.commands)
-((path0_before > 0)) || fail "no I/O went to gateway A (active/optimized) before the fault"
-path1_before=$(stat_of path.1.commands)
-echo "== kill -9 gateway A (path.0.commands=$path0_before path.1.commands=$path1_before)"
+before_fault
 kill -9 "$a_pid"
 guard=$((SECONDS + 75))
 while kill -0 $fio_pid 2>/dev/null; do
