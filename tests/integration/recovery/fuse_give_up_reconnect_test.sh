@@ -20,7 +20,7 @@ head -c 1048576 /dev/urandom >"$tmp/data"
 dd if="$tmp/data" of="$lun_file" bs=1M seek=4 oflag=direct conv=notrunc status=none || fail "write before the kill"
 
 # One reader process, one descriptor, for the whole outage (it waits for the test's go-ahead files).
-PYTHONPATH=$(dirname "$0") python3 - "$lun_file" "$tmp/data" "$tmp" >"$tmp/client.log" 2>&1 <<'PY' &
+PYTHONPATH=$(dirname "$0") PYTHONDONTWRITEBYTECODE=1 python3 - "$lun_file" "$tmp/data" "$tmp" >"$tmp/client.log" 2>&1 <<'PY' &
 import mmap, os, sys
 from outage_client import mark, through_outage
 path, data_path, tmp = sys.argv[1:4]

@@ -51,7 +51,7 @@ PY
 # One client for the whole outage: its requests fail while the target is away, then succeed on
 # the same NBD connection once the bridge has logged in again. It waits for the test's go-ahead
 # (a file) before each phase.
-PYTHONPATH=$(dirname "$0") python3 - "$tmp/nbd.sock" "$tmp/data" "$tmp" >"$tmp/client.log" 2>&1 <<'PY' &
+PYTHONPATH=$(dirname "$0") PYTHONDONTWRITEBYTECODE=1 python3 - "$tmp/nbd.sock" "$tmp/data" "$tmp" >"$tmp/client.log" 2>&1 <<'PY' &
 import sys
 import nbd
 from outage_client import mark, through_outage, wait_for
