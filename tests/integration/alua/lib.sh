@@ -9,6 +9,8 @@
 #     $tmp/mp.stats, log $tmp/mp.log; NOP-Out every second, 1 s timeout, a path given up after 2 s,
 #     the session after 60 s); sets bridge_pid
 #   stat_of KEY: KEY of the bridge's stats file; current KEY: the same, the file refreshed first
+#   fio_after_fault LOG: fio ($fio_pid, its output in LOG) must end within 75 s of the fault, exit 0
+#     and report err= 0; prints its summary
 #   before_fault: 4 s of fio ($fio_pid, which must still run) through the bridge, then the commands
 #     each path carried so far in path0_before, path1_before (path 0, gateway A, must have some)
 probe() { timeout 30 "$BIN/iserkit-alua-probe" "$@"; }
@@ -39,4 +41,14 @@ before_fault() {
   ((path0_before > 0)) || fail "no I/O went to gateway A (active/optimized) before the fault"
   path1_before=$(stat_of path.1.commands)
   echo "== kill -9 gateway A (path.0.commands=$path0_before path.1.commands=$path1_before)"
+}
+fio_after_fault() {
+  local guard=$((SECONDS + 75))
+  while kill -0 "$fio_pid" 2>/dev/null; do
+    ((SECONDS < guard)) || fail "fio did not finish within 75 s of the fault (a request hangs)"
+    sleep 0.5
+  done
+  wait "$fio_pid" || fail "fio failed: $(grep -iE 'err|verify' "$1" | head -5)"
+  grep -q "err= 0" "$1" || fail "fio reported errors"
+  echo "  fio: $(grep -E 'WRITE:|READ:' "$1" | tr -s ' ' | head -2 | tr '\n' ' ')"
 }

@@ -74,3 +74,12 @@ check_no_secrets() {
     if grep -l -- "$s" "$@" "$WORK/target.err" "$WORK/target.out" 2>/dev/null; then fail "a secret appears in the output above"; fi
   done
 }
+
+# url_secret_masked PID: the URL's secret (alice's) is not in /proc/PID/cmdline, which shows it
+# masked (alice%****…@) instead; prints that command line.
+url_secret_masked() {
+  local line
+  line=$(tr '\0' ' ' </proc/$1/cmdline)
+  echo "  cmdline: $line"
+  [[ $line != *"$ALICE_SECRET"* && $line == *"alice%*****************@"* ]] || fail "the URL's secret is visible in /proc/PID/cmdline"
+}
