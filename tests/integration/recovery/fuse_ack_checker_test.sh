@@ -17,9 +17,7 @@ truncate -s 64M "$tmp/lun.img"
 start_target
 mount_fuse mnt --replacement-timeout 30 --timeout 10 --nop-interval 1 --nop-timeout 1
 
-python3 "$checker" run --file "$lun_file" --journal "$tmp/journal" --blocks 8192 --duration "$duration" \
-  --rate "$rate" >"$tmp/checker.log" 2>&1 &
-checker_pid=$!; pids+=($checker_pid)
+start_checker "$checker" --file "$lun_file"
 
 kill_restart_rounds 2 $checker_pid "the checker" 3 view_recovered
 # Freeze a working session, not one still logging in again after the second kill.

@@ -162,6 +162,15 @@ kill_restart_rounds() {
   done
 }
 
+# start_checker CHECKER WHERE...: CHECKER (ack_checker.py) run on WHERE (--file PATH or --socket
+# PATH) for $duration s at $rate writes/s over 8192 blocks, journal $tmp/journal, log
+# $tmp/checker.log; sets checker_pid.
+start_checker() {
+  python3 "$1" run "${@:2}" --journal "$tmp/journal" --blocks 8192 --duration "$duration" --rate "$rate" \
+    >"$tmp/checker.log" 2>&1 &
+  checker_pid=$!; pids+=("$checker_pid")
+}
+
 # wait_checker PID DURATION THROUGH: waits for the ack_checker.py run PID (DURATION s of writing,
 # log $tmp/checker.log), shows its log but the generations, fails unless it exited 0 (THROUGH: the
 # front end, for the message).

@@ -19,9 +19,7 @@ truncate -s 64M "$tmp/lun.img"
 start_target
 start_bridge nbd --replacement-timeout 30 --nop-interval 1 --nop-timeout 1
 
-python3 "$checker" run --socket "$tmp/nbd.sock" --journal "$tmp/journal" --blocks 8192 --duration "$duration" \
-  --rate "$rate" >"$tmp/checker.log" 2>&1 &
-checker_pid=$!; pids+=($checker_pid)
+start_checker "$checker" --socket "$tmp/nbd.sock"
 
 kill_restart_rounds 2 $checker_pid "the checker" 3 bridge_recovered
 # Freeze a working session, not one still logging in again after the second kill.
