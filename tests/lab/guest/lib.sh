@@ -17,6 +17,7 @@
 #   rxe_up                   Soft-RoCE device labrxe0 on dummy netdev labnet0 ($LAB_RDMA_IP)
 #   rxe_second_up IP         a second one, labrxe1 on dummy netdev labnet1 (IP)
 #   nbd_attach SOCKET NBD    the kernel nbd client on /dev/NBD through iserkit-nbd's Unix SOCKET
+#   fs_copy_remount DEV DIR  files copied onto DEV's file system mounted on DIR, checked after a remount
 #   iser_missing             prints why iSER cannot be tried with our binaries; 1 when it can
 set -u
 scenario=${LAB_SCENARIO:?run by guest/main.sh}
@@ -186,6 +187,19 @@ nbd_attach() {
   nbd-client -unix "$1" "/dev/$2" -b 4096 || return 1
   wait_until 30 test "$(cat "/sys/block/$2/size")" -gt 0 || { echo "$2 has no size"; return 1; }
   echo "/dev/$2: $(blockdev --getsize64 "/dev/$2") bytes through nbd-client -unix"
+}
+
+# fs_copy_remount DEV DIR: mounts DEV (a file system made on it) on DIR, copies /usr/include/linux
+# and 32 MiB of random bytes there, remounts it with the page cache dropped and checks every file's
+# SHA-256 (list in $work/sums), unmounts.
+fs_copy_remount() {
+  local dev=$1 dir=$2
+  mkdir -p "$dir" && mount "$dev" "$dir" || return 1
+  cp -a /usr/include/linux "$dir/" && head -c "$(mib 32)" /dev/urandom >"$dir/random.bin" || return 1
+  (cd "$dir" && find . -type f -print0 | sort -z | xargs -0 sha256sum >"$work/sums") || return 1
+  umount "$dir" && echo 3 >/proc/sys/vm/drop_caches && mount "$dev" "$dir" || return 1
+  (cd "$dir" && sha256sum --quiet -c "$work/sums") || return 1
+  umount "$dir" && echo "mounted, $(wc -l <"$work/sums") files copied, remounted, all checksums match"
 }
 
 # Does the build speak iSER? The target's --help names iSER, RDMA or a --transport flag once the iSER

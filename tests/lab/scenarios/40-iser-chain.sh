@@ -109,15 +109,7 @@ read_1g() {
 check write-1G write_1g
 check read-1G read_1g
 check mkfs mkfs_ext4 "$dev" || give_up "mkfs.ext4 failed"
-copy_in() {
-  mkdir -p /mnt/iser && mount "$dev" /mnt/iser || return 1
-  cp -a /usr/include/linux /mnt/iser/ && head -c "$(mib 32)" /dev/urandom >/mnt/iser/random.bin || return 1
-  (cd /mnt/iser && find . -type f -print0 | sort -z | xargs -0 sha256sum >"$work/sums") || return 1
-  umount /mnt/iser && echo 3 >/proc/sys/vm/drop_caches && mount "$dev" /mnt/iser || return 1
-  (cd /mnt/iser && sha256sum --quiet -c "$work/sums") || return 1
-  umount /mnt/iser && echo "mounted, $(wc -l <"$work/sums") files copied, remounted, all checksums match"
-}
-check mount-copy copy_in
+check mount-copy fs_copy_remount "$dev" /mnt/iser
 check e2fsck e2fsck -fn "$dev"
 check nbd-detach nbd_detach "$dev"
 check bridge-exit stop_daemon bridge
