@@ -24,20 +24,8 @@ if ! out=$(nbdkit --dump-plugin "$PLUGIN" 2>&1); then
   exit 1
 fi
 
-W=$(mktemp -d /tmp/iserkit-nbdkit.XXXXXX)
-started=()   # PIDs this test started (only these are stopped)
-finish() {
-  set +e
-  for p in "${started[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$W"
-}
-trap finish EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$W"/*.log; do [[ -s $f ]] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }; done
-  exit 1
-}
+source "$(dirname "$0")/../../support/scratch.sh"
+scratch_init nbdkit
 
 IQN=iqn.2026-11.org.iserkit:nbdkit
 RO=iqn.2026-11.org.iserkit:nbdkit-ro
