@@ -40,15 +40,6 @@ echo alice-secret-1234 >"$W/alice.secret"
 printf 'username = alice\nsecret = wrong-secret-0000\n' >"$W/wrong.chap"
 head -c 4096 /dev/urandom >"$W/4k.bin"
 
-# serve NAME ARGS...: iserkit-target ARGS on a free loopback port, its PID in `started` (so not
-# in a $(...) subshell: the cleanup would never see it); its port in $W/NAME.port.
-serve() {
-  local name=$1; shift
-  "$BIN/iserkit-target" "$@" --listen 127.0.0.1:0 --port-file "$W/$name.port" >"$W/target-$name.log" 2>&1 &
-  started+=($!)
-  for _ in $(seq 100); do [[ -s $W/$name.port ]] && break; sleep 0.05; done
-  [[ -s $W/$name.port ]] || fail "iserkit-target $name did not start"
-}
 cat >"$W/rw.toml" <<TOML
 [[targets]]
 iqn = "$PLAIN"
