@@ -1,6 +1,6 @@
 // Raw CDBs over an initiator Session, for the integration clients that drive commands the
 // initiator library has no call for (EXTENDED COPY, token copy): one command from its CDB, a CDB
-// from its bytes, READ/WRITE (16). Header-only test support.
+// from its bytes, READ/WRITE (16), TEST UNIT READY past the unit attentions. Header-only test support.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include "iserkit/common/bytes.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/scsi/cdb.hpp"
+#include "iserkit/scsi/sense.hpp"
 
 namespace iserkit::test {
 
@@ -38,6 +39,19 @@ inline scsi::Cdb rw16(unsigned opcode, std::uint64_t lba, std::uint32_t n) {
   store_be64(c.bytes.data() + 2, lba);
   store_be32(c.bytes.data() + 10, n);
   return c;
+}
+
+/// TEST UNIT READY (00h), built outside the coroutines.
+inline const scsi::Cdb test_unit_ready_cdb = cdb_of({0x00});
+
+/// TEST UNIT READY until no unit attention is left (a new session starts with one); the last result.
+inline Awaitable<Result<scsi::ScsiResult>> settle(initiator::Session& s, scsi::Lun lun) {
+  Result<scsi::ScsiResult> r;
+  for (int i = 0; i < 10; ++i) {
+    r = co_await run(s, lun, test_unit_ready_cdb);
+    if (!r || !r->sense || r->sense->key != scsi::SenseKey::unit_attention) break;
+  }
+  co_return r;
 }
 
 }  // namespace iserkit::test

@@ -54,19 +54,7 @@ start_gateway() {
   [[ -s $tmp/$name.port ]] || fail "gateway $name did not start"
   eval "${name}_port=$(cat "$tmp/$name.port")"
 }
-probe() { timeout 30 "$BIN/iserkit-alua-probe" "$@"; }
-# states URL: "1=STATE 2=STATE" from REPORT TARGET PORT GROUPS.
-states() { probe "$1" rtpg | sed -n 's/^group=\([0-9]*\) state=\(.*\)$/\1=\2/p' | sort | tr '\n' ' ' | sed 's/ $//'; }
-# wait_states URL WANT SECONDS
-wait_states() {
-  local got=
-  for _ in $(seq $((10 * $3))); do
-    got=$(states "$1") || true
-    [[ $got == "$2" ]] && return 0
-    sleep 0.1
-  done
-  fail "states through $1: '$got', want '$2'"
-}
+source "$(dirname "$0")/lib.sh"
 
 start_gateway a 1 2
 for _ in $(seq 50); do grep -q "this gateway is active" "$tmp/a.log" && break; sleep 0.1; done
@@ -96,14 +84,7 @@ print(" ".join("%d=%s" % (g["group"], g["state"]) for g in a["groups"]), "active
 [[ $(alua_status b) == "1=$AO 2=$SB standby lock" ]] || fail "status of B: $(alua_status b)"
 echo "ok: A active/optimized, B standby (refuses media access with 04h/0Bh); both report it (RTPG, status)"
 
-"$BIN/iserkit-nbd" "$url_a" "$url_b" --multipath failover --socket "$tmp/mp.sock" --stats-file "$tmp/mp.stats" \
-  --nop-interval 1 --nop-timeout 1 --path-replacement-timeout 2 --replacement-timeout 60 --log-level info \
-  >"$tmp/mp.log" 2>&1 &
-bridge_pid=$!; pids+=($bridge_pid)
-for _ in $(seq 100); do [[ -S $tmp/mp.sock ]] && break; sleep 0.1; done
-[[ -S $tmp/mp.sock ]] || fail "iserkit-nbd did not start"
-stat_of() { sed -n "s/^$1=//p" "$tmp/mp.stats"; }
-current() { kill -USR1 $bridge_pid; sleep 0.3; stat_of "$1"; }
+start_mp_bridge "$url_a" "$url_b"
 [[ $(current path.0.alua) == "$AO" ]] || fail "path 0 (gateway A) is not active/optimized: $(stat_of path.0.alua)"
 [[ $(stat_of path.1.alua) == "$SB" ]] || fail "path 1 (gateway B) is not standby: $(stat_of path.1.alua)"
 [[ $(stat_of path.1.state) == up ]] || fail "path 1 is not up (a different logical unit?): $(stat_of path.1.state)"
@@ -117,12 +98,7 @@ fio_run() {
 }
 fio_run failover 96m &
 fio_pid=$!; pids+=($fio_pid)
-sleep 4
-kill -0 $fio_pid 2>/dev/null || fail "fio ended before the fault"
-path0_before=$(current path.0.commands)
-((path0_before > 0)) || fail "no I/O went to gateway A (active/optimized) before the fault"
-path1_before=$(stat_of path.1.commands)
-echo "== kill -9 gateway A (path.0.commands=$path0_before path.1.commands=$path1_before)"
+before_fault
 killed_ms=$(date +%s%3N)
 kill -9 "$a_pid"
 for _ in $(seq 100); do grep -q "this gateway is active" "$tmp/b.log" && break; sleep 0.02; done
@@ -133,14 +109,7 @@ sleep 2
 echo "== restart gateway A on port $a_port"
 a_lines=$(wc -l <"$tmp/a.log")
 start_gateway a 1 2
-guard=$((SECONDS + 75))
-while kill -0 $fio_pid 2>/dev/null; do
-  ((SECONDS < guard)) || fail "fio did not finish within 75 s of the fault (a request hangs)"
-  sleep 0.5
-done
-wait $fio_pid || fail "fio failed: $(grep -iE 'err|verify' "$tmp/fio-failover.log" | head -5)"
-grep -q "err= 0" "$tmp/fio-failover.log" || fail "fio reported errors"
-echo "  fio: $(grep -E 'WRITE:|READ:' "$tmp/fio-failover.log" | tr -s ' ' | head -2 | tr '\n' ' ')"
+fio_after_fault "$tmp/fio-failover.log"
 path1_after=$(current path.1.commands)
 ((path1_after > path1_before)) || fail "no I/O moved to gateway B after gateway A died"
 [[ $(stat_of path.1.alua) == "$AO" ]] || fail "path 1 is not active/optimized after the failover: $(stat_of path.1.alua)"

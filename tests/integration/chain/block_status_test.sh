@@ -6,16 +6,8 @@
 #  - nbdcopy of the LUN to a file gives the same bytes as the LUN file, and reads only the allocated
 #    extents from the LUN: the bridge's read_bytes counter is 4 MiB, against 1 GiB with
 #    nbdcopy --no-extents (which ignores BLOCK_STATUS) — the figure in nbd_bridge/README.md.
-set -euo pipefail
-skip() { echo "SKIP: $*" >&2; exit 77; }
-for tool in nbdinfo nbdcopy jq sha256sum; do command -v $tool >/dev/null || skip "$tool is not installed"; done
-BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
-
-tmp=$(mktemp -d /tmp/iserkit-bs.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; echo "--- target log"; cat "$tmp/target.log"; echo "--- nbd log"; cat "$tmp/nbd.log"; exit 1; } >&2
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need nbdinfo nbdcopy jq sha256sum
 
 MiB=$((1 << 20))
 size=$((1024 * MiB))
@@ -31,12 +23,7 @@ assert os.lseek(fd, 0, os.SEEK_HOLE) == 1 << 20
 PY
 
 iqn=iqn.2026-11.org.iserkit:bs
-"$BIN/iserkit-target" --iqn $iqn --lun "$tmp/lun.img" --listen 127.0.0.1:0 --port-file "$tmp/port" \
-  >"$tmp/target.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
-[[ -s $tmp/port ]] || fail "target did not start"
-port=$(cat "$tmp/port")
+start_target "$tmp/lun.img"
 
 start_bridge() {  # start_bridge NAME [OPTION...]: a bridge on $tmp/NAME.sock with stats in $tmp/NAME.stats
   "$BIN/iserkit-nbd" "iscsi://127.0.0.1:$port/$iqn/0" --socket "$tmp/$1.sock" --stats-file "$tmp/$1.stats" \

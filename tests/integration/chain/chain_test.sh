@@ -10,28 +10,14 @@
 #  - zero copies: both report copied_payload_bytes=0 (common/copy_counter.hpp) — over TCP the only
 #    copies of payload are the kernel's socket copies;
 #  - the target's largest command over TCP is 8 MiB (a 24 MiB NBD request split by the initiator).
-set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/round_trip.sh"
-skip() { echo "SKIP: $*" >&2; exit 77; }
-for tool in nbdinfo nbdcopy nbdsh sha256sum; do command -v $tool >/dev/null || skip "$tool is not installed"; done
-BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need nbdinfo nbdcopy nbdsh sha256sum
 export PATH=/usr/bin:$PATH   # nbdsh needs the system python3 with libnbd's bindings, not a pyenv one
-
-tmp=$(mktemp -d /tmp/iserkit-chain.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; echo "--- target log"; cat "$tmp/target.log"; echo "--- nbd log"; cat "$tmp/nbd.log"; exit 1; } >&2
 
 size=$((64 << 20))
 truncate -s $size "$tmp/lun.img"
 iqn=iqn.2026-11.org.iserkit:chain
-"$BIN/iserkit-target" --iqn $iqn --lun "$tmp/lun.img" --listen 127.0.0.1:0 --port-file "$tmp/port" \
-  --stats-file "$tmp/target.stats" >"$tmp/target.log" 2>&1 &
-target_pid=$!; pids+=($target_pid)
-for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
-[[ -s $tmp/port ]] || fail "target did not start"
-port=$(cat "$tmp/port")
+start_target "$tmp/lun.img" --stats-file "$tmp/target.stats"
 
 "$BIN/iserkit-nbd" "iscsi://127.0.0.1:$port/$iqn/0" --socket "$tmp/nbd.sock" --stats-file "$tmp/nbd.stats" \
   >"$tmp/nbd.log" 2>&1 &

@@ -12,16 +12,8 @@
 #    foo, --nop-timeout 5x, --offset 1Q; case-insensitive words accepted (--digest CRC32C);
 #  - iserkit read --offset 1M --length 4K (sizes), --command-timeout 30s;
 #  - iserkit-target --iqn "my target" and a CHAP user with a control character refused.
-set -euo pipefail
-skip() { echo "SKIP: $*" >&2; exit 77; }
-for tool in nbdinfo cmp; do command -v $tool >/dev/null || skip "$tool is not installed"; done
-BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
-
-tmp=$(mktemp -d /tmp/iserkit-flags.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; echo "--- target log"; cat "$tmp/target.log"; echo "--- nbd log"; cat "$tmp/nbd.log" 2>/dev/null; exit 1; } >&2
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need nbdinfo cmp
 
 # refused CMD... : CMD must fail (not crash) and say what it accepts ($want, a fixed string).
 refused() {
@@ -33,11 +25,7 @@ refused() {
 }
 
 iqn=iqn.2026-11.org.iserkit:flags
-"$BIN/iserkit-target" --iqn $iqn --lun mem:16M --listen 127.0.0.1:0 --port-file "$tmp/port" >"$tmp/target.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
-[[ -s $tmp/port ]] || fail "target did not start"
-url="iscsi://127.0.0.1:$(cat "$tmp/port")/$iqn/0"
+start_target mem:16M
 nbd() { "$BIN/iserkit-nbd" "$url" "$@"; }  # in the foreground only ($! of `nbd &` would be a subshell)
 
 echo "== iserkit-nbd -p 0 -b 127.0.0.1 -x vol -r -t -e 4: nbdinfo nbd://127.0.0.1:PORT/vol"

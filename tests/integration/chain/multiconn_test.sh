@@ -14,17 +14,11 @@
 #    session and none on A's; B and the backing file read the data back;
 #  - the `threads` key of --config works; --threads 2 with two URLs (multipath) is refused;
 #  - SIGTERM: the bridge exits 0 and both sessions are gone from the target (logged out).
-set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/round_trip.sh"
-skip() { echo "SKIP: $*" >&2; exit 77; }
-for tool in nbdcopy nbdsh sha256sum python3; do command -v $tool >/dev/null || skip "$tool is not installed"; done
-BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need nbdcopy nbdsh sha256sum python3
 export PATH=/usr/bin:$PATH   # nbdsh needs the system python3 with libnbd's bindings
 
-tmp=$(mktemp -d /tmp/iserkit-multiconn.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
+# Every log's tail (this test runs several bridges).
 fail() {
   echo "FAIL: $*"
   for f in "$tmp"/*.log; do [[ -s $f ]] && { echo "--- ${f##*/}"; tail -n 40 "$f"; }; done

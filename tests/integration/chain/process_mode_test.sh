@@ -6,23 +6,11 @@
 #  - --fork / --pid-file (qemu-nbd's): the parent returns 0 once the socket is ready, the pid file
 #    names the live server, which serves nbdinfo and stops on SIGTERM; a bridge that cannot start
 #    makes the parent exit 1 (and writes no pid file).
-set -euo pipefail
-skip() { echo "SKIP: $*" >&2; exit 77; }
-for tool in nbdinfo nbdcopy cmp; do command -v $tool >/dev/null || skip "$tool is not installed"; done
-BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
-
-tmp=$(mktemp -d /tmp/iserkit-run.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; echo "--- target log"; cat "$tmp/target.log"; echo "--- nbd log"; cat "$tmp/nbd.log" 2>/dev/null; exit 1; } >&2
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+need nbdinfo nbdcopy cmp
 
 iqn=iqn.2026-11.org.iserkit:run
-"$BIN/iserkit-target" --iqn $iqn --lun mem:16M --listen 127.0.0.1:0 --port-file "$tmp/port" >"$tmp/target.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
-[[ -s $tmp/port ]] || fail "target did not start"
-url="iscsi://127.0.0.1:$(cat "$tmp/port")/$iqn/0"
+start_target mem:16M
 nbd() { "$BIN/iserkit-nbd" "$url" "$@"; }
 
 echo "== --run on a private socket"

@@ -11,18 +11,10 @@
 #  - the same keys in an `iserkit-nbd --config` TOML file; --run's $uri is nbds:// under require;
 #  - a client that sends STARTTLS and then stalls is dropped after --tls-handshake-timeout, and a
 #    bad --tls-psk file or certificate directory stops the bridge at start with a clear error.
-set -euo pipefail
-skip() { echo "SKIP: $*" >&2; exit 77; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 for tool in nbdinfo nbdcopy certtool psktool sha256sum python3; do
   command -v $tool >/dev/null || skip "$tool is not installed (certtool and psktool: gnutls-bin)"
 done
-BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
-
-tmp=$(mktemp -d /tmp/iserkit-tls.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; echo "--- target log"; cat "$tmp/target.log"; echo "--- nbd log"; cat "$tmp/nbd.log" 2>/dev/null; exit 1; } >&2
 
 echo "== credentials"
 pki=$tmp/pki; mkdir -p "$pki/server" "$pki/client" "$pki/noclient" "$pki/rogue"
@@ -50,11 +42,7 @@ cmp -s keys.psk wrong.psk && fail "psktool made the same key twice"
 cd - >/dev/null
 
 iqn=iqn.2026-11.org.iserkit:tls
-"$BIN/iserkit-target" --iqn $iqn --lun mem:16M --listen 127.0.0.1:0 --port-file "$tmp/port" >"$tmp/target.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
-[[ -s $tmp/port ]] || fail "target did not start"
-url="iscsi://127.0.0.1:$(cat "$tmp/port")/$iqn/0"
+start_target mem:16M
 
 bridge_pid=
 # start_bridge ARGS…: iserkit-nbd on 127.0.0.1, any free port (in $nbd_port).

@@ -28,22 +28,8 @@ case $program in
   *) echo "usage: errors_test.sh cli|nbd|fuse" >&2; exit 2 ;;
 esac
 
-W=$(mktemp -d /tmp/iserkit-errors.XXXXXX)
-started=()   # PIDs this test started (only these are stopped)
-mounted=()
-finish() {
-  set +e
-  for m in "${mounted[@]}"; do fusermount3 -u -z "$m" 2>/dev/null; done
-  for p in "${started[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$W"
-}
-trap finish EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$W"/*.err "$W"/*.log; do [[ -s $f ]] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }; done
-  exit 1
-}
+source "$(dirname "$0")/../../support/scratch.sh"
+scratch_init errors
 
 PLAIN=iqn.2026-11.org.iserkit:plain    # 16 MiB, writable
 SECURE=iqn.2026-11.org.iserkit:secure  # CHAP user alice
@@ -54,15 +40,6 @@ echo alice-secret-1234 >"$W/alice.secret"
 printf 'username = alice\nsecret = wrong-secret-0000\n' >"$W/wrong.chap"
 head -c 4096 /dev/urandom >"$W/4k.bin"
 
-# serve NAME ARGS...: iserkit-target ARGS on a free loopback port, its PID in `started` (so not
-# in a $(...) subshell: the cleanup would never see it); its port in $W/NAME.port.
-serve() {
-  local name=$1; shift
-  "$BIN/iserkit-target" "$@" --listen 127.0.0.1:0 --port-file "$W/$name.port" >"$W/target-$name.log" 2>&1 &
-  started+=($!)
-  for _ in $(seq 100); do [[ -s $W/$name.port ]] && break; sleep 0.05; done
-  [[ -s $W/$name.port ]] || fail "iserkit-target $name did not start"
-}
 cat >"$W/rw.toml" <<TOML
 [[targets]]
 iqn = "$PLAIN"

@@ -24,20 +24,8 @@ if ! out=$(nbdkit --dump-plugin "$PLUGIN" 2>&1); then
   exit 1
 fi
 
-W=$(mktemp -d /tmp/iserkit-nbdkit.XXXXXX)
-started=()   # PIDs this test started (only these are stopped)
-finish() {
-  set +e
-  for p in "${started[@]}"; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$W"
-}
-trap finish EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$W"/*.log; do [[ -s $f ]] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }; done
-  exit 1
-}
+source "$(dirname "$0")/../../support/scratch.sh"
+scratch_init nbdkit
 
 IQN=iqn.2026-11.org.iserkit:nbdkit
 RO=iqn.2026-11.org.iserkit:nbdkit-ro
@@ -45,15 +33,6 @@ SIZE=$((16 << 20))
 truncate -s $SIZE "$W/lun.img"
 truncate -s $SIZE "$W/ro.img"
 
-# serve NAME ARGS...: iserkit-target ARGS on a free loopback port, its PID in `started` (so not
-# in a $(...) subshell: the cleanup would never see it); its port in $W/NAME.port.
-serve() {
-  local name=$1; shift
-  "$BIN/iserkit-target" "$@" --listen 127.0.0.1:0 --port-file "$W/$name.port" >"$W/target-$name.log" 2>&1 &
-  started+=($!)
-  for _ in $(seq 100); do [[ -s $W/$name.port ]] && break; sleep 0.05; done
-  [[ -s $W/$name.port ]] || fail "iserkit-target $name did not start"
-}
 serve rw --iqn "$IQN" --lun "$W/lun.img"
 P=$(cat "$W/rw.port")
 SECURE=iqn.2026-11.org.iserkit:nbdkit-chap

@@ -47,3 +47,33 @@ rbd_cluster_up() {
   ceph_cluster_start "$tmp/ceph" || fail "the test cluster did not start"
   echo "cluster up in $(( $(date +%s) - t0 )) s"
 }
+
+# wait_gateway NAME PID: waits (15 s at most, while PID runs) for the port file $tmp/NAME.port of a
+# gateway (iserkit-target on an RBD image, log $tmp/NAME.log) and sets NAME_port; skips (77) when
+# the build has no RBD backend.
+wait_gateway() {
+  local name=$1 pid=$2
+  for _ in $(seq 150); do
+    [[ -s $tmp/$name.port ]] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [[ ! -s $tmp/$name.port ]]; then
+    grep -q "no RBD backend" "$tmp/$name.log" && skip "this build has no RBD backend (WITH_RBD=OFF)"
+    fail "gateway $name did not start"
+  fi
+  eval "${name}_port=$(cat "$tmp/$name.port")"
+}
+
+# rbd_failover_init NAME: for the gateway failover tests (fio through iserkit-nbd while a gateway is
+# killed): skips (77) without fio's nbd engine, then rbd_test_init NAME and rbd_cluster_up, with
+# osd_client_watch_timeout 5 s: a dead gateway's watch on the image lasts that long (30 s by
+# default), and only then may librbd on the other gateway break its exclusive lock.
+rbd_failover_init() {
+  export PATH=/usr/bin:$PATH
+  command -v fio >/dev/null || skip "fio is not installed"
+  fio --enghelp 2>/dev/null | grep -qw nbd || skip "this fio has no nbd ioengine"
+  rbd_test_init "$1"
+  rbd_cluster_up
+  ceph tell osd.0 config set osd_client_watch_timeout 5 >/dev/null || fail "cannot set osd_client_watch_timeout"
+}

@@ -9,12 +9,7 @@
 # restarted gateway comes back standby and SET TARGET PORT GROUPS through it moves the active side
 # back. Skips (77) without the Ceph packages, a build without librbd, or fio without its nbd engine.
 source "$(dirname "$0")/lib.sh"
-export PATH=/usr/bin:$PATH
-command -v fio >/dev/null || skip "fio is not installed"
-fio --enghelp 2>/dev/null | grep -qw nbd || skip "this fio has no nbd ioengine"
-rbd_test_init rbd-alua
-rbd_cluster_up
-ceph tell osd.0 config set osd_client_watch_timeout 5 >/dev/null || fail "cannot set osd_client_watch_timeout"
+rbd_failover_init rbd-alua
 rbd create rbd/shared --size 64M
 
 iqn=iqn.2026-11.org.iserkit:rbdalua
@@ -28,30 +23,9 @@ start_gateway() {
     --port-file "$tmp/$name.port" >>"$tmp/$name.log" 2>&1 &
   pids+=($!)
   eval "${name}_pid=$!"
-  for _ in $(seq 150); do
-    [[ -s $tmp/$name.port ]] && break
-    kill -0 "$!" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [[ ! -s $tmp/$name.port ]]; then
-    grep -q "no RBD backend" "$tmp/$name.log" && skip "this build has no RBD backend (WITH_RBD=OFF)"
-    fail "gateway $name did not start"
-  fi
-  eval "${name}_port=$(cat "$tmp/$name.port")"
+  wait_gateway "$name" "$!"
 }
-states() {
-  timeout 30 "$BIN/iserkit-alua-probe" "$1" rtpg | sed -n 's/^group=\([0-9]*\) state=\(.*\)$/\1=\2/p' | sort |
-    tr '\n' ' ' | sed 's/ $//'
-}
-wait_states() {
-  local got=
-  for _ in $(seq $((10 * $3))); do
-    got=$(states "$1") || true
-    [[ $got == "$2" ]] && return 0
-    sleep 0.1
-  done
-  fail "states through $1: '$got', want '$2'"
-}
+source "$(dirname "$0")/../alua/lib.sh"
 AO=active/optimized
 SB=standby
 
@@ -64,12 +38,7 @@ wait_states "$url_a" "1=$AO 2=$SB" 5
 wait_states "$url_b" "1=$AO 2=$SB" 5
 echo "ok: gateway A active/optimized, B standby"
 
-"$BIN/iserkit-nbd" "$url_a" "$url_b" --multipath failover --socket "$tmp/mp.sock" --stats-file "$tmp/mp.stats" \
-  --nop-interval 1 --nop-timeout 1 --path-replacement-timeout 2 --replacement-timeout 60 --log-level info \
-  >"$tmp/mp.log" 2>&1 &
-bridge_pid=$!; pids+=($bridge_pid)
-for _ in $(seq 100); do [[ -S $tmp/mp.sock ]] && break; sleep 0.1; done
-[[ -S $tmp/mp.sock ]] || fail "iserkit-nbd did not start"
+start_mp_bridge "$url_a" "$url_b"
 fio --name=rbd-alua --ioengine=nbd --uri="nbd+unix:///?socket=$tmp/mp.sock" --rw=randwrite --bs=64k --iodepth=8 \
   --size=48m --rate=8m --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0 --verify_state_save=0 \
   >"$tmp/fio.log" 2>&1 &
@@ -80,14 +49,7 @@ echo "== kill -9 gateway A"
 kill -9 "$a_pid"
 for _ in $(seq 100); do grep -q "this gateway is active" "$tmp/b.log" && break; sleep 0.02; done
 grep -q "this gateway is active" "$tmp/b.log" || fail "gateway B did not go active within 2 s of A's death"
-guard=$((SECONDS + 75))
-while kill -0 $fio_pid 2>/dev/null; do
-  ((SECONDS < guard)) || fail "fio did not finish within 75 s of the fault"
-  sleep 0.5
-done
-wait $fio_pid || fail "fio failed: $(grep -iE 'err|verify' "$tmp/fio.log" | head -5)"
-grep -q "err= 0" "$tmp/fio.log" || fail "fio reported errors"
-echo "  fio: $(grep -E 'WRITE:|READ:' "$tmp/fio.log" | tr -s ' ' | head -2 | tr '\n' ' ')"
+fio_after_fault "$tmp/fio.log"
 wait_states "$url_b" "1=$SB 2=$AO" 5
 echo "ok: kill -9 of the active gateway under fio verify: B took over, every block verified"
 

@@ -20,8 +20,9 @@ head -c 1048576 /dev/urandom >"$tmp/data"
 dd if="$tmp/data" of="$lun_file" bs=1M seek=4 oflag=direct conv=notrunc status=none || fail "write before the kill"
 
 # One reader process, one descriptor, for the whole outage (it waits for the test's go-ahead files).
-python3 - "$lun_file" "$tmp/data" "$tmp" >"$tmp/client.log" 2>&1 <<'PY' &
-import errno, mmap, os, sys, time
+PYTHONPATH=$(dirname "$0") PYTHONDONTWRITEBYTECODE=1 python3 - "$lun_file" "$tmp/data" "$tmp" >"$tmp/client.log" 2>&1 <<'PY' &
+import mmap, os, sys
+from outage_client import mark, through_outage
 path, data_path, tmp = sys.argv[1:4]
 data = open(data_path, "rb").read()
 fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
@@ -29,55 +30,9 @@ buf = mmap.mmap(-1, len(data))
 def read():
     n = os.preadv(fd, [buf], 4 << 20)
     return buf[:n]
-def wait_for(name, limit):
-    guard = time.monotonic() + limit
-    while not os.path.exists(os.path.join(tmp, name)):
-        if time.monotonic() > guard:
-            sys.exit("no go-ahead %s within %d s" % (name, limit))
-        time.sleep(0.05)
 assert read() == data, "read before the kill differs"
-open(os.path.join(tmp, "ready"), "w").close()
-wait_for("killed", 60)
-bound = 2 + 10  # the replacement timeout + slack (the target's socket closes at once)
-start = time.monotonic()
-while True:
-    try:
-        read()
-    except OSError as e:
-        if e.errno != errno.EIO:
-            sys.exit("expected EIO, got %s" % e)
-        break
-    if time.monotonic() - start > bound:
-        sys.exit("reads still succeed %d s after the kill" % bound)
-    time.sleep(0.1)
-print("  a read failed with EIO %.1f s after the kill" % (time.monotonic() - start), flush=True)
-t = time.monotonic()
-try:
-    read()
-    sys.exit("a read succeeded with the target down")
-except OSError as e:
-    if e.errno != errno.EIO:
-        sys.exit("after giving up: expected EIO, got %s" % e)
-if time.monotonic() - t > 1:
-    sys.exit("a read after the replacement timeout was not failed at once (%.1f s)" % (time.monotonic() - t))
-print("  the next read failed at once with EIO", flush=True)
-open(os.path.join(tmp, "gave_up"), "w").close()
-wait_for("restarted", 120)
-bound = 5 + 25  # the back-off's cap (jittered) + a login + slack for a loaded machine
-start = time.monotonic()
-while True:
-    try:
-        got = read()
-        break
-    except OSError as e:
-        if e.errno != errno.EIO:
-            sys.exit("while the view logs in again: expected EIO, got %s" % e)
-    if time.monotonic() - start > bound:
-        sys.exit("no read succeeded within %d s of the restart" % bound)
-    time.sleep(0.2)
-if got != data:
-    sys.exit("the data read after the restart differs from what was written before the kill")
-print("  the same descriptor reads the data back %.1f s after the restart" % (time.monotonic() - start), flush=True)
+mark(tmp, "ready")
+through_outage(tmp, read, read, OSError, lambda e: e.errno, data, "view", "descriptor")
 PY
 client_pid=$!; pids+=($client_pid)
 

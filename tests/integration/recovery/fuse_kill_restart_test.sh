@@ -25,16 +25,7 @@ fio --name=recovery --filename="$(fio_name "$lun_file")" --ioengine=libaio --dir
   >"$tmp/fio.log" 2>&1 &
 fio_pid=$!; pids+=($fio_pid)
 
-for round in $(seq "$rounds"); do
-  # A kill while the view is still logging in again would not be a lost connection of its own.
-  ((round == 1)) || wait_count "$tmp/mnt.log" "session: recovered: target=" $((round - 1)) 30
-  sleep 2
-  kill -0 $fio_pid 2>/dev/null || fail "fio ended before kill $round"
-  echo "== round $round: kill -9 the target, restart it 3 s later on port $port"
-  kill -9 $target_pid; wait $target_pid 2>/dev/null || true
-  sleep 3
-  start_target
-done
+kill_restart_rounds "$rounds" $fio_pid fio 2 view_recovered
 
 wait_fio $fio_pid "$guard"
 ! grep -qiE "verify.*bad|crc32c.*wanted" "$tmp/fio.log" || fail "fio found bad data"

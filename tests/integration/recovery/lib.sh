@@ -132,6 +132,65 @@ wait_count() {
   done
 }
 
+# bridge_recovered N: waits (30 s at most) until the bridge nbd is connected after N recoveries.
+bridge_recovered() {
+  local guard=$((SECONDS + 30)) r
+  until r=$(stat_of nbd recoveries); [[ $(stat_of nbd state) == connected ]] && ((${r:-0} >= $1)); do
+    ((SECONDS < guard)) || fail "the bridge did not recover $1 times within 30 s"
+    sleep 0.2
+  done
+}
+
+# view_recovered N: waits (30 s at most) until the view mnt logged N recoveries.
+view_recovered() { wait_count "$tmp/mnt.log" "session: recovered: target=" "$1" 30; }
+
+# kill_restart_rounds ROUNDS LOAD_PID LOAD SETTLE RECOVERED: ROUNDS times, under the load LOAD_PID
+# (named LOAD, e.g. fio), which must still run at each kill: `RECOVERED K` (bridge_recovered or
+# view_recovered) until the front end recovered from the K kills so far (a kill while it is still
+# logging in again would not be a lost connection of its own), SETTLE s more of load, then kill -9
+# the target and restart it 3 s later on the same port and file.
+kill_restart_rounds() {
+  local rounds=$1 load_pid=$2 load=$3 settle=$4 recovered=$5 round
+  for round in $(seq "$rounds"); do
+    "$recovered" $((round - 1))
+    sleep "$settle"
+    kill -0 "$load_pid" 2>/dev/null || fail "$load ended before kill $round"
+    echo "== round $round: kill -9 the target, restart it 3 s later on port $port"
+    kill -9 "$target_pid"; wait "$target_pid" 2>/dev/null || true
+    sleep 3
+    start_target
+  done
+}
+
+# start_checker CHECKER WHERE...: CHECKER (ack_checker.py) run on WHERE (--file PATH or --socket
+# PATH) for $duration s at $rate writes/s over 8192 blocks, journal $tmp/journal, log
+# $tmp/checker.log; sets checker_pid.
+start_checker() {
+  python3 "$1" run "${@:2}" --journal "$tmp/journal" --blocks 8192 --duration "$duration" --rate "$rate" \
+    >"$tmp/checker.log" 2>&1 &
+  checker_pid=$!; pids+=("$checker_pid")
+}
+
+# wait_checker PID DURATION THROUGH: waits for the ack_checker.py run PID (DURATION s of writing,
+# log $tmp/checker.log), shows its log but the generations, fails unless it exited 0 (THROUGH: the
+# front end, for the message).
+wait_checker() {
+  wait_for "$1" $(($2 + 90)) "the checker"
+  local rc=0; wait "$1" || rc=$?
+  grep -v "generation" "$tmp/checker.log" | sed 's/^/  /' || true
+  ((rc == 0)) || fail "the checker failed (exit $rc) through $3"
+}
+
+# verify_offline CHECKER: stops the target (SIGTERM, must exit 0), then CHECKER (ack_checker.py)
+# checks its data file $tmp/lun.img against the journal $tmp/journal.
+verify_offline() {
+  echo "== the target's data file, offline"
+  kill -TERM "$target_pid"; wait "$target_pid" || fail "iserkit-target exited with $? on SIGTERM"
+  local rc=0; python3 "$1" verify --file "$tmp/lun.img" --journal "$tmp/journal" >"$tmp/verify.log" 2>&1 || rc=$?
+  sed 's/^/  /' "$tmp/verify.log"
+  ((rc == 0)) || fail "the target's data file lost an acknowledged and flushed write (or holds torn/foreign blocks)"
+}
+
 # two_links: two network namespaces, $ns_target and $ns_initiator, joined by two veth pairs:
 # 10.201.N.1 (vtN, target side) and 10.201.N.2 (viN, initiator side) for N = 1, 2; the addresses
 # exist only inside the namespaces. Both namespaces (and so the veths) are deleted on exit. Skips

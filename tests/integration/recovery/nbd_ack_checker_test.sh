@@ -19,31 +19,11 @@ truncate -s 64M "$tmp/lun.img"
 start_target
 start_bridge nbd --replacement-timeout 30 --nop-interval 1 --nop-timeout 1
 
-python3 "$checker" run --socket "$tmp/nbd.sock" --journal "$tmp/journal" --blocks 8192 --duration "$duration" \
-  --rate "$rate" >"$tmp/checker.log" 2>&1 &
-checker_pid=$!; pids+=($checker_pid)
+start_checker "$checker" --socket "$tmp/nbd.sock"
 
-# wait_recovered N: until the bridge is connected after N recoveries (a kill during a recovery
-# would not be a lost connection of its own).
-wait_recovered() {
-  local guard=$((SECONDS + 30)) r
-  until r=$(stat_of nbd recoveries); [[ $(stat_of nbd state) == connected ]] && ((${r:-0} >= $1)); do
-    ((SECONDS < guard)) || fail "the bridge did not recover $1 times within 30 s"
-    sleep 0.2
-  done
-}
-
-for round in 1 2; do
-  ((round == 1)) || wait_recovered 1
-  sleep 3
-  kill -0 $checker_pid 2>/dev/null || fail "the checker ended before kill $round"
-  echo "== kill -9 the target ($round), restart it 3 s later on port $port"
-  kill -9 $target_pid; wait $target_pid 2>/dev/null || true
-  sleep 3
-  start_target
-done
+kill_restart_rounds 2 $checker_pid "the checker" 3 bridge_recovered
 # Freeze a working session, not one still logging in again after the second kill.
-wait_recovered 2
+bridge_recovered 2
 sleep 1
 echo "== SIGSTOP the target for 3 s"
 kill -STOP $target_pid; sleep 3; kill -CONT $target_pid
@@ -55,21 +35,14 @@ cp "$tmp/nbd.stats" "$tmp/nbd-first.stats"
 rm -f "$tmp/nbd.sock"   # so start_bridge waits for the new bridge's socket, not the dead one's
 start_bridge nbd --replacement-timeout 30 --nop-interval 1 --nop-timeout 1
 
-wait_for $checker_pid $((duration + 90)) "the checker"
-rc=0; wait $checker_pid || rc=$?
-grep -v "generation" "$tmp/checker.log" | sed 's/^/  /' || true
-((rc == 0)) || fail "the checker failed (exit $rc) through the bridge"
+wait_checker $checker_pid "$duration" "the bridge"
 grep -q "reconnected to" "$tmp/checker.log" || fail "the checker never reconnected after the bridge was killed"
 lost=$(sed -n 's/^connections_lost=//p' "$tmp/nbd-first.stats"); recovered=$(sed -n 's/^recoveries=//p' "$tmp/nbd-first.stats")
 echo "  first bridge: connections_lost=$lost recoveries=$recovered"
 ((lost >= 3 && recovered >= 3)) || fail "expected three lost connections and three recoveries (two kills, one freeze)"
 kill -TERM $bridge_pid; wait $bridge_pid || fail "iserkit-nbd exited with $?"
 
-echo "== the target's data file, offline"
-kill -TERM $target_pid; wait $target_pid || fail "iserkit-target exited with $? on SIGTERM"
-rc=0; python3 "$checker" verify --file "$tmp/lun.img" --journal "$tmp/journal" >"$tmp/verify.log" 2>&1 || rc=$?
-sed 's/^/  /' "$tmp/verify.log"
-((rc == 0)) || fail "the target's data file lost an acknowledged and flushed write (or holds torn/foreign blocks)"
+verify_offline "$checker"
 echo "== the checker can fail: corrupted copies of the data file"
 rc=0; python3 "$checker" corrupt-test --file "$tmp/lun.img" --journal "$tmp/journal" >"$tmp/corrupt.log" 2>&1 || rc=$?
 grep -E "corrupt-test: (detected|NOT)" "$tmp/corrupt.log" | sed 's/^/  /' || true

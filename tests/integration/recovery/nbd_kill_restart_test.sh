@@ -17,20 +17,7 @@ fio --name=recovery --ioengine=nbd --uri="nbd+unix:///?socket=$tmp/nbd.sock" --r
   >"$tmp/fio.log" 2>&1 &
 fio_pid=$!; pids+=($fio_pid)
 
-for round in 1 2; do
-  # A kill while the bridge is still logging in again would not be a lost connection of its own.
-  guard=$((SECONDS + 30))
-  until r=$(stat_of nbd recoveries); [[ $(stat_of nbd state) == connected ]] && ((${r:-0} >= round - 1)); do
-    ((SECONDS < guard)) || fail "the bridge did not recover within 30 s of restart $((round - 1))"
-    sleep 0.2
-  done
-  sleep 2
-  kill -0 $fio_pid 2>/dev/null || fail "fio ended before kill $round"
-  echo "== round $round: kill -9 the target, restart it 3 s later on port $port"
-  kill -9 $target_pid; wait $target_pid 2>/dev/null || true
-  sleep 3
-  start_target
-done
+kill_restart_rounds 2 $fio_pid fio 2 bridge_recovered
 
 wait_fio $fio_pid 120
 lost=$(stat_of nbd connections_lost); recovered=$(stat_of nbd recoveries)

@@ -39,6 +39,17 @@ URL="iscsi://$PORTAL/$IQN/0"
 st() { "$B/iserkit" status "$W/target.sock" --json >"$1" || fail "iserkit status failed"; }
 # js FILE EXPR: a Python expression over the document `d`.
 js() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+# listed_sessions FILE N: 1 unless (within 10 s) the status, kept in FILE, lists N sessions of the
+# bridge's initiator (iqn.2026-11.org.example:status-test).
+listed_sessions() {
+  for _ in $(seq 100); do
+    st "$1"
+    [ "$(js "$1" 'len([s for s in d["sessions"] if s["initiator"] == "iqn.2026-11.org.example:status-test"])')" = "$2" ] &&
+      return 0
+    sleep 0.1
+  done
+  return 1
+}
 st "$W/s0"
 [ "$(js "$W/s0" 'd["program"]')" = iserkit-target ] || fail "not the target's status"
 [ "$(js "$W/s0" 'd["targets"][0]["name"]')" = "$IQN" ] || fail "target not listed"
@@ -52,15 +63,7 @@ st "$W/s0"
 "$B/iserkit-nbd" "$URL" --socket "$W/nbd.sock" --initiator-name iqn.2026-11.org.example:status-test \
   >"$W/nbd.out" 2>"$W/nbd.err" &
 NBD=$!; PIDS+=($NBD)
-found=""
-for _ in $(seq 100); do
-  st "$W/s1"
-  if [ "$(js "$W/s1" 'len([s for s in d["sessions"] if s["initiator"] == "iqn.2026-11.org.example:status-test"])')" = 1 ]; then
-    found=1; break
-  fi
-  sleep 0.1
-done
-[ -n "$found" ] || { cat "$W/s1" "$W/nbd.err"; fail "the bridge's session is not listed"; }
+listed_sessions "$W/s1" 1 || { cat "$W/s1" "$W/nbd.err"; fail "the bridge's session is not listed"; }
 S='[s for s in d["sessions"] if s["initiator"] == "iqn.2026-11.org.example:status-test"][0]'
 [ "$(js "$W/s1" "$S[\"target\"]")" = "$IQN" ] || fail "session target"
 [ "$(js "$W/s1" "$S[\"tsih\"] > 0")" = True ] || fail "session TSIH"
@@ -120,15 +123,7 @@ kill "$SILENT" 2>/dev/null
 # Logout: the session is no longer listed.
 kill -TERM "$NBD"
 wait "$NBD" 2>/dev/null
-gone=""
-for _ in $(seq 100); do
-  st "$W/s3"
-  if [ "$(js "$W/s3" 'len([s for s in d["sessions"] if s["initiator"] == "iqn.2026-11.org.example:status-test"])')" = 0 ]; then
-    gone=1; break
-  fi
-  sleep 0.1
-done
-[ -n "$gone" ] || { cat "$W/s3"; fail "the session is still listed after logout"; }
+listed_sessions "$W/s3" 0 || { cat "$W/s3"; fail "the session is still listed after logout"; }
 kill -TERM "$TARGET"
 for _ in $(seq 100); do kill -0 "$TARGET" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$TARGET" 2>/dev/null && fail "target did not stop"

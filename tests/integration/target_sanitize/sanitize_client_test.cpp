@@ -12,6 +12,9 @@
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/scsi/sense.hpp"
 
+#include "../../support/session_client.hpp"
+#include "../raw_cdb_client.hpp"
+
 using namespace iserkit;
 using namespace iserkit::initiator;
 
@@ -19,36 +22,17 @@ namespace {
 
 constexpr scsi::AscPair sanitize_in_progress{0x04, 0x1b};  // LOGICAL UNIT NOT READY, SANITIZE IN PROGRESS
 
+using test::cdb_of;
+using test::run;
+using test::settle;  // TEST UNIT READY past the unit attentions; the last result
+
 // The CDBs and the OVERWRITE parameter list, built outside the coroutines (GCC 12 rejects the
 // array behind a braced list in a coroutine: "array used as initializer").
-const std::vector<unsigned> test_unit_ready_cdb{0x00};
-const std::vector<unsigned> overwrite_immed_cdb{0x48, 0x81, 0, 0, 0, 0, 0, 0, 5, 0};  // IMMED, OVERWRITE, 5 bytes
-const std::vector<unsigned> request_sense_cdb{0x03, 0, 0, 0, 252};
-const std::vector<unsigned> inquiry_cdb{0x12, 0, 0, 0, 36};
+const scsi::Cdb overwrite_immed_cdb = cdb_of({0x48, 0x81, 0, 0, 0, 0, 0, 0, 5, 0});  // IMMED, OVERWRITE, 5 bytes
+const scsi::Cdb request_sense_cdb = cdb_of({0x03, 0, 0, 0, 252});
+const scsi::Cdb inquiry_cdb = cdb_of({0x12, 0, 0, 0, 36});
 // One pass (OVERWRITE COUNT 1) of the one-byte INITIALIZATION PATTERN A5h.
 const std::vector<std::byte> overwrite_list{std::byte{0x01}, std::byte{0}, std::byte{0}, std::byte{1}, std::byte{0xa5}};
-
-// One command from its CDB bytes.
-Awaitable<Result<scsi::ScsiResult>> run(Session& s, scsi::Lun lun, const std::vector<unsigned>& cdb_bytes,
-                                        std::span<std::byte> in = {}, std::span<const std::byte> out = {}) {
-  CommandRequest request;
-  request.lun = lun;
-  for (std::size_t i = 0; i < cdb_bytes.size(); ++i) request.cdb.bytes[i] = static_cast<std::byte>(cdb_bytes[i]);
-  request.cdb.length = static_cast<std::uint8_t>(scsi::cdb_length_for(static_cast<std::uint8_t>(cdb_bytes[0])));
-  request.data_in = in;
-  request.data_out = out;
-  co_return co_await s.execute(request);
-}
-
-// TEST UNIT READY until no unit attention is left (a new session starts with one); the last result.
-Awaitable<Result<scsi::ScsiResult>> test_unit_ready(Session& s, scsi::Lun lun) {
-  Result<scsi::ScsiResult> r;
-  for (int i = 0; i < 10; ++i) {
-    r = co_await run(s, lun, test_unit_ready_cdb);
-    if (!r || !r->sense || r->sense->key != scsi::SenseKey::unit_attention) break;
-  }
-  co_return r;
-}
 
 void expect_sanitize_in_progress(const Result<scsi::ScsiResult>& r) {
   ASSERT_TRUE(r) << r.error().message();
@@ -62,35 +46,16 @@ void expect_sanitize_in_progress(const Result<scsi::ScsiResult>& r) {
 
 template <class Body>
 void with_session(Body body) {
-  const char* text = std::getenv("ISERKIT_TEST_URL");
-  if (text == nullptr) GTEST_SKIP() << "ISERKIT_TEST_URL not set (run through sanitize_test.sh)";
-  auto url = parse_url(text);
-  ASSERT_TRUE(url);
-  asio::io_context io;
-  const SessionOptions options;  // named: a braced temporary in the coroutine trips GCC 12
-  bool finished = false;
-  asio::co_spawn(
-      io,
-      [&]() -> Awaitable<void> {
-        auto session = co_await Session::connect(io.get_executor(), *url, options);
-        EXPECT_TRUE(session) << (session ? "" : session.error().message());
-        if (!session) co_return;
-        co_await body(**session, scsi::Lun::from_index(url->lun.value_or(0)));
-        if ((*session)->is_open()) (void)co_await (*session)->logout();
-        finished = true;
-      },
-      asio::detached);
-  io.run();
-  EXPECT_TRUE(finished);
+  test::with_session("ISERKIT_TEST_URL", "sanitize_test.sh", SessionOptions{}, body);
 }
 
 TEST(TargetSanitize, InProgressAcrossSessions) {
   with_session([](Session& s, scsi::Lun lun) -> Awaitable<void> {
-    auto ready = co_await test_unit_ready(s, lun);
+    auto ready = co_await settle(s, lun);
     EXPECT_TRUE(ready && ready->status == scsi::Status::good);
     auto started = co_await run(s, lun, overwrite_immed_cdb, {}, overwrite_list);
     EXPECT_TRUE(started && started->status == scsi::Status::good);
-    expect_sanitize_in_progress(co_await test_unit_ready(s, lun));
+    expect_sanitize_in_progress(co_await settle(s, lun));
     // REQUEST SENSE polls it: GOOD, the NOT READY sense as data.
     std::vector<std::byte> sense(252);
     auto polled = co_await run(s, lun, request_sense_cdb, sense);
@@ -104,7 +69,7 @@ TEST(TargetSanitize, InProgressAcrossSessions) {
   });
   // A new session (the first one logged out): still in progress.
   with_session([](Session& s, scsi::Lun lun) -> Awaitable<void> {
-    expect_sanitize_in_progress(co_await test_unit_ready(s, lun));
+    expect_sanitize_in_progress(co_await settle(s, lun));
   });
 }
 

@@ -5,20 +5,12 @@
 # again and sees it still in progress), then sends SIGTERM: the target must stop the operation at
 # its next step and exit within a few seconds, not after the 32 s the operation would take.
 # Usage: sanitize_test.sh CLIENT_PROGRAM. Exit 77 when iserkit-target is not built.
-set -u
-CLIENT=${1:?client program}
-BIN=${ISERKIT_BIN:-}
-[[ -x "$BIN/iserkit-target" ]] || { echo "SKIP: iserkit-target not built ($BIN)"; exit 77; }
-WORK=$(mktemp -d /tmp/iserkit-sanitize.XXXXXX)
-PID=""
-cleanup() { [[ -n "$PID" ]] && kill -KILL "$PID" 2>/dev/null; rm -rf "$WORK"; }
-trap cleanup EXIT
+source "$(dirname "$0")/../target_client_lib.sh"
 IQN="iqn.2026-11.org.iserkit.test:sanitize-$$"
 "$BIN/iserkit-target" --iqn "$IQN" --listen 127.0.0.1:0 --port-file "$WORK/port" --lun mem:64M \
   --sanitize-rate 2M --log-level info >"$WORK/target.log" 2>&1 &
 PID=$!
-for _ in $(seq 100); do [[ -s "$WORK/port" ]] && break; sleep 0.05; done
-[[ -s "$WORK/port" ]] || { cat "$WORK/target.log"; echo "FAIL: the target did not start"; exit 1; }
+wait_ports port || { cat "$WORK/target.log"; echo "FAIL: the target did not start"; exit 1; }
 ISERKIT_TEST_URL="iscsi://127.0.0.1:$(cat "$WORK/port")/$IQN/0" "$CLIENT" || { cat "$WORK/target.log"; exit 1; }
 start=$(date +%s%N)
 kill -TERM "$PID"

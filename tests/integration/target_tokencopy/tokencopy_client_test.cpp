@@ -21,6 +21,7 @@
 #include "iserkit/initiator/session.hpp"
 #include "iserkit/scsi/sense.hpp"
 
+#include "../../support/session_client.hpp"
 #include "../raw_cdb_client.hpp"
 
 using namespace iserkit;
@@ -46,6 +47,7 @@ using Token = std::vector<std::byte>;
 using test::cdb_of;
 using test::run;
 using test::rw16;
+using test::settle;
 
 // POPULATE TOKEN (83h/10h) or WRITE USING TOKEN (83h/11h): LIST IDENTIFIER, PARAMETER LIST LENGTH.
 scsi::Cdb token_cdb(unsigned service_action, std::uint32_t list_id, std::size_t length) {
@@ -61,8 +63,6 @@ scsi::Cdb rrti_cdb(std::uint32_t list_id) {
   store_be32(c.bytes.data() + 10, 1024);
   return c;
 }
-
-const scsi::Cdb test_unit_ready_cdb = cdb_of({0x00});
 
 struct Range {
   std::uint64_t lba;
@@ -104,13 +104,6 @@ bool has_sense(const Result<scsi::ScsiResult>& r, scsi::SenseKey key, scsi::AscP
   return r && r->status == scsi::Status::check_condition && r->sense && r->sense->key == key && r->sense->asc_pair() == pair;
 }
 
-Awaitable<void> settle(Session& s, scsi::Lun lun) {
-  for (int i = 0; i < 10; ++i) {
-    auto r = co_await run(s, lun, test_unit_ready_cdb);
-    if (!r || !r->sense || r->sense->key != scsi::SenseKey::unit_attention) break;
-  }
-}
-
 // POPULATE TOKEN of `ranges` with `list_id`, then the token from RECEIVE ROD TOKEN INFORMATION.
 Awaitable<Token> make_token(Session& s, scsi::Lun lun, std::uint32_t list_id, const std::vector<Range>& ranges) {
   Token token(512);
@@ -127,29 +120,13 @@ Awaitable<Token> make_token(Session& s, scsi::Lun lun, std::uint32_t list_id, co
   co_return token;
 }
 
+// `body(session)` in a session to the target in `variable`, once LUN 0's unit attentions are read.
 template <class Body>
 void with_session(const char* variable, Body body) {
-  const char* text = std::getenv(variable);
-  if (text == nullptr) GTEST_SKIP() << variable << " not set (run through tokencopy_test.sh)";
-  auto url = parse_url(text);
-  ASSERT_TRUE(url);
-  asio::io_context io;
-  const SessionOptions options;
-  bool finished = false;
-  asio::co_spawn(
-      io,
-      [&]() -> Awaitable<void> {
-        auto session = co_await Session::connect(io.get_executor(), *url, options);
-        EXPECT_TRUE(session) << (session ? "" : session.error().message());
-        if (!session) co_return;
-        co_await settle(**session, scsi::Lun::from_index(0));
-        co_await body(**session);
-        if ((*session)->is_open()) (void)co_await (*session)->logout();
-        finished = true;
-      },
-      asio::detached);
-  io.run();
-  EXPECT_TRUE(finished);
+  test::with_session(variable, "tokencopy_test.sh", SessionOptions{}, [&](Session& s, scsi::Lun) -> Awaitable<void> {
+    (void)co_await settle(s, scsi::Lun::from_index(0));
+    co_await body(s);
+  });
 }
 
 std::vector<std::byte> pattern() {
@@ -164,7 +141,7 @@ TEST(TargetTokenCopy, PopulateWriteAcrossTargetsOfATenantOnly) {
   const auto lun1 = scsi::Lun::from_index(1);
   const auto data = pattern();
   with_session("ISERKIT_TEST_SOURCE_URL", [&](Session& s) -> Awaitable<void> {
-    co_await settle(s, lun1);
+    (void)co_await settle(s, lun1);
     auto w = co_await run(s, lun0, rw16(0x8a, source_lba, blocks), {}, data);
     EXPECT_TRUE(w && w->status == scsi::Status::good);
     // Two source ranges: the ROD is their concatenation.
@@ -225,7 +202,7 @@ TEST(TargetTokenCopy, PopulateWriteAcrossTargetsOfATenantOnly) {
     });
   }
   with_session("ISERKIT_TEST_SOURCE_URL", [&](Session& s) -> Awaitable<void> {
-    co_await settle(s, lun1);
+    (void)co_await settle(s, lun1);
     // A write to one block of a token's range cancels it: nothing more is copied with it.
     const Token doomed = co_await make_token(s, lun0, 3, one_range(cancel_lba, 16));
     std::vector<std::byte> one(bs, std::byte{0x42});

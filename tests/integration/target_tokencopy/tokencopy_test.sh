@@ -9,17 +9,7 @@
 # the status socket must say that the copies moved inside the kernel (io_uring splice through
 # O_DIRECT, the token checked per part; totals.copy_bytes) and none through a user-space buffer.
 # Usage: tokencopy_test.sh CLIENT_PROGRAM. Exit 77 when iserkit-target is not built.
-set -u
-CLIENT=${1:?client program}
-BIN=${ISERKIT_BIN:-}
-[[ -x "$BIN/iserkit-target" ]] || { echo "SKIP: iserkit-target not built ($BIN)"; exit 77; }
-WORK=$(mktemp -d /tmp/iserkit-tokencopy.XXXXXX)
-PID="" PID2=""
-cleanup() {
-  for p in $PID $PID2; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/../target_client_lib.sh"
 fail() { echo "FAIL: $*"; echo "--- target log"; cat "$WORK/target.log"; echo "--- other target log"; cat "$WORK/other.log"; exit 1; }
 mkdir -p "$WORK/other/vol"
 for f in a b c d; do truncate -s 64M "$WORK/$f.img"; done
@@ -56,8 +46,7 @@ PID=$!
 "$BIN/iserkit-target" --iqn "$BASE.other" --export-dir "$WORK/other" --listen 127.0.0.1:0 --port-file "$WORK/port2" \
   --log-level warn >"$WORK/other.log" 2>&1 &
 PID2=$!
-for _ in $(seq 100); do [[ -s "$WORK/port" && -s "$WORK/port2" ]] && break; sleep 0.05; done
-[[ -s "$WORK/port" && -s "$WORK/port2" ]] || fail "the targets did not start"
+wait_ports port port2 || fail "the targets did not start"
 portal() { sed -n "s/.*tenant $1: listening on \([0-9.:]*\).*/\1/p" "$WORK/target.log" | head -1; }
 BLUE=$(portal blue) RED=$(portal red)
 [[ -n $BLUE && -n $RED ]] || fail "no tenant portals in the log"

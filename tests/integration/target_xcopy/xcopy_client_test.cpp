@@ -16,6 +16,7 @@
 #include "iserkit/scsi/inquiry.hpp"
 #include "iserkit/scsi/sense.hpp"
 
+#include "../../support/session_client.hpp"
 #include "../raw_cdb_client.hpp"
 
 using namespace iserkit;
@@ -33,6 +34,7 @@ constexpr scsi::AscPair unreachable_copy_target{0x08, 0x04};
 using test::cdb_of;
 using test::run;
 using test::rw16;
+using test::settle;
 
 scsi::Cdb extended_copy(std::uint32_t length) {
   scsi::Cdb c = cdb_of({0x83});
@@ -40,7 +42,6 @@ scsi::Cdb extended_copy(std::uint32_t length) {
   return c;
 }
 
-const scsi::Cdb test_unit_ready_cdb = cdb_of({0x00});
 const scsi::Cdb vpd83_cdb = cdb_of({0x12, 0x01, 0x83, 0x01, 0x00});
 const scsi::Cdb copy_status_cdb = [] {
   scsi::Cdb c = cdb_of({0x84, 0x00, 3});
@@ -76,14 +77,6 @@ std::vector<std::byte> parameter_list(const std::vector<std::byte>& source_naa, 
   return p;
 }
 
-// TEST UNIT READY until no unit attention is left (a new session starts with one).
-Awaitable<void> settle(Session& s, scsi::Lun lun) {
-  for (int i = 0; i < 10; ++i) {
-    auto r = co_await run(s, lun, test_unit_ready_cdb);
-    if (!r || !r->sense || r->sense->key != scsi::SenseKey::unit_attention) break;
-  }
-}
-
 // The LU's NAA designator from VPD 0x83, or empty.
 Awaitable<std::vector<std::byte>> naa_of(Session& s, scsi::Lun lun) {
   std::vector<std::byte> page(256);
@@ -96,42 +89,25 @@ Awaitable<std::vector<std::byte>> naa_of(Session& s, scsi::Lun lun) {
   co_return std::vector<std::byte>{};
 }
 
+// `body(session)` in a session to the target in `variable`.
 template <class Body>
 void with_session(const char* variable, Body body) {
-  const char* text = std::getenv(variable);
-  if (text == nullptr) GTEST_SKIP() << variable << " not set (run through xcopy_test.sh)";
-  auto url = parse_url(text);
-  ASSERT_TRUE(url);
-  asio::io_context io;
-  const SessionOptions options;
-  bool finished = false;
-  asio::co_spawn(
-      io,
-      [&]() -> Awaitable<void> {
-        auto session = co_await Session::connect(io.get_executor(), *url, options);
-        EXPECT_TRUE(session) << (session ? "" : session.error().message());
-        if (!session) co_return;
-        co_await body(**session);
-        if ((*session)->is_open()) (void)co_await (*session)->logout();
-        finished = true;
-      },
-      asio::detached);
-  io.run();
-  EXPECT_TRUE(finished);
+  test::with_session(variable, "xcopy_test.sh", SessionOptions{},
+                     [&](Session& s, scsi::Lun) -> Awaitable<void> { co_await body(s); });
 }
 
 TEST(TargetXcopy, CopiesBetweenFileLunsAndIntoAnotherTargetOnlyWhenLoggedInThere) {
   std::vector<std::byte> foreign_naa;
   with_session("ISERKIT_TEST_FOREIGN_URL", [&](Session& s) -> Awaitable<void> {
-    co_await settle(s, scsi::Lun::from_index(0));
+    (void)co_await settle(s, scsi::Lun::from_index(0));
     foreign_naa = co_await naa_of(s, scsi::Lun::from_index(0));
   });
   ASSERT_FALSE(foreign_naa.empty());
   with_session("ISERKIT_TEST_URL", [&](Session& s) -> Awaitable<void> {
     const auto lun0 = scsi::Lun::from_index(0);
     const auto lun1 = scsi::Lun::from_index(1);
-    co_await settle(s, lun0);
-    co_await settle(s, lun1);
+    (void)co_await settle(s, lun0);
+    (void)co_await settle(s, lun1);
     std::vector<std::byte> pattern(std::size_t{blocks} * bs);
     for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<std::byte>((i * 131 + i / bs) & 0xff);
     auto w = co_await run(s, lun0, rw16(0x8a, source_lba, blocks), {}, pattern);
@@ -171,8 +147,8 @@ TEST(TargetXcopy, CopiesBetweenFileLunsAndIntoAnotherTargetOnlyWhenLoggedInThere
     EXPECT_TRUE(there) << (there ? "" : there.error().message());
     if (!there) co_return;
     const auto lun0 = scsi::Lun::from_index(0);
-    co_await settle(s, lun0);
-    co_await settle(**there, lun0);
+    (void)co_await settle(s, lun0);
+    (void)co_await settle(**there, lun0);
     const auto naa0 = co_await naa_of(s, lun0);
     auto list = parameter_list(naa0, foreign_naa);
     store_be64(list.data() + 16 + 64 + 20, foreign_lba);
@@ -187,7 +163,7 @@ TEST(TargetXcopy, CopiesBetweenFileLunsAndIntoAnotherTargetOnlyWhenLoggedInThere
   });
   // The refused copy never wrote the other target's LUN.
   with_session("ISERKIT_TEST_FOREIGN_URL", [&](Session& s) -> Awaitable<void> {
-    co_await settle(s, scsi::Lun::from_index(0));
+    (void)co_await settle(s, scsi::Lun::from_index(0));
     std::vector<std::byte> back(std::size_t{blocks} * bs, std::byte{1});
     auto r = co_await run(s, scsi::Lun::from_index(0), rw16(0x88, destination_lba, blocks), back);
     EXPECT_TRUE(r && r->status == scsi::Status::good);

@@ -9,22 +9,14 @@
 # inside the kernel (totals.copy_bytes.in_kernel: io_uring splice, file → pipe → file) and none
 # through a user-space buffer (user_space 0; issue 25 item 1).
 # Usage: xcopy_test.sh CLIENT_PROGRAM. Exit 77 when iserkit-target is not built.
-set -u
-CLIENT=${1:?client program}
-BIN=${ISERKIT_BIN:-}
-[[ -x "$BIN/iserkit-target" ]] || { echo "SKIP: iserkit-target not built ($BIN)"; exit 77; }
-WORK=$(mktemp -d /tmp/iserkit-xcopy.XXXXXX)
-PID=""
-cleanup() { [[ -n "$PID" ]] && kill -KILL "$PID" 2>/dev/null; rm -rf "$WORK"; }
-trap cleanup EXIT
+source "$(dirname "$0")/../target_client_lib.sh"
 mkdir -p "$WORK/volumes/one" "$WORK/volumes/two"
 for f in one/a.img one/b.img two/c.img; do truncate -s 64M "$WORK/volumes/$f"; done
 BASE="iqn.2026-11.org.iserkit.test.xcopy$$"
 "$BIN/iserkit-target" --iqn "$BASE" --export-dir "$WORK/volumes" --listen 127.0.0.1:0 --port-file "$WORK/port" \
   --status-socket "$WORK/status.sock" --log-level warn >"$WORK/target.log" 2>&1 &
 PID=$!
-for _ in $(seq 100); do [[ -s "$WORK/port" ]] && break; sleep 0.05; done
-[[ -s "$WORK/port" ]] || { cat "$WORK/target.log"; echo "FAIL: the target did not start"; exit 1; }
+wait_ports port || { cat "$WORK/target.log"; echo "FAIL: the target did not start"; exit 1; }
 PORT=$(cat "$WORK/port")
 ISERKIT_TEST_URL="iscsi://127.0.0.1:$PORT/$BASE:one/0" ISERKIT_TEST_FOREIGN_URL="iscsi://127.0.0.1:$PORT/$BASE:two/0" \
   "$CLIENT" || { cat "$WORK/target.log"; exit 1; }

@@ -16,9 +16,7 @@ grep -q "$IQN:good" "$WORK/ls" || fail "the good folder is not a target"
 [[ $(grep -c 'Target:' "$WORK/ls") == 1 ]] || fail "more than one target exported"
 [[ $(grep -c 'Lun:' "$WORK/ls") == 1 ]] || fail "more than one LUN exported"
 timeout 30 iscsi-inq "iscsi://127.0.0.1:$PORT/$IQN:good/0" >/dev/null || fail "the good target does not serve"
-stop_target
-LOG="$WORK/target.all"
-cat "$WORK/target.out" "$WORK/target.err" >"$LOG"
+stop_target_log
 grep -q 'good/zz-link.img is a symlink: not followed' "$LOG" || fail "no warning for the symlinked file"
 grep -q 'good/zz-fifo is not a regular file or block device (a FIFO)' "$LOG" || fail "no warning for the FIFO"
 grep -q 'linked is a symlink: not followed' "$LOG" || fail "no warning for the symlinked folder"

@@ -36,8 +36,7 @@ echo "during the block: other address $other, blocked address $blocked; after it
 [[ $blocked == 0301 ]] || fail "the blocked address was not refused"
 [[ $after == 0000 ]] || fail "the right secret was refused after the block"
 kill -0 "$TARGET_PID" || fail "target died"
-stop_target
-cat "$WORK/target.out" "$WORK/target.err" >"$WORK/target.all"
+stop_target_log
 grep -q 'status=0x0201.*(logins from 127.0.0.2 refused for 1000 ms)' "$WORK/target.all" || fail "no log line for the block"
 grep -q '\[debug\] login 127.0.0.2:[0-9]*: rejected: status=0x0301: too many failed logins from 127.0.0.2' "$WORK/target.all" ||
   fail "no debug line for a throttled login"

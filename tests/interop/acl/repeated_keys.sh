@@ -14,9 +14,7 @@ start_target --lun mem:16M --config "$WORK/target.toml" --log-level debug
 timeout 60 python3 "$(dirname "$0")/acl_login.py" repeat "$PORT" iqn.2026-11.org.iserkit:acl "$ALLOWED" ||
   fail "acl_login.py repeat"
 kill -0 "$TARGET_PID" || fail "target died"
-stop_target
-LOG="$WORK/target.all"
-cat "$WORK/target.out" "$WORK/target.err" >"$LOG"
+stop_target_log
 grep -q 'status=0x0200: key repeated in one Login Request: key=InitiatorName' "$LOG" || fail "no log of the repeated key"
 grep -q 'status=0x0200: key sent again in a later Login Request: key=InitiatorName' "$LOG" || fail "no log of the changed name"
 grep -q 'evil\\x0aFORGED log line' "$LOG" || fail "the peer's newline was not escaped in the log"

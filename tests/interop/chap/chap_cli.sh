@@ -19,9 +19,7 @@ OUTS=()
 run() {
   local name=$1; shift
   OUTS+=("$WORK/$name.out" "$WORK/$name.err")
-  env -u LIBISCSI_CHAP_USERNAME -u LIBISCSI_CHAP_PASSWORD -u LIBISCSI_CHAP_TARGET_USERNAME \
-    -u LIBISCSI_CHAP_TARGET_PASSWORD -u ISERKIT_CHAP_SECRET -u ISERKIT_CHAP_TARGET_SECRET \
-    ${CHAP_ENV:+$CHAP_ENV} timeout 60 "$CLI" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+  "${clean_env[@]}" ${CHAP_ENV:+$CHAP_ENV} timeout 60 "$CLI" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
 }
 ok() { local name=$1; run "$@" || { cat "$WORK/$name.err" >&2; fail "$name: exited $?"; }; }
 refused() {  # NAME PATTERN ARGS...: must fail with PATTERN on stderr

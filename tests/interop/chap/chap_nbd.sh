@@ -20,8 +20,6 @@ stop_bridge() {
   BRIDGE_PID=""
 }
 trap '[[ -n $BRIDGE_PID ]] && kill "$BRIDGE_PID" 2>/dev/null; cleanup' EXIT
-clean_env=(env -u LIBISCSI_CHAP_USERNAME -u LIBISCSI_CHAP_PASSWORD -u LIBISCSI_CHAP_TARGET_USERNAME
-  -u LIBISCSI_CHAP_TARGET_PASSWORD -u ISERKIT_CHAP_SECRET -u ISERKIT_CHAP_TARGET_SECRET)
 # start_bridge NAME ARGS...: iserkit-nbd ARGS --socket $WORK/NAME.sock in the background (with
 # $CHAP_ENV in a clean CHAP environment); waits for the socket.
 start_bridge() {
@@ -86,9 +84,7 @@ stop_bridge
 
 echo "== a URL's secret is hidden from /proc/PID/cmdline"
 start_bridge url "iscsi://alice%$ALICE_SECRET@$H/$SECURE/0"
-line=$(tr '\0' ' ' </proc/$BRIDGE_PID/cmdline)
-echo "  cmdline: $line"
-[[ $line != *"$ALICE_SECRET"* && $line == *"alice%*****************@"* ]] || fail "the URL's secret is visible in /proc/PID/cmdline"
+url_secret_masked "$BRIDGE_PID"
 [[ $(ps -o args= -p "$BRIDGE_PID") != *"$ALICE_SECRET"* ]] || fail "the URL's secret is visible in ps"
 [[ $(nbdinfo --size "$(uri url)") == 67108864 ]] || fail "url: nbdinfo after hiding the secret"
 stop_bridge

@@ -1,11 +1,7 @@
 # Shared helpers for the CHAP interop tests: write a TOML configuration with secrets in files,
-# start iserkit-target with --config on a free loopback port, stop it at exit; exit 77 (skip) with
-# a reason when a tool is missing.
-set -euo pipefail
-
-BIN=${ISERKIT_BIN:?ISERKIT_BIN must point at the build bin directory}
-WORK=$(mktemp -d /tmp/iserkit-chap-test.XXXXXX)
-TARGET_PID=""
+# start iserkit-target with --config on a free loopback port; the rest (BIN, WORK, the exit trap that
+# stops the target, require, fail, stop_target) is the target interop tests' lib.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/../target/lib.sh"
 SECURE=iqn.2026-11.org.iserkit:secure
 MUTUAL=iqn.2026-11.org.iserkit:mutual
 LOCKED=iqn.2026-11.org.iserkit:locked
@@ -13,29 +9,9 @@ SHAONLY=iqn.2026-11.org.iserkit:sha-only
 ALICE_SECRET=alice-secret-1234
 TARGET_SECRET=target-secret-5678
 DISCO_SECRET=discovery-secret-42
-
-cleanup() {
-  if [[ -n "$TARGET_PID" ]] && kill -0 "$TARGET_PID" 2>/dev/null; then
-    kill -TERM "$TARGET_PID" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$TARGET_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$TARGET_PID" 2>/dev/null || true
-  fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-require() {
-  for tool in "$@"; do
-    command -v "$tool" >/dev/null 2>&1 || { echo "SKIP: $tool not installed" >&2; exit 77; }
-  done
-}
-
-fail() {
-  echo "FAIL: $*" >&2
-  echo "--- target log:" >&2
-  tail -30 "$WORK/target.err" >&2 || true
-  exit 1
-}
+# "${clean_env[@]}" CMD...: CMD with none of the CHAP variables of libiscsi or iserkit set.
+clean_env=(env -u LIBISCSI_CHAP_USERNAME -u LIBISCSI_CHAP_PASSWORD -u LIBISCSI_CHAP_TARGET_USERNAME
+  -u LIBISCSI_CHAP_TARGET_PASSWORD -u ISERKIT_CHAP_SECRET -u ISERKIT_CHAP_TARGET_SECRET)
 
 # write_config: four targets — one-way CHAP, mutual CHAP, an ACL that admits nobody we use, CHAP
 # without MD5 — and
@@ -97,4 +73,13 @@ check_no_secrets() {
   for s in "$ALICE_SECRET" "$TARGET_SECRET" "$DISCO_SECRET" wrong-secret-0000; do
     if grep -l -- "$s" "$@" "$WORK/target.err" "$WORK/target.out" 2>/dev/null; then fail "a secret appears in the output above"; fi
   done
+}
+
+# url_secret_masked PID: the URL's secret (alice's) is not in /proc/PID/cmdline, which shows it
+# masked (alice%****…@) instead; prints that command line.
+url_secret_masked() {
+  local line
+  line=$(tr '\0' ' ' </proc/$1/cmdline)
+  echo "  cmdline: $line"
+  [[ $line != *"$ALICE_SECRET"* && $line == *"alice%*****************@"* ]] || fail "the URL's secret is visible in /proc/PID/cmdline"
 }

@@ -11,19 +11,16 @@ export ISERKIT_TEST_CHAP_SECRET=alice-secret-1234
 export ISERKIT_TEST_MUTUAL_USER=targetname
 export ISERKIT_TEST_MUTUAL_SECRET=target-secret-5678
 . "$HERE/target_env.sh"
-CLI="${ISERKIT_BIN:?ISERKIT_BIN not set}/iserkit"
-[ -x "$CLI" ] || { echo "FAIL: $CLI not built"; exit 1; }
+need_cli
 KIND="${1:?target kind}"
 
 # The bundled target learns its target name by discovery, which is open (no discovery CHAP here).
 start_target "$KIND"
-W="$WORKDIR"
 PLAIN_URL="$ISERKIT_TEST_URL"                     # iscsi://host:port/iqn/lun
 REST="${PLAIN_URL#iscsi://}"
 URL="iscsi://alice%$ISERKIT_TEST_CHAP_SECRET@$REST"
 USER_URL="iscsi://alice@$REST"
 
-fail() { echo "FAIL: $*"; exit 1; }
 # tgtd 1.0.85 picks CHAP_A=7 (SHA-256) when offered but can only check 20-byte responses; our
 # initiator never falls back to MD5 by itself, so against tgtd MD5 is configured explicitly.
 ALGS=()

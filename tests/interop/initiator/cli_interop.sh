@@ -5,12 +5,9 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/target_env.sh"
-CLI="${ISERKIT_BIN:?ISERKIT_BIN not set}/iserkit"
-[ -x "$CLI" ] || { echo "FAIL: $CLI not built"; exit 1; }
+need_cli
 start_target "${1:?target kind}"
 
-fail() { echo "FAIL: $*"; exit 1; }
-run() { echo "+ iserkit $*" >&2; timeout 60 "$CLI" "$@"; }
 
 out=$(run discover "iscsi://$ISERKIT_TEST_PORTAL") || fail "discover exited $?"
 echo "$out"
@@ -37,7 +34,6 @@ bs=$(echo "$out" | sed -n 's/^block size: //p')
 blocks=$(echo "$out" | sed -n 's/^blocks: //p')
 [ "$((bs * blocks))" = 67108864 ] || fail "readcap: blocks × block size ≠ bytes"
 
-W="$WORKDIR"
 head -c 3000000 /dev/urandom >"$W/a.bin"
 head -c 1234567 /dev/urandom >"$W/b.bin"
 run write "$ISERKIT_TEST_URL" -i "$W/a.bin" || fail "write at 0 exited $?"

@@ -8,14 +8,10 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/target_env.sh"
-CLI="${ISERKIT_BIN:?ISERKIT_BIN not set}/iserkit"
-[ -x "$CLI" ] || { echo "FAIL: $CLI not built"; exit 1; }
+need_cli
 command -v jq >/dev/null || skip "jq not installed"
 start_target "${1:?target kind}"
 
-fail() { echo "FAIL: $*"; exit 1; }
-run() { echo "+ iserkit $*" >&2; timeout 60 "$CLI" "$@"; }
-W="$WORKDIR"
 # json FILE FILTER: the value of a jq filter (jq rejects a malformed document; python3's json
 # module checks every document once more at the end: one interpreter start, it is slow under load).
 json() { jq -er "$2" "$1" || fail "$1: no value for $2 (or not JSON)"; }

@@ -7,13 +7,10 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/target_env.sh"
-CLI="${ISERKIT_BIN:?ISERKIT_BIN not set}/iserkit"
-[ -x "$CLI" ] || { echo "FAIL: $CLI not built"; exit 1; }
+need_cli
 command -v script >/dev/null || skip "script (util-linux) not installed"
 start_target "${1:-iserkit-target}"
 
-fail() { echo "FAIL: $*"; exit 1; }
-W="$WORKDIR"
 # on_pty OUT CMD...: runs CMD with stdin/stdout/stderr on a new pty; OUT gets what it printed.
 on_pty() {
   local out=$1; shift

@@ -10,12 +10,9 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/target_env.sh"
-CLI="${ISERKIT_BIN:?ISERKIT_BIN not set}/iserkit"
-[ -x "$CLI" ] || { echo "FAIL: $CLI not built"; exit 1; }
+need_cli
 command -v python3 >/dev/null || skip "python3 not installed"
 start_target "${1:-iserkit-target}"
-fail() { echo "FAIL: $*"; exit 1; }
-W="$WORKDIR"
 URL="$ISERKIT_TEST_URL"
 MIB=1048576
 FED=$((6 * MIB))

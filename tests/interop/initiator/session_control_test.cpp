@@ -12,38 +12,37 @@
 #include "iserkit/initiator/lun.hpp"
 #include "iserkit/initiator/session.hpp"
 
+#include "../../support/session_client.hpp"
+
 using namespace iserkit;
 using namespace iserkit::initiator;
 using namespace std::chrono_literals;
 
 namespace {
 
-std::optional<Url> test_url() {
-  const char* u = std::getenv("ISERKIT_TEST_URL");
-  if (u == nullptr) return std::nullopt;
-  auto url = parse_url(u);
-  return url ? std::optional<Url>(*url) : std::nullopt;
+template <class Body>
+void with_session(const SessionOptions& options, Body body) {
+  test::with_session("ISERKIT_TEST_URL", "run_with_target.sh", options, body);
 }
 
+// Runs `body(session, lun, pid)` in a session (with_session) with the target (a process the test
+// harness started, ISERKIT_TEST_TARGET_PID) frozen by SIGSTOP first: the connection stays up but
+// silent; SIGCONT once the body is done (or did it itself).
 template <class Body>
-void with_session(SessionOptions options, Body body) {
-  auto url = test_url();
-  if (!url) GTEST_SKIP() << "ISERKIT_TEST_URL not set (run through run_with_target.sh)";
-  asio::io_context io;
-  bool finished = false;
-  asio::co_spawn(
-      io,
-      [&]() -> Awaitable<void> {
-        auto session = co_await Session::connect(io.get_executor(), *url, options);
-        EXPECT_TRUE(session) << (session ? "" : session.error().message());
-        if (!session) co_return;
-        co_await body(**session, scsi::Lun::from_index(url->lun.value_or(0)));
-        if ((*session)->is_open()) (void)co_await (*session)->logout();
-        finished = true;
-      },
-      asio::detached);
-  io.run();
-  EXPECT_TRUE(finished);
+void with_target_frozen(const SessionOptions& options, Body body) {
+  const char* pid_text = std::getenv("ISERKIT_TEST_TARGET_PID");
+  if (pid_text == nullptr) GTEST_SKIP() << "ISERKIT_TEST_TARGET_PID not set";
+  const pid_t pid = static_cast<pid_t>(std::atoi(pid_text));
+  with_session(options, [pid, &body](Session& s, scsi::Lun lun) -> Awaitable<void> {
+    const int stopped = ::kill(pid, SIGSTOP);
+    EXPECT_EQ(stopped, 0);
+    if (stopped != 0) co_return;
+    struct Resume {
+      pid_t pid;
+      ~Resume() { ::kill(pid, SIGCONT); }
+    } resume{pid};
+    co_await body(s, lun, pid);
+  });
 }
 
 Awaitable<void> sleep_for(std::chrono::milliseconds d) {
@@ -85,22 +84,11 @@ TEST(SessionControl, PingsAreAnswered) {
 }
 
 TEST(SessionControl, SilentTargetIsDeclaredDead) {
-  const char* pid_text = std::getenv("ISERKIT_TEST_TARGET_PID");
-  if (pid_text == nullptr) GTEST_SKIP() << "ISERKIT_TEST_TARGET_PID not set";
-  const pid_t pid = static_cast<pid_t>(std::atoi(pid_text));
   SessionOptions o;
   o.nop_interval = 100ms;
   o.nop_timeout = 400ms;
   o.replacement_timeout = 0ms;  // no recovery: the dead connection ends the session
-  with_session(o, [pid](Session& s, scsi::Lun lun) -> Awaitable<void> {
-    // Freeze the target (a process our test harness started): the connection stays up but silent.
-    const int stopped = ::kill(pid, SIGSTOP);
-    EXPECT_EQ(stopped, 0);
-    if (stopped != 0) co_return;
-    struct Resume {
-      pid_t pid;
-      ~Resume() { ::kill(pid, SIGCONT); }
-    } resume{pid};
+  with_target_frozen(o, [](Session& s, scsi::Lun lun, pid_t) -> Awaitable<void> {
     CommandRequest req{.lun = lun, .cdb = scsi::test_unit_ready()};
     auto r = co_await s.execute(req);  // waits until the ping timeout fails the session
     EXPECT_FALSE(r);
@@ -130,17 +118,7 @@ SessionOptions recovering_options(std::chrono::milliseconds replacement) {
 }
 
 TEST(SessionControl, TargetFrozenShorterThanTheReplacementTimeoutOnlyDelays) {
-  const char* pid_text = std::getenv("ISERKIT_TEST_TARGET_PID");
-  if (pid_text == nullptr) GTEST_SKIP() << "ISERKIT_TEST_TARGET_PID not set";
-  const pid_t pid = static_cast<pid_t>(std::atoi(pid_text));
-  with_session(recovering_options(20s), [pid](Session& s, scsi::Lun lun) -> Awaitable<void> {
-    const int stopped = ::kill(pid, SIGSTOP);
-    EXPECT_EQ(stopped, 0);
-    if (stopped != 0) co_return;
-    struct Resume {
-      pid_t pid;
-      ~Resume() { ::kill(pid, SIGCONT); }
-    } resume{pid};
+  with_target_frozen(recovering_options(20s), [](Session& s, scsi::Lun lun, pid_t pid) -> Awaitable<void> {
     auto ex = co_await asio::this_coro::executor;
     asio::co_spawn(
         ex,
@@ -159,17 +137,7 @@ TEST(SessionControl, TargetFrozenShorterThanTheReplacementTimeoutOnlyDelays) {
 }
 
 TEST(SessionControl, TargetFrozenLongerThanTheReplacementTimeoutFailsWithSessionLost) {
-  const char* pid_text = std::getenv("ISERKIT_TEST_TARGET_PID");
-  if (pid_text == nullptr) GTEST_SKIP() << "ISERKIT_TEST_TARGET_PID not set";
-  const pid_t pid = static_cast<pid_t>(std::atoi(pid_text));
-  with_session(recovering_options(1s), [pid](Session& s, scsi::Lun lun) -> Awaitable<void> {
-    const int stopped = ::kill(pid, SIGSTOP);
-    EXPECT_EQ(stopped, 0);
-    if (stopped != 0) co_return;
-    struct Resume {
-      pid_t pid;
-      ~Resume() { ::kill(pid, SIGCONT); }
-    } resume{pid};
+  with_target_frozen(recovering_options(1s), [](Session& s, scsi::Lun lun, pid_t pid) -> Awaitable<void> {
     CommandRequest req{.lun = lun, .cdb = scsi::test_unit_ready()};
     auto r = co_await s.execute(req);
     EXPECT_FALSE(r);

@@ -10,6 +10,16 @@ TARGET_PID=""
 IQN="iqn.2026-11.org.iserkit.test:interop-$$"
 
 skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+# need_cli: for the tests of the iserkit CLI: CLI (which must be built) and W (the work directory);
+# then run ARGS... runs the CLI, echoed, under a 60 s timeout.
+need_cli() {
+  CLI="${ISERKIT_BIN:?ISERKIT_BIN not set}/iserkit"
+  [ -x "$CLI" ] || fail "$CLI not built"
+  W="$WORKDIR"
+}
+run() { echo "+ iserkit $*" >&2; timeout 60 "$CLI" "$@"; }
 
 stop_target() {
   if [ -n "$TARGET_PID" ] && kill -0 "$TARGET_PID" 2>/dev/null; then

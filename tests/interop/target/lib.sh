@@ -58,6 +58,13 @@ stop_target() {
   fi
 }
 
+# stop_target_log: stop_target, then its whole log (stdout and stderr) in $LOG.
+stop_target_log() {
+  stop_target
+  LOG="$WORK/target.all"
+  cat "$WORK/target.out" "$WORK/target.err" >"$LOG"
+}
+
 fail() {
   echo "FAIL: $*" >&2
   echo "--- target log:" >&2

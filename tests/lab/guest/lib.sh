@@ -15,6 +15,9 @@
 #   stop_daemon NAME [SEC]   SIGTERM it, wait up to SEC (default 60) s; returns its exit status
 #   wait_until SEC CMD...    poll CMD every 0.2 s until it succeeds; 1 after SEC seconds
 #   rxe_up                   Soft-RoCE device labrxe0 on dummy netdev labnet0 ($LAB_RDMA_IP)
+#   rxe_second_up IP         a second one, labrxe1 on dummy netdev labnet1 (IP)
+#   nbd_attach SOCKET NBD    the kernel nbd client on /dev/NBD through iserkit-nbd's Unix SOCKET
+#   fs_copy_remount DEV DIR  files copied onto DEV's file system mounted on DIR, checked after a remount
 #   iser_missing             prints why iSER cannot be tried with our binaries; 1 when it can
 set -u
 scenario=${LAB_SCENARIO:?run by guest/main.sh}
@@ -166,6 +169,37 @@ rxe_up() {
     rdma link add "$LAB_RDMA_DEV" type rxe netdev "$LAB_RDMA_NETDEV" || return 1
   wait_until 20 grep -q ACTIVE "/sys/class/infiniband/$LAB_RDMA_DEV/ports/1/state" || return 1
   echo "$LAB_RDMA_DEV on $LAB_RDMA_NETDEV ($LAB_RDMA_IP): $(cat "/sys/class/infiniband/$LAB_RDMA_DEV/ports/1/state")"
+}
+
+# rxe_second_up IP: a second Soft-RoCE device, labrxe1 on dummy netdev labnet1 with IP/24.
+rxe_second_up() {
+  ip link show labnet1 >/dev/null 2>&1 ||
+    { ip link add labnet1 type dummy && ip addr add "$1/24" dev labnet1 && ip link set labnet1 up; } || return 1
+  [[ -e /sys/class/infiniband/labrxe1 ]] || rdma link add labrxe1 type rxe netdev labnet1 || return 1
+  wait_until 20 grep -q ACTIVE /sys/class/infiniband/labrxe1/ports/1/state || return 1
+  echo "labrxe1 on labnet1 ($1): $(cat /sys/class/infiniband/labrxe1/ports/1/state)"
+}
+
+# nbd_attach SOCKET NBD: nbd-client -unix SOCKET on /dev/NBD (nbd0, nbd1…) with 4 KiB blocks and no
+# -t (the kernel then never fails a request on its own timer: it warns and keeps waiting, so what
+# the caller sees is what the bridge answers); waits until the device has a size.
+nbd_attach() {
+  nbd-client -unix "$1" "/dev/$2" -b 4096 || return 1
+  wait_until 30 test "$(cat "/sys/block/$2/size")" -gt 0 || { echo "$2 has no size"; return 1; }
+  echo "/dev/$2: $(blockdev --getsize64 "/dev/$2") bytes through nbd-client -unix"
+}
+
+# fs_copy_remount DEV DIR: mounts DEV (a file system made on it) on DIR, copies /usr/include/linux
+# and 32 MiB of random bytes there, remounts it with the page cache dropped and checks every file's
+# SHA-256 (list in $work/sums), unmounts.
+fs_copy_remount() {
+  local dev=$1 dir=$2
+  mkdir -p "$dir" && mount "$dev" "$dir" || return 1
+  cp -a /usr/include/linux "$dir/" && head -c "$(mib 32)" /dev/urandom >"$dir/random.bin" || return 1
+  (cd "$dir" && find . -type f -print0 | sort -z | xargs -0 sha256sum >"$work/sums") || return 1
+  umount "$dir" && echo 3 >/proc/sys/vm/drop_caches && mount "$dev" "$dir" || return 1
+  (cd "$dir" && sha256sum --quiet -c "$work/sums") || return 1
+  umount "$dir" && echo "mounted, $(wc -l <"$work/sums") files copied, remounted, all checksums match"
 }
 
 # Does the build speak iSER? The target's --help names iSER, RDMA or a --transport flag once the iSER

@@ -23,12 +23,7 @@ check bridge serving iserkit-nbd "$work/nbd.sock" 120 || give_up "iserkit-nbd di
 
 modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
 dev=/dev/nbd0
-attach() {
-  nbd-client -unix "$work/nbd.sock" "$dev" -b 4096 || return 1
-  wait_until 30 test "$(cat /sys/block/nbd0/size)" -gt 0 || { echo "nbd0 has no size"; return 1; }
-  echo "$dev: $(blockdev --getsize64 $dev) bytes through nbd-client -unix"
-}
-check nbd-attach attach || give_up "the kernel nbd client could not attach"
+check nbd-attach nbd_attach "$work/nbd.sock" nbd0 || give_up "the kernel nbd client could not attach"
 
 check mkfs mkfs_ext4 "$dev" || give_up "mkfs.ext4 failed"
 mkdir -p /mnt/chain

@@ -91,12 +91,7 @@ bridge_log=$logdir/$scenario.bridge.log
 check bridge serving iserkit-nbd "$work/nbd.sock" 120 || give_up "iserkit-nbd did not serve $url"
 modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
 dev=/dev/nbd1
-attach() {
-  nbd-client -unix "$work/nbd.sock" "$dev" -b 4096 || return 1
-  wait_until 30 test "$(cat /sys/block/nbd1/size)" -gt 0 || { echo "nbd1 has no size"; return 1; }
-  echo "$dev: $(blockdev --getsize64 $dev) bytes through nbd-client -unix"
-}
-check nbd-attach attach || give_up "the kernel nbd client could not attach"
+check nbd-attach nbd_attach "$work/nbd.sock" nbd1 || give_up "the kernel nbd client could not attach"
 # 1 GiB each way with O_DIRECT: the data the copy counter must not have copied
 write_1g() {
   local start=$EPOCHREALTIME
@@ -114,15 +109,7 @@ read_1g() {
 check write-1G write_1g
 check read-1G read_1g
 check mkfs mkfs_ext4 "$dev" || give_up "mkfs.ext4 failed"
-copy_in() {
-  mkdir -p /mnt/iser && mount "$dev" /mnt/iser || return 1
-  cp -a /usr/include/linux /mnt/iser/ && head -c "$(mib 32)" /dev/urandom >/mnt/iser/random.bin || return 1
-  (cd /mnt/iser && find . -type f -print0 | sort -z | xargs -0 sha256sum >"$work/sums") || return 1
-  umount /mnt/iser && echo 3 >/proc/sys/vm/drop_caches && mount "$dev" /mnt/iser || return 1
-  (cd /mnt/iser && sha256sum --quiet -c "$work/sums") || return 1
-  umount /mnt/iser && echo "mounted, $(wc -l <"$work/sums") files copied, remounted, all checksums match"
-}
-check mount-copy copy_in
+check mount-copy fs_copy_remount "$dev" /mnt/iser
 check e2fsck e2fsck -fn "$dev"
 check nbd-detach nbd_detach "$dev"
 check bridge-exit stop_daemon bridge

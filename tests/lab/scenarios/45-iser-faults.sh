@@ -45,14 +45,7 @@ grep -q "^state=connected" "$stats" 2>/dev/null || wait_until 30 grep -q "^state
 
 modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
 dev=/dev/nbd0
-attach() {
-  # no -t: the kernel then never fails a request on its own timer (it warns and keeps waiting),
-  # so what the caller sees is what the bridge answers
-  nbd-client -unix "$work/nbd.sock" "$dev" -b 4096 || return 1
-  wait_until 30 test "$(cat /sys/block/nbd0/size)" -gt 0 || { echo "nbd0 has no size"; return 1; }
-  echo "$dev: $(blockdev --getsize64 $dev) bytes through nbd-client -unix"
-}
-check nbd-attach attach || give_up "the kernel nbd client could not attach"
+check nbd-attach nbd_attach "$work/nbd.sock" nbd0 || give_up "the kernel nbd client could not attach"
 command -v fio >/dev/null || give_up "fio is not installed in the guest (the host's userland)"
 
 stat_of() { sed -n "s/^$1=//p" "$stats"; }

@@ -28,14 +28,7 @@ check soft-roce rxe_up || give_up "no Soft-RoCE device"
 if reason=$(iser_missing); then give_up "$reason"; fi
 command -v fio >/dev/null || give_up "fio is not installed in the guest (the host's userland)"
 other_ip=10.212.0.1
-second_device() {
-  ip link show labnet1 >/dev/null 2>&1 ||
-    { ip link add labnet1 type dummy && ip addr add "$other_ip/24" dev labnet1 && ip link set labnet1 up; } || return 1
-  [[ -e /sys/class/infiniband/labrxe1 ]] || rdma link add labrxe1 type rxe netdev labnet1 || return 1
-  wait_until 20 grep -q ACTIVE /sys/class/infiniband/labrxe1/ports/1/state || return 1
-  echo "labrxe1 on labnet1 ($other_ip): $(cat /sys/class/infiniband/labrxe1/ports/1/state)"
-}
-check second-device second_device || give_up "no second Soft-RoCE device"
+check second-device rxe_second_up "$other_ip" || give_up "no second Soft-RoCE device"
 
 iqn=iqn.2026-11.org.iserkit.lab:iser-multipath
 truncate -s 256M "$work/lun.img"
@@ -47,11 +40,6 @@ modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
 stat_of() { sed -n "s/^$1=//p" "$stats"; }
 written_sectors() { awk '{ print $7 }' "/sys/block/$nbd/stat"; }
 wrote_since() { (($(written_sectors) - $1 >= $2)); }
-attach() {
-  nbd-client -unix "$sock" "/dev/$nbd" -b 4096 || return 1
-  wait_until 30 test "$(cat "/sys/block/$nbd/size")" -gt 0 || { echo "$nbd has no size"; return 1; }
-  echo "/dev/$nbd: $(blockdev --getsize64 "/dev/$nbd") bytes through nbd-client -unix"
-}
 # flap_io: fio verify with labnet1 down for 10 s once 4 MiB are written
 flap_io() {
   local before rc fio_pid start
@@ -126,7 +114,7 @@ run_case() {
   fi
   wait_until 60 grep -q '^path\.1\.state=up' "$stats"
   grep '^path\.' "$stats"
-  if check "$1.attach" attach; then
+  if check "$1.attach" nbd_attach "$sock" "$nbd"; then
     check "$1.flap-io" flap_io
     check "$1.path-down" path_down
     check "$1.reinstated" reinstated

@@ -30,14 +30,7 @@ plan soft-roce second-device target bridge nbd-attach delete-under-io delete-pro
 check soft-roce rxe_up || give_up "no Soft-RoCE device"
 if reason=$(iser_missing); then give_up "$reason"; fi
 other_ip=10.212.0.1
-second_device() {
-  ip link show labnet1 >/dev/null 2>&1 ||
-    { ip link add labnet1 type dummy && ip addr add "$other_ip/24" dev labnet1 && ip link set labnet1 up; } || return 1
-  [[ -e /sys/class/infiniband/labrxe1 ]] || rdma link add labrxe1 type rxe netdev labnet1 || return 1
-  wait_until 20 grep -q ACTIVE /sys/class/infiniband/labrxe1/ports/1/state || return 1
-  echo "labrxe1 on labnet1 ($other_ip): $(cat /sys/class/infiniband/labrxe1/ports/1/state)"
-}
-check second-device second_device || give_up "no second Soft-RoCE device"
+check second-device rxe_second_up "$other_ip" || give_up "no second Soft-RoCE device"
 
 iqn=iqn.2026-11.org.iserkit.lab:iser-device-loss
 portal=$LAB_RDMA_IP:3260
@@ -60,12 +53,7 @@ grep -q "^state=connected" "$stats" 2>/dev/null || wait_until 60 grep -q "^state
 
 modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
 dev=/dev/nbd0
-attach() {
-  nbd-client -unix "$work/nbd.sock" "$dev" -b 4096 || return 1
-  wait_until 30 test "$(cat /sys/block/nbd0/size)" -gt 0 || { echo "nbd0 has no size"; return 1; }
-  echo "$dev: $(blockdev --getsize64 $dev) bytes through nbd-client -unix"
-}
-check nbd-attach attach || give_up "the kernel nbd client could not attach"
+check nbd-attach nbd_attach "$work/nbd.sock" nbd0 || give_up "the kernel nbd client could not attach"
 command -v fio >/dev/null || give_up "fio is not installed in the guest (the host's userland)"
 
 stat_of() { sed -n "s/^$1=//p" "$stats"; }

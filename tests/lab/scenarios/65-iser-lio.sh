@@ -123,22 +123,9 @@ daemon bridge iserkit-nbd "$url" --socket "$work/nbd.sock" --initiator-name "$LA
 bridge_log=$logdir/$scenario.bridge.log
 check bridge serving iserkit-nbd "$work/nbd.sock" 120 || give_up "iserkit-nbd did not serve $url"
 modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
-attach() {
-  nbd-client -unix "$work/nbd.sock" "$dev" -b 4096 || return 1
-  wait_until 30 test "$(cat /sys/block/nbd2/size)" -gt 0 || { echo "nbd2 has no size"; return 1; }
-  echo "$dev: $(blockdev --getsize64 $dev) bytes through nbd-client -unix"
-}
-check nbd-attach attach || give_up "the kernel nbd client could not attach"
+check nbd-attach nbd_attach "$work/nbd.sock" nbd2 || give_up "the kernel nbd client could not attach"
 check mkfs mkfs_ext4 "$dev" || give_up "mkfs.ext4 failed"
-copy_in() {
-  mkdir -p /mnt/lio && mount "$dev" /mnt/lio || return 1
-  cp -a /usr/include/linux /mnt/lio/ && head -c "$(mib 32)" /dev/urandom >/mnt/lio/random.bin || return 1
-  (cd /mnt/lio && find . -type f -print0 | sort -z | xargs -0 sha256sum >"$work/sums") || return 1
-  umount /mnt/lio && echo 3 >/proc/sys/vm/drop_caches && mount "$dev" /mnt/lio || return 1
-  (cd /mnt/lio && sha256sum --quiet -c "$work/sums") || return 1
-  umount /mnt/lio && echo "mounted, $(wc -l <"$work/sums") files copied, remounted, all checksums match"
-}
-check mount-copy copy_in
+check mount-copy fs_copy_remount "$dev" /mnt/lio
 check e2fsck e2fsck -fn "$dev"
 check nbd-detach nbd_detach "$dev"
 check bridge-exit stop_daemon bridge
