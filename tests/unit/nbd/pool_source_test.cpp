@@ -167,25 +167,31 @@ TEST(ReplyWrite, ReadReplyLargerThanTheSocketBufferArrivesWholeAfterAPartialFirs
       << "the READ reply's data is not what was written";
 }
 
+// A connection over a socketpair (`ours` is the client's end) that only its run() holds, as the
+// Server keeps them (weak references; the spawn's completion handler holds it until run() ends).
+// `send_buffer` > 0 shrinks the server's send buffer. Returns the reference to watch.
+std::weak_ptr<Connection> start_held_by_run(asio::io_context& io, asio::local::stream_protocol::socket& ours,
+                                            int send_buffer = 0) {
+  asio::local::stream_protocol::socket theirs(io);
+  asio::local::connect_pair(ours, theirs);
+  if (send_buffer > 0) theirs.set_option(asio::socket_base::send_buffer_size(send_buffer));
+  Socket server_socket(io);
+  server_socket.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), theirs.release());
+  auto exported = std::make_shared<MemoryExport>(MemoryExportOptions{.size_bytes = 1u << 20, .name = "held"});
+  auto connection = Connection::create(std::move(server_socket), exported, ConnectionOptions{});
+  asio::co_spawn(io, connection->run(), [connection](const std::exception_ptr&) {});
+  return connection;
+}
+
 // The writer is one coroutine per connection (Connection::write_loop): idle, it holds no reference
-// to its connection, and it ends with it. A connection that only its run() holds (the Server keeps
-// weak references) whose client leaves at once, maybe before the writer first ran, must end, be
-// destroyed, and let io.run() return; ASan checks that nothing touches it afterwards.
+// to its connection, and it ends with it. A connection that only its run() holds whose client
+// leaves at once, maybe before the writer first ran, must end, be destroyed, and let io.run()
+// return; ASan checks that nothing touches it afterwards.
 TEST(ReplyWrite, AConnectionNobodyHoldsEndsWithItsWriterAndIsDestroyed) {
   for (const bool with_read : {false, true}) {
     asio::io_context io;
-    asio::local::stream_protocol::socket ours(io), theirs(io);
-    asio::local::connect_pair(ours, theirs);
-    Socket server_socket(io);
-    server_socket.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), theirs.release());
-    auto exported = std::make_shared<MemoryExport>(MemoryExportOptions{.size_bytes = 1u << 20, .name = "gone"});
-    std::weak_ptr<Connection> weak;
-    {
-      auto connection = Connection::create(std::move(server_socket), exported, ConnectionOptions{});
-      weak = connection;
-      // As the Server does: the completion handler holds the connection until run() ends.
-      asio::co_spawn(io, connection->run(), [connection](const std::exception_ptr&) {});
-    }
+    asio::local::stream_protocol::socket ours(io);
+    const auto weak = start_held_by_run(io, ours);
     std::vector<std::byte> in;
     put_export_name_handshake(in);
     if (with_read) put_request(in, 0, 1, 0, 4096);  // a reply for the writer to send
@@ -203,18 +209,8 @@ TEST(ReplyWrite, AConnectionNobodyHoldsEndsWithItsWriterAndIsDestroyed) {
 // The writer must end with it (it holds the connection while it writes) and io.run() return.
 TEST(ReplyWrite, AWriterWaitingOnAClientThatLeftEndsWithTheConnection) {
   asio::io_context io;
-  asio::local::stream_protocol::socket ours(io), theirs(io);
-  asio::local::connect_pair(ours, theirs);
-  theirs.set_option(asio::socket_base::send_buffer_size(8192));
-  Socket server_socket(io);
-  server_socket.assign(asio::generic::stream_protocol(AF_UNIX, SOCK_STREAM), theirs.release());
-  auto exported = std::make_shared<MemoryExport>(MemoryExportOptions{.size_bytes = 1u << 20, .name = "left"});
-  std::weak_ptr<Connection> weak;
-  {
-    auto connection = Connection::create(std::move(server_socket), exported, ConnectionOptions{});
-    weak = connection;
-    asio::co_spawn(io, connection->run(), [connection](const std::exception_ptr&) {});
-  }
+  asio::local::stream_protocol::socket ours(io);
+  const auto weak = start_held_by_run(io, ours, 8192);
   std::vector<std::byte> in;
   put_export_name_handshake(in);
   put_request(in, 0, 1, 0, 512 * 1024);  // NBD_CMD_READ, far more than the socket buffers hold
