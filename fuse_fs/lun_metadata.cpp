@@ -27,15 +27,6 @@ std::string hex(const std::vector<std::byte>& bytes) {
   return s;
 }
 
-std::string designators_text(const std::vector<scsi::Designator>& ds) {
-  std::string s;
-  for (const auto& d : ds) {
-    if (!s.empty()) s += '\n';
-    s += scsi::designator_text(d);
-  }
-  return s;
-}
-
 Json path_json(const PathInfo& p) {
   Json j;
   j["url"] = p.url;
@@ -96,7 +87,7 @@ std::optional<std::string> xattr_value(const LunMetadata& m, std::string_view na
   if (key == "naa") return naa_hex(m.designators);
   if (key == "designators") {
     if (m.designators.empty()) return std::nullopt;
-    return designators_text(m.designators);
+    return scsi::designators_text(m.designators, "\n");
   }
   if (key == "block_size") return std::to_string(m.block_size_bytes);
   if (key == "blocks") return std::to_string(m.blocks);

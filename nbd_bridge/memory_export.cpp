@@ -7,6 +7,32 @@
 #include <cstring>
 
 namespace iserkit::nbd {
+namespace {
+
+// One piece of a range that lies in one chunk: bytes [in_chunk, in_chunk + n) of chunk `index`,
+// `done` bytes after the range's start.
+struct Piece {
+  std::uint64_t index;
+  std::uint64_t in_chunk;
+  std::uint64_t done;
+  std::uint64_t n;
+};
+
+// Calls fn(Piece) for [offset, offset + length) chunk by chunk, in order: the walk read, write,
+// zero and the allocation map share.
+template <class Fn>
+void for_each_piece(std::uint64_t offset_bytes, std::uint64_t length_bytes, Fn&& fn) {
+  constexpr std::uint64_t chunk_bytes = MemoryExport::chunk_bytes;
+  for (std::uint64_t done = 0; done < length_bytes;) {
+    const std::uint64_t position = offset_bytes + done;
+    const std::uint64_t in_chunk = position % chunk_bytes;
+    const std::uint64_t n = std::min<std::uint64_t>(chunk_bytes - in_chunk, length_bytes - done);
+    fn(Piece{.index = position / chunk_bytes, .in_chunk = in_chunk, .done = done, .n = n});
+    done += n;
+  }
+}
+
+}  // namespace
 
 MemoryExport::MemoryExport(MemoryExportOptions options) : options_(std::move(options)) {}
 
@@ -41,19 +67,14 @@ std::error_code MemoryExport::check(std::uint64_t offset_bytes, std::uint64_t le
 std::error_code MemoryExport::read_now(std::uint64_t offset_bytes, ByteSpan dest) {
   std::lock_guard lock(mutex_);
   if (auto ec = check(offset_bytes, dest.size(), std::errc::invalid_argument)) return ec;
-  std::uint64_t done = 0;
-  while (done < dest.size()) {
-    const std::uint64_t position = offset_bytes + done;
-    const std::uint64_t in_chunk = position % chunk_bytes;
-    const std::uint64_t n = std::min<std::uint64_t>(chunk_bytes - in_chunk, dest.size() - done);
-    auto it = chunks_.find(position / chunk_bytes);
+  for_each_piece(offset_bytes, dest.size(), [&](const Piece& p) {
+    auto it = chunks_.find(p.index);
     if (it == chunks_.end()) {
-      std::memset(dest.data() + done, 0, n);
+      std::memset(dest.data() + p.done, 0, p.n);
     } else {
-      std::memcpy(dest.data() + done, it->second.get() + in_chunk, n);
+      std::memcpy(dest.data() + p.done, it->second.get() + p.in_chunk, p.n);
     }
-    done += n;
-  }
+  });
   return {};
 }
 
@@ -61,16 +82,11 @@ std::error_code MemoryExport::write_now(std::uint64_t offset_bytes, ConstByteSpa
   std::lock_guard lock(mutex_);
   if (options_.read_only) return std::make_error_code(std::errc::operation_not_permitted);
   if (auto ec = check(offset_bytes, src.size(), std::errc::no_space_on_device)) return ec;
-  std::uint64_t done = 0;
-  while (done < src.size()) {
-    const std::uint64_t position = offset_bytes + done;
-    const std::uint64_t in_chunk = position % chunk_bytes;
-    const std::uint64_t n = std::min<std::uint64_t>(chunk_bytes - in_chunk, src.size() - done);
-    auto& chunk = chunks_[position / chunk_bytes];
+  for_each_piece(offset_bytes, src.size(), [&](const Piece& p) {
+    auto& chunk = chunks_[p.index];
     if (!chunk) chunk.reset(new std::byte[chunk_bytes]());  // value-initialised: zeroes
-    std::memcpy(chunk.get() + in_chunk, src.data() + done, n);
-    done += n;
-  }
+    std::memcpy(chunk.get() + p.in_chunk, src.data() + p.done, p.n);
+  });
   return {};
 }
 
@@ -78,25 +94,19 @@ std::error_code MemoryExport::zero_now(std::uint64_t offset_bytes, std::uint64_t
   std::lock_guard lock(mutex_);
   if (options_.read_only) return std::make_error_code(std::errc::operation_not_permitted);
   if (auto ec = check(offset_bytes, length_bytes, std::errc::no_space_on_device)) return ec;
-  std::uint64_t done = 0;
-  while (done < length_bytes) {
-    const std::uint64_t position = offset_bytes + done;
-    const std::uint64_t index = position / chunk_bytes;
-    const std::uint64_t in_chunk = position % chunk_bytes;
-    const std::uint64_t n = std::min<std::uint64_t>(chunk_bytes - in_chunk, length_bytes - done);
-    auto it = chunks_.find(index);
+  for_each_piece(offset_bytes, length_bytes, [&](const Piece& p) {
+    auto it = chunks_.find(p.index);
     if (it != chunks_.end()) {
-      if (may_trim && n == chunk_bytes) {
+      if (may_trim && p.n == chunk_bytes) {
         chunks_.erase(it);  // a whole chunk: punch a hole
       } else {
-        std::memset(it->second.get() + in_chunk, 0, n);
+        std::memset(it->second.get() + p.in_chunk, 0, p.n);
       }
     } else if (!may_trim) {
       // NBD_CMD_FLAG_NO_HOLE: the range must end up allocated (proto.md NBD_CMD_WRITE_ZEROES).
-      chunks_[index].reset(new std::byte[chunk_bytes]());
+      chunks_[p.index].reset(new std::byte[chunk_bytes]());
     }
-    done += n;
-  }
+  });
   return {};
 }
 
@@ -131,19 +141,14 @@ std::error_code MemoryExport::block_status_now(std::uint64_t offset_bytes, std::
   std::lock_guard lock(mutex_);
   extents.clear();
   if (auto ec = check(offset_bytes, length_bytes, std::errc::invalid_argument)) return ec;
-  std::uint64_t done = 0;
-  while (done < length_bytes) {
-    const std::uint64_t position = offset_bytes + done;
-    const std::uint64_t n = std::min<std::uint64_t>(chunk_bytes - position % chunk_bytes, length_bytes - done);
-    const std::uint32_t flags =
-        chunks_.contains(position / chunk_bytes) ? 0u : allocation_state::hole | allocation_state::zero;
+  for_each_piece(offset_bytes, length_bytes, [&](const Piece& p) {
+    const std::uint32_t flags = chunks_.contains(p.index) ? 0u : allocation_state::hole | allocation_state::zero;
     if (!extents.empty() && extents.back().flags == flags) {
-      extents.back().length_bytes += n;
+      extents.back().length_bytes += p.n;
     } else {
-      extents.push_back({.length_bytes = n, .flags = flags});
+      extents.push_back({.length_bytes = p.n, .flags = flags});
     }
-    done += n;
-  }
+  });
   return {};
 }
 

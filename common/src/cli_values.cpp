@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -38,6 +39,41 @@ std::string lowered(std::string_view s) {
   return out;
 }
 
+// What parse_duration() and parse_size() reject before the number ("" when neither): an empty
+// text or a sign; the caller adds its forms.
+std::string_view empty_or_signed(std::string_view text) noexcept {
+  if (text.empty()) return "empty: ";
+  if (text.front() == '-') return "negative: ";
+  if (text.front() == '+') return "a sign: ";
+  return {};
+}
+
+// Adds the decimal digits of `text` from `i` on to `value`, leaving `i` after the last one; false
+// when the value would pass UINT64_MAX.
+bool read_digits(std::string_view text, std::size_t& i, std::uint64_t& value) noexcept {
+  for (; i < text.size() && is_digit(text[i]); ++i) {
+    const auto d = static_cast<std::uint64_t>(text[i] - '0');
+    if (value > (UINT64_MAX - d) / 10) return false;
+    value = value * 10 + d;
+  }
+  return true;
+}
+
+// A unit of parse_duration() (milliseconds) or suffix of parse_size() (a shift), lowercase.
+struct Unit {
+  std::string_view name;
+  std::uint64_t value;
+};
+constexpr std::array<Unit, 4> duration_units{{{"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}}};
+constexpr std::array<Unit, 8> size_shifts{
+    {{"", 0}, {"b", 0}, {"k", 10}, {"m", 20}, {"g", 30}, {"t", 40}, {"p", 50}, {"e", 60}}};
+
+const Unit* find_unit(std::span<const Unit> units, std::string_view name) noexcept {
+  for (const auto& u : units)
+    if (u.name == name) return &u;
+  return nullptr;
+}
+
 std::string shown(std::string_view text) {
   if (text.empty() || text.find_first_of(" \t") != std::string_view::npos) return fmt::format("\"{}\"", text);
   return std::string(text);
@@ -64,18 +100,11 @@ Parsed<std::chrono::milliseconds> parse_duration(std::string_view text, BareUnit
   const auto bad = [&](std::string_view why) -> Parsed<std::chrono::milliseconds> {
     return tl::unexpected(fmt::format("{}{}", why, duration_forms));
   };
-  if (text.empty()) return bad("empty: ");
-  if (text.front() == '-') return bad("negative: ");
-  if (text.front() == '+') return bad("a sign: ");
+  if (const auto why = empty_or_signed(text); !why.empty()) return bad(why);
   std::size_t i = 0;
   std::uint64_t whole = 0;
-  bool any_digit = false;
-  for (; i < text.size() && is_digit(text[i]); ++i) {
-    const auto d = static_cast<std::uint64_t>(text[i] - '0');
-    if (whole > (UINT64_MAX - d) / 10) return bad("too large: ");
-    whole = whole * 10 + d;
-    any_digit = true;
-  }
+  if (!read_digits(text, i, whole)) return bad("too large: ");
+  bool any_digit = i > 0;
   // The fraction, to 9 digits (further digits are below a nanosecond and ignored).
   std::uint64_t fraction = 0, scale = 1;
   if (i < text.size() && text[i] == '.') {
@@ -93,14 +122,8 @@ Parsed<std::chrono::milliseconds> parse_duration(std::string_view text, BareUnit
   std::uint64_t unit_ms = 0;
   if (unit.empty()) {
     unit_ms = bare == BareUnit::seconds ? 1000 : 1;
-  } else if (unit == "ms") {
-    unit_ms = 1;
-  } else if (unit == "s") {
-    unit_ms = 1000;
-  } else if (unit == "m") {
-    unit_ms = 60'000;
-  } else if (unit == "h") {
-    unit_ms = 3'600'000;
+  } else if (const Unit* u = find_unit(duration_units, unit)) {
+    unit_ms = u->value;
   } else {
     return bad(fmt::format("unknown unit \"{}\": ", text.substr(i)));
   }
@@ -116,16 +139,10 @@ Parsed<std::uint64_t> parse_size(std::string_view text) {
   const auto bad = [&](std::string_view why) -> Parsed<std::uint64_t> {
     return tl::unexpected(fmt::format("{}{}", why, size_forms));
   };
-  if (text.empty()) return bad("empty: ");
-  if (text.front() == '-') return bad("negative: ");
-  if (text.front() == '+') return bad("a sign: ");
+  if (const auto why = empty_or_signed(text); !why.empty()) return bad(why);
   std::size_t i = 0;
   std::uint64_t value = 0;
-  for (; i < text.size() && is_digit(text[i]); ++i) {
-    const auto d = static_cast<std::uint64_t>(text[i] - '0');
-    if (value > (UINT64_MAX - d) / 10) return bad("too large: ");
-    value = value * 10 + d;
-  }
+  if (!read_digits(text, i, value)) return bad("too large: ");
   if (i == 0) return bad("not a number: ");
   if (i < text.size() && text[i] == '.') return bad("not a whole number: ");
   std::string suffix = lowered(text.substr(i));
@@ -134,26 +151,10 @@ Parsed<std::uint64_t> parse_size(std::string_view text) {
   } else if (suffix.size() == 2 && suffix.back() == 'b') {
     suffix.resize(1);
   }
-  int shift = 0;
-  if (suffix.empty() || suffix == "b") {
-    shift = 0;
-  } else if (suffix == "k") {
-    shift = 10;
-  } else if (suffix == "m") {
-    shift = 20;
-  } else if (suffix == "g") {
-    shift = 30;
-  } else if (suffix == "t") {
-    shift = 40;
-  } else if (suffix == "p") {
-    shift = 50;
-  } else if (suffix == "e") {
-    shift = 60;
-  } else {
-    return bad(fmt::format("unknown suffix \"{}\": ", text.substr(i)));
-  }
-  if (value > (UINT64_MAX >> shift)) return bad("too large: ");
-  return value << shift;
+  const Unit* shift = find_unit(size_shifts, suffix);
+  if (shift == nullptr) return bad(fmt::format("unknown suffix \"{}\": ", text.substr(i)));
+  if (value > (UINT64_MAX >> shift->value)) return bad("too large: ");
+  return value << shift->value;
 }
 
 std::string list_choices(std::span<const std::string_view> accepted) {

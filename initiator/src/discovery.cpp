@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "iserkit/common/errors.hpp"
+#include "iserkit/common/host_port.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/initiator/session.hpp"
 #include "login_io.hpp"
@@ -24,28 +25,12 @@ Result<Portal> parse_target_address(std::string_view value) {
     p.portal_group_tag = static_cast<std::uint16_t>(v);
     value = value.substr(0, comma);
   }
-  std::string_view port;
-  if (value.starts_with('[')) {
-    const auto close = value.find(']');
-    if (close == std::string_view::npos) return fail(errc::protocol_error);
-    p.host = std::string(value.substr(1, close - 1));
-    const auto rest = value.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest[0] != ':') return fail(errc::protocol_error);
-      port = rest.substr(1);
-    }
-  } else {
-    const auto colon = value.find(':');
-    p.host = std::string(value.substr(0, colon));
-    if (colon != std::string_view::npos) port = value.substr(colon + 1);
-  }
-  if (p.host.empty()) return fail(errc::protocol_error);
-  if (!port.empty()) {
-    std::uint32_t v = 0;
-    auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
-    if (ec != std::errc{} || ptr != port.data() + port.size() || v == 0 || v > 65535) return fail(errc::protocol_error);
-    p.port = static_cast<std::uint16_t>(v);
-  }
+  // The host and port as everywhere else (parse_host_port()); here a malformed one is the target's
+  // protocol error, and the host and a given port must not be empty or 0.
+  auto host_port = parse_host_port(value);
+  if (!host_port || host_port->host.empty() || host_port->port == std::uint16_t{0}) return fail(errc::protocol_error);
+  p.host = std::move(host_port->host);
+  if (host_port->port) p.port = *host_port->port;
   return p;
 }
 
@@ -69,31 +54,16 @@ Result<std::vector<DiscoveredTarget>> parse_send_targets(const iscsi::TextPairs&
 
 Awaitable<Result<std::vector<DiscoveredTarget>>> discover(asio::any_io_executor ex, const Url& url,
                                                           SessionOptions options) {
-  if (options.initiator_name.empty()) options.initiator_name = default_initiator_name();
-  auto resolved = resolve_credentials(url, std::move(options));
-  if (!resolved) co_return fail(resolved.error());
-  options = std::move(*resolved);
-
-  LoginConfig config;
-  config.initiator_name = options.initiator_name;
-  config.initiator_alias = options.initiator_alias;
-  config.discovery = true;
-  config.isid = options.isid.value_or(random_isid());
-  config.itt = iscsi::Itt{0};
-  config.cmd_sn = SerialNumber(1);
-  config.options = options;
   // The transports to try, as for a normal session (iser:// discovers over iSER, the way the
   // Linux iSER initiator does; --transport auto falls back to TCP).
-  auto logged_in = co_await login_over_transports(ex, url, options, config, "discovery");
-  if (!logged_in) co_return fail(logged_in.error());
+  auto leading = co_await log_in_leading(ex, url, std::move(options), /*discovery=*/true);
+  if (!leading) co_return fail(leading.error());
+  options = leading->config.options;
   // The Discovery session runs on the same engine and driver as a normal one (RFC 7143 §4.3:
   // text requests, NOP answers and Logout only).
-  const LoginDone& done = logged_in->done;
-  auto session = start_session(ex, std::move(logged_in->datamover), options, done.parameters, std::string{},
-                               EngineStart{.cmd_sn = config.cmd_sn,
-                                           .exp_cmd_sn = done.exp_cmd_sn,
-                                           .max_cmd_sn = done.max_cmd_sn,
-                                           .exp_stat_sn = done.exp_stat_sn});
+  const LoginDone& done = leading->logged_in.done;
+  auto session = start_session(ex, std::move(leading->logged_in.datamover), options, done.parameters, std::string{},
+                               engine_start_after(leading->config.cmd_sn, done));
 
   // The whole exchange (text and logout) is bounded by the login timeout.
   auto timed_out = std::make_shared<bool>(false);

@@ -162,6 +162,22 @@ Result<SessionOptions> resolve_credentials(const Url& url, SessionOptions option
   return options;
 }
 
+Result<LoginConfig> leading_login_config(const Url& url, SessionOptions options, bool discovery) {
+  if (options.initiator_name.empty()) options.initiator_name = default_initiator_name();
+  auto resolved = resolve_credentials(url, std::move(options));
+  if (!resolved) return fail(resolved.error());
+  LoginConfig config;
+  config.initiator_name = resolved->initiator_name;
+  config.initiator_alias = resolved->initiator_alias;
+  if (!discovery) config.target_name = url.target;
+  config.discovery = discovery;
+  config.isid = resolved->isid.value_or(random_isid());
+  config.itt = iscsi::Itt{0};
+  config.cmd_sn = SerialNumber(1);
+  config.options = std::move(*resolved);
+  return config;
+}
+
 SessionOptions secret_from_environment(SessionOptions options) {
   const auto env = chap_from_environment();
   if (options.chap.secret.empty() && env.secret) options.chap.secret = *env.secret;

@@ -59,6 +59,12 @@ Awaitable<Result<LoggedIn>> connect_and_login(std::string host, std::uint16_t po
 /// secret without a user, or the same secret for both directions (RFC 7143 §12.1.3 forbids it).
 Result<SessionOptions> resolve_credentials(const Url& url, SessionOptions options);
 
+/// The LoginConfig of a session's leading login (ITT 0, CmdSN 1), shared by Session::connect()
+/// and discover(): the default initiator name where none is set, the credentials resolved
+/// (resolve_credentials(), whose errors it returns), the ISID given or random_isid(), TargetName
+/// from the URL unless `discovery` (SessionType=Discovery). config.options holds the resolved options.
+Result<LoginConfig> leading_login_config(const Url& url, SessionOptions options, bool discovery);
+
 /// A random ISID of type 2 (RFC 7143 §11.12.5: T=10b "random", A=0, B and C random, D qualifier).
 std::array<std::byte, 6> random_isid();
 

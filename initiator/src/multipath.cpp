@@ -87,11 +87,7 @@ Awaitable<Result<Probe>> probe(Session& session, scsi::Lun lun) {
 }
 
 std::string designators_text(const std::vector<scsi::Designator>& ds) {
-  std::string out;
-  for (const auto& d : ds) {
-    if (!out.empty()) out += ", ";
-    out += scsi::designator_text(d);
-  }
+  std::string out = scsi::designators_text(ds, ", ");
   return out.empty() ? "none" : out;
 }
 

@@ -725,10 +725,7 @@ Awaitable<Result<Reconnected>> relogin(std::shared_ptr<const ReloginPlan> plan) 
   const LoginDone& done = logged_in->done;
   co_return Reconnected{.datamover = std::move(logged_in->datamover),
                         .parameters = done.parameters,
-                        .start = EngineStart{.cmd_sn = plan->config.cmd_sn,
-                                             .exp_cmd_sn = done.exp_cmd_sn,
-                                             .max_cmd_sn = done.max_cmd_sn,
-                                             .exp_stat_sn = done.exp_stat_sn}};
+                        .start = engine_start_after(plan->config.cmd_sn, done)};
 }
 
 }  // namespace
@@ -760,36 +757,22 @@ Awaitable<Result<std::shared_ptr<Session>>> Session::connect(asio::any_io_execut
   if (url.target.empty()) co_return fail(errc::invalid_argument);
   if (options.max_commands_in_flight == 0 || options.max_commands_in_flight > 65534)
     co_return fail(errc::invalid_argument);
-  if (options.initiator_name.empty()) options.initiator_name = default_initiator_name();
-  auto resolved = resolve_credentials(url, std::move(options));
-  if (!resolved) co_return fail(resolved.error());
-  options = std::move(*resolved);
-  LoginConfig config;
-  config.initiator_name = options.initiator_name;
-  config.initiator_alias = options.initiator_alias;
-  config.target_name = url.target;
-  config.isid = options.isid.value_or(random_isid());
-  config.itt = iscsi::Itt{0};
-  config.cmd_sn = SerialNumber(1);
-  config.options = options;
-  auto logged_in = co_await login_over_transports(ex, url, options, config, "session");
-  if (!logged_in) co_return fail(logged_in.error());
+  auto leading = co_await log_in_leading(ex, url, std::move(options), /*discovery=*/false);
+  if (!leading) co_return fail(leading.error());
+  const LoginConfig& config = leading->config;
+  options = config.options;
   // RFC 7143 §11.12.8: the first command carries the leading login's CmdSN.
-  const LoginDone& done = logged_in->done;
+  const LoginDone& done = leading->logged_in.done;
   Reconnector reconnect;
   if (options.replacement_timeout.count() > 0) {
     auto plan = std::make_shared<ReloginPlan>(ReloginPlan{.ex = ex, .url = url, .options = options, .config = config});
     // The same wire as now (an `auto` session that fell back to TCP stays on TCP).
-    plan->options.transport = same_transport(*logged_in->datamover);
+    plan->options.transport = same_transport(*leading->logged_in.datamover);
     plan->config.options = plan->options;
     reconnect = [plan]() { return relogin(plan); };
   }
-  co_return start_session(ex, std::move(logged_in->datamover), std::move(options), done.parameters, url.target,
-                          EngineStart{.cmd_sn = config.cmd_sn,
-                                      .exp_cmd_sn = done.exp_cmd_sn,
-                                      .max_cmd_sn = done.max_cmd_sn,
-                                      .exp_stat_sn = done.exp_stat_sn},
-                          std::move(reconnect));
+  co_return start_session(ex, std::move(leading->logged_in.datamover), std::move(options), done.parameters,
+                          url.target, engine_start_after(config.cmd_sn, done), std::move(reconnect));
 }
 
 Awaitable<Result<std::vector<std::byte>>> SessionInternals::text_request(Session& session,

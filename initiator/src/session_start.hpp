@@ -7,9 +7,19 @@
 #include <string>
 
 #include "iserkit/initiator/session.hpp"
+#include "login.hpp"
 #include "session_engine.hpp"
 
 namespace iserkit::initiator {
+
+/// The engine's numbering after a login whose leading Login Request carried `cmd_sn` and whose
+/// final response was `done` (a new session's, or a replacement connection's).
+inline EngineStart engine_start_after(SerialNumber cmd_sn, const LoginDone& done) noexcept {
+  return EngineStart{.cmd_sn = cmd_sn,
+                     .exp_cmd_sn = done.exp_cmd_sn,
+                     .max_cmd_sn = done.max_cmd_sn,
+                     .exp_stat_sn = done.exp_stat_sn};
+}
 
 /// A new connection logged in to replace a lost one (same ISID, TSIH 0: RFC 7143 §6.3.5).
 struct Reconnected {

@@ -94,4 +94,13 @@ Awaitable<Result<LoggedIn>> login_over_transports(asio::any_io_executor ex, cons
   co_return logged_in;
 }
 
+Awaitable<Result<LeadingLogin>> log_in_leading(asio::any_io_executor ex, const Url& url, SessionOptions options,
+                                               bool discovery) {
+  auto config = leading_login_config(url, std::move(options), discovery);
+  if (!config) co_return fail(config.error());
+  auto logged_in = co_await login_over_transports(ex, url, config->options, *config, discovery ? "discovery" : "session");
+  if (!logged_in) co_return fail(logged_in.error());
+  co_return LeadingLogin{.config = std::move(*config), .logged_in = std::move(*logged_in)};
+}
+
 }  // namespace iserkit::initiator

@@ -20,6 +20,17 @@ Awaitable<Result<LoggedIn>> login_over_transports(asio::any_io_executor ex, cons
                                                   const SessionOptions& options, LoginConfig config,
                                                   std::string_view what);
 
+/// A session's leading login: its LoginConfig (leading_login_config(); config.options are the
+/// resolved options) and the connection that logged in with it.
+struct LeadingLogin {
+  LoginConfig config;
+  LoggedIn logged_in;
+};
+/// leading_login_config() then login_over_transports() ("discovery" or "session" in its log
+/// lines): how Session::connect() and discover() log in. Errors: those of both.
+Awaitable<Result<LeadingLogin>> log_in_leading(asio::any_io_executor ex, const Url& url, SessionOptions options,
+                                               bool discovery);
+
 /// The policy that logs in again over the wire `dm` runs on, for a session's reconnects: an
 /// `automatic` session that fell back to TCP stays on TCP. Transport selection's own answer, so
 /// the session has no branch on the transport.

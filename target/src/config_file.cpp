@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "iserkit/common/cli_values.hpp"
@@ -171,6 +172,23 @@ struct Parser {
     return std::nullopt;
   }
 
+  // A list of strings `key` of `table` (the table at `node`) that must be there and hold one at
+  // least: a target's "luns", a tenant's "listen". `owner` ("target IQN", "tenant NAME") starts the
+  // messages.
+  struct RequiredStrings {
+    const toml::node* node;  ///< the array, for messages about one of its values
+    std::vector<std::string> values;
+  };
+  tl::expected<RequiredStrings, ConfigError> required_strings(const toml::node& node, const toml::table& table,
+                                                              std::string_view key, const std::string& owner) const {
+    const auto* array = table.get(key);
+    if (array == nullptr) return error_at(source, node, fmt::format("{}: \"{}\" is missing", owner, key));
+    auto values = strings(*array, key);
+    if (!values) return tl::unexpected(values.error());
+    if (values->empty()) return error_at(source, *array, fmt::format("{}: \"{}\" is empty", owner, key));
+    return RequiredStrings{.node = array, .values = std::move(*values)};
+  }
+
   tl::expected<TargetDefinition, ConfigError> target(const toml::node& node) const {
     const auto* table = node.as_table();
     if (table == nullptr) return error_at(source, node, "targets must be an array of tables ([[targets]])");
@@ -185,14 +203,11 @@ struct Parser {
       return error_at(source, *table->get("iqn"), "[[targets]]: iqn \"" + log::escape(*iqn) + "\": " + ok.error());
     t.iqn = *iqn;
     t.alias = (*table)["alias"].value_or(std::string{});
-    const auto* luns = table->get("luns");
-    if (luns == nullptr) return error_at(source, node, "target " + t.iqn + ": \"luns\" is missing");
-    auto lun_texts = strings(*luns, "luns");
-    if (!lun_texts) return tl::unexpected(lun_texts.error());
-    if (lun_texts->empty()) return error_at(source, *luns, "target " + t.iqn + ": \"luns\" is empty");
-    for (const auto& l : *lun_texts) {
+    auto luns = required_strings(node, *table, "luns", "target " + t.iqn);
+    if (!luns) return tl::unexpected(luns.error());
+    for (const auto& l : luns->values) {
       auto s = parse_lun_source(l);
-      if (!s) return error_at(source, *luns, "target " + t.iqn + ": bad LUN \"" + l + "\" (a path, mem:SIZE or rbd:POOL/IMAGE, optionally followed by ,uuid=UUID ,serial=TEXT ,naa=HEX)");
+      if (!s) return error_at(source, *luns->node, "target " + t.iqn + ": bad LUN \"" + l + "\" (a path, mem:SIZE or rbd:POOL/IMAGE, optionally followed by ,uuid=UUID ,serial=TEXT ,naa=HEX)");
       if (!s->memory && !s->rbd) s->path = resolve(s->path.string());
       t.luns.push_back(std::move(*s));
     }
@@ -234,15 +249,12 @@ struct Parser {
                                     "(1..64 bytes of a-z, A-Z, 0-9, '-', '_', '.')");
       t.netns = *ns;
     }
-    const auto* listen = table->get("listen");
-    if (listen == nullptr) return error_at(source, node, "tenant " + t.name + ": \"listen\" is missing");
-    auto list = strings(*listen, "listen");
-    if (!list) return tl::unexpected(list.error());
-    if (list->empty()) return error_at(source, *listen, "tenant " + t.name + ": \"listen\" is empty");
-    for (const auto& l : *list) {
+    auto listen = required_strings(node, *table, "listen", "tenant " + t.name);
+    if (!listen) return tl::unexpected(listen.error());
+    for (const auto& l : listen->values) {
       auto a = parse_listen_address(l);
       if (!a)
-        return error_at(source, *listen, "tenant " + t.name + ": listen: bad address \"" + l +
+        return error_at(source, *listen->node, "tenant " + t.name + ": listen: bad address \"" + l +
                                              "\" (HOST:PORT or [IPV6]:PORT, optionally ,tpgt=N)");
       t.listen.push_back(*a);
     }
@@ -341,6 +353,29 @@ struct Parser {
     if (auto e = size("pool_idle_cap", out.pool_idle_bytes)) return e;
     if (auto e = seconds("shutdown_timeout", out.shutdown_timeout, true)) return e;
     if (auto e = seconds("reinstate_timeout", out.reinstate_timeout, false)) return e;
+    return std::nullopt;
+  }
+
+  // The array of tables `key` ([[targets]], [[tenants]]) of `root`, when there is one: each table
+  // read by `read` and appended to `out`; one whose `name` another already has is an error (`what`
+  // names the kind in the message).
+  template <class T>
+  std::optional<Error> named_tables(const toml::table& root, std::string_view key, std::string_view what,
+                                    tl::expected<T, ConfigError> (Parser::*read)(const toml::node&) const,
+                                    std::string T::*name, std::vector<T>& out) const {
+    const auto* node = root.get(key);
+    if (node == nullptr) return std::nullopt;
+    const auto* array = node->as_array();
+    if (array == nullptr)
+      return error_at(source, *node, fmt::format("{} must be an array of tables ([[{}]])", key, key));
+    for (const auto& element : *array) {
+      auto t = (this->*read)(element);
+      if (!t) return Error(t.error());
+      for (const auto& other : out)
+        if (other.*name == (*t).*name)
+          return error_at(source, element, fmt::format("{} {} is defined twice", what, (*t).*name));
+      out.push_back(std::move(*t));
+    }
     return std::nullopt;
   }
 
@@ -453,28 +488,10 @@ struct Parser {
     if (const auto* node = root.get("login_throttle")) {
       if (auto e = login_throttle(*node, config.login_throttle)) return *e;
     }
-    if (const auto* node = root.get("targets")) {
-      const auto* array = node->as_array();
-      if (array == nullptr) return error_at(source, *node, "targets must be an array of tables ([[targets]])");
-      for (const auto& element : *array) {
-        auto t = target(element);
-        if (!t) return tl::unexpected(t.error());
-        for (const auto& other : config.targets)
-          if (other.iqn == t->iqn) return error_at(source, element, "target " + t->iqn + " is defined twice");
-        config.targets.push_back(std::move(*t));
-      }
-    }
-    if (const auto* node = root.get("tenants")) {
-      const auto* array = node->as_array();
-      if (array == nullptr) return error_at(source, *node, "tenants must be an array of tables ([[tenants]])");
-      for (const auto& element : *array) {
-        auto t = tenant(element);
-        if (!t) return tl::unexpected(t.error());
-        for (const auto& other : config.tenants)
-          if (other.name == t->name) return error_at(source, element, "tenant " + t->name + " is defined twice");
-        config.tenants.push_back(std::move(*t));
-      }
-    }
+    if (auto e = named_tables(root, "targets", "target", &Parser::target, &TargetDefinition::iqn, config.targets))
+      return *e;
+    if (auto e = named_tables(root, "tenants", "tenant", &Parser::tenant, &TenantDefinition::name, config.tenants))
+      return *e;
     // Every tenant a target names exists (a typo must not leave a target on no portal).
     if (const auto* node = root.get("targets"); node != nullptr && node->as_array() != nullptr) {
       const auto& array = *node->as_array();

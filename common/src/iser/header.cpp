@@ -12,6 +12,17 @@ constexpr std::uint8_t opcode_byte(Opcode op) noexcept { return static_cast<std:
 constexpr std::uint8_t cm_flag_zbva = 0x80;
 constexpr std::uint8_t cm_flag_send_with_invalidate = 0x40;
 
+// The CM private data of a request or a reply (RFC 7145 §9.5, §9.6: the same two flag bits, "not
+// supported" in the request and "not used" in the reply).
+std::array<std::byte, cm_private_data_size> encode_cm_flags(bool zbva, bool send_with_invalidate) noexcept {
+  std::array<std::byte, cm_private_data_size> out{};
+  std::uint8_t flags = 0;
+  if (zbva) flags |= cm_flag_zbva;
+  if (send_with_invalidate) flags |= cm_flag_send_with_invalidate;
+  store_u8(out.data(), flags);
+  return out;
+}
+
 }  // namespace
 
 void encode_header(const Header& h, std::span<std::byte, header_size> out) noexcept {
@@ -93,21 +104,11 @@ Result<HelloReply> decode_hello_reply(ConstByteSpan in) noexcept {
 }
 
 std::array<std::byte, cm_private_data_size> encode_cm_request(const CmRequest& r) noexcept {
-  std::array<std::byte, cm_private_data_size> out{};
-  std::uint8_t flags = 0;
-  if (r.zbva_not_supported) flags |= cm_flag_zbva;
-  if (r.send_with_invalidate_not_supported) flags |= cm_flag_send_with_invalidate;
-  store_u8(out.data(), flags);
-  return out;
+  return encode_cm_flags(r.zbva_not_supported, r.send_with_invalidate_not_supported);
 }
 
 std::array<std::byte, cm_private_data_size> encode_cm_reply(const CmReply& r) noexcept {
-  std::array<std::byte, cm_private_data_size> out{};
-  std::uint8_t flags = 0;
-  if (r.zbva_not_used) flags |= cm_flag_zbva;
-  if (r.send_with_invalidate_not_used) flags |= cm_flag_send_with_invalidate;
-  store_u8(out.data(), flags);
-  return out;
+  return encode_cm_flags(r.zbva_not_used, r.send_with_invalidate_not_used);
 }
 
 std::optional<CmRequest> decode_cm_request(ConstByteSpan in) noexcept {

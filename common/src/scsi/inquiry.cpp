@@ -357,4 +357,13 @@ std::string designator_text(const Designator& d) {
   return s;
 }
 
+std::string designators_text(const std::vector<Designator>& designators, std::string_view separator) {
+  std::string s;
+  for (const auto& d : designators) {
+    if (!s.empty()) s += separator;
+    s += designator_text(d);
+  }
+  return s;
+}
+
 }  // namespace iserkit::scsi

@@ -174,17 +174,6 @@ std::uint8_t log2_of(std::uint32_t block_size_bytes) noexcept {
   return n;
 }
 
-// Appends one third-party copy descriptor (SPC-4 §7.8.17.1): TYPE, LENGTH, then `body` padded with
-// zeroes to a multiple of 4 bytes.
-void append_tpc_descriptor(std::vector<std::byte>& out, std::uint16_t type, std::vector<std::byte> body) {
-  body.resize((body.size() + 3) / 4 * 4);
-  std::array<std::byte, 4> header{};
-  store_be16(header.data(), type);
-  store_be16(header.data() + 2, static_cast<std::uint16_t>(body.size()));
-  out.insert(out.end(), header.begin(), header.end());
-  out.insert(out.end(), body.begin(), body.end());
-}
-
 }  // namespace
 
 std::vector<std::byte> encode_third_party_copy_vpd(std::uint32_t block_size_bytes) {

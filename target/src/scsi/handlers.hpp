@@ -23,6 +23,22 @@ scsi::SenseData invalid_opcode() noexcept;
 scsi::SenseData lba_out_of_range() noexcept;
 scsi::SenseData write_protected() noexcept;
 
+/// The check every plan_*() makes after its scsi::parse_*_cdb(): false, with the parser's sense
+/// in plan.error, when `parsed` holds none (`if (!parsed_cdb(plan, x)) return;`).
+template <class T>
+bool parsed_cdb(CommandPlan& plan, const scsi::SenseOr<T>& parsed) noexcept {
+  if (!parsed) plan.error = parsed.error();
+  return parsed.has_value();
+}
+
+/// No protection information here: a CDB's RDPROTECT/WRPROTECT/VRPROTECT/ORPROTECT field (byte 1
+/// bits 7-5; SBC-4 §5.16 table 71, §5.34 table 88) must be 0. False, with INVALID FIELD IN CDB
+/// (byte 1 bit 7) in plan.error, when it is not.
+inline bool protect_field_zero(CommandPlan& plan, std::uint8_t protect) noexcept {
+  if (protect != 0) plan.error = scsi::SenseData::invalid_field_in_cdb(1, 7);
+  return protect == 0;
+}
+
 /// Sets plan.direction/transfer_length_bytes for a data-in command of `allocation_length` bytes.
 void plan_data_in(CommandPlan& plan, std::uint32_t allocation_length) noexcept;
 

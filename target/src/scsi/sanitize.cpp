@@ -228,10 +228,7 @@ std::optional<SenseData> SanitizeState::current_sense() const {
 
 void plan_sanitize(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto c = parse_sanitize_cdb(cdb, plan.unit->block_size_bytes(), block_erase_supported(*plan.unit));
-  if (!c) {
-    plan.error = c.error();
-    return;
-  }
+  if (!parsed_cdb(plan, c)) return;
   // Every action but EXIT FAILURE MODE changes the medium.
   if (c->action != SanitizeAction::exit_failure_mode && plan.write_protected) {
     plan.error = write_protected();

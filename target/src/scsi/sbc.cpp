@@ -32,16 +32,9 @@ bool all_zero(ConstByteSpan data) noexcept {
 
 void plan_read_write(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto rw = scsi::parse_read_write_cdb(cdb);
-  if (!rw) {
-    plan.error = rw.error();
-    return;
-  }
+  if (!parsed_cdb(plan, rw)) return;
   const LogicalUnit& unit = *plan.unit;
-  // No protection information: RDPROTECT/WRPROTECT must be 0 (SBC-4 §5.16, table 71).
-  if (rw->protect != 0) {
-    plan.error = scsi::SenseData::invalid_field_in_cdb(1, 7);
-    return;
-  }
+  if (!protect_field_zero(plan, rw->protect)) return;  // RDPROTECT/WRPROTECT
   if (!in_range(unit, rw->lba, rw->blocks)) {
     plan.error = lba_out_of_range();
     return;
@@ -73,10 +66,7 @@ void plan_read_capacity10(CommandPlan& plan) noexcept { plan_data_in(plan, scsi:
 void plan_service_action_in16(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   if ((load_u8(cdb.data() + 1) & 0x1f) == static_cast<std::uint8_t>(scsi::ServiceActionIn16::get_lba_status)) {
     const auto g = scsi::parse_get_lba_status_cdb(cdb);
-    if (!g) {
-      plan.error = g.error();
-      return;
-    }
+    if (!parsed_cdb(plan, g)) return;
     // SBC-4 §5.8: GET LBA STATUS exists with logical block provisioning management only.
     if (!plan.unit->thin()) {
       plan.error = scsi::SenseData::invalid_field_in_cdb(1, 4);
@@ -91,19 +81,13 @@ void plan_service_action_in16(CommandPlan& plan, ConstByteSpan cdb) noexcept {
     return;
   }
   const auto allocation = scsi::parse_read_capacity16_cdb(cdb);
-  if (!allocation) {
-    plan.error = allocation.error();
-    return;
-  }
+  if (!parsed_cdb(plan, allocation)) return;
   plan_data_in(plan, *allocation);
 }
 
 void plan_synchronize_cache(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto s = scsi::parse_synchronize_cache_cdb(cdb);
-  if (!s) {
-    plan.error = s.error();
-    return;
-  }
+  if (!parsed_cdb(plan, s)) return;
   // SBC-4 §5.27: NUMBER OF LOGICAL BLOCKS 0 means "through the last LBA".
   const std::uint64_t blocks = s->blocks == 0 && s->lba < plan.unit->block_count()
                                    ? plan.unit->block_count() - s->lba
@@ -118,10 +102,7 @@ void plan_synchronize_cache(CommandPlan& plan, ConstByteSpan cdb) noexcept {
 
 void plan_unmap(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto u = scsi::parse_unmap_cdb(cdb);
-  if (!u) {
-    plan.error = u.error();
-    return;
-  }
+  if (!parsed_cdb(plan, u)) return;
   if (plan.write_protected) {
     plan.error = write_protected();
     return;
@@ -141,15 +122,9 @@ void plan_unmap(CommandPlan& plan, ConstByteSpan cdb) noexcept {
 
 void plan_write_same(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto w = scsi::parse_write_same_cdb(cdb);
-  if (!w) {
-    plan.error = w.error();
-    return;
-  }
+  if (!parsed_cdb(plan, w)) return;
   const LogicalUnit& unit = *plan.unit;
-  if (w->protect != 0) {
-    plan.error = scsi::SenseData::invalid_field_in_cdb(1, 7);
-    return;
-  }
+  if (!protect_field_zero(plan, w->protect)) return;  // WRPROTECT
   if (w->anchor) {  // ANC_SUP = 0
     plan.error = scsi::SenseData::invalid_field_in_cdb(1, 4);
     return;

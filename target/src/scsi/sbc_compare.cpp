@@ -46,17 +46,10 @@ std::optional<std::size_t> first_difference(ConstByteSpan a, ConstByteSpan b) no
 
 void plan_block_command(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto b = scsi::parse_block_cdb(cdb);
-  if (!b) {
-    plan.error = b.error();
-    return;
-  }
+  if (!parsed_cdb(plan, b)) return;
   const LogicalUnit& unit = *plan.unit;
   const std::uint32_t bs = unit.block_size_bytes();
-  // No protection information: VRPROTECT/WRPROTECT/ORPROTECT must be 0 (SBC-4 §5.34 table 88).
-  if (b->protect != 0) {
-    plan.error = scsi::SenseData::invalid_field_in_cdb(1, 7);
-    return;
-  }
+  if (!protect_field_zero(plan, b->protect)) return;  // VRPROTECT/WRPROTECT/ORPROTECT
   const bool writes = !is_verify(b->opcode) && b->opcode != Opcode::prefetch10 && b->opcode != Opcode::prefetch16;
   if (is_verify(b->opcode) && b->bytchk == 2) {  // SBC-4 table 89: 10b is reserved
     plan.error = scsi::SenseData::invalid_field_in_cdb(1, 2);
@@ -110,10 +103,7 @@ void plan_block_command(CommandPlan& plan, ConstByteSpan cdb) noexcept {
 
 void plan_start_stop_unit(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto s = scsi::parse_start_stop_unit_cdb(cdb);
-  if (!s) {
-    plan.error = s.error();
-    return;
-  }
+  if (!parsed_cdb(plan, s)) return;
   // SBC-4 §5.25: power conditions other than START_VALID (0h) and the standard ones are reserved.
   if (s->power_condition != 0 && s->power_condition != 1 && s->power_condition != 2 && s->power_condition != 3 &&
       s->power_condition != 7 && s->power_condition != 0xa && s->power_condition != 0xb) {

@@ -141,10 +141,7 @@ std::vector<std::byte> vpd_page(const LogicalUnit& unit, std::uint8_t page, Targ
 
 void plan_inquiry(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto q = scsi::parse_inquiry_cdb(cdb);
-  if (!q) {
-    plan.error = q.error();
-    return;
-  }
+  if (!parsed_cdb(plan, q)) return;
   if (q->evpd) {
     if (plan.unit == nullptr) {
       plan.error = illegal_request(scsi::asc::logical_unit_not_supported);
@@ -168,10 +165,7 @@ ScsiOutcome execute_inquiry(const CommandPlan& plan, ConstByteSpan cdb, ByteSpan
 
 void plan_report_luns(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto r = scsi::parse_report_luns_cdb(cdb);
-  if (!r) {
-    plan.error = r.error();
-    return;
-  }
+  if (!parsed_cdb(plan, r)) return;
   plan_data_in(plan, r->allocation_length);
 }
 
@@ -186,10 +180,7 @@ ScsiOutcome execute_report_luns(const std::vector<scsi::Lun>& luns, ConstByteSpa
 
 void plan_request_sense(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto r = scsi::parse_request_sense_cdb(cdb);
-  if (!r) {
-    plan.error = r.error();
-    return;
-  }
+  if (!parsed_cdb(plan, r)) return;
   plan_data_in(plan, r->allocation_length);
 }
 
@@ -262,10 +253,7 @@ void append_control_page(std::vector<std::byte>& out, scsi::ModePageControl pc, 
 
 void plan_mode_sense(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto m = scsi::parse_mode_sense_cdb(cdb);
-  if (!m) {
-    plan.error = m.error();
-    return;
-  }
+  if (!parsed_cdb(plan, m)) return;
   if (m->pc == scsi::ModePageControl::saved) {
     // SPC-5 §6.13: saved values not implemented → SAVING PARAMETERS NOT SUPPORTED.
     plan.error = illegal_request(scsi::asc::saving_parameters_not_supported);

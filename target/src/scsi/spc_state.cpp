@@ -32,10 +32,7 @@ void tell_other_nexuses(UnitState& unit, const ScsiDispatcher::State& state, std
 
 void plan_mode_select(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto m = scsi::parse_mode_select_cdb(cdb);
-  if (!m) {
-    plan.error = m.error();
-    return;
-  }
+  if (!parsed_cdb(plan, m)) return;
   if (m->sp) {  // SPC-5 §6.11: no saved pages → INVALID FIELD IN CDB (SP)
     plan.error = scsi::SenseData::invalid_field_in_cdb(1, 0);
     return;
@@ -99,10 +96,7 @@ ScsiOutcome execute_reserve_release6(const CommandPlan& plan, UnitState& unit, s
 
 void plan_persistent_reserve_in(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto p = scsi::parse_persistent_reserve_in_cdb(cdb);
-  if (!p) {
-    plan.error = p.error();
-    return;
-  }
+  if (!parsed_cdb(plan, p)) return;
   if (p->service_action > 3) {  // SPC-5 §6.17.1, table 175
     plan.error = scsi::SenseData::invalid_field_in_cdb(1, 4);
     return;
@@ -125,10 +119,7 @@ ScsiOutcome execute_persistent_reserve_in(UnitState& unit, ConstByteSpan cdb, By
 
 void plan_persistent_reserve_out(CommandPlan& plan, ConstByteSpan cdb) noexcept {
   const auto p = scsi::parse_persistent_reserve_out_cdb(cdb);
-  if (!p) {
-    plan.error = p.error();
-    return;
-  }
+  if (!parsed_cdb(plan, p)) return;
   // SPC-5 §6.18.3: with SPEC_I_PT 0 (the only form supported) the list is exactly 24 bytes.
   if (p->parameter_list_length != 24) {
     plan.error = parameter_list_length_error();

@@ -46,6 +46,21 @@ std::optional<SenseData> check_descriptor_list_length(std::size_t bytes, std::ui
   return std::nullopt;
 }
 
+// The lengths both token parameter lists start with (SBC-4 POPULATE TOKEN, WRITE USING TOKEN):
+// at least `min_bytes`; DATA LENGTH (bytes 0-1, n - 1) within the list; the header of
+// `header_bytes` plus the BLOCK DEVICE RANGE DESCRIPTOR LENGTH (at byte `descriptor_length_at`)
+// within DATA LENGTH. Returns that descriptor length (bytes).
+scsi::SenseOr<std::size_t> range_descriptor_list_bytes(ConstByteSpan list, std::size_t min_bytes,
+                                                       std::size_t header_bytes,
+                                                       std::size_t descriptor_length_at) noexcept {
+  if (list.size() < min_bytes) return tl::unexpected(illegal(scsi::asc::parameter_list_length_error));
+  const std::size_t data_length = std::size_t{load_be16(list.data())} + 2;
+  const std::size_t descriptor_bytes = load_be16(list.data() + descriptor_length_at);
+  if (data_length > list.size() || header_bytes + descriptor_bytes > data_length)
+    return tl::unexpected(illegal(scsi::asc::parameter_list_length_error));
+  return descriptor_bytes;
+}
+
 bool populate_type_accepted(std::uint32_t type) noexcept {
   return type == rod_type_point_in_time_default || type == rod_type_point_in_time_change_vulnerable ||
          type == rod_type_point_in_time_any;
@@ -54,12 +69,10 @@ bool populate_type_accepted(std::uint32_t type) noexcept {
 }  // namespace
 
 scsi::SenseOr<PopulateTokenParameters> parse_populate_token_parameters(ConstByteSpan list) noexcept {
-  if (list.size() < populate_header_bytes) return tl::unexpected(illegal(scsi::asc::parameter_list_length_error));
+  const auto descriptors = range_descriptor_list_bytes(list, populate_header_bytes, populate_header_bytes, 14);
+  if (!descriptors) return tl::unexpected(descriptors.error());
+  const std::size_t descriptor_bytes = *descriptors;
   const std::byte* p = list.data();
-  const std::size_t data_length = std::size_t{load_be16(p)} + 2;  // DATA LENGTH: n - 1
-  const std::size_t descriptor_bytes = load_be16(p + 14);
-  if (data_length > list.size() || populate_header_bytes + descriptor_bytes > data_length)
-    return tl::unexpected(illegal(scsi::asc::parameter_list_length_error));
   PopulateTokenParameters out;
   const std::uint8_t flags = load_u8(p + 2);
   out.immed = (flags & 0x01) != 0;
@@ -75,13 +88,11 @@ scsi::SenseOr<PopulateTokenParameters> parse_populate_token_parameters(ConstByte
 }
 
 scsi::SenseOr<WriteUsingTokenParameters> parse_write_using_token_parameters(ConstByteSpan list) noexcept {
-  if (list.size() < write_header_bytes + range_descriptor_bytes)
-    return tl::unexpected(illegal(scsi::asc::parameter_list_length_error));
+  const auto descriptors =
+      range_descriptor_list_bytes(list, write_header_bytes + range_descriptor_bytes, write_header_bytes, 534);
+  if (!descriptors) return tl::unexpected(descriptors.error());
+  const std::size_t descriptor_bytes = *descriptors;
   const std::byte* p = list.data();
-  const std::size_t data_length = std::size_t{load_be16(p)} + 2;
-  const std::size_t descriptor_bytes = load_be16(p + 534);
-  if (data_length > list.size() || write_header_bytes + descriptor_bytes > data_length)
-    return tl::unexpected(illegal(scsi::asc::parameter_list_length_error));
   WriteUsingTokenParameters out;
   const std::uint8_t flags = load_u8(p + 2);
   out.immed = (flags & 0x01) != 0;
@@ -246,8 +257,7 @@ std::vector<std::byte> encode_rod_token_information(const RodStatus& status) {
 // VPD 0x8F descriptors
 // ---------------------------------------------------------------------------------------------
 
-namespace {
-void append_descriptor(std::vector<std::byte>& out, std::uint16_t type, std::vector<std::byte> body) {
+void append_tpc_descriptor(std::vector<std::byte>& out, std::uint16_t type, std::vector<std::byte> body) {
   body.resize((body.size() + 3) / 4 * 4);
   std::array<std::byte, 4> header{};
   store_be16(header.data(), type);
@@ -255,7 +265,6 @@ void append_descriptor(std::vector<std::byte>& out, std::uint16_t type, std::vec
   out.insert(out.end(), header.begin(), header.end());
   out.insert(out.end(), body.begin(), body.end());
 }
-}  // namespace
 
 void append_block_rod_limits(std::vector<std::byte>& out, std::uint32_t block_size_bytes) {
   // 0000h Block Device ROD Limits (SBC-4): bytes after the descriptor header.
@@ -265,7 +274,7 @@ void append_block_rod_limits(std::vector<std::byte>& out, std::uint32_t block_si
   store_be32(body.data() + 12, token_default_inactivity_seconds); // DEFAULT INACTIVITY TIMEOUT
   store_be64(body.data() + 16, token_max_bytes / block_size_bytes);  // MAXIMUM TOKEN TRANSFER SIZE (blocks)
   store_be64(body.data() + 24, token_max_bytes / block_size_bytes);  // OPTIMAL TRANSFER COUNT (blocks)
-  append_descriptor(out, 0x0000, std::move(body));
+  append_tpc_descriptor(out, 0x0000, std::move(body));
 }
 
 void append_rod_token_descriptors(std::vector<std::byte>& out) {
@@ -285,7 +294,7 @@ void append_rod_token_descriptors(std::vector<std::byte>& out) {
   store_be64(f + 16, token_max_bytes);                          // OPTIMAL BYTES IN BLOCK ROD TRANSFER
   store_be64(f + 24, xcopy_chunk_bytes);                        // OPTIMAL BYTES TO TOKEN PER SEGMENT
   store_be64(f + 32, xcopy_chunk_bytes);                        // OPTIMAL BYTES FROM TOKEN PER SEGMENT
-  append_descriptor(out, 0x0106, std::move(body));
+  append_tpc_descriptor(out, 0x0106, std::move(body));
   // 0108h Supported ROD Types (SPC-4 §7.8.17.8): point in time change vulnerable (in and out: made
   // by POPULATE TOKEN, taken by WRITE USING TOKEN) and the block device zero ROD token (in only).
   body.assign(4 + 2 * 64, std::byte{0});
@@ -294,7 +303,7 @@ void append_rod_token_descriptors(std::vector<std::byte>& out) {
   store_u8(body.data() + 8, 0x03);                              // TOKEN_IN, TOKEN_OUT
   store_be32(body.data() + 4 + 64, rod_type_block_device_zero);
   store_u8(body.data() + 8 + 64, 0x02);                         // TOKEN_IN
-  append_descriptor(out, 0x0108, std::move(body));
+  append_tpc_descriptor(out, 0x0108, std::move(body));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -245,6 +245,10 @@ class RodStatuses {
   HeldStatuses<RodStatus, std::uint32_t, rod_max_held_statuses, &RodStatuses::running> held_;
 };
 
+/// Appends one third-party copy descriptor (SPC-4 §7.8.17.1) of the Third-party Copy VPD page:
+/// TYPE, LENGTH, then `body` padded with zeroes to a multiple of 4 bytes (token_copy.cpp and
+/// extended_copy.cpp write their descriptors through it).
+void append_tpc_descriptor(std::vector<std::byte>& out, std::uint16_t type, std::vector<std::byte> body);
 /// Appends the Block Device ROD Limits descriptor (0000h, SBC-4) of the Third-party Copy
 /// VPD page for a logical unit of `block_size_bytes` (MAXIMUM TOKEN TRANSFER SIZE in its blocks).
 void append_block_rod_limits(std::vector<std::byte>& out, std::uint32_t block_size_bytes);

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "iserkit/common/bytes.hpp"
@@ -96,6 +97,9 @@ std::string_view designator_type_name(DesignatorType type) noexcept;
 /// as is for ASCII/UTF-8 with NUL padding trimmed (SPC-5 §7.7.6.1). The form `iserkit inquiry`
 /// prints and the FUSE view's xattrs carry.
 std::string designator_text(const Designator& designator);
+/// Every designator's designator_text(), in order, with `separator` between them ("" for none):
+/// the FUSE view's xattr (one a line) and the initiator's multipath messages.
+std::string designators_text(const std::vector<Designator>& designators, std::string_view separator);
 
 /// VPD 0xb0 Block Limits (SBC-4 §6.6.4, table 262). All lengths are in logical blocks; 0 = no limit
 /// reported.
