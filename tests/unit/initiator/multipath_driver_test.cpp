@@ -405,7 +405,9 @@ TEST(MultipathDriver, ADownPathShowsItsReinstatingLoginsUntilItIsUpAgain) {
     co_await sleep_for(5ms);
     auto moved = co_await mp.execute(command(0x00));  // fails on path 0 (its session ended): path 1
     EXPECT_TRUE(moved);
-    for (int i = 0; i < 200 && mp.paths()[0].reinstate_attempts < 3; ++i) co_await sleep_for(5ms);
+    // Sampled between two logins: while a login runs no next one is announced yet.
+    for (int i = 0; i < 200 && (mp.paths()[0].reinstate_attempts < 3 || !mp.paths()[0].next_attempt); ++i)
+      co_await sleep_for(5ms);
     const PathStatus down = mp.paths()[0];
     EXPECT_EQ(down.state, PathStatus::State::down);
     EXPECT_GE(down.reinstate_attempts, 3u);
