@@ -28,7 +28,9 @@ run_target() {
   "$B/iserkit" status "$W/$name.sock" --json >"$W/$name.json" || fail "iserkit status failed"
 }
 
-run_target ring --socket-io uring
+# Every send on the ring (not only those joining a pending submit: a mem: LUN has none), so that
+# the data below really leaves through it.
+ISERKIT_URING_SEND_ALWAYS=1 run_target ring --socket-io uring
 [ "$(js "$W/ring.json" 'd["socket_io"]["requested"]')" = uring ] || fail "requested mode not reported"
 ring_ok=$(js "$W/ring.json" 'd["socket_io"]["kernel"]["io_uring"] and d["socket_io"]["kernel"]["sendmsg"]')
 if [ "$ring_ok" = True ]; then
