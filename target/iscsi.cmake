@@ -26,6 +26,7 @@ add_library(iserkit_target STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/src/config_file.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/export_dir.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/connection.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data_in_pipes.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/login_throttle.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/lu_identity_store.cpp

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <iterator>
+#include <string_view>
 
 #include <fmt/chrono.h>
 #include <utility>
@@ -19,6 +20,18 @@
 
 namespace iserkit::target {
 namespace {
+
+// $ISERKIT_SPLICE_DATA_IN=1: large READ Data-In by splice (data_in_pipes.hpp), read once. Opt-in:
+// on loopback it saved the target about 5 % CPU at 1 MiB and cost the receiving bridge more (skbs
+// of page-sized fragments), so the chain was no faster (docs/performance.md, "READ Data-In by
+// splice").
+bool splice_data_in_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("ISERKIT_SPLICE_DATA_IN");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return allowed;
+}
 
 // The receive loop stops reading while this many ordered actions wait for the writer: a peer that
 // stops reading its socket cannot make the target queue responses without bound.
@@ -248,6 +261,10 @@ Awaitable<bool> Connection::login() {
   // RFC 7143 §13.1, §13.12: digests and our declared MaxRecvDataSegmentLength apply from the
   // first PDU after the final Login Response.
   datamover_->set_digests(params_.header_digest_crc32c, params_.data_digest_crc32c);
+  // Large READs may leave by splice on TCP (data_in_pipes.hpp; opt-in, $ISERKIT_SPLICE_DATA_IN=1),
+  // never with a data digest (its bytes would have to be read).
+  splice_data_in_ = datamover_->transport() == datamover::Transport::tcp && !params_.data_digest_crc32c &&
+                    !session_.discovery && splice_data_in_allowed();
   datamover_->set_max_recv_data_segment_length(params_.target_max_recv_data_segment_length);
   datamover_->set_unexpected_pdu_limit(params_.max_outstanding_unexpected_pdus);
   log::info("login {}: {} session tsih={} initiator={} target={} digests={}/{} mrdsl={}/{} burst={}/{} r2t={}",
@@ -539,6 +556,14 @@ Awaitable<void> Connection::writer() {
     if (ordered_.size() <= max_ordered_actions) ordered_room_.set();
     if (auto* batch = std::get_if<SendPdus>(&action)) {
       // One ordered batch: a read's Data-In PDUs and its status in one gather write on TCP.
+      if (!closed_ && !data_in_pipes_.mark(batch->pdus)) {
+        // A spliced READ's Data-In not taking its pipe's bytes in order: never send wrong data.
+        log::error("connection {}: a Data-In does not follow its READ's spliced data in order; closing",
+                   datamover_->peer());
+        close();
+      }
+      if (const auto spliced = data_in_pipes_.take_marked_bytes(); spliced != 0)
+        registry_->stats().spliced_data_in_bytes.fetch_add(spliced, std::memory_order_relaxed);
       if (!closed_) {
         // One non-blocking gather write on this thread when the socket takes it all (the usual
         // case): no send_batch() coroutine frames per batch.
@@ -655,9 +680,18 @@ bool Connection::execute_fast(iscsi::Itt itt) {
   }
   FastCommand& f = *fast_free_.back();
   f.executor = datamover_->executor();
+  f.splice_pipe = -1;
+  f.pipe_bytes = 0;
+  if (splice_data_in_ && task->plan.direction == DataDirection::from_target && task->plan.unit != nullptr) {
+    f.pipe_bytes = task->plan.transfer_length_bytes;
+    f.splice_pipe = data_in_pipes_.take(task->plan.lba * task->plan.unit->block_size_bytes(), f.pipe_bytes);
+  }
   const auto started = session_.target->dispatcher->start_media_io(task->command.lun, task->plan,
                                                                    engine_->task_data(itt), f);
-  if (started == MediaIoStart::unsupported) return false;
+  if (started == MediaIoStart::unsupported) {
+    if (f.splice_pipe >= 0) data_in_pipes_.started(f.splice_pipe, itt, false, 0);
+    return false;
+  }
   fast_free_.pop_back();
   f.started = command_started(itt, *task);
   ++backend_running_;
@@ -678,6 +712,11 @@ void Connection::FastCommand::complete(ScsiOutcome result) noexcept {
 
 void Connection::finish_fast(FastCommand& command, const ScsiOutcome& outcome) noexcept {
   const CommandStart started = command.started;
+  // A READ spliced into a pipe: the pipe is the task's until it ends (its Data-In PDUs take from
+  // it), registered before the engine produces them.
+  if (command.splice_pipe >= 0)
+    data_in_pipes_.started(command.splice_pipe, started.itt, command.spliced && outcome.status == scsi::Status::good,
+                           command.pipe_bytes);
   fast_free_.push_back(&command);
   executed(started, outcome);
 }
@@ -735,6 +774,7 @@ bool Connection::request_budget(iscsi::Itt itt, std::uint64_t bytes) {
 }
 
 void Connection::release_budget(const ReleaseBudget& release) {
+  data_in_pipes_.end(release.itt);  // the task ended: its READ's pipe (if any) comes back
   std::vector<iscsi::Itt> granted;  // allocates only when a waiting request is granted
   (void)ledger_.release(release.itt, granted);
   stats_->payload_budget_bytes.store(ledger_.connection_used(), std::memory_order_relaxed);

@@ -28,6 +28,7 @@
 #include "iserkit/datamover/datamover.hpp"
 #include "iserkit/target/config.hpp"
 #include "cmd_sn_window.hpp"
+#include "data_in_pipes.hpp"
 #include "login.hpp"
 #include "payload_budget.hpp"
 #include "payload_ledger.hpp"
@@ -145,6 +146,7 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   struct FastCommand final : MediaIo {
     std::shared_ptr<Connection> owner;  // keeps the connection alive while the backend works
     CommandStart started;
+    std::size_t pipe_bytes = 0;  // with splice_pipe: the READ's bytes (data_in_pipes_)
     void complete(ScsiOutcome outcome) noexcept override;
   };
   /// Starts task `itt` on the fast path; false when it does not apply (nothing was done: run
@@ -201,6 +203,9 @@ class Connection final : public std::enable_shared_from_this<Connection>,
   std::vector<FastCommand*> fast_free_;                      // of those, the idle ones
   std::vector<FastCommand*> fast_done_now_;                  // finished inside pump(): answered after its loop
   Event backend_idle_;
+  // Zero-copy READ Data-In over TCP without a data digest (data_in_pipes.hpp); off otherwise.
+  DataInPipes data_in_pipes_;
+  bool splice_data_in_ = false;
   bool closed_ = false;
   NexusId nexus_;           // this session's I_T nexus at the device server (normal sessions)
   std::uint64_t session_id_;  // unique per connection, for the SessionTable

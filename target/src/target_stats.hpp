@@ -102,6 +102,9 @@ struct TargetStats {
   std::array<std::atomic<std::uint64_t>, 16> task_management{};
   std::array<std::atomic<std::uint64_t>, login_failure_count> login_failures{};  ///< by LoginFailure
   std::atomic<std::uint64_t> logins{0};  ///< logins that reached the full-feature phase
+  /// READ Data-In bytes handed to the socket by splice from the page cache, never through a
+  /// user-space buffer (data_in_pipes.hpp).
+  std::atomic<std::uint64_t> spliced_data_in_bytes{0};
 
   /// Counts the response status of one SCSI command (GOOD is not counted; UNIT ATTENTION goes to
   /// unit_attentions, not to sense_keys).

@@ -116,6 +116,7 @@ std::string target_status_json(const StatusSources& sources) {
                    {"bytes", by_kind(s.bytes)},
                    {"unit_attentions", s.unit_attentions.load(std::memory_order_relaxed)},
                    {"copied_payload_bytes", copied_payload_bytes()},
+                   {"spliced_data_in_bytes", s.spliced_data_in_bytes.load(std::memory_order_relaxed)},
                    {"copy_bytes", {{"in_kernel", copy_in_kernel}, {"user_space", copy_user_space}}}};
   return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
@@ -288,6 +289,9 @@ class Collector final : public prometheus::Collectable {
     }
     family("iserkit_target_copied_payload_bytes_total", "payload bytes copied in user space", MetricType::Counter)
         .metric.push_back(counter(static_cast<double>(copied_payload_bytes())));
+    family("iserkit_target_spliced_data_in_bytes_total",
+           "READ Data-In bytes spliced from the page cache to the socket (no user-space copy)", MetricType::Counter)
+        .metric.push_back(counter(static_cast<double>(s.spliced_data_in_bytes.load(std::memory_order_relaxed))));
     return out;
   }
 

@@ -1,6 +1,8 @@
 // TcpDatamover: RFC 7143 §11 framing over a TCP socket with gather writes and in-place receives.
 #include "iserkit/datamover/tcp_datamover.hpp"
 
+#include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <cerrno>
 #include <netinet/in.h>
@@ -192,7 +194,7 @@ void TcpDatamover::gather(PduOut& pdu) {
     store_digest(digests.emplace_back().data(), crc);
     buffers.emplace_back(digests.back().data(), 4);
   }
-  if (!pdu.data.empty()) {
+  if (!pdu.data.empty() && pdu.splice_from < 0) {
     const auto pad = iscsi::padding_for(static_cast<std::uint32_t>(pdu.data.size()));
     buffers.emplace_back(pdu.data.data(), pdu.data.size());
     if (pad != 0) buffers.emplace_back(zero_pad.data(), pad);
@@ -208,6 +210,9 @@ void TcpDatamover::gather(PduOut& pdu) {
 Datamover::SendNow TcpDatamover::try_send_now(std::vector<PduOut>& pdus) {
   // Only with nothing ahead of them: the PDUs of one connection leave in the order they were sent.
   if (send_error_ || writing_ || !queue_.empty() || pdus.empty()) return SendNow::refused;
+  // A data segment in a pipe leaves by splice from write_queued() (large reads: its coroutine
+  // frames are nothing against the bytes).
+  if (std::any_of(pdus.begin(), pdus.end(), [](const PduOut& p) { return p.splice_from >= 0; })) return SendNow::refused;
   write_buffers_.clear();
   write_digests_.clear();
   if (header_digest_ || data_digest_) write_digests_.reserve(2 * pdus.size());  // buffers point into it
@@ -289,20 +294,17 @@ Awaitable<void> TcpDatamover::write_queued() {
     digests.clear();
     const std::size_t n = std::min(queue_.size(), max_batch_pdus);
     if (header_digest_ || data_digest_) digests.reserve(2 * n);  // addresses into it must stay stable
-    for (std::size_t i = 0; i < n; ++i) {
+    boost::system::error_code ec;
+    for (std::size_t i = 0; i < n && !ec; ++i) {
       batch.push_back(queue_.front());
       queue_.pop_front();
-      gather(*batch.back().pdu);
+      PduOut& pdu = *batch.back().pdu;
+      gather(pdu);
+      if (pdu.splice_from >= 0) ec = co_await write_spliced(pdu);
     }
-    boost::system::error_code ec;
     // First on this thread, without suspending: when the socket takes it all (the usual case) the
     // batch costs one sendmsg and no posted completion. What is left waits for the socket.
-    const std::span<const asio::const_buffer> all(buffers);
-    const std::size_t sent = write_now(socket_, all, ec);
-    if (!ec && sent < asio::buffer_size(all)) {
-      rest_of(all, sent, write_rest_);
-      ec = co_await write_rest();
-    }
+    if (!ec) ec = co_await write_gathered();
     const std::error_code result = ec ? map_error(ec) : std::error_code{};
     if (result) send_error_ = result;
     for (auto& p : batch) finish(p, result);
@@ -311,6 +313,55 @@ Awaitable<void> TcpDatamover::write_queued() {
       queue_.clear();
     }
   }
+}
+
+Awaitable<boost::system::error_code> TcpDatamover::write_gathered() {
+  boost::system::error_code ec;
+  const std::span<const asio::const_buffer> all(write_buffers_);
+  const std::size_t sent = write_now(socket_, all, ec);
+  if (!ec && sent < asio::buffer_size(all)) {
+    rest_of(all, sent, write_rest_);
+    ec = co_await write_rest();
+  }
+  co_return ec;
+}
+
+Awaitable<boost::system::error_code> TcpDatamover::write_spliced(const PduOut& pdu) {
+  const auto bytes = pdu.data.size();
+  if (data_digest_) co_return boost::system::errc::make_error_code(boost::system::errc::invalid_argument);
+  // Everything gathered before it and its own header first, in order.
+  boost::system::error_code ec = co_await write_gathered();
+  write_buffers_.clear();
+  write_digests_.clear();  // nothing points into it any more (its capacity stays reserved)
+  if (ec) co_return ec;
+  // The pipe must hold every byte: splice from an emptied pipe would wait forever (its write end
+  // is open) instead of failing.
+  int in_pipe = 0;
+  if (::ioctl(pdu.splice_from, FIONREAD, &in_pipe) != 0 || static_cast<std::size_t>(in_pipe) < bytes)
+    co_return boost::system::errc::make_error_code(boost::system::errc::io_error);
+  std::size_t left = bytes;
+  while (left > 0) {
+    const ssize_t n = ::splice(pdu.splice_from, nullptr, socket_.native_handle(), nullptr, left,
+                               SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE);
+    if (n > 0) {
+      left -= static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // The socket's buffer is full (the pipe holds the rest): wait until it takes more.
+      co_await socket_.async_wait(asio::ip::tcp::socket::wait_write, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return ec;
+      continue;
+    }
+    co_return n == 0 ? boost::system::errc::make_error_code(boost::system::errc::io_error)
+                     : boost::system::error_code(errno, boost::system::system_category());
+  }
+  ++spliced_pdus_;
+  // The data segment's padding (RFC 7143 §11.1) goes with what follows.
+  if (const auto pad = iscsi::padding_for(static_cast<std::uint32_t>(bytes)); pad != 0)
+    write_buffers_.emplace_back(zero_pad.data(), pad);
+  co_return ec;
 }
 
 Awaitable<boost::system::error_code> TcpDatamover::write_rest() {

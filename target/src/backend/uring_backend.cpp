@@ -219,7 +219,13 @@ class UringBackend final : public BlockBackend {
       return TransferStart::done;
     }
     const int rw_flags = t.writing && t.fua == Fua::yes ? RWF_DSYNC : 0;
+    t.spliced = splices_into(t);
     if (inline_io_) {
+      if (t.spliced && splice_inline(t)) {
+        t.result = Result<void>{};
+        return TransferStart::done;
+      }
+      t.spliced = false;  // the pipe may hold part of it: the caller drops the pipe
       t.result = transfer_inline(t.writing, t.offset_bytes, t.data, t.length_bytes, rw_flags);
       return TransferStart::done;
     }
@@ -237,6 +243,7 @@ class UringBackend final : public BlockBackend {
     op->offset = t.offset_bytes;
     op->left = t.length_bytes;
     op->rw_flags = rw_flags;
+    op->pipe = t.spliced ? t.splice_pipe : -1;
     if (!op->submit()) {
       op->~TransferOp();
       t.result = fail(errno_code(EBUSY));
@@ -479,10 +486,20 @@ class UringBackend final : public BlockBackend {
     std::uint64_t offset = 0;
     std::size_t left = 0;
     int rw_flags = 0;
+    int pipe = -1;  // a read spliced into this pipe (BackendTransfer::splice_pipe), not into p
 
     /// Queues the next piece; false when the ring takes no SQE.
     bool submit() noexcept {
       const std::size_t n = std::min(left, max_op_bytes);
+      if (pipe >= 0) {
+        io_uring_sqe* sqe = service->get_sqe();
+        if (sqe == nullptr) return false;
+        // Through the page cache (the buffered fd): the pipe gets references to its pages.
+        io_uring_prep_splice(sqe, backend->buffered_fd_, static_cast<std::int64_t>(offset), pipe, -1,
+                             static_cast<unsigned>(n), SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        service->queued(*this, sqe);
+        return true;
+      }
       const auto& a = backend->alignment_;
       const bool direct = backend->direct_fd_ >= 0 && offset % a.offset_align == 0 && n % a.offset_align == 0 &&
                           reinterpret_cast<std::uintptr_t>(p) % a.memory_align == 0;
@@ -506,6 +523,18 @@ class UringBackend final : public BlockBackend {
     static void completed(UringOp& base) noexcept {
       auto& op = static_cast<TransferOp&>(base);
       const int res = op.res;
+      if (op.pipe >= 0 && res <= 0 && res != -EINTR) {
+        // The splice failed (a kernel or file that refuses it, a full pipe, end of file): read
+        // the whole range into the buffer instead, as without a pipe; the caller drops the pipe.
+        if (res == -EINVAL || res == -EOPNOTSUPP) op.backend->splice_refused_.store(true, std::memory_order_relaxed);
+        op.pipe = -1;
+        op.transfer->spliced = false;
+        op.p = op.transfer->data;
+        op.offset = op.transfer->offset_bytes;
+        op.left = op.transfer->length_bytes;
+        if (!op.submit()) op.finish(fail(errno_code(EBUSY)));
+        return;
+      }
       if (res == -EINTR || res == -EAGAIN) {
         if (!op.submit()) op.finish(fail(errno_code(EBUSY)));
         return;
@@ -521,6 +550,33 @@ class UringBackend final : public BlockBackend {
   };
   static_assert(sizeof(TransferOp) <= sizeof(BackendTransfer::backend_state));
   static_assert(alignof(TransferOp) <= alignof(std::max_align_t));
+
+  // Whether read `t` goes into its splice_pipe: only through the page cache, so not when this
+  // file is read with O_DIRECT (a pipe's reference to a page would keep a concurrent direct
+  // write from invalidating it, leaving stale data in the page cache) unless it is a RAM file
+  // system (read inline through the buffered fd, where O_DIRECT changes nothing).
+  [[nodiscard]] bool splices_into(const BackendTransfer& t) const noexcept {
+    return !t.writing && t.splice_pipe >= 0 && (inline_io_ || direct_fd_ < 0) &&
+           !splice_refused_.load(std::memory_order_relaxed);
+  }
+
+  // The inline read of a RAM file system into t.splice_pipe (non-blocking: a pipe without room
+  // fails rather than waits); false when the pipe does not hold every byte (then the caller reads
+  // into the buffer and drops the pipe).
+  bool splice_inline(const BackendTransfer& t) const noexcept {
+    auto offset = static_cast<loff_t>(t.offset_bytes);
+    std::size_t left = t.length_bytes;
+    while (left > 0) {
+      const ssize_t res = ::splice(buffered_fd_, &offset, t.splice_pipe, nullptr, left, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      if (res < 0 && errno == EINTR) continue;
+      if (res <= 0) {
+        if (res < 0 && (errno == EINVAL || errno == EOPNOTSUPP)) splice_refused_.store(true, std::memory_order_relaxed);
+        return false;
+      }
+      left -= static_cast<std::size_t>(res);
+    }
+    return true;
+  }
 
   // transfer() for a RAM file system (see the top of this file): synchronous, on this thread.
   Result<void> transfer_inline(bool writing, std::uint64_t offset, std::byte* p, std::size_t length,
@@ -545,7 +601,7 @@ class UringBackend final : public BlockBackend {
   BackendCapabilities caps_;
   bool inline_io_;  // a RAM file system: transfer_inline()
   std::pair<dev_t, ino_t> file_;  // the file (st_dev, st_ino) or block device (0, st_rdev)
-  std::atomic<bool> splice_refused_{false};         // splice failed with EINVAL/EOPNOTSUPP here
+  mutable std::atomic<bool> splice_refused_{false};  // splice failed with EINVAL/EOPNOTSUPP here
   std::atomic<bool> direct_splice_refused_{false};  // splice from the O_DIRECT fd failed so
 };
 

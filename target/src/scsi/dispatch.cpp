@@ -516,6 +516,7 @@ MediaIoStart ScsiDispatcher::start_media_io(scsi::Lun lun, const CommandPlan& pl
   io.data = data.data();
   io.length_bytes = plan.transfer_length_bytes;
   io.fua = plan.fua ? Fua::yes : Fua::no;  // SBC-4 §5.41
+  io.spliced = false;                       // io.splice_pipe is the caller's (reads only)
   const TransferStart started = unit.backend().start_transfer(io);
   if (started == TransferStart::started) return MediaIoStart::started;
   if (io.range_lock_ != nullptr) io.range_lock_->unlock(io.lba_, io.blocks_);

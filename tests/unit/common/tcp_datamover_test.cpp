@@ -13,7 +13,10 @@
 #include "iserkit/datamover/socket_sender.hpp"
 #include "datamover_pair.hpp"
 
+#include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <cerrno>
 
 namespace iserkit::datamover {
@@ -756,6 +759,96 @@ TEST(TcpDatamoverSocketSender, CloseWithASendInFlightCancelsIt) {
     EXPECT_EQ(sender.cancels, 1);
     (void)co_await p.client->finish_send();
   });
+}
+
+}  // namespace
+}  // namespace iserkit::datamover
+
+namespace iserkit::datamover {
+namespace {
+
+// A pipe (both ends) filled with `bytes`, closed at the end of the test.
+struct FilledPipe {
+  int fds[2]{-1, -1};
+  explicit FilledPipe(std::span<const std::byte> bytes) {
+    EXPECT_EQ(::pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+    EXPECT_GT(::fcntl(fds[1], F_SETPIPE_SZ, 1 << 20), 0);
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fds[1], bytes.data() + done, bytes.size() - done);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    EXPECT_EQ(done, bytes.size());
+  }
+  ~FilledPipe() {
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+};
+
+// The target's zero-copy READ Data-In (PduOut::splice_from): the segment comes from the pipe, not
+// from `data` (filled with other bytes here), with its padding, through a socket buffer much
+// smaller than it (the splice waits for room), and the PDUs around it stay in order.
+TEST(TcpDatamoverSplice, ASegmentInAPipeLeavesWholeWithItsPaddingBetweenThePdusAroundIt) {
+  Pair p(16 * 1024);
+  p.client->set_digests(true, false);  // a header digest still goes with the spliced PDU
+  p.server->set_digests(true, false);
+  p.server->set_max_recv_data_segment_length(2 << 20);
+  const auto payload = pattern((1 << 20) - 2);  // 2 bytes of padding
+  const std::vector<std::byte> wrong(payload.size(), std::byte{0xee});
+  FilledPipe pipe(payload);
+  std::vector<std::byte> landing(payload.size());
+  IntoBuffer placement;
+  placement.target = landing;
+  std::error_code ec = make_error_code(errc::timeout);
+  p.run([&]() -> Awaitable<void> {
+    asio::co_spawn(p.io, [&]() -> Awaitable<void> {
+      std::vector<PduOut> batch;
+      batch.push_back(make_pdu(iscsi::NopIn{.itt = iscsi::Itt{1}}));
+      batch.push_back(make_pdu(iscsi::DataIn{.itt = iscsi::Itt{2}}, wrong));
+      batch.back().splice_from = pipe.fds[0];
+      batch.push_back(make_pdu(iscsi::NopIn{.itt = iscsi::Itt{3}}));
+      // try_send_now() leaves a spliced segment to send_batch().
+      EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::refused);
+      ec = co_await p.client->send_batch(std::move(batch));
+    }, asio::detached);
+    for (const std::uint32_t itt : {1u, 2u, 3u}) {
+      auto in = co_await p.server->receive(itt == 2 ? &placement : nullptr);
+      EXPECT_TRUE(in);
+      if (!in) co_return;
+      EXPECT_FALSE(in->pdu_error);
+      EXPECT_EQ(to_u32(iscsi::itt_of(in->bhs)), itt);
+      if (itt == 2) {
+        EXPECT_TRUE(std::equal(payload.begin(), payload.end(), landing.begin(), landing.end()));
+      }
+    }
+  });
+  EXPECT_FALSE(ec);
+  EXPECT_EQ(p.client->spliced_pdus(), 1u);
+  int left = -1;
+  EXPECT_EQ(::ioctl(pipe.fds[0], FIONREAD, &left), 0);
+  EXPECT_EQ(left, 0);
+}
+
+// A pipe that holds fewer bytes than the PDU says fails the send (it would wait forever or send a
+// short segment); with a data digest the bytes cannot be spliced at all.
+TEST(TcpDatamoverSplice, AShortPipeOrADataDigestFailsTheSendInsteadOfSendingWrongBytes) {
+  for (const bool digest : {false, true}) {
+    Pair p;
+    p.client->set_digests(false, digest);
+    const auto payload = pattern(128 * 1024);
+    FilledPipe pipe(digest ? std::span<const std::byte>(payload) : std::span<const std::byte>(payload).first(1000));
+    std::error_code ec;
+    p.run([&]() -> Awaitable<void> {
+      std::vector<PduOut> batch;
+      batch.push_back(make_pdu(iscsi::DataIn{.itt = iscsi::Itt{2}}, payload));
+      batch.back().splice_from = pipe.fds[0];
+      ec = co_await p.client->send_batch(std::move(batch));
+    });
+    EXPECT_TRUE(ec) << "digest=" << digest;
+    EXPECT_EQ(p.client->spliced_pdus(), 0u);
+  }
 }
 
 }  // namespace

@@ -33,6 +33,11 @@ struct PduOut {
   /// iSER datamover puts its regions' STags in the iSER header (RFC 7145 §9.2), TCP ignores it.
   /// Must stay valid until send() completes; null for every other PDU.
   const TaskData* task_data = nullptr;
+  /// TCP only: when >= 0, the read end of a pipe holding the data segment's `data.size()` bytes,
+  /// which the datamover moves to the socket with splice(2) instead of sending `data` (whose bytes
+  /// are then not read; `data` still gives the length). The target's zero-copy READ Data-In
+  /// (target/src/data_in_pipes.hpp). Never with a data digest (the bytes are not seen). -1: none.
+  int splice_from = -1;
 };
 
 /// A PDU whose data segment is borrowed from the caller (zero copy). Sets the BHS length fields.

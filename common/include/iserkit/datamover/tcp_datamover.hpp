@@ -72,6 +72,8 @@ class TcpDatamover final : public Datamover {
   [[nodiscard]] std::string local() const override { return local_; }
   [[nodiscard]] Transport transport() const noexcept override { return Transport::tcp; }
   [[nodiscard]] asio::any_io_executor executor() const override { return executor_; }
+  /// PDUs whose data segment was spliced from a pipe (PduOut::splice_from) so far.
+  [[nodiscard]] std::uint64_t spliced_pdus() const noexcept { return spliced_pdus_; }
 
  private:
   struct Pending {
@@ -88,6 +90,12 @@ class TcpDatamover final : public Datamover {
   bool start_on_sender();
   /// Waits for the sender's send, then writes what a short send left; the socket's error.
   Awaitable<boost::system::error_code> finish_on_sender();
+  /// Writes write_buffers_ whole (a non-blocking write, then write_rest()); the socket's error.
+  Awaitable<boost::system::error_code> write_gathered();
+  /// write_queued() for a PDU whose data segment is in a pipe (PduOut::splice_from; gather() took
+  /// its header): writes what was gathered, then splices the segment from the pipe to the socket,
+  /// then gathers its padding. EINVAL with a data digest, EIO when the pipe holds fewer bytes.
+  Awaitable<boost::system::error_code> write_spliced(const PduOut& pdu);
   /// Writes write_rest_ (what a non-blocking write left) whole, then clears it; the socket's error.
   Awaitable<boost::system::error_code> write_rest();
   /// Runs the framer with non-blocking reads until a PDU is whole (or the stream failed); nullopt
@@ -103,6 +111,7 @@ class TcpDatamover final : public Datamover {
   bool header_digest_ = false;
   bool data_digest_ = false;
   bool writing_ = false;
+  std::uint64_t spliced_pdus_ = 0;
   std::error_code send_error_;
   std::deque<Pending> queue_;
   // write_queued()'s working vectors, kept between calls so steady-state sends do not allocate.

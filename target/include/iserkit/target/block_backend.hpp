@@ -74,6 +74,14 @@ class BackendTransfer {
   std::byte* data = nullptr;        ///< `length_bytes` bytes, valid until the transfer ended
   std::size_t length_bytes = 0;
   Fua fua = Fua::no;                ///< writes: durable before completion (as write())
+  /// Reads only: the write end of an empty pipe that the backend may fill with the `length_bytes`
+  /// bytes by splice(2) instead of writing `data` (page-cache pages go into the pipe by reference:
+  /// no copy in user space). -1: none. The caller makes sure the pipe has room for every page the
+  /// range touches. Backends that cannot (or will not, e.g. an O_DIRECT file) ignore it.
+  int splice_pipe = -1;
+  /// Out, reads with `splice_pipe`: true when the data went into the pipe (then `data` was not
+  /// written); false when it is in `data` (the pipe may then hold bytes of a failed attempt).
+  bool spliced = false;
   /// The io_context (one thread) that started it: the backend completes it there.
   asio::any_io_executor executor;
   /// With TransferStart::done: the result (errors as for read()/write()).
