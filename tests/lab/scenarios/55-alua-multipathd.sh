@@ -23,7 +23,7 @@
 #    gateways exit 0 on SIGTERM.
 source "$LAB_SOURCE/tests/lab/guest/lib.sh"
 plan modules gateways initial-rtpg iscsid login same-wwid udevd multipathd map-initial \
-  failover.takeover failover.restart failover.fio failover.map failover.rtpg failover.access-state \
+  failover.takeover failover.restart failover.fio failover.io-moved failover.rtpg failover.map failover.access-state \
   stpg.command stpg.rtpg stpg.fio stpg.map no-io-error flush logout gateways-exit
 
 command -v multipathd >/dev/null || give_up "multipath-tools is not installed on the host (packaging/install-deps.sh lab)"
@@ -81,17 +81,7 @@ log_in() {
 check login log_in || give_up "login failed"
 
 # disk_of PORT: the sdX (no /dev/) of the session through 127.0.0.1:PORT
-disk_of() {
-  local s n d
-  for s in /sys/class/iscsi_session/session*; do
-    n=${s##*session}
-    [[ $(cat "/sys/class/iscsi_connection/connection$n:0/persistent_port" 2>/dev/null) == "$1" ]] || continue
-    for d in "$s"/device/target*/*/block/*; do
-      [[ -e $d ]] && { echo "${d##*/}"; return 0; }
-    done
-  done
-  return 1
-}
+disk_of() { local d; d=$(scsi_disk_of "$iqn" "$1") && echo "${d#/dev/}"; }
 find_disks() {
   wait_until 60 disk_of $port_a && wait_until 60 disk_of $port_b || { echo "no SCSI disk for both sessions"; return 1; }
   sd_a=$(disk_of $port_a)
@@ -226,6 +216,8 @@ fio_end() {
 }
 
 # ---- kill -9 of the active gateway A under fio, restart 3 s later
+written() { awk '{ print $7 }' "/sys/block/$1/stat"; }   # sectors written through a path
+b_written=$(written "$sd_b")
 fio_start failover 40m
 nap 6
 kill -KILL "$gw_a_pid"
@@ -239,39 +231,87 @@ nap 3
 restart_a() {
   unset "_daemons[gw_a]"
   wait "$gw_a_pid" 2>/dev/null
-  local lines
-  lines=$(wc -l <"$(gw_log a)")
+  # the restarted gateway's log (a new file) replaces the killed one's: keep that one
+  cp "$(gw_log a)" "$logdir/$scenario.gw_a.killed.log"
   gateway a $port_a 1 2
   serving "gateway A (restarted)" "$work/a.port" 120 || return 1
   nap 1
-  if tail -n +$((lines + 1)) "$(gw_log a)" | grep -q "this gateway is active"; then echo "restarted A went active"; return 1; fi
+  if grep -q "this gateway is active" "$(gw_log a)"; then echo "restarted A went active"; return 1; fi
   echo "gateway A restarted on 127.0.0.1:$port_a $(seconds_since "$killed") s after the kill, standby"
 }
 check failover.restart restart_a
 check failover.fio fio_end failover 40M
-check failover.map want_map 90 "$ENABLED_GHOST" "$ACTIVE_READY"
-check failover.rtpg want_rtpg "1=standby 2=active/optimized"
+via_b() {
+  local n=$(($(written "$sd_b") - b_written))
+  ((n > 0)) || { echo "no write went through B's path ($sd_b) while A was dead"; return 1; }
+  echo "$((n / 2048)) MiB written through B's path ($sd_b) since the kill: dm-multipath moved the I/O to B"
+}
+check failover.io-moved via_b
+
+# Which gateway is active now? B took over; but scsi_dh_alua sends SET TARGET PORT GROUPS through a
+# standby path whenever dm-multipath initialises a path group holding one, and multipathd puts both
+# paths in one group for a reload after a priority change: Linux may have moved the LU back to A by
+# itself (docs/notes/lab-alua-multipathd.md). The checks follow what the gateways report, and say
+# which moves Linux made.
+# settled: RTPG through both disks agrees on one active/optimized group, twice 2 s apart
+settled() {
+  local one two
+  one=$(rtpg "$sd_a")
+  [[ $one == "1=active/optimized 2=standby" || $one == "1=standby 2=active/optimized" ]] || return 1
+  [[ $(rtpg "$sd_b") == "$one" ]] || return 1
+  nap 2
+  two=$(rtpg "$sd_a")
+  [[ $two == "$one" && $(rtpg "$sd_b") == "$one" ]] || return 1
+  echo "$one"
+}
+stpgs() { grep -c "SET TARGET PORT GROUPS" "$(gw_log "$1")"; }
+which_active() {
+  local states
+  states=$(wait_until 30 settled && settled) || { echo "the ALUA states did not settle in 30 s: A says '$(rtpg "$sd_a")', B says '$(rtpg "$sd_b")'"; return 1; }
+  if [[ $states == "1=standby 2=active/optimized" ]]; then active=b standby=a; else active=a standby=b; fi
+  echo "REPORT TARGET PORT GROUPS through $sd_a and $sd_b: $states (gateway ${active^^} active); SET TARGET PORT GROUPS received from Linux so far: A $(stpgs a), B $(stpgs b)"
+}
+active="" standby=""
+check failover.rtpg which_active || give_up "the ALUA states did not settle after the failover"
+disk() { [[ $1 == a ]] && echo "$sd_a" || echo "$sd_b"; }
+# map_follows SEC: multipath -ll shows the active gateway's path group active (prio 50, ready), the
+# other enabled with its path ghost (prio 1)
+map_follows() {
+  if [[ $active == a ]]; then want_map "$1" "$ACTIVE_READY" "$ENABLED_GHOST"; else want_map "$1" "$ENABLED_GHOST" "$ACTIVE_READY"; fi
+}
+check failover.map map_follows 90
 access_state() {
-  local a b
-  a=$(cat "/sys/block/$sd_a/device/access_state") b=$(cat "/sys/block/$sd_b/device/access_state")
-  [[ $a == standby && $b == active/optimized ]] || { echo "scsi_dh_alua: $sd_a $a, $sd_b $b"; return 1; }
-  echo "scsi_dh_alua: $sd_a (A) $a, $sd_b (B) $b"
+  local x y
+  x=$(cat "/sys/block/$(disk "$active")/device/access_state") y=$(cat "/sys/block/$(disk "$standby")/device/access_state")
+  [[ $x == active/optimized && $y == standby ]] || { echo "scsi_dh_alua: ${active^^} ($(disk "$active")) $x, ${standby^^} ($(disk "$standby")) $y"; return 1; }
+  echo "scsi_dh_alua: ${active^^} ($(disk "$active")) $x, ${standby^^} ($(disk "$standby")) $y"
 }
 # the kernel's view (scsi_dh_alua, refreshed by the unit attention or the path group's activation)
 access_state_settles() { wait_until 30 access_state; access_state; }
 check failover.access-state access_state_settles
 
-# ---- SET TARGET PORT GROUPS through A's disk (now standby) under a second fio verify
+# ---- SET TARGET PORT GROUPS through the standby gateway's disk under a second fio verify
 fio_start stpg 24m
 nap 4
+target_gw=$standby
 stpg() {
-  sg_stpg -v --optimized "/dev/$sd_a" || return 1
-  echo "sg_stpg --optimized /dev/$sd_a (group 1) returned GOOD"
+  local d
+  d=$(disk "$target_gw")
+  sg_stpg -v --optimized "/dev/$d" || return 1
+  echo "sg_stpg --optimized /dev/$d (gateway ${target_gw^^}) returned GOOD"
 }
 check stpg.command stpg
-check stpg.rtpg want_rtpg "1=active/optimized 2=standby"
+stpg_moved() {
+  which_active || return 1
+  [[ $active == "$target_gw" ]] || { echo "gateway ${target_gw^^} was asked to become active, ${active^^} is"; return 1; }
+}
+check stpg.rtpg stpg_moved
 check stpg.fio fio_end stpg 24M
-check stpg.map want_map 90 "$ACTIVE_READY" "$ENABLED_GHOST"
+check stpg.map map_follows 90
+moves() {
+  echo "hand-overs: A $(grep -c "handed over" "$(gw_log a)"), B $(grep -c "handed over" "$(gw_log b)"); SET TARGET PORT GROUPS received: A $(stpgs a) (1 from sg_stpg if A was asked), B $(stpgs b)"
+}
+moves
 
 dm_name=$(basename "$(readlink -f "/dev/mapper/$map")")
 no_io_error() {
