@@ -67,6 +67,7 @@ test=(
 )
 lab=(
   qemu-system-x86 busybox-static   # the lab VM and its initramfs (tests/lab/lab.sh adds the guest's tools)
+  multipath-tools sg3-utils   # the guest's dm-multipath client (multipathd, prio alua) and sg_stpg/sg_rtpg: lab scenario alua-multipathd
 )
 
 wanted=()

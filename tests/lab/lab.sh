@@ -55,8 +55,9 @@ busybox=/bin/busybox
 # What the lab installs with --install: QEMU and the initramfs tools, and the peers the scenarios run.
 # python3-rtslib-fb: the iser-lio scenario configures the kernel's LIO target (with isert) through it;
 # dmsetup: iser-chain's timeout-abort puts a dm-delay device under a LUN.
+# multipath-tools, sg3-utils: alua-multipathd runs multipathd (prio alua), sg_rtpg and sg_stpg.
 lab_packages=(qemu-system-x86 busybox-static kmod rdma-core ibverbs-utils rdmacm-utils perftest tgt
-  open-iscsi nbd-client e2fsprogs fio python3-rtslib-fb dmsetup)
+  open-iscsi nbd-client e2fsprogs fio python3-rtslib-fb dmsetup multipath-tools sg3-utils)
 
 note() { echo "lab: $*" >&2; }
 unavailable() { echo "lab: SKIP: the lab cannot run here: $*" >&2; [[ -z $out ]] || echo "$*" >"$out/unavailable"; exit 77; }

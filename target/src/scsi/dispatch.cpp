@@ -285,10 +285,15 @@ bool allowed_under_reserve6(Opcode op) noexcept {
 
 // SPC-5 §5.16.2.4.4/§5.16.2.4.5/§5.16.2.5: what a target port in the standby, unavailable or
 // transitioning state still runs; anything else gets NOT READY, LOGICAL UNIT NOT ACCESSIBLE
-// (04h/0Bh standby, 04h/0Ch unavailable, 04h/0Ah transitioning).
+// (04h/0Bh standby, 04h/0Ch unavailable, 04h/0Ah transitioning). Standby also answers READ
+// CAPACITY (10) and (16), which SPC-5's standby list does not name: Linux's sd reads the capacity
+// when it scans a path and again only on a rescan, so a standby path that refused it stays a
+// 0-byte disk, and dm-multipath fails every I/O sent through it after a failover made it active
+// (the lab's alua-multipathd scenario showed it; the kernel's own LIO target answers it too).
 bool allowed_in_alua_state(AluaState state, Opcode op, ConstByteSpan cdb) noexcept {
   const bool rtpg = op == Opcode::maintenance_in && (load_u8(cdb.data() + 1) & 0x1f) == 0x0a;
   const bool stpg = op == Opcode::maintenance_out && (load_u8(cdb.data() + 1) & 0x1f) == 0x0a;
+  const bool read_capacity16 = op == Opcode::service_action_in16 && (load_u8(cdb.data() + 1) & 0x1f) == 0x10;
   switch (state) {
     case AluaState::active_optimized:
     case AluaState::active_non_optimized: return true;
@@ -296,10 +301,10 @@ bool allowed_in_alua_state(AluaState state, Opcode op, ConstByteSpan cdb) noexce
       switch (op) {
         case Opcode::inquiry: case Opcode::report_luns: case Opcode::request_sense: case Opcode::mode_sense6:
         case Opcode::mode_sense10: case Opcode::mode_select6: case Opcode::mode_select10: case Opcode::maintenance_in:
-        case Opcode::persistent_reserve_in: case Opcode::persistent_reserve_out:
+        case Opcode::persistent_reserve_in: case Opcode::persistent_reserve_out: case Opcode::read_capacity10:
           return true;
         default:
-          return stpg;
+          return stpg || read_capacity16;
       }
     case AluaState::unavailable:
       return op == Opcode::inquiry || op == Opcode::report_luns || op == Opcode::request_sense || rtpg || stpg;

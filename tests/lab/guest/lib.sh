@@ -255,11 +255,13 @@ iscsid_up() {
     { echo "iscsid does not answer iscsiadm"; return 1; }
   echo "iscsid running (no systemd: started by hand in its own session), sd_mod loaded"
 }
-# scsi_disk_of IQN: the /dev/sdX of the first LUN of the open-iscsi session with target IQN
+# scsi_disk_of IQN [PORT]: the /dev/sdX of the first LUN of the open-iscsi session with target IQN
+# (and, with PORT, whose connection goes to that TCP port: one session per gateway)
 scsi_disk_of() {
   local s d
   for s in /sys/class/iscsi_session/session*; do
     [[ $(cat "$s/targetname" 2>/dev/null) == "$1" ]] || continue
+    [[ -z ${2:-} || $(cat "/sys/class/iscsi_connection/connection${s##*session}:0/persistent_port" 2>/dev/null) == "$2" ]] || continue
     for d in "$s"/device/target*/*/block/*; do
       [[ -e $d ]] && { echo "/dev/${d##*/}"; return 0; }
     done

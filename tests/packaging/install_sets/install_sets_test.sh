@@ -30,6 +30,11 @@ for p in qemu-system-x86 busybox-static; do
   grep -qx "$p" <<<"$test" && fail "the test set installs the lab's $p (LAB=1 adds the lab set)"
   grep -qx "$p" <<<"$all" || fail "the default set (all) lacks $p"
 done
+# the lab's Linux dm-multipath client (scenario alua-multipathd) comes with the lab set
+lab=$(set_of lab)
+for p in multipath-tools sg3-utils; do
+  grep -qx "$p" <<<"$lab" || fail "the lab set lacks $p (lab scenario alua-multipathd)"
+done
 [[ $(comm -23 <(echo "$demo") <(echo "$test")) == "" ]] || fail "the demo set is not part of the test set"
 if bash "$deps" no-such-set --print >/dev/null 2>&1; then fail "an unknown set was accepted"; fi
 grep -q 'install-deps.sh" demo$' "$source_dir/scripts/demo.sh" || fail "scripts/demo.sh does not install the demo set"

@@ -144,6 +144,21 @@ TEST_F(Alua, StandbyRefusesMediaAccessButAnswersInquiryAndReports) {
   EXPECT_EQ(run(s, scsi::report_luns()).outcome.status, Status::good);
   EXPECT_EQ(run(s, rtpg()).outcome.status, Status::good);
   EXPECT_EQ(run(s, scsi::mode_sense10({})).outcome.status, Status::good);
+  // READ CAPACITY through a standby port: Linux's sd reads the size only when it scans the path,
+  // so a refusal left the standby path a 0-byte disk that failed all I/O after a failover (lab
+  // scenario alua-multipathd). It reports the LU's real size without touching the medium.
+  const auto rc16 = run(s, scsi::read_capacity16());
+  ASSERT_EQ(rc16.outcome.status, Status::good);
+  const auto cap16 = scsi::parse_read_capacity16(rc16.data_in);
+  ASSERT_TRUE(cap16);
+  EXPECT_GT(cap16->last_lba, 0u);
+  const auto rc10 = run(s, scsi::read_capacity10());
+  ASSERT_EQ(rc10.outcome.status, Status::good);
+  const auto cap10 = scsi::parse_read_capacity10(rc10.data_in);
+  ASSERT_TRUE(cap10);
+  EXPECT_EQ(cap10->last_lba, cap16->last_lba);
+  expect_not_ready(run(s, raw({0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0})), 0x0b);  // GET LBA STATUS: still refused
+  EXPECT_EQ(backend_->total(), 0);
   // Another group's nexus (active/optimized) is not affected.
   const NexusId a = nexus(1);
   EXPECT_EQ(run(a, scsi::read16({.lba = 0, .blocks = 1})).outcome.status, Status::good);
