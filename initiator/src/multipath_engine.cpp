@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/initiator/errors.hpp"
 

@@ -35,7 +35,7 @@
 
 #include "iserkit/common/backoff.hpp"
 #include "iserkit/common/transition_table.hpp"
-#include "iserkit/initiator/multipath.hpp"
+#include "iserkit/initiator/multipath_types.hpp"
 #include "iserkit/scsi/alua.hpp"
 #include "path_selector.hpp"
 
