@@ -149,6 +149,17 @@ TEST(MultipathEngineTable, EveryPathRowIsTakenAndEveryOtherInputChangesNothing) 
   coverage.expect_every_row_taken();
 }
 
+// Both paths logged in at open() and the device open: serving on path 0 (failover).
+MultipathEngine opened_with_both_paths_up() {
+  MultipathEngine e(config());
+  for (std::size_t i : {0u, 1u}) {
+    e.begin_login(i, t0);
+    e.login_succeeded(i, t0);
+  }
+  e.opened(t0);
+  return e;
+}
+
 // ---- device table ----
 
 // Path 0 is up, path 1 refused: path 0's ALUA state decides whether any path is usable.
@@ -391,12 +402,7 @@ TEST(MultipathEngineBackoff, APathThatCameBackStartsFromTheMinimumWhenItGoesDown
 }
 
 TEST(MultipathEngineBackoff, ThePathsBackOffIndependently) {
-  MultipathEngine e(config());
-  for (std::size_t i : {0u, 1u}) {
-    e.begin_login(i, t0);
-    e.login_succeeded(i, t0);
-  }
-  e.opened(t0);
+  MultipathEngine e = opened_with_both_paths_up();
   e.session_ended(0, lost, t0);
   e.expire(t0 + 1h);
   e.login_failed(0, t0 + 1h);
@@ -472,12 +478,7 @@ TEST(MultipathEngineGiveUp, APathBackBeforeTheDeadlineCancelsIt) {
 }
 
 TEST(MultipathEngineGiveUp, AluaBlockingEveryLoggedInPathPollsAndStartsTheDeadline) {
-  MultipathEngine e(config());
-  for (std::size_t i : {0u, 1u}) {
-    e.begin_login(i, t0);
-    e.login_succeeded(i, t0);
-  }
-  e.opened(t0);
+  MultipathEngine e = opened_with_both_paths_up();
   EXPECT_EQ(kinds(e.access_changed(0, AccessState::standby, t0)), std::vector<Kind>{Kind::wake});
   const auto out = e.access_changed(1, AccessState::transitioning, t0);
   ASSERT_EQ(kinds(out), (std::vector<Kind>{Kind::poll_alua, Kind::announce, Kind::arm_give_up_timer, Kind::wake}));
