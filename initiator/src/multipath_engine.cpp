@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
 #include "iserkit/initiator/errors.hpp"
 
@@ -27,7 +28,7 @@ MultipathEngine::MultipathEngine(MultipathEngineConfig config)
 
 bool MultipathEngine::move(std::size_t i, PathInput input, PathState to) {
   Path& p = paths_.at(i);
-  const PathTransition* row = find_path_transition(p.state, input, to);
+  const PathTransition* row = PathTable::find(p.state, input, to);
   if (row == nullptr) {
     log::error("multipath: path {}: state change {} --{}--> {} is not in path_transitions: refused", i,
                to_string(p.state), to_string(input), to_string(to));
@@ -40,7 +41,7 @@ bool MultipathEngine::move(std::size_t i, PathInput input, PathState to) {
 }
 
 bool MultipathEngine::move(DeviceInput input, DeviceState to) {
-  const DeviceTransition* row = find_device_transition(device_, input, to);
+  const DeviceTransition* row = DeviceTable::find(device_, input, to);
   if (row == nullptr) {
     log::error("multipath: device state change {} --{}--> {} is not in device_transitions: refused",
                to_string(device_), to_string(input), to_string(to));

@@ -34,7 +34,8 @@
 #include <vector>
 
 #include "iserkit/common/backoff.hpp"
-#include "iserkit/initiator/multipath.hpp"
+#include "iserkit/common/transition_table.hpp"
+#include "iserkit/initiator/multipath_types.hpp"
 #include "iserkit/scsi/alua.hpp"
 #include "path_selector.hpp"
 
@@ -65,12 +66,7 @@ enum class PathInput : std::uint8_t {
 
 /// One allowed move of PathState: on `input` in state `from` the path goes to `to`; `rule` says
 /// when and why.
-struct PathTransition {
-  PathState from;
-  PathInput input;
-  PathState to;
-  const char* rule;
-};
+using PathTransition = Transition<PathState, PathInput>;
 
 /// Every path state change the engine makes. A pair (from, input) with no row changes nothing (the
 /// input is ignored in that state); so does every input once the device is closed.
@@ -100,12 +96,8 @@ inline constexpr PathTransition path_transitions[] = {
      "its session gave up past path_replacement_timeout: dropped; reinstating after reinstate_delay_min"},
 };
 
-/// The row of path_transitions for (from, input, to), or nullptr.
-constexpr const PathTransition* find_path_transition(PathState from, PathInput input, PathState to) noexcept {
-  for (const auto& t : path_transitions)
-    if (t.from == from && t.input == input && t.to == to) return &t;
-  return nullptr;
-}
+/// The lookup over path_transitions (PathTable::find(from, input, to): the row, or nullptr).
+using PathTable = TransitionTable<path_transitions>;
 
 /// Where the whole device stands.
 enum class DeviceState : std::uint8_t {
@@ -126,12 +118,7 @@ enum class DeviceInput : std::uint8_t {
 };
 
 /// One allowed move of DeviceState.
-struct DeviceTransition {
-  DeviceState from;
-  DeviceInput input;
-  DeviceState to;
-  const char* rule;
-};
+using DeviceTransition = Transition<DeviceState, DeviceInput>;
 
 /// Every device state change the engine makes; a pair (from, input) with no row changes nothing.
 inline constexpr DeviceTransition device_transitions[] = {
@@ -152,12 +139,8 @@ inline constexpr DeviceTransition device_transitions[] = {
     {DeviceState::gave_up, DeviceInput::closed, DeviceState::closed, "close() / logout()"},
 };
 
-/// The row of device_transitions for (from, input, to), or nullptr.
-constexpr const DeviceTransition* find_device_transition(DeviceState from, DeviceInput input, DeviceState to) noexcept {
-  for (const auto& t : device_transitions)
-    if (t.from == from && t.input == input && t.to == to) return &t;
-  return nullptr;
-}
+/// The lookup over device_transitions (DeviceTable::find(from, input, to): the row, or nullptr).
+using DeviceTable = TransitionTable<device_transitions>;
 
 /// What the driver must do, in order.
 struct MultipathAction {

@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "iserkit/initiator/multipath.hpp"
+#include "iserkit/initiator/multipath_types.hpp"
 #include "iserkit/scsi/alua.hpp"
 
 namespace iserkit::initiator {

@@ -161,7 +161,7 @@ void SessionEngine::resolve_deferred(Task& t) {
 }
 
 bool SessionEngine::transition(PhaseEvent event, SessionPhase to) noexcept {
-  const SessionTransition* row = find_session_transition(phase_, event, to);
+  const SessionTransition* row = SessionTable::find(phase_, event, to);
   if (row == nullptr) {
     log::error("session: phase change {} --{}--> {} is not in session_transitions: refused", to_string(phase_),
                to_string(event), to_string(to));

@@ -58,6 +58,7 @@
 #include "ping_monitor.hpp"
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/result.hpp"
+#include "iserkit/common/transition_table.hpp"
 #include "iserkit/datamover/pdu_io.hpp"
 #include "iserkit/iscsi/response_codes.hpp"
 #include "iserkit/initiator/session_types.hpp"
@@ -110,14 +111,9 @@ enum class PhaseEvent : std::uint8_t {
   closed,                  ///< fail_session(): the owner closes the session
 };
 
-/// One allowed move of SessionPhase: on `event` in phase `from` the session goes to `to`;
-/// `rule` says when and why, with its RFC 7143 section.
-struct SessionTransition {
-  SessionPhase from;
-  PhaseEvent event;
-  SessionPhase to;
-  const char* rule;
-};
+/// One allowed move of SessionPhase: on `input` (a PhaseEvent) in phase `from` the session goes to
+/// `to`; `rule` says when and why, with its RFC 7143 section (transition_table.hpp).
+using SessionTransition = Transition<SessionPhase, PhaseEvent>;
 
 /// Every phase change the initiator session makes: the map of its protocol rules (libnbd's state
 /// table is the model). SessionEngine moves its phase only through a row of this table
@@ -173,13 +169,9 @@ inline constexpr SessionTransition session_transitions[] = {
     {SessionPhase::failed, PhaseEvent::closed, SessionPhase::ended, "the owner closes"},
 };
 
-/// The row of session_transitions for (`from`, `event`, `to`), or nullptr when that move is not allowed.
-constexpr const SessionTransition* find_session_transition(SessionPhase from, PhaseEvent event,
-                                                           SessionPhase to) noexcept {
-  for (const SessionTransition& t : session_transitions)
-    if (t.from == from && t.event == event && t.to == to) return &t;
-  return nullptr;
-}
+/// The lookup over session_transitions (SessionTable::find(from, event, to): the row, or nullptr
+/// when that move is not allowed).
+using SessionTable = TransitionTable<session_transitions>;
 
 /// The enumerator's name.
 const char* to_string(SessionPhase phase) noexcept;

@@ -32,10 +32,10 @@ class IserDataPhase final : public DataPhase {
   WriteDataState get_write_data(EngineTask& task, bool solicit, DataPhaseHost& host) override {
     // Nothing to fetch for an early-answered write: only immediate data, if any, came.
     if (!solicit) return solicit_with_r2ts(task, false, host);
-    if (task.state == TaskState::fetching_write_data) return WriteDataState::waiting;
+    if (task.life.state == TaskState::fetching_write_data) return WriteDataState::waiting;
     const std::uint32_t needed = task.plan.transfer_length_bytes;
     const std::uint32_t immediate = task.sequencer ? task.sequencer->unsolicited_bytes() : 0;
-    if (task.state == TaskState::write_data_fetched || immediate >= needed) return WriteDataState::complete;
+    if (task.life.state == TaskState::write_data_fetched || immediate >= needed) return WriteDataState::complete;
     if (!task.peer_write) {
       // RFC 7145 §9.2: a write with data beyond the immediate data must carry a Write STag.
       host.emit_status(task, scsi::Status::check_condition, sense_data_phase_error,

@@ -236,6 +236,7 @@ std::span<std::byte> SessionEngine::command_header(const iscsi::Bhs& bhs, ConstB
   auto owned = new_task();
   EngineTask& task = *owned;
   task.command = cmd;
+  life_rows_taken_.take(task_life_row(task.life));  // placed, no budget asked
   if (!ahs.empty()) {
     auto segments = iscsi::decode_ahs(ahs);
     if (!segments) {
@@ -290,7 +291,7 @@ std::span<std::byte> SessionEngine::command_header(const iscsi::Bhs& bhs, ConstB
   if (capacity > 0 && request_budget(task, capacity, if_queued)) {
     // The datamover's pool: registered memory on iSER, so RDMA and io_uring use this buffer too.
     task.buffer = pool_.allocate(capacity);
-  } else if (budget_staging(task.budget)) {
+  } else if (budget_staging(task.life.budget)) {
     task.buffer = pool_.allocate(std::min(edtl, params.first_burst_length));
   }
   if (cmd.write && edtl > 0) {
@@ -318,7 +319,7 @@ std::span<std::byte> SessionEngine::data_out_header(const iscsi::Bhs& bhs, std::
   auto decoded = iscsi::decode_bhs_as<iscsi::DataOut>(bhs);
   if (!decoded) return {};
   auto it = tasks_.find(iscsi::to_u32(decoded->itt));
-  if (it == tasks_.end() || !it->second->sequencer || it->second->data_failed() || !takes_data(it->second->state)) {
+  if (it == tasks_.end() || !it->second->sequencer || it->second->data_failed() || !takes_data(it->second->life.state)) {
     // RFC 7143 §11.17.1: Data-Out for no task of ours: Invalid PDU field.
     current_.reject = iscsi::RejectReason::invalid_pdu_field;
     return {};
@@ -440,7 +441,7 @@ void SessionEngine::on_data_out(const datamover::PduIn& in) {
     if (in.pdu_error && !task) {
       if (auto h = iscsi::decode_bhs_as<iscsi::DataOut>(in.bhs)) {
         auto it = tasks_.find(iscsi::to_u32(h->itt));
-        if (it != tasks_.end() && !is_aborted(it->second->state)) task = it->second.get();
+        if (it != tasks_.end() && !is_aborted(it->second->life.state)) task = it->second.get();
       }
     }
     send_reject(reason, in.bhs);
@@ -456,7 +457,7 @@ void SessionEngine::on_data_out(const datamover::PduIn& in) {
     if (EngineTask* t = current_task()) fail_task(*t, sense_data_phase_error);
     return;
   }
-  if (EngineTask* t = current_task(); t != nullptr && t->state != TaskState::placed) advance(*t);
+  if (EngineTask* t = current_task(); t != nullptr && t->life.state != TaskState::placed) advance(*t);
 }
 
 void SessionEngine::on_nop_out(const iscsi::NopOut& h, const datamover::PduIn& in) {
@@ -613,8 +614,8 @@ void SessionEngine::advance(EngineTask& task) {
   // is filling the buffer; nothing may end the task (a refused Data-Out, a failure) before
   // on_write_data(): the buffer would go back to the pool under the transfer.
   if (ended_) return;
-  if (task.state != TaskState::receiving_data && task.state != TaskState::waiting_budget &&
-      task.state != TaskState::write_data_fetched)
+  if (task.life.state != TaskState::receiving_data && task.life.state != TaskState::waiting_budget &&
+      task.life.state != TaskState::write_data_fetched)
     return;
   if (task.data_failed()) {
     respond(task, task.early->outcome.status, task.early->outcome.sense, task.early->residual);
@@ -622,26 +623,26 @@ void SessionEngine::advance(EngineTask& task) {
   }
   const bool writes = !task.early && task.plan.direction == DataDirection::to_target;
   if (writes) {
-    if (budget_staging(task.budget) && task.sequencer && !task.sequencer->unsolicited_done()) {
+    if (budget_staging(task.life.budget) && task.sequencer && !task.sequencer->unsolicited_done()) {
       // Unsolicited data still lands in the staging buffer.
       (void)move(task, TaskEvent::budget_granted, TaskState::receiving_data);
       return;
     }
-    if (task.budget == TaskBudget::queued || task.budget == TaskBudget::queued_staging) {
+    if (task.life.budget == TaskBudget::queued || task.life.budget == TaskBudget::queued_staging) {
       (void)move(task, TaskEvent::budget_short, TaskState::waiting_budget);
       return;
     }
-    if (task.budget == TaskBudget::granted_staging) {
+    if (task.life.budget == TaskBudget::granted_staging) {
       PooledBuffer full = pool_.allocate(task.budget_bytes);
       // Only when the budget was short at arrival: the unsolicited bytes move once (counted).
       copy_payload(full.data(), task.buffer.data(), task.buffer.size());
       task.buffer = std::move(full);
       (void)move_budget(task, BudgetEvent::staged_moved, TaskBudget::granted);
-    } else if (task.budget == TaskBudget::granted && !task.buffer) {
+    } else if (task.life.budget == TaskBudget::granted && !task.buffer) {
       task.buffer = pool_.allocate(task.budget_bytes);
     }
   }
-  if (task.state == TaskState::waiting_budget) (void)move(task, TaskEvent::budget_granted, TaskState::receiving_data);
+  if (task.life.state == TaskState::waiting_budget) (void)move(task, TaskEvent::budget_granted, TaskState::receiving_data);
   // The transport's data phase gets what the command still needs (R2Ts on TCP, an RDMA Read on iSER).
   switch (data_phase_->get_write_data(task, writes, *this)) {
     case WriteDataState::waiting:
@@ -657,8 +658,8 @@ void SessionEngine::advance(EngineTask& task) {
   }
   if (task.plan.direction == DataDirection::from_target && task.plan.transfer_length_bytes > 0 && !task.buffer) {
     // The read buffer is taken when the command can run, under the payload budget.
-    if (task.budget == TaskBudget::none) (void)request_budget(task, task.plan.transfer_length_bytes, TaskBudget::queued);
-    if (!budget_granted(task.budget)) {
+    if (task.life.budget == TaskBudget::none) (void)request_budget(task, task.plan.transfer_length_bytes, TaskBudget::queued);
+    if (!budget_granted(task.life.budget)) {
       (void)move(task, TaskEvent::budget_short, TaskState::waiting_budget);
       return;
     }
@@ -691,12 +692,12 @@ void SessionEngine::on_write_data(iscsi::Itt itt, std::error_code error) {
   auto it = tasks_.find(iscsi::to_u32(itt));
   if (it == tasks_.end()) return;
   EngineTask& task = *it->second;
-  if (task.state == TaskState::aborted_fetching) {
+  if (task.life.state == TaskState::aborted_fetching) {
     end_task(it->first, TaskEvent::completion_arrived);
     check_waiters();
     return;
   }
-  if (task.state != TaskState::fetching_write_data) return;
+  if (task.life.state != TaskState::fetching_write_data) return;
   if (error) {
     (void)move(task, TaskEvent::get_data_failed, TaskState::receiving_data);
     close("RDMA Read failed: " + error.message());
@@ -717,7 +718,7 @@ void SessionEngine::on_budget_granted(iscsi::Itt itt) {
   auto it = tasks_.find(iscsi::to_u32(itt));
   if (it == tasks_.end()) return;
   EngineTask& task = *it->second;
-  switch (task.budget) {
+  switch (task.life.budget) {
     case TaskBudget::queued: (void)move_budget(task, BudgetEvent::granted, TaskBudget::granted); break;
     case TaskBudget::queued_staging: (void)move_budget(task, BudgetEvent::granted, TaskBudget::granted_staging); break;
     case TaskBudget::none:
@@ -731,10 +732,10 @@ void SessionEngine::on_budget_granted(iscsi::Itt itt) {
 void SessionEngine::on_task_executed(iscsi::Itt itt, const ScsiOutcome& outcome) {
   auto it = tasks_.find(iscsi::to_u32(itt));
   if (it == tasks_.end() ||
-      (it->second->state != TaskState::executing && it->second->state != TaskState::aborted_executing))
+      (it->second->life.state != TaskState::executing && it->second->life.state != TaskState::aborted_executing))
     return;
   EngineTask& task = *it->second;
-  if (task.state == TaskState::aborted_executing || ended_) {
+  if (task.life.state == TaskState::aborted_executing || ended_) {
     (void)move(task, TaskEvent::aborted, TaskState::aborted_executing);
     end_task(it->first, TaskEvent::completion_arrived);
     check_waiters();
@@ -834,7 +835,7 @@ void SessionEngine::respond(EngineTask& task, scsi::Status status, const std::op
 }
 
 void SessionEngine::fail_task(EngineTask& task, const scsi::SenseData& sense) {
-  if (!takes_data(task.state)) return;
+  if (!takes_data(task.life.state)) return;
   // The first failure is the one answered; it replaces a planned early answer.
   if (!task.data_failed())
     task.early = EarlyAnswer{EarlyAnswer::Cause::data_failure, ScsiOutcome::check_condition(sense),
@@ -843,11 +844,11 @@ void SessionEngine::fail_task(EngineTask& task, const scsi::SenseData& sense) {
 }
 
 void SessionEngine::abort_task(EngineTask& task) {
-  if (task.state == TaskState::done || is_aborted(task.state)) return;
+  if (task.life.state == TaskState::done || is_aborted(task.life.state)) return;
   // A task on the backend (or under an RDMA Read) ends when its completion arrives; any other now.
-  if (task.state == TaskState::executing || task.state == TaskState::fetching_write_data) {
+  if (task.life.state == TaskState::executing || task.life.state == TaskState::fetching_write_data) {
     (void)move(task, TaskEvent::aborted,
-               task.state == TaskState::executing ? TaskState::aborted_executing : TaskState::aborted_fetching);
+               task.life.state == TaskState::executing ? TaskState::aborted_executing : TaskState::aborted_fetching);
     // A command waiting on a long device operation (SANITIZE, IMMED = 0) stops waiting and ends.
     task.plan.abort_requested = true;
     return;
@@ -856,31 +857,43 @@ void SessionEngine::abort_task(EngineTask& task) {
 }
 
 bool SessionEngine::move(EngineTask& task, TaskEvent event, TaskState to) noexcept {
-  if (task.state == to) return true;
-  const std::uint8_t row = task_transition_index.row(task.state, event, to);
-  if (row == 0) {
-    ++task_moves_refused_;
-    log::error("target session: task itt=0x{:08x}: {} --{}--> {} is not in task_transitions: refused",
-               iscsi::to_u32(task.itt()), to_string(task.state), to_string(event), to_string(to));
+  if (task.life.state == to) return true;
+  const TaskLife next{to, task.life.budget};
+  const std::size_t row = TaskTable::row(task.life.state, event, to);
+  const std::size_t life = task_life_row(next);
+  if (row == 0 || life == 0) {
+    refuse(task, row == 0 ? "task_transitions" : "task_lives", to_string(task.life.state), to_string(event),
+           to_string(to));
     return false;
   }
-  task_rows_taken_ |= std::uint64_t{1} << (row - 1);
-  task.state = to;
+  task_rows_taken_.take(row);
+  life_rows_taken_.take(life);
+  task.life = next;
   return true;
 }
 
 bool SessionEngine::move_budget(EngineTask& task, BudgetEvent event, TaskBudget to) noexcept {
-  if (task.budget == to) return true;
-  const std::uint8_t row = budget_transition_row(task.budget, event, to);
-  if (row == 0) {
-    ++task_moves_refused_;
-    log::error("target session: task itt=0x{:08x}: budget {} --{}--> {} is not in budget_transitions: refused",
-               iscsi::to_u32(task.itt()), to_string(task.budget), to_string(event), to_string(to));
+  if (task.life.budget == to) return true;
+  const TaskLife next{task.life.state, to};
+  const std::size_t row = BudgetTable::row(task.life.budget, event, to);
+  const std::size_t life = task_life_row(next);
+  if (row == 0 || life == 0) {
+    refuse(task, row == 0 ? "budget_transitions" : "task_lives", to_string(task.life.budget), to_string(event),
+           to_string(to));
     return false;
   }
-  budget_rows_taken_ |= std::uint64_t{1} << (row - 1);
-  task.budget = to;
+  budget_rows_taken_.take(row);
+  life_rows_taken_.take(life);
+  task.life = next;
   return true;
+}
+
+void SessionEngine::refuse(const EngineTask& task, const char* table, const char* from, const char* event,
+                           const char* to) noexcept {
+  ++task_moves_refused_;
+  log::error("target session: task itt=0x{:08x} ({} / {}): {} --{}--> {} is not in {}: refused",
+             iscsi::to_u32(task.itt()), to_string(task.life.state), to_string(task.life.budget), from, event, to,
+             table);
 }
 
 void SessionEngine::end_task(std::uint32_t itt, TaskEvent event, std::optional<ReleaseBudget>* deferred) {
@@ -901,8 +914,8 @@ void SessionEngine::end_task(std::uint32_t itt, TaskEvent event, std::optional<R
   } else if (!draining_) {
     window_.release();  // draining: the window does not open again
   }
-  if (task->budget == TaskBudget::none) return;
-  ReleaseBudget release{task->itt(), task->budget_bytes, budget_granted(task->budget)};
+  if (task->life.budget == TaskBudget::none) return;
+  ReleaseBudget release{task->itt(), task->budget_bytes, budget_granted(task->life.budget)};
   if (deferred != nullptr) {
     *deferred = release;
   } else {
@@ -926,7 +939,7 @@ void SessionEngine::check_waiters() {
   auto gone = [this](const std::vector<std::uint32_t>& itts) {
     return std::none_of(itts.begin(), itts.end(), [this](std::uint32_t itt) {
       auto it = tasks_.find(itt);
-      return it != tasks_.end() && is_aborted(it->second->state);
+      return it != tasks_.end() && is_aborted(it->second->life.state);
     });
   };
   using F = iscsi::TaskManagementFunction;

@@ -34,10 +34,12 @@
 //    then the connection closes.
 //  - SNACK (§11.16) is rejected (ERL 0); discovery sessions (§4.3) carry only Text, NOP and Logout.
 //
-// STATES: a SCSI task's life is one TaskState; it moves only along task_transitions (below: from,
-// event, to, the rule with its RFC section), through move(). Its payload budget is one TaskBudget
-// (not asked, queued, queued with unsolicited data in a staging buffer, granted while still
-// staging, granted); it moves only along budget_transitions, through move_budget(). An answer fixed
+// STATES: a SCSI task's state is one TaskLife, the pair of its TaskState and its TaskBudget (not
+// asked, queued, queued with unsolicited data in a staging buffer, granted while still staging,
+// granted), and the pair is always a row of task_lives (below). The TaskState half moves only along
+// task_transitions (from, event, to, the rule with its RFC section), through move(); the budget
+// half only along budget_transitions, through move_budget(); both refuse a move that would leave
+// task_lives. The lookups are iserkit::TransitionTable (transition_table.hpp). An answer fixed
 // before the backend (the plan refused the command, or its data transfer failed) is one
 // EarlyAnswer with its cause. Whether a task holds a CmdSN window slot or an immediate-command
 // slot is its command's I bit. No flag beside these says anything about the task.
@@ -58,6 +60,7 @@
 
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/serial_number.hpp"
+#include "iserkit/common/transition_table.hpp"
 #include "iserkit/datamover/pdu_io.hpp"
 #include "iserkit/iscsi/negotiation.hpp"
 #include "iserkit/iscsi/pdu.hpp"
@@ -103,14 +106,9 @@ enum class TaskEvent : std::uint8_t {
   completion_arrived,  ///< the backend or RDMA completion of an aborted task: it leaves the table
 };
 
-/// One allowed move of a task: on `event` in state `from` it goes to `to`; `rule` says why, with
-/// its RFC section.
-struct TaskTransition {
-  TaskState from;
-  TaskEvent event;
-  TaskState to;
-  const char* rule;
-};
+/// One allowed move of a task: on `input` (a TaskEvent) in state `from` it goes to `to`; `rule`
+/// says why, with its RFC section (transition_table.hpp).
+using TaskTransition = Transition<TaskState, TaskEvent>;
 
 /// Every state change of a target SCSI task: the map of the rules the engine enforces on a task
 /// (libnbd's state table is the model). SessionEngine changes EngineTask::state only through a row
@@ -160,31 +158,9 @@ inline constexpr TaskTransition task_transitions[] = {
      "the RDMA Read of an aborted task ended: its buffer and budget come back"},
 };
 
-/// Index + 1 of the row of task_transitions for (from, event, to); 0 when that move is not
-/// allowed. A table built at compile time: the check costs one load per move.
-class TaskTransitionIndex {
- public:
-  static constexpr std::size_t states = static_cast<std::size_t>(TaskState::aborted_fetching) + 1;
-  static constexpr std::size_t events = static_cast<std::size_t>(TaskEvent::completion_arrived) + 1;
-  constexpr TaskTransitionIndex() noexcept {
-    for (std::size_t i = 0; i < std::size(task_transitions); ++i) {
-      const TaskTransition& t = task_transitions[i];
-      rows_[index(t.from, t.event, t.to)] = static_cast<std::uint8_t>(i + 1);
-    }
-  }
-  [[nodiscard]] constexpr std::uint8_t row(TaskState from, TaskEvent event, TaskState to) const noexcept {
-    return rows_[index(from, event, to)];
-  }
-
- private:
-  static constexpr std::size_t index(TaskState from, TaskEvent event, TaskState to) noexcept {
-    return (static_cast<std::size_t>(from) * events + static_cast<std::size_t>(event)) * states +
-           static_cast<std::size_t>(to);
-  }
-  std::array<std::uint8_t, states * events * states> rows_{};
-};
-inline constexpr TaskTransitionIndex task_transition_index{};
-static_assert(std::size(task_transitions) <= 64, "rows taken are kept in a 64-bit mask");
+/// The lookup over task_transitions (one load per move, built at compile time).
+using TaskTable = TransitionTable<task_transitions>;
+static_assert(std::size(task_transitions) <= 64, "rows taken are kept in a 64-bit mask (RowsTaken)");
 
 /// Where a SCSI task's payload budget is (SessionEngineHooks::request_budget, payload_budget.hpp),
 /// and so where its data lands. One value at a time; how it moves: budget_transitions.
@@ -204,12 +180,7 @@ enum class BudgetEvent : std::uint8_t {
 };
 
 /// One allowed move of a task's payload budget, as TaskTransition.
-struct BudgetTransition {
-  TaskBudget from;
-  BudgetEvent event;
-  TaskBudget to;
-  const char* rule;
-};
+using BudgetTransition = Transition<TaskBudget, BudgetEvent>;
 
 /// Every change of a target task's payload budget. SessionEngine changes EngineTask::budget only
 /// through a row of this table (move_budget()); the ReleaseBudget that ends a task says `granted`
@@ -230,15 +201,8 @@ inline constexpr BudgetTransition budget_transitions[] = {
      "the unsolicited data ended: it moves once (a counted copy) into the full buffer; R2Ts follow (§11.8)"},
 };
 
-/// Index + 1 of the row of budget_transitions for (from, event, to); 0 when that move is not allowed.
-[[nodiscard]] constexpr std::uint8_t budget_transition_row(TaskBudget from, BudgetEvent event, TaskBudget to) noexcept {
-  for (std::size_t i = 0; i < std::size(budget_transitions); ++i) {
-    const BudgetTransition& t = budget_transitions[i];
-    if (t.from == from && t.event == event && t.to == to) return static_cast<std::uint8_t>(i + 1);
-  }
-  return 0;
-}
-static_assert(std::size(budget_transitions) <= 64, "rows taken are kept in a 64-bit mask");
+/// The lookup over budget_transitions.
+using BudgetTable = TransitionTable<budget_transitions>;
 
 /// True when the budget was granted (a ReleaseBudget then gives it back rather than cancels it).
 [[nodiscard]] constexpr bool budget_granted(TaskBudget b) noexcept {
@@ -247,6 +211,85 @@ static_assert(std::size(budget_transitions) <= 64, "rows taken are kept in a 64-
 /// True while unsolicited data lands in the staging buffer rather than the task's full buffer.
 [[nodiscard]] constexpr bool budget_staging(TaskBudget b) noexcept {
   return b == TaskBudget::queued_staging || b == TaskBudget::granted_staging;
+}
+
+/// A SCSI task's whole state: where it is in its life and where its payload budget is, as one
+/// value. TaskState and TaskBudget each move along their own table (task_transitions,
+/// budget_transitions), and the pair is always a row of task_lives: SessionEngine refuses any move
+/// of either half that would leave the table.
+///
+/// Why a checked pair rather than one folded enum (docs/architecture.md, "Target task states"): the
+/// budget is independent of the protocol state while the task takes Data-Out (placed and
+/// receiving_data hold all five budgets; so does done, the moment a task ends); folding would
+/// turn those three states into fifteen, a protocol move into up to five rows, and hide the two
+/// small tables a protocol rule and a budget rule are edited in. The pair keeps them and still states, in one
+/// table, every combination a task can be in (no companion flag says anything about the task).
+struct TaskLife {
+  TaskState state = TaskState::placed;  ///< its place in the protocol (task_transitions)
+  TaskBudget budget = TaskBudget::none;  ///< its payload budget (budget_transitions)
+  friend constexpr bool operator==(TaskLife, TaskLife) noexcept = default;
+};
+
+/// One combination a task may be in, and what it means.
+struct TaskLifeRow {
+  TaskState state;
+  TaskBudget budget;
+  const char* meaning;
+};
+
+/// Every (TaskState, TaskBudget) a task can be in. SessionEngine changes EngineTask::life only to a
+/// row of this table (and only along a row of task_transitions or budget_transitions);
+/// tests/unit/target_iscsi/session_engine_table_test.cpp (TaskLifeTable) reaches every row by
+/// driving the engine, and the fuzzer checks no move is ever refused.
+inline constexpr TaskLifeRow task_lives[] = {
+    {TaskState::placed, TaskBudget::none, "its header is in: no data to take, a read (asks at run time) or an early answer"},
+    {TaskState::placed, TaskBudget::granted, "a write granted at its header: immediate data lands in its full buffer"},
+    {TaskState::placed, TaskBudget::queued, "a write short of budget at its header, with no immediate or unsolicited data"},
+    {TaskState::placed, TaskBudget::queued_staging,
+     "a write short of budget at its header: its immediate data lands in the staging buffer (§13.11)"},
+    {TaskState::placed, TaskBudget::granted_staging,
+     "the grant came between the header and the end of its payload phase: the immediate data is staged"},
+    {TaskState::receiving_data, TaskBudget::none, "no budget asked: no data, a read not yet runnable, or an early answer"},
+    {TaskState::receiving_data, TaskBudget::queued, "asked and queued: advance() moves it to waiting_budget"},
+    {TaskState::receiving_data, TaskBudget::queued_staging, "queued; unsolicited Data-Out still lands in the staging buffer"},
+    {TaskState::receiving_data, TaskBudget::granted_staging,
+     "granted while unsolicited Data-Out still lands in the staging buffer; it moves once that ended"},
+    {TaskState::receiving_data, TaskBudget::granted, "granted: R2Ts / RDMA Read fill its full buffer, or it runs"},
+    {TaskState::waiting_budget, TaskBudget::queued, "no R2T and no backend before the grant"},
+    {TaskState::waiting_budget, TaskBudget::queued_staging, "its unsolicited data ended in the staging buffer; no grant yet"},
+    {TaskState::waiting_budget, TaskBudget::granted_staging, "the grant just came (on_budget_granted): the staged bytes move next"},
+    {TaskState::waiting_budget, TaskBudget::granted, "the grant just came (on_budget_granted): it goes on"},
+    {TaskState::fetching_write_data, TaskBudget::granted, "iSER: the RDMA Read fills its granted buffer"},
+    {TaskState::write_data_fetched, TaskBudget::granted, "iSER: every byte is in its granted buffer"},
+    {TaskState::executing, TaskBudget::none, "on the backend without a data buffer (no data, zero length)"},
+    {TaskState::executing, TaskBudget::granted, "on the backend with its granted buffer"},
+    {TaskState::sending_data_in, TaskBudget::granted, "its Data-In leaves from the granted read buffer"},
+    {TaskState::done, TaskBudget::none, "ended: nothing to give back"},
+    {TaskState::done, TaskBudget::queued, "ended before its grant: ReleaseBudget cancels the request"},
+    {TaskState::done, TaskBudget::queued_staging, "ended before its grant: ReleaseBudget cancels the request"},
+    {TaskState::done, TaskBudget::granted_staging, "ended after its grant, still staging: ReleaseBudget gives it back"},
+    {TaskState::done, TaskBudget::granted, "ended: ReleaseBudget gives it back (after its Data-In batch left)"},
+    {TaskState::aborted_executing, TaskBudget::none, "aborted on the backend without a buffer: it ends at the completion"},
+    {TaskState::aborted_executing, TaskBudget::granted, "aborted on the backend: buffer and budget come back at the completion"},
+    {TaskState::aborted_fetching, TaskBudget::granted, "aborted under an RDMA Read: buffer and budget come back when it ends"},
+};
+static_assert(std::size(task_lives) <= 64, "rows taken are kept in a 64-bit mask (RowsTaken)");
+
+/// Index + 1 of the row of task_lives for `life`; 0 when a task may not be there. A table built at
+/// compile time: one load per check.
+[[nodiscard]] constexpr std::size_t task_life_row(TaskLife life) noexcept {
+  constexpr std::size_t states = static_cast<std::size_t>(TaskState::aborted_fetching) + 1;
+  constexpr std::size_t budgets = static_cast<std::size_t>(TaskBudget::granted) + 1;
+  constexpr auto index = [] {
+    std::array<std::uint8_t, states * budgets> rows{};
+    for (std::size_t k = 0; k < std::size(task_lives); ++k)
+      rows[static_cast<std::size_t>(task_lives[k].state) * budgets + static_cast<std::size_t>(task_lives[k].budget)] =
+          static_cast<std::uint8_t>(k + 1);
+    return rows;
+  }();
+  const auto s = static_cast<std::size_t>(life.state);
+  const auto b = static_cast<std::size_t>(life.budget);
+  return s < states && b < budgets ? index[s * budgets + b] : 0;
 }
 
 /// The answer a SCSI task gives without the backend (a SCSI Response, RFC 7143 §11.4), fixed
@@ -408,8 +451,9 @@ struct EngineTask {
   std::optional<WriteSequencer> sequencer;
   std::optional<EarlyAnswer> early;  ///< answered without the backend (and why)
   std::uint32_t wanted_out_bytes = 0;  ///< what a to_target CDB asked for before shorten_transfer()
-  TaskState state = TaskState::placed;  ///< changed only through task_transitions (SessionEngine::move())
-  TaskBudget budget = TaskBudget::none;  ///< changed only through budget_transitions (SessionEngine::move_budget())
+  /// Its state and payload budget: always a row of task_lives, changed only along task_transitions
+  /// (SessionEngine::move()) and budget_transitions (SessionEngine::move_budget()).
+  TaskLife life;
   std::uint64_t budget_bytes = 0;  ///< bytes asked of the payload budget (0 while budget is none)
   std::uint32_t data_in_pdus = 0;  ///< DataSN of the next Data-In
   /// The initiator's read and write buffers when the transport moves the data itself (PduIn::peer_read,
@@ -493,12 +537,14 @@ class SessionEngine final : private DataPhaseHost {
   /// True once the Logout response was produced or the connection closed.
   [[nodiscard]] bool ended() const noexcept { return ended_; }
   [[nodiscard]] SerialNumber stat_sn() const noexcept { return stat_sn_; }
-  /// Which rows of task_transitions tasks of this engine took (bit i = row i).
-  [[nodiscard]] std::uint64_t task_rows_taken() const noexcept { return task_rows_taken_; }
-  /// Which rows of budget_transitions tasks of this engine took (bit i = row i).
-  [[nodiscard]] std::uint64_t budget_rows_taken() const noexcept { return budget_rows_taken_; }
+  /// Which rows of task_transitions tasks of this engine took.
+  [[nodiscard]] RowsTaken task_rows_taken() const noexcept { return task_rows_taken_; }
+  /// Which rows of budget_transitions tasks of this engine took.
+  [[nodiscard]] RowsTaken budget_rows_taken() const noexcept { return budget_rows_taken_; }
+  /// Which rows of task_lives tasks of this engine were in (the first, placed/none, once a task is placed).
+  [[nodiscard]] RowsTaken life_rows_taken() const noexcept { return life_rows_taken_; }
   /// Task state and budget changes refused because task_transitions or budget_transitions has no
-  /// row for them (0 unless a bug).
+  /// row for them, or the pair they lead to is not in task_lives (0 unless a bug).
   [[nodiscard]] std::uint64_t task_moves_refused() const noexcept { return task_moves_refused_; }
   /// NOP-In pings the idle watch has sent (for the driver's log).
   [[nodiscard]] std::uint64_t pings_sent() const noexcept { return pings_sent_; }
@@ -543,11 +589,14 @@ class SessionEngine final : private DataPhaseHost {
   /// Ends the task: ITT, window slot, immediate count. Its ReleaseBudget goes to `deferred` when
   /// given (the caller queues it after the PDUs that borrow the buffer), else to the actions.
   void end_task(std::uint32_t itt, TaskEvent event, std::optional<ReleaseBudget>* deferred = nullptr);
-  /// Moves `task` to `to` on `event` when task_transitions has that row (from == to: no change);
-  /// otherwise logs and counts the refused move and returns false, changing nothing.
+  /// Moves `task` to `to` on `event` when task_transitions has that row and (to, its budget) is a
+  /// row of task_lives (from == to: no change); otherwise logs and counts the refused move and
+  /// returns false, changing nothing.
   bool move(EngineTask& task, TaskEvent event, TaskState to) noexcept;
   /// As move(), for the task's payload budget along budget_transitions.
   bool move_budget(EngineTask& task, BudgetEvent event, TaskBudget to) noexcept;
+  /// Logs and counts a move refused because `table` has no row for it.
+  void refuse(const EngineTask& task, const char* table, const char* from, const char* event, const char* to) noexcept;
   void drop_unstarted(EngineTask& task);
   void check_waiters();
   /// Asks SessionEngineHooks::request_budget for `bytes`; the budget goes to granted, or to
@@ -611,8 +660,9 @@ class SessionEngine final : private DataPhaseHost {
   void insert_task(std::uint32_t itt, std::unique_ptr<EngineTask> task);
   void recycle_task(std::unique_ptr<EngineTask> task) noexcept;
   bool ended_ = false;
-  std::uint64_t task_rows_taken_ = 0;
-  std::uint64_t budget_rows_taken_ = 0;
+  RowsTaken task_rows_taken_;
+  RowsTaken budget_rows_taken_;
+  RowsTaken life_rows_taken_;
   std::uint64_t task_moves_refused_ = 0;
   bool draining_ = false;  // begin_drain(): the window stays shut, close once idle
   // Idle watch.

@@ -367,7 +367,7 @@ class Harness {
   void execute(std::uint32_t itt) {
     const EngineTask* task = engine_->task(iscsi::Itt{itt});
     FUZZ_CHECK(task != nullptr);  // a task on the backend stays until its completion
-    FUZZ_CHECK(task->state == TaskState::executing || task->state == TaskState::aborted_executing);
+    FUZZ_CHECK(task->life.state == TaskState::executing || task->life.state == TaskState::aborted_executing);
     auto data = engine_->task_data(iscsi::Itt{itt});
     FUZZ_CHECK(data.size() <= task->buffer.size());
     if (task->plan.direction != DataDirection::none) FUZZ_CHECK(data.size() == task->plan.transfer_length_bytes);
@@ -442,7 +442,7 @@ class Harness {
           FUZZ_CHECK(!closed_);
           const EngineTask* task = engine_->task(ex->itt);
           FUZZ_CHECK(task != nullptr);
-          FUZZ_CHECK(task->state == TaskState::executing || task->state == TaskState::aborted_executing);
+          FUZZ_CHECK(task->life.state == TaskState::executing || task->life.state == TaskState::aborted_executing);
           executions_.push_back(iscsi::to_u32(ex->itt));
         } else if (auto* get = std::get_if<GetWriteData>(&a)) {
           const EngineTask* task = engine_->task(get->itt);
@@ -468,22 +468,22 @@ class Harness {
   void check_tasks() {
     const auto& params = config_.params;
     FUZZ_CHECK(engine_->task_count() <= config_.cmd_window_depth + config_.max_immediate_commands);
-    // Every task state and budget change is a row of task_transitions / budget_transitions
-    // (session_engine.hpp).
+    // Every task state and budget change is a row of task_transitions / budget_transitions and
+    // lands on a row of task_lives (session_engine.hpp).
     FUZZ_CHECK(engine_->task_moves_refused() == 0);
     for (auto it = may_answer_.begin(); it != may_answer_.end();) {
       const EngineTask* t = engine_->task(iscsi::Itt{*it});
       // A task that ended without status, or was aborted, is answered no more.
-      if (t == nullptr || t->state == TaskState::aborted_executing || t->state == TaskState::aborted_fetching) {
+      if (t == nullptr || t->life.state == TaskState::aborted_executing || t->life.state == TaskState::aborted_fetching) {
         it = may_answer_.erase(it);
         continue;
       }
       if (t->buffer) {
-        if (budget_staging(t->budget)) {
+        if (budget_staging(t->life.budget)) {
           FUZZ_CHECK(t->buffer.size() <= params.first_burst_length);
         } else {
           // A full task buffer only under a granted budget that covers it.
-          FUZZ_CHECK(t->budget == TaskBudget::granted);
+          FUZZ_CHECK(t->life.budget == TaskBudget::granted);
           FUZZ_CHECK(t->buffer.size() <= t->budget_bytes);
         }
       }
@@ -494,10 +494,12 @@ class Harness {
     std::uint64_t staging = 0;
     for (std::uint32_t itt : all_itts_) {
       const EngineTask* t = engine_->task(iscsi::Itt{itt});
-      if (t != nullptr && t->buffer && budget_staging(t->budget)) staging += t->buffer.size();
+      if (t != nullptr && t->buffer && budget_staging(t->life.budget)) staging += t->buffer.size();
+      // Every task is in a combination of task_lives (session_engine.hpp).
+      if (t != nullptr) FUZZ_CHECK(task_life_row(t->life) != 0);
       // A task waits for its budget only while that budget is queued (session_engine.hpp).
-      if (t != nullptr && t->state == TaskState::waiting_budget)
-        FUZZ_CHECK(t->budget == TaskBudget::queued || t->budget == TaskBudget::queued_staging);
+      if (t != nullptr && t->life.state == TaskState::waiting_budget)
+        FUZZ_CHECK(t->life.budget == TaskBudget::queued || t->life.budget == TaskBudget::queued_staging);
     }
     FUZZ_CHECK(pool_.bytes() <= ledger_.granted_bytes() + staging);
     if (closed_) FUZZ_CHECK(!engine_->next_deadline().has_value());  // a closed session needs no timer

@@ -13,6 +13,7 @@
 #include "iserkit/common/errors.hpp"
 #include "iserkit/initiator/errors.hpp"
 #include "multipath_engine.hpp"
+#include "table_coverage.hpp"
 
 using namespace iserkit;
 using namespace iserkit::initiator;
@@ -119,35 +120,19 @@ void apply(MultipathEngine& e, PathInput input) {
 }
 
 TEST(MultipathEngineTable, PathRowsAreDistinctNameTheirRuleAndNothingLeavesRefused) {
-  std::set<std::tuple<PathState, PathInput, PathState>> seen;
-  for (const auto& t : path_transitions) {
-    EXPECT_TRUE(seen.insert({t.from, t.input, t.to}).second) << to_string(t.from) << " --" << to_string(t.input)
-                                                             << "--> " << to_string(t.to) << " listed twice";
-    EXPECT_NE(t.from, PathState::refused) << "a refused path is never used again";
-    EXPECT_NE(t.from, t.to) << "a row changes the state";
-    ASSERT_NE(t.rule, nullptr);
-    EXPECT_FALSE(std::string(t.rule).empty());
-    EXPECT_EQ(find_path_transition(t.from, t.input, t.to), &t);
-  }
-  std::set<std::tuple<DeviceState, DeviceInput, DeviceState>> device_seen;
-  for (const auto& t : device_transitions) {
-    EXPECT_TRUE(device_seen.insert({t.from, t.input, t.to}).second) << to_string(t.from) << " --"
-                                                                    << to_string(t.input) << "--> " << to_string(t.to);
-    EXPECT_NE(t.from, DeviceState::closed) << "a closed device does not move";
-    EXPECT_NE(t.from, t.to);
-    ASSERT_NE(t.rule, nullptr);
-    EXPECT_FALSE(std::string(t.rule).empty());
-    EXPECT_EQ(find_device_transition(t.from, t.input, t.to), &t);
-  }
+  engine_tables::expect_well_formed<path_transitions>(all_path_states, all_path_inputs);
+  for (const auto& t : path_transitions) EXPECT_NE(t.from, PathState::refused) << "a refused path is never used again";
+  engine_tables::expect_well_formed<device_transitions>(all_device_states, all_device_inputs);
+  for (const auto& t : device_transitions) EXPECT_NE(t.from, DeviceState::closed) << "a closed device does not move";
   // The device can always be closed.
   for (DeviceState s : all_device_states) {
     if (s == DeviceState::closed) continue;
-    EXPECT_NE(find_device_transition(s, DeviceInput::closed, DeviceState::closed), nullptr) << to_string(s);
+    EXPECT_NE(DeviceTable::find(s, DeviceInput::closed, DeviceState::closed), nullptr) << to_string(s);
   }
 }
 
 TEST(MultipathEngineTable, EveryPathRowIsTakenAndEveryOtherInputChangesNothing) {
-  std::set<const PathTransition*> taken;
+  engine_tables::TableCoverage<path_transitions> coverage;
   for (Context context : {Context::opening, Context::open}) {
     for (PathState from : all_path_states) {
       for (PathInput input : all_path_inputs) {
@@ -156,25 +141,23 @@ TEST(MultipathEngineTable, EveryPathRowIsTakenAndEveryOtherInputChangesNothing) 
         SCOPED_TRACE(std::string(to_string(context)) + ": " + to_string(from) + " + " + to_string(input));
         const std::uint64_t before = e.path_transitions_taken();
         apply(e, input);
-        const std::uint64_t moves = e.path_transitions_taken() - before;
-        ASSERT_LE(moves, 1u) << "one input makes at most one path move";
         EXPECT_EQ(e.path_state(1), PathState::up) << "only the path the input is about moves";
-        if (moves == 0) {
-          EXPECT_EQ(e.path_state(0), from) << "the state moved outside the table";
-          continue;
-        }
-        const PathTransition* row = e.last_path_transition();
-        ASSERT_NE(row, nullptr);
-        EXPECT_EQ(row->from, from);
-        EXPECT_EQ(row->input, input);
-        EXPECT_EQ(e.path_state(0), row->to);
-        taken.insert(row);
+        coverage.step(from, input, e.path_transitions_taken() - before, e.last_path_transition(), e.path_state(0));
       }
     }
   }
-  for (const auto& t : path_transitions)
-    EXPECT_TRUE(taken.contains(&t)) << "row never taken by driving the engine: " << to_string(t.from) << " --"
-                                    << to_string(t.input) << "--> " << to_string(t.to) << " (" << t.rule << ")";
+  coverage.expect_every_row_taken();
+}
+
+// Both paths logged in at open() and the device open: serving on path 0 (failover).
+MultipathEngine opened_with_both_paths_up() {
+  MultipathEngine e(config());
+  for (std::size_t i : {0u, 1u}) {
+    e.begin_login(i, t0);
+    e.login_succeeded(i, t0);
+  }
+  e.opened(t0);
+  return e;
 }
 
 // ---- device table ----
@@ -219,7 +202,7 @@ void apply(MultipathEngine& e, DeviceInput input) {
 }
 
 TEST(MultipathEngineTable, EveryDeviceRowIsTakenAndEveryOtherInputChangesNothing) {
-  std::set<const DeviceTransition*> taken;
+  engine_tables::TableCoverage<device_transitions> coverage;
   for (bool usable_at_open : {true, false}) {
     for (DeviceState from : all_device_states) {
       for (DeviceInput input : all_device_inputs) {
@@ -229,24 +212,11 @@ TEST(MultipathEngineTable, EveryDeviceRowIsTakenAndEveryOtherInputChangesNothing
                      to_string(input));
         const std::uint64_t before = e.device_transitions_taken();
         apply(e, input);
-        const std::uint64_t moves = e.device_transitions_taken() - before;
-        ASSERT_LE(moves, 1u) << "one input makes at most one device move";
-        if (moves == 0) {
-          EXPECT_EQ(e.device_state(), from) << "the state moved outside the table";
-          continue;
-        }
-        const DeviceTransition* row = e.last_device_transition();
-        ASSERT_NE(row, nullptr);
-        EXPECT_EQ(row->from, from);
-        EXPECT_EQ(row->input, input);
-        EXPECT_EQ(e.device_state(), row->to);
-        taken.insert(row);
+        coverage.step(from, input, e.device_transitions_taken() - before, e.last_device_transition(), e.device_state());
       }
     }
   }
-  for (const auto& t : device_transitions)
-    EXPECT_TRUE(taken.contains(&t)) << "row never taken by driving the engine: " << to_string(t.from) << " --"
-                                    << to_string(t.input) << "--> " << to_string(t.to) << " (" << t.rule << ")";
+  coverage.expect_every_row_taken();
 }
 
 // ---- what each path transition asks of the driver ----
@@ -345,7 +315,7 @@ TEST(MultipathEngineTransitions, EachPathTransitionAsksTheDriverForItsActionsInO
         EXPECT_EQ(a.path, 0u);
       }
     }
-    if (const auto* row = find_path_transition(c.from, c.input, c.to)) covered.insert(row);
+    if (const auto* row = PathTable::find(c.from, c.input, c.to)) covered.insert(row);
   }
   for (const auto& t : path_transitions)
     EXPECT_TRUE(covered.contains(&t)) << "no action case for " << to_string(t.from) << " --" << to_string(t.input)
@@ -432,12 +402,7 @@ TEST(MultipathEngineBackoff, APathThatCameBackStartsFromTheMinimumWhenItGoesDown
 }
 
 TEST(MultipathEngineBackoff, ThePathsBackOffIndependently) {
-  MultipathEngine e(config());
-  for (std::size_t i : {0u, 1u}) {
-    e.begin_login(i, t0);
-    e.login_succeeded(i, t0);
-  }
-  e.opened(t0);
+  MultipathEngine e = opened_with_both_paths_up();
   e.session_ended(0, lost, t0);
   e.expire(t0 + 1h);
   e.login_failed(0, t0 + 1h);
@@ -513,12 +478,7 @@ TEST(MultipathEngineGiveUp, APathBackBeforeTheDeadlineCancelsIt) {
 }
 
 TEST(MultipathEngineGiveUp, AluaBlockingEveryLoggedInPathPollsAndStartsTheDeadline) {
-  MultipathEngine e(config());
-  for (std::size_t i : {0u, 1u}) {
-    e.begin_login(i, t0);
-    e.login_succeeded(i, t0);
-  }
-  e.opened(t0);
+  MultipathEngine e = opened_with_both_paths_up();
   EXPECT_EQ(kinds(e.access_changed(0, AccessState::standby, t0)), std::vector<Kind>{Kind::wake});
   const auto out = e.access_changed(1, AccessState::transitioning, t0);
   ASSERT_EQ(kinds(out), (std::vector<Kind>{Kind::poll_alua, Kind::announce, Kind::arm_give_up_timer, Kind::wake}));

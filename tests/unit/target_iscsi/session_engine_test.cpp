@@ -29,7 +29,7 @@ TEST_F(SessionEngineTest, ReadIsSegmentedIntoDataInWithStatusInTheLastInOneBatch
   start();
   deliver(command(7, 1, cdb10(0x28, 20), 20 * block, true, false));
   ASSERT_EQ(executes.size(), 1u);
-  EXPECT_EQ(engine->task(Itt{7})->state, TaskState::executing);
+  EXPECT_EQ(engine->task(Itt{7})->life.state, TaskState::executing);
   const auto data = pattern(20 * block, 3);
   auto buf = engine->task_data(Itt{7});
   ASSERT_EQ(buf.size(), data.size());
@@ -230,7 +230,7 @@ TEST_F(SessionEngineTest, UnsolicitedDataWaitsInStagingUntilTheBudgetIsGranted) 
                    .data_sn = 0, .buffer_offset = 1024};
   deliver(d, std::span(data).subspan(1024, 1024));
   EXPECT_TRUE(sent.empty());  // no R2T before the budget
-  EXPECT_EQ(engine->task(Itt{3})->state, TaskState::waiting_budget);
+  EXPECT_EQ(engine->task(Itt{3})->life.state, TaskState::waiting_budget);
   engine->on_budget_granted(Itt{3});
   collect();
   ASSERT_EQ(sent.size(), 1u);
@@ -301,7 +301,7 @@ TEST_F(SessionEngineTest, ReadWaitsForItsBudget) {
   grant_budget_now = false;
   deliver(command(2, 1, cdb10(0x28, 2), 2 * block, true, false));
   EXPECT_TRUE(executes.empty());
-  EXPECT_EQ(engine->task(Itt{2})->state, TaskState::waiting_budget);
+  EXPECT_EQ(engine->task(Itt{2})->life.state, TaskState::waiting_budget);
   engine->on_budget_granted(Itt{2});
   collect();
   ASSERT_EQ(executes.size(), 1u);
@@ -397,7 +397,7 @@ TEST_F(SessionEngineTest, LunResetAbortsThatLunsTasksOnlyAndResetsTheDevice) {
   EXPECT_EQ(sent.back().as<iscsi::TaskManagementResponse>().response, 0);
   EXPECT_EQ(engine->task(Itt{1}), nullptr);
   ASSERT_NE(engine->task(Itt{2}), nullptr);
-  EXPECT_EQ(engine->task(Itt{2})->state, TaskState::executing);
+  EXPECT_EQ(engine->task(Itt{2})->life.state, TaskState::executing);
   // LUN that does not exist.
   deliver(iscsi::TaskManagementRequest{.immediate = true, .function = iscsi::TaskManagementFunction::abort_task_set,
                                        .lun = scsi::Lun::from_index(9), .itt = Itt{61}, .cmd_sn = SerialNumber(3)});

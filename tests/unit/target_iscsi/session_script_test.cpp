@@ -415,7 +415,7 @@ TEST(ScriptedTarget, AbortTaskAnswersAfterTheBackendFinishedAndSuppressesTheStat
                                             .cmd_sn = SerialNumber(2), .ref_cmd_sn = SerialNumber(1)},
                                         {}, {}});
   s.call("no answer while the backend runs it; the command hears of the abort", [](TargetRig& r, Vars&) {
-    EXPECT_EQ(r.engine()->task(Itt{1})->state, TaskState::aborted_executing);
+    EXPECT_EQ(r.engine()->task(Itt{1})->life.state, TaskState::aborted_executing);
     EXPECT_TRUE(r.engine()->task(Itt{1})->plan.abort_requested);
   });
   s.call("the backend finishes", [](TargetRig& r, Vars&) { r.complete(Itt{1}, ScsiOutcome::good(block)); });
