@@ -33,6 +33,16 @@ datamover::PduOut data_in(std::uint32_t itt, std::uint32_t offset, std::span<con
 
 bool open_fd(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
 
+// A READ of 1 MiB whose pipe the backend filled, owned by task `itt`: the pipe's write end (-1:
+// no pipe was given).
+int spliced_read(DataInPipes& pipes, std::uint32_t itt) {
+  const int fd = pipes.take(0, mib);
+  if (fd < 0) return fd;
+  fill(fd, mib);
+  pipes.started(fd, iscsi::Itt{itt}, true, mib);
+  return fd;
+}
+
 TEST(DataInPipes, SmallReadsAndReadsSpanningMorePagesThanAPipeHoldsTakeTheBufferPath) {
   DataInPipes pipes;
   EXPECT_EQ(pipes.take(0, DataInPipes::min_bytes - 512), -1);
@@ -61,10 +71,7 @@ TEST(DataInPipes, AtMostMaxPipesPerConnection) {
 
 TEST(DataInPipes, DataInPdusOfASplicedTaskTakeItsPipeInOrderOthersAreLeftAlone) {
   DataInPipes pipes;
-  const int fd = pipes.take(0, mib);
-  ASSERT_GE(fd, 0);
-  fill(fd, mib);
-  pipes.started(fd, iscsi::Itt{7}, true, mib);
+  ASSERT_GE(spliced_read(pipes, 7), 0);
   EXPECT_EQ(pipes.in_use(), 1u);
   const std::vector<std::byte> buffer(mib);
   const auto half = std::span<const std::byte>(buffer).first(mib / 2);
@@ -84,10 +91,7 @@ TEST(DataInPipes, DataInPdusOfASplicedTaskTakeItsPipeInOrderOthersAreLeftAlone) 
 
 TEST(DataInPipes, ADataInAtAnotherOffsetIsRefused) {
   DataInPipes pipes;
-  const int fd = pipes.take(0, mib);
-  ASSERT_GE(fd, 0);
-  fill(fd, mib);
-  pipes.started(fd, iscsi::Itt{7}, true, mib);
+  ASSERT_GE(spliced_read(pipes, 7), 0);
   const std::vector<std::byte> buffer(mib / 2);
   std::vector<datamover::PduOut> pdus;
   pdus.push_back(data_in(7, mib / 2, buffer));
@@ -96,14 +100,10 @@ TEST(DataInPipes, ADataInAtAnotherOffsetIsRefused) {
 
 TEST(DataInPipes, AnEmptiedPipeIsKeptAPipeWithBytesLeftIsClosed) {
   DataInPipes pipes;
-  const int sent = pipes.take(0, mib);
-  const int aborted = pipes.take(0, mib);
+  const int sent = spliced_read(pipes, 1);
+  const int aborted = spliced_read(pipes, 2);
   ASSERT_GE(sent, 0);
   ASSERT_GE(aborted, 0);
-  fill(sent, mib);
-  fill(aborted, mib);
-  pipes.started(sent, iscsi::Itt{1}, true, mib);
-  pipes.started(aborted, iscsi::Itt{2}, true, mib);
   // Task 1's bytes left (as the datamover's splice takes them); task 2 was aborted.
   const std::vector<std::byte> buffer(mib);
   std::vector<datamover::PduOut> pdus;
@@ -127,14 +127,10 @@ TEST(DataInPipes, AnEmptiedPipeIsKeptAPipeWithBytesLeftIsClosed) {
 
 TEST(DataInPipes, ANewTaskWithTheITTOfOneThatNeverEndedDropsTheOldPipe) {
   DataInPipes pipes;
-  const int old_fd = pipes.take(0, mib);
+  const int old_fd = spliced_read(pipes, 5);
   ASSERT_GE(old_fd, 0);
-  fill(old_fd, mib);
-  pipes.started(old_fd, iscsi::Itt{5}, true, mib);
-  const int new_fd = pipes.take(0, mib);
+  const int new_fd = spliced_read(pipes, 5);
   ASSERT_GE(new_fd, 0);
-  fill(new_fd, mib);
-  pipes.started(new_fd, iscsi::Itt{5}, true, mib);
   EXPECT_EQ(pipes.in_use(), 1u);
   EXPECT_FALSE(open_fd(old_fd));
   EXPECT_TRUE(open_fd(new_fd));
