@@ -41,6 +41,7 @@ std::uint16_t IserListener::port() const noexcept { return 0; }
 #include <netdb.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "iser_connection.hpp"
@@ -125,6 +126,17 @@ Result<std::unique_ptr<addrinfo, AddrInfoDeleter>> resolve(const std::string& ho
 
 int timeout_ms(std::chrono::milliseconds t) { return static_cast<int>(std::clamp<std::int64_t>(t.count(), 100, 60000)); }
 
+// The kernel's timer for one address resolution (rdma_resolve_addr). Linux's ib_addr re-checks a
+// pending resolution only when a neighbour update is announced (netevent) or when this timer
+// expires; an ARP reply that arrives while rdma_resolve_ip() is still queueing the request (on a
+// veth/VXLAN path inside one host the reply is processed within the ARP send itself) announces
+// the update before anyone listens, and the request then waits for its timer although the
+// neighbour is already known (docs/notes/lab-kernel-7.md, 2026-11-29: 10 s for every first iSER
+// connect over a fresh tenant overlay on 7.3.4). A short timer bounds that wait; a neighbour still
+// unknown when it expires is asked for again while the connect's own timeout lasts. 1 s is what
+// the Linux iSER initiator gives rdma_resolve_addr.
+constexpr std::chrono::milliseconds address_attempt{1000};
+
 }  // namespace
 
 bool iser_built() noexcept { return true; }
@@ -161,18 +173,40 @@ Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor
   c->adopt_id(raw);
   auto addresses = resolve(host, port, false);
   if (!addresses) co_return fail(addresses.error());
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-  if (rdma_resolve_addr(raw, nullptr, (*addresses)->ai_addr, timeout_ms(options.timeout)) != 0)
-    co_return fail(rdma::errno_error(errno));
-  auto ev = co_await c->next_cm_event(deadline);
-  if (!ev) co_return fail(ev.error());
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + options.timeout;
+  const auto elapsed_ms = [start] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  };
+  Result<rdma::CmEvent> ev = fail(errc::timeout);
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (rdma_resolve_addr(raw, nullptr, (*addresses)->ai_addr, timeout_ms(std::min(address_attempt, left))) != 0)
+      co_return fail(rdma::errno_error(errno));
+    ev = co_await c->next_cm_event(deadline);
+    if (!ev) {
+      log::debug("iser: resolve {}:{}: no answer after {} ms ({})", host, port, elapsed_ms(), ev.error().message());
+      co_return fail(ev.error());
+    }
+    log::debug("iser: resolve {}:{}: {} status={} after {} ms", host, port, rdma::event_name(ev->type), ev->status,
+               elapsed_ms());
+    // The kernel's timer ran out with the neighbour still unknown (the id is back in ADDR_BOUND,
+    // where it may resolve again): ask again while the connect's timeout lasts.
+    const bool attempt_timed_out = ev->type == RDMA_CM_EVENT_ADDR_ERROR && ev->status == -ETIMEDOUT;
+    if (!attempt_timed_out) break;
+    if (std::chrono::steady_clock::now() >= deadline) co_return fail(errc::timeout);
+  }
   if (ev->type != RDMA_CM_EVENT_ADDR_RESOLVED) {
     log::info("iser: resolve {}:{}: {} status={}", host, port, rdma::event_name(ev->type), ev->status);
     co_return fail(std::make_error_code(std::errc::no_such_device));
   }
   if (rdma_resolve_route(raw, timeout_ms(options.timeout)) != 0) co_return fail(rdma::errno_error(errno));
   ev = co_await c->next_cm_event(deadline);
-  if (!ev) co_return fail(ev.error());
+  if (!ev) {
+    log::debug("iser: route to {}:{}: no answer after {} ms ({})", host, port, elapsed_ms(), ev.error().message());
+    co_return fail(ev.error());
+  }
+  log::debug("iser: route to {}:{}: {} after {} ms", host, port, rdma::event_name(ev->type), elapsed_ms());
   if (ev->type != RDMA_CM_EVENT_ROUTE_RESOLVED) {
     log::info("iser: route to {}:{}: {} status={}", host, port, rdma::event_name(ev->type), ev->status);
     co_return fail(std::make_error_code(std::errc::host_unreachable));
@@ -202,7 +236,11 @@ Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor
   param.rnr_retry_count = 7;  // "infinite": a target that is slow to re-post a receive is waited for
   if (rdma_connect(raw, &param) != 0) co_return fail(rdma::errno_error(errno));
   ev = co_await c->next_cm_event(deadline);
-  if (!ev) co_return fail(ev.error());
+  if (!ev) {
+    log::debug("iser: connect {}:{}: no answer after {} ms ({})", host, port, elapsed_ms(), ev.error().message());
+    co_return fail(ev.error());
+  }
+  log::debug("iser: connect {}:{}: {} after {} ms", host, port, rdma::event_name(ev->type), elapsed_ms());
   if (ev->type != RDMA_CM_EVENT_ESTABLISHED) {
     log::info("iser: connect {}:{}: {} status={}", host, port, rdma::event_name(ev->type), ev->status);
     co_return fail(errc::connection_closed);
