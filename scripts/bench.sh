@@ -28,7 +28,7 @@ if [[ ${1:-} == --guard ]]; then
     grep -q '^ninja: no work to do' <<<"$out" || say "rebuilt iserkit-target and iserkit-nbd"
   else
     say "no build in $ISERKIT_BUILD yet: configuring and building iserkit-target and iserkit-nbd (RelWithDebInfo)"
-    cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" "${ISERKIT_CMAKE_OPTIONS[@]}" >/dev/null
     ninja -C "$ISERKIT_BUILD" -j"$(nproc)" iserkit-target iserkit-nbd
   fi
   exec /usr/bin/python3 "$ISERKIT_SOURCE/tests/bench/guard.py" --bin "$ISERKIT_BUILD/bin" "$@"
@@ -40,7 +40,7 @@ for a in "$@"; do if [[ $a == --rbd ]]; then sets+=(rbd); fi; done
 "$ISERKIT_SOURCE/packaging/install-deps.sh" "${sets[@]}"
 
 say "building iserkit-target and iserkit-nbd (RelWithDebInfo)"
-cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" "${ISERKIT_CMAKE_OPTIONS[@]}" >/dev/null
 ninja -C "$ISERKIT_BUILD" -j"$(nproc)" iserkit-target iserkit-nbd
 
 say "benchmarking"

@@ -10,13 +10,19 @@
 # Exit status: 0 nothing failed, 1 a check failed, 2 the VM broke, 77 the lab cannot run here.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+# Help and listing first: they install, build and boot nothing.
+for a in "$@"; do
+  case $a in
+    -h | --help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exec "$ISERKIT_SOURCE/tests/lab/lab.sh" --help ;;
+  esac
+done
 ((EUID == 0)) || die "the lab needs root (QEMU exports the host root file system to the VM): sudo $0"
 
 say "installing what is missing"
 "$ISERKIT_SOURCE/packaging/install-deps.sh" test lab
 say "building iserkit-target, iserkit-nbd and iserkit"
 if [[ ! -f $ISERKIT_BUILD/build.ninja ]]; then
-  cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" "${ISERKIT_CMAKE_OPTIONS[@]}" >/dev/null
 fi
 # and the lab's own tools when the build has them (iserkit-mw-probe: a build with iSER)
 tools=()
