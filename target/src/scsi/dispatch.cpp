@@ -484,6 +484,7 @@ bool is_plain_write(Opcode op) noexcept {
 // The same steps as execute() → execute_read()/execute_write() for these opcodes: the checks of
 // execute()'s prelude, the range lock for a write (taken only if free), the backend transfer.
 MediaIoStart ScsiDispatcher::start_media_io(scsi::Lun lun, const CommandPlan& plan, ByteSpan data, MediaIo& io) const {
+  io.spliced = false;  // io.splice_pipe is the caller's (reads only); the backend sets it
   const bool reading = is_plain_read(plan.opcode);
   if (plan.rejected() || plan.blocks == 0 || (!reading && !is_plain_write(plan.opcode))) return MediaIoStart::unsupported;
   if (data.size() < plan.transfer_length_bytes) return MediaIoStart::unsupported;
@@ -521,7 +522,6 @@ MediaIoStart ScsiDispatcher::start_media_io(scsi::Lun lun, const CommandPlan& pl
   io.data = data.data();
   io.length_bytes = plan.transfer_length_bytes;
   io.fua = plan.fua ? Fua::yes : Fua::no;  // SBC-4 §5.41
-  io.spliced = false;                       // io.splice_pipe is the caller's (reads only)
   const TransferStart started = unit.backend().start_transfer(io);
   if (started == TransferStart::started) return MediaIoStart::started;
   if (io.range_lock_ != nullptr) io.range_lock_->unlock(io.lba_, io.blocks_);

@@ -146,6 +146,50 @@ TEST_P(StartTransfer, AWriteToAReadOnlyBackendFailsWithErofs) {
   EXPECT_EQ(w.result.error(), std::error_code(EROFS, std::generic_category()));
 }
 
+// A read given a pipe (BackendTransfer::splice_pipe, the zero-copy READ Data-In) puts the bytes
+// into the pipe where the page cache serves the file — tmpfs (inline), or a file opened without
+// O_DIRECT (an io_uring splice) — and leaves the buffer alone; a file also read with O_DIRECT
+// ignores the pipe (its bytes go to the buffer, spliced stays false).
+TEST_P(StartTransfer, AReadGivenAPipeSplicesOnlyWhereThePageCacheServesTheFile) {
+  constexpr std::size_t n = 1u << 20;
+  const auto data = pattern(n, 7);
+  ASSERT_TRUE(test::run(ctx_, backend_->write(1u << 20, data, Fua::no)));
+  for (const bool direct : {false, true}) {
+    auto b = open_uring_backend({.path = lun_.path, .use_direct_io = direct});
+    ASSERT_TRUE(b);
+    backend_ = *b;
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+    ASSERT_GE(::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(n)), static_cast<int>(n));
+    std::vector<std::byte> buffer(n, std::byte{0xee});
+    RecordingTransfer r;
+    r.offset_bytes = 1u << 20;
+    r.data = buffer.data();
+    r.length_bytes = n;
+    r.splice_pipe = fds[1];
+    ASSERT_TRUE(transfer(r));
+    const bool want_splice = inline_io() || !direct;
+    EXPECT_EQ(r.spliced, want_splice) << "direct=" << direct;
+    std::vector<std::byte> out(n);
+    std::size_t got = 0;
+    while (got < n) {
+      const ssize_t k = ::read(fds[0], out.data() + got, n - got);
+      if (k <= 0) break;
+      got += static_cast<std::size_t>(k);
+    }
+    if (want_splice) {
+      EXPECT_EQ(got, n);
+      EXPECT_EQ(out, data) << "the pipe does not hold the range's bytes";
+      EXPECT_EQ(buffer, std::vector<std::byte>(n, std::byte{0xee})) << "the buffer was written too";
+    } else {
+      EXPECT_EQ(got, 0u) << "the pipe got bytes although the file is read with O_DIRECT";
+      EXPECT_EQ(buffer, data);
+    }
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dirs, StartTransfer, ::testing::Values("/var/tmp", "/dev/shm"));
 
 TEST(StartTransferMemory, TheMemoryBackendHasNoFastPath) {
