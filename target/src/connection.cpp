@@ -556,14 +556,16 @@ Awaitable<void> Connection::writer() {
     if (ordered_.size() <= max_ordered_actions) ordered_room_.set();
     if (auto* batch = std::get_if<SendPdus>(&action)) {
       // One ordered batch: a read's Data-In PDUs and its status in one gather write on TCP.
-      if (!closed_ && !data_in_pipes_.mark(batch->pdus)) {
-        // A spliced READ's Data-In not taking its pipe's bytes in order: never send wrong data.
-        log::error("connection {}: a Data-In does not follow its READ's spliced data in order; closing",
-                   datamover_->peer());
-        close();
+      if (splice_data_in_ && !closed_) {
+        if (!data_in_pipes_.mark(batch->pdus)) {
+          // A spliced READ's Data-In not taking its pipe's bytes in order: never send wrong data.
+          log::error("connection {}: a Data-In does not follow its READ's spliced data in order; closing",
+                     datamover_->peer());
+          close();
+        }
+        if (const auto spliced = data_in_pipes_.take_marked_bytes(); spliced != 0)
+          registry_->stats().spliced_data_in_bytes.fetch_add(spliced, std::memory_order_relaxed);
       }
-      if (const auto spliced = data_in_pipes_.take_marked_bytes(); spliced != 0)
-        registry_->stats().spliced_data_in_bytes.fetch_add(spliced, std::memory_order_relaxed);
       if (!closed_) {
         // One non-blocking gather write on this thread when the socket takes it all (the usual
         // case): no send_batch() coroutine frames per batch.
@@ -774,7 +776,7 @@ bool Connection::request_budget(iscsi::Itt itt, std::uint64_t bytes) {
 }
 
 void Connection::release_budget(const ReleaseBudget& release) {
-  data_in_pipes_.end(release.itt);  // the task ended: its READ's pipe (if any) comes back
+  if (splice_data_in_) data_in_pipes_.end(release.itt);  // the task ended: its READ's pipe (if any) comes back
   std::vector<iscsi::Itt> granted;  // allocates only when a waiting request is granted
   (void)ledger_.release(release.itt, granted);
   stats_->payload_budget_bytes.store(ledger_.connection_used(), std::memory_order_relaxed);

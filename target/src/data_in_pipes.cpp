@@ -2,8 +2,6 @@
 #include "data_in_pipes.hpp"
 
 #include <fcntl.h>
-#include <sys/ioctl.h>
-#include <unistd.h>
 
 #include <algorithm>
 
@@ -13,15 +11,9 @@ constexpr std::size_t page_bytes = 4096;
 }
 
 DataInPipes::~DataInPipes() {
-  for (auto& p : spare_) close(p);
-  for (auto& p : lent_) close(p);
-  for (auto& a : active_) close(a.pipe);
-}
-
-void DataInPipes::close(Pipe& p) noexcept {
-  if (p.read_fd >= 0) ::close(p.read_fd);
-  if (p.write_fd >= 0) ::close(p.write_fd);
-  p.read_fd = p.write_fd = -1;
+  for (auto& p : spare_) p.close();
+  for (auto& p : lent_) p.close();
+  for (auto& a : active_) a.pipe.close();
 }
 
 int DataInPipes::take(std::uint64_t offset_bytes, std::size_t length_bytes) {
@@ -29,23 +21,16 @@ int DataInPipes::take(std::uint64_t offset_bytes, std::size_t length_bytes) {
   // Each page the range touches is one slot of the pipe (a splice from the page cache puts page
   // references in it, partial ones at the ends).
   const std::size_t pages = (offset_bytes % page_bytes + length_bytes + page_bytes - 1) / page_bytes;
-  Pipe p;
+  SplicePipe p;
   if (!spare_.empty()) {
     p = spare_.back();
     if (pages * page_bytes > p.capacity) return -1;
     spare_.pop_back();
   } else {
     if (created_ >= max_pipes) return -1;
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
-    p = Pipe{fds[0], fds[1], 0};
-    (void)::fcntl(p.write_fd, F_SETPIPE_SZ, static_cast<int>(pipe_bytes));  // refused: keeps its size
-    const int capacity = ::fcntl(p.write_fd, F_GETPIPE_SZ);
-    if (capacity <= 0) {
-      close(p);
-      return -1;
-    }
-    p.capacity = static_cast<std::size_t>(capacity);
+    auto opened = open_splice_pipe(pipe_bytes, O_NONBLOCK);
+    if (!opened) return -1;
+    p = *opened;
     ++created_;
     if (pages * page_bytes > p.capacity) {
       give_back(p);
@@ -53,16 +38,14 @@ int DataInPipes::take(std::uint64_t offset_bytes, std::size_t length_bytes) {
     }
   }
   lent_.push_back(p);
-  taken_ = lent_.size();
   return p.write_fd;
 }
 
 void DataInPipes::started(int write_fd, iscsi::Itt itt, bool spliced, std::size_t length_bytes) {
-  const auto it = std::find_if(lent_.begin(), lent_.end(), [&](const Pipe& p) { return p.write_fd == write_fd; });
+  const auto it = std::find_if(lent_.begin(), lent_.end(), [&](const SplicePipe& p) { return p.write_fd == write_fd; });
   if (it == lent_.end()) return;
-  const Pipe p = *it;
+  const SplicePipe p = *it;
   lent_.erase(it);
-  taken_ = lent_.size();
   if (!spliced) {
     give_back(p);
     return;
@@ -91,18 +74,17 @@ bool DataInPipes::mark(std::span<datamover::PduOut> pdus) {
 void DataInPipes::end(iscsi::Itt itt) {
   const auto it = std::find_if(active_.begin(), active_.end(), [&](const Active& a) { return a.itt == itt; });
   if (it == active_.end()) return;
-  const Pipe p = it->pipe;
+  const SplicePipe p = it->pipe;
   active_.erase(it);
   give_back(p);
 }
 
-void DataInPipes::give_back(Pipe p) noexcept {
-  int left = 0;
-  if (::ioctl(p.read_fd, FIONREAD, &left) == 0 && left == 0) {
+void DataInPipes::give_back(SplicePipe p) noexcept {
+  if (p.empty()) {
     spare_.push_back(p);
     return;
   }
-  close(p);
+  p.close();
   --created_;
 }
 

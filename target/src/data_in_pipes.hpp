@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/splice_pipe.hpp"
 #include "iserkit/datamover/pdu_io.hpp"
 #include "iserkit/iscsi/pdu.hpp"
 
@@ -38,8 +39,8 @@ class DataInPipes {
   static constexpr std::size_t min_bytes = 64 * 1024;
   /// Pipes per connection at most.
   static constexpr std::size_t max_pipes = 16;
-  /// The capacity asked for with F_SETPIPE_SZ (refused above /proc/sys/fs/pipe-max-size without
-  /// CAP_SYS_RESOURCE: then the pipe keeps what it got, and larger READs take the buffer path).
+  /// The capacity asked for (open_splice_pipe(): at most /proc/sys/fs/pipe-max-size; a smaller
+  /// pipe sends larger READs to the buffer path).
   static constexpr std::size_t pipe_bytes = 1u << 20;
 
   DataInPipes() = default;
@@ -65,30 +66,23 @@ class DataInPipes {
   /// Data-In bytes mark() pointed at pipes since the last call (then 0 again).
   [[nodiscard]] std::uint64_t take_marked_bytes() noexcept { return std::exchange(marked_bytes_, 0); }
   /// Pipes owned by tasks now.
-  [[nodiscard]] std::size_t in_use() const noexcept { return active_.size() + taken_; }
+  [[nodiscard]] std::size_t in_use() const noexcept { return active_.size() + lent_.size(); }
   /// Pipes kept empty for later READs.
   [[nodiscard]] std::size_t spare() const noexcept { return spare_.size(); }
 
  private:
-  struct Pipe {
-    int read_fd = -1;
-    int write_fd = -1;
-    std::size_t capacity = 0;  // bytes (F_GETPIPE_SZ)
-  };
   struct Active {
     iscsi::Itt itt{0};
-    Pipe pipe;
+    SplicePipe pipe;
     std::size_t bytes = 0;  // what the backend put in
     std::size_t taken = 0;  // what marked PDUs take
   };
-  static void close(Pipe& p) noexcept;
-  void give_back(Pipe p) noexcept;
+  void give_back(SplicePipe p) noexcept;
 
-  std::vector<Pipe> spare_;
-  std::vector<Pipe> lent_;     // taken, before started()
+  std::vector<SplicePipe> spare_;
+  std::vector<SplicePipe> lent_;  // taken, before started()
   std::vector<Active> active_;
-  std::size_t taken_ = 0;      // == lent_.size()
-  std::size_t created_ = 0;    // pipes open (spare, lent, active)
+  std::size_t created_ = 0;       // pipes open (spare, lent, active)
   std::uint64_t marked_bytes_ = 0;
 };
 

@@ -210,13 +210,15 @@ void TcpDatamover::gather(PduOut& pdu) {
 Datamover::SendNow TcpDatamover::try_send_now(std::vector<PduOut>& pdus) {
   // Only with nothing ahead of them: the PDUs of one connection leave in the order they were sent.
   if (send_error_ || writing_ || !queue_.empty() || pdus.empty()) return SendNow::refused;
-  // A data segment in a pipe leaves by splice from write_queued() (large reads: its coroutine
-  // frames are nothing against the bytes).
-  if (std::any_of(pdus.begin(), pdus.end(), [](const PduOut& p) { return p.splice_from >= 0; })) return SendNow::refused;
   write_buffers_.clear();
   write_digests_.clear();
   if (header_digest_ || data_digest_) write_digests_.reserve(2 * pdus.size());  // buffers point into it
-  for (auto& pdu : pdus) gather(pdu);
+  for (auto& pdu : pdus) {
+    // A data segment in a pipe leaves by splice from write_queued() (large reads: its coroutine
+    // frames are nothing against the bytes). Nothing was written yet.
+    if (pdu.splice_from >= 0) return SendNow::refused;
+    gather(pdu);
+  }
   if (sender_ && start_on_sender()) {
     // The sender has it (the io_uring ring: submitted with the pass's other SQEs); finish_send()
     // waits for its end. The PDUs stay here until then (their bytes are being sent).

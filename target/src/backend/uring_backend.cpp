@@ -49,6 +49,7 @@
 #include <new>
 #include <vector>
 
+#include "backend/splice_pipe.hpp"
 #include "backend/uring_ring.hpp"
 #include "iserkit/target/backends.hpp"
 
@@ -106,32 +107,6 @@ bool on_memory_file_system(int fd) noexcept {
 /// The largest pipe the in-kernel copy asks for: one chunk of the copy manager (xcopy_chunk_bytes).
 constexpr std::size_t splice_pipe_bytes = 1u << 20;
 
-/// /proc/sys/fs/pipe-max-size (read once): an unprivileged F_SETPIPE_SZ above it fails with EPERM.
-std::size_t pipe_max_size() noexcept {
-  static const std::size_t value = [] {
-    std::size_t v = 0;
-    if (FILE* f = std::fopen("/proc/sys/fs/pipe-max-size", "re")) {
-      unsigned long n = 0;
-      if (std::fscanf(f, "%lu", &n) == 1) v = n;
-      std::fclose(f);
-    }
-    return v;
-  }();
-  return value;
-}
-
-/// A pipe for splice: both ends and its capacity in bytes (F_GETPIPE_SZ).
-struct SplicePipe {
-  int read_fd = -1;
-  int write_fd = -1;
-  std::size_t capacity = 0;
-  void close() noexcept {
-    if (read_fd >= 0) ::close(read_fd);
-    if (write_fd >= 0) ::close(write_fd);
-    read_fd = write_fd = -1;
-  }
-};
-
 /// The empty pipes of one io_context, reused across copies and chunks (one per copy under way on
 /// the loop; a few are kept). Not thread-safe: one thread runs the io_context.
 class SplicePipes final : public asio::execution_context::service {
@@ -151,21 +126,7 @@ class SplicePipes final : public asio::execution_context::service {
       free_.pop_back();
       return p;
     }
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return fail(errno_code(errno));
-    SplicePipe p{fds[0], fds[1], 0};
-    std::size_t want = splice_pipe_bytes;
-    if (const std::size_t max = pipe_max_size(); max >= 4096) want = std::min(want, max);
-    // Refused (EPERM past pipe-max-size or the user's pipe-user-pages-soft): keep what it has.
-    (void)::fcntl(p.write_fd, F_SETPIPE_SZ, static_cast<int>(want));
-    const int capacity = ::fcntl(p.write_fd, F_GETPIPE_SZ);
-    if (capacity <= 0) {
-      const int e = capacity < 0 ? errno : EINVAL;
-      p.close();
-      return fail(errno_code(e));
-    }
-    p.capacity = static_cast<std::size_t>(capacity);
-    return p;
+    return open_splice_pipe(splice_pipe_bytes);
   }
 
   /// Takes back `p`, which must be empty (a pipe with data left in it is closed instead).
