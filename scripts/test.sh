@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds with warnings as errors, runs every ctest
-# (unit, interop, integration, conformance) and then the unit and integration tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, the threaded tests under ThreadSanitizer
-# (build-tsan), and every libFuzzer target for a few seconds (build-fuzz, clang; docs/fuzzing.md).
-# The QEMU lab (label "lab") is opt-in: LAB=1. TSAN=0 / FUZZ=0 skip those stages.
+# (unit, interop, integration, conformance, packaging, benchmark smoke tests), the unit and
+# integration tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan), the threaded
+# tests under ThreadSanitizer (build-tsan), and every libFuzzer target for a few seconds (build-fuzz,
+# clang; docs/fuzzing.md). The QEMU lab (label "lab") is opt-in: LAB=1. TSAN=0 / FUZZ=0 skip those
+# stages.
+#
+# Each test runs once, in the strictest build that can run it: the unit tests and the integration
+# tests the ASan tree runs are not built or run again in build/, which runs the rest (conformance,
+# interop, benchmark smoke tests, packaging, the nbdkit plugin). The sanitizer and fuzz
+# trees are compiled in the background (nice 10) while the stage before them runs its tests, which
+# mostly wait on sockets, daemons and timeouts: the cores the tests leave idle compile the next
+# tree (docs/notes/build-time.md has the figures).
 #
 # Usage: scripts/test.sh            (CI runs exactly this: .ci/run)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+started=$SECONDS
 
 say "installing what is missing"
 sets=(test)
@@ -15,19 +24,88 @@ if [[ ${LAB:-0} == 1 ]]; then sets+=(lab); fi
 "$ISERKIT_SOURCE/packaging/install-deps.sh" "${sets[@]}"
 
 jobs=$(nproc)
-say "building (warnings are errors)"
-cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" "${ISERKIT_CMAKE_OPTIONS[@]}" >/dev/null
-ninja -C "$ISERKIT_BUILD" -j"$jobs"
-
-exclude=lab
-[[ ${LAB:-0} == 1 ]] && exclude='^$'
-say "running the test suite"
-(cd "$ISERKIT_BUILD" && ctest -j"$jobs" --output-on-failure --timeout 900 -LE "$exclude")
-
 asan=$ISERKIT_SOURCE/build-asan
-say "building with ASan + UBSan"
+tsan=$ISERKIT_SOURCE/build-tsan
+fuzz=$ISERKIT_SOURCE/build-fuzz
+run_tsan=${TSAN:-1}
+run_fuzz=${FUZZ:-1}
+
+say "building (warnings are errors; the unit tests' binaries only in the ASan tree)"
+cmake -S "$ISERKIT_SOURCE" -B "$ISERKIT_BUILD" "${ISERKIT_CMAKE_OPTIONS[@]}" >/dev/null
+ninja -C "$ISERKIT_BUILD" -j"$jobs" iserkit_suite_without_unit_tests
+say "built build/ at $((SECONDS - started)) s"
+
+# The other trees: configured now, compiled in the background one after the other.
 cmake -S "$ISERKIT_SOURCE" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DISERKIT_WERROR=ON -DISERKIT_SANITIZE=ON >/dev/null
-ninja -C "$asan" -j"$jobs"
+# ThreadSanitizer: the tests whose code runs on several threads — buffer pools (common_unit), the
+# FUSE view's loop-thread synchronisation (fuse_unit) and the FUSE view on a real mount
+# (integration_fuse_tree: iserkit-fuse's worker threads over BlockingClient), BlockingClient in the
+# iserkit CLI against iserkit-target, the initiator's concurrent I/O, and the NBD server's hand-off
+# of connections between event loops (nbd_server_loops_unit; integration_chain_nbd_multiconn:
+# iserkit-nbd --threads 2 under nbdcopy --connections=2). Only their binaries are built.
+# Suppressions, each with its reason: tests/tsan.supp.
+tsan_targets=(common_unit fuse_unit iserkit-fuse iserkit-target iserkit initiator_concurrent_io
+              nbd_server_loops_unit iserkit-nbd)
+tsan_tests='^(common_unit|fuse_unit|integration_fuse_tree|initiator_cli_interop_iserkit-target|initiator_concurrent_io_iserkit-target|nbd_server_loops_unit|integration_chain_nbd_multiconn)$'
+if ((run_tsan)); then
+  cmake -S "$ISERKIT_SOURCE" -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISERKIT_WERROR=ON -DISERKIT_TSAN=ON >/dev/null
+fi
+# libFuzzer needs clang++-14 (clang-14, libclang-rt-14-dev).
+if ((run_fuzz)); then
+  CXX=clang++-14 cmake -S "$ISERKIT_SOURCE" -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISERKIT_WERROR=ON \
+    -DISERKIT_FUZZ=ON >/dev/null
+fi
+
+# The background builds: STAGE.log, then STAGE.ok (seconds it took) or STAGE.failed.
+stages=$ISERKIT_BUILD/test-stages
+rm -rf "$stages"; mkdir -p "$stages"
+build_stage() {  # build_stage NAME NINJA-ARGS...
+  local name=$1 start=$SECONDS; shift
+  if nice -n 10 ninja -j"$jobs" "$@" >"$stages/$name.log" 2>&1; then
+    echo $((SECONDS - start)) >"$stages/$name.ok"
+  else
+    touch "$stages/$name.failed"; return 1
+  fi
+}
+(
+  build_stage asan -C "$asan"
+  if ((run_tsan)); then build_stage tsan -C "$tsan" "${tsan_targets[@]}"; fi
+  if ((run_fuzz)); then build_stage fuzz -C "$fuzz"; fi
+) &
+builder=$!
+# ninja, stopped by SIGTERM, stops the compilers it runs.
+stop_builder() { pkill -P "$builder" 2>/dev/null; kill "$builder" 2>/dev/null; true; }
+trap stop_builder EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# wait_stage NAME: until the background build NAME is done; on failure its errors and exit 1.
+wait_stage() {
+  local name=$1 waited=$SECONDS
+  until [[ -e $stages/$name.ok || -e $stages/$name.failed ]]; do
+    if ! kill -0 "$builder" 2>/dev/null && [[ ! -e $stages/$name.ok && ! -e $stages/$name.failed ]]; then
+      die "the background build stopped before $name (log: $stages)"
+    fi
+    sleep 2
+  done
+  if [[ -e $stages/$name.failed ]]; then
+    echo "the $name build failed; its errors:" >&2
+    grep -E 'error:|FAILED:|warning:' "$stages/$name.log" >&2 || tail -50 "$stages/$name.log" >&2
+    exit 1
+  fi
+  say "$name tree built in $(cat "$stages/$name.ok") s in the background (waited $((SECONDS - waited)) s for it)"
+}
+
+# The unit tests and the integration tests of the ASan tree run there; every other test here.
+asan_integration=$(cd "$asan" && ctest -N -L integration | sed -n 's/^ *Test *#[0-9]*: //p' |
+  sed 's/[.+]/\\&/g' | paste -sd'|')
+exclude_labels='^(lab|unit)$'
+[[ ${LAB:-0} == 1 ]] && exclude_labels='^unit$'
+say "running the tests that cannot run under ASan (conformance, interop, benchmarks, packaging, nbdkit)"
+(cd "$ISERKIT_BUILD" && ctest -j"$jobs" --output-on-failure --timeout 900 -LE "$exclude_labels" \
+  ${asan_integration:+-E "^($asan_integration)\$"})
+
+wait_stage asan
 say "running unit and integration tests under ASan + UBSan"
 # Reports go to files (one per process) as well as failing the test: a test that shows only the
 # tail of a daemon's log would cut the stack off. Every report is printed whole after the run.
@@ -51,33 +129,18 @@ if ((found_reports)); then
   exit 1
 fi
 
-# ThreadSanitizer: the tests whose code runs on several threads — buffer pools (common_unit), the
-# FUSE view's loop-thread synchronisation (fuse_unit) and the FUSE view on a real mount
-# (integration_fuse_tree: iserkit-fuse's worker threads over BlockingClient), BlockingClient in the
-# iserkit CLI against iserkit-target, the initiator's concurrent I/O, and the NBD server's hand-off
-# of connections between event loops (nbd_server_loops_unit; integration_chain_nbd_multiconn:
-# iserkit-nbd --threads 2 under nbdcopy --connections=2). Only their binaries are built.
-# Suppressions, each with its reason: tests/tsan.supp.
-if [[ ${TSAN:-1} == 1 ]]; then
-  tsan=$ISERKIT_SOURCE/build-tsan
-  say "building the threaded tests with ThreadSanitizer"
-  cmake -S "$ISERKIT_SOURCE" -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISERKIT_WERROR=ON -DISERKIT_TSAN=ON >/dev/null
-  ninja -C "$tsan" -j"$jobs" common_unit fuse_unit iserkit-fuse iserkit-target iserkit initiator_concurrent_io \
-    nbd_server_loops_unit iserkit-nbd
+if ((run_tsan)); then
+  wait_stage tsan
   say "running the threaded tests under ThreadSanitizer"
   (cd "$tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ISERKIT_SOURCE/tests/tsan.supp" \
-    ctest -j"$jobs" --output-on-failure --timeout 900 \
-      -R '^(common_unit|fuse_unit|integration_fuse_tree|initiator_cli_interop_iserkit-target|initiator_concurrent_io_iserkit-target|nbd_server_loops_unit|integration_chain_nbd_multiconn)$')
+    ctest -j"$jobs" --output-on-failure --timeout 900 -R "$tsan_tests")
 fi
 
 # libFuzzer: every fuzz target for ISERKIT_FUZZ_SECONDS (10 s) on its seed corpus (ctest label
-# fuzz). Longer runs: scripts/fuzz.sh. Needs clang++-14 (clang-14, libclang-rt-14-dev).
-if [[ ${FUZZ:-1} == 1 ]]; then
-  fuzz=$ISERKIT_SOURCE/build-fuzz
-  say "building the fuzz targets (clang++-14, ASan + UBSan + libFuzzer)"
-  CXX=clang++-14 cmake -S "$ISERKIT_SOURCE" -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISERKIT_WERROR=ON \
-    -DISERKIT_FUZZ=ON >/dev/null
-  ninja -C "$fuzz" -j"$jobs"
+# fuzz). Longer runs: scripts/fuzz.sh.
+if ((run_fuzz)); then
+  wait_stage fuzz
   say "running every fuzz target for a few seconds"
   (cd "$fuzz" && ctest -j"$jobs" --output-on-failure --timeout 300 -L fuzz)
 fi
+say "the whole suite passed in $((SECONDS - started)) s"
