@@ -7,15 +7,12 @@
 #include <vector>
 
 #include "iserkit/common/errors.hpp"
+#include "../support/byte_literals.hpp"
 
 namespace iserkit::iser {
 namespace {
 
-std::vector<std::byte> bytes(std::initializer_list<int> v) {
-  std::vector<std::byte> out;
-  for (int b : v) out.push_back(static_cast<std::byte>(b));
-  return out;
-}
+using iserkit::test::bytes;
 
 std::array<std::byte, header_size> encode(const Header& h) {
   std::array<std::byte, header_size> out{};

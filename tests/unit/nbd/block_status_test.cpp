@@ -10,15 +10,12 @@
 
 #include "nbd_bridge/memory_export.hpp"
 #include "nbd_bridge/request_check.hpp"
+#include "../support/byte_literals.hpp"
 
 namespace iserkit::nbd {
 namespace {
 
-std::vector<std::byte> bytes(std::initializer_list<int> values) {
-  std::vector<std::byte> out;
-  for (int v : values) out.push_back(static_cast<std::byte>(v));
-  return out;
-}
+using iserkit::test::bytes;
 
 TEST(NbdMetaContext, EncodesTheProtoMdLayout) {
   const std::array<std::string_view, 1> queries{"base:allocation"};

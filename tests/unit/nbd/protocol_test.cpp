@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "iserkit/common/errors.hpp"
+#include "../support/byte_literals.hpp"
 
 namespace iserkit::nbd {
 namespace {
@@ -19,11 +20,7 @@ std::array<std::byte, N> bytes(const std::array<int, N>& values) {
   return out;
 }
 
-std::vector<std::byte> bytes(std::initializer_list<int> values) {
-  std::vector<std::byte> out;
-  for (int v : values) out.push_back(static_cast<std::byte>(v));
-  return out;
-}
+using iserkit::test::bytes;
 
 // proto.md "Newstyle negotiation": NBDMAGIC, IHAVEOPT, 16-bit handshake flags.
 TEST(NbdProtocol, GreetingMatchesSpecBytes) {

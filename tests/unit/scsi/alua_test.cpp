@@ -5,16 +5,13 @@
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/scsi/alua.hpp"
+#include "../support/byte_literals.hpp"
 
 using namespace iserkit;
 using namespace iserkit::scsi;
 
 namespace {
-std::vector<std::byte> bytes(std::initializer_list<int> v) {
-  std::vector<std::byte> out;
-  for (int b : v) out.push_back(static_cast<std::byte>(b));
-  return out;
-}
+using iserkit::test::bytes;
 }  // namespace
 
 TEST(Alua, ReportTargetPortGroupsCdbLayout) {

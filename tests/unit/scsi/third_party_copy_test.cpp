@@ -8,17 +8,14 @@
 #include <vector>
 
 #include "iserkit/common/errors.hpp"
+#include "../support/byte_literals.hpp"
 
 using namespace iserkit;
 using namespace iserkit::scsi;
 
 namespace {
 
-std::vector<std::byte> bytes(std::initializer_list<unsigned> v) {
-  std::vector<std::byte> out;
-  for (unsigned b : v) out.push_back(static_cast<std::byte>(b));
-  return out;
-}
+using iserkit::test::bytes;
 
 // A page as iserkit-target and SPC-4 lay it out: Supported Commands (83h/00h, 84h/00h,03h),
 // Parameter Data (8 CSCD, 16 segments, 1024 list bytes), Supported Descriptors (02h, E4h),
