@@ -16,6 +16,7 @@
 #include "nbd_bridge/memory_export.hpp"
 #include "nbd_bridge/protocol.hpp"
 #include "nbd_bridge/transmission.hpp"
+#include "client_bytes.hpp"
 
 namespace iserkit::nbd {
 namespace {
@@ -33,34 +34,9 @@ class CountingPool final : public BufferPool {
   void release(const Buffer&, std::size_t) noexcept override {}
 };
 
-void put_be(std::vector<std::byte>& out, std::uint64_t v, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
-}
-std::uint64_t get_be(const std::vector<std::byte>& in, std::size_t at, int bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v = (v << 8) | std::to_integer<std::uint64_t>(in.at(at + static_cast<std::size_t>(i)));
-  return v;
-}
-
-// The client's side of a fixed-newstyle handshake asking for the default export with
-// NBD_OPT_EXPORT_NAME (proto.md "Option haggling"), with NO_ZEROES.
-void put_export_name_handshake(std::vector<std::byte>& in) {
-  put_be(in, 3, 4);                    // client flags: FIXED_NEWSTYLE | NO_ZEROES
-  put_be(in, 0x49484156454F5054, 8);   // IHAVEOPT
-  put_be(in, 1, 4);                    // NBD_OPT_EXPORT_NAME
-  put_be(in, 0, 4);                    // empty name: the default export
-}
-
-// One request header (proto.md "Request message"): NBD_CMD_READ 0, WRITE 1, DISC 2.
-void put_request(std::vector<std::byte>& in, std::uint16_t type, std::uint64_t cookie, std::uint64_t offset_bytes,
-                 std::uint32_t length_bytes) {
-  put_be(in, request_magic, 4);
-  put_be(in, 0, 2);                    // flags
-  put_be(in, type, 2);
-  put_be(in, cookie, 8);
-  put_be(in, offset_bytes, 8);
-  put_be(in, length_bytes, 4);
-}
+using test::get_be;
+using test::put_export_name_handshake;
+using test::put_request;
 
 // Writes `input`, waits `read_after` (0: not at all), then reads until the server closes. With
 // `pending` set, stores how many bytes were waiting to be read when the reading began.

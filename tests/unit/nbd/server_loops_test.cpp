@@ -25,6 +25,7 @@
 #include "nbd_bridge/memory_export.hpp"
 #include "nbd_bridge/protocol.hpp"
 #include "nbd_bridge/server.hpp"
+#include "client_bytes.hpp"
 
 namespace iserkit::nbd {
 namespace {
@@ -70,19 +71,8 @@ class ThreadRecordingExport final : public Export {
   std::vector<Write> writes_;
 };
 
-void put_be(std::vector<std::byte>& out, std::uint64_t v, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
-}
-
-void put_request(std::vector<std::byte>& out, std::uint16_t type, std::uint64_t cookie, std::uint64_t offset,
-                 std::uint32_t length) {
-  put_be(out, request_magic, 4);
-  put_be(out, 0, 2);  // flags
-  put_be(out, type, 2);
-  put_be(out, cookie, 8);
-  put_be(out, offset, 8);
-  put_be(out, length, 4);
-}
+using test::put_export_name_handshake;
+using test::put_request;
 
 // A blocking client on the test thread.
 class RawClient {
@@ -129,10 +119,7 @@ class RawClient {
 // Handshake (FIXED_NEWSTYLE | NO_ZEROES, NBD_OPT_EXPORT_NAME "") and one 4 KiB WRITE of `fill`.
 std::vector<std::byte> handshake_and_write(std::uint64_t offset, std::byte fill) {
   std::vector<std::byte> in;
-  put_be(in, 3, 4);                   // client flags
-  put_be(in, 0x49484156454F5054, 8);  // IHAVEOPT
-  put_be(in, 1, 4);                   // NBD_OPT_EXPORT_NAME
-  put_be(in, 0, 4);                   // empty name
+  put_export_name_handshake(in);
   put_request(in, 1, 1, offset, 4096);  // NBD_CMD_WRITE
   in.insert(in.end(), 4096, fill);
   return in;
