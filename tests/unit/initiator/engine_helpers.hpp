@@ -1,7 +1,10 @@
 // Shared by the SessionEngine tests that drive the engine by hand (session_engine_test.cpp,
-// session_recovery_test.cpp): a SCSI command with a 10-byte CDB to LUN 0, and a target PDU handed
-// over as the datamover does (its data segment copied to where place() says).
+// session_recovery_test.cpp): a SCSI command with a 10-byte CDB to LUN 0, a target PDU handed
+// over as the datamover does (its data segment copied to where place() says), and the check that
+// the session ended and how a task ended with it.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
@@ -50,6 +53,17 @@ inline datamover::PduIn placed_pdu(initiator::SessionEngine& engine, const iscsi
     in.data = where;
   }
   return in;
+}
+
+/// The session of `fixture` (either test's fixture: its `ended`, and `outcome(id)` from the
+/// completions it collected) ended with `session_error`, and task `id` with `task_error`.
+template <class Fixture>
+void expect_ended_with(Fixture& fixture, std::error_code session_error, initiator::TaskId id,
+                       std::error_code task_error) {
+  ASSERT_TRUE(fixture.ended);
+  EXPECT_EQ(*fixture.ended, session_error);
+  ASSERT_NE(fixture.outcome(id), nullptr);
+  EXPECT_EQ(fixture.outcome(id)->error, task_error);
 }
 
 }  // namespace iserkit::test

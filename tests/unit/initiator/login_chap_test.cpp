@@ -133,27 +133,28 @@ TEST(LoginChap, MutualVerifiesTheTarget) {
   EXPECT_EQ(send_of(done).request.csg, LoginStage::operational_negotiation);
 }
 
-TEST(LoginChap, MutualWrongTargetResponseFails) {
+namespace {
+// A mutual CHAP login once the initiator sent its response and challenge: the target's answer
+// as CHAP_N `name` and the response to the initiator's challenge computed with `secret`.
+Result<LoginStep> mutual_target_answer(const std::string& name, const std::string& secret) {
   Script s(mutual());
   s.expected_auth = "CHAP";
   auto r = s.challenged("5", 3);
   const auto id = *iscsi::parse_chap_identifier(value(r.text, "CHAP_I"));
   const auto ours = *iscsi::decode_chap_binary(value(r.text, "CHAP_C"));
-  const auto bad = iscsi::encode_chap_binary(iscsi::chap_response(ChapAlgorithm::md5, id, "another-secret", ours));
-  auto done = s.machine.on_response(security(true), {{"CHAP_N", "target"}, {"CHAP_R", bad}});
+  const auto response = iscsi::encode_chap_binary(iscsi::chap_response(ChapAlgorithm::md5, id, secret, ours));
+  return s.machine.on_response(security(true), {{"CHAP_N", name}, {"CHAP_R", response}});
+}
+}  // namespace
+
+TEST(LoginChap, MutualWrongTargetResponseFails) {
+  auto done = mutual_target_answer("target", "another-secret");
   ASSERT_FALSE(done);
   EXPECT_EQ(done.error(), make_error_code(errc::authentication_failed));
 }
 
 TEST(LoginChap, MutualWrongTargetNameFails) {
-  Script s(mutual());
-  s.expected_auth = "CHAP";
-  auto r = s.challenged("5", 3);
-  const auto id = *iscsi::parse_chap_identifier(value(r.text, "CHAP_I"));
-  const auto ours = *iscsi::decode_chap_binary(value(r.text, "CHAP_C"));
-  const auto good = iscsi::encode_chap_binary(iscsi::chap_response(ChapAlgorithm::md5, id, "target-secret-456", ours));
-  auto done = s.machine.on_response(security(true), {{"CHAP_N", "impostor"}, {"CHAP_R", good}});
-  EXPECT_FALSE(done);
+  EXPECT_FALSE(mutual_target_answer("impostor", "target-secret-456"));
 }
 
 TEST(LoginChap, MutualTargetSkippingItsResponseFails) {
@@ -209,38 +210,48 @@ TEST(ChapClient, OurChallengeNeverReflectsTheTargets) {
   }
 }
 
-TEST(LoginRedirect, TemporaryRedirectWithTargetAddress) {
+namespace {
+// A fresh login's answer to a redirect (status class 1, detail `detail`) in the security stage
+// carrying `keys`.
+Result<LoginStep> redirect_answer(std::uint8_t detail, const iscsi::TextPairs& keys) {
   LoginMachine m(config({}));
   m.start();
-  auto r = m.on_response(login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, 1),
-                         {{"TargetAddress", "10.0.0.7:3261,1"}});
-  ASSERT_TRUE(r);
-  const auto& redirect = std::get<LoginRedirect>(*r);
-  EXPECT_EQ(redirect.host, "10.0.0.7");
-  EXPECT_EQ(redirect.port, 3261);
-  EXPECT_FALSE(redirect.permanent);
+  return m.on_response(
+      login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, detail), keys);
 }
 
-TEST(LoginRedirect, PermanentRedirectToIpv6) {
-  LoginMachine m(config({}));
-  m.start();
-  auto r = m.on_response(login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, 2),
-                         {{"TargetAddress", "[fd00::5]"}});
+// A redirect with a TargetAddress: where the initiator goes, and whether for good (detail 2).
+struct RedirectCase {
+  std::string name;
+  std::uint8_t detail;
+  std::string target_address;
+  std::string host;
+  std::uint16_t port;
+  bool permanent;
+};
+
+class LoginRedirectTo : public ::testing::TestWithParam<RedirectCase> {};
+}  // namespace
+
+TEST_P(LoginRedirectTo, TheAddressAndItsPermanence) {
+  const RedirectCase& c = GetParam();
+  auto r = redirect_answer(c.detail, {{"TargetAddress", c.target_address}});
   ASSERT_TRUE(r);
   const auto& redirect = std::get<LoginRedirect>(*r);
-  EXPECT_EQ(redirect.host, "fd00::5");
-  EXPECT_EQ(redirect.port, 3260);
-  EXPECT_TRUE(redirect.permanent);
+  EXPECT_EQ(redirect.host, c.host);
+  EXPECT_EQ(redirect.port, c.port);
+  EXPECT_EQ(redirect.permanent, c.permanent);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    LoginRedirect, LoginRedirectTo,
+    ::testing::Values(RedirectCase{"TemporaryRedirectWithTargetAddress", 1, "10.0.0.7:3261,1", "10.0.0.7", 3261, false},
+                      RedirectCase{"PermanentRedirectToIpv6", 2, "[fd00::5]", "fd00::5", 3260, true}),
+    [](const auto& info) { return info.param.name; });
 
 TEST(LoginRedirect, RedirectWithoutAddressIsALoginError) {
-  LoginMachine m(config({}));
-  m.start();
-  auto r = m.on_response(login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, 1), {});
+  auto r = redirect_answer(1, {});
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), make_login_error(1, 1));
-  LoginMachine n(config({}));
-  n.start();
-  EXPECT_FALSE(n.on_response(login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false, 1, 1),
-                             {{"TargetAddress", "[bad"}}));
+  EXPECT_FALSE(redirect_answer(1, {{"TargetAddress", "[bad"}}));
 }

@@ -117,13 +117,20 @@ TEST(Login, TargetThatDoesNotTransitGetsAnotherRound) {
   EXPECT_EQ(again.request.csg, LoginStage::operational_negotiation);
 }
 
-TEST(Login, BadLoginStatusIsTypedErrorWithClassAndDetail) {
-  LoginMachine m(config(true));
+namespace {
+// A fresh login (security stage first or not) started, then given `response` with `keys`.
+Result<LoginStep> first_answer(bool security, const iscsi::LoginResponse& response, const iscsi::TextPairs& keys) {
+  LoginMachine m(config(security));
   (void)m.start();
+  return m.on_response(response, keys);
+}
+}  // namespace
+
+TEST(Login, BadLoginStatusIsTypedErrorWithClassAndDetail) {
   auto r = login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false);
   r.status_class = 2;
   r.status_detail = 3;  // target not found
-  auto step = m.on_response(r, {});
+  auto step = first_answer(true, r, {});
   ASSERT_FALSE(step);
   EXPECT_EQ(step.error().category(), login_status_category());
   EXPECT_EQ(step.error().value(), 0x0203);
@@ -134,27 +141,21 @@ TEST(Login, BadLoginStatusIsTypedErrorWithClassAndDetail) {
 }
 
 TEST(Login, ChapDemandedIsNegotiationFailure) {
-  LoginMachine m(config(true));
-  (void)m.start();
-  auto step = m.on_response(login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false),
-                            {{"AuthMethod", "CHAP"}});
+  auto step = first_answer(true, login_response(LoginStage::security_negotiation, LoginStage::security_negotiation, false),
+                           {{"AuthMethod", "CHAP"}});
   ASSERT_FALSE(step);
   EXPECT_EQ(step.error(), make_error_code(errc::negotiation_failed));
 }
 
 TEST(Login, MismatchedIttIsProtocolError) {
-  LoginMachine m(config(true));
-  (void)m.start();
   auto r = login_response(LoginStage::security_negotiation, LoginStage::operational_negotiation, true);
   r.itt = iscsi::Itt{8};
-  EXPECT_EQ(m.on_response(r, {}).error(), make_error_code(errc::protocol_error));
+  EXPECT_EQ(first_answer(true, r, {}).error(), make_error_code(errc::protocol_error));
 }
 
 TEST(Login, AnswerAboveOurMinOfferIsNegotiationFailure) {
-  LoginMachine m(config(false));
-  (void)m.start();
-  auto step = m.on_response(login_response(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true),
-                            {{"MaxBurstLength", "99999999"}});
+  auto step = first_answer(false, login_response(LoginStage::operational_negotiation, LoginStage::full_feature_phase, true),
+                           {{"MaxBurstLength", "99999999"}});
   ASSERT_FALSE(step);
   EXPECT_EQ(step.error(), make_error_code(errc::negotiation_failed));
 }

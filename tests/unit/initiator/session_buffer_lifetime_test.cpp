@@ -110,6 +110,22 @@ struct LifetimeRig {
       }
   }
 
+  /// The target answers every SCSI Command as soon as it has it: `answer(datamover, command, pdu)`.
+  template <class Answer>
+  void answer_commands(Answer answer) {
+    dm->respond_with([answer](FakeDatamover& d, const CapturedPdu& p) {
+      if (const auto* c = p.as<iscsi::ScsiCommand>()) answer(d, *c, p);
+    });
+  }
+
+  /// execute() returned with nothing still sending from the caller's buffer, and no PDU carried
+  /// the bytes written into it afterwards; then the session is closed (finish()).
+  void expect_buffer_let_go_then_finish() {
+    EXPECT_FALSE(still_sending_at_return);
+    expect_no_reused_bytes_sent();
+    finish();
+  }
+
   void finish() {
     session->close();
     if (dm_alive) {
@@ -138,42 +154,34 @@ TEST(SessionBufferLifetime, CommandTimeoutWaitsForTheDataOutBeingSent) {
   if (!r) {
     EXPECT_EQ(r.error(), make_error_code(errc::timeout));
   }
-  EXPECT_FALSE(rig.still_sending_at_return);
-  rig.expect_no_reused_bytes_sent();
-  rig.finish();
+  rig.expect_buffer_let_go_then_finish();
 }
 
 TEST(SessionBufferLifetime, LostConnectionWaitsForTheDataOutBeingSent) {
   LifetimeRig rig;
   auto r = rig.write_while([&] { rig.dm->push_error(make_error_code(errc::connection_closed)); });
   EXPECT_FALSE(r);
-  EXPECT_FALSE(rig.still_sending_at_return);
-  rig.expect_no_reused_bytes_sent();
-  rig.finish();
+  rig.expect_buffer_let_go_then_finish();
 }
 
 TEST(SessionBufferLifetime, CloseWaitsForTheDataOutBeingSent) {
   LifetimeRig rig;
   auto r = rig.write_while([&] { rig.session->close(); });
   EXPECT_FALSE(r);
-  EXPECT_FALSE(rig.still_sending_at_return);
-  rig.expect_no_reused_bytes_sent();
-  rig.finish();
+  rig.expect_buffer_let_go_then_finish();
 }
 
 // The target answers (CHECK CONDITION) as soon as it has the SCSI Command, while the unsolicited
 // Data-Out is still on its way: the response may not hand the buffer back before those left.
 TEST(SessionBufferLifetime, EarlyResponseWaitsForTheDataOutBeingSent) {
   LifetimeRig rig;
-  rig.dm->respond_with([](FakeDatamover& d, const CapturedPdu& p) {
-    const auto* c = p.as<iscsi::ScsiCommand>();
-    if (c == nullptr) return;
+  rig.answer_commands([](FakeDatamover& d, const iscsi::ScsiCommand& c, const CapturedPdu&) {
     iscsi::ScsiResponse r;
-    r.itt = c->itt;
+    r.itt = c.itt;
     r.status = static_cast<std::uint8_t>(scsi::Status::check_condition);
-    r.stat_sn = c->exp_stat_sn;
-    r.exp_cmd_sn = c->cmd_sn + 1;
-    r.max_cmd_sn = c->cmd_sn + 64;
+    r.stat_sn = c.exp_stat_sn;
+    r.exp_cmd_sn = c.cmd_sn + 1;
+    r.max_cmd_sn = c.cmd_sn + 64;
     d.push(r);
   });
   auto r = rig.write_while([&] { rig.dm->release_sends(1); });  // only the SCSI Command leaves
@@ -181,29 +189,23 @@ TEST(SessionBufferLifetime, EarlyResponseWaitsForTheDataOutBeingSent) {
   if (r) {
     EXPECT_EQ(r->status, scsi::Status::check_condition);
   }
-  EXPECT_FALSE(rig.still_sending_at_return);
-  rig.expect_no_reused_bytes_sent();
-  rig.finish();
+  rig.expect_buffer_let_go_then_finish();
 }
 
 // A Reject of the SCSI Command (RFC 7143 §11.17) ends the task while its Data-Out waits.
 TEST(SessionBufferLifetime, RejectWaitsForTheDataOutBeingSent) {
   LifetimeRig rig;
-  rig.dm->respond_with([](FakeDatamover& d, const CapturedPdu& p) {
-    const auto* c = p.as<iscsi::ScsiCommand>();
-    if (c == nullptr) return;
+  rig.answer_commands([](FakeDatamover& d, const iscsi::ScsiCommand& c, const CapturedPdu& p) {
     iscsi::Reject r;
     r.reason = iscsi::RejectReason::protocol_error;
-    r.exp_cmd_sn = c->cmd_sn;
-    r.max_cmd_sn = c->cmd_sn + 64;
+    r.exp_cmd_sn = c.cmd_sn;
+    r.max_cmd_sn = c.cmd_sn + 64;
     std::vector<std::byte> rejected(p.bhs.begin(), p.bhs.end());
     d.push(r, std::move(rejected));
   });
   auto r = rig.write_while([&] { rig.dm->release_sends(1); });
   EXPECT_FALSE(r);
-  EXPECT_FALSE(rig.still_sending_at_return);
-  rig.expect_no_reused_bytes_sent();
-  rig.finish();
+  rig.expect_buffer_let_go_then_finish();
 }
 
 // With recovery: the connection is lost while the Data-Out waits; the command is sent again on a
@@ -279,6 +281,21 @@ struct SocketRig {
     for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i % 200);  // never 0xee
   }
 
+  /// Spawns the 4 MiB WRITE, which must fail; once execute() returned, the caller writes the marker
+  /// over its buffer and `returned` is set; with `close_after`, the session is closed then.
+  void spawn_failing_write(bool close_after) {
+    asio::co_spawn(
+        io,
+        [this, close_after]() -> Awaitable<void> {
+          auto r = co_await session->execute(write10(payload));
+          EXPECT_FALSE(r);
+          std::fill(payload.begin(), payload.end(), reused);
+          returned = true;
+          if (close_after) session->close();
+        },
+        asio::detached);
+  }
+
   /// Reads everything the initiator sends until it closes (or `limit` passes); counts marker bytes.
   Awaitable<void> drain(std::chrono::milliseconds start_after) {
     asio::steady_timer t(io);
@@ -300,22 +317,14 @@ struct SocketRig {
   std::vector<std::byte> payload = std::vector<std::byte>(4u << 20);
   std::size_t marker_bytes = 0;
   std::size_t received = 0;
+  bool returned = false;  // execute() returned
 };
 
 }  // namespace
 
 TEST(SessionBufferLifetime, RealSocketCloseWhileTheDataOutIsStuck) {
   SocketRig rig({});
-  bool returned = false;
-  asio::co_spawn(
-      rig.io,
-      [&]() -> Awaitable<void> {
-        auto r = co_await rig.session->execute(write10(rig.payload));
-        EXPECT_FALSE(r);
-        std::fill(rig.payload.begin(), rig.payload.end(), reused);
-        returned = true;
-      },
-      asio::detached);
+  rig.spawn_failing_write(false);
   asio::co_spawn(
       rig.io,
       [&]() -> Awaitable<void> {
@@ -327,7 +336,7 @@ TEST(SessionBufferLifetime, RealSocketCloseWhileTheDataOutIsStuck) {
       asio::detached);
   asio::co_spawn(rig.io, rig.drain(300ms), asio::detached);
   rig.io.run_for(10s);
-  EXPECT_TRUE(returned);
+  EXPECT_TRUE(rig.returned);
   EXPECT_GT(rig.received, 0u);
   EXPECT_LT(rig.received, rig.payload.size()) << "the socket never filled: the test proves nothing";
   EXPECT_EQ(rig.marker_bytes, 0u) << "bytes were sent from the caller's buffer after execute() returned";
@@ -337,20 +346,10 @@ TEST(SessionBufferLifetime, RealSocketTimeoutWhileTheDataOutIsStuck) {
   SessionOptions o;
   o.command_timeout = 50ms;
   SocketRig rig(o);
-  bool returned = false;
-  asio::co_spawn(
-      rig.io,
-      [&]() -> Awaitable<void> {
-        auto r = co_await rig.session->execute(write10(rig.payload));
-        EXPECT_FALSE(r);
-        std::fill(rig.payload.begin(), rig.payload.end(), reused);
-        returned = true;
-        rig.session->close();
-      },
-      asio::detached);
+  rig.spawn_failing_write(true);
   asio::co_spawn(rig.io, rig.drain(300ms), asio::detached);  // the target reads again, late
   rig.io.run_for(10s);
-  EXPECT_TRUE(returned);
+  EXPECT_TRUE(rig.returned);
   EXPECT_GE(rig.received, rig.payload.size());
   EXPECT_EQ(rig.marker_bytes, 0u) << "bytes were sent from the caller's buffer after execute() returned";
 }

@@ -426,10 +426,7 @@ TEST(SessionEngine, TimeoutEndsTheSessionWhenTheTransportNeedsIt) {
   h.engine.on_timer(t0 + 50ms);
   ASSERT_NE(h.outcome(a), nullptr);
   EXPECT_EQ(h.outcome(a)->error, make_error_code(errc::timeout));
-  ASSERT_TRUE(h.ended);
-  EXPECT_EQ(*h.ended, make_error_code(errc::connection_closed));
-  ASSERT_NE(h.outcome(b), nullptr);
-  EXPECT_EQ(h.outcome(b)->error, make_error_code(errc::connection_closed));
+  test::expect_ended_with(h, make_error_code(errc::connection_closed), b, make_error_code(errc::connection_closed));
 }
 
 // Per-command STags (iSER): the connection survives a timeout, but the owner gets its buffer back
@@ -504,10 +501,7 @@ TEST(SessionEngine, HeldTimeoutEndsTheSessionWhenTheAbortTaskIsRefusedAndNoRecov
   TaskId id = 0;
   const auto abort = time_out_read(h, id);
   answer(h, abort, 5);  // function not supported: the task may still be running
-  ASSERT_TRUE(h.ended);
-  EXPECT_EQ(*h.ended, make_error_code(errc::connection_closed));
-  ASSERT_NE(h.outcome(id), nullptr);
-  EXPECT_EQ(h.outcome(id)->error, make_error_code(errc::timeout));
+  test::expect_ended_with(h, make_error_code(errc::connection_closed), id, make_error_code(errc::timeout));
 }
 
 // ---- resource limits ----
@@ -633,10 +627,8 @@ TEST(SessionEngine, AsyncDropConnectionFailsTheSession) {
   iscsi::AsyncMessage a;
   a.event = iscsi::AsyncEvent::drop_connection;
   h.deliver(a);
-  ASSERT_TRUE(h.ended);
-  EXPECT_EQ(*h.ended, make_error_code(errc::connection_closed));
-  ASSERT_NE(h.outcome(id), nullptr);
-  EXPECT_EQ(h.outcome(id)->error, make_error_code(errc::connection_closed));
+  ASSERT_NO_FATAL_FAILURE(test::expect_ended_with(h, make_error_code(errc::connection_closed), id,
+                                                  make_error_code(errc::connection_closed)));
   EXPECT_FALSE(h.engine.submit({}, t0));
 }
 

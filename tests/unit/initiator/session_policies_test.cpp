@@ -64,20 +64,23 @@ TEST(AsyncEvents, LogoutRequestWithinParameter3) {
   EXPECT_EQ(decide_async(a).within, 1s);
 }
 
-TEST(AsyncEvents, DropConnectionFailsTheSession) {
+namespace {
+// The decision for an Async Message carrying only `event` (parameters zero).
+AsyncDecision::Kind decision_for(iscsi::AsyncEvent event) {
   iscsi::AsyncMessage a;
-  a.event = iscsi::AsyncEvent::drop_connection;
-  EXPECT_EQ(decide_async(a).kind, AsyncDecision::Kind::fail_session);
-  a.event = iscsi::AsyncEvent::drop_all_connections;
-  EXPECT_EQ(decide_async(a).kind, AsyncDecision::Kind::fail_session);
+  a.event = event;
+  return decide_async(a).kind;
+}
+}  // namespace
+
+TEST(AsyncEvents, DropConnectionFailsTheSession) {
+  EXPECT_EQ(decision_for(iscsi::AsyncEvent::drop_connection), AsyncDecision::Kind::fail_session);
+  EXPECT_EQ(decision_for(iscsi::AsyncEvent::drop_all_connections), AsyncDecision::Kind::fail_session);
 }
 
 TEST(AsyncEvents, OthersAreOnlyLogged) {
-  iscsi::AsyncMessage a;
-  a.event = iscsi::AsyncEvent::scsi_async_event;
-  EXPECT_EQ(decide_async(a).kind, AsyncDecision::Kind::ignore);
-  a.event = iscsi::AsyncEvent::request_text_negotiation;
-  EXPECT_EQ(decide_async(a).kind, AsyncDecision::Kind::ignore);
+  EXPECT_EQ(decision_for(iscsi::AsyncEvent::scsi_async_event), AsyncDecision::Kind::ignore);
+  EXPECT_EQ(decision_for(iscsi::AsyncEvent::request_text_negotiation), AsyncDecision::Kind::ignore);
 }
 
 namespace {

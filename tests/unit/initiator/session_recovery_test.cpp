@@ -276,10 +276,7 @@ TEST(SessionRecovery, WithoutReplacementTimeoutALostConnectionEndsTheSession) {
   rig.engine.connection_failed(make_error_code(errc::connection_closed), t0);
   rig.drain();
   EXPECT_TRUE(rig.lost.empty());
-  ASSERT_TRUE(rig.ended);
-  EXPECT_EQ(*rig.ended, make_error_code(errc::connection_closed));
-  ASSERT_NE(rig.outcome(id), nullptr);
-  EXPECT_EQ(rig.outcome(id)->error, make_error_code(errc::connection_closed));
+  test::expect_ended_with(rig, make_error_code(errc::connection_closed), id, make_error_code(errc::connection_closed));
 }
 
 TEST(SessionRecovery, ReissuedSyncCacheWaitsForTheReissuedWritesBeforeIt) {
@@ -384,10 +381,7 @@ TEST(SessionRecovery, CallerLogoutWhileRecoveringEndsTheSession) {
   rig.engine.connection_failed(make_error_code(errc::connection_closed), t0);
   EXPECT_FALSE(rig.engine.logout(t0));
   rig.drain();
-  ASSERT_TRUE(rig.ended);
-  EXPECT_EQ(*rig.ended, make_error_code(errc::session_closed));
-  ASSERT_NE(rig.outcome(id), nullptr);
-  EXPECT_EQ(rig.outcome(id)->error, make_error_code(errc::session_closed));
+  test::expect_ended_with(rig, make_error_code(errc::session_closed), id, make_error_code(errc::session_closed));
 }
 
 TEST(SessionRecovery, TimedOutCommandIsNotSentAgain) {
