@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "login.hpp"
+#include "../target_iscsi/target_node_helpers.hpp"
 
 namespace iserkit::target {
 namespace {
@@ -11,19 +12,9 @@ using iscsi::LoginStage;
 constexpr const char* target_name = "iqn.2026-11.org.iserkit:unit";
 
 struct IserLogin : ::testing::Test {
-  IserLogin() {
-    auto node = std::make_shared<TargetNode>();
-    node->name = target_name;
-    node->dispatcher = std::make_shared<ScsiDispatcher>();
-    EXPECT_TRUE(registry.add(node));
-  }
+  IserLogin() { EXPECT_TRUE(registry.add(test::make_node(target_name))); }
   LoginStep send(const iscsi::TextPairs& pairs) {
-    iscsi::LoginRequest r{.transit = true, .csg = LoginStage::operational_negotiation,
-                          .nsg = LoginStage::full_feature_phase,
-                          .isid = {std::byte{0x80}, std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}, std::byte{5}},
-                          .itt = iscsi::Itt{7}, .cmd_sn = SerialNumber(1), .exp_stat_sn = SerialNumber(0)};
-    const auto text = iscsi::encode_text(pairs);
-    return machine.on_pdu(iscsi::encode_bhs(r), text);
+    return test::login_to_full_feature(machine, LoginStage::operational_negotiation, pairs);
   }
   static const std::string* value(const LoginStep& s, std::string_view k) {
     static iscsi::TextPairs keep;
@@ -67,19 +58,12 @@ TEST_F(IserLogin, NoRdmaExtensionsOnAnIserConnectionIsRefused) {
 
 TEST(TcpLogin, RdmaExtensionsAnsweredNoOverTcp) {
   TargetRegistry registry;
-  auto node = std::make_shared<TargetNode>();
-  node->name = target_name;
-  node->dispatcher = std::make_shared<ScsiDispatcher>();
-  ASSERT_TRUE(registry.add(node));
+  ASSERT_TRUE(registry.add(test::make_node(target_name)));
   LoginMachine machine{registry, TargetLoginOptions{}};
-  iscsi::LoginRequest r{.transit = true, .csg = LoginStage::operational_negotiation,
-                        .nsg = LoginStage::full_feature_phase,
-                        .isid = {std::byte{0x80}, std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}, std::byte{5}},
-                        .itt = iscsi::Itt{7}, .cmd_sn = SerialNumber(1), .exp_stat_sn = SerialNumber(0)};
-  const auto text = iscsi::encode_text({{"InitiatorName", "iqn.2026-11.org.test:init"},
-                                        {"TargetName", target_name},
-                                        {"RDMAExtensions", "Yes"}});
-  auto step = machine.on_pdu(iscsi::encode_bhs(r), text);
+  auto step = test::login_to_full_feature(machine, LoginStage::operational_negotiation,
+                                          {{"InitiatorName", "iqn.2026-11.org.test:init"},
+                                           {"TargetName", target_name},
+                                           {"RDMAExtensions", "Yes"}});
   ASSERT_EQ(step.action, LoginAction::send_then_full_feature);
   auto pairs = iscsi::decode_text(step.text).value();
   EXPECT_EQ(*iscsi::find_value(pairs, "RDMAExtensions"), "No");

@@ -147,6 +147,13 @@ struct ConnectionDriver : ::testing::Test {
     fake->push(c);
   }
 
+  /// Sends a command with no data with ITT `itt`: TEST UNIT READY unless `cdb` says otherwise.
+  void no_data_command(std::uint32_t itt, const std::array<std::byte, 16>& cdb = {}) {
+    fake->push(iscsi::ScsiCommand{.lun = scsi::Lun::from_index(0), .itt = iscsi::Itt{itt}, .cmd_sn = cmd_sn,
+                                  .exp_stat_sn = exp_stat_sn, .cdb = cdb});
+    cmd_sn = cmd_sn + 1;
+  }
+
   /// The statuses sent for `itt` (SCSI Response, or Data-In with S).
   [[nodiscard]] int statuses_of(std::uint32_t itt) const {
     int n = 0;
@@ -208,9 +215,7 @@ TEST_F(ConnectionDriver, TheWriterSendsTheEnginesActionsInOrder) {
   start();
   login();
   // The new I_T nexus's unit attention (SAM-5 §5.14) goes to this first command.
-  fake->push(iscsi::ScsiCommand{.lun = scsi::Lun::from_index(0), .itt = iscsi::Itt{1}, .cmd_sn = cmd_sn,
-                                .exp_stat_sn = exp_stat_sn});
-  cmd_sn = cmd_sn + 1;
+  no_data_command(1);
   ASSERT_TRUE(run_until([&] { return statuses_of(1) == 1; }));
   // 16 KiB each: two Data-In PDUs of the initiator's 8192-byte MaxRecvDataSegmentLength.
   for (std::uint32_t itt = 10; itt < 18; ++itt) read(itt, (itt - 10) * 32, 32);
@@ -260,9 +265,7 @@ TEST_F(ConnectionDriver, TheWriterSendsTheEnginesActionsInOrder) {
 TEST_F(ConnectionDriver, OverIserReadDataAndTheirResponsesLeaveInOneChain) {
   start({}, nullptr, /*iser=*/true);
   login(/*iser=*/true);
-  fake->push(iscsi::ScsiCommand{.lun = scsi::Lun::from_index(0), .itt = iscsi::Itt{1}, .cmd_sn = cmd_sn,
-                                .exp_stat_sn = exp_stat_sn});  // takes the new nexus's unit attention
-  cmd_sn = cmd_sn + 1;
+  no_data_command(1);  // takes the new nexus's unit attention
   ASSERT_TRUE(run_until([&] { return statuses_of(1) == 1; }));
   const auto read_over_iser = [&](std::uint32_t itt) {
     iscsi::ScsiCommand c{.read = true, .lun = scsi::Lun::from_index(0), .itt = iscsi::Itt{itt},
@@ -359,9 +362,7 @@ TEST_F(ConnectionDriver, ASharedBudgetGrantFromAnotherThreadStartsTheWaitingComm
   auto global = std::make_shared<SharedPayloadBudget>(16 * block, "unit");
   start({}, global);
   login();
-  fake->push(iscsi::ScsiCommand{.lun = scsi::Lun::from_index(0), .itt = iscsi::Itt{1}, .cmd_sn = cmd_sn,
-                                .exp_stat_sn = exp_stat_sn});
-  cmd_sn = cmd_sn + 1;
+  no_data_command(1);  // takes the new nexus's unit attention
   ASSERT_TRUE(run_until([&] { return statuses_of(1) == 1; }));
   std::thread([&] { EXPECT_TRUE(global->request(global->next_id(), 16 * block, [] {})); }).join();
   read(20, 64, 16);
@@ -415,14 +416,10 @@ TEST_F(ConnectionDriver, ALogoutReleasesTheReservationBeforeItsResponseLeaves) {
   start();
   login();
   // The new nexus's unit attention goes to a TEST UNIT READY; then RESERVE(6).
-  fake->push(iscsi::ScsiCommand{.lun = scsi::Lun::from_index(0), .itt = iscsi::Itt{1}, .cmd_sn = cmd_sn,
-                                .exp_stat_sn = exp_stat_sn});
-  cmd_sn = cmd_sn + 1;
+  no_data_command(1);
   std::array<std::byte, 16> reserve6{};
   reserve6[0] = std::byte{0x16};
-  fake->push(iscsi::ScsiCommand{.lun = scsi::Lun::from_index(0), .itt = iscsi::Itt{2}, .cmd_sn = cmd_sn,
-                                .exp_stat_sn = exp_stat_sn, .cdb = reserve6});
-  cmd_sn = cmd_sn + 1;
+  no_data_command(2, reserve6);
   ASSERT_TRUE(run_until([&] { return statuses_of(1) == 1 && statuses_of(2) == 1; }));
   const auto responses = sent_of<iscsi::ScsiResponse>();
   ASSERT_EQ(responses.size(), 2u);

@@ -64,6 +64,17 @@ auto closed() {
   return [](const Closed&, Check&, Vars&) {};
 }
 
+/// A step: write `itt`'s task buffer holds `data` (not checked on a lenient rig, which has failures
+/// injected), then the backend says GOOD.
+void data_in_place_then_good(Script& s, std::string what, std::uint32_t itt, std::vector<std::byte> data) {
+  s.call(std::move(what), [itt, data = std::move(data)](TargetRig& r, Vars&) {
+    if (!r.lenient) {
+      EXPECT_EQ(r.task_data(Itt{itt}), data) << r.context;
+    }
+    r.complete(Itt{itt}, ScsiOutcome::good());
+  });
+}
+
 /// The initiator's login request of stage `csg` (ISID 80 01 02 03 04 05, ITT 7, CmdSN 1,
 /// ExpStatSN 100) carrying `pairs`.
 PeerPdu login_request(LoginStage csg, LoginStage nsg, const iscsi::TextPairs& pairs) {
@@ -135,12 +146,7 @@ Script write_with_r2t(std::uint32_t cmd_sn, std::uint32_t stat_sn) {
     });
   }
   s.expect_action<Executed>("the backend runs it", executed(5));
-  s.call("the data landed in the task buffer; the backend says GOOD", [data](TargetRig& r, Vars&) {
-    if (!r.lenient) {
-      EXPECT_EQ(r.task_data(Itt{5}), data) << r.context;
-    }
-    r.complete(Itt{5}, ScsiOutcome::good());
-  });
+  data_in_place_then_good(s, "the data landed in the task buffer; the backend says GOOD", 5, data);
   s.expect_action<Released>("its budget comes back (no PDU borrows a write's buffer)", released(5, 16 * block));
   s.expect_pdu<iscsi::ScsiResponse>("SCSI Response GOOD", [stat_sn](const auto& h, const SentPdu&, Check& c, Vars&) {
     c.eq("ITT", h.itt, Itt{5}).eq("status", h.status, 0).eq("StatSN", h.stat_sn, SerialNumber(stat_sn));
@@ -295,12 +301,7 @@ Script budgets_granted_later() {
                    slice(data, 2048, 2048), {}};
   });
   s.expect_action<Executed>("the backend runs it", executed(3));
-  s.call("the staged and solicited data are all in place; GOOD", [data](TargetRig& r, Vars&) {
-    if (!r.lenient) {
-      EXPECT_EQ(r.task_data(Itt{3}), data) << r.context;
-    }
-    r.complete(Itt{3}, ScsiOutcome::good());
-  });
+  data_in_place_then_good(s, "the staged and solicited data are all in place; GOOD", 3, data);
   s.expect_action<Released>("its budget comes back", released(3, 8 * block));
   s.expect_pdu<iscsi::ScsiResponse>("SCSI Response GOOD", [](const auto& h, const SentPdu&, Check& c, Vars&) {
     c.eq("ITT", h.itt, Itt{3}).eq("status", h.status, 0);

@@ -39,15 +39,11 @@ struct TenantRegistry : ::testing::Test {
   // One login (security stage, straight to full feature) to `target` on a portal of `tenant`.
   static std::uint16_t login_status(const TargetRegistry& r, const char* target, const char* tenant) {
     LoginMachine machine(r, TargetLoginOptions{.tenant = tenant});
-    iscsi::LoginRequest req{.transit = true, .csg = LoginStage::security_negotiation,
-                            .nsg = LoginStage::full_feature_phase,
-                            .isid = {std::byte{0x80}, std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}, std::byte{5}},
-                            .itt = iscsi::Itt{7}, .cmd_sn = SerialNumber(1), .exp_stat_sn = SerialNumber(0)};
-    const auto text = iscsi::encode_text({{"InitiatorName", "iqn.2026-11.org.test:init"},
-                                          {"TargetName", target},
-                                          {"SessionType", "Normal"},
-                                          {"AuthMethod", "None"}});
-    const auto step = machine.on_pdu(iscsi::encode_bhs(req), text);
+    const auto step = test::login_to_full_feature(machine, LoginStage::security_negotiation,
+                                                  {{"InitiatorName", "iqn.2026-11.org.test:init"},
+                                                   {"TargetName", target},
+                                                   {"SessionType", "Normal"},
+                                                   {"AuthMethod", "None"}});
     return static_cast<std::uint16_t>(step.response.status_class << 8 | step.response.status_detail);
   }
 

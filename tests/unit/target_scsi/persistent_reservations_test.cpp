@@ -33,6 +33,13 @@ class Pr : public ::testing::Test {
     return k;
   }
 
+  // `r` queued exactly one unit attention, with `asc`, for `port` where one is named.
+  static void expect_one_unit_attention(const PrOutResult& r, scsi::AscPair asc, const std::string* port = nullptr) {
+    ASSERT_EQ(r.unit_attentions.size(), 1u);
+    if (port != nullptr) EXPECT_EQ(r.unit_attentions[0].initiator_port, *port);
+    EXPECT_EQ(r.unit_attentions[0].asc, asc);
+  }
+
   PersistentReservations pr_;
 };
 
@@ -132,9 +139,7 @@ TEST_F(Pr, ReleaseRules) {
   EXPECT_EQ(r.status, Status::good);
   EXPECT_FALSE(pr_.has_reservation());
   // Registrants-only: the other registrants hear RESERVATIONS RELEASED.
-  ASSERT_EQ(r.unit_attentions.size(), 1u);
-  EXPECT_EQ(r.unit_attentions[0].initiator_port, b);
-  EXPECT_EQ(r.unit_attentions[0].asc, scsi::asc::reservations_released);
+  expect_one_unit_attention(r, scsi::asc::reservations_released, &b);
 }
 
 TEST_F(Pr, UnregisteringTheHolder) {
@@ -143,8 +148,7 @@ TEST_F(Pr, UnregisteringTheHolder) {
   ASSERT_EQ(reserve(a, 0xa, PrType::write_exclusive_registrants_only).status, Status::good);
   auto r = reg(a, 0);
   EXPECT_FALSE(pr_.has_reservation());  // the holder's reservation goes with its registration
-  ASSERT_EQ(r.unit_attentions.size(), 1u);
-  EXPECT_EQ(r.unit_attentions[0].asc, scsi::asc::reservations_released);
+  ASSERT_NO_FATAL_FAILURE(expect_one_unit_attention(r, scsi::asc::reservations_released));
   // All registrants: the reservation stays until the last registrant leaves.
   reg(a, 0xa);
   ASSERT_EQ(reserve(a, 0xa, PrType::exclusive_access_all_registrants).status, Status::good);
@@ -166,9 +170,7 @@ TEST_F(Pr, ClearRemovesEverything) {
   EXPECT_FALSE(pr_.has_reservation());
   EXPECT_FALSE(pr_.has_registrations());
   EXPECT_EQ(pr_.generation(), gen + 1);
-  ASSERT_EQ(r.unit_attentions.size(), 1u);
-  EXPECT_EQ(r.unit_attentions[0].initiator_port, a);
-  EXPECT_EQ(r.unit_attentions[0].asc, scsi::asc::reservations_preempted);
+  expect_one_unit_attention(r, scsi::asc::reservations_preempted, &a);
 }
 
 TEST_F(Pr, PreemptRegistrationWithoutReservation) {
@@ -180,8 +182,7 @@ TEST_F(Pr, PreemptRegistrationWithoutReservation) {
   EXPECT_EQ(r.status, Status::good);
   EXPECT_EQ(keys(), (std::vector<std::uint64_t>{0xb}));
   EXPECT_EQ(pr_.generation(), gen + 1);
-  ASSERT_EQ(r.unit_attentions.size(), 1u);
-  EXPECT_EQ(r.unit_attentions[0].asc, scsi::asc::registrations_preempted);
+  ASSERT_NO_FATAL_FAILURE(expect_one_unit_attention(r, scsi::asc::registrations_preempted));
   // A key nobody holds conflicts; key 0 without an all-registrants reservation is invalid.
   EXPECT_EQ(out(b, 0x4, 0xb, 0x77, 0x3).status, Status::reservation_conflict);
   EXPECT_EQ(out(b, 0x4, 0xb, 0, 0x3).sense->asc_pair(), scsi::asc::invalid_field_in_parameter_list);
