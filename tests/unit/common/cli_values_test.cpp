@@ -43,12 +43,21 @@ TEST(Duration, BareMillisecondsForTheDeprecatedOptions) {
   EXPECT_FALSE(is_bare_number("."));
 }
 
-TEST(Duration, RefusedWithTheAcceptedForms) {
-  for (const char* bad : {"", "-1", "+1", "abc", "1x", "1 s", "1sec", ".", "s", "1.5.2", "0.0001", "1e3"}) {
-    auto r = parse_duration(bad);
-    ASSERT_FALSE(r) << bad;
-    EXPECT_NE(r.error().find("500ms, 1.5s, 2m, 1h"), std::string::npos) << r.error();
+// `parse` refuses every text of `bad`, each time with a message that names the accepted `forms`.
+template <class Parse>
+void expect_refused_naming(Parse parse, std::initializer_list<const char*> bad, std::string_view forms) {
+  for (const char* text : bad) {
+    auto r = parse(text);
+    ASSERT_FALSE(r) << text;
+    EXPECT_NE(r.error().find(forms), std::string::npos) << r.error();
   }
+}
+
+TEST(Duration, RefusedWithTheAcceptedForms) {
+  ASSERT_NO_FATAL_FAILURE((expect_refused_naming([](std::string_view text) { return parse_duration(text); },
+                                                 {"", "-1", "+1", "abc", "1x", "1 s", "1sec", ".", "s", "1.5.2",
+                                                  "0.0001", "1e3"},
+                                                 "500ms, 1.5s, 2m, 1h")));
   EXPECT_NE(parse_duration("-1").error().find("negative"), std::string::npos);
   EXPECT_NE(parse_duration("1x").error().find("unknown unit \"x\""), std::string::npos);
 }
@@ -78,11 +87,10 @@ TEST(Size, EverySuffixAnyCase) {
 }
 
 TEST(Size, RefusedWithTheAcceptedForms) {
-  for (const char* bad : {"", "-1", "+4K", "M", "12Q", "1.5G", "4 K", "4KK", "4KiBB", "0x10", "4Kib "}) {
-    auto r = parse_size(bad);
-    ASSERT_FALSE(r) << bad;
-    EXPECT_NE(r.error().find("4K, 1M, 2G, 1T"), std::string::npos) << r.error();
-  }
+  ASSERT_NO_FATAL_FAILURE((expect_refused_naming([](std::string_view text) { return parse_size(text); },
+                                                 {"", "-1", "+4K", "M", "12Q", "1.5G", "4 K", "4KK", "4KiBB", "0x10",
+                                                  "4Kib "},
+                                                 "4K, 1M, 2G, 1T")));
   EXPECT_NE(parse_size("-1").error().find("negative"), std::string::npos);
   EXPECT_NE(parse_size("1.5G").error().find("whole"), std::string::npos);
 }

@@ -94,6 +94,15 @@ void spawn_send(asio::io_context& io, Spawned& out, Op op) {
   }, asio::detached);
 }
 
+/// try_send_now() sends a NOP-Out with ITT `itt` at once (the way out is idle), and the server
+/// receives it.
+inline Awaitable<void> expect_nop_sent_at_once(Pair& p, std::uint32_t itt) {
+  auto batch = nop_batch(itt);
+  EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::sent);
+  auto in = co_await p.server->receive(nullptr);
+  EXPECT_TRUE(in && to_u32(iscsi::itt_of(in->bhs)) == itt);
+}
+
 /// Sends [DataOut ITT 1 carrying `payload`, NopOut ITT 2] with try_send_now(), which must queue
 /// the batch; runs finish_send() beside the server's receives and checks that both PDUs arrive in
 /// order, the payload whole in the placed buffer, and that finish_send() then succeeded.

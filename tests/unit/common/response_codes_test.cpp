@@ -28,8 +28,22 @@ TEST(ResponseCodes, ScsiResponseAndStatusAreTheWireBytes) {
   EXPECT_EQ(status_of(*back), scsi::Status::task_set_full);
 }
 
+// Each code of `table` puts its byte in a `Pdu`'s Response field and decodes back to itself.
+template <class Pdu, class Code>
+void expect_wire_bytes(std::initializer_list<std::pair<Code, std::uint8_t>> table) {
+  for (const auto& [code, byte] : table) {
+    Pdu r;
+    r.response = to_wire(code);
+    const Bhs bhs = encode_bhs(r);
+    EXPECT_EQ(bhs[response_byte], std::byte{byte});
+    auto back = decode_bhs_as<Pdu>(bhs);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(response_of(*back), code);
+  }
+}
+
 TEST(ResponseCodes, TaskManagementResponseCodesAreTheWireBytes) {
-  const std::pair<TaskManagementResponseCode, std::uint8_t> table[] = {
+  expect_wire_bytes<TaskManagementResponse, TaskManagementResponseCode>({
       {TaskManagementResponseCode::function_complete, 0},
       {TaskManagementResponseCode::task_does_not_exist, 1},
       {TaskManagementResponseCode::lun_does_not_exist, 2},
@@ -38,34 +52,16 @@ TEST(ResponseCodes, TaskManagementResponseCodesAreTheWireBytes) {
       {TaskManagementResponseCode::function_not_supported, 5},
       {TaskManagementResponseCode::function_authorization_failed, 6},
       {TaskManagementResponseCode::function_rejected, 255},
-  };
-  for (const auto& [code, byte] : table) {
-    TaskManagementResponse r;
-    r.response = to_wire(code);
-    const Bhs bhs = encode_bhs(r);
-    EXPECT_EQ(bhs[response_byte], std::byte{byte});
-    auto back = decode_bhs_as<TaskManagementResponse>(bhs);
-    ASSERT_TRUE(back);
-    EXPECT_EQ(response_of(*back), code);
-  }
+  });
 }
 
 TEST(ResponseCodes, LogoutResponseCodesAreTheWireBytes) {
-  const std::pair<LogoutResponseCode, std::uint8_t> table[] = {
+  expect_wire_bytes<LogoutResponse, LogoutResponseCode>({
       {LogoutResponseCode::closed_successfully, 0},
       {LogoutResponseCode::cid_not_found, 1},
       {LogoutResponseCode::connection_recovery_not_supported, 2},
       {LogoutResponseCode::cleanup_failed, 3},
-  };
-  for (const auto& [code, byte] : table) {
-    LogoutResponse r;
-    r.response = to_wire(code);
-    const Bhs bhs = encode_bhs(r);
-    EXPECT_EQ(bhs[response_byte], std::byte{byte});
-    auto back = decode_bhs_as<LogoutResponse>(bhs);
-    ASSERT_TRUE(back);
-    EXPECT_EQ(response_of(*back), code);
-  }
+  });
 }
 
 TEST(ResponseCodes, UnnamedValuesSurviveDecoding) {

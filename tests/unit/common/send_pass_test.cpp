@@ -18,10 +18,15 @@ struct Recorder : SendPass::Flusher {
   std::string name;
 };
 
-TEST(SendPass, NotHeldMeansSendNow) {
+// A pass of its own io_context, and the log its Recorders write.
+class SendPassTest : public ::testing::Test {
+ protected:
   asio::io_context io;
   SendPass& pass = SendPass::of(io.get_executor());
   std::vector<std::string> log;
+};
+
+TEST_F(SendPassTest, NotHeldMeansSendNow) {
   Recorder a(log, "a");
   EXPECT_FALSE(pass.held());
   EXPECT_FALSE(pass.defer(a));
@@ -29,10 +34,7 @@ TEST(SendPass, NotHeldMeansSendNow) {
   EXPECT_EQ(&pass, &SendPass::of(io.get_executor())) << "one pass per execution context";
 }
 
-TEST(SendPass, FlushersRunOnceInDeferralOrderWhenTheLastHoldEnds) {
-  asio::io_context io;
-  SendPass& pass = SendPass::of(io.get_executor());
-  std::vector<std::string> log;
+TEST_F(SendPassTest, FlushersRunOnceInDeferralOrderWhenTheLastHoldEnds) {
   Recorder a(log, "a"), b(log, "b");
   pass.hold();
   pass.hold();  // nested: a second holder
@@ -49,10 +51,7 @@ TEST(SendPass, FlushersRunOnceInDeferralOrderWhenTheLastHoldEnds) {
   EXPECT_EQ(log.size(), 2u);
 }
 
-TEST(SendPass, AFlusherDestroyedWhileDeferredIsForgotten) {
-  asio::io_context io;
-  SendPass& pass = SendPass::of(io.get_executor());
-  std::vector<std::string> log;
+TEST_F(SendPassTest, AFlusherDestroyedWhileDeferredIsForgotten) {
   Recorder a(log, "a");
   pass.hold();
   {
@@ -65,10 +64,7 @@ TEST(SendPass, AFlusherDestroyedWhileDeferredIsForgotten) {
   EXPECT_EQ(log, (std::vector<std::string>{"a"}));
 }
 
-TEST(SendPass, ReleaseLaterRunsAfterTheHandlersAlreadyQueued) {
-  asio::io_context io;
-  SendPass& pass = SendPass::of(io.get_executor());
-  std::vector<std::string> log;
+TEST_F(SendPassTest, ReleaseLaterRunsAfterTheHandlersAlreadyQueued) {
   Recorder a(log, "flush");
   pass.hold();
   // Work the holder started in this pass (posted first) defers; the release posted after it
@@ -81,9 +77,7 @@ TEST(SendPass, ReleaseLaterRunsAfterTheHandlersAlreadyQueued) {
   EXPECT_FALSE(pass.held());
 }
 
-TEST(SendPass, AFlushThatDefersAgainWithoutAHoldSendsNow) {
-  asio::io_context io;
-  SendPass& pass = SendPass::of(io.get_executor());
+TEST_F(SendPassTest, AFlushThatDefersAgainWithoutAHoldSendsNow) {
   struct Again : SendPass::Flusher {
     SendPass* pass = nullptr;
     int flushes = 0;

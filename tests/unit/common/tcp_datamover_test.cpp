@@ -206,10 +206,7 @@ TEST(TcpDatamover, TrySendNowWritesAtOnceOrHandsTheRestToFinishSend) {
     EXPECT_TRUE(queued.done);
     EXPECT_FALSE(queued.ec);
     // Idle again: the next small batch goes out at once.
-    auto four = nop_batch(5);
-    EXPECT_EQ(p.client->try_send_now(four), Datamover::SendNow::sent);
-    auto last = co_await p.server->receive(nullptr);
-    EXPECT_TRUE(last && to_u32(iscsi::itt_of(last->bhs)) == 5u);
+    co_await test::expect_nop_sent_at_once(p, 5);
   });
 }
 
@@ -740,10 +737,7 @@ TEST(TcpDatamoverSocketSender, ARefusingSenderFallsBackToSendmsg) {
   owned->refuse = true;
   p.client->set_socket_sender(std::move(owned));
   p.run([&]() -> Awaitable<void> {
-    auto batch = nop_batch(9);
-    EXPECT_EQ(p.client->try_send_now(batch), Datamover::SendNow::sent);
-    auto in = co_await p.server->receive(nullptr);
-    EXPECT_TRUE(in && to_u32(iscsi::itt_of(in->bhs)) == 9u);
+    co_await test::expect_nop_sent_at_once(p, 9);
   });
 }
 

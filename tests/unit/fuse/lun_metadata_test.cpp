@@ -47,6 +47,14 @@ LunMetadata sample() {
   return m;
 }
 
+// The info of target `target` whose session is in `state`, nothing else filled in.
+TargetInfo target_in(std::string target, std::string state) {
+  TargetInfo info;
+  info.target = std::move(target);
+  info.session_state = std::move(state);
+  return info;
+}
+
 TEST(LunXattrs, NamesInOrder) {
   EXPECT_EQ(xattr_names(sample()),
             (std::vector<std::string>{"user.iscsi.vendor", "user.iscsi.product", "user.iscsi.revision",
@@ -158,9 +166,7 @@ TEST(TargetInfoJson, CarriesTargetSessionAndLuns) {
 // The issue-26 case: a target whose INQUIRY strings and serial are not UTF-8 (Latin-1, stray
 // 0xff) gave an info file no JSON parser took. Now it parses; the bad bytes are U+FFFD.
 TEST(TargetInfoJson, StaysValidOnInvalidUtf8FromTheTarget) {
-  TargetInfo info;
-  info.target = "iqn.2026-11.org.x:a";
-  info.session_state = "logged-in";
+  TargetInfo info = target_in("iqn.2026-11.org.x:a", "logged-in");
   iscsi::OperationalParameters p;
   p.target_alias = "disk\xe9\x01";
   info.parameters = p;
@@ -188,9 +194,7 @@ TEST(TargetInfoJson, StaysValidOnInvalidUtf8FromTheTarget) {
 }
 
 TEST(TargetInfoJson, NotConnectedHasNoParametersAndNullSerial) {
-  TargetInfo info;
-  info.target = "t";
-  info.session_state = "failed: Connection refused";
+  TargetInfo info = target_in("t", "failed: Connection refused");
   auto m = sample();
   m.serial.reset();
   m.designators.clear();
@@ -208,9 +212,7 @@ TEST(TargetInfoJson, NotConnectedHasNoParametersAndNullSerial) {
 // the state says so and "reconnect" carries the attempts, the next one and the last error; no
 // parameters (no connection).
 TEST(TargetInfoJson, GaveUpSessionShowsItsBackgroundLogins) {
-  TargetInfo info;
-  info.target = "t";
-  info.session_state = "gave-up";
+  TargetInfo info = target_in("t", "gave-up");
   info.reconnect = TargetInfo::Reconnect{.attempts = 7, .next_attempt_in_ms = 2500, .last_error = "Connection refused"};
   auto j = nlohmann::json::parse(target_info_json(info));
   EXPECT_EQ(j["session"]["state"], "gave-up");
@@ -225,9 +227,7 @@ TEST(TargetInfoJson, GaveUpSessionShowsItsBackgroundLogins) {
 }
 
 TEST(TargetInfoJson, MultipathShowsEveryPathAndItsStateForTheTargetAndEachLun) {
-  TargetInfo info;
-  info.target = "iqn.2026-11.org.x:a";
-  info.session_state = "logged-in";
+  TargetInfo info = target_in("iqn.2026-11.org.x:a", "logged-in");
   info.luns = {sample()};
   // Without a policy there is no multipath key, and LUN paths are not shown.
   info.lun_paths = {{PathInfo{.url = "iscsi://10.0.0.1/iqn.2026-11.org.x:a", .state = "up"}}};
