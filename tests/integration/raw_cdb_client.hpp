@@ -1,6 +1,7 @@
 // Raw CDBs over an initiator Session, for the integration clients that drive commands the
 // initiator library has no call for (EXTENDED COPY, token copy): one command from its CDB, a CDB
-// from its bytes, READ/WRITE (16), TEST UNIT READY past the unit attentions. Header-only test support.
+// from its bytes, READ/WRITE (16), TEST UNIT READY past the unit attentions, and the geometry of
+// the two copy tests. Header-only test support.
 #pragma once
 
 #include <cstdint>
@@ -53,5 +54,15 @@ inline Awaitable<Result<scsi::ScsiResult>> settle(initiator::Session& s, scsi::L
   }
   co_return r;
 }
+
+/// The copy both copy clients make (xcopy_client_test, tokencopy_client_test): `blocks` blocks of
+/// `bs` bytes from `source_lba` of LUN 0 to `destination_lba` of LUN 1. Their shell halves
+/// (xcopy_test.sh, tokencopy_test.sh) compare these ranges of the backing files.
+namespace copy {
+constexpr std::uint32_t bs = 512;
+constexpr std::uint32_t blocks = 4100;  // about 2 MiB: three 1 MiB chunks inside the target
+constexpr std::uint64_t source_lba = 100;
+constexpr std::uint64_t destination_lba = 5000;
+}  // namespace copy
 
 }  // namespace iserkit::test

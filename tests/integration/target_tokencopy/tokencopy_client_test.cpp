@@ -29,10 +29,7 @@ using namespace iserkit::initiator;
 
 namespace {
 
-constexpr std::uint32_t bs = 512;
-constexpr std::uint32_t blocks = 4100;  // about 2 MiB: three 1 MiB chunks inside the target
-constexpr std::uint64_t source_lba = 100;
-constexpr std::uint64_t destination_lba = 5000;  // in LUN 1 (b.img)
+using namespace test::copy;                       // bs, blocks, source_lba, destination_lba (in b.img)
 constexpr std::uint64_t peer_lba = 20000;        // in the peer target's LUN (c.img)
 constexpr std::uint64_t zero_lba = 5000;         // zeroes over the first 100 copied blocks of b.img
 constexpr std::uint32_t zero_blocks = 100;
@@ -120,6 +117,19 @@ Awaitable<Token> make_token(Session& s, scsi::Lun lun, std::uint32_t list_id, co
   co_return token;
 }
 
+// WRITE USING TOKEN of `list` (LIST IDENTIFIER `list_id`) into `lun`, then READ (16) of `blocks`
+// blocks at `lba` there must give `data` back (`what` says whose LUN does not when it does not).
+Awaitable<void> expect_written_with_token(Session& s, scsi::Lun lun, std::uint32_t list_id,
+                                          const std::vector<std::byte>& list, std::uint64_t lba,
+                                          const std::vector<std::byte>& data, const char* what) {
+  auto x = co_await run(s, lun, token_cdb(0x11, list_id, list.size()), {}, list);
+  EXPECT_TRUE(x && x->status == scsi::Status::good) << (x && x->sense ? int(x->sense->asc) : -1);
+  std::vector<std::byte> back(data.size());
+  auto r = co_await run(s, lun, rw16(0x88, lba, blocks), back);
+  EXPECT_TRUE(r && r->status == scsi::Status::good);
+  EXPECT_TRUE(back == data) << what;
+}
+
 // `body(session)` in a session to the target in `variable`, once LUN 0's unit attentions are read.
 template <class Body>
 void with_session(const char* variable, Body body) {
@@ -150,12 +160,8 @@ TEST(TargetTokenCopy, PopulateWriteAcrossTargetsOfATenantOnly) {
     EXPECT_EQ(load_be16(token.data() + 6), 0x01f8);
     // Into LUN 1 as two destination ranges.
     const auto list = write_list(token, two_ranges(destination_lba, 1000, destination_lba + 1000, blocks - 1000));
-    auto x = co_await run(s, lun1, token_cdb(0x11, 2, list.size()), {}, list);
-    EXPECT_TRUE(x && x->status == scsi::Status::good) << (x && x->sense ? int(x->sense->asc) : -1);
-    std::vector<std::byte> back(data.size());
-    auto r = co_await run(s, lun1, rw16(0x88, destination_lba, blocks), back);
-    EXPECT_TRUE(r && r->status == scsi::Status::good);
-    EXPECT_TRUE(back == data) << "LUN 1 does not hold what the token represents";
+    co_await expect_written_with_token(s, lun1, 2, list, destination_lba, data,
+                                       "LUN 1 does not hold what the token represents");
     std::vector<std::byte> info(1024);
     auto i = co_await run(s, lun1, rrti_cdb(2), info);
     EXPECT_TRUE(i && i->status == scsi::Status::good);
@@ -179,6 +185,7 @@ TEST(TargetTokenCopy, PopulateWriteAcrossTargetsOfATenantOnly) {
     }
     EXPECT_EQ(state, 0x01);
     EXPECT_EQ(load_be64(info.data() + 16), blocks);
+    std::vector<std::byte> back(data.size());
     auto r2 = co_await run(s, lun1, rw16(0x88, immed_lba, blocks), back);
     EXPECT_TRUE(r2 && r2->status == scsi::Status::good);
     EXPECT_TRUE(back == data) << "the background copy did not write LUN 1";
@@ -186,12 +193,7 @@ TEST(TargetTokenCopy, PopulateWriteAcrossTargetsOfATenantOnly) {
   // Another target of the tenant, a session of its own: the token is good there.
   with_session("ISERKIT_TEST_PEER_URL", [&](Session& s) -> Awaitable<void> {
     const auto list = write_list(token, one_range(peer_lba, blocks));
-    auto x = co_await run(s, lun0, token_cdb(0x11, 1, list.size()), {}, list);
-    EXPECT_TRUE(x && x->status == scsi::Status::good) << (x && x->sense ? int(x->sense->asc) : -1);
-    std::vector<std::byte> back(data.size());
-    auto r = co_await run(s, lun0, rw16(0x88, peer_lba, blocks), back);
-    EXPECT_TRUE(r && r->status == scsi::Status::good);
-    EXPECT_TRUE(back == data) << "the peer target's LUN does not hold the copy";
+    co_await expect_written_with_token(s, lun0, 1, list, peer_lba, data, "the peer target's LUN does not hold the copy");
   });
   // Another tenant of the process, and another process: TOKEN UNKNOWN, nothing written.
   for (const char* variable : {"ISERKIT_TEST_RED_URL", "ISERKIT_TEST_OTHER_URL"}) {

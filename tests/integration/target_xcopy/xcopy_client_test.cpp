@@ -24,10 +24,7 @@ using namespace iserkit::initiator;
 
 namespace {
 
-constexpr std::uint32_t bs = 512;
-constexpr std::uint32_t blocks = 4100;  // about 2 MiB: three 1 MiB chunks inside the target
-constexpr std::uint64_t source_lba = 100;
-constexpr std::uint64_t destination_lba = 5000;
+using namespace test::copy;  // bs, blocks, source_lba, destination_lba
 constexpr std::uint64_t foreign_lba = 20000;  // where the copy into the other target goes
 constexpr scsi::AscPair unreachable_copy_target{0x08, 0x04};
 
