@@ -70,16 +70,7 @@ plugin() {
 echo "== nbdinfo"
 plugin rw "iscsi://127.0.0.1:$P/$IQN/0"
 nbdinfo --json "$uri" >"$W/info.json" || fail "nbdinfo failed"
-python3 - "$W/info.json" $SIZE <<'PY' || fail "nbdinfo reported the wrong export"
-import json, sys
-info = json.load(open(sys.argv[1]))["exports"][0]
-assert info["export-size"] == int(sys.argv[2]), info
-assert info["block_size_minimum"] == 512, info
-assert info["can_flush"] and info["can_fua"] and info["can_zero"], info
-assert not info["is_read_only"], info
-print("  size", info["export-size"], "block sizes", info["block_size_minimum"], info["block_size_preferred"],
-      info["block_size_maximum"])
-PY
+python3 "$(dirname "$0")/../../support/nbdinfo_export.py" "$W/info.json" $SIZE || fail "nbdinfo reported the wrong export"
 
 echo "== nbdcopy in, flush, compare with the LUN file, nbdcopy out"
 head -c $((4 << 20)) /dev/urandom >"$W/pattern.img"
