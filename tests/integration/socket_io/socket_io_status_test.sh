@@ -6,15 +6,7 @@ source "$(dirname "$0")/../status/lib.sh" socket-io cmp
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 js() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
-if "$B/iserkit-target" --lun mem:1M --listen 127.0.0.1:0 --socket-io kqueue >/dev/null 2>"$W/bad.err"; then
-  fail "--socket-io kqueue accepted"
-fi
-grep -q 'socket-io.*auto, uring or epoll' "$W/bad.err" || { cat "$W/bad.err"; fail "unclear message for --socket-io kqueue"; }
-printf 'socket_io = "kqueue"\n' >"$W/bad.toml"
-if "$B/iserkit-target" --lun mem:1M --listen 127.0.0.1:0 --config "$W/bad.toml" >/dev/null 2>"$W/badtoml.err"; then
-  fail "socket_io = \"kqueue\" accepted"
-fi
-grep -q 'socket_io must be' "$W/badtoml.err" || { cat "$W/badtoml.err"; fail "unclear message for socket_io = kqueue"; }
+target_refuses socket-io kqueue 'socket-io.*auto, uring or epoll' 'socket_io = "kqueue"' 'socket_io must be'
 
 # run_target NAME ARGS...: starts a target with a status socket; sets PORTAL and URL.
 run_target() {

@@ -1,6 +1,7 @@
-# Shared set-up of the bridge status tests (nbd_status_socket_test.sh, nbd_metrics_test.sh):
-# skip/fail, a work directory and the processes killed at exit, and start_target, which starts
-# iserkit-target on a 64 MiB memory LUN and sets TARGET (its pid), PORTAL and URL (its LUN 0).
+# Shared set-up of the status tests (nbd_status_socket_test.sh, nbd_metrics_test.sh,
+# target_status_test.sh, ../socket_io/socket_io_status_test.sh): skip/fail, a work directory and
+# the processes killed at exit; start_target, which starts iserkit-target on a 64 MiB memory LUN
+# and sets TARGET (its pid), PORTAL and URL (its LUN 0); target_refuses, for a bad option value.
 # Usage: source lib.sh NAME TOOL... (NAME names the work directory; each TOOL must be installed).
 set -u
 skip() { echo "SKIP: $*"; exit 77; }
@@ -24,6 +25,22 @@ start_target() {
   PORTAL=$(grep -o 'listening on [0-9.]*:[0-9]*' "$W/target.log" | head -1 | cut -d' ' -f3)
   [ -n "$PORTAL" ] || { cat "$W/target.log"; fail "iserkit-target did not start"; }
   URL="iscsi://$PORTAL/$("$B/iserkit" discover "iscsi://$PORTAL" | head -1)/0"
+}
+
+# target_refuses OPTION VALUE MESSAGE TOML_LINE TOML_MESSAGE: iserkit-target refuses --OPTION VALUE
+# with a message matching MESSAGE (grep), and a --config file holding TOML_LINE with one matching
+# TOML_MESSAGE.
+target_refuses() {
+  local option=$1 value=$2 message=$3 toml=$4 toml_message=$5
+  if "$B/iserkit-target" --lun mem:1M --listen 127.0.0.1:0 "--$option" "$value" >/dev/null 2>"$W/bad.err"; then
+    fail "--$option $value accepted"
+  fi
+  grep -q -- "$message" "$W/bad.err" || { cat "$W/bad.err"; fail "unclear message for --$option $value"; }
+  printf '%s\n' "$toml" >"$W/bad.toml"
+  if "$B/iserkit-target" --lun mem:1M --listen 127.0.0.1:0 --config "$W/bad.toml" >/dev/null 2>"$W/badtoml.err"; then
+    fail "$toml accepted"
+  fi
+  grep -q -- "$toml_message" "$W/badtoml.err" || { cat "$W/badtoml.err"; fail "unclear message for $toml"; }
 }
 
 # stop_bridge PID WHAT: SIGTERM to a bridge started by this shell, then fails unless it ended

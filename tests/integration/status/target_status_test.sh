@@ -13,15 +13,7 @@ source "$(dirname "$0")/lib.sh" target-status curl python3
 # The system interpreter: a version-manager shim (pyenv) costs seconds per call.
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 
-if "$B/iserkit-target" --lun mem:1M --listen 127.0.0.1:0 --metrics nonsense >"$W/bad.out" 2>"$W/bad.err"; then
-  fail "--metrics nonsense accepted"
-fi
-grep -q 'metrics: .*address=nonsense' "$W/bad.err" || { cat "$W/bad.err"; fail "unclear message for a bad --metrics"; }
-printf 'metrics = 9101\n' >"$W/bad.toml"
-if "$B/iserkit-target" --lun mem:1M --listen 127.0.0.1:0 --config "$W/bad.toml" >/dev/null 2>"$W/badtoml.err"; then
-  fail "metrics = 9101 accepted"
-fi
-grep -q 'metrics must be HOST:PORT' "$W/badtoml.err" || { cat "$W/badtoml.err"; fail "unclear message for metrics = 9101"; }
+target_refuses metrics nonsense 'metrics: .*address=nonsense' 'metrics = 9101' 'metrics must be HOST:PORT'
 
 # The socket path from the TOML file, the metrics address from the flag.
 printf 'status_socket = "%s"\n' "$W/target.sock" >"$W/target.toml"
