@@ -8,8 +8,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/target_env.sh"
-need_cli
-command -v jq >/dev/null || skip "jq not installed"
+need_cli jq
 start_target "${1:?target kind}"
 
 # json FILE FILTER: the value of a jq filter (jq rejects a malformed document; python3's json

@@ -7,8 +7,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/target_env.sh"
-need_cli
-command -v script >/dev/null || skip "script (util-linux) not installed"
+need_cli script  # util-linux
 start_target "${1:-iserkit-target}"
 
 # on_pty OUT CMD...: runs CMD with stdin/stdout/stderr on a new pty; OUT gets what it printed.

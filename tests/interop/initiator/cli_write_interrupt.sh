@@ -10,8 +10,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/target_env.sh"
-need_cli
-command -v python3 >/dev/null || skip "python3 not installed"
+need_cli python3
 start_target "${1:-iserkit-target}"
 URL="$ISERKIT_TEST_URL"
 MIB=1048576

@@ -12,12 +12,15 @@ IQN="iqn.2026-11.org.iserkit.test:interop-$$"
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 
-# need_cli: for the tests of the iserkit CLI: CLI (which must be built) and W (the work directory);
-# then run ARGS... runs the CLI, echoed, under a 60 s timeout.
+# need_cli [TOOL...]: for the tests of the iserkit CLI: CLI (which must be built) and W (the work
+# directory); skips (77) unless every other TOOL the test runs is installed. Then run ARGS... runs
+# the CLI, echoed, under a 60 s timeout.
 need_cli() {
   CLI="${ISERKIT_BIN:?ISERKIT_BIN not set}/iserkit"
   [ -x "$CLI" ] || fail "$CLI not built"
   W="$WORKDIR"
+  local tool
+  for tool in "$@"; do command -v "$tool" >/dev/null || skip "$tool not installed"; done
 }
 run() { echo "+ iserkit $*" >&2; timeout 60 "$CLI" "$@"; }
 
