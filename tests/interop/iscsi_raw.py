@@ -1,8 +1,9 @@
 """Raw iSCSI over a TCP socket for the black-box tests (python3 stdlib only): framing (BHS, data
 segment, padding, optional CRC32C data digest), Login Request headers and text key=value data
-(RFC 7143 §11.12, §6, §13), a one-step login to full feature phase. Imported by
-tests/interop/target/bad_input.py (and so limits.py, drain.py, reinstate.py, alua.py) and
-tests/interop/acl/acl_login.py."""
+(RFC 7143 §11.12, §6, §13), a one-step login to full feature phase, SCSI Command headers, the
+Data-In of a command and TEST UNIT READY until GOOD. Imported by tests/interop/target/bad_input.py
+(and so limits.py, drain.py, reinstate.py, alua.py), tests/interop/acl/acl_login.py and
+tests/integration/tenants/tenant_raw.py."""
 import socket
 import struct
 
@@ -139,21 +140,55 @@ class RawConn:
         self.s.close()
 
 
-def read_data_in(c):
-    """Collects the Data-In of the READ sent last on RawConn `c` until its status (in the final
-    Data-In's S bit or a SCSI Response), asserting GOOD; returns the data (RFC 7143 §11.7)."""
+def scsi_bhs(c, cdb, edtl, read=False, write=False, final=True, immediate=False):
+    """(ITT, BHS) of a SCSI Command (RFC 7143 §11.3) on `c` (its next_itt(), cmd_sn, exp_stat_sn;
+    CmdSN advances unless `immediate`)."""
+    itt = c.next_itt()
+    flags = (0x80 if final else 0) | (0x40 if read else 0) | (0x20 if write else 0) | 1
+    bhs = (bytes([0x01 | (0x40 if immediate else 0), flags, 0, 0, 0, 0, 0, 0]) + b"\0" * 8 +
+           struct.pack(">IIII", itt, edtl, c.cmd_sn, c.exp_stat_sn) + cdb.ljust(16, b"\0"))
+    if not immediate:
+        c.cmd_sn += 1
+    return itt, bhs
+
+
+def until_ready(c):
+    """TEST UNIT READY on `c` until GOOD (a new I_T nexus first hears a UNIT ATTENTION, SAM-5
+    §5.14); returns (status, sense data) of each answer before the GOOD one."""
+    answers = []
+    for _ in range(10):
+        _, bhs = scsi_bhs(c, bytes(6), 0)
+        c.send(bhs)
+        rbhs, data = c.recv()
+        assert rbhs is not None and rbhs[0] & 0x3F == 0x21, "no SCSI Response to TEST UNIT READY"
+        if rbhs[3] == 0:
+            return answers
+        answers.append((rbhs[3], data[2:]))
+    raise AssertionError("unit attentions do not clear")
+
+
+def collect_data_in(c, what="READ"):
+    """Collects the Data-In of the command sent last on RawConn `c` until its status (in the final
+    Data-In's S bit or a SCSI Response, RFC 7143 §11.7, §11.4); returns (status, data, sense), the
+    sense without its SenseLength field (b"" when there is none). `what` names the command in the
+    assertion messages."""
     out = b""
     while True:
         rbhs, data = c.recv()
-        assert rbhs is not None, "closed during READ"
+        assert rbhs is not None, f"closed during {what}"
         op = rbhs[0] & 0x3F
         if op == 0x25:
             out += data
             if rbhs[1] & 1:
-                assert rbhs[3] == 0, f"READ status {rbhs[3]:#x}"
-                return out
+                return rbhs[3], out, b""
         elif op == 0x21:
-            assert rbhs[3] == 0, f"READ status {rbhs[3]:#x}"
-            return out
+            return rbhs[3], out, data[2:] if data else b""
         else:
-            raise AssertionError(f"unexpected opcode {op:#x} during READ")
+            raise AssertionError(f"unexpected opcode {op:#x} during {what}")
+
+
+def read_data_in(c):
+    """The data of the READ sent last on RawConn `c` (collect_data_in), asserting its status GOOD."""
+    status, out, _ = collect_data_in(c)
+    assert status == 0, f"READ status {status:#x}"
+    return out

@@ -6,7 +6,8 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.environ["ISERKIT_SOURCE"], "tests", "interop"))
-from iscsi_raw import RawConn, full_feature_login, login_status, login_step, read_data_in, session_keys  # noqa: E402,F401
+from iscsi_raw import (RawConn, full_feature_login, login_status, login_step, read_data_in, scsi_bhs,  # noqa: E402,F401
+                       session_keys, until_ready)
 
 MiB = 1 << 20
 INITIATOR = "iqn.2026-11.org.test:tenants"
@@ -57,15 +58,6 @@ def try_login(where, iqn, isid):
     return login_status(bhs), c
 
 
-def cmd(c, cdb, edtl, read=False, write=False):
-    itt = c.next_itt()
-    flags = 0x80 | (0x40 if read else 0) | (0x20 if write else 0) | 1
-    bhs = (bytes([0x01, flags, 0, 0, 0, 0, 0, 0]) + b"\0" * 8 +
-           struct.pack(">IIII", itt, edtl, c.cmd_sn, c.exp_stat_sn) + cdb.ljust(16, b"\0"))
-    c.cmd_sn += 1
-    return itt, bhs
-
-
 def read_cdb(lba, blocks):
     return bytes([0x28, 0]) + struct.pack(">IBHB", lba, 0, blocks, 0)
 
@@ -76,27 +68,20 @@ def finish_read(c):
 
 
 def read(c, lba, blocks):
-    _, bhs = cmd(c, read_cdb(lba, blocks), blocks * 512, read=True)
+    _, bhs = scsi_bhs(c, read_cdb(lba, blocks), blocks * 512, read=True)
     c.send(bhs)
     return finish_read(c)
 
 
 def clear_unit_attention(c):
     """TEST UNIT READY until GOOD (a new I_T nexus first hears a UNIT ATTENTION)."""
-    for _ in range(10):
-        _, bhs = cmd(c, bytes(6), 0)
-        c.send(bhs)
-        rbhs, _ = c.recv()
-        assert rbhs is not None and rbhs[0] & 0x3F == 0x21, "no SCSI Response to TEST UNIT READY"
-        if rbhs[3] == 0:
-            return
-    raise AssertionError("unit attentions do not clear")
+    until_ready(c)
 
 
 def write(c, lba, payload):
     """WRITE(10) with 64 KiB immediate data, the rest through R2T/Data-Out."""
     cdb = bytes([0x2A, 0]) + struct.pack(">IBHB", lba, 0, len(payload) // 512, 0)
-    itt, bhs = cmd(c, cdb, len(payload), write=True)
+    itt, bhs = scsi_bhs(c, cdb, len(payload), write=True)
     c.send(bhs, payload[:65536])
     while True:
         rbhs, _ = c.recv()

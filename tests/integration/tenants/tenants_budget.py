@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tenant_raw import MiB, clear_unit_attention, cmd, finish_read, login, read, read_cdb, write  # noqa: E402
+from tenant_raw import MiB, clear_unit_attention, finish_read, login, read, read_cdb, scsi_bhs, write  # noqa: E402
 
 LOG, BLUE, BLUE_IQN, RED, RED_IQN = sys.argv[1:6]
 
@@ -35,7 +35,7 @@ hog = login(BLUE, BLUE_IQN)
 clear_unit_attention(hog)
 hog.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
 for i in range(32):
-    _, bhs = cmd(hog, read_cdb(i * 2048, 2048), MiB, read=True)
+    _, bhs = scsi_bhs(hog, read_cdb(i * 2048, 2048), MiB, read=True)
     hog.send(bhs)
 deadline = time.monotonic() + 20
 while not log_lines("tenant blue payload budget full") and time.monotonic() < deadline:
@@ -47,7 +47,7 @@ print("ok: " + full[0].strip())
 # 2. Another blue session waits in the same budget.
 waiter = login(BLUE, BLUE_IQN)
 clear_unit_attention(waiter)
-_, bhs = cmd(waiter, read_cdb(0, 128), 65536, read=True)
+_, bhs = scsi_bhs(waiter, read_cdb(0, 128), 65536, read=True)
 waiter.send(bhs)
 ready, _, _ = select.select([waiter.s], [], [], 2.0)
 assert not ready, "blue's second session got an answer while blue's budget was full"

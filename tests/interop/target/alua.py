@@ -17,7 +17,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import bad_input as bi  # noqa: E402  (reads PORT IQN from argv)
-from iscsi_raw import full_feature_login, session_keys  # noqa: E402
+from iscsi_raw import collect_data_in, full_feature_login, session_keys  # noqa: E402
 
 
 class Conn(bi.Conn):
@@ -39,19 +39,7 @@ def command_in(c, cdb, alloc):
     """A data-in command: (status, data, sense)."""
     itt, bhs = bi.scsi_bhs(c, cdb, alloc, read=alloc > 0)
     c.send(bhs)
-    out = b""
-    while True:
-        rbhs, data = c.recv()
-        assert rbhs is not None, "connection closed"
-        op = rbhs[0] & 0x3F
-        if op == 0x25:
-            out += data
-            if rbhs[1] & 1:
-                return rbhs[3], out, b""
-        elif op == 0x21:
-            return rbhs[3], out, data[2:] if data else b""
-        else:
-            raise AssertionError(f"unexpected opcode {op:#x}")
+    return collect_data_in(c, f"opcode {cdb[0]:#04x}")
 
 
 def designators(page):

@@ -14,7 +14,8 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from iscsi_raw import RawConn, full_feature_login, login_bhs, read_data_in, session_keys, text  # noqa: E402
+from iscsi_raw import (RawConn, full_feature_login, login_bhs, read_data_in, scsi_bhs,  # noqa: E402,F401
+                       session_keys, text, until_ready)
 
 PORT, IQN = int(sys.argv[1]), sys.argv[2]
 
@@ -52,16 +53,6 @@ def login(digest=False):
     assert int(keys["MaxRecvDataSegmentLength"]) >= 262144, keys
     c.data_digest = digest
     return c
-
-
-def scsi_bhs(c, cdb, edtl, read=False, write=False, final=True, immediate=False):
-    itt = c.next_itt()
-    flags = (0x80 if final else 0) | (0x40 if read else 0) | (0x20 if write else 0) | 1
-    bhs = (bytes([0x01 | (0x40 if immediate else 0), flags, 0, 0, 0, 0, 0, 0]) + b"\0" * 8 +
-           struct.pack(">IIII", itt, edtl, c.cmd_sn, c.exp_stat_sn) + cdb.ljust(16, b"\0"))
-    if not immediate:
-        c.cmd_sn += 1
-    return itt, bhs
 
 
 def data_out_bhs(itt, offset, data_sn, final):
@@ -106,20 +97,14 @@ def write10(c, lba, payload):
 
 def clear_unit_attention(c):
     """TEST UNIT READY until GOOD. A new I_T nexus first hears POWER ON, RESET, OR BUS DEVICE RESET
-    OCCURRED (SAM-5 §5.14: UNIT ATTENTION, ASC/ASCQ 29h/00h); returns the unit attentions seen."""
+    OCCURRED (SAM-5 §5.14: UNIT ATTENTION, ASC/ASCQ 29h/00h); returns the unit attentions seen,
+    each answer before GOOD checked to be one."""
     seen = []
-    for _ in range(10):
-        itt, bhs = scsi_bhs(c, bytes(6), 0)
-        c.send(bhs)
-        rbhs, data = c.recv()
-        assert rbhs is not None and rbhs[0] & 0x3F == 0x21, "no SCSI Response to TEST UNIT READY"
-        if rbhs[3] == 0:
-            return seen
-        assert rbhs[3] == 0x02 and len(data) >= 2 + 14, f"TEST UNIT READY status {rbhs[3]:#x}"
-        sense = data[2:]
+    for status, sense in until_ready(c):
+        assert status == 0x02 and len(sense) >= 14, f"TEST UNIT READY status {status:#x}"
         assert sense[2] & 0x0F == 0x06, f"sense key {sense[2] & 0x0f:#x}, expected UNIT ATTENTION"
         seen.append((sense[12], sense[13]))
-    raise AssertionError("unit attentions do not clear")
+    return seen
 
 
 def check(name, fn):
