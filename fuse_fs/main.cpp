@@ -157,33 +157,17 @@ int parse(int argc, char** argv, Config& cfg) {
       }
       cfg.urls.push_back(*url);
     }
-    auto gathered = initiator::gather_chap_sources(
-        argc, argv, args.count("chap-file") ? std::optional(args["chap-file"].as<std::string>()) : std::nullopt,
-        [] {
-          std::cerr << "iserkit-fuse: warning: a URL holds a CHAP secret, which other users could see in ps; use "
-                       "--chap-file or LIBISCSI_CHAP_PASSWORD\n";
-        },
-        /*clear_environment=*/true);
-    if (!gathered) {
-      std::cerr << "iserkit-fuse: --chap-file: " << gathered.error() << "\n";
+    // One set of credentials for every portal and target (sessions are made from discovered names).
+    auto chap = initiator::daemon_chap(
+        "iserkit-fuse", argc, argv,
+        args.count("chap-file") ? std::optional(args["chap-file"].as<std::string>()) : std::nullopt, cfg.urls,
+        cfg.view.session.chap);
+    if (!chap) {
+      std::cerr << chap.error() << "\n";
       return 2;
     }
-    const initiator::ChapSources& chap = *gathered;
-    // One set of credentials for every portal and target (sessions are made from discovered names).
-    for (std::size_t i = 0; i < cfg.urls.size(); ++i) {
-      auto resolved = initiator::resolve_chap(cfg.urls[i], chap, cfg.view.session.chap);
-      if (!resolved) {
-        std::cerr << "iserkit-fuse: " << resolved.error() << "\n";
-        return 2;
-      }
-      if (i > 0 && (resolved->user != cfg.view.session.chap.user || resolved->secret != cfg.view.session.chap.secret)) {
-        std::cerr << "iserkit-fuse: the URLs name different CHAP users or secrets; one set of credentials serves "
-                     "every portal\n";
-        return 2;
-      }
-      cfg.view.session.chap = std::move(*resolved);
-      initiator::check_chap_names(cfg.view.session.chap, "CHAP credentials (the URL, --chap-file or LIBISCSI_CHAP_*)");
-    }
+    cfg.view.session.chap = std::move(*chap);
+    initiator::check_chap_names(cfg.view.session.chap, "CHAP credentials (the URL, --chap-file or LIBISCSI_CHAP_*)");
     char real[PATH_MAX];
     if (::realpath(positional.back().c_str(), real) == nullptr)
       return fail_usage("mount point " + positional.back() + ": " + std::strerror(errno));

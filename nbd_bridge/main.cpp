@@ -656,32 +656,16 @@ int main(int argc, char** argv) {
     }
     cfg.url = cfg.urls.front();
     // The environment's secrets are not passed on to --run's command.
-    auto gathered = initiator::gather_chap_sources(
-        argc, argv, args.count("chap-file") ? std::optional(args["chap-file"].as<std::string>()) : std::nullopt,
-        [] {
-          std::cerr << "iserkit-nbd: warning: a URL holds a CHAP secret, which other users could see in ps; use "
-                       "--chap-file or LIBISCSI_CHAP_PASSWORD\n";
-        },
-        /*clear_environment=*/true);
-    if (!gathered) {
-      std::cerr << "iserkit-nbd: --chap-file: " << gathered.error() << "\n";
+    // Every path logs in with the same credentials.
+    auto chap = initiator::daemon_chap(
+        "iserkit-nbd", argc, argv,
+        args.count("chap-file") ? std::optional(args["chap-file"].as<std::string>()) : std::nullopt, cfg.urls,
+        cfg.session.chap);
+    if (!chap) {
+      std::cerr << chap.error() << "\n";
       return 2;
     }
-    const initiator::ChapSources& chap = *gathered;
-    // Every path logs in with the same credentials.
-    for (const auto& u : cfg.urls) {
-      auto resolved = initiator::resolve_chap(u, chap, cfg.session.chap);
-      if (!resolved) {
-        std::cerr << "iserkit-nbd: " << resolved.error() << "\n";
-        return 2;
-      }
-      if (&u != &cfg.urls.front() && (resolved->user != cfg.session.chap.user || resolved->secret != cfg.session.chap.secret)) {
-        std::cerr << "iserkit-nbd: the URLs name different CHAP users or secrets; every path logs in with the same "
-                     "credentials\n";
-        return 2;
-      }
-      cfg.session.chap = std::move(*resolved);
-    }
+    cfg.session.chap = std::move(*chap);
     initiator::check_chap_names(cfg.session.chap, "CHAP credentials (the URL, --chap-file or LIBISCSI_CHAP_*)");
     for (const auto& u : cfg.urls) {
       if (u.lun.value_or(0) != cfg.url.lun.value_or(0)) {

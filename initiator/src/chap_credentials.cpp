@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/initiator/errors.hpp"
@@ -260,6 +261,29 @@ tl::expected<ChapOptions, std::string> resolve_chap(const Url& url, const ChapSo
   base.secret = *secret;
   base.target_user = target_user.value_or(std::string());
   base.target_secret = target_secret.value_or(std::string());
+  return base;
+}
+
+tl::expected<ChapOptions, std::string> daemon_chap(std::string_view program, int argc, char** argv,
+                                                   const std::optional<std::string>& chap_file,
+                                                   const std::vector<Url>& urls, ChapOptions base) {
+  const std::string prefix = std::string(program) + ": ";
+  auto sources = gather_chap_sources(
+      argc, argv, chap_file,
+      [&] {
+        std::cerr << prefix << "warning: a URL holds a CHAP secret, which other users could see in ps; use "
+                               "--chap-file or LIBISCSI_CHAP_PASSWORD\n";
+      },
+      /*clear_environment=*/true);
+  if (!sources) return tl::unexpected(prefix + "--chap-file: " + sources.error());
+  for (std::size_t i = 0; i < urls.size(); ++i) {
+    auto resolved = resolve_chap(urls[i], *sources, base);
+    if (!resolved) return tl::unexpected(prefix + resolved.error());
+    if (i > 0 && (resolved->user != base.user || resolved->secret != base.secret))
+      return tl::unexpected(prefix + "the URLs name different CHAP users or secrets; one set of credentials serves "
+                                     "every URL");
+    base = std::move(*resolved);
+  }
   return base;
 }
 

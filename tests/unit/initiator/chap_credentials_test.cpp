@@ -297,3 +297,28 @@ TEST(GatherChapSources, HidesUrlSecretsReadsTheEnvironmentAndClearsItWhenAsked) 
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().find("/nonexistent/chap.conf"), std::string::npos) << missing.error();
 }
+
+// A daemon's one set of credentials for all its URLs (iserkit-nbd's paths, iserkit-fuse's
+// portals): every URL must resolve to the same user and secret; errors name the program.
+TEST(DaemonChap, EveryUrlMustGiveTheSameUserAndSecret) {
+  std::string program = "iserkit-nbd";
+  std::vector<char*> argv{program.data()};
+  const int argc = static_cast<int>(argv.size());
+  auto same = ik::daemon_chap("iserkit-nbd", argc, argv.data(), std::nullopt,
+                              {url("iscsi://alice%alice-secret-01@h1/iqn.x:y/0"),
+                               url("iscsi://alice%alice-secret-01@h2/iqn.x:y/0")},
+                              {});
+  ASSERT_TRUE(same) << same.error();
+  EXPECT_EQ(same->user, "alice");
+  EXPECT_EQ(same->secret, "alice-secret-01");
+  auto other = ik::daemon_chap("iserkit-fuse", argc, argv.data(), std::nullopt,
+                               {url("iscsi://alice%alice-secret-01@h1/iqn.x:y/0"),
+                                url("iscsi://bob%bob-secret-0001@h2/iqn.x:y/0")},
+                               {});
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().rfind("iserkit-fuse: the URLs name different CHAP users or secrets", 0), 0u) << other.error();
+  auto missing = ik::daemon_chap("iserkit-nbd", argc, argv.data(), std::string("/nonexistent/chap.conf"),
+                                 {url("iscsi://h1/iqn.x:y/0")}, {});
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().rfind("iserkit-nbd: --chap-file: ", 0), 0u) << missing.error();
+}

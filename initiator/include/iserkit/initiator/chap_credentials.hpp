@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include <tl/expected.hpp>
 
@@ -96,6 +97,15 @@ tl::expected<ChapSources, std::string> gather_chap_sources(int argc, char** argv
 /// target_secret, a secret over 255 bytes, or the same secret for both directions (RFC 7143
 /// §12.1.3 forbids it). Without any user the result has CHAP off (AuthMethod=None).
 tl::expected<ChapOptions, std::string> resolve_chap(const Url& url, const ChapSources& sources, ChapOptions base);
+
+/// The one set of CHAP credentials of a daemon that logs in to every URL of `urls` with it
+/// (iserkit-nbd's paths, iserkit-fuse's portals) and is named `program`: gather_chap_sources()
+/// with `chap_file`, a warning on stderr for a URL that holds a secret ("PROGRAM: warning: …") and
+/// the environment's variables removed, then resolve_chap() for each URL, all of which must give
+/// the same user and secret. Errors: a message for stderr that starts with "PROGRAM: ".
+tl::expected<ChapOptions, std::string> daemon_chap(std::string_view program, int argc, char** argv,
+                                                   const std::optional<std::string>& chap_file,
+                                                   const std::vector<Url>& urls, ChapOptions base);
 
 /// For a login error `ec`: a sentence telling the user what to do about CHAP, or "" when the error
 /// has nothing to do with it. Login status 0x0201 (RFC 7143 §11.13.5) without a CHAP user means the
