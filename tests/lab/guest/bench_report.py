@@ -179,10 +179,14 @@ def main():
     p("whichever process is running or to ksoftirqd; the whole-VM table (all non-idle CPU time in")
     p("/proc/stat, fio and the kernel included) catches what the per-daemon figures miss.")
     p()
-    p("Bridge / target (median):")
-    p()
-    p("| workload | " + " | ".join(f"`{n}`" for n in names) + " |")
-    p("|---|" + "---:|" * len(names))
+    def workload_table(caption):
+        """The caption and header of a table with a row per workload and a column per system."""
+        p(caption)
+        p()
+        p("| workload | " + " | ".join(f"`{n}`" for n in names) + " |")
+        p("|---|" + "---:|" * len(names))
+
+    workload_table("Bridge / target (median):")
     for wl, title, _ in WORKLOADS:
         cells = []
         for n in names:
@@ -190,10 +194,7 @@ def main():
             cells.append(("n/a¹" if (wl, n) in not_applicable else "–") if b is None else f"{fmt(b)} / {fmt(t)}")
         p(f"| {title} | " + " | ".join(cells) + " |")
     p()
-    p("Whole VM, both vCPUs (median (min–max)):")
-    p()
-    p("| workload | " + " | ".join(f"`{n}`" for n in names) + " |")
-    p("|---|" + "---:|" * len(names))
+    workload_table("Whole VM, both vCPUs (median (min–max)):")
     for wl, title, _ in WORKLOADS:
         p(f"| {title} | " + " | ".join(spread(values(wl, n, "vm"), na=not_applicable.get((wl, n))) for n in names) + " |")
     p()
