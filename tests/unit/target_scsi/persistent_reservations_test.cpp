@@ -36,7 +36,9 @@ class Pr : public ::testing::Test {
   // `r` queued exactly one unit attention, with `asc`, for `port` where one is named.
   static void expect_one_unit_attention(const PrOutResult& r, scsi::AscPair asc, const std::string* port = nullptr) {
     ASSERT_EQ(r.unit_attentions.size(), 1u);
-    if (port != nullptr) EXPECT_EQ(r.unit_attentions[0].initiator_port, *port);
+    if (port != nullptr) {
+      EXPECT_EQ(r.unit_attentions[0].initiator_port, *port);
+    }
     EXPECT_EQ(r.unit_attentions[0].asc, asc);
   }
 
