@@ -74,7 +74,8 @@ build_stage() {  # build_stage NAME NINJA-ARGS...
 ) &
 builder=$!
 # ninja, stopped by SIGTERM, stops the compilers it runs.
-stop_builder() { pkill -P "$builder" 2>/dev/null; kill "$builder" 2>/dev/null; true; }
+# (|| true: under set -e a failing kill in the trap would turn a passed run into exit status 1.)
+stop_builder() { pkill -P "$builder" 2>/dev/null || true; kill "$builder" 2>/dev/null || true; }
 trap stop_builder EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
