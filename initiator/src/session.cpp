@@ -464,6 +464,13 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
     while (true) {
       auto self = weak.lock();
       if (!self) co_return;
+      if (handoff) {
+        // start() began a batch the socket did not take whole (sender_busy is set for it).
+        PendingSend pending = std::move(*handoff);
+        handoff.reset();
+        co_await send_outbox(std::move(pending));
+        continue;
+      }
       if (outbox.empty() || sender_busy) {
         if (ended) break;  // a busy sender drains the outbox
         outbox_ready.reset();
@@ -486,6 +493,8 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
     std::shared_ptr<datamover::Datamover> dm;  // the connection the batch was made for
     std::uint64_t generation = 0;
   };
+  /// A batch start() began that the socket did not take whole: the send loop finishes it.
+  std::optional<PendingSend> handoff;
 
   /// send_outbox()'s part without a coroutine frame: batch after batch, each one non-blocking
   /// gather write, as long as the socket takes every batch at once (the usual case). Returns the
@@ -622,7 +631,24 @@ struct Session::Impl final : datamover::DataPlacement, SendPass::Flusher {
     st.waiter.callback = &done;
     st.waiter.started = &st;
     add_waiter(*id, st.waiter);
-    apply();  // its PDUs go to the sender (at the send pass's end during a burst)
+    // Like await_task(): the command's PDUs leave from here when no send is under way, so the
+    // send loop is not resumed (a posted handler, and the reactor poll Asio runs before it: one
+    // epoll_wait per command at queue depth 1, docs/performance.md "start() sends inline"). During
+    // a burst (the send pass held) they wait for the pass's end. Completions are never delivered
+    // from inside start() (CommandCallback's contract): a batch that went out returns its
+    // borrowers, which delivers a held completion, so with any held the send loop sends instead.
+    defer_wake = true;
+    apply();
+    defer_wake = false;
+    if (!outbox.empty() && !sender_busy && !(pass != nullptr && pass->defer(*this))) {
+      if (!held.empty()) {
+        outbox_ready.set();
+      } else if (PendingSend pending; !try_send_outbox(pending)) {
+        // The socket took part (or refused): the send loop finishes that batch and the rest.
+        handoff = std::move(pending);
+        outbox_ready.set();
+      }
+    }
     return {};
   }
 

@@ -25,6 +25,8 @@ using test::fresh_login;
 using test::expect_error;
 using test::expect_good;
 using test::read10;
+using test::CountingCallback;
+using test::wait_until;
 
 namespace {
 
@@ -123,16 +125,6 @@ TEST(SessionDriverRecovery, CommandInFlightIsSentAgainOnTheNewConnectionAndCompl
   EXPECT_EQ(s.reconnect_attempts, 2u);
   EXPECT_EQ(s.recoveries, 1u);
   EXPECT_EQ(s.commands_reissued, 1u);
-}
-
-/// Waits on the rig's executor (polling every millisecond, at most `limit`) until `done()`.
-template <class Pred>
-Awaitable<void> wait_until(asio::io_context& io, Pred done, std::chrono::milliseconds limit = 5000ms) {
-  asio::steady_timer t(io);
-  for (auto waited = 0ms; !done() && waited < limit; waited += 1ms) {
-    t.expires_after(1ms);
-    co_await t.async_wait(asio::use_awaitable);
-  }
 }
 
 TEST(SessionDriverRecovery, NoNewConnectionWithinTheReplacementTimeoutFailsWithSessionLost) {
@@ -272,14 +264,6 @@ TEST(SessionDriverRecovery, ReconnectNowCutsTheBackOffShort) {
 // command in flight when the connection dies is sent again on the new one and its callback hears
 // the result once, from the session's event processing (never inside start()); a session past
 // the replacement timeout refuses a start at once with session_lost.
-struct CountingCallback final : CommandCallback {
-  int calls = 0;
-  Result<scsi::ScsiResult> got = fail(errc::session_closed);
-  void command_done(Result<scsi::ScsiResult> r) noexcept override {
-    ++calls;
-    got = std::move(r);
-  }
-};
 
 TEST(SessionDriverRecovery, AStartedCommandIsSentAgainAfterAReconnectAndCompletesOnce) {
   RecoveryRig rig(10s, /*fail_first_attempts=*/1);

@@ -29,25 +29,31 @@ using test::expect_good;
 using test::read10;
 using test::response_for;
 
+namespace {
+/// Plays a target that answers a read with two Data-In PDUs of 4096 bytes each (0x10s, then
+/// 0x11s), the second carrying GOOD status.
+void answer_read_in_two(FakeDatamover& d, const CapturedPdu& p) {
+  const auto* c = p.as<iscsi::ScsiCommand>();
+  if (c == nullptr || !c->read) return;
+  for (std::uint32_t sn = 0; sn < 2; ++sn) {
+    iscsi::DataIn in;
+    in.itt = c->itt;
+    in.data_sn = sn;
+    in.buffer_offset = sn * 4096;
+    in.exp_cmd_sn = c->cmd_sn + 1;
+    in.max_cmd_sn = c->cmd_sn + 64;
+    if (sn == 1) {
+      in.final = in.status_present = true;
+      in.stat_sn = c->exp_stat_sn;
+    }
+    d.push(in, std::vector<std::byte>(4096, static_cast<std::byte>(0x10 + sn)));
+  }
+}
+}  // namespace
+
 TEST(SessionDriver, ReadLandsInTheCallersBuffer) {
   Rig rig;
-  rig.dm->respond_with([](FakeDatamover& d, const CapturedPdu& p) {
-    const auto* c = p.as<iscsi::ScsiCommand>();
-    if (c == nullptr || !c->read) return;
-    for (std::uint32_t sn = 0; sn < 2; ++sn) {
-      iscsi::DataIn in;
-      in.itt = c->itt;
-      in.data_sn = sn;
-      in.buffer_offset = sn * 4096;
-      in.exp_cmd_sn = c->cmd_sn + 1;
-      in.max_cmd_sn = c->cmd_sn + 64;
-      if (sn == 1) {
-        in.final = in.status_present = true;
-        in.stat_sn = c->exp_stat_sn;
-      }
-      d.push(in, std::vector<std::byte>(4096, static_cast<std::byte>(0x10 + sn)));
-    }
-  });
+  rig.dm->respond_with(answer_read_in_two);
   std::vector<std::byte> buffer(8192);
   rig.run([&]() -> Awaitable<void> {
     auto r = co_await rig.session->execute(read10(buffer));
@@ -58,6 +64,34 @@ TEST(SessionDriver, ReadLandsInTheCallersBuffer) {
   EXPECT_EQ(buffer[4096], std::byte{0x11});
   EXPECT_EQ(buffer[8191], std::byte{0x11});
   EXPECT_EQ(rig.session->stats().data_in_bytes_placed, 8192u);
+}
+
+// Session::start() (the bridge's fast path): when the way out is idle the command's PDU leaves
+// from inside start() (no hop through the send loop: a posted handler and one more reactor poll
+// per command at queue depth 1); when the datamover refuses an immediate send, the send loop
+// sends it. Either way the callback hears the result once, never from inside start().
+TEST(SessionDriver, AStartedCommandLeavesFromStartWhenTheWayOutIsIdle) {
+  for (const bool at_once : {true, false}) {
+    SCOPED_TRACE(at_once ? "the datamover takes it at once" : "the datamover refuses an immediate send");
+    Rig rig;
+    rig.dm->respond_with(answer_read_in_two);
+    rig.dm->take_sends_at_once(at_once);
+    std::vector<std::byte> buffer(8192);
+    test::CountingCallback cb;
+    rig.run([&]() -> Awaitable<void> {
+      const std::size_t before = rig.dm->sent().size();
+      EXPECT_TRUE(rig.session->start(read10(buffer), cb));
+      EXPECT_EQ(cb.calls, 0) << "the callback ran inside start()";
+      EXPECT_EQ(rig.dm->sent().size(), before + (at_once ? 1 : 0));
+      co_await test::wait_until(rig.io, [&] { return cb.calls > 0; });
+    });
+    EXPECT_EQ(rig.dm->sent_at_once(), at_once ? 1u : 0u);
+    EXPECT_EQ(cb.calls, 1);
+    ASSERT_TRUE(cb.got) << cb.got.error().message();
+    EXPECT_EQ(cb.got->status, scsi::Status::good);
+    EXPECT_EQ(buffer[0], std::byte{0x10});
+    EXPECT_EQ(buffer[8191], std::byte{0x11});
+  }
 }
 
 TEST(SessionDriver, WriteAnswersR2tsWithTheRightBytes) {

@@ -77,6 +77,15 @@ Awaitable<std::error_code> FakeDatamover::send(datamover::PduOut pdu) {
   co_return std::error_code{};
 }
 
+datamover::Datamover::SendNow FakeDatamover::try_send_now(std::vector<datamover::PduOut>& pdus) {
+  if (!at_once_ || hold_ || closed_ || stag_owner_ || pdus.empty()) return SendNow::refused;
+  for (const auto& pdu : pdus)
+    if (!iscsi::decode_bhs(pdu.bhs)) return SendNow::refused;  // send_batch() reports it
+  for (const auto& pdu : pdus) put_on_wire(pdu);
+  ++sent_at_once_;
+  return SendNow::sent;
+}
+
 void FakeDatamover::put_on_wire(const datamover::PduOut& pdu) {
   CapturedPdu c;
   c.bhs = pdu.bhs;

@@ -72,6 +72,12 @@ class FakeDatamover final : public datamover::Datamover {
   /// a socket write reads it when the socket takes it — so a test can end a task (timeout, lost
   /// connection, close, task management) while one of its PDUs is still being sent.
   void hold_sends(bool on) noexcept { hold_ = on; }
+  /// While on, try_send_now() puts every PDU on the wire at once and answers SendNow::sent, as
+  /// an idle socket does (default off: SendNow::refused, so the caller uses send_batch()). Not
+  /// with hold_sends() or bind_stags_with(), nor after close(): refused then.
+  void take_sends_at_once(bool on) noexcept { at_once_ = on; }
+  /// try_send_now() calls that answered SendNow::sent.
+  [[nodiscard]] std::size_t sent_at_once() const noexcept { return sent_at_once_; }
   /// Puts up to `max` waiting PDUs on the wire, in order (each captured, then shown to the
   /// responder); all of them by default.
   void release_sends(std::size_t max = static_cast<std::size_t>(-1));
@@ -85,6 +91,7 @@ class FakeDatamover final : public datamover::Datamover {
 
   // datamover::Datamover
   Awaitable<std::error_code> send(datamover::PduOut pdu) override;
+  SendNow try_send_now(std::vector<datamover::PduOut>& pdus) override;
   /// Records the chain (chains()), puts its PDUs on the wire at once and completes, or with
   /// hold_sends() waits for release_sends() as a whole.
   Awaitable<std::error_code> send_chain(std::vector<datamover::ChainStep> steps) override;
@@ -140,6 +147,8 @@ class FakeDatamover final : public datamover::Datamover {
   };
   void put_on_wire(const datamover::PduOut& pdu);
   bool hold_ = false;
+  bool at_once_ = false;
+  std::size_t sent_at_once_ = 0;
   std::deque<Waiting> waiting_;
   bool closed_ = false;
   int* abort_counter_ = nullptr;

@@ -15,6 +15,8 @@
 #include <utility>
 
 #include "fake_datamover.hpp"
+#include "iserkit/common/errors.hpp"
+#include "iserkit/initiator/command_channel.hpp"
 #include "session_start.hpp"
 
 namespace iserkit::test {
@@ -116,6 +118,27 @@ class SessionRig {
   /// it: the session frees a lost connection's datamover once its loop has returned.
   FakeDatamover* dm = nullptr;
   std::shared_ptr<initiator::Session> session;  // declared after io: destroyed first
+};
+
+/// Waits on the rig's executor (polling every millisecond, at most `limit`) until `done()`.
+template <class Pred>
+Awaitable<void> wait_until(asio::io_context& io, Pred done,
+                           std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
+  asio::steady_timer t(io);
+  for (auto waited = std::chrono::milliseconds(0); !done() && waited < limit; waited += std::chrono::milliseconds(1)) {
+    t.expires_after(std::chrono::milliseconds(1));
+    co_await t.async_wait(asio::use_awaitable);
+  }
+}
+
+/// A command of Session::start(): counts command_done() calls and keeps the last result.
+struct CountingCallback final : initiator::CommandCallback {
+  int calls = 0;
+  Result<scsi::ScsiResult> got = fail(errc::session_closed);
+  void command_done(Result<scsi::ScsiResult> r) noexcept override {
+    ++calls;
+    got = std::move(r);
+  }
 };
 
 }  // namespace iserkit::test
