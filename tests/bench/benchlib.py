@@ -1,14 +1,15 @@
 """Helpers shared by the benchmark orchestrator (bench.py) and the per-request counters
 (alloc/alloc_count.py, syscalls/syscall_count.py): the workloads they run, waiting for a process's
 readiness, stopping the processes a run started, per-process CPU time, reading fio's JSON report,
-and the counters' common frame (skip with 77, fio's nbd engine, the --workloads list, the end of a
-run). Python 3 standard library only."""
+and the counters' common frame (skip with 77, fio's nbd engine, the --workloads and --ceiling
+options, the run's folder and processes). Python 3 standard library only."""
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 MIB = 1 << 20
@@ -109,6 +110,43 @@ def end_run(procs, run, ok):
         shutil.rmtree(run, ignore_errors=True)
     else:
         print(f"logs kept in {run}")
+
+
+def ceiling_options(ap, specs, processes, fields):
+    """The --ceiling options `specs`, each `fields` names joined by ':' (WORKLOAD:PROCESS, and the
+    system call for syscall_count.py), then =N: {(WORKLOAD, PROCESS, ...): N}. An unknown workload
+    or process, or another number of names, is an argparse error."""
+    ceilings = {}
+    for c in specs:
+        key, value = c.split("=")
+        names = tuple(key.split(":"))
+        if len(names) != fields or names[0] not in WORKLOADS or names[1] not in processes:
+            ap.error(f"bad --ceiling {c}")
+        ceilings[names] = float(value)
+    return ceilings
+
+
+class CountedRun:
+    """The frame of a per-request counter's run (alloc_count.py, syscall_count.py), as a `with`
+    block: a new folder `dir` (mkdtemp PREFIX in BASE) and the list `procs` for the processes the
+    run starts; verdict(failed) prints its FAIL lines and gives the exit status. Leaving the block,
+    also by an exception, is end_run(): the processes stopped, the folder removed after a pass."""
+
+    def __init__(self, prefix, base):
+        self.dir = tempfile.mkdtemp(prefix=prefix, dir=base)
+        self.procs = []
+        self.ok = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        end_run(self.procs, self.dir, self.ok)
+        return False
+
+    def verdict(self, failed):
+        self.ok = passed(failed)
+        return 0 if self.ok else 1
 
 
 def fio_job(stdout):

@@ -7,9 +7,9 @@
 // and data match its BHS lengths (unless the PDU carries pdu_error); a placed segment lies in the
 // placement's buffer; after a stream error every call fails.
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
+#include "../support/framer_reads.hpp"
 #include "fuzz_support.hpp"
 #include "iserkit/datamover/tcp_framer.hpp"
 
@@ -70,17 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(framer.want_bytes() > 0 && framer.want_bytes() <= bound);
     if (at == stream.size()) break;
     step = step * 1103515245u + 12345u;
-    std::size_t budget = std::min<std::size_t>(1 + (step >> 16) % 700, stream.size() - at);
-    std::size_t n = 0;
-    for (const auto& span : wants) {
-      const std::size_t k = std::min(budget, span.size());
-      std::memcpy(span.data(), stream.data() + at, k);
-      at += k;
-      n += k;
-      budget -= k;
-      if (budget == 0) break;
-    }
-    framer.consumed(n);
+    iserkit::test::read_into_framer(framer, stream, at, 1 + (step >> 16) % 700);
   }
   (void)failed;
   return 0;

@@ -31,6 +31,14 @@ std::size_t received(const scsi::ScsiResult& r, std::size_t edtl) {
   return r.residual_bytes >= edtl ? 0 : edtl - r.residual_bytes;
 }
 
+// What `parse` makes of a VPD page vpd_page() read, or the error of reading it (a plain function:
+// the getters below stay one coroutine each).
+template <class Parse>
+auto parsed_vpd_page(const Result<std::vector<std::byte>>& page, Parse parse) -> decltype(parse(*page)) {
+  if (!page) return fail(page.error());
+  return parse(*page);
+}
+
 // Sends `req`, again as RetryPolicy says for UNIT ATTENTION, BUSY and TASK SET FULL.
 Awaitable<Result<scsi::ScsiResult>> execute_with_retries(CommandChannel& session, const CommandRequest& req) {
   RetryPolicy policy;
@@ -377,9 +385,7 @@ Awaitable<Result<std::vector<std::byte>>> LunHandle::vpd_page(std::uint8_t page_
 }
 
 Awaitable<Result<scsi::ThirdPartyCopyLimits>> LunHandle::third_party_copy_limits() {
-  auto page = co_await vpd_page(scsi::vpd::third_party_copy);
-  if (!page) co_return fail(page.error());
-  co_return scsi::parse_third_party_copy_vpd(*page);
+  co_return parsed_vpd_page(co_await vpd_page(scsi::vpd::third_party_copy), scsi::parse_third_party_copy_vpd);
 }
 
 Awaitable<Result<void>> LunHandle::extended_copy(std::span<const std::byte> parameter_list,
@@ -400,21 +406,15 @@ Awaitable<Result<void>> LunHandle::extended_copy(std::span<const std::byte> para
 }
 
 Awaitable<Result<std::vector<std::uint8_t>>> LunHandle::supported_vpd_pages() {
-  auto page = co_await vpd_page(scsi::vpd::supported_pages);
-  if (!page) co_return fail(page.error());
-  co_return scsi::parse_supported_vpd_pages(*page);
+  co_return parsed_vpd_page(co_await vpd_page(scsi::vpd::supported_pages), scsi::parse_supported_vpd_pages);
 }
 
 Awaitable<Result<std::string>> LunHandle::unit_serial_number() {
-  auto page = co_await vpd_page(scsi::vpd::unit_serial_number);
-  if (!page) co_return fail(page.error());
-  co_return scsi::parse_unit_serial_number(*page);
+  co_return parsed_vpd_page(co_await vpd_page(scsi::vpd::unit_serial_number), scsi::parse_unit_serial_number);
 }
 
 Awaitable<Result<std::vector<scsi::Designator>>> LunHandle::device_identification() {
-  auto page = co_await vpd_page(scsi::vpd::device_identification);
-  if (!page) co_return fail(page.error());
-  co_return scsi::parse_device_identification(*page);
+  co_return parsed_vpd_page(co_await vpd_page(scsi::vpd::device_identification), scsi::parse_device_identification);
 }
 
 Awaitable<Result<scsi::BlockLimits>> LunHandle::block_limits() {
@@ -427,9 +427,7 @@ Awaitable<Result<scsi::BlockLimits>> LunHandle::block_limits() {
 }
 
 Awaitable<Result<scsi::LogicalBlockProvisioning>> LunHandle::logical_block_provisioning() {
-  auto page = co_await vpd_page(scsi::vpd::logical_block_provisioning);
-  if (!page) co_return fail(page.error());
-  co_return scsi::parse_logical_block_provisioning(*page);
+  co_return parsed_vpd_page(co_await vpd_page(scsi::vpd::logical_block_provisioning), scsi::parse_logical_block_provisioning);
 }
 
 Awaitable<Result<scsi::ModeParameterHeader>> LunHandle::mode_parameter_header() {

@@ -18,11 +18,10 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import (MIB, WORKLOADS, chosen_workloads, end_run, fio_nbd_run, fio_with_nbd_engine,  # noqa: E402  (tests/bench)
-                      passed, require_within, start_chain)
+from benchlib import (MIB, WORKLOADS, CountedRun, ceiling_options, chosen_workloads, fio_nbd_run, fio_with_nbd_engine,  # noqa: E402  (tests/bench)
+                      require_within, start_chain)
 
 PROCESSES = ("target", "bridge")
 
@@ -64,19 +63,11 @@ def main():
     args = ap.parse_args()
 
     fio = fio_with_nbd_engine()
-    ceilings = {}
-    for c in args.ceiling:
-        key, value = c.split("=")
-        workload, process = key.split(":")
-        if workload not in WORKLOADS or process not in PROCESSES:
-            ap.error(f"bad --ceiling {c}")
-        ceilings[(workload, process)] = float(value)
+    ceilings = ceiling_options(ap, args.ceiling, PROCESSES, 2)
     workloads = chosen_workloads(ap, args.workloads)
 
-    run = tempfile.mkdtemp(prefix="iserkit-alloc.", dir="/var/tmp")
-    procs = []
-    ok = False
-    try:
+    with CountedRun("iserkit-alloc.", "/var/tmp") as counted:
+        run, procs = counted.dir, counted.procs
         backing = os.path.join(run, "backing.img")
         with open(backing, "wb") as f:
             chunk = os.urandom(MIB)
@@ -117,10 +108,7 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=2)
-        ok = passed(failed)
-        return 0 if ok else 1
-    finally:
-        end_run(procs, run, ok)
+        return counted.verdict(failed)
 
 
 if __name__ == "__main__":

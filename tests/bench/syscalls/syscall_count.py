@@ -16,12 +16,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import (MIB, WORKLOADS, chosen_workloads, end_run, fio_nbd_run, fio_with_nbd_engine,  # noqa: E402  (tests/bench)
-                      passed, skip, start_chain)
+from benchlib import (MIB, WORKLOADS, CountedRun, ceiling_options, chosen_workloads, fio_nbd_run, fio_with_nbd_engine,  # noqa: E402  (tests/bench)
+                      skip, start_chain)
 
 PROCESSES = ("target", "bridge")
 
@@ -74,20 +73,12 @@ def main():
     strace = shutil.which("strace")
     if strace is None:
         skip("strace is not installed")
-    ceilings = {}
-    for c in args.ceiling:
-        key, value = c.split("=")
-        workload, process, syscall = key.split(":")
-        if workload not in WORKLOADS or process not in PROCESSES:
-            ap.error(f"bad --ceiling {c}")
-        ceilings[(workload, process, syscall)] = float(value)
+    ceilings = ceiling_options(ap, args.ceiling, PROCESSES, 3)
     workloads = chosen_workloads(ap, args.workloads)
 
     base = "/dev/shm" if os.path.isdir("/dev/shm") else "/var/tmp"
-    run = tempfile.mkdtemp(prefix="iserkit-syscalls.", dir=base)
-    procs = []
-    ok = False
-    try:
+    with CountedRun("iserkit-syscalls.", base) as counted:
+        run, procs = counted.dir, counted.procs
         backing = os.path.join(run, "backing.img")
         with open(backing, "wb") as f:
             f.truncate(args.size_mib * MIB)
@@ -117,10 +108,7 @@ def main():
                     if cw == w and cp == p and per.get(cs, 0.0) > limit:
                         failed.append(f"{label}: the {p} makes {per.get(cs, 0.0):.2f} {cs} calls per request, "
                                       f"ceiling {limit}")
-        ok = passed(failed)
-        return 0 if ok else 1
-    finally:
-        end_run(procs, run, ok)
+        return counted.verdict(failed)
 
 
 if __name__ == "__main__":

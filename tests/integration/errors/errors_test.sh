@@ -29,6 +29,7 @@ case $program in
 esac
 
 source "$(dirname "$0")/../../support/scratch.sh"
+source "$(dirname "$0")/../../support/target_toml.sh"
 scratch_init errors
 
 PLAIN=iqn.2026-11.org.iserkit:plain    # 16 MiB, writable
@@ -40,15 +41,10 @@ echo alice-secret-1234 >"$W/alice.secret"
 printf 'username = alice\nsecret = wrong-secret-0000\n' >"$W/wrong.chap"
 head -c 4096 /dev/urandom >"$W/4k.bin"
 
-cat >"$W/rw.toml" <<TOML
-[[targets]]
-iqn = "$PLAIN"
-luns = ["mem:16M"]
-[[targets]]
-iqn = "$SECURE"
-luns = ["mem:16M"]
-chap_users = [{ user = "alice", secret_file = "alice.secret" }]
-TOML
+{
+  toml_target "$PLAIN" mem:16M
+  toml_target "$SECURE" mem:16M 'chap_users=[{ user = "alice", secret_file = "alice.secret" }]'
+} >"$W/rw.toml"
 serve rw --config "$W/rw.toml"
 serve ro --lun mem:16M --iqn "$RO" --read-only
 H=127.0.0.1:$(cat "$W/rw.port")

@@ -25,6 +25,7 @@ if ! out=$(nbdkit --dump-plugin "$PLUGIN" 2>&1); then
 fi
 
 source "$(dirname "$0")/../../support/scratch.sh"
+source "$(dirname "$0")/../../support/target_toml.sh"
 scratch_init nbdkit
 
 IQN=iqn.2026-11.org.iserkit:nbdkit
@@ -40,12 +41,7 @@ umask 077
 echo alice-secret-1234 >"$W/alice.secret"
 printf 'username = alice\nsecret = "alice-secret-1234"\n' >"$W/alice.chap"
 printf 'username = alice\nsecret = wrong-secret-0000\n' >"$W/wrong.chap"
-cat >"$W/chap.toml" <<TOML
-[[targets]]
-iqn = "$SECURE"
-luns = ["mem:4M"]
-chap_users = [{ user = "alice", secret_file = "alice.secret" }]
-TOML
+toml_target "$SECURE" mem:4M 'chap_users=[{ user = "alice", secret_file = "alice.secret" }]' >"$W/chap.toml"
 serve chap --config "$W/chap.toml"
 serve ro --iqn "$RO" --lun "$W/ro.img" --read-only
 PCHAP=$(cat "$W/chap.port")

@@ -10,45 +10,27 @@
 # O_DIRECT, the token checked per part; totals.copy_bytes) and none through a user-space buffer.
 # Usage: tokencopy_test.sh CLIENT_PROGRAM. Exit 77 when iserkit-target is not built.
 source "$(dirname "$0")/../target_client_lib.sh"
+source "$(dirname "$0")/../../support/target_toml.sh"
 fail() { echo "FAIL: $*"; echo "--- target log"; cat "$WORK/target.log"; echo "--- other target log"; cat "$WORK/other.log"; exit 1; }
 mkdir -p "$WORK/other/vol"
 for f in a b c d; do truncate -s 64M "$WORK/$f.img"; done
 truncate -s 64M "$WORK/other/vol/e.img"
 BASE="iqn.2026-11.org.iserkit.test.tokencopy$$"
-cat >"$WORK/target.toml" <<TOML
-listen = ["127.0.0.1:0"]
-
-[[tenants]]
-name = "blue"
-listen = ["127.0.0.2:0"]
-
-[[tenants]]
-name = "red"
-listen = ["127.0.0.3:0"]
-
-[[targets]]
-iqn = "$BASE:src"
-tenant = "blue"
-luns = ["$WORK/a.img", "$WORK/b.img"]
-
-[[targets]]
-iqn = "$BASE:peer"
-tenant = "blue"
-luns = ["$WORK/c.img"]
-
-[[targets]]
-iqn = "$BASE:red"
-tenant = "red"
-luns = ["$WORK/d.img"]
-TOML
+{
+  toml_keys 'listen=["127.0.0.1:0"]'
+  toml_tenant blue 127.0.0.2:0
+  toml_tenant red 127.0.0.3:0
+  toml_target "$BASE:src" "$WORK/a.img $WORK/b.img" tenant=blue
+  toml_target "$BASE:peer" "$WORK/c.img" tenant=blue
+  toml_target "$BASE:red" "$WORK/d.img" tenant=red
+} >"$WORK/target.toml"
 "$BIN/iserkit-target" --config "$WORK/target.toml" --port-file "$WORK/port" --status-socket "$WORK/status.sock" --log-level info >"$WORK/target.log" 2>&1 &
 PID=$!
 "$BIN/iserkit-target" --iqn "$BASE.other" --export-dir "$WORK/other" --listen 127.0.0.1:0 --port-file "$WORK/port2" \
   --log-level warn >"$WORK/other.log" 2>&1 &
 PID2=$!
 wait_ports port port2 || fail "the targets did not start"
-portal() { sed -n "s/.*tenant $1: listening on \([0-9.:]*\).*/\1/p" "$WORK/target.log" | head -1; }
-BLUE=$(portal blue) RED=$(portal red)
+BLUE=$(tenant_portal "$WORK/target.log" blue) RED=$(tenant_portal "$WORK/target.log" red)
 [[ -n $BLUE && -n $RED ]] || fail "no tenant portals in the log"
 ISERKIT_TEST_SOURCE_URL="iscsi://$BLUE/$BASE:src/0" ISERKIT_TEST_PEER_URL="iscsi://$BLUE/$BASE:peer/0" \
   ISERKIT_TEST_RED_URL="iscsi://$RED/$BASE:red/0" ISERKIT_TEST_OTHER_URL="iscsi://127.0.0.1:$(cat "$WORK/port2")/$BASE.other:vol/0" \

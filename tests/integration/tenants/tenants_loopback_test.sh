@@ -15,73 +15,43 @@ command -v python3 >/dev/null || skip "python3 is not installed"
 BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
 export ISERKIT_SOURCE=${ISERKIT_SOURCE:-$(cd "$(dirname "$0")/../../.." && pwd)}
 here=$(dirname "$0")
+source "$here/../../support/target_toml.sh"
 tmp=$(mktemp -d /tmp/iserkit-tenant-loop.XXXXXX)
-pid=""
-cleanup() { [[ -z $pid ]] || { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; } || true; rm -rf "$tmp"; }
+TARGET_PID=""  # start_config_target (tests/support/target_toml.sh) sets it
+cleanup() { [[ -z $TARGET_PID ]] || { kill "$TARGET_PID" 2>/dev/null; wait "$TARGET_PID" 2>/dev/null; } || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; echo "--- target log"; cat "$tmp/target.log"; exit 1; } >&2
 blue=iqn.2026-11.org.example:blue-vol red=iqn.2026-11.org.example:red-vol
 blue_chap=iqn.2026-11.org.example:blue-locked plain=iqn.2026-11.org.example:plain
+# The [limits] and [login_throttle] tables and the two tenants' limits of each scenario.
 case "$scenario" in
   budget)
     # The target-wide budget as small as blue's: a budget shared with blue would stall red.
-    global='[limits]
-global_payload_budget = "4M"'
+    global_tables() { toml_table limits global_payload_budget=4M; }
     blue_limits='{ payload_budget = "4M" }' red_limits='{}' ;;
   reinstate)
-    global='' blue_limits='{}' red_limits='{ max_sessions = 1 }' ;;
+    global_tables() { :; }
+    blue_limits='{}' red_limits='{ max_sessions = 1 }' ;;
   admission)
-    global='[limits]
-max_logging_in = 16
-login_timeout = 30
-
-[login_throttle]
-free_failures = 1
-base_delay_ms = 30000'
+    global_tables() {
+      toml_table limits max_logging_in=16 login_timeout=30
+      toml_table login_throttle free_failures=1 base_delay_ms=30000
+    }
     blue_limits='{ max_logging_in = 4, max_connections = 6 }' red_limits='{}' ;;
   *) echo "unknown scenario $scenario" >&2; exit 2 ;;
 esac
-cat >"$tmp/target.toml" <<TOML
-listen = ["127.0.0.1:0"]
-
-$global
-
-[[tenants]]
-name = "blue"
-listen = ["127.0.0.2:0"]
-limits = $blue_limits
-
-[[tenants]]
-name = "red"
-listen = ["127.0.0.3:0"]
-limits = $red_limits
-
-[[targets]]
-iqn = "$blue"
-tenant = "blue"
-luns = ["mem:64M"]
-
-[[targets]]
-iqn = "$blue_chap"
-tenant = "blue"
-luns = ["mem:1M"]
-chap_users = [{ user = "blue", secret = "blue-secret-123" }]
-
-[[targets]]
-iqn = "$plain"
-luns = ["mem:1M"]
-
-[[targets]]
-iqn = "$red"
-tenant = "red"
-luns = ["mem:64M"]
-TOML
-"$BIN/iserkit-target" --config "$tmp/target.toml" --port-file "$tmp/port" >"$tmp/target.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
-[[ -s $tmp/port ]] || fail "target did not start"
-portal() { sed -n "s/.*tenant $1: listening on \([0-9.:]*\).*/\1/p" "$tmp/target.log" | head -1; }
-bp=$(portal blue) rp=$(portal red)
+{
+  toml_keys 'listen=["127.0.0.1:0"]'
+  global_tables
+  toml_tenant blue 127.0.0.2:0 limits="$blue_limits"
+  toml_tenant red 127.0.0.3:0 limits="$red_limits"
+  toml_target "$blue" mem:64M tenant=blue
+  toml_target "$blue_chap" mem:1M tenant=blue 'chap_users=[{ user = "blue", secret = "blue-secret-123" }]'
+  toml_target "$plain" mem:1M
+  toml_target "$red" mem:64M tenant=red
+} >"$tmp/target.toml"
+start_config_target "$tmp" || fail "target did not start"
+bp=$(tenant_portal "$tmp/target.log" blue) rp=$(tenant_portal "$tmp/target.log" red)
 [[ -n $bp && -n $rp ]] || fail "no tenant portals in the log"
 case "$scenario" in
   budget) timeout 120 python3 "$here/tenants_budget.py" "$tmp/target.log" "$bp" "$blue" "$rp" "$red" ;;
@@ -91,5 +61,5 @@ case "$scenario" in
       "127.0.0.1:$(cat "$tmp/port")" ;;
   reinstate) timeout 120 python3 "$here/tenants_reinstate.py" "$tmp/target.log" "$rp" "$red" ;;
 esac || fail "tenants_$scenario.py"
-kill -0 "$pid" || fail "the target died"
+kill -0 "$TARGET_PID" || fail "the target died"
 echo PASS

@@ -25,6 +25,7 @@ skip() { echo "SKIP: $*" >&2; exit 77; }
 [[ $(id -u) == 0 ]] || skip "needs root (network namespaces)"
 for tool in ip nbdcopy sha256sum iscsi-ls iscsi-inq; do command -v $tool >/dev/null || skip "$tool is not installed"; done
 BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
+source "$(dirname "$0")/../../support/target_toml.sh"
 ip netns add ikt-probe-$$ || skip "cannot create network namespaces"
 ip -n ikt-probe-$$ link add probe type vxlan id 1 dstport 4789 2>/dev/null || { ip netns del ikt-probe-$$; skip "no VXLAN support in this kernel"; }
 ip netns del ikt-probe-$$
@@ -33,10 +34,11 @@ s=$$   # namespace names are global: make ours unique
 tu=ikt-tu-$s iu=ikt-iu-$s tb=ikt-tb-$s tr=ikt-tr-$s ib=ikt-ib-$s ir=ikt-ir-$s
 tmp=$(mktemp -d /tmp/iserkit-tenants.XXXXXX)
 pids=()
+TARGET_PID=""  # start_config_target (tests/support/target_toml.sh) sets it
 mnt=""
 cleanup() {
   [[ -z $mnt ]] || fusermount3 -u -z "$mnt" 2>/dev/null || true
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in $TARGET_PID "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   for n in $tu $iu $tb $tr $ib $ir; do ip netns del $n 2>/dev/null || true; done
   rm -rf "$tmp"
@@ -68,39 +70,15 @@ overlay $iu $ir 10.99.0.2 10.99.0.1 200 vx-red 192.168.200.2 192.168.100.0/24
 size=$((32 << 20))
 truncate -s $size "$tmp/blue.img" "$tmp/red.img"
 blue=iqn.2026-11.org.example:blue-vol red=iqn.2026-11.org.example:red-vol plain=iqn.2026-11.org.example:plain
-cat >"$tmp/target.toml" <<TOML
-listen = ["127.0.0.1:0"]
-
-[[tenants]]
-name = "blue"
-netns = "$tb"
-listen = ["192.168.100.1:3260"]
-limits = { max_sessions = 4, payload_budget = "8M" }
-
-[[tenants]]
-name = "red"
-netns = "$tr"
-listen = ["192.168.200.1:3260"]
-limits = { max_sessions = 1 }
-
-[[targets]]
-iqn = "$blue"
-tenant = "blue"
-luns = ["$tmp/blue.img"]
-
-[[targets]]
-iqn = "$red"
-tenant = "red"
-luns = ["$tmp/red.img"]
-
-[[targets]]
-iqn = "$plain"
-luns = ["mem:16M"]
-TOML
-"$BIN/iserkit-target" --config "$tmp/target.toml" --port-file "$tmp/port" --log-level debug >"$tmp/target.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done
-[[ -s $tmp/port ]] || fail "target did not start"
+{
+  toml_keys 'listen=["127.0.0.1:0"]'
+  toml_tenant blue 192.168.100.1:3260 netns="$tb" 'limits={ max_sessions = 4, payload_budget = "8M" }'
+  toml_tenant red 192.168.200.1:3260 netns="$tr" 'limits={ max_sessions = 1 }'
+  toml_target "$blue" "$tmp/blue.img" tenant=blue
+  toml_target "$red" "$tmp/red.img" tenant=red
+  toml_target "$plain" mem:16M
+} >"$tmp/target.toml"
+start_config_target "$tmp" --log-level debug || fail "target did not start"
 port=$(cat "$tmp/port")
 grep -q "tenant blue: listening on 192.168.100.1:3260 in network namespace $tb" "$tmp/target.log" ||
   fail "blue's portal is not in its namespace"

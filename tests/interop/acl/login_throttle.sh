@@ -3,19 +3,13 @@
 # 0x0301), while a right login from 127.0.0.1 works throughout, and 127.0.0.2 logs in again once
 # its block is over. Raw sockets (acl_login.py), SHA-256 CHAP.
 source "$(dirname "$0")/../target/lib.sh"
+source "$(dirname "$0")/../../support/target_toml.sh"
 require python3
 T=iqn.2026-11.org.iserkit:throttled
-cat >"$WORK/target.toml" <<TOML
-[login_throttle]
-free_failures = 3
-base_delay_ms = 1000
-max_delay_ms = 2000
-
-[[targets]]
-iqn = "$T"
-luns = ["mem:16M"]
-chap_users = [{ user = "alice", secret = "alice-secret-1234" }]
-TOML
+{
+  toml_table login_throttle free_failures=3 base_delay_ms=1000 max_delay_ms=2000
+  toml_target "$T" mem:16M 'chap_users=[{ user = "alice", secret = "alice-secret-1234" }]'
+} >"$WORK/target.toml"
 start_target --lun mem:16M --config "$WORK/target.toml" --log-level debug
 chap() { timeout 30 python3 "$(dirname "$0")/acl_login.py" chap "$PORT" "$T" "$@"; }
 [[ $(chap 127.0.0.1 alice alice-secret-1234) == 0000 ]] || fail "right secret refused before the burst"

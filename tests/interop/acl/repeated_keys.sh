@@ -2,14 +2,10 @@
 # copy; the name the ACL checked is the name the session uses; a peer's newline stays escaped in
 # the target's log (raw sockets: acl_login.py).
 source "$(dirname "$0")/../target/lib.sh"
+source "$(dirname "$0")/../../support/target_toml.sh"
 require python3
 ALLOWED=iqn.2026-11.org.test:allowed
-cat >"$WORK/target.toml" <<TOML
-[[targets]]
-iqn = "iqn.2026-11.org.iserkit:acl"
-luns = ["mem:16M"]
-allowed_initiators = ["$ALLOWED"]
-TOML
+toml_target iqn.2026-11.org.iserkit:acl mem:16M "allowed_initiators=[\"$ALLOWED\"]" >"$WORK/target.toml"
 start_target --lun mem:16M --config "$WORK/target.toml" --log-level debug
 timeout 60 python3 "$(dirname "$0")/acl_login.py" repeat "$PORT" iqn.2026-11.org.iserkit:acl "$ALLOWED" ||
   fail "acl_login.py repeat"

@@ -1,7 +1,9 @@
-# Shared helpers for the CHAP interop tests: write a TOML configuration with secrets in files,
+# Shared helpers for the CHAP interop tests: write a TOML configuration with secrets in files
+# (its tables through tests/support/target_toml.sh),
 # start iserkit-target with --config on a free loopback port; the rest (BIN, WORK, the exit trap that
 # stops the target, require, fail, stop_target) is the target interop tests' lib.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/../target/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../support/target_toml.sh"
 SECURE=iqn.2026-11.org.iserkit:secure
 MUTUAL=iqn.2026-11.org.iserkit:mutual
 LOCKED=iqn.2026-11.org.iserkit:locked
@@ -20,38 +22,19 @@ write_config() {
   umask 077
   printf '%s\n' "$ALICE_SECRET" >"$WORK/alice.secret"
   printf '%s\n' "$TARGET_SECRET" >"$WORK/target.secret"
-  cat >"$WORK/target.toml" <<TOML
-listen = ["127.0.0.1:0"]
-
-# libiscsi (and QEMU through it) speaks MD5 CHAP only: MD5 must be configured explicitly.
-[discovery]
-chap_users = [{ user = "disco", secret_env = "ISERKIT_TEST_DISCO_SECRET" }]
-chap_algorithms = ["SHA-256", "MD5"]
-
-[[targets]]
-iqn = "$SECURE"
-luns = ["mem:64M"]
-chap_users = [{ user = "alice", secret_file = "alice.secret" }]
-chap_algorithms = ["SHA-256", "MD5"]
-
-[[targets]]
-iqn = "$MUTUAL"
-luns = ["mem:64M"]
-chap_users = [{ user = "alice", secret_file = "alice.secret" }]
-mutual = { user = "mutualtarget", secret_file = "target.secret" }
-chap_algorithms = ["MD5"]
-
-# The default CHAP algorithms: no MD5, so libiscsi cannot log in here.
-[[targets]]
-iqn = "$SHAONLY"
-luns = ["mem:16M"]
-chap_users = [{ user = "alice", secret_file = "alice.secret" }]
-
-[[targets]]
-iqn = "$LOCKED"
-luns = ["mem:16M"]
-allowed_initiators = ["iqn.2026-11.org.example:someone-else"]
-TOML
+  local alice='chap_users=[{ user = "alice", secret_file = "alice.secret" }]'
+  {
+    toml_keys 'listen=["127.0.0.1:0"]'
+    # libiscsi (and QEMU through it) speaks MD5 CHAP only: MD5 must be configured explicitly.
+    toml_table discovery 'chap_users=[{ user = "disco", secret_env = "ISERKIT_TEST_DISCO_SECRET" }]' \
+      'chap_algorithms=["SHA-256", "MD5"]'
+    toml_target "$SECURE" mem:64M "$alice" 'chap_algorithms=["SHA-256", "MD5"]'
+    toml_target "$MUTUAL" mem:64M "$alice" 'mutual={ user = "mutualtarget", secret_file = "target.secret" }' \
+      'chap_algorithms=["MD5"]'
+    # The default CHAP algorithms: no MD5, so libiscsi cannot log in here.
+    toml_target "$SHAONLY" mem:16M "$alice"
+    toml_target "$LOCKED" mem:16M 'allowed_initiators=["iqn.2026-11.org.example:someone-else"]'
+  } >"$WORK/target.toml"
 }
 
 # start_target ARGS...: iserkit-target --config plus ARGS; sets PORT.

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "iserkit/common/errors.hpp"
 #include "iserkit/initiator/lun.hpp"
@@ -175,23 +177,39 @@ ForwardedPaths forwarded_paths(asio::io_context& io) {
   return f;
 }
 
+// Multipath::open over `urls`, then LunHandle::open of the device's LUN 0, each expected to succeed
+// (a failure fails the test with its message): `mp` is null when the device did not open, `lun`
+// empty when its LUN did not.
+struct MultipathDevice {
+  std::shared_ptr<Multipath> mp;
+  std::optional<LunHandle> lun;
+};
+Awaitable<MultipathDevice> open_multipath_device(asio::io_context& io, std::vector<Url> urls, MultipathOptions options) {
+  MultipathDevice d;
+  auto mp = co_await Multipath::open(io.get_executor(), std::move(urls), scsi::Lun::from_index(0), std::move(options));
+  EXPECT_TRUE(mp) << (mp ? "" : mp.error().message());
+  if (!mp) co_return d;
+  d.mp = *mp;
+  auto lun = co_await LunHandle::open(d.mp, scsi::Lun::from_index(0));
+  EXPECT_TRUE(lun) << (lun ? "" : lun.error().message());
+  if (lun) d.lun.emplace(std::move(*lun));
+  co_return d;
+}
+
 }  // namespace
 
 TEST(Multipath, TwoPortalGroupsToOneLunAreOneDeviceRoundRobin) {
   REQUIRE_URLS("ISERKIT_MP_URL1", "ISERKIT_MP_URL2");
   run([](asio::io_context& io) -> Awaitable<void> {
-    auto mp = co_await Multipath::open(io.get_executor(), env_urls("ISERKIT_MP_URL1", "ISERKIT_MP_URL2"),
-                                       scsi::Lun::from_index(0), fast_options(MultipathPolicy::round_robin));
-    EXPECT_TRUE(mp) << (mp ? "" : mp.error().message());
+    auto [mp, lun] = co_await open_multipath_device(io, env_urls("ISERKIT_MP_URL1", "ISERKIT_MP_URL2"),
+                                                    fast_options(MultipathPolicy::round_robin));
     if (!mp) co_return;
-    auto lun = co_await LunHandle::open(*mp, scsi::Lun::from_index(0));
-    EXPECT_TRUE(lun) << (lun ? "" : lun.error().message());
     if (lun) {
       EXPECT_EQ(lun->session(), nullptr);  // a multipath handle has no single session
       for (unsigned k = 0; k < 8; ++k) { const bool ok_ = static_cast<bool>(co_await write_and_verify(*lun, k * 64, 64, k)); EXPECT_TRUE(ok_); }
       { const bool ok_ = static_cast<bool>(co_await lun->synchronize_cache()); EXPECT_TRUE(ok_); }
     }
-    const auto paths = (*mp)->paths();
+    const auto paths = mp->paths();
     EXPECT_EQ(paths.size(), 2u);
     for (const auto& p : paths) {
       EXPECT_EQ(p.state, PathStatus::State::up) << p.url;
@@ -200,7 +218,7 @@ TEST(Multipath, TwoPortalGroupsToOneLunAreOneDeviceRoundRobin) {
     }
     EXPECT_EQ(paths[0].target_port_group, std::optional<std::uint16_t>(1));
     EXPECT_EQ(paths[1].target_port_group, std::optional<std::uint16_t>(2));
-    co_await (*mp)->logout();
+    co_await mp->logout();
   });
 }
 
@@ -221,20 +239,16 @@ TEST(Multipath, AnAluaStandbyGroupIsNotUsed) {
   REQUIRE_URLS("ISERKIT_MP_STANDBY_URL1", "ISERKIT_MP_ACTIVE_URL2");
   run([](asio::io_context& io) -> Awaitable<void> {
     // The standby path is listed first: failover would take it if ALUA were ignored.
-    auto mp = co_await Multipath::open(io.get_executor(),
-                                       env_urls("ISERKIT_MP_STANDBY_URL1", "ISERKIT_MP_ACTIVE_URL2"),
-                                       scsi::Lun::from_index(0), fast_options(MultipathPolicy::failover));
-    EXPECT_TRUE(mp) << (mp ? "" : mp.error().message());
+    auto [mp, lun] = co_await open_multipath_device(io, env_urls("ISERKIT_MP_STANDBY_URL1", "ISERKIT_MP_ACTIVE_URL2"),
+                                                    fast_options(MultipathPolicy::failover));
     if (!mp) co_return;
-    auto lun = co_await LunHandle::open(*mp, scsi::Lun::from_index(0));
-    EXPECT_TRUE(lun) << (lun ? "" : lun.error().message());
     if (lun) { const bool ok_ = static_cast<bool>(co_await write_and_verify(*lun, 8, 16, 3)); EXPECT_TRUE(ok_); }
-    const auto paths = (*mp)->paths();
+    const auto paths = mp->paths();
     EXPECT_EQ(paths[0].access_state, scsi::AccessState::standby);
     EXPECT_EQ(paths[1].access_state, scsi::AccessState::active_optimized);
     EXPECT_EQ(paths[0].commands, 0u);
     EXPECT_GT(paths[1].commands, 0u);
-    co_await (*mp)->logout();
+    co_await mp->logout();
   });
 }
 
@@ -245,26 +259,22 @@ TEST(Multipath, ACutPathFailsOverAndIsUsedAgainOnceItComesBack) {
     std::vector<PathEvent> events;
     auto options = fast_options(MultipathPolicy::failover);
     options.on_event = [&](const PathEvent& e) { events.push_back(e); };
-    auto mp = co_await Multipath::open(io.get_executor(), two(url1, url2), scsi::Lun::from_index(0), options);
-    EXPECT_TRUE(mp) << (mp ? "" : mp.error().message());
-    if (!mp) co_return;
-    auto lun = co_await LunHandle::open(*mp, scsi::Lun::from_index(0));
-    EXPECT_TRUE(lun);
+    auto [mp, lun] = co_await open_multipath_device(io, two(url1, url2), options);
     if (!lun) co_return;
     { const bool ok_ = static_cast<bool>(co_await write_and_verify(*lun, 0, 32, 1)); EXPECT_TRUE(ok_); }
-    EXPECT_EQ((*mp)->paths()[1].commands, 0u);  // failover: path 0 only
+    EXPECT_EQ(mp->paths()[1].commands, 0u);  // failover: path 0 only
 
     link1->cut();  // I/O moves to path 1
     for (unsigned k = 1; k < 6; ++k) { const bool ok_ = static_cast<bool>(co_await write_and_verify(*lun, k * 32, 32, k + 10)); EXPECT_TRUE(ok_); }
-    EXPECT_GT((*mp)->paths()[1].commands, 0u);
-    EXPECT_NE((*mp)->paths()[0].state, PathStatus::State::up);
+    EXPECT_GT(mp->paths()[1].commands, 0u);
+    EXPECT_NE(mp->paths()[0].state, PathStatus::State::up);
     link1->restore();  // path 0 is reinstated in the background
-    for (int i = 0; i < 100 && (*mp)->paths()[0].state != PathStatus::State::up; ++i) co_await sleep_for(50ms);
-    EXPECT_EQ((*mp)->paths()[0].state, PathStatus::State::up);
-    const auto before = (*mp)->paths()[0].commands;
+    for (int i = 0; i < 100 && mp->paths()[0].state != PathStatus::State::up; ++i) co_await sleep_for(50ms);
+    EXPECT_EQ(mp->paths()[0].state, PathStatus::State::up);
+    const auto before = mp->paths()[0].commands;
     link2->cut();  // and back to path 0
     for (unsigned k = 6; k < 10; ++k) { const bool ok_ = static_cast<bool>(co_await write_and_verify(*lun, k * 32, 32, k + 20)); EXPECT_TRUE(ok_); }
-    EXPECT_GT((*mp)->paths()[0].commands, before);
+    EXPECT_GT(mp->paths()[0].commands, before);
     { const bool ok_ = static_cast<bool>(co_await lun->synchronize_cache()); EXPECT_TRUE(ok_); }
     // Every block written before and after the faults reads back as written.
     for (unsigned k = 1; k < 10; ++k) {
@@ -273,7 +283,7 @@ TEST(Multipath, ACutPathFailsOverAndIsUsedAgainOnceItComesBack) {
       const auto expect = pattern(back.size(), k < 6 ? k + 10 : k + 20);
       EXPECT_EQ(std::memcmp(back.data(), expect.data(), back.size()), 0) << "lba " << k * 32;
     }
-    const auto& st = (*mp)->stats();
+    const auto& st = mp->stats();
     EXPECT_GE(st.path_downs, 2u);
     EXPECT_GE(st.path_ups, 1u);
     bool saw_down = false, saw_up = false;
@@ -282,7 +292,7 @@ TEST(Multipath, ACutPathFailsOverAndIsUsedAgainOnceItComesBack) {
       saw_up |= e.kind == PathEvent::Kind::path_up && e.path == 0;
     }
     EXPECT_TRUE(saw_down && saw_up) << "events: path 0 down and up again";
-    co_await (*mp)->logout();
+    co_await mp->logout();
     link1->stop();
     link2->stop();
   });
@@ -294,11 +304,7 @@ TEST(Multipath, NoPathForTheReplacementTimeoutFailsCommandsThenAReturningPathSer
     auto [link1, link2, url1, url2] = forwarded_paths(io);
     auto options = fast_options(MultipathPolicy::round_robin);
     options.replacement_timeout = 1500ms;
-    auto mp = co_await Multipath::open(io.get_executor(), two(url1, url2), scsi::Lun::from_index(0), options);
-    EXPECT_TRUE(mp) << (mp ? "" : mp.error().message());
-    if (!mp) co_return;
-    auto lun = co_await LunHandle::open(*mp, scsi::Lun::from_index(0));
-    EXPECT_TRUE(lun);
+    auto [mp, lun] = co_await open_multipath_device(io, two(url1, url2), options);
     if (!lun) co_return;
     link1->cut();
     link2->cut();
@@ -312,8 +318,8 @@ TEST(Multipath, NoPathForTheReplacementTimeoutFailsCommandsThenAReturningPathSer
     }
     // Bounded: the paths' own replacement timeout (0.5 s) plus the device's (1.5 s), with slack.
     EXPECT_LT(waited, 10s);
-    EXPECT_TRUE((*mp)->gave_up());
-    EXPECT_EQ((*mp)->stats().gave_up, 1u);
+    EXPECT_TRUE(mp->gave_up());
+    EXPECT_EQ(mp->stats().gave_up, 1u);
     // As a single session past its replacement timeout (issue 24 item 6): a new command fails at
     // once, it does not wait, while the paths are reinstated in the background.
     const auto again_start = std::chrono::steady_clock::now();
@@ -321,10 +327,10 @@ TEST(Multipath, NoPathForTheReplacementTimeoutFailsCommandsThenAReturningPathSer
     EXPECT_FALSE(again);
     EXPECT_LT(std::chrono::steady_clock::now() - again_start, 1s) << "a command after giving up waited";
     link2->restore();
-    for (int i = 0; i < 100 && !(*mp)->any_path_usable(); ++i) co_await sleep_for(50ms);
-    EXPECT_TRUE((*mp)->any_path_usable());
+    for (int i = 0; i < 100 && !mp->any_path_usable(); ++i) co_await sleep_for(50ms);
+    EXPECT_TRUE(mp->any_path_usable());
     { const bool ok_ = static_cast<bool>(co_await write_and_verify(*lun, 100, 8, 5)); EXPECT_TRUE(ok_); }
-    co_await (*mp)->logout();
+    co_await mp->logout();
     link1->stop();
     link2->stop();
   });
@@ -333,12 +339,11 @@ TEST(Multipath, NoPathForTheReplacementTimeoutFailsCommandsThenAReturningPathSer
 TEST(Multipath, AFlushIsAnsweredOnlyAfterEveryEarlierWriteOnEitherPath) {
   REQUIRE_URLS("ISERKIT_MP_URL1", "ISERKIT_MP_URL2");
   run([](asio::io_context& io) -> Awaitable<void> {
-    auto mp = co_await Multipath::open(io.get_executor(), env_urls("ISERKIT_MP_URL1", "ISERKIT_MP_URL2"),
-                                       scsi::Lun::from_index(0), fast_options(MultipathPolicy::round_robin));
-    EXPECT_TRUE(mp) << (mp ? "" : mp.error().message());
-    if (!mp) co_return;
-    auto lun = co_await LunHandle::open(*mp, scsi::Lun::from_index(0));
-    EXPECT_TRUE(lun);
+    // Not a structured binding: spawn_writes below captures mp (clang before 16 cannot).
+    auto device = co_await open_multipath_device(io, env_urls("ISERKIT_MP_URL1", "ISERKIT_MP_URL2"),
+                                                 fast_options(MultipathPolicy::round_robin));
+    auto& mp = device.mp;
+    auto& lun = device.lun;
     if (!lun) co_return;
     // 16 writes of 256 KiB spread over both paths, not awaited; then a flush.
     constexpr int writes = 16;
@@ -361,7 +366,7 @@ TEST(Multipath, AFlushIsAnsweredOnlyAfterEveryEarlierWriteOnEitherPath) {
                          EXPECT_TRUE(r && r->status == scsi::Status::good)
                              << (r ? "status " + std::to_string(int(r->status)) : r.error().message());
                          ++count;
-                       }(**mp, 2048 + std::uint64_t(k) * 512, blocks, data, done),
+                       }(*mp, 2048 + std::uint64_t(k) * 512, blocks, data, done),
                        asio::detached);
       }
     };
@@ -370,18 +375,18 @@ TEST(Multipath, AFlushIsAnsweredOnlyAfterEveryEarlierWriteOnEitherPath) {
     spawn_writes();
     while (done < writes) co_await sleep_for(5ms);
     done = 0;
-    const std::uint64_t before = (*mp)->stats().commands;
+    const std::uint64_t before = mp->stats().commands;
     spawn_writes();
     // Every write must have reached the device before the flush is issued.
-    for (int i = 0; i < 1000 && (*mp)->stats().commands - before < std::uint64_t(writes); ++i) co_await sleep_for(1ms);
-    EXPECT_GE((*mp)->stats().commands - before, std::uint64_t(writes));
+    for (int i = 0; i < 1000 && mp->stats().commands - before < std::uint64_t(writes); ++i) co_await sleep_for(1ms);
+    EXPECT_GE(mp->stats().commands - before, std::uint64_t(writes));
     auto flushed = co_await lun->synchronize_cache();
     EXPECT_TRUE(flushed);
     EXPECT_EQ(done, writes) << "the flush was answered before every earlier write completed";
     // Whether the flush had to wait depends on timing (the path selector's unit tests prove the
     // holding itself); what must hold is that it was not answered before the writes.
-    if ((*mp)->stats().flushes_held == 0) std::fprintf(stderr, "note: every write had completed before the flush\n");
+    if (mp->stats().flushes_held == 0) std::fprintf(stderr, "note: every write had completed before the flush\n");
     while (done < writes) co_await sleep_for(10ms);
-    co_await (*mp)->logout();
+    co_await mp->logout();
   });
 }

@@ -104,25 +104,14 @@ fi
 
 blue=iqn.2026-11.org.iserkit.lab:blue red=iqn.2026-11.org.iserkit.lab:red
 truncate -s 64M "$work/blue.img" "$work/red.img"
-cat >"$work/target.toml" <<TOML
-listen = ["127.0.0.1:0"]
-[[tenants]]
-name = "blue"
-netns = "$tb"
-listen = ["192.168.100.1:3260"]
-[[tenants]]
-name = "red"
-netns = "$tr"
-listen = ["192.168.200.1:3260"]
-[[targets]]
-iqn = "$blue"
-tenant = "blue"
-luns = ["$work/blue.img"]
-[[targets]]
-iqn = "$red"
-tenant = "red"
-luns = ["$work/red.img"]
-TOML
+source "$LAB_SOURCE/tests/support/target_toml.sh"
+{
+  toml_keys 'listen=["127.0.0.1:0"]'
+  toml_tenant blue 192.168.100.1:3260 netns="$tb"
+  toml_tenant red 192.168.200.1:3260 netns="$tr"
+  toml_target "$blue" "$work/blue.img" tenant=blue
+  toml_target "$red" "$work/red.img" tenant=red
+} >"$work/target.toml"
 daemon target iserkit-target --config "$work/target.toml" --port-file "$work/port" --log-level debug
 check target serving iserkit-target "$work/port" 120 || give_up "iserkit-target did not start"
 cli() { local ns=$1; shift; timeout 300 ip netns exec "$ns" iserkit --initiator-name "$LAB_INITIATOR_IQN" "$@"; }

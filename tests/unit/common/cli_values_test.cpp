@@ -159,15 +159,22 @@ using iserkit::iscsi::check_chap_user;
 using iserkit::iscsi::check_iscsi_name;
 using iserkit::iscsi::is_valid_iscsi_name;
 
+// (The target's export_dir.hpp serves this same function as target::is_valid_iscsi_name: its
+// names are checked here, not again in export_dir_test.)
 TEST(IscsiName, Formats) {
-  EXPECT_TRUE(is_valid_iscsi_name("iqn.2026-11.org.example:disk1"));
-  EXPECT_TRUE(is_valid_iscsi_name("iqn.2001-04.com.example"));
-  EXPECT_TRUE(is_valid_iscsi_name("eui.02004567A425678D"));
-  EXPECT_TRUE(is_valid_iscsi_name("naa.52004567BA64678D"));
-  EXPECT_TRUE(is_valid_iscsi_name("naa.52004567BA64678D52004567BA64678D"));
+  for (const std::string& name : std::vector<std::string>{"iqn.2026-11.org.example:disk1", "iqn.2001-04.com.example",
+                                                          "eui.02004567A425678D", "naa.52004567BA64678D",
+                                                          "naa.52004567BA64678D52004567BA64678D",
+                                                          "iqn.2026-11.o:" + std::string(223 - 14, 'a')})
+    EXPECT_TRUE(is_valid_iscsi_name(name)) << name;
   EXPECT_TRUE(check_iscsi_name("iqn.2026-11.org.iserkit:target"));
-  EXPECT_FALSE(is_valid_iscsi_name("iqn.2026-11.org.example:" + std::string(200, 'a')));
-  EXPECT_TRUE(is_valid_iscsi_name("iqn.2026-11.o:" + std::string(223 - 14, 'a')));
+  for (const std::string& name : std::vector<std::string>{"",
+                                                          "iqn.2026-11.org.Example",  // not normalized
+                                                          "iqn.2026-13.org.example", "iqn.26-11.org.example",
+                                                          "iqn.2026-11.", "iqn.2026-11.org.example:a b",
+                                                          "iqn.2026-11.org.example:a\nb", "eui.0200",
+                                                          "iqn.2026-11.org.example:" + std::string(200, 'a')})
+    EXPECT_FALSE(is_valid_iscsi_name(name)) << name;
 }
 
 TEST(IscsiName, RefusedWithWhyAndTheAcceptedFormats) {

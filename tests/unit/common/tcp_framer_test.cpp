@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 
+#include "../../support/framer_reads.hpp"
 #include "iserkit/common/crc32c.hpp"
 #include "iserkit/common/errors.hpp"
 
@@ -95,17 +95,7 @@ Received feed(TcpFramer& framer, std::span<const std::byte> wire, std::size_t ch
     }
     got.most_wanted = std::max(got.most_wanted, framer.want_bytes());
     if (at == wire.size()) return got;
-    std::size_t budget = std::min(chunk, wire.size() - at);
-    std::size_t n = 0;
-    for (const auto& span : framer.want()) {
-      const std::size_t k = std::min(budget, span.size());
-      std::memcpy(span.data(), wire.data() + at, k);
-      at += k;
-      n += k;
-      budget -= k;
-      if (budget == 0) break;
-    }
-    framer.consumed(n);
+    iserkit::test::read_into_framer(framer, wire, at, chunk);
   }
 }
 
@@ -183,16 +173,7 @@ TEST(TcpFramer, APlacedSegmentIsReadStraightIntoThePlacement) {
         if (span.data() == landing.data()) ++placed_first_bytes;
       }
       ASSERT_LT(at, wire.size());
-      std::size_t budget = std::min(chunk, wire.size() - at);
-      std::size_t n = 0;
-      for (const auto& span : wants) {
-        const std::size_t k = std::min(budget, span.size());
-        std::memcpy(span.data(), wire.data() + at, k);
-        at += k;
-        n += k;
-        budget -= k;
-      }
-      framer.consumed(n);
+      iserkit::test::read_into_framer(framer, wire, at, chunk);
     }
     EXPECT_EQ(at, wire.size());
     EXPECT_EQ(placed_first_bytes, 20u) << "chunk=" << chunk << ": a placed segment's first byte came from elsewhere";

@@ -31,17 +31,7 @@ using test::wait_until;
 namespace {
 
 /// Plays a target that answers every read with one Data-In of 0x42 bytes carrying the status.
-void answer_reads(FakeDatamover& d, const CapturedPdu& p) {
-  const auto* c = p.as<iscsi::ScsiCommand>();
-  if (c == nullptr || !c->read) return;
-  iscsi::DataIn in;
-  in.itt = c->itt;
-  in.final = in.status_present = true;
-  in.stat_sn = c->exp_stat_sn;
-  in.exp_cmd_sn = c->cmd_sn + 1;
-  in.max_cmd_sn = c->cmd_sn + 64;
-  d.push(in, std::vector<std::byte>(c->expected_data_transfer_length, std::byte{0x42}));
-}
+void answer_reads(FakeDatamover& d, const CapturedPdu& p) { test::answer_read(d, p, 0, 0x42); }
 
 std::size_t commands_in(const FakeDatamover& d) {
   std::size_t n = 0;

@@ -7,12 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "fake_datamover.hpp"
 #include "iserkit/common/errors.hpp"
@@ -50,6 +52,35 @@ inline iscsi::ScsiResponse response_for(const iscsi::ScsiCommand& c) {
   r.exp_cmd_sn = c.cmd_sn + 1;
   r.max_cmd_sn = c.cmd_sn + 64;
   return r;
+}
+
+/// Plays a target answering a READ command `p` (any other PDU: nothing): its expected data transfer
+/// length in Data-In PDUs of `piece_bytes` each (all in one when 0), PDU k (DataSN k) filled with
+/// `first_byte` + k, the last one carrying GOOD status (StatSN = the command's ExpStatSN,
+/// ExpCmdSN = its CmdSN + 1, MaxCmdSN = its CmdSN + 64).
+inline void answer_read(FakeDatamover& d, const CapturedPdu& p, std::uint32_t piece_bytes, std::uint8_t first_byte) {
+  const auto* c = p.as<iscsi::ScsiCommand>();
+  if (c == nullptr || !c->read) return;
+  const std::uint32_t total = c->expected_data_transfer_length;
+  const std::uint32_t piece = piece_bytes == 0 ? total : piece_bytes;
+  std::uint32_t sn = 0;
+  std::uint32_t offset = 0;
+  do {
+    const std::uint32_t bytes = std::min(piece, total - offset);
+    iscsi::DataIn in;
+    in.itt = c->itt;
+    in.data_sn = sn;
+    in.buffer_offset = offset;
+    in.exp_cmd_sn = c->cmd_sn + 1;
+    in.max_cmd_sn = c->cmd_sn + 64;
+    if (offset + bytes == total) {
+      in.final = in.status_present = true;
+      in.stat_sn = c->exp_stat_sn;
+    }
+    d.push(in, std::vector<std::byte>(bytes, static_cast<std::byte>(first_byte + sn)));
+    offset += bytes;
+    ++sn;
+  } while (offset < total);
 }
 
 /// Checks (non-fatally) that an execute() result is a success with SCSI status GOOD.

@@ -155,21 +155,5 @@ TEST_F(ExportDir, SwappingTheFileAfterTheScanDoesNotRedirectTheOpen) {
 
 TEST_F(ExportDir, AMissingFolderIsAnError) { EXPECT_FALSE(scan_export_dir(root / "nope", base)); }
 
-TEST(IscsiNames, ValidAndInvalid) {
-  EXPECT_TRUE(is_valid_iscsi_name("iqn.2026-11.org.example:disk1"));
-  EXPECT_TRUE(is_valid_iscsi_name("iqn.2001-04.com.example"));
-  EXPECT_TRUE(is_valid_iscsi_name("eui.02004567A425678D"));
-  EXPECT_TRUE(is_valid_iscsi_name("naa.52004567BA64678D"));
-  EXPECT_FALSE(is_valid_iscsi_name(""));
-  EXPECT_FALSE(is_valid_iscsi_name("iqn.2026-11.org.Example"));  // not normalized
-  EXPECT_FALSE(is_valid_iscsi_name("iqn.2026-13.org.example"));
-  EXPECT_FALSE(is_valid_iscsi_name("iqn.26-11.org.example"));
-  EXPECT_FALSE(is_valid_iscsi_name("iqn.2026-11."));
-  EXPECT_FALSE(is_valid_iscsi_name("iqn.2026-11.org.example:a b"));
-  EXPECT_FALSE(is_valid_iscsi_name("iqn.2026-11.org.example:a\nb"));
-  EXPECT_FALSE(is_valid_iscsi_name("eui.0200"));
-  EXPECT_FALSE(is_valid_iscsi_name("iqn.2026-11.org.example:" + std::string(200, 'a')));
-}
-
 }  // namespace
 }  // namespace iserkit::target

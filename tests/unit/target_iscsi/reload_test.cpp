@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
+#include <string>
+#include <vector>
+
 #include "target_node.hpp"
 
 namespace iserkit::target {
@@ -16,15 +20,27 @@ TargetConfig parse(const std::string& text) {
   return c ? *c : TargetConfig{};
 }
 
-constexpr const char* base = R"(
-[[targets]]
-iqn = "iqn.2026-11.org.test:a"
-luns = ["mem:16M"]
+// The [[targets]] entries of a configuration, each an IQN, its LUN specs (LUN 0 first) and its
+// tenant if any: plan_reload compares configurations, so the tests say which targets and LUNs,
+// not how TOML writes them (config_file_test and config_tenants_test parse written TOML).
+struct ReloadTarget {
+  std::string iqn;
+  std::vector<std::string> luns;
+  std::string tenant = {};
+};
+std::string reload_targets_toml(std::initializer_list<ReloadTarget> targets) {
+  std::string text;
+  for (const auto& t : targets) {
+    text += "\n[[targets]]\niqn = \"" + t.iqn + "\"\nluns = [";
+    for (std::size_t i = 0; i < t.luns.size(); ++i) text += (i == 0 ? "\"" : ", \"") + t.luns[i] + "\"";
+    text += "]\n";
+    if (!t.tenant.empty()) text += "tenant = \"" + t.tenant + "\"\n";
+  }
+  return text;
+}
 
-[[targets]]
-iqn = "iqn.2026-11.org.test:b"
-luns = ["mem:8M"]
-)";
+const std::string base =
+    reload_targets_toml({{"iqn.2026-11.org.test:a", {"mem:16M"}}, {"iqn.2026-11.org.test:b", {"mem:8M"}}});
 
 TEST(PlanReload, SameFileChangesNothing) {
   auto plan = plan_reload(parse(base), parse(base));
@@ -34,15 +50,8 @@ TEST(PlanReload, SameFileChangesNothing) {
 }
 
 TEST(PlanReload, AddedRemovedAndGrownTargets) {
-  auto plan = plan_reload(parse(base), parse(R"(
-[[targets]]
-iqn = "iqn.2026-11.org.test:A"
-luns = ["mem:16M", "mem:4M"]
-
-[[targets]]
-iqn = "iqn.2026-11.org.test:c"
-luns = ["mem:1M"]
-)"));
+  auto plan = plan_reload(parse(base), parse(reload_targets_toml({{"iqn.2026-11.org.test:A", {"mem:16M", "mem:4M"}},
+                                                                  {"iqn.2026-11.org.test:c", {"mem:1M"}}})));
   ASSERT_TRUE(plan.has_value()) << plan.error().message;
   ASSERT_EQ(plan->added.size(), 1u);
   EXPECT_EQ(plan->added[0].iqn, "iqn.2026-11.org.test:c");
@@ -57,7 +66,7 @@ TEST(PlanReload, AclAndChapChangesAreAccessChanges) {
   for (const char* extra : {R"(allowed_initiators = ["iqn.2026-11.org.test:host"])",
                             R"(chap_users = [{ user = "u", secret = "secret-secret-1" }])", R"(alias = "new")",
                             R"(chap_algorithms = ["MD5"])"}) {
-    auto plan = plan_reload(parse(base), parse(std::string(base) + extra + "\n"));
+    auto plan = plan_reload(parse(base), parse(base + extra + "\n"));
     ASSERT_TRUE(plan.has_value()) << extra << ": " << plan.error().message;
     ASSERT_EQ(plan->changed.size(), 1u) << extra;
     EXPECT_EQ(plan->changed[0].definition.iqn, "iqn.2026-11.org.test:b");
@@ -65,8 +74,8 @@ TEST(PlanReload, AclAndChapChangesAreAccessChanges) {
     EXPECT_EQ(plan->changed[0].first_new_lun, 1u) << extra;  // no LUN added
   }
   // Another secret for the same user is a change too.
-  const std::string one = std::string(base) + R"(chap_users = [{ user = "u", secret = "secret-secret-1" }])" "\n";
-  const std::string two = std::string(base) + R"(chap_users = [{ user = "u", secret = "secret-secret-2" }])" "\n";
+  const std::string one = base + R"(chap_users = [{ user = "u", secret = "secret-secret-1" }])" "\n";
+  const std::string two = base + R"(chap_users = [{ user = "u", secret = "secret-secret-2" }])" "\n";
   auto plan = plan_reload(parse(one), parse(two));
   ASSERT_TRUE(plan.has_value());
   ASSERT_EQ(plan->changed.size(), 1u);
@@ -74,44 +83,23 @@ TEST(PlanReload, AclAndChapChangesAreAccessChanges) {
 }
 
 TEST(PlanReload, RemovedOrReplacedLunIsRefused) {
-  auto replaced = plan_reload(parse(base), parse(R"(
-[[targets]]
-iqn = "iqn.2026-11.org.test:a"
-luns = ["mem:32M"]
-
-[[targets]]
-iqn = "iqn.2026-11.org.test:b"
-luns = ["mem:8M"]
-)"));
+  auto replaced = plan_reload(parse(base), parse(reload_targets_toml({{"iqn.2026-11.org.test:a", {"mem:32M"}},
+                                                                      {"iqn.2026-11.org.test:b", {"mem:8M"}}})));
   ASSERT_FALSE(replaced.has_value());
   EXPECT_NE(replaced.error().message.find("lun 0 changed"), std::string::npos) << replaced.error().message;
   EXPECT_NE(replaced.error().message.find("iqn.2026-11.org.test:a"), std::string::npos);
 
-  auto two = parse(R"(
-[[targets]]
-iqn = "iqn.2026-11.org.test:a"
-luns = ["mem:16M", "/srv/one.img"]
-)");
-  auto fewer = plan_reload(two, parse(R"(
-[[targets]]
-iqn = "iqn.2026-11.org.test:a"
-luns = ["mem:16M"]
-)"));
+  auto two = parse(reload_targets_toml({{"iqn.2026-11.org.test:a", {"mem:16M", "/srv/one.img"}}}));
+  auto fewer = plan_reload(two, parse(reload_targets_toml({{"iqn.2026-11.org.test:a", {"mem:16M"}}})));
   ASSERT_FALSE(fewer.has_value());
   EXPECT_NE(fewer.error().message.find("lun 1 removed"), std::string::npos) << fewer.error().message;
 }
 
 // Another configured identity is another logical unit: refused like a replaced LUN.
 TEST(PlanReload, ChangedLunIdentityIsRefused) {
-  auto changed = plan_reload(parse(base), parse(R"(
-[[targets]]
-iqn = "iqn.2026-11.org.test:a"
-luns = ["mem:16M,uuid=9bf074cc-cb20-4476-afe9-95d0ab4e2176"]
-
-[[targets]]
-iqn = "iqn.2026-11.org.test:b"
-luns = ["mem:8M"]
-)"));
+  auto changed = plan_reload(
+      parse(base), parse(reload_targets_toml({{"iqn.2026-11.org.test:a", {"mem:16M,uuid=9bf074cc-cb20-4476-afe9-95d0ab4e2176"}},
+                                              {"iqn.2026-11.org.test:b", {"mem:8M"}}})));
   ASSERT_FALSE(changed.has_value());
   EXPECT_NE(changed.error().message.find("lun 0 changed from mem to mem,uuid=9bf074cc-cb20-4476-afe9-95d0ab4e2176"),
             std::string::npos)
@@ -145,12 +133,7 @@ TEST(PlanReload, TenantsAreStartOnlyAndTargetsStayInTheirTenant) {
 name = "blue"
 listen = ["127.0.0.1:3270"]
 )";
-  const std::string blue_target = R"(
-[[targets]]
-iqn = "iqn.2026-11.org.test:blue"
-tenant = "blue"
-luns = ["mem:1M"]
-)";
+  const std::string blue_target = reload_targets_toml({{"iqn.2026-11.org.test:blue", {"mem:1M"}, "blue"}});
   auto current = parse(tenants + base);
   auto joined = plan_reload(current, parse(tenants + base + blue_target));
   ASSERT_TRUE(joined.has_value()) << joined.error().message;
