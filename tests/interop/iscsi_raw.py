@@ -120,15 +120,19 @@ class RawConn:
         return bhs, data[:dsl]
 
     def wait_closed(self, seconds):
-        """True when the peer closes or resets the connection within `seconds` without sending
-        anything more first; False when a byte arrives or the time passes."""
+        """True when the peer closes or resets the connection within `seconds` (0: has already
+        done so; nothing blocks) without sending anything more first; False when a byte arrives
+        (it is consumed) or the time passes. The socket's timeout is restored afterwards."""
+        before = self.s.gettimeout()
         self.s.settimeout(seconds)
         try:
             return self.s.recv(1) == b""
         except ConnectionResetError:
             return True
-        except TimeoutError:
+        except (TimeoutError, BlockingIOError):
             return False
+        finally:
+            self.s.settimeout(before)
 
     def closed(self):
         try:

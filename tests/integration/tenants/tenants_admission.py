@@ -27,24 +27,11 @@ from tenant_raw import (Conn, clear_unit_attention, fresh_isid, full_feature_log
 LOG, BLUE, BLUE_IQN, BLUE_CHAP_IQN, RED, RED_IQN, PLAIN = sys.argv[1:8]
 
 
-def is_closed(c):
-    """True when the target closed `c` (EOF or reset), without blocking."""
-    c.s.setblocking(False)
-    try:
-        return c.s.recv(1) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    finally:
-        c.s.setblocking(True)
-
-
 def settle(conns, most, seconds=10):
     """Waits until at most `most` of `conns` are still open; returns those."""
     deadline = time.monotonic() + seconds
     while True:
-        still = [c for c in conns if not is_closed(c)]
+        still = [c for c in conns if not c.wait_closed(0)]
         if len(still) <= most or time.monotonic() > deadline:
             return still
         time.sleep(0.1)
@@ -61,14 +48,14 @@ red_waiting = Conn(RED)
 flood = [Conn(BLUE) for _ in range(100)]
 still = settle(flood, 4)
 assert len(still) <= 4, f"{len(still)} of blue's silent connections still open (blue's max_logging_in is 4)"
-assert not is_closed(red_waiting), "red's connection was closed by blue's flood"
+assert not red_waiting.wait_closed(0), "red's connection was closed by blue's flood"
 print(f"ok: blue's flood of 100 silent connections: {len(still)} kept (its cap 4); red's connection stays")
 
 # 2. The untenanted portal floods the target-wide cap.
 flood2 = [Conn(PLAIN) for _ in range(100)]
 still2 = settle(flood2, 16)
 assert len(still2) < 16, f"{len(still2)} untenanted silent connections still open (target-wide cap 16)"
-assert not is_closed(red_waiting), "red's connection was evicted at the target-wide cap"
+assert not red_waiting.wait_closed(0), "red's connection was evicted at the target-wide cap"
 print(f"ok: 100 silent connections on the untenanted portal: {len(still2)} kept; red's connection stays")
 
 # 3. red's connection, connected before both floods, logs in now.
