@@ -17,6 +17,8 @@
 #   rxe_up                   Soft-RoCE device labrxe0 on dummy netdev labnet0 ($LAB_RDMA_IP)
 #   rxe_second_up IP         a second one, labrxe1 on dummy netdev labnet1 (IP)
 #   nbd_attach SOCKET NBD    the kernel nbd client on /dev/NBD through iserkit-nbd's Unix SOCKET
+#   bridge_on_nbd0 SEC SEC   checks bridge and nbd-attach: iserkit-nbd serving, connected, on /dev/nbd0
+#   fio_paced_start/_end     a paced fio verify job in the background while a scenario makes a fault
 #   fs_copy_remount DEV DIR  files copied onto DEV's file system mounted on DIR, checked after a remount
 #   iser_missing             prints why iSER cannot be tried with our binaries; 1 when it can
 set -u
@@ -189,6 +191,48 @@ nbd_attach() {
   echo "/dev/$2: $(blockdev --getsize64 "/dev/$2") bytes through nbd-client -unix"
 }
 
+# bridge_on_nbd0 SERVE_SEC CONNECT_SEC: after `daemon bridge iserkit-nbd $url --socket
+# $work/nbd.sock --stats-file $stats ...`: check bridge (it serves within SERVE_SEC s; then it may
+# take CONNECT_SEC s more to say state=connected) and check nbd-attach (the kernel nbd client on it
+# as /dev/nbd0, in $dev); gives up when either fails. Sets bridge_log.
+bridge_on_nbd0() {
+  bridge_log=$logdir/$scenario.bridge.log
+  check bridge serving iserkit-nbd "$work/nbd.sock" "$1" || give_up "iserkit-nbd did not serve $url"
+  grep -q "^state=connected" "$stats" 2>/dev/null || wait_until "$2" grep -q "^state=connected" "$stats"
+  modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
+  dev=/dev/nbd0
+  check nbd-attach nbd_attach "$work/nbd.sock" nbd0 || give_up "the kernel nbd client could not attach"
+}
+# stat_of NAME: NAME's value in the bridge's --stats-file $stats
+stat_of() { sed -n "s/^$1=//p" "$stats"; }
+# written_sectors: the 512-byte sectors written through /dev/$nbd (nbd0 unless the scenario sets nbd)
+written_sectors() { awk '{ print $7 }' "/sys/block/${nbd:-nbd0}/stat"; }
+# wrote_since SECTORS MIN: /dev/$nbd has written MIN sectors more than SECTORS
+wrote_since() { (($(written_sectors) - $1 >= $2)); }
+
+# fio_paced_start NAME FILE OFFSET SIZE: in the background, fio verify on FILE at OFFSET (SIZE of
+# random 64 KiB writes at 2 MiB/s, 8 in flight, every block checked with crc32c after the writes,
+# the first mismatch fatal), output in $work/NAME.fio.txt and $work/NAME.fio.stderr; sets fio_pid.
+fio_paced_start() {
+  fio --name="$1" --filename="$2" --direct=1 --ioengine=libaio --iodepth=8 --rw=randwrite --bs=64k \
+    --offset="$3" --size="$4" --rate=2m --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0 \
+    --output="$work/$1.fio.txt" >"$work/$1.fio.stderr" 2>&1 &
+  fio_pid=$!
+}
+# fio_paced_end NAME [WHEN]: that job must end within 300 s (WHEN, e.g. "of the fault", says from
+# when in the message) with exit status 0 and err= 0; prints its summary lines and stderr.
+fio_paced_end() {
+  local rc
+  wait_until 300 bash -c "! kill -0 $fio_pid" ||
+    { echo "fio did not finish within 300 s${2:+ $2} (a request hangs)"; kill -9 "$fio_pid"; return 1; }
+  wait "$fio_pid"
+  rc=$?
+  grep -E 'err=|verify|WRITE:|READ:' "$work/$1.fio.txt"
+  head -n 20 "$work/$1.fio.stderr"
+  ((rc == 0)) || { echo "fio exited with $rc"; return 1; }
+  grep -q 'err= 0' "$work/$1.fio.txt" || { echo "fio reported errors"; return 1; }
+}
+
 # fs_copy_remount DEV DIR: mounts DEV (a file system made on it) on DIR, copies /usr/include/linux
 # and 32 MiB of random bytes there, remounts it with the page cache dropped and checks every file's
 # SHA-256 (list in $work/sums), unmounts.
@@ -345,6 +389,64 @@ _cli_roundtrip() {
   printf '%s\n' "$want" >"$work/pattern.sha"
   echo "$n MiB written and read back, sha256 ${want:0:16}… matches (backing file: $stored)"
 }
+# backing_holds_written FILE MIB WHOSE: the first MIB MiB of FILE (WHOSE backing file, e.g. "LIO's")
+# are what cli_roundtrip wrote ($work/pattern.sha).
+backing_holds_written() {
+  [[ -s $work/pattern.sha ]] || { echo "nothing was written"; return 1; }
+  [[ $(sha "$1" "$(mib "$2")") == "$(cat "$work/pattern.sha")" ]] ||
+    { echo "$3 backing file differs from what was written"; return 1; }
+  echo "$3 backing file holds the same $2 MiB"
+}
+# disk_holds_backing DISK FILE MIB: the first MIB MiB of DISK (read with O_DIRECT) are FILE's.
+disk_holds_backing() {
+  local a b
+  a=$(dd if="$1" bs=1M count="$3" iflag=direct status=none | sha256sum | cut -d' ' -f1)
+  b=$(sha "$2" "$(mib "$3")")
+  [[ $a == "$b" ]] || { echo "disk $a, backing file $b"; return 1; }
+  echo "the target's backing file holds the same $3 MiB"
+}
+# iser_command_above_512k FROM: the target's --stats-file $work/target.stats (printed) has a
+# largest_command_bytes_iser above 512 KiB, kept in $largest_iser; FROM says where the commands
+# came from in the message ("over iSER", "from ib_iser").
+iser_command_above_512k() {
+  cat "$work/target.stats"
+  largest_iser=$(sed -n 's/^largest_command_bytes_iser=//p' "$work/target.stats")
+  [[ -n $largest_iser ]] || { echo "the target's stats have no largest_command_bytes_iser"; return 1; }
+  ((largest_iser > 512 * 1024)) ||
+    { echo "the largest command $1 was $largest_iser bytes: nothing above 512 KiB"; return 1; }
+}
+
+# iser_node_login: open-iscsi (iscsid running) to $iqn at $portal over iSER: check discovery
+# (SendTargets over iSER lists it; when not, a static node record is made so that the login is
+# still tried), check login (gives up when it fails), check transport (the session is over iser).
+iser_node_login() {
+  if ! check discovery _iser_discover; then
+    iscsiadm -m node -o new -T "$iqn" -p "$portal,1" -I iser || give_up "cannot create a node record"
+  fi
+  check login timeout 300 iscsiadm -m node -T "$iqn" -p "$portal" -I iser --login || give_up "login over iSER failed"
+  check transport _iser_transport
+}
+_iser_discover() {
+  timeout 180 iscsiadm -m discovery -t sendtargets -p "$portal" -I iser || return 1
+  iscsiadm -m node -T "$iqn" -p "$portal" -I iser >/dev/null || { echo "$iqn not among the discovered nodes"; return 1; }
+  echo "SendTargets over iSER found $iqn"
+}
+_iser_transport() {
+  iscsiadm -m session -P 1 >"$work/session.txt" 2>&1
+  grep -q 'Iface Transport: iser' "$work/session.txt" || { cat "$work/session.txt"; echo "the session is not over iser"; return 1; }
+  echo "session transport: iser ($(grep -m1 'Current Portal' "$work/session.txt" | xargs))"
+}
+
+# remount_verify DEV DIR: with the page cache dropped, DEV mounted on DIR again holds every file
+# with the SHA-256 in $work/sums (sha256sum output, paths relative to DIR); unmounted after.
+remount_verify() {
+  echo 3 >/proc/sys/vm/drop_caches
+  mount "$1" "$2" || return 1
+  (cd "$2" && sha256sum --quiet -c "$work/sums") || { umount "$2"; return 1; }
+  umount "$2" || return 1
+  echo "remounted: all $(wc -l <"$work/sums") files have their SHA-256"
+}
+
 # stags_check CHECK LOG: the initiator that wrote LOG must say it used per-command STags ("STags:
 # per command"): the default (automatic) on labrxe0, which binds type 2 windows, and what
 # ISERKIT_LAB_ISER_STAGS=per-command asks; SKIP when the run asked for another mode

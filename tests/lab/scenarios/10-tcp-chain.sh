@@ -37,14 +37,7 @@ copy_in() {
 }
 check mount-copy copy_in || give_up "mount and copy failed"
 check e2fsck e2fsck -fn "$dev"
-verify() {
-  echo 3 >/proc/sys/vm/drop_caches
-  mount "$dev" /mnt/chain || return 1
-  (cd /mnt/chain && sha256sum --quiet -c "$work/sums") || { umount /mnt/chain; return 1; }
-  umount /mnt/chain || return 1
-  echo "remounted: all $(wc -l <"$work/sums") files have their SHA-256"
-}
-check remount-verify verify
+check remount-verify remount_verify "$dev" /mnt/chain
 check nbd-detach nbd_detach "$dev"
 
 check bridge-exit stop_daemon bridge

@@ -119,14 +119,7 @@ copy_in() {
 }
 check mount-copy copy_in || give_up "mount and copy failed"
 check e2fsck e2fsck -fn "$dev"
-verify() {
-  echo 3 >/proc/sys/vm/drop_caches
-  mount "$dev" /mnt/multiconn || return 1
-  (cd /mnt/multiconn && sha256sum --quiet -c "$work/sums") || { umount /mnt/multiconn; return 1; }
-  umount /mnt/multiconn || return 1
-  echo "remounted: all $(wc -l <"$work/sums") files have their SHA-256"
-}
-check remount-verify verify
+check remount-verify remount_verify "$dev" /mnt/multiconn
 
 # Flush: buffered writes (page cache of the block device), then sync. The region past the file
 # system's use is overwritten: 32 MiB at 448 MiB (the file system is not mounted any more).

@@ -35,14 +35,7 @@ find_disk() {
 disk=""
 check disk find_disk || give_up "the LUN did not appear as a disk"
 check dd-roundtrip roundtrip "$disk" 64
-same_as_backing() {
-  local a b
-  a=$(dd if="$disk" bs=1M count=64 iflag=direct status=none | sha256sum | cut -d' ' -f1)
-  b=$(sha "$work/lun.img" "$(mib 64)")
-  [[ $a == "$b" ]] || { echo "disk $a, backing file $b"; return 1; }
-  echo "the target's backing file holds the same 64 MiB"
-}
-check backing-file same_as_backing
+check backing-file disk_holds_backing "$disk" "$work/lun.img" 64
 if command -v fio >/dev/null; then
   check fio-verify fio_verify "$disk" 128M 16M
 else

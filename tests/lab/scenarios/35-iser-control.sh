@@ -14,21 +14,7 @@ portal=$LAB_RDMA_IP:3260
 check tgtd tgtd_iser_up "$iqn" "$work/tgt.img" || give_up "tgtd did not come up"
 modprobe ib_iser || give_up "modprobe ib_iser failed"
 check iscsid iscsid_up || give_up "iscsid did not start"
-discover() {
-  timeout 180 iscsiadm -m discovery -t sendtargets -p "$portal" -I iser || return 1
-  iscsiadm -m node -T "$iqn" -p "$portal" -I iser >/dev/null || { echo "$iqn not among the discovered nodes"; return 1; }
-  echo "SendTargets over iSER found $iqn"
-}
-if ! check discovery discover; then
-  iscsiadm -m node -o new -T "$iqn" -p "$portal,1" -I iser || give_up "cannot create a node record"
-fi
-check login timeout 300 iscsiadm -m node -T "$iqn" -p "$portal" -I iser --login || give_up "login over iSER failed"
-transport() {
-  iscsiadm -m session -P 1 >"$work/session.txt" 2>&1
-  grep -q 'Iface Transport: iser' "$work/session.txt" || { cat "$work/session.txt"; echo "the session is not over iser"; return 1; }
-  echo "session transport: iser ($(grep -m1 'Current Portal' "$work/session.txt" | xargs))"
-}
-check transport transport
+iser_node_login
 disk=""
 find_disk() {
   wait_until 60 scsi_disk_of "$iqn" || { echo "no SCSI disk for the session"; return 1; }

@@ -64,14 +64,7 @@ check large-io-limit large_io_limit
 
 write_read() { cli_roundtrip "$url" 256 "$work/lun.img"; }
 check write-read-256M write_read
-backing() {
-  local disk
-  [[ -s $work/pattern.sha ]] || { echo "nothing was written"; return 1; }
-  disk=$(sha "$work/lun.img" "$(mib 256)")
-  [[ $disk == "$(cat "$work/pattern.sha")" ]] || { echo "backing file $disk differs from what was written"; return 1; }
-  echo "the target's backing file holds the same 256 MiB"
-}
-check backing-file backing
+check backing-file backing_holds_written "$work/lun.img" 256 "the target's"
 # --iser-max-transfer lowers the cap: 8 MiB written and read back in 1 MiB commands, same data
 max_transfer_option() {
   local cap
@@ -120,13 +113,9 @@ zero_copy_check target-zero-copy iserkit-target "$target_log"
 # The CLI writes and reads in 4 MiB pieces: with an 8 MiB cap each is one SCSI command, which the
 # target counted as arriving over iSER (not only the data was right: the commands were large).
 large_commands() {
-  local n
-  cat "$work/target.stats"
-  n=$(sed -n 's/^largest_command_bytes_iser=//p' "$work/target.stats")
-  [[ -n $n ]] || { echo "the target's stats have no largest_command_bytes_iser"; return 1; }
-  ((n > 512 * 1024)) || { echo "the largest command over iSER was $n bytes: nothing above 512 KiB"; return 1; }
-  ((n <= $(mib 8))) || { echo "a $n-byte command over iSER: above the 8 MiB cap"; return 1; }
-  echo "largest command that arrived over iSER: $n bytes (> 512 KiB, <= 8 MiB), data verified above"
+  iser_command_above_512k "over iSER" || return 1
+  ((largest_iser <= $(mib 8))) || { echo "a $largest_iser-byte command over iSER: above the 8 MiB cap"; return 1; }
+  echo "largest command that arrived over iSER: $largest_iser bytes (> 512 KiB, <= 8 MiB), data verified above"
 }
 check large-commands-over-iser large_commands
 chap() {

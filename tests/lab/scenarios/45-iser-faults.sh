@@ -39,19 +39,8 @@ url=iser://$portal/$iqn/0
 stats=$work/bridge.stats
 daemon bridge iserkit-nbd "$url" --socket "$work/nbd.sock" --initiator-name "$LAB_INITIATOR_IQN" \
   --replacement-timeout 60 --nop-interval 1 --nop-timeout 2 --stats-file "$stats" --log-level info
-bridge_log=$logdir/$scenario.bridge.log
-check bridge serving iserkit-nbd "$work/nbd.sock" 120 || give_up "iserkit-nbd did not serve $url"
-grep -q "^state=connected" "$stats" 2>/dev/null || wait_until 30 grep -q "^state=connected" "$stats"
-
-modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
-dev=/dev/nbd0
-check nbd-attach nbd_attach "$work/nbd.sock" nbd0 || give_up "the kernel nbd client could not attach"
+bridge_on_nbd0 120 30
 command -v fio >/dev/null || give_up "fio is not installed in the guest (the host's userland)"
-
-stat_of() { sed -n "s/^$1=//p" "$stats"; }
-written_sectors() { awk '{ print $7 }' /sys/block/nbd0/stat; }
-# wrote_since SECTORS MIN: /dev/nbd0 has written MIN 512-byte sectors more than SECTORS
-wrote_since() { (($(written_sectors) - $1 >= $2)); }
 
 # fio_start NAME OFFSET: a fio verify job at OFFSET in the background (24 MiB at 2 MiB/s: ~12 s of
 # writes, then the read-back); returns once it has written 4 MiB through /dev/nbd0. Sets fio_pid and
@@ -61,10 +50,7 @@ fio_start() {
   fio_name=$1
   lost_before=$(stat_of connections_lost) rec_before=$(stat_of recoveries)
   before=$(written_sectors)
-  fio --name="$1" --filename="$dev" --direct=1 --ioengine=libaio --iodepth=8 --rw=randwrite --bs=64k \
-    --offset="$2" --size=24m --rate=2m --verify=crc32c --do_verify=1 --verify_fatal=1 \
-    --randrepeat=0 --output="$work/$1.fio.txt" >"$work/$1.fio.stderr" 2>&1 &
-  fio_pid=$!
+  fio_paced_start "$1" "$dev" "$2" 24m
   wait_until 120 wrote_since "$before" 8192 ||
     { echo "fio wrote less than 4 MiB in 120 s"; cat "$work/$1.fio.txt"; fio_stop; return 1; }
   echo "fio has written $((($(written_sectors) - before) / 2048)) MiB: fault"
@@ -73,15 +59,7 @@ fio_start() {
 fio_stop() { kill "$fio_pid" 2>/dev/null; wait "$fio_pid" 2>/dev/null; }
 # fio_finish: fio must end within 300 s with status 0, err=0 and every block verified
 fio_finish() {
-  local rc
-  wait_until 300 bash -c "! kill -0 $fio_pid" ||
-    { echo "fio did not finish within 300 s of the fault (a request hangs)"; kill -9 "$fio_pid"; return 1; }
-  wait "$fio_pid"
-  rc=$?
-  grep -E 'err=|verify|WRITE:|READ:' "$work/$fio_name.fio.txt"
-  head -n 20 "$work/$fio_name.fio.stderr"
-  ((rc == 0)) || { echo "fio exited with $rc"; return 1; }
-  grep -q 'err= 0' "$work/$fio_name.fio.txt" || { echo "fio reported errors"; return 1; }
+  fio_paced_end "$fio_name" "of the fault" || return 1
   echo "fio: 24 MiB of random 64 KiB writes, every block verified (crc32c), $(seconds_since "$fault_start") s from the fault to the end"
 }
 # fio_fault_start NAME OFFSET FAULT...: fio_start, then FAULT (fio goes on)

@@ -37,17 +37,11 @@ daemon target iserkit-target --iqn "$iqn" --lun "$work/lun.img" --listen "$LAB_R
 check target serving iserkit-target "$work/port" 180 || give_up "iserkit-target did not start"
 modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
 
-stat_of() { sed -n "s/^$1=//p" "$stats"; }
-written_sectors() { awk '{ print $7 }' "/sys/block/$nbd/stat"; }
-wrote_since() { (($(written_sectors) - $1 >= $2)); }
 # flap_io: fio verify with labnet1 down for 10 s once 4 MiB are written
 flap_io() {
-  local before rc fio_pid start
+  local before fio_pid start
   before=$(written_sectors)
-  fio --name="$case_name" --filename="${fio_file:-/dev/$nbd}" --direct=1 --ioengine=libaio --iodepth=8 --rw=randwrite --bs=64k \
-    --offset=0 --size=24m --rate=2m --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0 \
-    --output="$work/$case_name.fio.txt" >"$work/$case_name.fio.stderr" 2>&1 &
-  fio_pid=$!
+  fio_paced_start "$case_name" "${fio_file:-/dev/$nbd}" 0 24m
   if [[ -n ${fio_file:-} ]]; then
     nap 3  # FUSE: no block device statistics to watch; fio writes 2 MiB/s
   else
@@ -63,14 +57,7 @@ flap_io() {
   wait_until 30 grep -q ACTIVE /sys/class/infiniband/labrxe1/ports/1/state ||
     { echo "labrxe1 is not ACTIVE 30 s after labnet1 came up"; }
   echo "labnet1 up again after 10 s"
-  wait_until 300 bash -c "! kill -0 $fio_pid" ||
-    { echo "fio did not finish within 300 s of the fault (a request hangs)"; kill -9 "$fio_pid"; return 1; }
-  wait "$fio_pid"
-  rc=$?
-  grep -E 'err=|verify|WRITE:|READ:' "$work/$case_name.fio.txt"
-  head -n 20 "$work/$case_name.fio.stderr"
-  ((rc == 0)) || { echo "fio exited with $rc"; return 1; }
-  grep -q 'err= 0' "$work/$case_name.fio.txt" || { echo "fio reported errors"; return 1; }
+  fio_paced_end "$case_name" "of the fault" || return 1
   echo "fio: 24 MiB of random 64 KiB writes, every block verified (crc32c), $(seconds_since "$start") s from the fault to the end"
 }
 path_down() {

@@ -47,28 +47,15 @@ stats=$work/bridge.stats
 daemon bridge iserkit-nbd "$url" --socket "$work/nbd.sock" --initiator-name "$LAB_INITIATOR_IQN" \
   --replacement-timeout 120 --nop-interval 1 --nop-timeout 2 --stats-file "$stats" --log-level info \
   --status-socket "$work/status.sock"
-bridge_log=$logdir/$scenario.bridge.log
-check bridge serving iserkit-nbd "$work/nbd.sock" 180 || give_up "iserkit-nbd did not serve $url"
-grep -q "^state=connected" "$stats" 2>/dev/null || wait_until 60 grep -q "^state=connected" "$stats"
-
-modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
-dev=/dev/nbd0
-check nbd-attach nbd_attach "$work/nbd.sock" nbd0 || give_up "the kernel nbd client could not attach"
+bridge_on_nbd0 180 60
 command -v fio >/dev/null || give_up "fio is not installed in the guest (the host's userland)"
-
-stat_of() { sed -n "s/^$1=//p" "$stats"; }
-written_sectors() { awk '{ print $7 }' /sys/block/nbd0/stat; }
-wrote_since() { (($(written_sectors) - $1 >= $2)); }
 
 # fio in the background; returns once it has written 4 MiB
 fio_start() {
   local before
   lost_before=$(stat_of connections_lost) rec_before=$(stat_of recoveries)
   before=$(written_sectors)
-  fio --name=loss --filename="$dev" --direct=1 --ioengine=libaio --iodepth=8 --rw=randwrite --bs=64k \
-    --offset=0 --size=24m --rate=2m --verify=crc32c --do_verify=1 --verify_fatal=1 \
-    --randrepeat=0 --output="$work/loss.fio.txt" >"$work/loss.fio.stderr" 2>&1 &
-  fio_pid=$!
+  fio_paced_start loss "$dev" 0 24m
   wait_until 180 wrote_since "$before" 8192 ||
     { echo "fio wrote less than 4 MiB in 180 s"; cat "$work/loss.fio.txt"; return 1; }
   echo "fio has written $((($(written_sectors) - before) / 2048)) MiB: deleting $LAB_RDMA_DEV"
@@ -144,15 +131,7 @@ relisten() {
 check target-relisten relisten
 
 fio_finish() {
-  local rc
-  wait_until 300 bash -c "! kill -0 $fio_pid" ||
-    { echo "fio did not finish within 300 s (a request hangs)"; kill -9 "$fio_pid"; return 1; }
-  wait "$fio_pid"
-  rc=$?
-  grep -E 'err=|verify|WRITE:|READ:' "$work/loss.fio.txt"
-  head -n 20 "$work/loss.fio.stderr"
-  ((rc == 0)) || { echo "fio exited with $rc"; return 1; }
-  grep -q 'err= 0' "$work/loss.fio.txt" || { echo "fio reported errors"; return 1; }
+  fio_paced_end loss || return 1
   echo "fio: 24 MiB of random 64 KiB writes across the device loss, every block verified (crc32c)"
 }
 check io-verified fio_finish

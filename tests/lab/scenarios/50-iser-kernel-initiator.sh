@@ -39,22 +39,7 @@ if ! echo 8192 >/sys/module/ib_iser/parameters/max_sectors 2>/dev/null; then
 fi
 check iscsid iscsid_up || give_up "iscsid did not start"
 
-discover() {
-  timeout 180 iscsiadm -m discovery -t sendtargets -p "$portal" -I iser || return 1
-  iscsiadm -m node -T "$iqn" -p "$portal" -I iser >/dev/null || { echo "$iqn not among the discovered nodes"; return 1; }
-  echo "SendTargets over iSER found $iqn"
-}
-if ! check discovery discover; then
-  # discovery is its own check: still try the login with a static node record
-  iscsiadm -m node -o new -T "$iqn" -p "$portal,1" -I iser || give_up "cannot create a node record"
-fi
-check login timeout 300 iscsiadm -m node -T "$iqn" -p "$portal" -I iser --login || give_up "login over iSER failed"
-transport() {
-  iscsiadm -m session -P 1 >"$work/session.txt" 2>&1
-  grep -q 'Iface Transport: iser' "$work/session.txt" || { cat "$work/session.txt"; echo "the session is not over iser"; return 1; }
-  echo "session transport: iser ($(grep -m1 'Current Portal' "$work/session.txt" | xargs))"
-}
-check transport transport
+iser_node_login
 find_disk() {
   wait_until 60 scsi_disk_of "$iqn" || { echo "no SCSI disk for the session"; return 1; }
   disk=$(scsi_disk_of "$iqn")
@@ -66,14 +51,7 @@ find_disk() {
 disk=""
 check disk find_disk || give_up "the LUN did not appear as a disk"
 check dd-roundtrip roundtrip "$disk" 64
-same_as_backing() {
-  local a b
-  a=$(dd if="$disk" bs=1M count=64 iflag=direct status=none | sha256sum | cut -d' ' -f1)
-  b=$(sha "$work/lun.img" "$(mib 64)")
-  [[ $a == "$b" ]] || { echo "disk $a, backing file $b"; return 1; }
-  echo "the target's backing file holds the same 64 MiB"
-}
-check backing-file same_as_backing
+check backing-file disk_holds_backing "$disk" "$work/lun.img" 64
 large_io() {
   local q=/sys/block/${disk#/dev/}/queue hw
   hw=$(cat "$q/max_hw_sectors_kb")
@@ -170,12 +148,8 @@ check logout logout
 stop_daemon iscsid 20 >/dev/null
 check target-exit stop_daemon target
 large_commands() {
-  local n
-  cat "$work/target.stats"
-  n=$(sed -n 's/^largest_command_bytes_iser=//p' "$work/target.stats")
-  [[ -n $n ]] || { echo "the target's stats have no largest_command_bytes_iser"; return 1; }
-  ((n > 512 * 1024)) || { echo "the largest command from ib_iser was $n bytes: nothing above 512 KiB"; return 1; }
-  echo "largest command the Linux iSER initiator sent: $n bytes (> 512 KiB)"
+  iser_command_above_512k "from ib_iser" || return 1
+  echo "largest command the Linux iSER initiator sent: $largest_iser bytes (> 512 KiB)"
 }
 check large-commands-over-iser large_commands
 if ldd "$(command -v iserkit-target)" | grep -q libasan; then

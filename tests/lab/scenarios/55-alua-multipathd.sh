@@ -198,10 +198,7 @@ check map-initial want_map 60 "$ACTIVE_READY" "$ENABLED_GHOST"
 
 # fio_start NAME SIZE: random 64 KiB writes at 2 MiB/s on the dm device, every block checked after
 fio_start() {
-  fio --name="$1" --filename="/dev/mapper/$map" --direct=1 --ioengine=libaio --iodepth=8 --rw=randwrite --bs=64k \
-    --offset=0 --size="$2" --rate=2m --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0 \
-    --output="$work/$1.fio.txt" >"$work/$1.fio.stderr" 2>&1 &
-  fio_pid=$!
+  fio_paced_start "$1" "/dev/mapper/$map" 0 "$2"
   fio_started=$EPOCHREALTIME
 }
 fio_end() {

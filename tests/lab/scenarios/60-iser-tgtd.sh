@@ -49,13 +49,7 @@ write_read() {
   echo "128 MiB (4 MiB pieces split into 512 KiB commands) written to tgtd and read back over iSER, sha256 matches"
 }
 check write-read write_read
-backing() {
-  [[ -s $work/pattern.sha ]] || { echo "nothing was written"; return 1; }
-  [[ $(sha "$work/tgt.img" "$(mib 128)") == "$(cat "$work/pattern.sha")" ]] ||
-    { echo "tgtd's backing file differs from what was written"; return 1; }
-  echo "tgtd's backing file holds the same 128 MiB"
-}
-check backing-file backing
+check backing-file backing_holds_written "$work/tgt.img" 128 "tgtd's"
 chap() {
   local secret=lab-chap-secret-1234
   tgtadm --lld iser --op new --mode account --user labuser --password "$secret" &&

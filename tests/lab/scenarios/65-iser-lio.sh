@@ -111,13 +111,7 @@ check large-io-limit large_io_limit
 
 write_read() { cli_roundtrip "$url" 128 "$image"; }
 check write-read-128M write_read
-backing() {
-  [[ -s $work/pattern.sha ]] || { echo "nothing was written"; return 1; }
-  [[ $(sha "$image" "$(mib 128)") == "$(cat "$work/pattern.sha")" ]] ||
-    { echo "LIO's backing file differs from what was written"; return 1; }
-  echo "LIO's backing file holds the same 128 MiB"
-}
-check backing-file backing
+check backing-file backing_holds_written "$image" 128 "LIO's"
 
 daemon bridge iserkit-nbd "$url" --socket "$work/nbd.sock" --initiator-name "$LAB_INITIATOR_IQN" --log-level info
 bridge_log=$logdir/$scenario.bridge.log
