@@ -210,6 +210,18 @@ written_sectors() { awk '{ print $7 }' "/sys/block/${nbd:-nbd0}/stat"; }
 # wrote_since SECTORS MIN: /dev/$nbd has written MIN sectors more than SECTORS
 wrote_since() { (($(written_sectors) - $1 >= $2)); }
 
+# bridge_counted_recovery [LABEL]: the bridge (--stats-file $stats, printed) counted a lost connection
+# and a recovery more than $lost_before/$rec_before (stat_of before the fault), and is connected
+# again within 60 s; sets lost and rec. LABEL starts the messages.
+bridge_counted_recovery() {
+  wait_until 60 grep -q "^state=connected" "$stats"
+  lost=$(stat_of connections_lost) rec=$(stat_of recoveries)
+  cat "$stats"
+  ((lost > lost_before && rec > rec_before)) ||
+    { echo "${1:+$1: }the bridge counted connections_lost $lost_before -> $lost, recoveries $rec_before -> $rec"; return 1; }
+  grep -q "^state=connected" "$stats" || { echo "${1:+$1: }the bridge is not connected"; return 1; }
+}
+
 # fio_paced_start NAME FILE OFFSET SIZE: in the background, fio verify on FILE at OFFSET (SIZE of
 # random 64 KiB writes at 2 MiB/s, 8 in flight, every block checked with crc32c after the writes,
 # the first mismatch fatal), output in $work/NAME.fio.txt and $work/NAME.fio.stderr; sets fio_pid.
@@ -435,6 +447,31 @@ _iser_transport() {
   iscsiadm -m session -P 1 >"$work/session.txt" 2>&1
   grep -q 'Iface Transport: iser' "$work/session.txt" || { cat "$work/session.txt"; echo "the session is not over iser"; return 1; }
   echo "session transport: iser ($(grep -m1 'Current Portal' "$work/session.txt" | xargs))"
+}
+
+# iser_node_logout: check logout (open-iscsi logs out of $iqn at $portal over iSER and $disk goes
+# away), then iscsid is stopped.
+iser_node_logout() {
+  check logout _iser_logout
+  stop_daemon iscsid 20 >/dev/null
+}
+_iser_logout() {
+  timeout 180 iscsiadm -m node -T "$iqn" -p "$portal" -I iser --logout || return 1
+  wait_until 30 bash -c "[[ ! -e /sys/block/${disk#/dev/} ]]" || { echo "$disk still there after logout"; return 1; }
+  echo "logged out, $disk gone"
+}
+
+# bridge_fs_then_exit DIR: on the bridge's /dev/nbd0 ($dev): check mkfs (gives up when it fails),
+# mount-copy (fs_copy_remount on DIR), e2fsck, nbd-detach; then bridge-exit (stop_daemon bridge),
+# bridge-zero-copy and bridge-stags from its log ($bridge_log).
+bridge_fs_then_exit() {
+  check mkfs mkfs_ext4 "$dev" || give_up "mkfs.ext4 failed"
+  check mount-copy fs_copy_remount "$dev" "$1"
+  check e2fsck e2fsck -fn "$dev"
+  check nbd-detach nbd_detach "$dev"
+  check bridge-exit stop_daemon bridge
+  zero_copy_check bridge-zero-copy iserkit-nbd "$bridge_log"
+  stags_check bridge-stags "$bridge_log"
 }
 
 # remount_verify DEV DIR: with the page cache dropped, DEV mounted on DIR again holds every file

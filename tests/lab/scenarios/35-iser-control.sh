@@ -23,12 +23,6 @@ find_disk() {
 }
 check disk find_disk || give_up "the LUN did not appear as a disk"
 check dd-roundtrip roundtrip "$disk" 32
-logout() {
-  timeout 180 iscsiadm -m node -T "$iqn" -p "$portal" -I iser --logout || return 1
-  wait_until 30 bash -c "[[ ! -e /sys/block/${disk#/dev/} ]]" || { echo "$disk still there after logout"; return 1; }
-  echo "logged out, $disk gone"
-}
-check logout logout
-stop_daemon iscsid 20 >/dev/null
+iser_node_logout
 tgtadm --op delete --mode system >/dev/null 2>&1   # how tgtd is told to exit
 stop_daemon tgtd 20 >/dev/null || true

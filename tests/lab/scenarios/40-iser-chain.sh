@@ -101,13 +101,7 @@ read_1g() {
 }
 check write-1G write_1g
 check read-1G read_1g
-check mkfs mkfs_ext4 "$dev" || give_up "mkfs.ext4 failed"
-check mount-copy fs_copy_remount "$dev" /mnt/iser
-check e2fsck e2fsck -fn "$dev"
-check nbd-detach nbd_detach "$dev"
-check bridge-exit stop_daemon bridge
-zero_copy_check bridge-zero-copy iserkit-nbd "$bridge_log"
-stags_check bridge-stags "$bridge_log"
+bridge_fs_then_exit /mnt/iser
 check target-exit stop_daemon target
 zero_copy_check target-zero-copy iserkit-target "$target_log"
 # The CLI writes and reads in 4 MiB pieces: with an 8 MiB cap each is one SCSI command, which the

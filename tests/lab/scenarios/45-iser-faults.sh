@@ -79,12 +79,7 @@ fio_fault() {
 # recovered_since LABEL: the bridge counted one more lost connection and recovery, is connected, logged both
 recovered_since() {
   local lost rec
-  wait_until 60 grep -q "^state=connected" "$stats"
-  lost=$(stat_of connections_lost) rec=$(stat_of recoveries)
-  cat "$stats"
-  ((lost > lost_before && rec > rec_before)) ||
-    { echo "$1: the bridge counted connections_lost $lost_before -> $lost, recoveries $rec_before -> $rec"; return 1; }
-  grep -q "^state=connected" "$stats" || { echo "$1: the bridge is not connected"; return 1; }
+  bridge_counted_recovery "$1" || return 1
   grep -c "connection lost" "$bridge_log" | grep -qv '^0$' || { echo "no 'connection lost' in the bridge's log"; return 1; }
   grep -c "recovered" "$bridge_log" | grep -qv '^0$' || { echo "no 'recovered' in the bridge's log"; return 1; }
   echo "$1: the bridge lost the iSER connection and recovered (connections_lost $lost, recoveries $rec)"

@@ -138,12 +138,7 @@ check io-verified fio_finish
 
 recovered() {
   local lost rec
-  wait_until 60 grep -q "^state=connected" "$stats"
-  lost=$(stat_of connections_lost) rec=$(stat_of recoveries)
-  cat "$stats"
-  ((lost > lost_before && rec > rec_before)) ||
-    { echo "the bridge counted connections_lost $lost_before -> $lost, recoveries $rec_before -> $rec"; return 1; }
-  grep -q "^state=connected" "$stats" || { echo "the bridge is not connected"; return 1; }
+  bridge_counted_recovery || return 1
   grep "device removed\|released\|recovered" "$bridge_log" | head -n 8
   echo "the bridge lost the iSER connection with the device and recovered on the new one"
 }

@@ -139,13 +139,7 @@ if check second-session second_session; then
 else
   for c in cross-session-data logout-under-load target-survives relogin; do skip "$c" "no second session"; done
 fi
-logout() {
-  timeout 180 iscsiadm -m node -T "$iqn" -p "$portal" -I iser --logout || return 1
-  wait_until 30 bash -c "[[ ! -e /sys/block/${disk#/dev/} ]]" || { echo "$disk still there after logout"; return 1; }
-  echo "logged out, $disk gone"
-}
-check logout logout
-stop_daemon iscsid 20 >/dev/null
+iser_node_logout
 check target-exit stop_daemon target
 large_commands() {
   iser_command_above_512k "from ib_iser" || return 1

@@ -118,13 +118,7 @@ bridge_log=$logdir/$scenario.bridge.log
 check bridge serving iserkit-nbd "$work/nbd.sock" 120 || give_up "iserkit-nbd did not serve $url"
 modprobe nbd nbds_max=4 || give_up "modprobe nbd failed"
 check nbd-attach nbd_attach "$work/nbd.sock" nbd2 || give_up "the kernel nbd client could not attach"
-check mkfs mkfs_ext4 "$dev" || give_up "mkfs.ext4 failed"
-check mount-copy fs_copy_remount "$dev" /mnt/lio
-check e2fsck e2fsck -fn "$dev"
-check nbd-detach nbd_detach "$dev"
-check bridge-exit stop_daemon bridge
-zero_copy_check bridge-zero-copy iserkit-nbd "$bridge_log"
-stags_check bridge-stags "$bridge_log"
+bridge_fs_then_exit /mnt/lio
 chap() {
   local tpg=/sys/kernel/config/target/iscsi/$iqn/tpgt_1 secret=lab-chap-secret-1234
   # No newline: LIO stores the attribute's bytes as they are (snprintf "%s"), so `echo` would make
