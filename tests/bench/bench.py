@@ -69,6 +69,7 @@ COMBOS = {
     "qemu-nbd>tgtd": ("qemu-nbd", "tgtd"),
     "qemu-nbd>iserkit-target": ("qemu-nbd", "iserkit-target"),
     "nbdkit-memory": ("nbdkit", None),
+    "nbdkit-file": ("nbdkit", None),
     "file-io_uring": (None, None),
 }
 
@@ -290,11 +291,13 @@ class Bench:
             raise Failed("no NBD socket")
         return d, sock
 
-    def start_nbdkit(self):
-        sock = os.path.join(self.rundir, f"{self.mode}-nbdkit.sock")
-        pidfile = os.path.join(self.rundir, f"{self.mode}-nbdkit.pid")
-        d = self.spawn("nbdkit-memory", ["nbdkit", "-U", sock, "-P", pidfile, "-f", "memory",
-                                         str(self.p["size"])])
+    def start_nbdkit(self, name, plugin):
+        """nbdkit with `plugin` (its name and arguments) on a Unix socket: nbdkit-memory (the memory
+        plugin, as large as the backing file) or nbdkit-file (the file plugin on the backing file:
+        the one-hop server of issue 23 and of the guard)."""
+        sock = os.path.join(self.rundir, f"{self.mode}-{name}.sock")
+        pidfile = os.path.join(self.rundir, f"{self.mode}-{name}.pid")
+        d = self.spawn(name, ["nbdkit", "-U", sock, "-P", pidfile, "-f", *plugin])
         if not wait_until(lambda: unix_socket_ready(sock), 20, [d.proc]):
             raise Failed("no NBD socket")
         return d, sock
@@ -321,7 +324,9 @@ class Bench:
                 if target in self.systems:
                     attempt(combo, lambda b=bridge, t=target: self.start_bridge(b, t))
         if "nbdkit-memory" in self.cells:
-            attempt("nbdkit-memory", self.start_nbdkit)
+            attempt("nbdkit-memory", lambda: self.start_nbdkit("nbdkit-memory", ["memory", str(self.p["size"])]))
+        if "nbdkit-file" in self.cells:
+            attempt("nbdkit-file", lambda: self.start_nbdkit("nbdkit-file", ["file", self.backing]))
 
     def stop_all(self):
         # Bridges first (they hold sessions on the targets), then the targets.

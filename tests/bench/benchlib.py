@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark orchestrator (bench.py) and the per-request counters
 (alloc/alloc_count.py, syscalls/syscall_count.py): the workloads they run, waiting for a process's
 readiness, stopping the processes a run started, per-process CPU time, reading fio's JSON report,
+a LUN file on tmpfs,
 and the counters' common frame (skip with 77, fio's nbd engine, the --workloads list, the end of a
 run). Python 3 standard library only."""
 import json
@@ -24,6 +25,15 @@ WORKLOADS = {
     "sr1m-qd8": ("1 MiB sequential read QD8", "read", MIB, 8),
     "sw1m-qd8": ("1 MiB sequential write QD8", "write", MIB, 8),
 }
+
+
+def make_tmpfs_backing(path, size):
+    """A LUN file of `size` bytes on tmpfs (/dev/shm): one 8 MiB block of random data repeated (fast
+    to make; tmpfs neither compresses nor deduplicates, so the content does not matter)."""
+    block = os.urandom(8 * MIB)
+    with open(path, "wb") as f:
+        for _ in range(size // len(block)):
+            f.write(block)
 
 
 def cpu_seconds(pid):
