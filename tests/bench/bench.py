@@ -716,20 +716,29 @@ def report(bench, t, elapsed, profile_name):
 
 def binaries_line(bench):
     """The page's "binaries" line when iserkit-target and iserkit-nbd come from another tree's build
-    (--bin): that tree and its commit (the page's commit is then the harness's)."""
+    (--bin): when they were built, that tree's HEAD then (its reflog) and now, and its uncommitted
+    changes older than the build (the page's commit is then the harness's)."""
     cache = os.path.join(os.path.dirname(bench.bin), "CMakeCache.txt")
     m = re.search(r"^CMAKE_HOME_DIRECTORY:\w+=(.*)$", open(cache).read(), re.M) if os.path.exists(cache) else None
     if m is None or os.path.realpath(m[1]) == os.path.realpath(SOURCE):
         return []
-    src = m[1]
-    head = sh(["git", "-C", src, "rev-parse", "--short=12", "HEAD"])
-    changed = ", ".join(sh(["git", "-C", src, "diff", "--name-only", "HEAD"]).split())
-    when = datetime.datetime.fromtimestamp(max(bench.binaries_built), datetime.timezone.utc)
-    rebuilt = bench.binaries_built != binaries_built(bench.bin)
-    return [f"- binaries: iserkit-target and iserkit-nbd from {bench.bin} (built {when:%Y-%m-%d %H:%M UTC}"
-            + (", and REBUILT DURING THE RUN: later cells ran other binaries" if rebuilt else "")
-            + f"), the build of {src} at {head}" + (f" with uncommitted changes to {changed}" if changed else
-                                                  " (clean tree)") + "; the commit above is the harness's"]
+    src, built = m[1], max(bench.binaries_built)
+    then = "unknown"
+    for h, _, gd in (line.partition(" ") for line in
+                     sh(["git", "-C", src, "reflog", "show", "--date=unix", "--format=%h %gd", "HEAD"]).splitlines()):
+        moved = re.search(r"\{(\d+)\}", gd)  # HEAD@{UNIX TIME}: when HEAD moved to h
+        if moved and int(moved[1]) <= built:
+            then = h
+            break
+    now = sh(["git", "-C", src, "rev-parse", "--short", "HEAD"])
+    dirty = [f for f in sh(["git", "-C", src, "diff", "--name-only", "HEAD"]).split()
+             if os.path.exists(os.path.join(src, f)) and os.path.getmtime(os.path.join(src, f)) <= built]
+    when = datetime.datetime.fromtimestamp(built, datetime.timezone.utc)
+    return [f"- binaries: iserkit-target and iserkit-nbd from {bench.bin}, built {when:%Y-%m-%d %H:%M UTC} from {src} "
+            f"when its HEAD was {then}" + (f" (now {now})" if now != then else "")
+            + (f", with uncommitted changes to {', '.join(dirty)} older than the build" if dirty else "")
+            + ("; REBUILT DURING THE RUN: later cells ran other binaries" if bench.binaries_built
+               != binaries_built(bench.bin) else "") + "; the commit above is the harness's"]
 
 
 def binaries_built(bin_dir):
