@@ -1,7 +1,6 @@
 """Helpers shared by the benchmark orchestrator (bench.py) and the per-request counters
 (alloc/alloc_count.py, syscalls/syscall_count.py): the workloads they run, waiting for a process's
 readiness, stopping the processes a run started, per-process CPU time, reading fio's JSON report,
-a LUN file on tmpfs,
 and the counters' common frame (skip with 77, fio's nbd engine, the --workloads list, the end of a
 run). Python 3 standard library only."""
 import json
