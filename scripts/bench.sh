@@ -2,7 +2,9 @@
 # The benchmark suite of issue 6: installs what is missing (tgt, qemu-nbd, fio, libiscsi-bin,
 # nbdkit, iperf3, ...), builds iserkit-target and iserkit-nbd (RelWithDebInfo, into build/), then
 # runs tests/bench/bench.py: every system on loopback, the same workloads against each, pinned and
-# unpinned, and writes docs/benchmarks.md (regenerated each time; never edit it by hand).
+# unpinned, and writes docs/benchmarks.md (regenerated each time; never edit it by hand). First in
+# the same run, the /dev/shm section: issue 23's three chains (iserkit, qemu-nbd + tgtd, one-hop
+# nbdkit file) pinned on a LUN file on /dev/shm, from which issue 23 item 6's goals are judged.
 #
 # Usage: scripts/bench.sh [--rbd] [--quick] [--output PATH] [--json PATH] [--keep]
 #        scripts/bench.sh --guard [--accept] [guard.py options]
@@ -15,8 +17,8 @@
 #        --rbd: the Ceph RBD profile (issue 12): iserkit-target's rbd: LUN vs tgtd's bs_rbd (tgt-rbd) on one
 #        throwaway one-OSD cluster, two images of 1 GiB (--quick: 256 MiB), pinned and unpinned; writes
 #        docs/benchmarks-rbd.md; exits 77 with the reason when Ceph, tgt-rbd or librbd-dev is missing.
-#        --quick: under 3 minutes (256 MiB file, 3 reps x 1 s, 3 workloads; unpinned: the two chains only); default: the full run
-#        (1 GiB file, 3 reps x 4 s, 6 workloads; unpinned: targets and the tgtd bridges), under 20 minutes.
+#        --quick: under 3 minutes (256 MiB files, 3 reps x 1 s, 3 workloads; unpinned: the two chains only); default: the full run
+#        (1 GiB files, 3 reps x 4 s, 6 workloads; unpinned: the two chains, iscsi-perf and iperf3), under 20 minutes.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 

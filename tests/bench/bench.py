@@ -2,11 +2,14 @@
 # The benchmark orchestrator of issue 6: starts iserkit-target, tgtd, iserkit-nbd, qemu-nbd and the
 # ceilings (fio io_uring on the backing file, nbdkit memory, iperf3) on loopback, runs the same
 # workloads against each in one run (interleaved, >= 3 repetitions, pinned to CPU 0 and unpinned),
-# stops exactly the processes it started, and writes docs/benchmarks.md.
+# stops exactly the processes it started, and writes docs/benchmarks.md. First, in the same run, the
+# three chains of issue 23 on a LUN file on /dev/shm, pinned (mode "shm": the iserkit chain, the
+# peer chain qemu-nbd + tgtd, and nbdkit's file plugin as the one-hop server), for issue 23's goals.
 # Python 3 standard library only; run it with /usr/bin/python3. Usage: see --help and
 # tests/bench/README.md.
 import argparse
 import datetime
+import itertools
 import json
 import os
 import platform
@@ -20,8 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 
-from benchlib import GIB, MIB, WORKLOADS, cpu_seconds, fio_job, stop_processes, wait_until
+from benchlib import GIB, MIB, WORKLOADS, cpu_seconds, fio_job, make_tmpfs_backing, stop_processes, wait_until
 
 ISERKIT_IQN = "iqn.2026-11.org.iserkit:target"
 TGT_IQN = "iqn.2026-11.org.iserkit.bench:tgtd"
@@ -36,16 +40,27 @@ ISCSI_PERF_WORKLOADS = ("rr4k-qd32", "sr1m-qd8")
 # minutes and the full run under 20 on the 2-vCPU development machine with ~0.7 s of start-up per run.
 ALL = ("iserkit-nbd>iserkit-target", "iserkit-nbd>tgtd", "qemu-nbd>tgtd", "qemu-nbd>iserkit-target",
        "nbdkit-memory", "file-io_uring", "iscsi-perf", "iperf3")
-CORE = ("iserkit-nbd>iserkit-target", "iserkit-nbd>tgtd", "qemu-nbd>tgtd", "iscsi-perf")
+CHAINS = ("iserkit-nbd>iserkit-target", "qemu-nbd>tgtd")
+# Mode "shm" (issue 23's measurement): the two chains and the one-hop nbdkit file server, pinned, on
+# a LUN file on /dev/shm (no O_DIRECT: tmpfs has none). It runs first; its 54 cells (full profile)
+# cost about 4 minutes, paid for by the unpinned mode's fio through iserkit-nbd > tgtd (iscsi-perf
+# still compares the targets unpinned) so that the full run stays under 20 minutes.
+SHM = CHAINS + ("nbdkit-file",)
 PROFILES = {
     "full": dict(size=GIB, runtime=4, reps=3,
                  workloads=("sw1m-qd8", "rw4k-qd32", "rw4k-qd1", "rr4k-qd1", "rr4k-qd32", "sr1m-qd8"),
-                 cells={"pinned": ALL, "unpinned": CORE + ("iperf3",)}),
+                 cells={"shm": SHM, "pinned": ALL, "unpinned": CHAINS + ("iscsi-perf", "iperf3")}),
     "quick": dict(size=256 * MIB, runtime=1, reps=3, workloads=("rr4k-qd1", "rr4k-qd32", "sr1m-qd8"),
-                  cells={"pinned": tuple(c for c in ALL if c != "qemu-nbd>iserkit-target"),
-                         "unpinned": ("iserkit-nbd>iserkit-target", "qemu-nbd>tgtd")}),
-    "smoke": dict(size=64 * MIB, runtime=1, reps=1, workloads=("rr4k-qd1", "sr1m-qd8"), cells={"pinned": ALL}),
+                  cells={"shm": SHM,
+                         "pinned": tuple(c for c in ALL if c not in ("qemu-nbd>iserkit-target", "nbdkit-memory")),
+                         "unpinned": CHAINS}),
+    "smoke": dict(size=64 * MIB, runtime=1, reps=1, workloads=("rr4k-qd1", "sr1m-qd8"),
+                  cells={"shm": SHM, "pinned": ALL}),
 }
+# The report's heading of each mode.
+MODE_TITLES = {"shm": "Pinned, LUN file on /dev/shm: the three chains of issue 23",
+               "pinned": "Pinned, LUN file in /var/tmp with O_DIRECT (the tables to compare for issue 6)",
+               "unpinned": "Unpinned, LUN file in /var/tmp with O_DIRECT"}
 
 # --rbd (issue 12): iserkit-target's RBD backend against tgtd's bs_rbd on one throwaway cluster
 # (tests/support/ceph_cluster.sh via rbd_cluster.sh). Two images of the same size holding the same
@@ -69,6 +84,7 @@ COMBOS = {
     "qemu-nbd>tgtd": ("qemu-nbd", "tgtd"),
     "qemu-nbd>iserkit-target": ("qemu-nbd", "iserkit-target"),
     "nbdkit-memory": ("nbdkit", None),
+    "nbdkit-file": ("nbdkit", None),
     "file-io_uring": (None, None),
 }
 
@@ -131,7 +147,7 @@ class Bench:
         self.daemons = []           # every daemon started, for the final cleanup
         self.systems = {}           # name -> Daemon, for the current mode
         self.urls = {}              # target name -> iscsi:// URL
-        self.commands = {}          # system -> command line shown in the report
+        self.command_sets = {}      # LUN file ("shm" or "") -> system -> command line shown in the report
         self.results = []           # dicts, one per run
         self.failures = []          # (mode, system, reason)
         self.pin = False
@@ -139,7 +155,20 @@ class Bench:
         self.rbd = bool(getattr(args, "rbd", False))
         self.ceph_conf = None       # --rbd: the cluster's ceph.conf once it is up
         self.cluster = None         # --rbd: the rbd_cluster.sh process (its stdin is its lifeline)
-        self.direct_io = True       # tgtd --bsoflags direct (the guard's tmpfs file has no O_DIRECT)
+        self.direct_io = True       # tgtd --bsoflags direct (the tmpfs files of mode shm and the guard have none)
+        self.shmdir = None          # mode shm: the folder of its LUN file on /dev/shm
+        self.binaries_built = binaries_built(self.bin)  # compared at the end: rebuilt during the run?
+
+    @property
+    def commands(self):
+        """system -> command line shown in the report, for the current mode's LUN file (pinned and
+        unpinned run the same commands on the /var/tmp file)."""
+        return self.command_sets.setdefault("shm" if self.mode == "shm" else "", {})
+
+    def shown(self, text):
+        """`text` with the run's folders as $RUN and $SHM, as the report shows commands."""
+        text = text.replace(self.rundir, "$RUN")
+        return text.replace(self.shmdir, "$SHM") if self.shmdir else text
 
     # ---- process plumbing -------------------------------------------------------------------
     def logfile(self, name):
@@ -149,9 +178,9 @@ class Bench:
         return (["taskset", "-c", "0"] if self.pin else []) + argv
 
     def show(self, system, argv, env=None):
-        text = " ".join(shlex.quote(a) for a in argv).replace(self.rundir, "$RUN")
+        text = self.shown(" ".join(shlex.quote(a) for a in argv))
         if env:
-            text = " ".join(f"{k}={v}" for k, v in env.items()).replace(self.rundir, "$RUN") + " " + text
+            text = self.shown(" ".join(f"{k}={v}" for k, v in env.items())) + " " + text
         self.commands.setdefault(system, text)
 
     def spawn(self, name, argv, env=None, stop_hook=None):
@@ -268,7 +297,7 @@ class Bench:
         tgtadm("--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL")
         self.commands.setdefault("tgtd", self.commands.get("tgtd", ""))
         self.commands["tgtadm"] = ("tgtadm --lld iscsi --op new --mode target --tid 1 -T " + TGT_IQN + "; tgtadm --lld iscsi "
-                                   + " ".join(lun).replace(self.rundir, "$RUN")
+                                   + self.shown(" ".join(lun))
                                    + "; tgtadm --lld iscsi --op bind --mode target --tid 1 -I ALL")
         self.urls["tgtd"] = f"iscsi://127.0.0.1:{port}/{TGT_IQN}/1"
         return d
@@ -290,11 +319,13 @@ class Bench:
             raise Failed("no NBD socket")
         return d, sock
 
-    def start_nbdkit(self):
-        sock = os.path.join(self.rundir, f"{self.mode}-nbdkit.sock")
-        pidfile = os.path.join(self.rundir, f"{self.mode}-nbdkit.pid")
-        d = self.spawn("nbdkit-memory", ["nbdkit", "-U", sock, "-P", pidfile, "-f", "memory",
-                                         str(self.p["size"])])
+    def start_nbdkit(self, name, plugin):
+        """nbdkit with `plugin` (its name and arguments) on a Unix socket: nbdkit-memory (the memory
+        plugin, as large as the backing file) or nbdkit-file (the file plugin on the backing file:
+        the one-hop server of issue 23 and of the guard)."""
+        sock = os.path.join(self.rundir, f"{self.mode}-{name}.sock")
+        pidfile = os.path.join(self.rundir, f"{self.mode}-{name}.pid")
+        d = self.spawn(name, ["nbdkit", "-U", sock, "-P", pidfile, "-f", *plugin])
         if not wait_until(lambda: unix_socket_ready(sock), 20, [d.proc]):
             raise Failed("no NBD socket")
         return d, sock
@@ -321,7 +352,9 @@ class Bench:
                 if target in self.systems:
                     attempt(combo, lambda b=bridge, t=target: self.start_bridge(b, t))
         if "nbdkit-memory" in self.cells:
-            attempt("nbdkit-memory", self.start_nbdkit)
+            attempt("nbdkit-memory", lambda: self.start_nbdkit("nbdkit-memory", ["memory", str(self.p["size"])]))
+        if "nbdkit-file" in self.cells:
+            attempt("nbdkit-file", lambda: self.start_nbdkit("nbdkit-file", ["file", self.backing]))
 
     def stop_all(self):
         # Bridges first (they hold sessions on the targets), then the targets.
@@ -422,9 +455,39 @@ class Bench:
         self.results.append(row)
 
     # ---- the plan ---------------------------------------------------------------------------
+    @contextmanager
+    def lun_of(self, mode):
+        """The LUN file of `mode`: mode shm gets its own on /dev/shm (issue 23's set-up; no O_DIRECT),
+        removed after the mode; the other modes keep the /var/tmp backing file."""
+        if mode != "shm":
+            yield
+            return
+        saved = self.backing, self.direct_io
+        self.shmdir = tempfile.mkdtemp(prefix="iserkit-bench.", dir="/dev/shm")
+        self.backing, self.direct_io = os.path.join(self.shmdir, "lun.img"), False
+        try:
+            log(f"LUN file on /dev/shm: {self.p['size'] // MIB} MiB in {self.backing}")
+            try:
+                make_tmpfs_backing(self.backing, self.p["size"])
+            except OSError as e:
+                raise Failed(f"no LUN file on /dev/shm ({e})") from e
+            yield
+        finally:
+            self.backing, self.direct_io = saved
+            shutil.rmtree(self.shmdir, ignore_errors=True)
+
     def run_mode(self, mode):
-        self.mode, self.pin = mode, mode == "pinned"
+        self.mode, self.pin = mode, mode != "unpinned"
         self.cells = self.p["cells"][mode]
+        try:
+            with self.lun_of(mode):
+                self.run_cells()
+        except Failed as e:
+            self.failures.append((mode, "LUN file", str(e)))
+            log(f"  {mode}: FAILED: {e}")
+
+    def run_cells(self):
+        mode = self.mode
         log(f"== {mode}: starting systems")
         self.start_all()
         try:
@@ -559,19 +622,30 @@ def ratio(a, b):
 
 def compare_table(t, mode, workloads, left, right, cpu_roles, title_left, title_right):
     """Rows: workload × metric; columns: left, right, left/right. left/right are (kind, system)."""
-    if not t.ran(mode, *left) and not t.ran(mode, *right):
+    cpu_rows = [(f"CPU s/GiB {label} ↓", (f"cpu_{role}", f"cpu_{role}")) for role, label in cpu_roles]
+    return side_by_side(t, mode, workloads, [(*left, title_left), (*right, title_right)], cpu_rows, [(0, 1)])
+
+
+def side_by_side(t, mode, workloads, columns, cpu_rows, ratios):
+    """Rows: workload × metric; columns: each (kind, system, title) of `columns`, then each ratio
+    (i, j) of `ratios`: column i / column j of the medians. cpu_rows: (row name, the CPU metric of
+    each column, or None where a column has none); a ratio is given only where both columns report
+    the same metric."""
+    if not any(t.ran(mode, kind, system) for kind, system, _ in columns):
         return ["(not run in this mode)"]
-    workloads = [w for w in workloads if t.ran(mode, *left, w) or t.ran(mode, *right, w)]
-    out = [f"| workload | metric | {title_left} | {title_right} | {title_left.split()[0]} / {title_right.split()[0]} |",
-           "|---|---|---|---|---|"]
+    workloads = [w for w in workloads if any(t.ran(mode, kind, system, w) for kind, system, _ in columns)]
+    titles = [title for _, _, title in columns]
+    out = ["| workload | metric | " + " | ".join(titles) + " | "
+           + " | ".join(f"{titles[i].split()[0]} / {titles[j].split()[0]}" for i, j in ratios) + " |",
+           "|---|---|" + "---|" * (len(columns) + len(ratios))]
     for wl in workloads:
-        metrics = [(m, n) for m, n in METRICS if t.values(mode, *left, wl, m) or t.values(mode, *right, wl, m)
-                   or m in ("iops", "mibs")]
-        metrics += [(f"cpu_{role}", f"CPU s/GiB {label} ↓") for role, label in cpu_roles]
-        for m, name in metrics:
-            a, b = t.median(mode, *left, wl, m), t.median(mode, *right, wl, m)
-            out.append(f"| {WORKLOADS[wl][0]} | {name} | {t.cell(mode, *left, wl, m)} | {t.cell(mode, *right, wl, m)} "
-                       f"| {ratio(a, b)} |")
+        rows = [(name, (m,) * len(columns)) for m, name in METRICS
+                if m in ("iops", "mibs") or any(t.values(mode, kind, system, wl, m) for kind, system, _ in columns)]
+        for name, metrics in rows + list(cpu_rows):
+            cells = [t.cell(mode, kind, system, wl, m) if m else "–" for (kind, system, _), m in zip(columns, metrics)]
+            rs = [ratio(t.median(mode, *columns[i][:2], wl, metrics[i]), t.median(mode, *columns[j][:2], wl, metrics[j]))
+                  if metrics[i] and metrics[i] == metrics[j] else "–" for i, j in ratios]
+            out.append(f"| {WORKLOADS[wl][0]} | {name} | " + " | ".join(cells) + " | " + " | ".join(rs) + " |")
     return out
 
 
@@ -582,19 +656,17 @@ def report(bench, t, elapsed, profile_name):
     wls = list(p["workloads"])
     head = sh(["git", "rev-parse", "--short=12", "HEAD"])
     dirty = sh(["git", "status", "--porcelain", "--", ".", ":!docs/benchmarks.md", ":!docs/benchmarks-rbd.md"])
-    build_type = "unknown"
-    cache = os.path.join(os.path.dirname(bench.bin), "CMakeCache.txt")
-    if os.path.exists(cache):
-        m = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", open(cache).read(), re.M)
-        build_type = m[1] if m else build_type
+    shm = "shm" in p["cells"]
     L = ["# Benchmarks: iserkit against its peers",
          "",
          "Generated by `scripts/bench.sh` (tests/bench/bench.py); do not edit by hand — rerun the command.",
          "",
          f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-         f"- commit: {head}{' (working tree dirty)' if dirty else ' (clean tree)'}, build type {build_type}",
-         f"- profile: {profile_name}: backing file {p['size'] // MIB} MiB of random data in /var/tmp, "
-         f"{p['reps']} repetitions × {p['runtime']} s per cell, interleaved (every system once per "
+         f"- commit: {head}{' (working tree dirty)' if dirty else ' (clean tree)'}, build type {build_type_of(bench)}",
+         *binaries_line(bench),
+         f"- profile: {profile_name}: backing file {p['size'] // MIB} MiB of random data in /var/tmp"
+         + (f", and for the /dev/shm section a LUN file of {p['size'] // MIB} MiB on /dev/shm (tmpfs)" if shm else "")
+         + f"; {p['reps']} repetitions × {p['runtime']} s per cell, interleaved (every system once per "
          f"repetition, starting system rotating); elapsed {elapsed:.0f} s",
          "- machine: " + ", ".join(f"{k} {v}" for k, v in machine_info()),
          "- peers: " + "; ".join(f"{k} {v}" for k, v in versions()),
@@ -608,19 +680,29 @@ def report(bench, t, elapsed, profile_name):
          "figures by up to 3×, so **the pinned tables are the ones to compare**. The machine is shared "
          "(other builds run at the same time): absolute figures are noisy, ratios within one run less so.",
          ""]
+    if shm:
+        L += ["Issue 23's goals are measured as issue 23 measured: the iserkit chain (fio's nbd engine → "
+              "iserkit-nbd → iserkit-target), the peer chain (fio's nbd engine → qemu-nbd with libiscsi → tgtd) "
+              "and the one-hop nbdkit file server (fio's nbd engine → nbdkit's file plugin, no iSCSI), all pinned "
+              "to one CPU, all serving one LUN file on /dev/shm (no O_DIRECT: tmpfs has none), medians of "
+              f"{p['reps']} × {p['runtime']} s; the /dev/shm section below. Issue 6's goals come from the tables on "
+              "the /var/tmp file with O_DIRECT, as in issue 6: the history of those figures goes on there.", ""]
+        L += goals23(t, wls)
     L += goals(t, wls)
     for mode in p["cells"]:
-        L += [f"## {mode.capitalize()}" + (" (the tables to compare)" if mode == "pinned" else ""), ""]
-        L += tables(t, mode, wls)
-    L += ["## Commands", "", "Exactly what each system ran (`$RUN` is the run's temp dir in /var/tmp; "
-          "pinned runs prefix every command with `taskset -c 0`; ports are chosen by the kernel).", ""]
-    for k, v in bench.commands.items():
-        if v:
-            L.append(f"- {k}: `{v}`")
-    L += ["", "qemu-nbd: `--cache=none` (cache.direct=on, writeback on: no FUA per write, like iserkit-nbd) and "
+        L += [f"## {MODE_TITLES[mode]}", ""]
+        L += chains_table(t, wls) if mode == "shm" else tables(t, mode, wls)
+    L += ["## Commands", "", "Exactly what each system ran (`$RUN` is the run's temp dir in /var/tmp, `$SHM` the "
+          "/dev/shm section's folder on /dev/shm; pinned runs prefix every command with `taskset -c 0`; ports "
+          "are chosen by the kernel).", ""]
+    for lun, title in (("", "On the /var/tmp file (pinned and unpinned):"), ("shm", "On the /dev/shm LUN file:")):
+        cmds = [f"- {k}: `{v}`" for k, v in bench.command_sets.get(lun, {}).items() if v]
+        L += ([title, ""] + cmds + [""]) if cmds and shm else cmds
+    L += ([] if shm else [""]) + ["qemu-nbd: `--cache=none` (cache.direct=on, writeback on: no FUA per write, like iserkit-nbd) and "
           "`--aio=io_uring`; with the iscsi driver neither touches a local file, so they only fix the block layer "
-          "mode. tgtd's LUN is `--bsoflags direct` (O_DIRECT), as iserkit-target's io_uring backend "
-          "uses O_DIRECT for aligned I/O.", ""]
+          "mode. tgtd's LUN is `--bsoflags direct` (O_DIRECT) on the /var/tmp file, as iserkit-target's io_uring "
+          "backend uses O_DIRECT for aligned I/O; on /dev/shm neither can (tmpfs has no O_DIRECT): both read "
+          "and write through the page cache there, as nbdkit's file plugin does.", ""]
     if bench.failures:
         L += ["## Failures", ""] + [f"- {m}: {s}: {r}" for m, s, r in bench.failures] + [""]
     L += ["## Ceph RBD", "",
@@ -630,6 +712,38 @@ def report(bench, t, elapsed, profile_name):
           "What was profiled and changed, and why a goal is not met: [docs/performance.md](performance.md) "
           "(hand-written; this page is only ever generated).", ""]
     return "\n".join(L) + "\n"
+
+
+def binaries_line(bench):
+    """The page's "binaries" line when iserkit-target and iserkit-nbd come from another tree's build
+    (--bin): when they were built, that tree's HEAD then (its reflog) and now, and its uncommitted
+    changes older than the build (the page's commit is then the harness's)."""
+    cache = os.path.join(os.path.dirname(bench.bin), "CMakeCache.txt")
+    m = re.search(r"^CMAKE_HOME_DIRECTORY:\w+=(.*)$", open(cache).read(), re.M) if os.path.exists(cache) else None
+    if m is None or os.path.realpath(m[1]) == os.path.realpath(SOURCE):
+        return []
+    src, built = m[1], max(bench.binaries_built)
+    then = "unknown"
+    for h, _, gd in (line.partition(" ") for line in
+                     sh(["git", "-C", src, "reflog", "show", "--date=unix", "--format=%h %gd", "HEAD"]).splitlines()):
+        moved = re.search(r"\{(\d+)\}", gd)  # HEAD@{UNIX TIME}: when HEAD moved to h
+        if moved and int(moved[1]) <= built:
+            then = h
+            break
+    now = sh(["git", "-C", src, "rev-parse", "--short", "HEAD"])
+    dirty = [f for f in sh(["git", "-C", src, "diff", "--name-only", "HEAD"]).split()
+             if os.path.exists(os.path.join(src, f)) and os.path.getmtime(os.path.join(src, f)) <= built]
+    when = datetime.datetime.fromtimestamp(built, datetime.timezone.utc)
+    return [f"- binaries: iserkit-target and iserkit-nbd from {bench.bin}, built {when:%Y-%m-%d %H:%M UTC} from {src} "
+            f"when its HEAD was {then}" + (f" (now {now})" if now != then else "")
+            + (f", with uncommitted changes to {', '.join(dirty)} older than the build" if dirty else "")
+            + ("; REBUILT DURING THE RUN: later cells ran other binaries" if bench.binaries_built
+               != binaries_built(bench.bin) else "") + "; the commit above is the harness's"]
+
+
+def binaries_built(bin_dir):
+    """The modification times of iserkit-target and iserkit-nbd in `bin_dir`."""
+    return tuple(os.path.getmtime(os.path.join(bin_dir, b)) for b in ("iserkit-target", "iserkit-nbd"))
 
 
 def build_type_of(bench):
@@ -733,9 +847,62 @@ def tables(t, mode, wls):
     return L
 
 
+# The /dev/shm section's columns: (kind, system, title); its ratios: column pairs.
+SHM_COLUMNS = [("fio", "iserkit-nbd>iserkit-target", "iserkit chain"), ("fio", "qemu-nbd>tgtd", "peer chain"),
+               ("fio", "nbdkit-file", "nbdkit file (one hop)")]
+
+
+def chains_table(t, wls):
+    """The /dev/shm section: the iserkit chain, the peer chain and the one-hop nbdkit file server side
+    by side, with iserkit / peer and iserkit / nbdkit."""
+    return (["fio's nbd engine → iserkit-nbd → iserkit-target (iserkit chain), → qemu-nbd (libiscsi) → tgtd "
+             "(peer chain), → nbdkit's file plugin (one hop, no iSCSI); every process pinned to CPU 0, one LUN "
+             "file on /dev/shm served by all three. CPU s/GiB: the bridge (iserkit-nbd, qemu-nbd; for nbdkit its "
+             "one server process) and the target (iserkit-target, tgtd).", ""]
+            + side_by_side(t, "shm", wls, SHM_COLUMNS,
+                           [("CPU s/GiB bridge (nbdkit: server) ↓", ("cpu_bridge", "cpu_bridge", "cpu_server")),
+                            ("CPU s/GiB target ↓", ("cpu_target", "cpu_target", None))], [(0, 1), (0, 2)]) + [""])
+
+
+def goals23(t, wls):
+    """Issue 23 item 6's goals with MET / NOT MET from the /dev/shm section (mode shm): ratios of the
+    iserkit chain's medians to the peer chain's and to the one-hop nbdkit file server's."""
+    iserkit, peer, nbdkit = (c[1] for c in SHM_COLUMNS)
+    L = ["## Goals (issue 23 item 6), from the /dev/shm section", "",
+         "| goal | measured (ratio of the medians) | verdict |", "|---|---|---|"]
+
+    def row(goal, den, wanted, metric, need, lower_better=False, aim=None):
+        rs, missing = {}, []
+        for w in wanted:
+            a, b = (t.median("shm", "fio", system, w, metric(w)) for system in (iserkit, den))
+            if w in wls and a is not None and b:
+                rs[w] = a / b
+            else:
+                missing.append(WORKLOADS[w][0] + (": no figure" if w in wls else ": not in this profile"))
+        bad = any(r > need if lower_better else r < need for r in rs.values())
+        text = "; ".join([f"{WORKLOADS[w][0]} {r:.2f}×" for w, r in rs.items()] + missing)
+        verdict = "NOT MET" if bad else f"NOT MEASURED ({len(rs)} of {len(wanted)})" if missing else "MET"
+        if aim and verdict == "MET":
+            verdict += f" (the aim, {aim}×: {'met' if min(rs.values()) >= aim else 'not met'})"
+        L.append(f"| {goal} | {text} | {verdict} |")
+
+    rate = lambda w: "mibs" if WORKLOADS[w][2] >= MIB else "iops"  # noqa: E731
+    small, large = ("rr4k-qd1", "rw4k-qd1", "rr4k-qd32", "rw4k-qd32"), ("sr1m-qd8", "sw1m-qd8")
+    row("iserkit chain ≥ 2× the peer chain, 4 KiB QD1 and QD32, read and write (IOPS)", peer, small, rate, 2.0)
+    row("iserkit chain ≥ 3× the peer chain, 1 MiB QD8, read and write (MiB/s)", peer, large, rate, 3.0)
+    row("iserkit chain ≥ 0.6× the one-hop nbdkit file server, 4 KiB QD32 (IOPS; the aim is 0.8×)", nbdkit,
+        ("rr4k-qd32", "rw4k-qd32"), rate, 0.6, aim=0.8)
+    row("iserkit chain ≥ 0.8× the one-hop nbdkit file server, 1 MiB QD8 (MiB/s)", nbdkit, large, rate, 0.8)
+    row("iserkit-nbd's CPU s/GiB ≤ 0.5× qemu-nbd's, every workload (each bridge in its own chain)", peer,
+        small + large, lambda w: "cpu_bridge", 0.5, lower_better=True)
+    row("QD1 p99 latency of the iserkit chain no worse than the peer chain's (ratio ≤ 1)", peer,
+        ("rr4k-qd1", "rw4k-qd1"), lambda w: "p99_us", 1.0, lower_better=True)
+    return L + [""]
+
+
 def goals(t, wls):
     mode = "pinned"
-    L = ["## Goals (issue 6), from the pinned run", "",
+    L = ["## Goals (issue 6), from the pinned run on the /var/tmp file (O_DIRECT)", "",
          "| goal | measured (iserkit / peer, medians) | verdict |", "|---|---|---|"]
 
     def row(goal, pairs, need, lower_better=False):
@@ -784,26 +951,28 @@ def goals(t, wls):
     return L + [""]
 
 
-def pinned_summary(t, wls):
-    """A compact pinned table for stdout: one row per workload, IOPS medians of every system."""
+def pinned_summary(t, wls, mode="pinned"):
+    """A compact table of `mode` for stdout (pinned: every system; shm: the three chains of issue 23):
+    one row per workload, IOPS medians (MiB/s for 1 MiB)."""
     cols = [("fio", "iserkit-nbd>iserkit-target", "chain iserkit"), ("fio", "qemu-nbd>tgtd", "chain qemu+tgtd"),
             ("fio", "iserkit-nbd>tgtd", "iserkit-nbd>tgtd"), ("fio", "qemu-nbd>iserkit-target", "qemu>iserkit-t"),
             ("iscsi-perf", "iserkit-target", "perf iserkit-t"), ("iscsi-perf", "tgtd", "perf tgtd"),
             ("fio", "nbdkit-memory", "nbdkit mem"), ("fio", "file-io_uring", "file")]
+    if mode == "shm":
+        cols = [(kind, system, title.split(" (")[0]) for kind, system, title in SHM_COLUMNS]
     w = 16
-    lines = ["pinned medians (IOPS; MiB/s for 1 MiB):", "workload".ljust(28) + "".join(c[2].rjust(w) for c in cols)]
+    lines = [f"{mode} medians (IOPS; MiB/s for 1 MiB):", "workload".ljust(28) + "".join(c[2].rjust(w) for c in cols)]
     for wl in wls:
         metric = "mibs" if WORKLOADS[wl][2] == MIB else "iops"
         cells = []
         for kind, system, _ in cols:
-            if not [r for r in t.rows if r["mode"] == "pinned" and r["kind"] == kind and r["system"] == system
-                    and r["workload"] == wl]:
+            if not t.ran(mode, kind, system, wl):
                 cells.append("")
                 continue
-            v = t.median("pinned", kind, system, wl, metric)
+            v = t.median(mode, kind, system, wl, metric)
             cells.append("failed" if v is None else fmt_value(metric)(v))
         lines.append(WORKLOADS[wl][0].ljust(28) + "".join(c.rjust(w) for c in cells))
-    v = t.median("pinned", "iperf3", "loopback-tcp", "tcp", "mibs")
+    v = t.median(mode, "iperf3", "loopback-tcp", "tcp", "mibs")
     if v is not None:
         lines.append(f"loopback TCP (iperf3): {v:.0f} MiB/s")
     return "\n".join(lines)
@@ -812,16 +981,18 @@ def pinned_summary(t, wls):
 def smoke_check(bench, t):
     """--smoke: every expected row present, no failure, no zero value. Returns a list of problems."""
     problems = []
-    for wl in bench.p["workloads"]:
-        cells = [("fio", c) for c in bench.p["cells"]["pinned"] if c in COMBOS]
-        cells += [("iscsi-perf", s) for s in ("iserkit-target", "tgtd") if wl in ISCSI_PERF_WORKLOADS]
+    for (mode, mode_cells), wl in itertools.product(bench.p["cells"].items(), bench.p["workloads"]):
+        cells = [("fio", c) for c in COMBOS if c in mode_cells]
+        if "iscsi-perf" in mode_cells and wl in ISCSI_PERF_WORKLOADS:
+            cells += [("iscsi-perf", s) for s in ("iserkit-target", "tgtd")]
         for kind, system in cells:
-            rs = [r for r in t.rows if r["kind"] == kind and r["system"] == system and r["workload"] == wl]
+            rs = [r for r in t.rows if r["mode"] == mode and r["kind"] == kind and r["system"] == system
+                  and r["workload"] == wl]
             if not rs:
-                problems.append(f"missing row {kind} {system} {wl}")
+                problems.append(f"missing row {mode} {kind} {system} {wl}")
             for r in rs:
                 if "error" in r:
-                    problems.append(f"{kind} {system} {wl}: {r['error']}")
+                    problems.append(f"{mode} {kind} {system} {wl}: {r['error']}")
                     continue
                 for k, v in r.items():
                     # CPU is counted in clock ticks (10 ms): a slow 1-second cell on a loaded machine
@@ -829,11 +1000,11 @@ def smoke_check(bench, t):
                     low = 0 if k.startswith("cpu_") else 1e-9
                     if k in ("iops", "mibs", "bytes") or k.startswith("cpu_") or k.endswith("_us"):
                         if not v >= low:
-                            problems.append(f"{kind} {system} {wl}: {k} = {v}")
+                            problems.append(f"{mode} {kind} {system} {wl}: {k} = {v}")
                 expected = ["iops", "mibs"] + (["p50_us", "p99_us"] if WORKLOADS[wl][3] == 1 and kind == "fio" else [])
-                expected += {"file-io_uring": [], "nbdkit-memory": ["cpu_server"]}.get(
+                expected += {"file-io_uring": [], "nbdkit-memory": ["cpu_server"], "nbdkit-file": ["cpu_server"]}.get(
                     system, ["cpu_target"] if kind == "iscsi-perf" else ["cpu_bridge", "cpu_target"])
-                problems += [f"{kind} {system} {wl}: no {k}" for k in expected if k not in r]
+                problems += [f"{mode} {kind} {system} {wl}: no {k}" for k in expected if k not in r]
     if not t.values("pinned", "iperf3", "loopback-tcp", "tcp", "mibs"):
         problems.append("no iperf3 result")
     return problems
@@ -948,6 +1119,9 @@ def main():
     if args.rbd:
         log(text.split("## Commands")[0].split("\n\n", 1)[1])
         return 0 if ok else 1
+    if "shm" in profile["cells"]:
+        log(pinned_summary(t, profile["workloads"], "shm"))
+        log("\n".join(goals23(t, profile["workloads"])))
     log(pinned_summary(t, profile["workloads"]))
     log("\n".join(goals(t, profile["workloads"])))
     log(f"report: {args.output}; elapsed {elapsed:.0f} s ({elapsed / 60:.1f} min)")

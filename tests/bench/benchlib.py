@@ -27,6 +27,15 @@ WORKLOADS = {
 }
 
 
+def make_tmpfs_backing(path, size):
+    """A LUN file of `size` bytes on tmpfs (/dev/shm): one 8 MiB block of random data repeated (fast
+    to make; tmpfs neither compresses nor deduplicates, so the content does not matter)."""
+    block = os.urandom(8 * MIB)
+    with open(path, "wb") as f:
+        for _ in range(size // len(block)):
+            f.write(block)
+
+
 def cpu_seconds(pid):
     """utime + stime of every thread of PID (/proc/PID/stat fields 14 and 15), in seconds."""
     with open(f"/proc/{pid}/stat") as f:

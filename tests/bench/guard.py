@@ -26,8 +26,8 @@ import subprocess
 import sys
 import time
 
-from bench import SOURCE, Bench, Failed, log, machine_info, sh, unix_socket_ready
-from benchlib import MIB, WORKLOADS, fio_job, wait_until
+from bench import SOURCE, Bench, Failed, log, machine_info, sh
+from benchlib import MIB, WORKLOADS, make_tmpfs_backing
 
 GUARD_WORKLOADS = ("rr4k-qd1", "rr4k-qd32", "rw4k-qd32", "sr1m-qd8")
 CHAINS = ("iserkit", "peer", "nbdkit")
@@ -38,51 +38,15 @@ THRESHOLD = 0.15  # a ratio this much below its kept value is flagged
 
 class Guard(Bench):
     """Bench's process plumbing with the guard's set-up: tmpfs LUN file, no O_DIRECT anywhere
-    (tmpfs has none), nbdkit's file plugin as the one-hop server."""
-
-    def start_nbdkit_file(self):
-        sock = os.path.join(self.rundir, "nbdkit-file.sock")
-        pidfile = os.path.join(self.rundir, "nbdkit-file.pid")
-        d = self.spawn("nbdkit-file", ["nbdkit", "-U", sock, "-P", pidfile, "-f", "file", self.backing])
-        if not wait_until(lambda: unix_socket_ready(sock), 20, [d.proc]):
-            raise Failed("no NBD socket")
-        return d, sock
+    (tmpfs has none), nbdkit's file plugin as the one-hop server (Bench's nbdkit-file system)."""
 
     def start_chains(self):
         self.mode, self.pin = "guard", True
-        self.cells = ("iserkit-nbd>iserkit-target", "qemu-nbd>tgtd")
-        self.start_all()  # iserkit-target, tgtd and the two bridges
-        try:
-            d, sock = self.start_nbdkit_file()
-            self.systems["nbdkit-file"], self.sockets["nbdkit-file"] = d, sock
-        except (Failed, OSError, subprocess.SubprocessError) as e:
-            self.failures.append((self.mode, "nbdkit-file", str(e)))
-            log(f"  nbdkit-file: FAILED to start ({e})")
+        self.cells = tuple(COMBO_OF.values())
+        self.start_all()  # iserkit-target, tgtd, the two bridges and nbdkit's file plugin
 
     def fio_guard(self, chain, wl):
-        combo = COMBO_OF[chain]
-        if combo == "nbdkit-file":
-            sock = self.sockets.get(combo)
-            if sock is None:
-                raise Failed("nbdkit did not start")
-            _, rw, bs, qd = WORKLOADS[wl]
-            argv = ["fio", "--name=b", "--ioengine=nbd", f"--uri=nbd+unix:///?socket={sock}", f"--rw={rw}",
-                    f"--bs={bs}", f"--iodepth={qd}", f"--size={self.p['size']}", f"--runtime={self.p['runtime']}",
-                    "--time_based", "--norandommap", "--randrepeat=0", "--output-format=json"]
-            out = self.run_tool("fio-nbdkit-file", argv, timeout=self.p["runtime"] + 60, show_as="fio-nbd")
-            job = fio_job(out)
-            side = job["write"] if "write" in rw else job["read"]
-            return dict(iops=side["iops"], mibs=side["bw_bytes"] / MIB)
-        return self.fio(combo, wl)
-
-
-def make_tmpfs_backing(path, size):
-    """A LUN file of `size` bytes on tmpfs: one 8 MiB block of random data repeated (fast to make;
-    the content does not matter to the guard)."""
-    block = os.urandom(8 * MIB)
-    with open(path, "wb") as f:
-        for _ in range(size // len(block)):
-            f.write(block)
+        return self.fio(COMBO_OF[chain], wl)
 
 
 def metric(wl):
