@@ -517,7 +517,13 @@ void op_write_buf(fuse_req_t req, fuse_ino_t, fuse_bufvec* bufv, off_t off, fuse
     fuse_reply_err(req, fuse_errno(payload.error()));
     return;
   }
-  fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
+  // FUSE_BUFVEC_INIT(size) spelled out: the macro is a C99 compound literal, an extension in C++
+  // (clang's -Wc99-extensions).
+  fuse_bufvec dst{};
+  dst.count = 1;
+  dst.buf[0].size = size;
+  dst.buf[0].flags = static_cast<fuse_buf_flags>(0);
+  dst.buf[0].fd = -1;
   dst.buf[0].mem = payload->data();
   const ssize_t n = fuse_buf_copy(&dst, bufv, static_cast<fuse_buf_copy_flags>(0));
   if (n < 0 || static_cast<std::size_t>(n) != size) {

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds with warnings as errors, runs every ctest
 # (unit, interop, integration, conformance, packaging, benchmark smoke tests), the unit and
-# integration tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan), the threaded
-# tests under ThreadSanitizer (build-tsan), and every libFuzzer target for a few seconds (build-fuzz,
-# clang; docs/fuzzing.md). The QEMU lab (label "lab") is opt-in: LAB=1. TSAN=0 / FUZZ=0 skip those
-# stages.
+# integration tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan, clang), every
+# libFuzzer target for a few seconds (the same clang tree; docs/fuzzing.md), and the threaded tests
+# under ThreadSanitizer (build-tsan). The QEMU lab (label "lab") is opt-in: LAB=1. TSAN=0 / FUZZ=0
+# skip those stages.
 #
 # Each test runs once, in the strictest build that can run it: the unit tests and the integration
 # tests the ASan tree runs are not built or run again in build/, which runs the rest (conformance,
-# interop, benchmark smoke tests, packaging, the nbdkit plugin). The sanitizer and fuzz
-# trees are compiled in the background (nice 10) while the stage before them runs its tests, which
-# mostly wait on sockets, daemons and timeouts: the cores the tests leave idle compile the next
-# tree (docs/notes/build-time.md has the figures).
+# interop, benchmark smoke tests, packaging, the nbdkit plugin). The two sanitizer trees are
+# compiled in the background (nice 10) while the stage before them runs its tests, which mostly
+# wait on sockets, daemons and timeouts: the cores the tests leave idle compile the next tree
+# (docs/notes/build-time.md has the figures).
 #
 # Usage: scripts/test.sh            (CI runs exactly this: .ci/run)
 set -euo pipefail
@@ -26,7 +26,6 @@ if [[ ${LAB:-0} == 1 ]]; then sets+=(lab); fi
 jobs=$(nproc)
 asan=$ISERKIT_SOURCE/build-asan
 tsan=$ISERKIT_SOURCE/build-tsan
-fuzz=$ISERKIT_SOURCE/build-fuzz
 run_tsan=${TSAN:-1}
 run_fuzz=${FUZZ:-1}
 
@@ -36,24 +35,29 @@ ninja -C "$ISERKIT_BUILD" -j"$jobs" iserkit_suite_without_unit_tests
 say "built build/ at $((SECONDS - started)) s"
 
 # The other trees: configured now, compiled in the background one after the other.
-cmake -S "$ISERKIT_SOURCE" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DISERKIT_WERROR=ON -DISERKIT_SANITIZE=ON >/dev/null
+# build-asan: clang++-14 (clang-14, libclang-rt-14-dev), ASan + UBSan, and its fuzz targets are
+# libFuzzer binaries (ISERKIT_FUZZ): the unit and integration tests and the fuzz stage run there,
+# one tree instead of a GCC ASan tree and a clang fuzz tree (FUZZ=0 builds it the same and skips
+# the fuzz stage). A build-asan configured with GCC before (until 2026-11-29) is configured afresh.
+if [[ -f $asan/CMakeCache.txt ]] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++-14$' "$asan/CMakeCache.txt"; then
+  rm -rf "$asan"
+fi
+CXX=clang++-14 cmake -S "$ISERKIT_SOURCE" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DISERKIT_WERROR=ON \
+  -DISERKIT_SANITIZE=ON -DISERKIT_FUZZ=ON >/dev/null
 # ThreadSanitizer: the tests whose code runs on several threads — buffer pools (common_unit), the
 # FUSE view's loop-thread synchronisation (fuse_unit) and the FUSE view on a real mount
 # (integration_fuse_tree: iserkit-fuse's worker threads over BlockingClient), BlockingClient in the
 # iserkit CLI against iserkit-target, the initiator's concurrent I/O, and the NBD server's hand-off
 # of connections between event loops (nbd_server_loops_unit; integration_chain_nbd_multiconn:
-# iserkit-nbd --threads 2 under nbdcopy --connections=2). Only their binaries are built.
+# iserkit-nbd --threads 2 under nbdcopy --connections=2). Only their binaries are built; the
+# iserkit-target these tests talk to is only their peer, so they get build/'s (uninstrumented,
+# ISERKIT_TARGET_BIN) and the TSan tree compiles no target code (95 compiles instead of 136).
 # Suppressions, each with its reason: tests/tsan.supp.
-tsan_targets=(common_unit fuse_unit iserkit-fuse iserkit-target iserkit initiator_concurrent_io
-              nbd_server_loops_unit iserkit-nbd)
+tsan_targets=(common_unit fuse_unit iserkit-fuse iserkit initiator_concurrent_io nbd_server_loops_unit
+              iserkit-nbd)
 tsan_tests='^(common_unit|fuse_unit|integration_fuse_tree|initiator_cli_interop_iserkit-target|initiator_concurrent_io_iserkit-target|nbd_server_loops_unit|integration_chain_nbd_multiconn)$'
 if ((run_tsan)); then
   cmake -S "$ISERKIT_SOURCE" -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISERKIT_WERROR=ON -DISERKIT_TSAN=ON >/dev/null
-fi
-# libFuzzer needs clang++-14 (clang-14, libclang-rt-14-dev).
-if ((run_fuzz)); then
-  CXX=clang++-14 cmake -S "$ISERKIT_SOURCE" -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DISERKIT_WERROR=ON \
-    -DISERKIT_FUZZ=ON >/dev/null
 fi
 
 # The background builds: STAGE.log, then STAGE.ok (seconds it took) or STAGE.failed.
@@ -70,7 +74,6 @@ build_stage() {  # build_stage NAME NINJA-ARGS...
 (
   build_stage asan -C "$asan"
   if ((run_tsan)); then build_stage tsan -C "$tsan" "${tsan_targets[@]}"; fi
-  if ((run_fuzz)); then build_stage fuzz -C "$fuzz"; fi
 ) &
 builder=$!
 # ninja, stopped by SIGTERM, stops the compilers it runs.
@@ -131,18 +134,21 @@ if ((found_reports)); then
   exit 1
 fi
 
-if ((run_tsan)); then
-  wait_stage tsan
-  say "running the threaded tests under ThreadSanitizer"
-  (cd "$tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ISERKIT_SOURCE/tests/tsan.supp" \
-    ctest -j"$jobs" --output-on-failure --timeout 900 -R "$tsan_tests")
+# libFuzzer: every fuzz target for ISERKIT_FUZZ_SECONDS (10 s) on its seed corpus (ctest label
+# fuzz), in the ASan tree. Longer runs: scripts/fuzz.sh. (Before the TSan stage: the TSan tree
+# keeps compiling in the background meanwhile.)
+if ((run_fuzz)); then
+  say "running every fuzz target for a few seconds"
+  (cd "$asan" && ctest -j"$jobs" --output-on-failure --timeout 300 -L fuzz)
 fi
 
-# libFuzzer: every fuzz target for ISERKIT_FUZZ_SECONDS (10 s) on its seed corpus (ctest label
-# fuzz). Longer runs: scripts/fuzz.sh.
-if ((run_fuzz)); then
-  wait_stage fuzz
-  say "running every fuzz target for a few seconds"
-  (cd "$fuzz" && ctest -j"$jobs" --output-on-failure --timeout 300 -L fuzz)
+if ((run_tsan)); then
+  wait_stage tsan
+  say "running the threaded tests under ThreadSanitizer (iserkit-target: build/'s)"
+  target_bin=$ISERKIT_BUILD/bin/iserkit-target
+  [[ -x $target_bin ]] || die "$target_bin is missing (the TSan tests' peer)"
+  (cd "$tsan" && ISERKIT_TARGET_BIN=$target_bin \
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$ISERKIT_SOURCE/tests/tsan.supp" \
+    ctest -j"$jobs" --output-on-failure --timeout 900 -R "$tsan_tests")
 fi
 say "the whole suite passed in $((SECONDS - started)) s"

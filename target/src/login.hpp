@@ -137,7 +137,6 @@ class LoginMachine {
   TargetLoginOptions options_;
   iscsi::Negotiation negotiation_;
   bool started_ = false;
-  bool declared_portal_group_ = false;
   bool declared_mrdsl_ = false;
   iscsi::LoginStage stage_ = iscsi::LoginStage::security_negotiation;
   iscsi::LoginRequest first_;         // the leading Login Request of this connection

@@ -2,10 +2,13 @@
 # Sourced by the chain tests (NAME_test.sh): their common start — skip() (exit 77), $BIN, a scratch
 # directory $tmp (/tmp/iserkit-NAME.*, removed on exit, when every process in $pids is stopped),
 # fail() with the target's and the bridge's logs ($tmp/target.log, $tmp/nbd.log) — and
-# start_target, round_trip.
+# start_target, round_trip. $TARGET_BIN is iserkit-target: ISERKIT_TARGET_BIN or $BIN's (the
+# peer only: scripts/test.sh's TSan stage runs build/'s uninstrumented one against the
+# instrumented iserkit-nbd).
 set -euo pipefail
 skip() { echo "SKIP: $*" >&2; exit 77; }
 BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
+TARGET_BIN=${ISERKIT_TARGET_BIN:-$BIN/iserkit-target}
 tmp=$(mktemp -d "/tmp/iserkit-$(basename "$0" _test.sh).XXXXXX")
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
@@ -18,7 +21,7 @@ need() { local tool; for tool in "$@"; do command -v "$tool" >/dev/null || skip 
 # start_target LUN [OPTION...]: iserkit-target $iqn with LUN on any free port of 127.0.0.1 (log
 # $tmp/target.log); sets target_pid, port and url (the iSCSI URL of its LUN 0).
 start_target() {
-  "$BIN/iserkit-target" --iqn "$iqn" --lun "$1" --listen 127.0.0.1:0 --port-file "$tmp/port" "${@:2}" \
+  "$TARGET_BIN" --iqn "$iqn" --lun "$1" --listen 127.0.0.1:0 --port-file "$tmp/port" "${@:2}" \
     >"$tmp/target.log" 2>&1 &
   target_pid=$!; pids+=("$target_pid")
   for _ in $(seq 100); do [[ -s $tmp/port ]] && break; sleep 0.1; done

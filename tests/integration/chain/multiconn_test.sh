@@ -28,7 +28,7 @@ fail() {
 size=$((64 << 20))
 truncate -s $size "$tmp/lun.img"
 iqn=iqn.2026-11.org.iserkit:multiconn
-"$BIN/iserkit-target" --iqn $iqn --lun "$tmp/lun.img" --threads 2 --listen 127.0.0.1:0 --port-file "$tmp/port" \
+"$TARGET_BIN" --iqn $iqn --lun "$tmp/lun.img" --threads 2 --listen 127.0.0.1:0 --port-file "$tmp/port" \
   --status-socket "$tmp/target.status" >"$tmp/target.log" 2>&1 &
 target_pid=$!; pids+=($target_pid)
 for _ in $(seq 100); do [[ -s $tmp/port && -S $tmp/target.status ]] && break; sleep 0.1; done

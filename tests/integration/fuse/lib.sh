@@ -1,14 +1,17 @@
 # Helpers for the FUSE view tests: start iserkit-target processes on kernel-chosen ports, mount
 # iserkit-fuse on a temp directory, clean everything up (only what the test started, by PID).
 # Source, don't run. Needs ISERKIT_BIN. Skips (exit 77) where FUSE or the binaries are missing.
+# ISERKIT_TARGET_BIN names another iserkit-target (the peer only: scripts/test.sh's TSan stage
+# runs build/'s uninstrumented one against the instrumented iserkit-fuse and iserkit).
 set -euo pipefail
 skip() { echo "SKIP: $*" >&2; exit 77; }
 BIN=${ISERKIT_BIN:?ISERKIT_BIN must name the bin directory of the build}
+TARGET_BIN=${ISERKIT_TARGET_BIN:-$BIN/iserkit-target}
 export PATH=/usr/bin:/usr/sbin:/sbin:$PATH   # system python3 (xattrs), losetup, mkfs
 [[ -c /dev/fuse ]] || skip "/dev/fuse is missing"
 command -v fusermount3 >/dev/null || skip "fusermount3 is not installed (package fuse3)"
 [[ -x $BIN/iserkit-fuse ]] || skip "iserkit-fuse is not built (libfuse3-dev missing at configure time)"
-[[ -x $BIN/iserkit-target ]] || skip "iserkit-target is not built"
+[[ -x $TARGET_BIN ]] || skip "iserkit-target is not built ($TARGET_BIN)"
 command -v python3 >/dev/null || skip "python3 is not installed"
 
 tmp=$(mktemp -d /tmp/iserkit-fuse-test.XXXXXX)
@@ -37,7 +40,7 @@ declare -A target_pid target_port
 start_target() {
   local name=$1; shift
   rm -f "$tmp/$name.port"
-  "$BIN/iserkit-target" "$@" --listen "127.0.0.1:${port:-0}" --port-file "$tmp/$name.port" >"$tmp/$name.log" 2>&1 &
+  "$TARGET_BIN" "$@" --listen "127.0.0.1:${port:-0}" --port-file "$tmp/$name.port" >"$tmp/$name.log" 2>&1 &
   target_pid[$name]=$!
   pids+=($!)
   for _ in $(seq 100); do [[ -s $tmp/$name.port ]] && break; kill -0 "${target_pid[$name]}" 2>/dev/null || break; sleep 0.1; done

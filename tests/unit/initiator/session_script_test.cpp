@@ -466,7 +466,8 @@ TEST(SessionRecovery, InterruptedCommandsAreSentAgainInOrderAndCompleteOnce) {
   // The interrupted ones first, in their old order, then those never sent; numbered afresh.
   const std::pair<const char*, std::uint32_t> again[] = {{"b", 1024}, {"c", 8192}, {"d", 512}, {"e", 512}};
   for (std::uint32_t i = 0; i < 4; ++i) {
-    const auto [name, edtl] = again[i];
+    const char* name = again[i].first;  // (not a structured binding: clang 14 cannot capture one)
+    const std::uint32_t edtl = again[i].second;
     s.expect_pdu<iscsi::ScsiCommand>(std::string("again: ") + name, [name, edtl, i](const auto& h, const SentPdu&,
                                                                                    Check& c, Vars& v) {
       c.eq("EDTL", h.expected_data_transfer_length, edtl).eq("CmdSN", h.cmd_sn, SerialNumber(1 + i));
