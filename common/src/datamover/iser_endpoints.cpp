@@ -58,6 +58,38 @@ namespace {
 
 using rdma::IserConnection;
 
+/// One step of iser_connect() for the log: its name ("route to", "connect"), the peer and when the
+/// connect started.
+struct ConnectStep {
+  const char* name;
+  const std::string& host;
+  std::uint16_t port;
+  std::chrono::steady_clock::time_point start;
+  [[nodiscard]] long long elapsed_ms() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
+/// The CM event that ends `step` (rdma_resolve_route, rdma_connect), waited for until `deadline`
+/// and logged; an event other than `wanted` fails with `otherwise` (logged at info with its
+/// status). Errors: next_cm_event()'s (errc::timeout at the deadline), or `otherwise`.
+Awaitable<Result<rdma::CmEvent>> step_event(IserConnection& c, std::chrono::steady_clock::time_point deadline,
+                                            ConnectStep step, rdma_cm_event_type wanted, std::error_code otherwise) {
+  auto ev = co_await c.next_cm_event(deadline);
+  if (!ev) {
+    log::debug("iser: {} {}:{}: no answer after {} ms ({})", step.name, step.host, step.port, step.elapsed_ms(),
+               ev.error().message());
+    co_return fail(ev.error());
+  }
+  log::debug("iser: {} {}:{}: {} after {} ms", step.name, step.host, step.port, rdma::event_name(ev->type),
+             step.elapsed_ms());
+  if (ev->type != wanted) {
+    log::info("iser: {} {}:{}: {} status={}", step.name, step.host, step.port, rdma::event_name(ev->type), ev->status);
+    co_return fail(otherwise);
+  }
+  co_return ev;
+}
+
 class IserDatamover final : public Datamover {
  public:
   explicit IserDatamover(std::shared_ptr<IserConnection> c) : c_(std::move(c)) {}
@@ -201,16 +233,9 @@ Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor
     co_return fail(std::make_error_code(std::errc::no_such_device));
   }
   if (rdma_resolve_route(raw, timeout_ms(options.timeout)) != 0) co_return fail(rdma::errno_error(errno));
-  ev = co_await c->next_cm_event(deadline);
-  if (!ev) {
-    log::debug("iser: route to {}:{}: no answer after {} ms ({})", host, port, elapsed_ms(), ev.error().message());
-    co_return fail(ev.error());
-  }
-  log::debug("iser: route to {}:{}: {} after {} ms", host, port, rdma::event_name(ev->type), elapsed_ms());
-  if (ev->type != RDMA_CM_EVENT_ROUTE_RESOLVED) {
-    log::info("iser: route to {}:{}: {} status={}", host, port, rdma::event_name(ev->type), ev->status);
-    co_return fail(std::make_error_code(std::errc::host_unreachable));
-  }
+  ev = co_await step_event(*c, deadline, {"route to", host, port, start}, RDMA_CM_EVENT_ROUTE_RESOLVED,
+                           std::make_error_code(std::errc::host_unreachable));
+  if (!ev) co_return fail(ev.error());
   // No CM REQ over a port that is down (it can wedge the device's CM, see port_active()): this
   // attempt fails at once and the caller's backoff tries again.
   if (!rdma::port_active(raw)) {
@@ -235,16 +260,9 @@ Awaitable<Result<std::unique_ptr<Datamover>>> iser_connect(asio::any_io_executor
   param.retry_count = 7;
   param.rnr_retry_count = 7;  // "infinite": a target that is slow to re-post a receive is waited for
   if (rdma_connect(raw, &param) != 0) co_return fail(rdma::errno_error(errno));
-  ev = co_await c->next_cm_event(deadline);
-  if (!ev) {
-    log::debug("iser: connect {}:{}: no answer after {} ms ({})", host, port, elapsed_ms(), ev.error().message());
-    co_return fail(ev.error());
-  }
-  log::debug("iser: connect {}:{}: {} after {} ms", host, port, rdma::event_name(ev->type), elapsed_ms());
-  if (ev->type != RDMA_CM_EVENT_ESTABLISHED) {
-    log::info("iser: connect {}:{}: {} status={}", host, port, rdma::event_name(ev->type), ev->status);
-    co_return fail(errc::connection_closed);
-  }
+  ev = co_await step_event(*c, deadline, {"connect", host, port, start}, RDMA_CM_EVENT_ESTABLISHED,
+                           make_error_code(errc::connection_closed));
+  if (!ev) co_return fail(ev.error());
   c->set_established();
   const auto reply = iser::decode_cm_reply(ev->private_data);
   if (reply)
