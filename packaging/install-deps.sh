@@ -55,7 +55,7 @@ bench=(
   strace                  # tests/bench/syscalls: system calls per request of both daemons (strace -c)
 )
 test=(
-  clang-14                # clang++-14: the libFuzzer targets (tests/fuzz; GCC has no -fsanitize=fuzzer)
+  clang-14                # clang++-14: scripts/test.sh's ASan tree, which holds the libFuzzer targets (GCC has no -fsanitize=fuzzer)
   libclang-rt-14-dev      # clang 14's compiler-rt: the libFuzzer runtime (libclang_rt.fuzzer) and ASan/UBSan
   nbdkit-plugin-dev       # nbdkit-plugin.h: nbdkit-iserkit-plugin.so (nbdkit_plugin/; skipped with a message when absent)
   # packaging (packaging/README.md)

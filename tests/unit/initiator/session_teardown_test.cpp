@@ -39,14 +39,10 @@ struct RefusingReconnects {
     observer = rig.session;
   }
 
-  // Polls every millisecond, up to 2 s, until `done()`.
+  // Polls every millisecond, up to 2 s, until `done()` (session_rig.hpp's test::wait_until).
   template <class Pred>
   Awaitable<void> wait_until(Pred done) {
-    asio::steady_timer t(rig.io);
-    for (int i = 0; i < 2000 && !done(); ++i) {
-      t.expires_after(1ms);
-      co_await t.async_wait(asio::use_awaitable);
-    }
+    return test::wait_until(rig.io, std::move(done), 2000ms);
   }
 
   // Runs `body` (not SessionRig::run(): it closes the session after the body, and close() would
