@@ -155,11 +155,7 @@ Awaitable<std::error_code> TcpDatamover::send(PduOut pdu) {
   Completion done;
   std::error_code result;
   queue_.push_back({&pdu, &done, &result});
-  if (!writing_) {
-    writing_ = true;
-    co_await write_queued();
-    writing_ = false;
-  }
+  if (!writing_) co_await write_queued();
   co_await done.wait();
   co_return result;
 }
@@ -174,11 +170,7 @@ Awaitable<std::error_code> TcpDatamover::send_batch(std::vector<PduOut> pdus) {
   std::error_code result;
   for (std::size_t i = 0; i + 1 < pdus.size(); ++i) queue_.push_back({&pdus[i], nullptr, nullptr});
   queue_.push_back({&pdus.back(), &done, &result});
-  if (!writing_) {
-    writing_ = true;
-    co_await write_queued();
-    writing_ = false;
-  }
+  if (!writing_) co_await write_queued();
   co_await done.wait();
   co_return result;
 }
@@ -285,6 +277,8 @@ Awaitable<std::error_code> TcpDatamover::finish_send() {
 }
 
 Awaitable<void> TcpDatamover::write_queued() {
+  // Already set when finish_send() calls it (what queued behind the rest of try_send_now()'s PDUs).
+  writing_ = true;
   // Members, not locals: only one write_queued() runs at a time (writing_), and keeping their
   // capacity saves three or four allocations per gather write in steady state.
   auto& buffers = write_buffers_;
@@ -315,6 +309,7 @@ Awaitable<void> TcpDatamover::write_queued() {
       queue_.clear();
     }
   }
+  writing_ = false;
 }
 
 Awaitable<boost::system::error_code> TcpDatamover::write_gathered() {

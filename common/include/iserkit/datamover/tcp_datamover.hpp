@@ -85,6 +85,8 @@ class TcpDatamover final : public Datamover {
   /// Appends one PDU's gather list to write_buffers_ (its digests to write_digests_, which must
   /// have room reserved: the buffers point into it).
   void gather(PduOut& pdu);
+  /// Writes queue_ in order until it is empty (a failed write fails what is left), with writing_
+  /// set while it runs: send() and send_batch() start it only when writing_ is clear.
   Awaitable<void> write_queued();
   /// Starts write_buffers_ on the socket sender; false when it refused (nothing started).
   bool start_on_sender();
