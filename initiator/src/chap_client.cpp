@@ -25,18 +25,11 @@ iscsi::TextPairs ChapClient::start() {
 }
 
 Result<iscsi::TextPairs> ChapClient::on_keys(const iscsi::TextPairs& keys) {
-  Result<iscsi::TextPairs> r = iscsi::TextPairs{};
-  switch (state_) {
-    case State::idle: r = fail(errc::negotiation_failed); break;
-    case State::wait_challenge: r = respond(keys); break;
-    case State::wait_target_response: r = verify(keys); break;
-    case State::done:
-      if (!keys.empty()) r = fail(errc::negotiation_failed);
-      break;
-    case State::failed: r = fail(errc::authentication_failed); break;
-  }
-  if (!r) state_ = State::failed;
-  return r;
+  return iscsi::chap_round(state_, keys, [&]() -> Result<iscsi::TextPairs> {
+    if (state_ == State::wait_challenge) return respond(keys);
+    if (state_ == State::wait_target_response) return verify(keys);
+    return fail(errc::negotiation_failed);  // idle: keys before start()
+  });
 }
 
 Result<iscsi::TextPairs> ChapClient::respond(const iscsi::TextPairs& keys) {

@@ -8,18 +8,8 @@
 namespace iserkit::target {
 
 Result<iscsi::TextPairs> ChapAuthenticator::on_keys(const iscsi::TextPairs& keys) {
-  Result<iscsi::TextPairs> r = iscsi::TextPairs{};
-  switch (state_) {
-    case State::wait_algorithm: r = choose(keys); break;
-    case State::wait_response: r = verify(keys); break;
-    case State::done:
-      // Nothing more is expected after the exchange; further CHAP keys are out of turn.
-      if (!keys.empty()) r = fail(errc::negotiation_failed);
-      break;
-    case State::failed: r = fail(errc::authentication_failed); break;
-  }
-  if (!r) state_ = State::failed;
-  return r;
+  return iscsi::chap_round(state_, keys,
+                           [&] { return state_ == State::wait_algorithm ? choose(keys) : verify(keys); });
 }
 
 Result<iscsi::TextPairs> ChapAuthenticator::choose(const iscsi::TextPairs& keys) {

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "iserkit/common/bytes.hpp"
+#include "iserkit/common/errors.hpp"
 #include "iserkit/common/result.hpp"
+#include "iserkit/iscsi/text.hpp"
 
 namespace iserkit::iscsi {
 
@@ -76,5 +78,24 @@ Result<std::vector<std::byte>> decode_chap_binary(std::string_view value, std::s
 /// Parses CHAP_I: a decimal or 0x-hex number 0..255 (RFC 7143 §12.1.3, RFC 1994 one-octet
 /// identifier). Errors: errc::negotiation_failed.
 Result<std::uint8_t> parse_chap_identifier(std::string_view value);
+
+/// One round of a CHAP exchange, either side's: the CHAP keys of one Login PDU. `step` runs the
+/// side's own state (answer the challenge, verify a response…) while the exchange is on; once it
+/// is over, keys are out of turn (State::done: errc::negotiation_failed, none is fine) or the
+/// exchange stays failed (State::failed: errc::authentication_failed). A failed round leaves
+/// `state` at State::failed. State: the side's enum, with `done` and `failed`.
+template <class State, class Step>
+Result<TextPairs> chap_round(State& state, const TextPairs& keys, Step&& step) {
+  Result<TextPairs> r = TextPairs{};
+  if (state == State::failed) {
+    r = fail(errc::authentication_failed);
+  } else if (state != State::done) {
+    r = step();
+  } else if (!keys.empty()) {
+    r = fail(errc::negotiation_failed);
+  }
+  if (!r) state = State::failed;
+  return r;
+}
 
 }  // namespace iserkit::iscsi
