@@ -858,31 +858,25 @@ void SessionEngine::abort_task(EngineTask& task) {
 
 bool SessionEngine::move(EngineTask& task, TaskEvent event, TaskState to) noexcept {
   if (task.life.state == to) return true;
-  const TaskLife next{to, task.life.budget};
-  const std::size_t row = TaskTable::row(task.life.state, event, to);
-  const std::size_t life = task_life_row(next);
-  if (row == 0 || life == 0) {
-    refuse(task, row == 0 ? "task_transitions" : "task_lives", to_string(task.life.state), to_string(event),
-           to_string(to));
-    return false;
-  }
-  task_rows_taken_.take(row);
-  life_rows_taken_.take(life);
-  task.life = next;
-  return true;
+  return move_life(task, TaskLife{to, task.life.budget}, TaskTable::row(task.life.state, event, to),
+                   task_rows_taken_, "task_transitions", task.life.state, event, to);
 }
 
 bool SessionEngine::move_budget(EngineTask& task, BudgetEvent event, TaskBudget to) noexcept {
   if (task.life.budget == to) return true;
-  const TaskLife next{task.life.state, to};
-  const std::size_t row = BudgetTable::row(task.life.budget, event, to);
+  return move_life(task, TaskLife{task.life.state, to}, BudgetTable::row(task.life.budget, event, to),
+                   budget_rows_taken_, "budget_transitions", task.life.budget, event, to);
+}
+
+template <class Value, class Event>
+bool SessionEngine::move_life(EngineTask& task, TaskLife next, std::size_t row, RowsTaken& rows, const char* table,
+                              Value from, Event event, Value to) noexcept {
   const std::size_t life = task_life_row(next);
   if (row == 0 || life == 0) {
-    refuse(task, row == 0 ? "budget_transitions" : "task_lives", to_string(task.life.budget), to_string(event),
-           to_string(to));
+    refuse(task, row == 0 ? table : "task_lives", to_string(from), to_string(event), to_string(to));
     return false;
   }
-  budget_rows_taken_.take(row);
+  rows.take(row);
   life_rows_taken_.take(life);
   task.life = next;
   return true;

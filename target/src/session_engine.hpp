@@ -595,6 +595,13 @@ class SessionEngine final : private DataPhaseHost {
   bool move(EngineTask& task, TaskEvent event, TaskState to) noexcept;
   /// As move(), for the task's payload budget along budget_transitions.
   bool move_budget(EngineTask& task, BudgetEvent event, TaskBudget to) noexcept;
+  /// What move() and move_budget() share: `row` of `table` (0: it has none) and the row of
+  /// task_lives for `next` must both exist; then both count as taken (in `rows` and
+  /// life_rows_taken_) and the task's life is `next`; otherwise refuse() names the table that has
+  /// no row for from --event--> to, and false.
+  template <class Value, class Event>
+  bool move_life(EngineTask& task, TaskLife next, std::size_t row, RowsTaken& rows, const char* table, Value from,
+                 Event event, Value to) noexcept;
   /// Logs and counts a move refused because `table` has no row for it.
   void refuse(const EngineTask& task, const char* table, const char* from, const char* event, const char* to) noexcept;
   void drop_unstarted(EngineTask& task);
