@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "iserkit/common/result.hpp"
+#include "iserkit/iscsi/data_segmenter.hpp"
 #include "iserkit/iscsi/pdu.hpp"
 
 namespace iserkit::initiator {
@@ -70,37 +71,6 @@ inline std::uint32_t unsolicited_data_out_length(const WriteLimits& l, std::uint
   const std::uint32_t first_burst = std::min(total_bytes, l.first_burst_length);
   return first_burst > immediate_bytes ? first_burst - immediate_bytes : 0;
 }
-
-/// One Data-Out PDU to send.
-struct DataOutSegment {
-  std::uint32_t buffer_offset = 0;  ///< bytes
-  std::uint32_t length = 0;         ///< bytes
-  std::uint32_t data_sn = 0;
-  bool final = false;               ///< F bit: last PDU of the sequence
-};
-
-/// The Data-Out PDUs of one sequence (unsolicited, or answering one R2T): [offset, offset+length)
-/// cut into segments of at most max_segment bytes, DataSN from 0, F on the last
-/// (RFC 7143 §11.7.1, §11.7.4).
-class DataOutSequence {
- public:
-  DataOutSequence(std::uint32_t buffer_offset, std::uint32_t length, std::uint32_t max_segment) noexcept
-      : offset_(buffer_offset), end_(buffer_offset + length), max_segment_(std::max<std::uint32_t>(max_segment, 1)) {}
-  [[nodiscard]] bool done() const noexcept { return offset_ >= end_; }
-  /// The next segment. Precondition: !done().
-  DataOutSegment next() noexcept {
-    const std::uint32_t len = std::min(max_segment_, end_ - offset_);
-    DataOutSegment s{.buffer_offset = offset_, .length = len, .data_sn = data_sn_++, .final = offset_ + len == end_};
-    offset_ += len;
-    return s;
-  }
-
- private:
-  std::uint32_t offset_;
-  std::uint32_t end_;
-  std::uint32_t max_segment_;
-  std::uint32_t data_sn_ = 0;
-};
 
 /// Checks an R2T against the task: RFC 7143 §11.8.4/§11.8.5: the requested range must lie within
 /// ExpectedDataTransferLength, be non-empty and at most MaxBurstLength.

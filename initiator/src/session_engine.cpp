@@ -590,19 +590,19 @@ void SessionEngine::dispatch(Task& t, TimePoint now) {
 }
 
 void SessionEngine::send_data_out(Task& t, iscsi::Ttt ttt, std::uint32_t offset, std::uint32_t length) {
-  DataOutSequence seq(offset, length, config_.limits.max_send_segment_length);
-  while (!seq.done()) {
-    const DataOutSegment s = seq.next();
+  // One sequence: DataSN from 0, F on its last PDU (RFC 7143 §11.7.1, §11.7.5).
+  iscsi::DataSegmenter seq(offset, length, config_.limits.max_send_segment_length);
+  while (const auto s = seq.next()) {
     iscsi::DataOut d;
-    d.final = s.final;
+    d.final = s->final;
     d.lun = t.command.lun;
     d.itt = t.itt;
     d.ttt = ttt;  // RFC 7143 §11.7.3: 0xffffffff for unsolicited data, the R2T's TTT otherwise
     d.exp_stat_sn = exp_stat_sn_;
-    d.data_sn = s.data_sn;
-    d.buffer_offset = s.buffer_offset;
-    stats_.data_out_bytes_sent += s.length;
-    actions_.pdus.push_back({datamover::make_pdu(d, t.command.data_out.subspan(s.buffer_offset, s.length)), t.id});
+    d.data_sn = s->index;
+    d.buffer_offset = s->buffer_offset;
+    stats_.data_out_bytes_sent += s->length;
+    actions_.pdus.push_back({datamover::make_pdu(d, t.command.data_out.subspan(s->buffer_offset, s->length)), t.id});
   }
 }
 

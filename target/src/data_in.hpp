@@ -1,52 +1,10 @@
-// Data-In segmentation and residuals for the target (RFC 7143 §11.7 SCSI Data-In, §11.4.5 residuals).
-// Sans-I/O helpers used by the connection when it answers a READ-type command.
+// Residuals for the target (RFC 7143 §11.4.5); Data-In segmentation is iscsi::DataSegmenter
+// (iserkit/iscsi/data_segmenter.hpp). Sans-I/O helpers used when the target answers a command.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
-#include <optional>
 
 namespace iserkit::target {
-
-/// One Data-In PDU's slice of the task buffer.
-struct DataInSegment {
-  std::uint32_t buffer_offset = 0;  ///< bytes from the start of the task's data
-  std::uint32_t length = 0;         ///< bytes in this PDU's data segment (> 0)
-  bool final = false;               ///< F: last PDU of a Data-In sequence (MaxBurstLength) or of the command
-  bool last = false;                ///< last PDU of the command (S may be set on it)
-};
-
-/// Splits `total_bytes` of Data-In into PDUs of at most the initiator's MaxRecvDataSegmentLength,
-/// grouped into sequences of at most MaxBurstLength bytes.
-/// RFC 7143 §13.12: a PDU's data segment MUST NOT exceed the receiver's MaxRecvDataSegmentLength.
-/// RFC 7143 §13.13: a Data-In sequence carries at most MaxBurstLength bytes; §11.7.1: F marks its end.
-class DataInSegmenter {
- public:
-  /// `max_segment_bytes` and `max_burst_bytes` must be > 0.
-  DataInSegmenter(std::uint32_t total_bytes, std::uint32_t max_segment_bytes, std::uint32_t max_burst_bytes) noexcept
-      : total_(total_bytes), max_segment_(max_segment_bytes), max_burst_(max_burst_bytes) {}
-
-  /// The next segment, or nullopt when all bytes are covered.
-  std::optional<DataInSegment> next() noexcept {
-    if (offset_ >= total_) return std::nullopt;
-    const std::uint32_t burst_left = max_burst_ - in_burst_;
-    const std::uint32_t length = std::min({max_segment_, total_ - offset_, burst_left});
-    DataInSegment s{.buffer_offset = offset_, .length = length};
-    offset_ += length;
-    in_burst_ += length;
-    s.last = offset_ == total_;
-    s.final = s.last || in_burst_ == max_burst_;
-    if (s.final) in_burst_ = 0;
-    return s;
-  }
-
- private:
-  std::uint32_t total_;
-  std::uint32_t max_segment_;
-  std::uint32_t max_burst_;
-  std::uint32_t offset_ = 0;
-  std::uint32_t in_burst_ = 0;
-};
 
 /// Residual reported in a SCSI Response or the final Data-In (RFC 7143 §11.4.5).
 struct Residual {

@@ -770,7 +770,7 @@ void SessionEngine::send_data_in(EngineTask& task, std::uint32_t bytes, scsi::St
   (void)move(task, TaskEvent::executed_read, TaskState::sending_data_in);
   const auto& params = config_.params;
   // RFC 7143 §13.12: no Data-In data segment above the initiator's MaxRecvDataSegmentLength.
-  DataInSegmenter segmenter(bytes, params.initiator_max_recv_data_segment_length, params.max_burst_length);
+  iscsi::DataSegmenter segmenter(0, bytes, params.initiator_max_recv_data_segment_length, params.max_burst_length);
   const std::uint32_t itt = iscsi::to_u32(task.itt());
   PooledBuffer buffer = std::move(task.buffer);  // travels with the batch: the PDUs borrow it
   // The budget comes back once the batch was sent (a peer that stops reading holds it meanwhile).

@@ -16,7 +16,7 @@
 //  - Immediate data (§3.2.4.2, §13.11) only on writes, only with ImmediateData=Yes, at most
 //    min(FirstBurstLength, EDTL) bytes; R2T / Data-Out sequencing (§11.7, §11.8,
 //    write_sequencer.hpp); Data-Out lands in the task buffer at BufferOffset (no copy).
-//  - Data-In (§11.7, data_in.hpp): segments of at most the initiator's MaxRecvDataSegmentLength,
+//  - Data-In (§11.7, iscsi/data_segmenter.hpp): segments of at most the initiator's MaxRecvDataSegmentLength,
 //    F at the end of each MaxBurstLength sequence, DataSN from 0, status and residual (U/O, §11.4.5)
 //    in the last Data-In when GOOD without sense, else a SCSI Response with sense. A read's Data-In
 //    PDUs and its status leave in one ordered batch.
@@ -72,6 +72,7 @@
 #include "data_phase.hpp"
 #include "target_stats.hpp"
 #include "data_in.hpp"
+#include "iserkit/iscsi/data_segmenter.hpp"
 #include "write_sequencer.hpp"
 
 namespace iserkit::target {

@@ -34,9 +34,9 @@ TEST(DataIn, DataSnGapIsProtocolError) {
   EXPECT_EQ(t.accept(2, 4096, 4096).error(), make_error_code(errc::protocol_error));
 }
 
-std::vector<DataOutSegment> drain(DataOutSequence s) {
-  std::vector<DataOutSegment> v;
-  while (!s.done()) v.push_back(s.next());
+std::vector<iscsi::DataSegment> drain(iscsi::DataSegmenter s) {
+  std::vector<iscsi::DataSegment> v;
+  while (auto x = s.next()) v.push_back(*x);
   return v;
 }
 
@@ -49,10 +49,10 @@ TEST(WriteSequencing, ImmediateDataThenDataOutSequence) {
   EXPECT_EQ(immediate, 8192u);  // capped by the target's MaxRecvDataSegmentLength
   const auto unsolicited = unsolicited_data_out_length(l, total, immediate);
   EXPECT_EQ(unsolicited, 65536u - 8192u);  // up to FirstBurstLength in total
-  auto segs = drain(DataOutSequence(immediate, unsolicited, l.max_send_segment_length));
+  auto segs = drain(iscsi::DataSegmenter(immediate, unsolicited, l.max_send_segment_length));
   ASSERT_EQ(segs.size(), 7u);
   for (std::size_t i = 0; i < segs.size(); ++i) {
-    EXPECT_EQ(segs[i].data_sn, i);
+    EXPECT_EQ(segs[i].index, i);  // DataSN
     EXPECT_EQ(segs[i].buffer_offset, 8192u * (i + 1));
     EXPECT_EQ(segs[i].length, 8192u);
     EXPECT_EQ(segs[i].final, i + 1 == segs.size());
@@ -62,11 +62,11 @@ TEST(WriteSequencing, ImmediateDataThenDataOutSequence) {
   r2t.buffer_offset = 65536;
   r2t.desired_data_transfer_length = total - 65536;
   EXPECT_TRUE(validate_r2t(r2t, total, l));
-  auto solicited = drain(DataOutSequence(r2t.buffer_offset, r2t.desired_data_transfer_length, 8192));
+  auto solicited = drain(iscsi::DataSegmenter(r2t.buffer_offset, r2t.desired_data_transfer_length, 8192));
   ASSERT_EQ(solicited.size(), 5u);
   EXPECT_EQ(solicited.back().length, 36864u - 4 * 8192u);
   EXPECT_TRUE(solicited.back().final);
-  EXPECT_EQ(solicited.front().data_sn, 0u);  // DataSN restarts per R2T sequence
+  EXPECT_EQ(solicited.front().index, 0u);  // DataSN restarts per R2T sequence
 }
 
 TEST(WriteSequencing, InitialR2TYesMeansNoUnsolicitedDataOut) {

@@ -8,9 +8,12 @@
 namespace iserkit::target {
 namespace {
 
+using iscsi::DataSegment;
+using iscsi::DataSegmenter;
+
 TEST(DataIn, DataInSplitByMaxRecvDataSegmentLength) {
-  DataInSegmenter s(20000, 8192, 1u << 20);
-  std::vector<DataInSegment> v;
+  DataSegmenter s(0, 20000, 8192, 1u << 20);
+  std::vector<DataSegment> v;
   while (auto x = s.next()) v.push_back(*x);
   ASSERT_EQ(v.size(), 3u);
   EXPECT_EQ(v[0].buffer_offset, 0u);
@@ -24,8 +27,8 @@ TEST(DataIn, DataInSplitByMaxRecvDataSegmentLength) {
 }
 
 TEST(DataIn, FinalBitAtEachMaxBurstLength) {
-  DataInSegmenter s(40000, 8192, 12000);
-  std::vector<DataInSegment> v;
+  DataSegmenter s(0, 40000, 8192, 12000);
+  std::vector<DataSegment> v;
   while (auto x = s.next()) v.push_back(*x);
   // Sequences of 12000 bytes: 8192 + 3808 (F), 8192 + 3808 (F), 8192 + 3808 (F), 4000 (F, last).
   ASSERT_EQ(v.size(), 7u);
@@ -41,8 +44,44 @@ TEST(DataIn, FinalBitAtEachMaxBurstLength) {
 }
 
 TEST(DataIn, NothingToSendGivesNoSegments) {
-  DataInSegmenter s(0, 8192, 8192);
+  DataSegmenter s(0, 0, 8192, 8192);
   EXPECT_FALSE(s.next());
+}
+
+// A range that starts inside the buffer (an R2T's burst) keeps its offsets; a burst limit and a
+// segment limit that do not divide each other cut at whichever comes first; index counts PDUs.
+TEST(DataIn, OffsetRangeWithBurstsCountsEveryPdu) {
+  DataSegmenter s(4096, 10000, 3000, 7000);
+  std::vector<DataSegment> v;
+  while (auto x = s.next()) v.push_back(*x);
+  // 3000, 3000, 1000 (F: the 7000-byte burst), 3000 (F, last).
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_EQ(v[0].buffer_offset, 4096u);
+  EXPECT_EQ(v[2].length, 1000u);
+  EXPECT_TRUE(v[2].final);
+  EXPECT_FALSE(v[2].last);
+  EXPECT_EQ(v[3].buffer_offset, 4096u + 7000u);
+  EXPECT_TRUE(v[3].final && v[3].last);
+  for (std::uint32_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i].index, i);
+}
+
+// A limit of 0 (never agreed: a broken caller) moves one byte per PDU instead of looping forever;
+// a range ending at 2^32 (past any uint32_t offset) does not wrap to an empty one.
+TEST(DataIn, ZeroLimitsAndTheTopOfTheOffsetRangeTerminate) {
+  DataSegmenter tiny(0, 3, 0, 0);
+  int n = 0;
+  while (auto x = tiny.next()) {
+    EXPECT_EQ(x->length, 1u);
+    EXPECT_TRUE(x->final);
+    ++n;
+  }
+  EXPECT_EQ(n, 3);
+  DataSegmenter top(0xFFFFF000u, 0x1000u, 8192);
+  auto x = top.next();
+  ASSERT_TRUE(x);
+  EXPECT_EQ(x->length, 0x1000u);
+  EXPECT_TRUE(x->last);
+  EXPECT_FALSE(top.next());
 }
 
 TEST(Residual, ResidualUnderflowOnShortRead) {
