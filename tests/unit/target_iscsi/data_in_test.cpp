@@ -1,5 +1,6 @@
 // Data-In segmentation and residuals (RFC 7143 §11.7, §11.4.5, §13.12, §13.13).
 #include "data_in.hpp"
+#include "iserkit/iscsi/data_segmenter.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,10 +12,15 @@ namespace {
 using iscsi::DataSegment;
 using iscsi::DataSegmenter;
 
-TEST(DataIn, DataInSplitByMaxRecvDataSegmentLength) {
-  DataSegmenter s(0, 20000, 8192, 1u << 20);
+/// Every segment `s` gives, in order.
+std::vector<DataSegment> segments(DataSegmenter s) {
   std::vector<DataSegment> v;
   while (auto x = s.next()) v.push_back(*x);
+  return v;
+}
+
+TEST(DataIn, DataInSplitByMaxRecvDataSegmentLength) {
+  const auto v = segments(DataSegmenter(0, 20000, 8192, 1u << 20));
   ASSERT_EQ(v.size(), 3u);
   EXPECT_EQ(v[0].buffer_offset, 0u);
   EXPECT_EQ(v[0].length, 8192u);
@@ -27,9 +33,7 @@ TEST(DataIn, DataInSplitByMaxRecvDataSegmentLength) {
 }
 
 TEST(DataIn, FinalBitAtEachMaxBurstLength) {
-  DataSegmenter s(0, 40000, 8192, 12000);
-  std::vector<DataSegment> v;
-  while (auto x = s.next()) v.push_back(*x);
+  const auto v = segments(DataSegmenter(0, 40000, 8192, 12000));
   // Sequences of 12000 bytes: 8192 + 3808 (F), 8192 + 3808 (F), 8192 + 3808 (F), 4000 (F, last).
   ASSERT_EQ(v.size(), 7u);
   EXPECT_EQ(v[1].length, 3808u);
@@ -51,9 +55,7 @@ TEST(DataIn, NothingToSendGivesNoSegments) {
 // A range that starts inside the buffer (an R2T's burst) keeps its offsets; a burst limit and a
 // segment limit that do not divide each other cut at whichever comes first; index counts PDUs.
 TEST(DataIn, OffsetRangeWithBurstsCountsEveryPdu) {
-  DataSegmenter s(4096, 10000, 3000, 7000);
-  std::vector<DataSegment> v;
-  while (auto x = s.next()) v.push_back(*x);
+  const auto v = segments(DataSegmenter(4096, 10000, 3000, 7000));
   // 3000, 3000, 1000 (F: the 7000-byte burst), 3000 (F, last).
   ASSERT_EQ(v.size(), 4u);
   EXPECT_EQ(v[0].buffer_offset, 4096u);
@@ -68,14 +70,12 @@ TEST(DataIn, OffsetRangeWithBurstsCountsEveryPdu) {
 // A limit of 0 (never agreed: a broken caller) moves one byte per PDU instead of looping forever;
 // a range ending at 2^32 (past any uint32_t offset) does not wrap to an empty one.
 TEST(DataIn, ZeroLimitsAndTheTopOfTheOffsetRangeTerminate) {
-  DataSegmenter tiny(0, 3, 0, 0);
-  int n = 0;
-  while (auto x = tiny.next()) {
-    EXPECT_EQ(x->length, 1u);
-    EXPECT_TRUE(x->final);
-    ++n;
+  const auto tiny = segments(DataSegmenter(0, 3, 0, 0));
+  ASSERT_EQ(tiny.size(), 3u);
+  for (const auto& x : tiny) {
+    EXPECT_EQ(x.length, 1u);
+    EXPECT_TRUE(x.final);
   }
-  EXPECT_EQ(n, 3);
   DataSegmenter top(0xFFFFF000u, 0x1000u, 8192);
   auto x = top.next();
   ASSERT_TRUE(x);
