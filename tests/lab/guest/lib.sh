@@ -476,6 +476,19 @@ bridge_fs_then_exit() {
 
 # remount_verify DEV DIR: with the page cache dropped, DEV mounted on DIR again holds every file
 # with the SHA-256 in $work/sums (sha256sum output, paths relative to DIR); unmounted after.
+# copy_tree_in DEV MNT MIB: mounts DEV on MNT, copies $tree and MIB MiB of random bytes into it,
+# writes every file's SHA-256 to $work/sums (for remount_verify) and unmounts
+copy_tree_in() {
+  mount "$1" "$2" || return 1
+  mkdir "$2/tree" && cp -a "$tree/." "$2/tree/" || { umount "$2"; return 1; }
+  head -c "$(mib "$3")" /dev/urandom >"$2/random.bin" || { umount "$2"; return 1; }
+  (cd "$2" && find . -type f -print0 | sort -z | xargs -0 sha256sum >"$work/sums") || { umount "$2"; return 1; }
+  umount "$2" || return 1
+  echo "$(wc -l <"$work/sums") files copied ($(du -sh "$tree" | cut -f1) tree + $3 MiB random), unmounted"
+}
+
+# remount_verify DEV MNT: drops the page cache, mounts DEV again and checks every file against
+# $work/sums (copy_tree_in), then unmounts
 remount_verify() {
   echo 3 >/proc/sys/vm/drop_caches
   mount "$1" "$2" || return 1

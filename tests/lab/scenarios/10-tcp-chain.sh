@@ -27,15 +27,7 @@ check nbd-attach nbd_attach "$work/nbd.sock" nbd0 || give_up "the kernel nbd cli
 
 check mkfs mkfs_ext4 "$dev" || give_up "mkfs.ext4 failed"
 mkdir -p /mnt/chain
-copy_in() {
-  mount "$dev" /mnt/chain || return 1
-  mkdir /mnt/chain/tree && cp -a "$tree/." /mnt/chain/tree/ || return 1
-  head -c "$(mib 64)" /dev/urandom >/mnt/chain/random.bin || return 1
-  (cd /mnt/chain && find . -type f ! -name sums -print0 | sort -z | xargs -0 sha256sum >"$work/sums") || return 1
-  umount /mnt/chain || return 1
-  echo "$(wc -l <"$work/sums") files copied ($(du -sh "$tree" | cut -f1) tree + 64 MiB random), unmounted"
-}
-check mount-copy copy_in || give_up "mount and copy failed"
+check mount-copy copy_tree_in "$dev" /mnt/chain 64 || give_up "mount and copy failed"
 check e2fsck e2fsck -fn "$dev"
 check remount-verify remount_verify "$dev" /mnt/chain
 check nbd-detach nbd_detach "$dev"

@@ -109,15 +109,7 @@ check both-connections-used both_used
 
 check mkfs mkfs_ext4 "$dev" || give_up "mkfs.ext4 failed"
 mkdir -p /mnt/multiconn
-copy_in() {
-  mount "$dev" /mnt/multiconn || return 1
-  mkdir /mnt/multiconn/tree && cp -a "$tree/." /mnt/multiconn/tree/ || return 1
-  head -c "$(mib 32)" /dev/urandom >/mnt/multiconn/random.bin || return 1
-  (cd /mnt/multiconn && find . -type f -print0 | sort -z | xargs -0 sha256sum >"$work/sums") || return 1
-  umount /mnt/multiconn || return 1
-  echo "$(wc -l <"$work/sums") files copied ($(du -sh "$tree" | cut -f1) tree + 32 MiB random), unmounted"
-}
-check mount-copy copy_in || give_up "mount and copy failed"
+check mount-copy copy_tree_in "$dev" /mnt/multiconn 32 || give_up "mount and copy failed"
 check e2fsck e2fsck -fn "$dev"
 check remount-verify remount_verify "$dev" /mnt/multiconn
 
