@@ -24,8 +24,8 @@
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/handler_memory.hpp"
 
-#if BOOST_VERSION != 107400
-#error "await_op.hpp relies on Boost 1.74's Asio coroutine internals; check awaitable_thread, attach_thread and pump in this Boost, then widen this test"
+#if BOOST_VERSION != 107400 && BOOST_VERSION != 108100
+#error "await_op.hpp relies on the Asio coroutine internals of Boost 1.74 or 1.81; check awaitable_thread, attach_thread and pump in this Boost, then widen this test"
 #endif
 
 namespace iserkit {
@@ -75,8 +75,12 @@ class ResumeHandler : public asio::detail::awaitable_thread<Executor>, public Re
 
   /// Resumes the coroutine on this thread (the caller runs its executor).
   void resume() {
+#if BOOST_VERSION == 107400
     this->top_of_stack_->attach_thread(this);
     this->pump();
+#else
+    this->launch();  // 1.81: attach_thread to the top frame, then pump (top_of_stack_ is private)
+#endif
   }
 
  private:
