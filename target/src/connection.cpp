@@ -571,12 +571,16 @@ Awaitable<void> Connection::writer() {
         // case): no send_batch() coroutine frames per batch.
         std::error_code ec;
         switch (datamover_->try_send_now(batch->pdus)) {
-          case datamover::Datamover::SendNow::sent:
-            if (engine_) engine_->recycle_batch(std::move(*batch));  // sent: its buffers go back now
-            break;
+          case datamover::Datamover::SendNow::sent: break;
           case datamover::Datamover::SendNow::queued: ec = co_await datamover_->finish_send(); break;
           case datamover::Datamover::SendNow::refused: ec = co_await datamover_->send_batch(std::move(batch->pdus)); break;
         }
+        // Sent (or failed): its buffers go back now, and its vectors' capacity serves a later
+        // batch. Also after a queued send (the socket took part of it: a 1 MiB Data-In the
+        // peer is slow to read), where the datamover handed back an emptied vector for the PDUs
+        // it took; dropping the batch there made the engine allocate two vectors for a later
+        // one, and grow them again when a pass joined batches into it.
+        if (engine_) engine_->recycle_batch(std::move(*batch));
         if (ec) {
           log::debug("connection {}: send failed: {}", datamover_->peer(), ec.message());
           close();

@@ -9,6 +9,9 @@
 # connection's coroutine) is spread over the run's thousands of requests.
 # One NBD request of up to 8 MiB is one SCSI command, so the target's figure is per SCSI command.
 #
+# --stacks DIR records where the first measured run's allocations come from (the counter's
+# ISERKIT_ALLOC_STACKS): DIR/target.stacks and DIR/bridge.stacks, for alloc_stacks.py.
+#
 # --ceiling WORKLOAD:PROCESS=N (repeatable) makes it a check: exit 1 when a measured figure is
 # above N (the bench-mode regression test, tests/bench/alloc/CMakeLists.txt). Exit 77 when fio or
 # its nbd engine is missing. Python 3 standard library only; run it with /usr/bin/python3.
@@ -60,6 +63,7 @@ def main():
     ap.add_argument("--size-mib", type=int, default=64, help="backing file size")
     ap.add_argument("--ceiling", action="append", default=[], help="WORKLOAD:PROCESS=N, fail above N")
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--stacks", help="folder for each process's allocation stacks of the first measured run")
     args = ap.parse_args()
 
     fio = fio_with_nbd_engine()
@@ -77,6 +81,9 @@ def main():
 
         def spawn(name, argv):
             env = dict(os.environ, LD_PRELOAD=args.counter, ISERKIT_ALLOC_COUNTER=counters[name].path)
+            if args.stacks:
+                os.makedirs(args.stacks, exist_ok=True)
+                env["ISERKIT_ALLOC_STACKS"] = os.path.join(os.path.abspath(args.stacks), f"{name}.stacks")
             log = open(os.path.join(run, f"{name}.log"), "w")
             p = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             procs.append(p)

@@ -66,8 +66,9 @@ class Datamover {
   /// What try_send_now() did.
   enum class SendNow : std::uint8_t {
     sent,     ///< every byte of the PDUs was written: they, and the buffers they borrow, are free
-    queued,   ///< part was written; the datamover took the PDUs (`pdus` is left empty) and the
-              ///< caller must co_await finish_send() next, keeping the borrowed buffers until then
+    queued,   ///< part was written; the datamover took the PDUs (`pdus` is left empty, maybe with
+              ///< the capacity of a batch it took before) and the caller must co_await
+              ///< finish_send() next, keeping the borrowed buffers until then
     refused,  ///< nothing was written (a send is under way, an earlier error, or no such path):
               ///< use send_batch()
   };

@@ -90,16 +90,18 @@ class TcpDatamover final : public Datamover {
   Awaitable<void> write_queued();
   /// Starts write_buffers_ on the socket sender; false when it refused (nothing started).
   bool start_on_sender();
-  /// Waits for the sender's send, then writes what a short send left; the socket's error.
-  Awaitable<boost::system::error_code> finish_on_sender();
-  /// Writes write_buffers_ whole (a non-blocking write, then write_rest()); the socket's error.
+  /// try_send_now()'s PDUs into taken_ (kept until finish_send() wrote them); `pdus` is left
+  /// empty with taken_'s former capacity.
+  void take(std::vector<PduOut>& pdus) noexcept;
+  /// The sender's send ended (sender_done_): its error, or none with what a short send left in
+  /// write_rest_.
+  boost::system::error_code sender_finished();
+  /// Writes write_buffers_ whole (a non-blocking write, then write_remaining_op()); the socket's error.
   Awaitable<boost::system::error_code> write_gathered();
   /// write_queued() for a PDU whose data segment is in a pipe (PduOut::splice_from; gather() took
   /// its header): writes what was gathered, then splices the segment from the pipe to the socket,
   /// then gathers its padding. EINVAL with a data digest, EIO when the pipe holds fewer bytes.
   Awaitable<boost::system::error_code> write_spliced(const PduOut& pdu);
-  /// Writes write_rest_ (what a non-blocking write left) whole, then clears it; the socket's error.
-  Awaitable<boost::system::error_code> write_rest();
   /// Runs the framer with non-blocking reads until a PDU is whole (or the stream failed); nullopt
   /// when the socket has nothing more now.
   std::optional<Result<PduIn>> poll(DataPlacement* placement);
@@ -138,7 +140,7 @@ class TcpDatamover final : public Datamover {
   bool after_unit_ = false;           // a PDU was returned and nothing was read since
   EmptySocketGuess empty_guess_;      // at queue depth 1, skip the own read that would find nothing
   HandlerMemory receive_memory_;      // receive()'s socket read's operation state (one at a time)
-  HandlerMemory write_memory_;        // write_rest()'s socket write's operation state (one at a time)
+  HandlerMemory write_memory_;        // write_remaining_op()'s socket write's operation state (one at a time)
 };
 
 }  // namespace iserkit::datamover
