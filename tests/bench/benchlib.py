@@ -1,8 +1,8 @@
-"""Helpers shared by the benchmark orchestrator (bench.py) and the per-request counters
-(alloc/alloc_count.py, syscalls/syscall_count.py): the workloads they run, waiting for a process's
-readiness, stopping the processes a run started, per-process CPU time, reading fio's JSON report,
-and the counters' common frame (skip with 77, fio's nbd engine, the --workloads and --ceiling
-options, the run's folder and processes). Python 3 standard library only."""
+"""Helpers shared by the benchmark orchestrator (bench.py), its report (bench_report.py) and the
+per-request counters (alloc/alloc_count.py, syscalls/syscall_count.py): the workloads they run,
+waiting for a process's readiness, stopping the processes a run started, per-process CPU time,
+reading fio's JSON report, and the counters' common frame (skip with 77, fio's nbd engine, the
+--workloads and --ceiling options, the run's folder and processes). Python 3 standard library only."""
 import json
 import os
 import shutil
@@ -25,6 +25,10 @@ WORKLOADS = {
     "sr1m-qd8": ("1 MiB sequential read QD8", "read", MIB, 8),
     "sw1m-qd8": ("1 MiB sequential write QD8", "write", MIB, 8),
 }
+# bench.py and its report (bench_report.py): iscsi-perf reads only, so the workloads it can run (-r
+# random, -b 512-byte blocks per request); and --rbd's two images, one per target.
+ISCSI_PERF_WORKLOADS = ("rr4k-qd32", "sr1m-qd8")
+RBD_IMAGES = {"iserkit-target": "bench-iserkit", "tgtd": "bench-tgtd"}
 
 
 def make_tmpfs_backing(path, size):

@@ -26,7 +26,8 @@ import subprocess
 import sys
 import time
 
-from bench import SOURCE, Bench, Failed, log, machine_info, sh
+from bench import SOURCE, Bench, Failed, log
+from bench_report import machine_info, sh
 from benchlib import MIB, WORKLOADS, make_tmpfs_backing
 
 GUARD_WORKLOADS = ("rr4k-qd1", "rr4k-qd32", "rw4k-qd32", "sr1m-qd8")
