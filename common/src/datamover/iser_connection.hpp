@@ -148,8 +148,8 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   /// time to name the window, so it must not change before the post).
   void apply_window_rkeys() noexcept;
   /// StagOwner: the command ended; its window is invalidated (Local Invalidate) unless the peer
-  /// already did (Send with Invalidate).
-  void release_stag(std::uint32_t slot) noexcept override;
+  /// already did (Send with Invalidate). `answered` is not used yet.
+  void release_stag(std::uint32_t slot, bool answered) noexcept override;
   /// Whether the peer and we agreed on Send with Invalidate (CM private data): the initiator then
   /// accepts its windows invalidated by the target; the target ends a command whose SCSI Command
   /// carried one STag with a SEND_WITH_INV of that STag on the SCSI Response.

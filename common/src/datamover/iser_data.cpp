@@ -153,7 +153,7 @@ void IserConnection::apply_window_rkeys() noexcept {
   rkeys_after_post_.clear();
 }
 
-void IserConnection::release_stag(std::uint32_t slot) noexcept {
+void IserConnection::release_stag(std::uint32_t slot, bool /*answered*/) noexcept {
   if (!stags_) return;
   after_release(slot, stags_->release(slot));
 }
