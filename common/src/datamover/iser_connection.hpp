@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "iser_verbs.hpp"
+#include "local_invalidates.hpp"
 #include "iserkit/common/asio.hpp"
 #include "iserkit/common/completion.hpp"
 #include "iserkit/datamover/iser_datamover.hpp"
@@ -148,8 +150,15 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   /// time to name the window, so it must not change before the post).
   void apply_window_rkeys() noexcept;
   /// StagOwner: the command ended; its window is invalidated (Local Invalidate) unless the peer
-  /// already did (Send with Invalidate).
-  void release_stag(std::uint32_t slot) noexcept override;
+  /// already did (Send with Invalidate). Answered commands' invalidates wait for the pass while it
+  /// is held (LocalInvalidates).
+  void release_stag(std::uint32_t slot, bool answered) noexcept override;
+  /// Datamover::set_send_pass(): initiator with chaining on (iser_chain_enabled()) only. receive()
+  /// then holds `pass` while it returns PDUs that were already received (a burst), and the Local
+  /// Invalidates of commands answered meanwhile ride in one chain (LocalInvalidates).
+  void set_send_pass(SendPass* pass) noexcept;
+  /// Datamover::end_burst(): releases the pass if this connection holds it (posted).
+  void end_burst();
   /// Whether the peer and we agreed on Send with Invalidate (CM private data): the initiator then
   /// accepts its windows invalidated by the target; the target ends a command whose SCSI Command
   /// carried one STag with a SEND_WITH_INV of that STag on the SCSI Response.
@@ -176,9 +185,14 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   void drain();
   void on_completion(const ibv_wc& wc);
   void on_window_completion(const ibv_wc& wc);
-  /// Acts on a StagTable answer for `slot`: posts its Local Invalidate, or wakes a sender waiting
-  /// for a window.
-  void after_release(std::uint32_t slot, iser::StagTable::Release release) noexcept;
+  /// Acts on a StagTable answer for `slot`: posts (or queues, `answered`: see LocalInvalidates) its
+  /// Local Invalidate, or wakes a sender waiting for a window.
+  void after_release(std::uint32_t slot, iser::StagTable::Release release, bool answered) noexcept;
+  /// LocalInvalidates' post: the Local Invalidates of `slots` as one chain, now.
+  void post_invalidates(std::span<const std::uint32_t> slots) noexcept;
+  /// Puts the queued Local Invalidates at the head of `chain` (a chain about to be posted, in
+  /// which nothing refers to them); returns how many.
+  std::size_t take_invalidates(std::vector<ibv_send_wr>& chain);
   /// SEND, or SEND_WITH_INV for a target's SCSI Response whose command carried one STag.
   void set_send_opcode(ibv_send_wr& wr, const PduOut& pdu) noexcept;
   void note_command_stag(const PduIn& in);
@@ -246,6 +260,12 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   std::uint32_t window_wrs_ = 0;  // send-queue entries reserved for Bind MW / Local Invalidate
   // Bind MWs collected into a chain and not yet posted: their windows' new rkeys (slot, rkey)
   std::vector<std::pair<std::uint32_t, std::uint32_t>> rkeys_after_post_;
+  // Local Invalidates of answered commands queued during a held send pass (initiator)
+  LocalInvalidates invalidates_{[this](std::span<const std::uint32_t> slots) { post_invalidates(slots); }};
+  std::vector<std::uint32_t> invalidate_slots_;  // take_invalidates()' scratch (capacity kept)
+  std::vector<ibv_send_wr> invalidate_wrs_;      // post_invalidates()' chain (capacity kept)
+  SendPass* pass_ = nullptr;  // set_send_pass(): receive() holds it during a burst
+  bool holding_ = false;      // receive() holds pass_
   bool send_with_invalidate_ = false;
   std::uint64_t local_invalidations_ = 0;
   std::uint64_t remote_invalidations_ = 0;

@@ -132,6 +132,7 @@ Awaitable<std::error_code> IserConnection::send(PduOut pdu) {
   set_send_opcode(wr, pdu);
   wr.send_flags = IBV_SEND_SIGNALED;
   chain.push_back(wr);
+  if (iser_chain_enabled()) take_invalidates(chain);  // queued Local Invalidates ride at its head
   for (std::size_t i = 0; i + 1 < chain.size(); ++i) chain[i].next = &chain[i + 1];
   ibv_send_wr* bad = nullptr;
   count_post_send(chain.size());
@@ -212,6 +213,7 @@ Awaitable<std::error_code> IserConnection::send_chain(std::vector<ChainStep> ste
       // The commands before the one that failed hold bound-to-be windows: their binds go out
       // (so their windows' ends — Local Invalidate — stay as the StagTable expects).
       if (!binds.empty() && !failed_) {
+        take_invalidates(binds);
         for (std::size_t i = 0; i + 1 < binds.size(); ++i) binds[i].next = &binds[i + 1];
         ibv_send_wr* bad = nullptr;
         count_post_send(binds.size());
@@ -230,7 +232,10 @@ Awaitable<std::error_code> IserConnection::send_chain(std::vector<ChainStep> ste
       batch_posting_ = true;
       gate_held = true;
     }
-    const std::size_t first = binds.size();  // the chain: binds, then the steps' work requests
+    // The Local Invalidates the pass queued go at the chain's head (nothing suspends from here to
+    // the post): the chain is Local Invalidates, Bind MWs, then the steps' work requests.
+    if (chained) take_invalidates(binds);
+    const std::size_t first = binds.size();  // window work requests, then the steps' ones
     std::vector<ibv_send_wr> wrs(first + work_requests);
     std::copy(binds.begin(), binds.end(), wrs.begin());
     std::vector<std::array<ibv_sge, 2>> sges(work_requests);
@@ -383,12 +388,30 @@ void IserConnection::release_slots(std::vector<std::uint32_t>& slots) noexcept {
 // Control receive
 // ---------------------------------------------------------------------------------------------
 
+void IserConnection::set_send_pass(SendPass* pass) noexcept {
+  // The target's connection and unchained posting (ISERKIT_ISER_CHAIN=off: the old way, for
+  // comparison) do not join: their sends and invalidates go out as before.
+  if (!initiator_ || !iser_chain_enabled()) return;
+  if (holding_) end_burst();
+  pass_ = pass;
+  invalidates_.set_pass(pass);
+}
+
+void IserConnection::end_burst() {
+  if (!holding_) return;
+  holding_ = false;
+  pass_->release_later(ex_);
+}
+
 Awaitable<Result<PduIn>> IserConnection::receive(DataPlacement* placement) {
   if (repost_) {
     // The previous PDU's data is no longer referenced (PduIn::data is valid until this call).
     if (!failed_) (void)post_receive(*repost_);
     repost_.reset();
   }
+  // Nothing received is waiting: the burst ends before this receive waits (or fails), so what its
+  // PDUs' handling queued in the send pass goes out (common/send_pass.hpp).
+  if (ready_.empty()) end_burst();
   while (ready_.empty()) {
     if (failed_) {
       // A PDU that arrived before the failure is still delivered (its completion precedes the
@@ -404,6 +427,14 @@ Awaitable<Result<PduIn>> IserConnection::receive(DataPlacement* placement) {
   const auto [slot, length] = ready_.front();
   ready_.pop_front();
   repost_ = slot;
+  // More PDUs were received already (one drain() of the CQ reaps up to the receive depth): hold
+  // the send pass while they are handled, so the output of the burst — the sends of new commands,
+  // the Local Invalidates of the answered ones — leaves together. The burst is bounded by what was
+  // received before it began: drain() runs in the poll loop, never while these are handled.
+  if (pass_ != nullptr && !holding_ && !ready_.empty()) {
+    pass_->hold();
+    holding_ = true;
+  }
   std::byte* p = recv_region_.data() + std::size_t{slot} * recv_slot_size_;
   const ConstByteSpan message(p, length);
   auto opcode = iser::peek_opcode(message);
@@ -412,6 +443,7 @@ Awaitable<Result<PduIn>> IserConnection::receive(DataPlacement* placement) {
     log::info("iser {}: unexpected iSER message: bytes={} first=0x{:02x}", peer_, length,
               length > 0 ? load_u8(p) : 0);
     abort_connection(make_error_code(errc::protocol_error));
+    end_burst();  // the receive loop stops here: it must not leave the pass held
     co_return fail(errc::protocol_error);
   }
   auto header = iser::decode_header(message);
@@ -423,6 +455,7 @@ Awaitable<Result<PduIn>> IserConnection::receive(DataPlacement* placement) {
   if (iser::headers_size + ahs_bytes + dsl > length) {
     log::info("iser {}: PDU longer than its SEND: bytes={} ahs={} data={}", peer_, length, ahs_bytes, dsl);
     abort_connection(make_error_code(errc::protocol_error));
+    end_burst();  // the receive loop stops here: it must not leave the pass held
     co_return fail(errc::protocol_error);
   }
   in.ahs.assign(p + iser::headers_size, p + iser::headers_size + ahs_bytes);

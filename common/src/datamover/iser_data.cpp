@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <span>
 
 #include "iser_connection.hpp"
 #include "iserkit/common/errors.hpp"
@@ -84,7 +86,9 @@ Awaitable<std::error_code> IserConnection::bind_stags(const TaskData& task, std:
   if (!stags_ || task.stags_bound()) co_return std::error_code{};
   const std::size_t needed = (task.read_region() ? 1 : 0) + (task.write_region() ? 1 : 0);
   if (chain != nullptr && !chain->empty() && !failed_ && stags_->free_count() < needed) {
-    // The commands bound so far hold windows and may be what frees one: their binds go out now.
+    // The commands bound so far hold windows and may be what frees one: their binds go out now,
+    // behind the queued Local Invalidates (what frees windows soonest).
+    take_invalidates(*chain);
     for (std::size_t i = 0; i + 1 < chain->size(); ++i) (*chain)[i].next = &(*chain)[i + 1];
     chain->back().next = nullptr;
     ibv_send_wr* bad = nullptr;
@@ -98,6 +102,9 @@ Awaitable<std::error_code> IserConnection::bind_stags(const TaskData& task, std:
       co_return error_;
     }
   }
+  // Windows whose Local Invalidate is still queued for the pass's end free up only once it is
+  // posted: not while this sender waits for them.
+  if (!failed_ && stags_->free_count() < needed) invalidates_.flush();
   while (!failed_ && stags_->free_count() < needed) {
     Completion c;
     window_waiters_.push_back(&c);
@@ -153,29 +160,95 @@ void IserConnection::apply_window_rkeys() noexcept {
   rkeys_after_post_.clear();
 }
 
-void IserConnection::release_stag(std::uint32_t slot) noexcept {
+void IserConnection::release_stag(std::uint32_t slot, bool answered) noexcept {
   if (!stags_) return;
-  after_release(slot, stags_->release(slot));
+  after_release(slot, stags_->release(slot), answered);
 }
 
-void IserConnection::after_release(std::uint32_t slot, iser::StagTable::Release release) noexcept {
+void IserConnection::after_release(std::uint32_t slot, iser::StagTable::Release release, bool answered) noexcept {
   if (release == iser::StagTable::Release::reusable) wake_one(window_waiters_);
   // deferred: the Bind MW's completion decides (on_window_completion()).
   if (release != iser::StagTable::Release::invalidate) return;
   // A failed connection's QP is in the error state: no peer access can reach the window any more,
   // and a posted Local Invalidate would only be flushed. The window stays out of use.
   if (failed_ || stopped_) return;
-  ibv_send_wr wr{};
-  wr.wr_id = (std::uint64_t{slot} << 3) | 4u;
-  wr.opcode = IBV_WR_LOCAL_INV;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.invalidate_rkey = stags_->rkey(slot);
+  // Now, or (an answered command during a held pass) at the head of the next chain posted, at the
+  // latest when the pass ends: local_invalidates.hpp says what that delay exposes and why it is
+  // acceptable. The window stays `invalidating` in the StagTable either way.
+  try {
+    invalidates_.add(slot, answered);
+  } catch (const std::bad_alloc&) {
+    invalidates_.flush();  // no room to queue it: what is queued goes now, then this one alone
+    const std::uint32_t one[] = {slot};
+    post_invalidates(one);
+  }
+}
+
+void IserConnection::post_invalidates(std::span<const std::uint32_t> slots) noexcept {
+  if (slots.empty() || failed_ || stopped_ || !stags_) return;
+  // One chain; the send queue has room: each window has two entries of its own (window_wrs_), for
+  // its Bind MW and this, and it has one of the two outstanding at most.
   ibv_send_wr* bad = nullptr;
-  count_post_send(1);
-  if (const int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
+  int rc = 0;
+  if (slots.size() == 1) {
+    ibv_send_wr wr{};
+    wr.wr_id = (std::uint64_t{slots[0]} << 3) | 4u;
+    wr.opcode = IBV_WR_LOCAL_INV;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.invalidate_rkey = stags_->rkey(slots[0]);
+    count_post_send(1);
+    rc = ibv_post_send(id_->qp, &wr, &bad);
+  } else {
+    try {
+      invalidate_wrs_.resize(slots.size());
+    } catch (const std::bad_alloc&) {
+      for (const std::uint32_t slot : slots) post_invalidates(std::span<const std::uint32_t>(&slot, 1));
+      return;
+    }
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      ibv_send_wr& wr = invalidate_wrs_[i];
+      wr = {};
+      wr.wr_id = (std::uint64_t{slots[i]} << 3) | 4u;
+      wr.opcode = IBV_WR_LOCAL_INV;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.invalidate_rkey = stags_->rkey(slots[i]);
+      wr.next = i + 1 < slots.size() ? &invalidate_wrs_[i + 1] : nullptr;
+    }
+    count_post_send(slots.size());
+    rc = ibv_post_send(id_->qp, invalidate_wrs_.data(), &bad);
+  }
+  if (rc != 0) {
     log::info("iser {}: post local invalidate failed: {}", peer_, std::strerror(rc));
     abort_connection(make_error_code(errc::connection_closed));
   }
+}
+
+std::size_t IserConnection::take_invalidates(std::vector<ibv_send_wr>& chain) {
+  if (invalidates_.queued() == 0) return 0;
+  if (failed_ || stopped_ || !stags_) {
+    invalidates_.drop();
+    return 0;
+  }
+  invalidate_slots_.reserve(invalidates_.queued());  // may throw: nothing taken yet
+  invalidate_slots_.clear();
+  invalidates_.take(invalidate_slots_);
+  // Ahead of the chain's Bind MWs and SENDs: none of those names these windows (a queued window
+  // is `invalidating`, so no bind can have taken it), and the invalidates free windows soonest.
+  // The caller links the chain (`next`) after this.
+  const std::size_t n = invalidate_slots_.size();
+  try {
+    chain.insert(chain.begin(), n, ibv_send_wr{});
+  } catch (const std::bad_alloc&) {
+    post_invalidates(invalidate_slots_);  // on their own, then
+    return 0;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    chain[i].wr_id = (std::uint64_t{invalidate_slots_[i]} << 3) | 4u;
+    chain[i].opcode = IBV_WR_LOCAL_INV;
+    chain[i].send_flags = IBV_SEND_SIGNALED;
+    chain[i].invalidate_rkey = stags_->rkey(invalidate_slots_[i]);
+  }
+  return n;
 }
 
 void IserConnection::on_window_completion(const ibv_wc& wc) {
@@ -193,7 +266,8 @@ void IserConnection::on_window_completion(const ibv_wc& wc) {
     return;  // the window stays out of use: the connection is gone
   }
   if (!invalidate) {
-    after_release(slot, after_bind);
+    // A release that waited for this bind: not known to be answered, so not delayed.
+    after_release(slot, after_bind, false);
     return;
   }
   if (stags_) {

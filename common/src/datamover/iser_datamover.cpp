@@ -505,6 +505,7 @@ void IserConnection::abort_connection(std::error_code ec, bool hold_dreq) noexce
   if (failed_) return;
   failed_ = true;
   error_ = ec;
+  invalidates_.drop();  // queued Local Invalidates are not posted on a QP in the error state
   // The QP goes to the error state: every posted receive, send and RDMA operation is flushed and
   // completes with IBV_WC_WR_FLUSH_ERR, waking its waiter. rdma_disconnect() does that and sends
   // a DREQ; while the port is down (or may be going down: hold_dreq) only the QP is moved (a MAD

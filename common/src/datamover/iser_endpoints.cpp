@@ -93,7 +93,10 @@ Awaitable<Result<rdma::CmEvent>> step_event(IserConnection& c, std::chrono::stea
 class IserDatamover final : public Datamover {
  public:
   explicit IserDatamover(std::shared_ptr<IserConnection> c) : c_(std::move(c)) {}
-  ~IserDatamover() override { c_->shutdown(); }
+  ~IserDatamover() override {
+    c_->end_burst();  // the send pass must not stay held by a connection that is gone
+    c_->shutdown();
+  }
   Awaitable<std::error_code> send(PduOut pdu) override { return c_->send(std::move(pdu)); }
   Awaitable<std::error_code> send_batch(std::vector<PduOut> pdus) override {
     std::vector<ChainStep> steps;
@@ -105,6 +108,8 @@ class IserDatamover final : public Datamover {
     return c_->send_chain(std::move(steps));
   }
   Awaitable<Result<PduIn>> receive(DataPlacement* placement) override { return c_->receive(placement); }
+  void set_send_pass(SendPass* pass) noexcept override { c_->set_send_pass(pass); }
+  void end_burst() override { c_->end_burst(); }
   void set_digests(bool, bool) noexcept override {}  // RFC 7145 §6.1: no digests on iSER
   void set_max_recv_data_segment_length(std::uint32_t bytes) noexcept override { c_->set_max_recv(bytes); }
   void close() noexcept override { c_->abort_connection(make_error_code(errc::connection_closed)); }

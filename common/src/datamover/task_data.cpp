@@ -47,6 +47,8 @@ Result<TaskData> TaskData::registered(BufferPool& pool, std::span<std::byte> dat
 }
 
 void TaskData::finish(std::size_t data_in_bytes) noexcept {
+  binding_.read_lease.set_answered();  // the command got its response (no-op without a lease)
+  binding_.write_lease.set_answered();
   if (caller_in_.empty() || !bounce_in_) return;  // nothing bounced (or moved from)
   copy_payload(caller_in_.data(), bounce_in_.data(), std::min(data_in_bytes, caller_in_.size()));
   caller_in_ = {};  // once

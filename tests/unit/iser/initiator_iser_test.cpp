@@ -288,7 +288,11 @@ TEST(TaskDataDescriptor, MovingKeepsTheBounceBuffer) {
 // the buffer is no longer exposed (exposes_task_buffers false), the connection survives.
 struct RecordingStagOwner final : datamover::StagOwner {
   std::vector<std::uint32_t> released;
-  void release_stag(std::uint32_t slot) noexcept override { released.push_back(slot); }
+  std::vector<bool> answered;  // per release: the command ended with its SCSI Response
+  void release_stag(std::uint32_t slot, bool with_response) noexcept override {
+    released.push_back(slot);
+    answered.push_back(with_response);
+  }
 };
 
 TEST(IserSessionStags, TimedOutCommandsStagIsReleasedAndTheConnectionSurvives) {
@@ -322,6 +326,8 @@ TEST(IserSessionStags, TimedOutCommandsStagIsReleasedAndTheConnectionSurvives) {
     test::expect_error(r, make_error_code(errc::timeout));
     // The caller has its buffer back: its STag was given back by then, exactly once.
     EXPECT_EQ(owner->released, (std::vector<std::uint32_t>{1}));
+    // Not answered: the target may still write into it, so its Local Invalidate is not delayed.
+    EXPECT_EQ(owner->answered, (std::vector<bool>{false}));
     co_await abort_answered.wait();
     EXPECT_TRUE(rig.session->is_open());
     EXPECT_FALSE(rig.dm->closed());
@@ -332,6 +338,7 @@ TEST(IserSessionStags, TimedOutCommandsStagIsReleasedAndTheConnectionSurvives) {
     auto again = co_await rig.session->execute(w);
     EXPECT_TRUE(again) << (again ? "" : again.error().message());
     EXPECT_EQ(owner->released, (std::vector<std::uint32_t>{1, 2}));
+    EXPECT_EQ(owner->answered, (std::vector<bool>{false, true}));  // the write got its response
   });
   EXPECT_TRUE(abort_answered.done());
 }
@@ -340,7 +347,11 @@ TEST(IserSessionStags, TimedOutCommandsStagIsReleasedAndTheConnectionSurvives) {
 // carries, survives a move, and is given back exactly once when the descriptor ends.
 struct CountingStagOwner final : datamover::StagOwner {
   std::vector<std::uint32_t> released;
-  void release_stag(std::uint32_t slot) noexcept override { released.push_back(slot); }
+  std::vector<bool> answered;
+  void release_stag(std::uint32_t slot, bool with_response) noexcept override {
+    released.push_back(slot);
+    answered.push_back(with_response);
+  }
 };
 
 TEST(TaskDataDescriptor, PerCommandStagIsAdvertisedAndGivenBackOnce) {
@@ -354,8 +365,10 @@ TEST(TaskDataDescriptor, PerCommandStagIsAdvertisedAndGivenBackOnce) {
     EXPECT_FALSE(t->stags_bound());
     t->bind_stag(false, 0x777, datamover::StagLease(owner, 9));  // no write region: given back at once
     EXPECT_EQ(owner->released, (std::vector<std::uint32_t>{9}));
+    EXPECT_EQ(owner->answered, (std::vector<bool>{false}));
     EXPECT_EQ(t->write_stag(), 0u);
     owner->released.clear();
+    owner->answered.clear();
     t->bind_stag(true, 0xabc01, datamover::StagLease(owner, 3));
     EXPECT_TRUE(t->stags_bound());
     EXPECT_EQ(t->read_stag(), 0xabc01u);
@@ -365,6 +378,31 @@ TEST(TaskDataDescriptor, PerCommandStagIsAdvertisedAndGivenBackOnce) {
     EXPECT_TRUE(owner->released.empty());  // a move gives nothing back
   }
   EXPECT_EQ(owner->released, (std::vector<std::uint32_t>{3}));
+  EXPECT_EQ(owner->answered, (std::vector<bool>{false}));  // never finished: not answered
+}
+
+// finish() (the command got its SCSI Response) makes the descriptor give its STags back as
+// answered, also across a move; without it they go back unanswered.
+TEST(TaskDataDescriptor, AFinishedCommandGivesItsStagBackAnswered) {
+  ArenaPool pool;
+  auto in = pool.allocate(4096);
+  auto out = pool.allocate(4096);
+  auto owner = std::make_shared<CountingStagOwner>();
+  {
+    auto t = TaskData::registered(pool, in.bytes(), {});
+    ASSERT_TRUE(t);
+    t->bind_stag(true, 0x101, datamover::StagLease(owner, 4));
+    t->finish(4096);
+    TaskData moved = std::move(*t);
+    EXPECT_TRUE(owner->released.empty());
+  }
+  {
+    auto t = TaskData::registered(pool, {}, out.bytes());
+    ASSERT_TRUE(t);
+    t->bind_stag(false, 0x202, datamover::StagLease(owner, 5));
+  }
+  EXPECT_EQ(owner->released, (std::vector<std::uint32_t>{4, 5}));
+  EXPECT_EQ(owner->answered, (std::vector<bool>{true, false}));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 
 #include "iserkit/common/buffer.hpp"
 #include "iserkit/common/result.hpp"
@@ -20,8 +21,11 @@ namespace iserkit::datamover {
 /// unless the peer already did (Send with Invalidate).
 class StagOwner {
  public:
-  /// `slot` is the owner's own index of the window.
-  virtual void release_stag(std::uint32_t slot) noexcept = 0;
+  /// `slot` is the owner's own index of the window. `answered`: the command ended with its SCSI
+  /// Response (TaskData::finish() ran), so a target that follows the protocol is done with the
+  /// window; false when it ended otherwise (timeout, abort, a lost connection), when the target may
+  /// still be working on it.
+  virtual void release_stag(std::uint32_t slot, bool answered) noexcept = 0;
 
  protected:
   ~StagOwner() = default;
@@ -33,12 +37,13 @@ class StagLease {
  public:
   StagLease() = default;
   StagLease(std::shared_ptr<StagOwner> owner, std::uint32_t slot) noexcept : owner_(std::move(owner)), slot_(slot) {}
-  StagLease(StagLease&& o) noexcept : owner_(std::move(o.owner_)), slot_(o.slot_) {}
+  StagLease(StagLease&& o) noexcept : owner_(std::move(o.owner_)), slot_(o.slot_), answered_(o.answered_) {}
   StagLease& operator=(StagLease&& o) noexcept {
     if (this != &o) {
       reset();
       owner_ = std::move(o.owner_);
       slot_ = o.slot_;
+      answered_ = o.answered_;
     }
     return *this;
   }
@@ -46,13 +51,16 @@ class StagLease {
   StagLease& operator=(const StagLease&) = delete;
   ~StagLease() { reset(); }
   void reset() noexcept {
-    if (auto owner = std::move(owner_)) owner->release_stag(slot_);
+    if (auto owner = std::move(owner_)) owner->release_stag(slot_, std::exchange(answered_, false));
   }
+  /// The command ended with its SCSI Response: release_stag() will say so.
+  void set_answered() noexcept { answered_ = true; }
   explicit operator bool() const noexcept { return static_cast<bool>(owner_); }
 
  private:
   std::shared_ptr<StagOwner> owner_;
   std::uint32_t slot_ = 0;
+  bool answered_ = false;
 };
 
 /// The data buffers of one SCSI command as the connection's datamover prepared them
@@ -127,7 +135,8 @@ class TaskData {
   /// Ends the command after it completed with `data_in_bytes` bytes of read data (the read
   /// buffer's size less an underflow residual; clamped to it): a bounced read copies them into the
   /// caller's span (counted); otherwise nothing happens. Call at most once; a command that failed
-  /// is not finished, so its caller's read buffer is left as the transport left it.
+  /// is not finished, so its caller's read buffer is left as the transport left it. A finished
+  /// command's per-command STags are given back as answered (StagOwner::release_stag()).
   void finish(std::size_t data_in_bytes) noexcept;
 
  private:
