@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <vector>
 
 #include "iserkit/iser/stag_table.hpp"
@@ -26,6 +27,13 @@ class LocalInvalidatesTest : public ::testing::Test {
   SendPass& pass = SendPass::of(io.get_executor());
   Chains posted;
   LocalInvalidates inv{[this](std::span<const std::uint32_t> slots) { posted.emplace_back(slots.begin(), slots.end()); }};
+
+  /// Joins the pass, holds it, and ends the commands of `slots` with their responses, in order.
+  void hold_with_answered(std::initializer_list<std::uint32_t> slots) {
+    inv.set_pass(&pass);
+    pass.hold();
+    for (const auto slot : slots) inv.add(slot, true);
+  }
 };
 
 TEST_F(LocalInvalidatesTest, WithoutAPassEachIsPostedAtOnceAlone) {
@@ -43,11 +51,7 @@ TEST_F(LocalInvalidatesTest, OutsideAHeldPassEachIsPostedAtOnce) {
 }
 
 TEST_F(LocalInvalidatesTest, AHeldPassGathersTheAnsweredOnesIntoOneChainAtItsEnd) {
-  inv.set_pass(&pass);
-  pass.hold();
-  inv.add(3, true);
-  inv.add(1, true);
-  inv.add(4, true);
+  hold_with_answered({3, 1, 4});
   EXPECT_TRUE(posted.empty()) << "nothing posted while the pass is held";
   EXPECT_EQ(inv.queued(), 3u);
   EXPECT_EQ(pass.deferred(), 1u) << "armed once";
@@ -57,10 +61,7 @@ TEST_F(LocalInvalidatesTest, AHeldPassGathersTheAnsweredOnesIntoOneChainAtItsEnd
 }
 
 TEST_F(LocalInvalidatesTest, AChainPostedDuringThePassTakesThemAndThePassEndPostsNothingMore) {
-  inv.set_pass(&pass);
-  pass.hold();
-  inv.add(2, true);
-  inv.add(7, true);
+  hold_with_answered({2, 7});
   std::vector<std::uint32_t> head;  // the head of the chain a sender already running posts
   inv.take(head);
   EXPECT_EQ(head, (std::vector<std::uint32_t>{2, 7}));
@@ -71,9 +72,7 @@ TEST_F(LocalInvalidatesTest, AChainPostedDuringThePassTakesThemAndThePassEndPost
 
 TEST_F(LocalInvalidatesTest, AnUnansweredCommandIsInvalidatedAtOnceWithWhatIsQueued) {
   // A timed-out or aborted command: its target may still write, so nothing waits for the pass.
-  inv.set_pass(&pass);
-  pass.hold();
-  inv.add(1, true);
+  hold_with_answered({1});
   inv.add(6, false);
   EXPECT_EQ(posted, (Chains{{1, 6}})) << "the queued one first, in the same chain";
   EXPECT_EQ(inv.queued(), 0u);
@@ -82,10 +81,7 @@ TEST_F(LocalInvalidatesTest, AnUnansweredCommandIsInvalidatedAtOnceWithWhatIsQue
 }
 
 TEST_F(LocalInvalidatesTest, FlushPostsTheQueuedOnesBeforeASenderWaitsForAWindow) {
-  inv.set_pass(&pass);
-  pass.hold();
-  inv.add(4, true);
-  inv.add(5, true);
+  hold_with_answered({4, 5});
   inv.flush();
   EXPECT_EQ(posted, (Chains{{4, 5}}));
   inv.flush();  // nothing queued: nothing posted
@@ -94,9 +90,7 @@ TEST_F(LocalInvalidatesTest, FlushPostsTheQueuedOnesBeforeASenderWaitsForAWindow
 }
 
 TEST_F(LocalInvalidatesTest, AFailedConnectionDropsWhatIsQueued) {
-  inv.set_pass(&pass);
-  pass.hold();
-  inv.add(4, true);
+  hold_with_answered({4});
   inv.drop();
   pass.release();
   EXPECT_TRUE(posted.empty());
