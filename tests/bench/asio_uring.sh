@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Asio's own io_uring backend against today's epoll build (issue 23 item 3; docs/performance.md
+# Asio's own io_uring backend against today's epoll build (issue 23 item 3; docs/performance-fast-path.md
 # "Asio's own io_uring backend"). Opt-in, never part of scripts/test.sh: Debian 12's default Boost is
 # 1.74 (no io_uring backend) and libboost1.81-dev conflicts with libboost1.74-dev, so this unpacks
 # Debian's libboost1.81-dev into a private folder (apt-get download + dpkg -x; nothing installed)

@@ -2,7 +2,7 @@
 //
 // A receive loop that got a whole unit (an iSCSI PDU, an NBD request header) reads again on its
 // own thread without blocking while its last read came back full, so a burst is processed without
-// a posted completion per unit (docs/performance.md, "Batching per pass"). At queue depth 1 that
+// a posted completion per unit (docs/performance-fast-path.md, "Batching per pass"). At queue depth 1 that
 // read always finds the socket empty (EAGAIN), and then Asio's async read tries once more before
 // it waits: two system calls find out the same thing. Where the units come one per wake-up, this
 // guess says to leave the finding out to Asio's read alone, once `runs_of_one_to_start` wake-ups
