@@ -16,6 +16,7 @@
 # (packaging/install-deps.sh installs them all).
 set -euo pipefail
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
+source "$source_dir/scripts/lib.sh"  # usage(); its die() is replaced below
 die() { echo "build-debs: $*" >&2; exit 1; }
 
 out=""; work=""; lint=0; dev_flags=0; jobs=$(nproc)
@@ -25,7 +26,7 @@ while (($#)); do
     --lintian) lint=1; shift ;;
     --dev-flags) dev_flags=1; shift ;;
     --jobs) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     -*) die "unknown option $1" ;;
     *) [[ -z $out ]] || die "one OUT_DIR only"; out=$1; shift ;;
   esac

@@ -18,7 +18,7 @@ while (($#)); do
     --size) size=$2; shift 2 ;;
     --tree) tree=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     *) die "unknown option $1" ;;
   esac
 done

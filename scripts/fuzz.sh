@@ -18,7 +18,7 @@ while (($#)); do
     --time) seconds=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --list) list=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) targets+=("$1"); shift ;;
   esac

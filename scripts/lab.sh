@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib.sh"
 # Help and listing first: they install, build and boot nothing.
 for a in "$@"; do
   case $a in
-    -h | --help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exec "$ISERKIT_SOURCE/tests/lab/lab.sh" --help ;;
+    -h | --help) usage; exec "$ISERKIT_SOURCE/tests/lab/lab.sh" --help ;;
   esac
 done
 ((EUID == 0)) || die "the lab needs root (QEMU exports the host root file system to the VM): sudo $0"

@@ -6,6 +6,9 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ISERKIT_SOURCE} CCACHE_NOHASHDIR=${CCAC
 
 say() { printf '\033[1m== %s\033[0m\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+# usage: --help's text, the running script's header comment (line 2 up to the first line that is
+# not a comment) without its "# ": it cannot drift from the header as a fixed line range did.
+usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
 
 # ninja_progress NINJA-ARGS...: ninja with a progress line every 10 % of its steps (and its errors)
 # instead of a line per file; on failure ninja runs again on one job with its whole output.

@@ -36,6 +36,7 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../../scripts/lib.sh"  # usage()
 TARGET=iserkit
 KINDS=${ISERKIT_CONFORMANCE_KINDS:-mem,sparse,full}
 FAMILIES=""
@@ -59,7 +60,7 @@ while [[ $# -gt 0 ]]; do
     --bin) BIN_DIR=$2; shift 2 ;;
     --quiet) QUIET=1; shift ;;
     --sanitize-rate) SANITIZE_RATE=$2; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
