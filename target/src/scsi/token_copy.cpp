@@ -42,7 +42,7 @@ std::vector<RangeDescriptor> read_ranges(const std::byte* at, std::size_t bytes)
 // token_max_range_descriptors descriptors.
 std::optional<SenseData> check_descriptor_list_length(std::size_t bytes, std::uint16_t field) noexcept {
   if (bytes == 0 || bytes % range_descriptor_bytes != 0) return SenseData::invalid_field_in_parameter_list(field);
-  if (bytes / range_descriptor_bytes > token_max_range_descriptors) return illegal({0x26, 0x08});  // TOO MANY SEGMENT DESCRIPTORS
+  if (bytes / range_descriptor_bytes > token_max_range_descriptors) return illegal(too_many_segment_descriptors);
   return std::nullopt;
 }
 
