@@ -7,6 +7,7 @@
 #include "iserkit/common/copy_counter.hpp"
 #include "iserkit/common/errors.hpp"
 #include "iserkit/common/log.hpp"
+#include "iserkit/iscsi/data_segmenter.hpp"
 
 namespace iserkit::target {
 namespace {

@@ -72,7 +72,6 @@
 #include "data_phase.hpp"
 #include "target_stats.hpp"
 #include "data_in.hpp"
-#include "iserkit/iscsi/data_segmenter.hpp"
 #include "write_sequencer.hpp"
 
 namespace iserkit::target {

@@ -193,6 +193,8 @@ class IserConnection final : public StagOwner, public std::enable_shared_from_th
   /// Puts the queued Local Invalidates at the head of `chain` (a chain about to be posted, in
   /// which nothing refers to them); returns how many.
   std::size_t take_invalidates(std::vector<ibv_send_wr>& chain);
+  /// The signaled Local Invalidate work request of window `slot` (its current rkey; `next` null).
+  [[nodiscard]] ibv_send_wr local_invalidate_wr(std::uint32_t slot) const noexcept;
   /// SEND, or SEND_WITH_INV for a target's SCSI Response whose command carried one STag.
   void set_send_opcode(ibv_send_wr& wr, const PduOut& pdu) noexcept;
   void note_command_stag(const PduIn& in);

@@ -191,11 +191,7 @@ void IserConnection::post_invalidates(std::span<const std::uint32_t> slots) noex
   ibv_send_wr* bad = nullptr;
   int rc = 0;
   if (slots.size() == 1) {
-    ibv_send_wr wr{};
-    wr.wr_id = (std::uint64_t{slots[0]} << 3) | 4u;
-    wr.opcode = IBV_WR_LOCAL_INV;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.invalidate_rkey = stags_->rkey(slots[0]);
+    ibv_send_wr wr = local_invalidate_wr(slots[0]);
     count_post_send(1);
     rc = ibv_post_send(id_->qp, &wr, &bad);
   } else {
@@ -206,13 +202,8 @@ void IserConnection::post_invalidates(std::span<const std::uint32_t> slots) noex
       return;
     }
     for (std::size_t i = 0; i < slots.size(); ++i) {
-      ibv_send_wr& wr = invalidate_wrs_[i];
-      wr = {};
-      wr.wr_id = (std::uint64_t{slots[i]} << 3) | 4u;
-      wr.opcode = IBV_WR_LOCAL_INV;
-      wr.send_flags = IBV_SEND_SIGNALED;
-      wr.invalidate_rkey = stags_->rkey(slots[i]);
-      wr.next = i + 1 < slots.size() ? &invalidate_wrs_[i + 1] : nullptr;
+      invalidate_wrs_[i] = local_invalidate_wr(slots[i]);
+      invalidate_wrs_[i].next = i + 1 < slots.size() ? &invalidate_wrs_[i + 1] : nullptr;
     }
     count_post_send(slots.size());
     rc = ibv_post_send(id_->qp, invalidate_wrs_.data(), &bad);
@@ -242,13 +233,17 @@ std::size_t IserConnection::take_invalidates(std::vector<ibv_send_wr>& chain) {
     post_invalidates(invalidate_slots_);  // on their own, then
     return 0;
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    chain[i].wr_id = (std::uint64_t{invalidate_slots_[i]} << 3) | 4u;
-    chain[i].opcode = IBV_WR_LOCAL_INV;
-    chain[i].send_flags = IBV_SEND_SIGNALED;
-    chain[i].invalidate_rkey = stags_->rkey(invalidate_slots_[i]);
-  }
+  for (std::size_t i = 0; i < n; ++i) chain[i] = local_invalidate_wr(invalidate_slots_[i]);
   return n;
+}
+
+ibv_send_wr IserConnection::local_invalidate_wr(std::uint32_t slot) const noexcept {
+  ibv_send_wr wr{};
+  wr.wr_id = (std::uint64_t{slot} << 3) | 4u;  // on_window_completion(): bit 2 = an invalidate
+  wr.opcode = IBV_WR_LOCAL_INV;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.invalidate_rkey = stags_->rkey(slot);
+  return wr;
 }
 
 void IserConnection::on_window_completion(const ibv_wc& wc) {
